@@ -1,0 +1,134 @@
+# vmrun: `make` builds the host binaries, `make guest` the guest images,
+# `make check` runs every test, `make demo` the main job. check and demo
+# install their Debian packages first (scripts/deps.sh), so either works as
+# the first command on a fresh Debian 12 machine as root.
+
+CC      ?= gcc
+CLANG   ?= clang
+BUILD   := build
+CSTD    := -std=c11 -D_GNU_SOURCE
+WARN    := -Wall -Wextra -Werror
+CFLAGS  ?= -O2 -g
+SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+VERSION := 0.1.0
+
+VMM_SRCS  := $(wildcard vmm/*.c)
+VMM_OBJS  := $(VMM_SRCS:%.c=$(BUILD)/obj/%.o)
+# Unit tests link every vmm module but main, built again with sanitizers.
+VMM_LIB   := $(filter-out vmm/main.c,$(VMM_SRCS))
+ASAN_OBJS := $(VMM_LIB:%.c=$(BUILD)/asan/%.o)
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+PAYLOAD_SRCS := $(wildcard tests/payloads/*.S)
+PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
+BENCH_BINS := $(BUILD)/tests/bench_vmm
+
+.PHONY: all deps guest kernel rootfs unit payloads payload-test vm-test check demo \
+	bench-vmm clean fuzz fuzz-smoke
+
+all: $(BUILD)/bin/vmm
+
+deps:
+	@./scripts/deps.sh
+
+$(BUILD)/obj/%.o: %.c $(wildcard vmm/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+
+$(BUILD)/asan/%.o: %.c $(wildcard vmm/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -c $< -o $@
+
+# Keep the sanitizer objects between runs (make would delete them as intermediates).
+.SECONDARY: $(ASAN_OBJS)
+
+$(BUILD)/bin/vmm: $(VMM_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -pthread $^ -o $@
+
+# ---- guest images ----------------------------------------------------------
+guest: kernel rootfs
+
+kernel:
+	@./kernel-config/build.sh $(BUILD)/guest/vmlinux $(BUILD)/guest/bzImage
+
+rootfs:
+	@./rootfs/build.sh $(BUILD)/guest/rootfs.ext4
+
+# ---- tests -----------------------------------------------------------------
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm $^ -lcmocka -pthread -o $@
+
+unit: $(UNIT_BINS)
+	@./tests/run-all.sh unit $(UNIT_BINS)
+
+$(BUILD)/payloads/%.elf: tests/payloads/%.S tests/payloads/payload.ld
+	@mkdir -p $(dir $@)
+	$(CC) -c $< -o $(BUILD)/payloads/$*.o
+	ld -T tests/payloads/payload.ld -o $@ $(BUILD)/payloads/$*.o
+
+payloads: $(PAYLOADS)
+
+# Self-checking payloads run on the local /dev/kvm whatever it is.
+payload-test: all payloads
+	@./tests/payloads/run.sh
+
+# Linux guests: directly where the local KVM runs them, else on an emulated
+# KVM host; the probe says which, in one line.
+vm-test: all payloads kernel
+	@./tests/vm/run.sh
+
+check:
+	@./scripts/deps.sh
+	@$(MAKE) --no-print-directory all payloads guest $(UNIT_BINS) $(FUZZ_BINS)
+	@$(MAKE) --no-print-directory unit fuzz-smoke payload-test vm-test
+
+demo:
+	@./scripts/deps.sh
+	@$(MAKE) --no-print-directory all payloads guest
+	@./scripts/demo.sh
+
+$(BUILD)/tests/bench_vmm: tests/bench/bench_vmm.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 -g $< -o $@
+
+bench-vmm: all payloads $(BENCH_BINS)
+	@$(BUILD)/tests/bench_vmm $(BUILD)/bin/vmm $(BUILD)/payloads/reset.elf
+
+clean:
+	rm -rf $(BUILD)
+
+# ---- fuzzing ----------------------------------------------------------------
+# libFuzzer harnesses tests/fuzz/fuzz_*.c, built with clang from the vmm
+# sources they need. fuzz-smoke runs each briefly, fuzz for FUZZ_TIME
+# seconds; corpora, logs and crash artifacts stay under $(BUILD)/fuzz.
+FUZZ_TIME       ?= 300
+FUZZ_SMOKE_TIME ?= 20
+FUZZ_CFLAGS     := $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined \
+	-fno-sanitize-recover=undefined -Ivmm
+FUZZ_BINS       := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_LOADER_SRCS := vmm/loader_x86_64.c vmm/guest_mem.c vmm/log.c
+
+$(BUILD)/fuzz/fuzz_loader: tests/fuzz/fuzz_loader.c $(FUZZ_LOADER_SRCS) $(wildcard vmm/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) tests/fuzz/fuzz_loader.c $(FUZZ_LOADER_SRCS) -o $@
+
+$(BUILD)/fuzz/mkseeds_loader: tests/fuzz/mkseeds_loader.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O1 -g $< -o $@
+
+# Seeds: hand-made minimal images, plus the test payloads when built.
+$(BUILD)/fuzz/seeds-loader.stamp: $(BUILD)/fuzz/mkseeds_loader $(wildcard $(BUILD)/payloads/*.elf)
+	@rm -rf $(BUILD)/fuzz/seeds-loader && mkdir -p $(BUILD)/fuzz/seeds-loader
+	$(BUILD)/fuzz/mkseeds_loader $(BUILD)/fuzz/seeds-loader
+	@for f in $(wildcard $(BUILD)/payloads/*.elf); do cp $$f $(BUILD)/fuzz/seeds-loader/; done
+	@touch $@
+
+FUZZ_SEEDS := $(BUILD)/fuzz/seeds-loader.stamp
+
+fuzz-smoke: $(FUZZ_BINS) $(FUZZ_SEEDS)
+	@./tests/fuzz/run.sh $(FUZZ_SMOKE_TIME) $(BUILD) $(FUZZ_BINS)
+
+fuzz: $(FUZZ_BINS) $(FUZZ_SEEDS)
+	@./tests/fuzz/run.sh $(FUZZ_TIME) $(BUILD) $(FUZZ_BINS)

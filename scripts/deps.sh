@@ -1,0 +1,29 @@
+#!/bin/sh
+# Installs every Debian package the project needs, on a fresh Debian 12
+# machine as root. Idempotent: apt is touched only when something is missing,
+# and `apt-get update` runs first then, since a fresh machine has stale lists.
+set -eu
+
+PKGS="build-essential pkg-config libext2fs-dev libcmocka-dev libseccomp-dev
+musl-tools linux-source-6.1 busybox-static qemu-system-x86 flex bison
+libelf-dev bc libssl-dev clang libclang-rt-14-dev cpio e2fsprogs kmod
+xz-utils zstd python3 rsync"
+
+missing=""
+for p in $PKGS; do
+	st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+	[ "$st" = installed ] || missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+	echo "deps: all $(echo $PKGS | wc -w) packages present"
+	exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+	echo "deps: missing packages:$missing (run 'make deps' as root)" >&2
+	exit 1
+fi
+echo "deps: installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $missing

@@ -1,0 +1,147 @@
+#include <errno.h>
+#include <getopt.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "boot_x86_64.h"
+#include "log.h"
+
+#ifndef VMRUN_VERSION
+#define VMRUN_VERSION "0.1.0"
+#endif
+
+static const char usage[] =
+	"usage: vmm --kernel FILE [--cmdline STR] [--no-default-cmdline] [--memory MIB]\n"
+	"           [--cpus N] [--console stdout|FILE|none] [--console-limit BYTES]\n"
+	"           [--accept-emulated-kvm] [--stats]\n"
+	"Boots one microVM on /dev/kvm and exits when the guest resets or powers off.\n"
+	"  --kernel FILE          ELF vmlinux or bzImage (x86_64, 64-bit boot protocol)\n"
+	"  --cmdline STR          appended to the default kernel command line:\n"
+	"                         \"" VMM_DEFAULT_CMDLINE "\"\n"
+	"  --no-default-cmdline   use --cmdline alone\n"
+	"  --memory MIB           guest RAM (default 256)\n"
+	"  --cpus N               vCPUs, 1-32 (default 1)\n"
+	"  --console DEST         guest serial console: stdout (default), a file, or none\n"
+	"  --console-limit BYTES  keep at most this much console output (default 1048576)\n"
+	"  --accept-emulated-kvm  run even where KVM emulates guest kernel code (PVM hosts;\n"
+	"                         only tiny test payloads are usable there)\n"
+	"  --stats                print timing and memory figures on stderr at exit\n"
+	"exit status: 0 guest reset or powered off; 1 setup failure; 2 guest failure\n"
+	"             (triple fault, emulation failure); 3 stopped by SIGTERM/SIGINT/SIGHUP\n";
+
+int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+enum { OPT_CONSOLE_LIMIT = 256, OPT_NO_DEFAULT_CMDLINE, OPT_ACCEPT_EMULATED, OPT_STATS, OPT_VERSION };
+
+int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
+{
+	static const struct option opts[] = {
+		{ "kernel", required_argument, NULL, 'k' },
+		{ "cmdline", required_argument, NULL, 'c' },
+		{ "no-default-cmdline", no_argument, NULL, OPT_NO_DEFAULT_CMDLINE },
+		{ "memory", required_argument, NULL, 'm' },
+		{ "cpus", required_argument, NULL, 'n' },
+		{ "console", required_argument, NULL, 'o' },
+		{ "console-limit", required_argument, NULL, OPT_CONSOLE_LIMIT },
+		{ "accept-emulated-kvm", no_argument, NULL, OPT_ACCEPT_EMULATED },
+		{ "stats", no_argument, NULL, OPT_STATS },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
+		{ NULL, 0, NULL, 0 },
+	};
+	*cfg = (struct vmm_config){
+		.memory_mib = VMM_DEFAULT_MEMORY_MIB,
+		.cpus = 1,
+		.console = "stdout",
+		.console_limit = VMM_DEFAULT_CONSOLE_LIMIT,
+	};
+	uint64_t n;
+	int c;
+	optind = 0;   /* glibc: a full reset, so parsing twice starts clean */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+		switch (c) {
+		case 'k': cfg->kernel = optarg; break;
+		case 'c': cfg->cmdline_extra = optarg; break;
+		case OPT_NO_DEFAULT_CMDLINE: cfg->no_default_cmdline = true; break;
+		case 'm':
+			if (parse_u64(optarg, VMM_MIN_MEMORY_MIB, VMM_MAX_MEMORY_MIB, &n)) {
+				vmm_err("--memory: '%s' is not a number of MiB between %d and %d", optarg,
+					VMM_MIN_MEMORY_MIB, VMM_MAX_MEMORY_MIB);
+				return -1;
+			}
+			cfg->memory_mib = n;
+			break;
+		case 'n':
+			if (parse_u64(optarg, 1, MPTABLE_MAX_CPUS, &n)) {
+				vmm_err("--cpus: '%s' is not a number between 1 and %d", optarg, MPTABLE_MAX_CPUS);
+				return -1;
+			}
+			cfg->cpus = (unsigned)n;
+			break;
+		case 'o':
+			if (!*optarg) {
+				vmm_err("--console: empty destination");
+				return -1;
+			}
+			cfg->console = optarg;
+			break;
+		case OPT_CONSOLE_LIMIT:
+			if (parse_u64(optarg, 0, UINT64_MAX, &n)) {
+				vmm_err("--console-limit: '%s' is not a number of bytes", optarg);
+				return -1;
+			}
+			cfg->console_limit = n;
+			break;
+		case OPT_ACCEPT_EMULATED: cfg->accept_emulated = true; break;
+		case OPT_STATS: cfg->stats = true; break;
+		case 'h': fputs(usage, stdout); return 1;
+		case OPT_VERSION: printf("vmm %s\n", VMRUN_VERSION); return 1;
+		case ':':
+			vmm_err("%s needs a value (see --help)", argv[optind - 1]);
+			return -1;
+		default:
+			if (optopt)
+				vmm_err("unknown option '-%c' (see --help)", optopt);
+			else
+				vmm_err("unknown option '%s' (see --help)", argv[optind - 1]);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		vmm_err("unexpected argument '%s' (see --help)", argv[optind]);
+		return -1;
+	}
+	if (!cfg->kernel) {
+		vmm_err("--kernel FILE is required (see --help)");
+		return -1;
+	}
+	if (cfg->no_default_cmdline && !cfg->cmdline_extra) {
+		vmm_err("--no-default-cmdline needs --cmdline");
+		return -1;
+	}
+	return 0;
+}
+
+int vmm_build_cmdline(const struct vmm_config *cfg, char *buf, size_t len)
+{
+	const char *base = cfg->no_default_cmdline ? "" : VMM_DEFAULT_CMDLINE;
+	const char *extra = cfg->cmdline_extra ? cfg->cmdline_extra : "";
+	const char *sep = (*base && *extra) ? " " : "";
+	int n = snprintf(buf, len, "%s%s%s", base, sep, extra);
+	return (n < 0 || (size_t)n >= len) ? -1 : 0;
+}

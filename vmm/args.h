@@ -1,0 +1,40 @@
+/* The vmm command line (see README, "vmm"). */
+#ifndef VMM_ARGS_H
+#define VMM_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define VMM_DEFAULT_CMDLINE                                                                   \
+	"console=ttyS0 reboot=k panic=1 pci=off nomodule i8042.noaux i8042.nomux i8042.nopnp " \
+	"i8042.dumbkbd quiet"
+#define VMM_DEFAULT_MEMORY_MIB   256
+#define VMM_MIN_MEMORY_MIB       2
+#define VMM_MAX_MEMORY_MIB       (64 * 1024)
+#define VMM_DEFAULT_CONSOLE_LIMIT (1024 * 1024)
+
+struct vmm_config {
+	const char *kernel;
+	const char *cmdline_extra;   /* appended to the default, or replacing it */
+	bool no_default_cmdline;
+	uint64_t memory_mib;
+	unsigned cpus;
+	const char *console;         /* "stdout", "none" or a file */
+	uint64_t console_limit;
+	bool accept_emulated;        /* run even where KVM emulates guest kernel code */
+	bool stats;                  /* print timing and memory figures at exit */
+};
+
+/* Parse argv into cfg. Returns 0 to run, 1 when --help or --version was
+ * printed (exit 0), or -1 after one error line (exit 1). */
+int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg);
+
+/* Parse a decimal number in [min, max] with nothing else around it.
+ * Returns 0, or -1 on anything else (no error printed). */
+int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+
+/* Build the kernel command line for cfg into buf. Returns 0, or -1 when
+ * it does not fit (no error printed). */
+int vmm_build_cmdline(const struct vmm_config *cfg, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,90 @@
+#include "guest_mem.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "log.h"
+
+int guest_mem_init(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint64_t gap_end)
+{
+	memset(gm, 0, sizeof(*gm));
+	long page = sysconf(_SC_PAGESIZE);
+	if (size == 0 || size % (uint64_t)page != 0 || gap_start > gap_end) {
+		vmm_err("guest memory: invalid size %llu", (unsigned long long)size);
+		return -1;
+	}
+	if (size > SIZE_MAX) {
+		vmm_err("guest memory: %llu bytes do not fit the host address space",
+			(unsigned long long)size);
+		return -1;
+	}
+	/* NORESERVE: the guest only costs the pages it touches. */
+	void *p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		vmm_perr("guest memory: mmap of %llu MiB", (unsigned long long)(size >> 20));
+		return -1;
+	}
+	/* Guest secrets have no business in a vmm core dump. */
+	madvise(p, (size_t)size, MADV_DONTDUMP);
+	gm->base = p;
+	gm->size = size;
+
+	uint64_t low = size < gap_start ? size : gap_start;
+	gm->regions[0] = (struct guest_region){ .gpa = 0, .size = low, .hva = gm->base };
+	gm->nregions = 1;
+	if (size > low) {
+		gm->regions[1] = (struct guest_region){
+			.gpa = gap_end, .size = size - low, .hva = gm->base + low };
+		gm->nregions = 2;
+	}
+	return 0;
+}
+
+void guest_mem_release(struct guest_mem *gm)
+{
+	if (gm->base)
+		munmap(gm->base, (size_t)gm->size);
+	memset(gm, 0, sizeof(*gm));
+}
+
+void *guest_mem_ptr(const struct guest_mem *gm, uint64_t gpa, uint64_t len)
+{
+	if (len == 0)
+		return NULL;
+	for (unsigned i = 0; i < gm->nregions; i++) {
+		const struct guest_region *r = &gm->regions[i];
+		/* Written as subtractions so that no sum can wrap. */
+		if (gpa < r->gpa)
+			continue;
+		uint64_t off = gpa - r->gpa;
+		if (off >= r->size || len > r->size - off)
+			continue;
+		return r->hva + off;
+	}
+	return NULL;
+}
+
+uint64_t guest_mem_low_end(const struct guest_mem *gm)
+{
+	return gm->nregions ? gm->regions[0].size : 0;
+}
+
+int64_t guest_mem_resident(const struct guest_mem *gm)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t pages = (size_t)(gm->size / (uint64_t)page);
+	unsigned char *vec = malloc(pages ? pages : 1);
+	if (!vec)
+		return -1;
+	int64_t resident = -1;
+	if (mincore(gm->base, (size_t)gm->size, vec) == 0) {
+		resident = 0;
+		for (size_t i = 0; i < pages; i++)
+			resident += (vec[i] & 1) ? page : 0;
+	}
+	free(vec);
+	return resident;
+}

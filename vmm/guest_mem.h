@@ -1,0 +1,45 @@
+/* Guest RAM: one anonymous host mapping split into at most two
+ * guest-physical regions around an MMIO gap, and the one checked
+ * guest-physical-to-host translation that every other module uses. */
+#ifndef VMM_GUEST_MEM_H
+#define VMM_GUEST_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GUEST_MEM_MAX_REGIONS 2
+
+struct guest_region {
+	uint64_t gpa;   /* first guest-physical address */
+	uint64_t size;  /* bytes */
+	uint8_t *hva;   /* host address of gpa */
+};
+
+struct guest_mem {
+	uint8_t *base;          /* the whole host mapping */
+	uint64_t size;          /* total guest RAM in bytes */
+	unsigned nregions;
+	struct guest_region regions[GUEST_MEM_MAX_REGIONS];
+};
+
+/* Map size bytes of zeroed guest RAM. RAM that would fall in
+ * [gap_start, gap_end) is placed at gap_end instead. Returns 0, or -1 after
+ * one error line (size zero, not page-aligned, or mmap failure). */
+int guest_mem_init(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint64_t gap_end);
+
+/* Unmap guest RAM; safe on a zeroed or already released struct. */
+void guest_mem_release(struct guest_mem *gm);
+
+/* Host pointer to the len bytes at gpa, or NULL unless all of them lie inside
+ * one RAM region. Overflow-safe for any gpa and len; len 0 is refused. This is
+ * the only way any module reaches guest memory. */
+void *guest_mem_ptr(const struct guest_mem *gm, uint64_t gpa, uint64_t len);
+
+/* End of the RAM region that starts at gpa 0 (the RAM below the gap). */
+uint64_t guest_mem_low_end(const struct guest_mem *gm);
+
+/* Bytes of guest RAM currently resident in the host (pages the guest or the
+ * loaders touched), measured with mincore; -1 on failure. */
+int64_t guest_mem_resident(const struct guest_mem *gm);
+
+#endif

@@ -1,0 +1,32 @@
+/* The arch-neutral half of talking to /dev/kvm: open and check it, create
+ * the VM, register guest memory, create vCPUs. Arch code lives in
+ * kvm_<arch>.c behind kvm_arch.h. */
+#ifndef VMM_KVM_H
+#define VMM_KVM_H
+
+#include "vm.h"
+
+/* A capability the VMM cannot run without, with its name for the error. */
+struct kvm_cap_req {
+	int cap;
+	const char *name;
+};
+
+/* Open /dev/kvm, check the API version and every required capability
+ * (generic and arch), and learn the kvm_run size. Names all missing
+ * capabilities in one error line. Returns 0 or -1. */
+int kvm_open(struct vm *vm);
+
+/* KVM_CREATE_VM. Returns 0 or -1 after one error line. */
+int kvm_create_vm(struct vm *vm);
+
+/* Register each guest RAM region as a memory slot. Returns 0 or -1. */
+int kvm_map_memory(struct vm *vm);
+
+/* Create vCPU index and map its kvm_run. Returns 0 or -1. */
+int kvm_create_vcpu(struct vm *vm, unsigned index);
+
+/* Unmap and close every vCPU, then the VM and /dev/kvm fds. */
+void kvm_release(struct vm *vm);
+
+#endif

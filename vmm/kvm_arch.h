@@ -1,0 +1,35 @@
+/* What each architecture supplies to the arch-neutral VMM code. */
+#ifndef VMM_KVM_ARCH_H
+#define VMM_KVM_ARCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kvm.h"
+#include "vm.h"
+
+/* Arch capabilities checked by kvm_open; terminated by a {0, NULL} entry. */
+extern const struct kvm_cap_req kvm_arch_caps[];
+
+/* VM-wide arch setup after KVM_CREATE_VM and before any vCPU: on x86, the
+ * TSS area, the in-kernel irqchip and the PIT. Returns 0 or -1. */
+int kvm_arch_vm_init(struct vm *vm);
+
+/* Per-vCPU arch setup (CPUID, MSRs, local APIC) for every vCPU. Returns 0 or -1. */
+int kvm_arch_vcpus_init(struct vm *vm);
+
+/* Put the boot vCPU at the kernel's entry point with the boot protocol's
+ * register state. Returns 0 or -1. */
+int kvm_arch_boot_vcpu(struct vm *vm, uint64_t entry);
+
+/* Time a short ring-0 loop on the boot vCPU and report whether the host runs
+ * guest kernel code in KVM's instruction emulator (*emulated, as on PVM
+ * hosts) rather than in hardware; vm->probe_cycles_per_loop gets the figure.
+ * Leaves the probe page zeroed. Returns 0, or -1 after one error line when
+ * the probe itself could not run. */
+int kvm_arch_probe_emulation(struct vm *vm, bool *emulated);
+
+/* Register the arch's legacy devices (UART, reset line) on the buses. Returns 0 or -1. */
+int kvm_arch_devices_init(struct vm *vm);
+
+#endif

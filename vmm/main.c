@@ -1,0 +1,187 @@
+/* vmm: boot one microVM on /dev/kvm.
+ *
+ * main is straight-line: parse, acquire (KVM, memory, kernel, boot tables,
+ * devices, vCPUs), probe the host, run until the guest or a signal stops it,
+ * tear down. Every acquisition is released on the way out, whatever failed. */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "boot_x86_64.h"
+#include "kvm.h"
+#include "kvm_arch.h"
+#include "layout_x86_64.h"
+#include "loader_x86_64.h"
+#include "log.h"
+#include "vm.h"
+
+struct timings {
+	struct timespec first_run, joined, end;
+};
+
+static uint64_t ns(const struct timespec *t)
+{
+	return (uint64_t)t->tv_sec * 1000000000ull + (uint64_t)t->tv_nsec;
+}
+
+/* Map the kernel file, load it into guest RAM, unmap it. */
+static int load_kernel_file(struct vm *vm, const char *path, struct kernel_image *k)
+{
+	int rc = -1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		vmm_perr("kernel %s", path);
+		return -1;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+		vmm_err("kernel %s: not a non-empty regular file", path);
+		goto out;
+	}
+	void *img = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (img == MAP_FAILED) {
+		vmm_perr("kernel %s: mmap", path);
+		goto out;
+	}
+	rc = kernel_load_x86_64(&vm->mem, img, (size_t)st.st_size, k);
+	munmap(img, (size_t)st.st_size);
+out:
+	close(fd);
+	return rc;
+}
+
+/* Everything from /dev/kvm to vCPUs created, with the kernel and boot tables in guest RAM. */
+static int acquire(struct vm *vm, const struct vmm_config *cfg, struct kernel_image *k)
+{
+	char cmdline[COMMAND_LINE_MAX];
+	if (vmm_build_cmdline(cfg, cmdline, sizeof(cmdline))) {
+		vmm_err("kernel command line is longer than %llu bytes", COMMAND_LINE_MAX - 1);
+		return -1;
+	}
+	if (console_open(&vm->console, cfg->console, cfg->console_limit) || kvm_open(vm) ||
+	    kvm_create_vm(vm) || kvm_arch_vm_init(vm) ||
+	    guest_mem_init(&vm->mem, cfg->memory_mib << 20, MMIO_GAP_START, MMIO_GAP_END) ||
+	    kvm_map_memory(vm) || load_kernel_file(vm, cfg->kernel, k) ||
+	    boot_write_tables_x86_64(&vm->mem, k, cmdline, cfg->cpus) || kvm_arch_devices_init(vm))
+		return -1;
+	vm->ncpus = cfg->cpus;
+	for (unsigned i = 0; i < vm->ncpus; i++)
+		if (kvm_create_vcpu(vm, i))
+			return -1;
+	return kvm_arch_vcpus_init(vm);
+}
+
+/* The first KVM_RUN: refuse hosts that cannot run a Linux guest, then put
+ * the boot vCPU at the kernel's entry point. */
+static int probe_and_enter(struct vm *vm, const struct vmm_config *cfg, uint64_t entry)
+{
+	bool emulated;
+	if (kvm_arch_probe_emulation(vm, &emulated))
+		return -1;
+	if (emulated && !cfg->accept_emulated) {
+		vmm_err("this host's KVM runs guest kernel code in its instruction emulator%s "
+			"(probe: %llu cycles per loop, hardware ~1), so a Linux guest cannot boot here; "
+			"run VM tests through tests/kvmhost/run",
+			access("/sys/module/kvm_pvm", F_OK) == 0 ? " (PVM nested host: kvm_pvm)" : "",
+			(unsigned long long)vm->probe_cycles_per_loop);
+		return -1;
+	}
+	return kvm_arch_boot_vcpu(vm, entry);
+}
+
+static long status_kib(const char *key)
+{
+	char line[256];
+	long v = -1;
+	FILE *f = fopen("/proc/self/status", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, key, strlen(key)) == 0)
+			sscanf(line + strlen(key), " %ld", &v);
+	fclose(f);
+	return v;
+}
+
+static void print_stats(struct vm *vm, const struct timings *t)
+{
+	int64_t guest = guest_mem_resident(&vm->mem);
+	fprintf(stderr,
+		"vmm-stats probe_cycles_per_loop=%llu first_kvm_run_ns=%llu stop_ns=%llu joined_ns=%llu teardown_ns=%llu rss_hwm_kib=%ld "
+		"guest_resident_kib=%lld console_bytes=%llu console_dropped=%llu unhandled_pio=%lu "
+		"unhandled_mmio=%lu\n",
+		(unsigned long long)vm->probe_cycles_per_loop, (unsigned long long)ns(&t->first_run), (unsigned long long)ns(&vm->stop_at),
+		(unsigned long long)ns(&t->joined),
+		(unsigned long long)ns(&t->end), status_kib("VmHWM:"), (long long)(guest / 1024),
+		(unsigned long long)vm->console.written, (unsigned long long)vm->console.dropped,
+		atomic_load(&vm->pio.unhandled), atomic_load(&vm->mmio.unhandled));
+}
+
+int main(int argc, char **argv)
+{
+	struct vmm_config cfg;
+	int parsed = vmm_args_parse(argc, argv, &cfg);
+	if (parsed)
+		return parsed > 0 ? VMM_EXIT_CLEAN : VMM_EXIT_SETUP;
+
+	/* Termination signals are taken synchronously by the main loop; the
+	 * mask is inherited by every vCPU thread. */
+	sigset_t term;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	sigaddset(&term, SIGINT);
+	sigaddset(&term, SIGHUP);
+	sigprocmask(SIG_BLOCK, &term, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	static struct vm vm;
+	vm.kvm_fd = vm.vm_fd = -1;
+	for (unsigned i = 0; i < VM_MAX_VCPUS; i++)
+		vm.vcpus[i].fd = -1;
+	struct timings t = { 0 };
+	int status = VMM_EXIT_SETUP;
+	int sig_fd = signalfd(-1, &term, SFD_CLOEXEC);
+	vm.stop_efd = eventfd(0, EFD_CLOEXEC);
+	if (sig_fd < 0 || vm.stop_efd < 0) {
+		vmm_perr("signalfd/eventfd");
+		goto out;
+	}
+
+	struct kernel_image k;
+	if (acquire(&vm, &cfg, &k))
+		goto out;
+	clock_gettime(CLOCK_MONOTONIC, &t.first_run);
+	if (probe_and_enter(&vm, &cfg, k.entry))
+		goto out;
+	if (vm_start_vcpus(&vm) == 0)
+		vm_wait(&vm, sig_fd);
+	vm_join_vcpus(&vm);
+	clock_gettime(CLOCK_MONOTONIC, &t.joined);
+
+	enum vm_stop why = vm_stopped(&vm);
+	status = vm_exit_status(why);
+	if (status != VMM_EXIT_CLEAN)
+		vmm_err("%s", vm.stop_msg);
+out:
+	console_close(&vm.console);
+	clock_gettime(CLOCK_MONOTONIC, &t.end);
+	if (cfg.stats && vm.mem.base)
+		print_stats(&vm, &t);
+	kvm_release(&vm);
+	guest_mem_release(&vm.mem);
+	if (vm.serial.out)
+		serial_release(&vm.serial);
+	if (vm.stop_efd >= 0)
+		close(vm.stop_efd);
+	if (sig_fd >= 0)
+		close(sig_fd);
+	return status;
+}

@@ -1,0 +1,232 @@
+#include "vm.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* Kicks a vCPU thread out of KVM_RUN; the handler has nothing to do, the
+ * interrupted ioctl returning EINTR is the point. */
+#define VCPU_KICK_SIGNAL SIGUSR1
+
+static void kick_handler(int sig)
+{
+	(void)sig;
+}
+
+static void kick(struct vcpu *v)
+{
+	if (!v->run || !v->started || pthread_equal(v->thread, pthread_self()))
+		return;
+	/* immediate_exit covers a kick that lands just before KVM_RUN. */
+	__atomic_store_n(&v->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
+	pthread_kill(v->thread, VCPU_KICK_SIGNAL);
+}
+
+void vm_request_stop(struct vm *vm, enum vm_stop why, const char *fmt, ...)
+{
+	int expected = VM_RUNNING;
+	if (!atomic_compare_exchange_strong(&vm->stop, &expected, (int)why))
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &vm->stop_at);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(vm->stop_msg, sizeof(vm->stop_msg), fmt, ap);
+	va_end(ap);
+	eventfd_write(vm->stop_efd, 1);
+	for (unsigned i = 0; i < vm->ncpus; i++)
+		kick(&vm->vcpus[i]);
+}
+
+enum vm_stop vm_stopped(struct vm *vm)
+{
+	return (enum vm_stop)atomic_load(&vm->stop);
+}
+
+static const char *internal_error_name(uint32_t sub)
+{
+	switch (sub) {
+	case KVM_INTERNAL_ERROR_EMULATION: return "instruction emulation failed";
+	case KVM_INTERNAL_ERROR_SIMUL_EX: return "exception while delivering an exception";
+	case KVM_INTERNAL_ERROR_DELIVERY_EV: return "event delivery failed";
+	default: return "unknown";
+	}
+}
+
+static bool handle_io(struct vcpu *v)
+{
+	struct kvm_run *r = v->run;
+	uint64_t bytes = (uint64_t)r->io.size * r->io.count;
+	if (r->io.size == 0 || r->io.size > 4 || r->io.data_offset > v->vm->run_size ||
+	    bytes > v->vm->run_size - r->io.data_offset) {
+		vm_request_stop(v->vm, VM_STOP_ERROR, "vCPU %u: malformed port I/O exit", v->index);
+		return false;
+	}
+	uint8_t *data = (uint8_t *)r + r->io.data_offset;
+	for (uint32_t i = 0; i < r->io.count; i++, data += r->io.size) {
+		if (r->io.direction == KVM_EXIT_IO_OUT)
+			bus_write(&v->vm->pio, r->io.port, data, r->io.size);
+		else
+			bus_read(&v->vm->pio, r->io.port, data, r->io.size);
+	}
+	return true;
+}
+
+static bool handle_mmio(struct vcpu *v)
+{
+	struct kvm_run *r = v->run;
+	if (r->mmio.len == 0 || r->mmio.len > sizeof(r->mmio.data)) {
+		vm_request_stop(v->vm, VM_STOP_ERROR, "vCPU %u: malformed MMIO exit", v->index);
+		return false;
+	}
+	if (r->mmio.is_write)
+		bus_write(&v->vm->mmio, r->mmio.phys_addr, r->mmio.data, r->mmio.len);
+	else
+		bus_read(&v->vm->mmio, r->mmio.phys_addr, r->mmio.data, r->mmio.len);
+	return true;
+}
+
+static void guest_fault_at(struct vcpu *v, const char *what)
+{
+	struct kvm_regs regs;
+	if (ioctl(v->fd, KVM_GET_REGS, &regs) == 0)
+		vm_request_stop(v->vm, VM_STOP_GUEST_FAULT, "vCPU %u: %s at rip 0x%llx", v->index, what,
+				(unsigned long long)regs.rip);
+	else
+		vm_request_stop(v->vm, VM_STOP_GUEST_FAULT, "vCPU %u: %s", v->index, what);
+}
+
+bool vcpu_handle_exit(struct vcpu *v)
+{
+	struct kvm_run *r = v->run;
+	char what[128];
+	switch (r->exit_reason) {
+	case KVM_EXIT_IO:
+		return handle_io(v);
+	case KVM_EXIT_MMIO:
+		return handle_mmio(v);
+	case KVM_EXIT_INTR:
+		return true;
+	case KVM_EXIT_SYSTEM_EVENT:
+		if (r->system_event.type == KVM_SYSTEM_EVENT_RESET)
+			vm_request_stop(v->vm, VM_STOP_RESET, "guest reset");
+		else if (r->system_event.type == KVM_SYSTEM_EVENT_SHUTDOWN)
+			vm_request_stop(v->vm, VM_STOP_POWEROFF, "guest powered off");
+		else
+			vm_request_stop(v->vm, VM_STOP_GUEST_FAULT, "vCPU %u: guest system event %u",
+					v->index, r->system_event.type);
+		return false;
+	case KVM_EXIT_SHUTDOWN:
+		guest_fault_at(v, "guest triple fault (KVM_EXIT_SHUTDOWN)");
+		return false;
+	case KVM_EXIT_HLT:
+		guest_fault_at(v, "guest halted with no interrupt controller to wake it");
+		return false;
+	case KVM_EXIT_INTERNAL_ERROR:
+		snprintf(what, sizeof(what), "KVM internal error %u (%s)", r->internal.suberror,
+			 internal_error_name(r->internal.suberror));
+		guest_fault_at(v, what);
+		return false;
+	case KVM_EXIT_FAIL_ENTRY:
+		vm_request_stop(v->vm, VM_STOP_GUEST_FAULT, "vCPU %u: VM entry failed (reason 0x%llx)",
+				v->index, (unsigned long long)r->fail_entry.hardware_entry_failure_reason);
+		return false;
+	default:
+		snprintf(what, sizeof(what), "unexpected KVM exit %u", r->exit_reason);
+		guest_fault_at(v, what);
+		return false;
+	}
+}
+
+static void *vcpu_thread(void *arg)
+{
+	struct vcpu *v = arg;
+	while (vm_stopped(v->vm) == VM_RUNNING) {
+		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			vm_request_stop(v->vm, VM_STOP_ERROR, "vCPU %u: KVM_RUN: %s", v->index, strerror(errno));
+			break;
+		}
+		if (!vcpu_handle_exit(v))
+			break;
+	}
+	return NULL;
+}
+
+int vm_start_vcpus(struct vm *vm)
+{
+	struct sigaction sa = { .sa_handler = kick_handler };
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(VCPU_KICK_SIGNAL, &sa, NULL) < 0) {
+		vmm_perr("sigaction");
+		return -1;
+	}
+	for (unsigned i = 0; i < vm->ncpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+		int e = pthread_create(&v->thread, NULL, vcpu_thread, v);
+		if (e) {
+			errno = e;
+			vmm_perr("creating vCPU %u thread", i);
+			vm_request_stop(vm, VM_STOP_ERROR, "vCPU threads could not start");
+			return -1;
+		}
+		__atomic_store_n(&v->started, true, __ATOMIC_SEQ_CST);
+	}
+	return 0;
+}
+
+void vm_join_vcpus(struct vm *vm)
+{
+	for (unsigned i = 0; i < vm->ncpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+		if (!v->started)
+			continue;
+		kick(v);
+		pthread_join(v->thread, NULL);
+		v->started = false;
+	}
+}
+
+enum vm_stop vm_wait(struct vm *vm, int sig_fd)
+{
+	struct pollfd fds[2] = { { .fd = vm->stop_efd, .events = POLLIN }, { .fd = sig_fd, .events = POLLIN } };
+	while (vm_stopped(vm) == VM_RUNNING) {
+		if (poll(fds, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			vm_request_stop(vm, VM_STOP_ERROR, "poll: %s", strerror(errno));
+			break;
+		}
+		if (fds[1].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			if (read(sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+				vm_request_stop(vm, VM_STOP_SIGNAL, "terminated by SIG%s",
+						sigabbrev_np((int)si.ssi_signo) ? sigabbrev_np((int)si.ssi_signo) : "?");
+		}
+	}
+	return vm_stopped(vm);
+}
+
+int vm_exit_status(enum vm_stop why)
+{
+	switch (why) {
+	case VM_STOP_RESET:
+	case VM_STOP_POWEROFF:
+		return VMM_EXIT_CLEAN;
+	case VM_STOP_GUEST_FAULT:
+		return VMM_EXIT_GUEST;
+	case VM_STOP_SIGNAL:
+		return VMM_EXIT_SIGNAL;
+	default:
+		return VMM_EXIT_SETUP;
+	}
+}

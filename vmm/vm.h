@@ -1,0 +1,98 @@
+/* One virtual machine: its KVM handles, guest memory, buses, devices and
+ * vCPU threads, and how it stops. The first stop reason wins; every vCPU is
+ * then kicked out of KVM_RUN and the main thread tears down. */
+#ifndef VMM_VM_H
+#define VMM_VM_H
+
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "bus.h"
+#include "console.h"
+#include "guest_mem.h"
+#include "i8042.h"
+#include "serial_8250.h"
+
+#define VM_MAX_VCPUS 32
+
+enum vm_stop {
+	VM_RUNNING = 0,
+	VM_STOP_RESET,        /* guest reset: a clean end */
+	VM_STOP_POWEROFF,     /* guest powered off: a clean end */
+	VM_STOP_GUEST_FAULT,  /* triple fault, emulation failure, bad entry state */
+	VM_STOP_SIGNAL,       /* SIGTERM/SIGINT/SIGHUP to vmm */
+	VM_STOP_ERROR,        /* the vmm itself failed while running */
+};
+
+/* Exit statuses of the vmm process (documented in the README). */
+enum vmm_exit {
+	VMM_EXIT_CLEAN = 0,
+	VMM_EXIT_SETUP = 1,
+	VMM_EXIT_GUEST = 2,
+	VMM_EXIT_SIGNAL = 3,
+};
+
+struct vm;
+
+struct vcpu {
+	struct vm *vm;
+	unsigned index;
+	int fd;
+	struct kvm_run *run;
+	pthread_t thread;
+	bool started;
+};
+
+struct vm {
+	int kvm_fd;
+	int vm_fd;
+	size_t run_size;
+	struct guest_mem mem;
+	struct bus pio;
+	struct bus mmio;
+	struct console console;
+	struct serial_8250 serial;
+	struct i8042 i8042;
+	unsigned ncpus;
+	struct vcpu vcpus[VM_MAX_VCPUS];
+
+	uint64_t probe_cycles_per_loop; /* host probe: TSC cycles per ring-0 loop iteration */
+
+	_Atomic int stop;         /* enum vm_stop */
+	char stop_msg[256];       /* written once, by whoever set stop */
+	struct timespec stop_at;  /* CLOCK_MONOTONIC when stop was first requested */
+	int stop_efd;             /* eventfd the main loop waits on */
+};
+
+/* Record why the VM stops (only the first call counts), wake the main loop
+ * and kick every vCPU out of KVM_RUN. Safe from any thread. */
+void vm_request_stop(struct vm *vm, enum vm_stop why, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Current stop reason, VM_RUNNING while the guest runs. */
+enum vm_stop vm_stopped(struct vm *vm);
+
+/* Start one thread per vCPU running the exit loop. Returns 0, or -1 after
+ * one error line (threads already started are stopped by vm_join_vcpus). */
+int vm_start_vcpus(struct vm *vm);
+
+/* Join every started vCPU thread; call after a stop was requested. */
+void vm_join_vcpus(struct vm *vm);
+
+/* Block until the VM stops or a termination signal arrives (signals must be
+ * blocked in every thread and handed in as a signalfd). Returns the stop
+ * reason. */
+enum vm_stop vm_wait(struct vm *vm, int sig_fd);
+
+/* Handle one KVM exit of v (exported for the run loop and the host probe).
+ * Returns false when the vCPU should stop running. */
+bool vcpu_handle_exit(struct vcpu *v);
+
+/* Map a stop reason to the vmm exit status. */
+int vm_exit_status(enum vm_stop why);
+
+#endif
