@@ -24,7 +24,7 @@ PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
 .PHONY: all deps guest kernel rootfs unit payloads payload-test vm-test check demo \
-	bench-vmm clean fuzz fuzz-smoke
+	bench-vmm bench-boot clean fuzz fuzz-smoke
 
 all: $(BUILD)/bin/vmm
 
@@ -95,6 +95,14 @@ $(BUILD)/tests/bench_vmm: tests/bench/bench_vmm.c
 
 bench-vmm: all payloads $(BENCH_BINS)
 	@$(BUILD)/tests/bench_vmm $(BUILD)/bin/vmm $(BUILD)/payloads/reset.elf
+
+# Boot to the root-mount attempt against QEMU microvm, on a KVM host that
+# runs Linux guests (the emulated one when the local KVM cannot).
+bench-boot: all payloads kernel
+	@if build/bin/vmm --kernel $(BUILD)/payloads/reset.elf --memory 16 2>/dev/null; then \
+		./tests/bench/boot_vs_qemu.sh; \
+	else echo "bench-boot: local KVM cannot boot Linux; measuring on the emulated KVM host"; \
+		./tests/kvmhost/run ./tests/bench/boot_vs_qemu.sh; fi
 
 clean:
 	rm -rf $(BUILD)

@@ -15,5 +15,5 @@ for t in "$@"; do
 		fail=$((fail + 1))
 	fi
 done
-echo "$name programs: $pass passed, $fail failed"
+echo "$name: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

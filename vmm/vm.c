@@ -24,7 +24,7 @@ static void kick_handler(int sig)
 
 static void kick(struct vcpu *v)
 {
-	if (!v->run || !v->started || pthread_equal(v->thread, pthread_self()))
+	if (!v->run || !__atomic_load_n(&v->started, __ATOMIC_SEQ_CST) || pthread_equal(v->thread, pthread_self()))
 		return;
 	/* immediate_exit covers a kick that lands just before KVM_RUN. */
 	__atomic_store_n(&v->run->immediate_exit, 1, __ATOMIC_SEQ_CST);

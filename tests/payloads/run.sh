@@ -97,5 +97,5 @@ else
 	bad "host probe" "exit $st: $(cat "$tmp/err")"
 fi
 
-echo "payload tests: $pass passed, $fail failed"
+echo "payloads: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -59,5 +59,5 @@ boot "bzImage, 2 vCPUs" build/guest/bzImage 2 "$VERBOSE" 'smp: Brought up 1 node
 # UART one byte per exit; this one times the boot itself.
 boot "vmlinux, 1 vCPU, quiet (timing)" build/guest/vmlinux 1 "printk.time=1"
 
-echo "vm boot tests: $pass passed, $fail failed"
+echo "boot: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
