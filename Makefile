@@ -75,9 +75,9 @@ payload-test: all payloads
 	@./tests/payloads/run.sh
 
 # Linux guests: directly where the local KVM runs them, else on an emulated
-# KVM host; the probe says which, in one line.
+# KVM host; scripts/on-kvm-host.sh probes and says which, in one line.
 vm-test: all payloads kernel
-	@./tests/vm/run.sh
+	@./scripts/on-kvm-host.sh "vm tests" tests/vm/boot.sh
 
 check:
 	@./scripts/deps.sh
@@ -87,7 +87,7 @@ check:
 demo:
 	@./scripts/deps.sh
 	@$(MAKE) --no-print-directory all payloads guest
-	@./scripts/demo.sh
+	@./scripts/on-kvm-host.sh demo scripts/demo-boot.sh
 
 $(BUILD)/tests/bench_vmm: tests/bench/bench_vmm.c
 	@mkdir -p $(dir $@)
@@ -99,10 +99,7 @@ bench-vmm: all payloads $(BENCH_BINS)
 # Boot to the root-mount attempt against QEMU microvm, on a KVM host that
 # runs Linux guests (the emulated one when the local KVM cannot).
 bench-boot: all payloads kernel
-	@if build/bin/vmm --kernel $(BUILD)/payloads/reset.elf --memory 16 2>/dev/null; then \
-		./tests/bench/boot_vs_qemu.sh; \
-	else echo "bench-boot: local KVM cannot boot Linux; measuring on the emulated KVM host"; \
-		./tests/kvmhost/run ./tests/bench/boot_vs_qemu.sh; fi
+	@./scripts/on-kvm-host.sh bench-boot tests/bench/boot_vs_qemu.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Boots the guest kernel with 2 vCPUs under build/bin/vmm, showing its
 # console, and reports the time to the root-mount attempt. Needs a KVM host
-# that runs Linux guests (scripts/demo.sh picks one).
+# that runs Linux guests (scripts/on-kvm-host.sh picks one).
 set -u
 cd "$(dirname "$0")/.."
 start=$(date +%s%N)

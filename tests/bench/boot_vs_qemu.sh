@@ -1,9 +1,10 @@
 #!/bin/bash
 # Time from process start to the guest kernel's root-mount attempt, for our
 # vmm (vmlinux and bzImage) and for QEMU's microvm machine booting the same
-# kernel's bzImage (QEMU boots an uncompressed vmlinux only with a PVH note,
-# which our config leaves out) with the same command line, on the KVM host this runs on (make bench-boot picks the
-# local one or the emulated one). Printed, not asserted.
+# kernel's bzImage (QEMU boots an uncompressed vmlinux only with a PVH
+# note, which our config leaves out), all with the same command line, on
+# the KVM host this runs on (make bench-boot picks the local one or the
+# emulated one). Printed, not asserted.
 set -u
 cd "$(dirname "$0")/../.."
 RUNS=${RUNS:-3}
@@ -22,7 +23,11 @@ time_to_root() {
 	[ -n "$at" ] && echo $(( (at - start) / 1000000 ))
 }
 
-stats() { sort -n | awk '{v[NR]=$1} END {if (NR) printf "min %d  median %d  max %d ms", v[1], v[int((NR+1)/2)], v[NR]; else printf "no data"}'; }
+# stats VALUES...: "min .. median .. max .. ms" of the non-empty values.
+stats() { printf '%s\n' "$@" | grep . | sort -n |
+	awk '{v[NR]=$1} END {if (NR) printf "min %d  median %d  max %d ms", v[1], v[int((NR+1)/2)], v[NR]; else printf "no data"}'; }
+# median VALUES...: the median of the non-empty values, or nothing.
+median() { printf '%s\n' "$@" | grep . | sort -n | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}'; }
 
 vmm=()
 vmmbz=()
@@ -34,9 +39,9 @@ for _ in $(seq "$RUNS"); do
 		-no-user-config -display none -serial stdio -no-reboot -kernel "$BZIMAGE" -append "$CMDLINE")")
 done
 echo "boot to root-mount attempt, $RUNS runs each, same kernel and command line:"
-echo "  vmrun vmm, vmlinux:    $(printf '%s\n' "${vmm[@]}" | grep . | stats)"
-echo "  vmrun vmm, bzImage:    $(printf '%s\n' "${vmmbz[@]}" | grep . | stats)"
-echo "  QEMU microvm, bzImage: $(printf '%s\n' "${qemu[@]}" | grep . | stats)"
-vm=$(printf '%s\n' "${vmm[@]}" | grep . | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
-qm=$(printf '%s\n' "${qemu[@]}" | grep . | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+echo "  vmrun vmm, vmlinux:    $(stats "${vmm[@]}")"
+echo "  vmrun vmm, bzImage:    $(stats "${vmmbz[@]}")"
+echo "  QEMU microvm, bzImage: $(stats "${qemu[@]}")"
+vm=$(median "${vmm[@]}")
+qm=$(median "${qemu[@]}")
 [ -n "$vm" ] && [ -n "$qm" ] && awk -v a="$vm" -v b="$qm" 'BEGIN {printf "  ratio of medians: %.2fx QEMU microvm (target <= 0.5x)\n", a / b}'

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Boots build/guest/vmlinux (and the bzImage) under build/bin/vmm to the
 # root-mount attempt, with 1 and 2 vCPUs. Needs a KVM host that runs Linux
-# guests (tests/vm/run.sh picks the local one or the emulated one).
+# guests (scripts/on-kvm-host.sh picks the local one or the emulated one).
 # Without a root disk the kernel panics at the root mount, and panic=1 with
 # reboot=k turns that into a keyboard-controller reset: a clean vmm exit.
 set -u
