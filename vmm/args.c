@@ -16,7 +16,7 @@
 static const char usage[] =
 	"usage: vmm --kernel FILE [--cmdline STR] [--no-default-cmdline] [--memory MIB]\n"
 	"           [--cpus N] [--console stdout|FILE|none] [--console-limit BYTES]\n"
-	"           [--accept-emulated-kvm] [--stats]\n"
+	"           [--disk FILE[,ro]]... [--vsock-uds PATH] [--accept-emulated-kvm] [--stats]\n"
 	"Boots one microVM on /dev/kvm and exits when the guest resets or powers off.\n"
 	"  --kernel FILE          ELF vmlinux or bzImage (x86_64, 64-bit boot protocol)\n"
 	"  --cmdline STR          appended to the default kernel command line:\n"
@@ -24,11 +24,17 @@ static const char usage[] =
 	"  --no-default-cmdline   use --cmdline alone\n"
 	"  --memory MIB           guest RAM (default 256)\n"
 	"  --cpus N               vCPUs, 1-32 (default 1)\n"
+	"  --disk FILE[,ro]       a raw disk image as virtio-blk (vda, vdb, ... in order; at\n"
+	"                         most 8); ,ro makes it read-only at the device\n"
+	"  --vsock-uds PATH       virtio-vsock (guest CID 3) with Firecracker's host side:\n"
+	"                         guest connections to port P go to PATH_P; host\n"
+	"                         connections to PATH send \"CONNECT P\\n\"\n"
 	"  --console DEST         guest serial console: stdout (default), a file, or none\n"
 	"  --console-limit BYTES  keep at most this much console output (default 1048576)\n"
 	"  --accept-emulated-kvm  run even where KVM emulates guest kernel code (PVM hosts;\n"
 	"                         only tiny test payloads are usable there)\n"
 	"  --stats                print timing and memory figures on stderr at exit\n"
+	"A virtio-rng device fed from the host's getrandom() is always present.\n"
 	"exit status: 0 guest reset or powered off; 1 setup failure; 2 guest failure\n"
 	"             (triple fault, emulation failure); 3 stopped by SIGTERM/SIGINT/SIGHUP\n";
 
@@ -45,7 +51,29 @@ int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-enum { OPT_CONSOLE_LIMIT = 256, OPT_NO_DEFAULT_CMDLINE, OPT_ACCEPT_EMULATED, OPT_STATS, OPT_VERSION };
+/* "FILE" or "FILE,ro"; a FILE that itself ends in ",ro" needs "FILE,ro,ro". */
+static int parse_disk(const char *arg, struct vmm_config *cfg)
+{
+	size_t n = strlen(arg);
+	bool ro = n >= 3 && strcmp(arg + n - 3, ",ro") == 0;
+	if (ro)
+		n -= 3;
+	if (cfg->ndisks == VMM_MAX_DISKS) {
+		vmm_err("--disk: at most %d disks", VMM_MAX_DISKS);
+		return -1;
+	}
+	if (n == 0 || n >= VMM_DISK_PATH_MAX) {
+		vmm_err("--disk: '%s' is not FILE or FILE,ro", arg);
+		return -1;
+	}
+	struct vmm_disk *d = &cfg->disks[cfg->ndisks++];
+	memcpy(d->path, arg, n);
+	d->path[n] = '\0';
+	d->ro = ro;
+	return 0;
+}
+
+enum { OPT_CONSOLE_LIMIT = 256, OPT_DISK, OPT_VSOCK_UDS, OPT_NO_DEFAULT_CMDLINE, OPT_ACCEPT_EMULATED, OPT_STATS, OPT_VERSION };
 
 int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 {
@@ -59,6 +87,8 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 		{ "console-limit", required_argument, NULL, OPT_CONSOLE_LIMIT },
 		{ "accept-emulated-kvm", no_argument, NULL, OPT_ACCEPT_EMULATED },
 		{ "stats", no_argument, NULL, OPT_STATS },
+		{ "disk", required_argument, NULL, OPT_DISK },
+		{ "vsock-uds", required_argument, NULL, OPT_VSOCK_UDS },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -109,6 +139,17 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 			break;
 		case OPT_ACCEPT_EMULATED: cfg->accept_emulated = true; break;
 		case OPT_STATS: cfg->stats = true; break;
+		case OPT_DISK:
+			if (parse_disk(optarg, cfg))
+				return -1;
+			break;
+		case OPT_VSOCK_UDS:
+			if (!*optarg) {
+				vmm_err("--vsock-uds: empty path");
+				return -1;
+			}
+			cfg->vsock_uds = optarg;
+			break;
 		case 'h': fputs(usage, stdout); return 1;
 		case OPT_VERSION: printf("vmm %s\n", VMRUN_VERSION); return 1;
 		case ':':
@@ -137,11 +178,12 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 	return 0;
 }
 
-int vmm_build_cmdline(const struct vmm_config *cfg, char *buf, size_t len)
+int vmm_build_cmdline(const struct vmm_config *cfg, const char *devices, char *buf, size_t len)
 {
 	const char *base = cfg->no_default_cmdline ? "" : VMM_DEFAULT_CMDLINE;
 	const char *extra = cfg->cmdline_extra ? cfg->cmdline_extra : "";
-	const char *sep = (*base && *extra) ? " " : "";
-	int n = snprintf(buf, len, "%s%s%s", base, sep, extra);
+	const char *sep1 = (*base && *devices) ? " " : "";
+	const char *sep2 = ((*base || *devices) && *extra) ? " " : "";
+	int n = snprintf(buf, len, "%s%s%s%s%s", base, sep1, devices, sep2, extra);
 	return (n < 0 || (size_t)n >= len) ? -1 : 0;
 }

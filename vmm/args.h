@@ -12,6 +12,13 @@
 #define VMM_MIN_MEMORY_MIB       2
 #define VMM_MAX_MEMORY_MIB       (64 * 1024)
 #define VMM_DEFAULT_CONSOLE_LIMIT (1024 * 1024)
+#define VMM_MAX_DISKS            8
+#define VMM_DISK_PATH_MAX        4096
+
+struct vmm_disk {
+	char path[VMM_DISK_PATH_MAX];
+	bool ro;                     /* ",ro": the guest can never write it */
+};
 
 struct vmm_config {
 	const char *kernel;
@@ -23,6 +30,9 @@ struct vmm_config {
 	uint64_t console_limit;
 	bool accept_emulated;        /* run even where KVM emulates guest kernel code */
 	bool stats;                  /* print timing and memory figures at exit */
+	struct vmm_disk disks[VMM_MAX_DISKS];   /* vda, vdb, ... in order */
+	unsigned ndisks;
+	const char *vsock_uds;       /* NULL: no vsock device */
 };
 
 /* Parse argv into cfg. Returns 0 to run, 1 when --help or --version was
@@ -33,8 +43,10 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg);
  * Returns 0, or -1 on anything else (no error printed). */
 int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 
-/* Build the kernel command line for cfg into buf. Returns 0, or -1 when
- * it does not fit (no error printed). */
-int vmm_build_cmdline(const struct vmm_config *cfg, char *buf, size_t len);
+/* Build the kernel command line into buf: the default (unless replaced),
+ * the device parameters (devices, may be ""), then --cmdline, which may end
+ * with "-- init arguments". Returns 0, or -1 when it does not fit (no error
+ * printed). */
+int vmm_build_cmdline(const struct vmm_config *cfg, const char *devices, char *buf, size_t len);
 
 #endif

@@ -112,6 +112,27 @@ int kvm_create_vcpu(struct vm *vm, unsigned index)
 	return 0;
 }
 
+int kvm_ioeventfd(struct vm *vm, uint64_t addr, uint32_t datamatch, int fd)
+{
+	struct kvm_ioeventfd io = { .datamatch = datamatch, .addr = addr, .len = 4, .fd = fd,
+				    .flags = KVM_IOEVENTFD_FLAG_DATAMATCH };
+	if (ioctl(vm->vm_fd, KVM_IOEVENTFD, &io) < 0) {
+		vmm_perr("KVM_IOEVENTFD at 0x%llx", (unsigned long long)addr);
+		return -1;
+	}
+	return 0;
+}
+
+int kvm_irqfd(struct vm *vm, int fd, unsigned gsi)
+{
+	struct kvm_irqfd irq = { .fd = (uint32_t)fd, .gsi = gsi };
+	if (ioctl(vm->vm_fd, KVM_IRQFD, &irq) < 0) {
+		vmm_perr("KVM_IRQFD for IRQ %u", gsi);
+		return -1;
+	}
+	return 0;
+}
+
 void kvm_release(struct vm *vm)
 {
 	for (unsigned i = 0; i < VM_MAX_VCPUS; i++) {

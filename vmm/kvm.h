@@ -26,6 +26,15 @@ int kvm_map_memory(struct vm *vm);
 /* Create vCPU index and map its kvm_run. Returns 0 or -1. */
 int kvm_create_vcpu(struct vm *vm, unsigned index);
 
+/* Have KVM signal fd on 4-byte guest writes of datamatch to MMIO addr
+ * (a queue notification) instead of exiting to a vCPU thread. Returns 0 or
+ * -1 after one error line. */
+int kvm_ioeventfd(struct vm *vm, uint64_t addr, uint32_t datamatch, int fd);
+
+/* Have KVM raise interrupt line gsi whenever fd is written. Returns 0 or -1
+ * after one error line. */
+int kvm_irqfd(struct vm *vm, int fd, unsigned gsi);
+
 /* Unmap and close every vCPU, then the VM and /dev/kvm fds. */
 void kvm_release(struct vm *vm);
 

@@ -32,4 +32,8 @@ int kvm_arch_probe_emulation(struct vm *vm, bool *emulated);
 /* Register the arch's legacy devices (UART, reset line) on the buses. Returns 0 or -1. */
 int kvm_arch_devices_init(struct vm *vm);
 
+/* Where virtio-mmio device number i (0-based) lives: its register window
+ * and its interrupt line. Returns 0, or -1 when i is past the last slot. */
+int kvm_arch_virtio_slot(unsigned i, uint64_t *base, unsigned *irq);
+
 #endif

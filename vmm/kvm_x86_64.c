@@ -297,3 +297,12 @@ int kvm_arch_devices_init(struct vm *vm)
 		return -1;
 	return 0;
 }
+
+int kvm_arch_virtio_slot(unsigned i, uint64_t *base, unsigned *irq)
+{
+	if (i >= VIRTIO_SLOTS)
+		return -1;
+	*base = VIRTIO_MMIO_BASE + i * VIRTIO_SLOT_SIZE;
+	*irq = VIRTIO_IRQ_BASE + i;
+	return 0;
+}

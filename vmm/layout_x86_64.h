@@ -11,7 +11,8 @@
  *               where Linux scans for it)
  *   0x00100000  high memory: bzImage protected-mode code is loaded here;
  *               an ELF vmlinux goes to its own p_paddr (16 MiB for Linux)
- *   0xc0000000  MMIO gap up to 4 GiB: virtio-mmio, IOAPIC, LAPIC
+ *   0xc0000000  MMIO gap up to 4 GiB: virtio-mmio windows of 4 KiB from
+ *               0xd0000000 (IRQ 5 upward), IOAPIC, LAPIC
  *   0x100000000 RAM above 3 GiB continues here
  *
  * The _Static_asserts below keep the fixed areas from overlapping. */
@@ -41,6 +42,12 @@
 #define MMIO_GAP_END     0x100000000ULL
 #define IOAPIC_ADDR      0xfec00000ULL
 #define LAPIC_ADDR       0xfee00000ULL
+#define VIRTIO_MMIO_BASE  0xd0000000ULL
+#define VIRTIO_SLOT_SIZE  0x1000ULL
+/* IRQ 4 is COM1; virtio devices take 5..23, the rest of KVM's IOAPIC pins,
+ * all of which the MP table routes. */
+#define VIRTIO_IRQ_BASE   5u
+#define VIRTIO_SLOTS      19u
 /* Intel VMX needs three pages for its real-mode TSS; keep them in the gap. */
 #define KVM_TSS_ADDR     0xfffbd000ULL
 
@@ -58,6 +65,9 @@ _Static_assert(CMDLINE_ADDR + COMMAND_LINE_MAX <= MPTABLE_ADDR, "command line ov
 _Static_assert(MPTABLE_ADDR + MPTABLE_MAX <= EBDA_END, "MP table leaves base memory");
 _Static_assert(EBDA_END <= HIGH_MEM_START, "base memory overlaps high memory");
 _Static_assert(IOAPIC_ADDR >= MMIO_GAP_START && LAPIC_ADDR < MMIO_GAP_END, "APICs sit in the MMIO gap");
+_Static_assert(VIRTIO_MMIO_BASE >= MMIO_GAP_START &&
+	       VIRTIO_MMIO_BASE + VIRTIO_SLOTS * VIRTIO_SLOT_SIZE <= IOAPIC_ADDR, "virtio windows sit in the gap");
+_Static_assert(VIRTIO_IRQ_BASE + VIRTIO_SLOTS <= 24, "virtio IRQs are IOAPIC pins");
 _Static_assert(GUEST_MEM_MIN >= HIGH_MEM_START, "minimum guest holds the fixed areas");
 
 #endif

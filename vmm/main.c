@@ -21,6 +21,7 @@
 #include "layout_x86_64.h"
 #include "loader_x86_64.h"
 #include "log.h"
+#include "virtio_devices.h"
 #include "vm.h"
 
 struct timings {
@@ -58,19 +59,23 @@ out:
 	return rc;
 }
 
-/* Everything from /dev/kvm to vCPUs created, with the kernel and boot tables in guest RAM. */
+/* Everything from /dev/kvm to vCPUs created, with the kernel, the boot
+ * tables and the devices in place. */
 static int acquire(struct vm *vm, const struct vmm_config *cfg, struct kernel_image *k)
 {
-	char cmdline[COMMAND_LINE_MAX];
-	if (vmm_build_cmdline(cfg, cmdline, sizeof(cmdline))) {
-		vmm_err("kernel command line is longer than %llu bytes", COMMAND_LINE_MAX - 1);
-		return -1;
-	}
+	char devices[COMMAND_LINE_MAX], cmdline[COMMAND_LINE_MAX];
 	if (console_open(&vm->console, cfg->console, cfg->console_limit) || kvm_open(vm) ||
 	    kvm_create_vm(vm) || kvm_arch_vm_init(vm) ||
 	    guest_mem_init(&vm->mem, cfg->memory_mib << 20, MMIO_GAP_START, MMIO_GAP_END) ||
-	    kvm_map_memory(vm) || load_kernel_file(vm, cfg->kernel, k) ||
-	    boot_write_tables_x86_64(&vm->mem, k, cmdline, cfg->cpus) || kvm_arch_devices_init(vm))
+	    kvm_map_memory(vm) || load_kernel_file(vm, cfg->kernel, k) || evl_init(&vm->evl) ||
+	    kvm_arch_devices_init(vm) || virtio_devices_init(vm, cfg))
+		return -1;
+	if (virtio_devices_cmdline(vm, devices, sizeof(devices)) ||
+	    vmm_build_cmdline(cfg, devices, cmdline, sizeof(cmdline))) {
+		vmm_err("kernel command line is longer than %llu bytes", COMMAND_LINE_MAX - 1);
+		return -1;
+	}
+	if (boot_write_tables_x86_64(&vm->mem, k, cmdline, cfg->cpus))
 		return -1;
 	vm->ncpus = cfg->cpus;
 	for (unsigned i = 0; i < vm->ncpus; i++)
@@ -143,7 +148,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	static struct vm vm;
-	vm.kvm_fd = vm.vm_fd = -1;
+	vm.kvm_fd = vm.vm_fd = vm.evl.epfd = -1;
 	for (unsigned i = 0; i < VM_MAX_VCPUS; i++)
 		vm.vcpus[i].fd = -1;
 	struct timings t = { 0 };
@@ -171,6 +176,8 @@ int main(int argc, char **argv)
 	if (status != VMM_EXIT_CLEAN)
 		vmm_err("%s", vm.stop_msg);
 out:
+	virtio_devices_release(&vm);
+	evl_release(&vm.evl);
 	console_close(&vm.console);
 	clock_gettime(CLOCK_MONOTONIC, &t.end);
 	if (cfg.stats && vm.mem.base)

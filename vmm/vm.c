@@ -1,11 +1,11 @@
 #include "vm.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
@@ -196,23 +196,44 @@ void vm_join_vcpus(struct vm *vm)
 	}
 }
 
+static void stop_event(void *ctx, uint32_t events)
+{
+	(void)ctx;
+	(void)events;   /* the loop condition reads the stop reason */
+}
+
+struct signal_ctx {
+	struct vm *vm;
+	int fd;
+};
+
+static void signal_event(void *ctx, uint32_t events)
+{
+	struct signal_ctx *s = ctx;
+	struct signalfd_siginfo si;
+	(void)events;
+	if (read(s->fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		vm_request_stop(s->vm, VM_STOP_SIGNAL, "terminated by SIG%s",
+				sigabbrev_np((int)si.ssi_signo) ? sigabbrev_np((int)si.ssi_signo) : "?");
+}
+
 enum vm_stop vm_wait(struct vm *vm, int sig_fd)
 {
-	struct pollfd fds[2] = { { .fd = vm->stop_efd, .events = POLLIN }, { .fd = sig_fd, .events = POLLIN } };
+	struct signal_ctx sc = { vm, sig_fd };
+	struct evl_handler stop_h = { .fn = stop_event, .ctx = vm, .fd = vm->stop_efd };
+	struct evl_handler sig_h = { .fn = signal_event, .ctx = &sc, .fd = sig_fd };
+	if (evl_add(&vm->evl, &stop_h, EPOLLIN) || evl_add(&vm->evl, &sig_h, EPOLLIN)) {
+		vm_request_stop(vm, VM_STOP_ERROR, "epoll: %s", strerror(errno));
+		return vm_stopped(vm);
+	}
 	while (vm_stopped(vm) == VM_RUNNING) {
-		if (poll(fds, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			vm_request_stop(vm, VM_STOP_ERROR, "poll: %s", strerror(errno));
+		if (evl_run_once(&vm->evl, -1) < 0) {
+			vm_request_stop(vm, VM_STOP_ERROR, "epoll_wait: %s", strerror(errno));
 			break;
 		}
-		if (fds[1].revents & POLLIN) {
-			struct signalfd_siginfo si;
-			if (read(sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-				vm_request_stop(vm, VM_STOP_SIGNAL, "terminated by SIG%s",
-						sigabbrev_np((int)si.ssi_signo) ? sigabbrev_np((int)si.ssi_signo) : "?");
-		}
 	}
+	evl_del(&vm->evl, &stop_h);
+	evl_del(&vm->evl, &sig_h);
 	return vm_stopped(vm);
 }
 

@@ -13,11 +13,18 @@
 
 #include "bus.h"
 #include "console.h"
+#include "event_loop.h"
 #include "guest_mem.h"
 #include "i8042.h"
 #include "serial_8250.h"
+#include "virtio_blk.h"
+#include "virtio_rng.h"
+#include "virtio_vsock.h"
 
 #define VM_MAX_VCPUS 32
+#define VM_MAX_DISKS 8
+/* Every virtio device: the disks, vsock and rng. */
+#define VM_MAX_VIRTIO (VM_MAX_DISKS + 2)
 
 enum vm_stop {
 	VM_RUNNING = 0,
@@ -37,6 +44,13 @@ enum vmm_exit {
 };
 
 struct vm;
+
+/* An ioeventfd of one queue, watched by the event loop. */
+struct virtio_kick {
+	struct evl_handler h;
+	struct virtio_mmio *t;
+	unsigned q;
+};
 
 struct vcpu {
 	struct vm *vm;
@@ -59,6 +73,18 @@ struct vm {
 	struct i8042 i8042;
 	unsigned ncpus;
 	struct vcpu vcpus[VM_MAX_VCPUS];
+
+	struct event_loop evl;    /* the main thread's: queues, sockets, stop, signals */
+	struct virtio_blk disks[VM_MAX_DISKS];
+	unsigned ndisks;          /* initialised disks */
+	struct virtio_vsock vsock;
+	bool has_vsock;
+	struct virtio_rng rng;
+	bool has_rng;
+	struct virtio_mmio *virtio[VM_MAX_VIRTIO];   /* in slot order */
+	unsigned nvirtio;
+	struct virtio_kick kicks[VM_MAX_VIRTIO * VIRTIO_MMIO_MAX_QUEUES];
+	unsigned nkicks;          /* kicks watched by the event loop */
 
 	uint64_t probe_cycles_per_loop; /* host probe: TSC cycles per ring-0 loop iteration */
 
@@ -83,9 +109,9 @@ int vm_start_vcpus(struct vm *vm);
 /* Join every started vCPU thread; call after a stop was requested. */
 void vm_join_vcpus(struct vm *vm);
 
-/* Block until the VM stops or a termination signal arrives (signals must be
- * blocked in every thread and handed in as a signalfd). Returns the stop
- * reason. */
+/* Run the event loop until the VM stops or a termination signal arrives
+ * (signals must be blocked in every thread and handed in as a signalfd).
+ * Returns the stop reason. */
 enum vm_stop vm_wait(struct vm *vm, int sig_fd);
 
 /* Handle one KVM exit of v (exported for the run loop and the host probe).

@@ -1,8 +1,10 @@
-/* Self-checks the UART and the unclaimed-access rules from inside the
- * guest: prints "devices: PASS" only when every check holds, else
- * "devices: FAIL <n>" naming the first that did not. */
+/* Self-checks the UART, the virtio-mmio identification registers and the
+ * unclaimed-access rules from inside the guest: prints "devices: PASS" only
+ * when every check holds, else "devices: FAIL <n>" naming the first that
+ * did not. */
 #include "payload.h"
-#define UNMAPPED_MMIO 0xd0000000
+#define UNMAPPED_MMIO 0xe0000000
+#define VIRTIO_RNG    0xd0000000   /* the only virtio device without --disk/--vsock-uds */
 #define UNUSED_PORT   0x2f8
 
 .macro CHECK n
@@ -69,6 +71,17 @@ _start:
 	mov (%rdi), %eax
 	cmp $0xffffffff, %eax
 	CHECK 8
+	/* 9: a virtio-mmio v2 window answers: magic "virt", version 2, rng (4). */
+	mov $VIRTIO_RNG, %rdi
+	mov (%rdi), %eax
+	cmp $0x74726976, %eax
+	CHECK 9
+	mov 4(%rdi), %eax
+	cmp $2, %eax
+	CHECK 9
+	mov 8(%rdi), %eax
+	cmp $4, %eax
+	CHECK 9
 	PUTS msg_pass
 	RESET
 fail:

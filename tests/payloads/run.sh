@@ -31,7 +31,7 @@ run() {
 }
 
 run "ELF boot path and console" 0 '^payload: hello from the guest$' --kernel $P/hello.elf
-run "UART and unclaimed PIO/MMIO self-check" 0 '^devices: PASS$' --kernel $P/devices.elf
+run "UART, virtio-mmio identity and unclaimed PIO/MMIO self-check" 0 '^devices: PASS$' --kernel $P/devices.elf
 run "reset ends the VM cleanly" 0 '' --kernel $P/reset.elf
 run "triple fault is a guest failure" 2 'vmm: vCPU 0: .*(triple fault|internal error)' --kernel $P/triple.elf
 run "two vCPUs start and tear down" 0 '^payload: hello' --kernel $P/hello.elf --cpus 2

@@ -207,6 +207,59 @@ static void help_and_version(void **state)
 	assert_int_equal(version, 1);
 }
 
+static void disks_and_vsock(void **state)
+{
+	(void)state;
+	struct vmm_config cfg;
+	assert_int_equal(PARSE(&cfg, "--kernel", "k", "--disk", "/r.img,ro", "--disk", "w.img",
+			       "--disk", "odd,ro,ro", "--vsock-uds", "/tmp/v.sock"), 0);
+	assert_int_equal(cfg.ndisks, 3);
+	assert_string_equal(cfg.disks[0].path, "/r.img");
+	assert_true(cfg.disks[0].ro);
+	assert_string_equal(cfg.disks[1].path, "w.img");
+	assert_false(cfg.disks[1].ro);
+	/* a file whose own name ends in ",ro" */
+	assert_string_equal(cfg.disks[2].path, "odd,ro");
+	assert_true(cfg.disks[2].ro);
+	assert_string_equal(cfg.vsock_uds, "/tmp/v.sock");
+
+	/* defaults: no disks, no vsock */
+	assert_int_equal(PARSE(&cfg, "--kernel", "k"), 0);
+	assert_int_equal(cfg.ndisks, 0);
+	assert_null(cfg.vsock_uds);
+
+	/* refused: empty names, more than the maximum, an empty socket path */
+	assert_int_equal(PARSE(&cfg, "--kernel", "k", "--disk", ""), -1);
+	assert_int_equal(PARSE(&cfg, "--kernel", "k", "--disk", ",ro"), -1);
+	assert_int_equal(PARSE(&cfg, "--kernel", "k", "--vsock-uds", ""), -1);
+	assert_int_equal(PARSE(&cfg, "--kernel", "k", "--disk", "1", "--disk", "2", "--disk", "3", "--disk",
+			       "4", "--disk", "5", "--disk", "6", "--disk", "7", "--disk", "8"), 0);
+	assert_int_equal(cfg.ndisks, VMM_MAX_DISKS);
+	assert_int_equal(PARSE(&cfg, "--kernel", "k", "--disk", "1", "--disk", "2", "--disk", "3", "--disk",
+			       "4", "--disk", "5", "--disk", "6", "--disk", "7", "--disk", "8", "--disk", "9"), -1);
+	static char long_path[VMM_DISK_PATH_MAX + 1];
+	memset(long_path, 'p', VMM_DISK_PATH_MAX);
+	assert_int_equal(PARSE(&cfg, "--kernel", "k", "--disk", long_path), -1);
+}
+
+static void cmdline_with_devices(void **state)
+{
+	(void)state;
+	struct vmm_config cfg;
+	char buf[1024];
+	const char *dev = "virtio_mmio.device=4K@0xd0000000:5";
+	/* devices go before --cmdline, which may end with init arguments */
+	assert_int_equal(PARSE(&cfg, "--kernel", "k", "--cmdline", "root=/dev/vda -- x"), 0);
+	assert_int_equal(vmm_build_cmdline(&cfg, dev, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, VMM_DEFAULT_CMDLINE " virtio_mmio.device=4K@0xd0000000:5 root=/dev/vda -- x");
+	assert_int_equal(PARSE(&cfg, "--kernel", "k", "--no-default-cmdline", "--cmdline", "a"), 0);
+	assert_int_equal(vmm_build_cmdline(&cfg, dev, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "virtio_mmio.device=4K@0xd0000000:5 a");
+	assert_int_equal(PARSE(&cfg, "--kernel", "k", "--no-default-cmdline", "--cmdline", ""), 0);
+	assert_int_equal(vmm_build_cmdline(&cfg, dev, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, dev);
+}
+
 static void build_cmdline(void **state)
 {
 	(void)state;
@@ -215,46 +268,46 @@ static void build_cmdline(void **state)
 
 	/* default only */
 	assert_int_equal(PARSE(&cfg, "--kernel", "k"), 0);
-	assert_int_equal(vmm_build_cmdline(&cfg, buf, sizeof(buf)), 0);
+	assert_int_equal(vmm_build_cmdline(&cfg, "", buf, sizeof(buf)), 0);
 	assert_string_equal(buf, VMM_DEFAULT_CMDLINE);
 
 	/* append */
 	assert_int_equal(PARSE(&cfg, "--kernel", "k", "--cmdline", "init=/sbin/agent"), 0);
-	assert_int_equal(vmm_build_cmdline(&cfg, buf, sizeof(buf)), 0);
+	assert_int_equal(vmm_build_cmdline(&cfg, "", buf, sizeof(buf)), 0);
 	assert_string_equal(buf, VMM_DEFAULT_CMDLINE " init=/sbin/agent");
 
 	/* append an empty string: no trailing space */
 	assert_int_equal(PARSE(&cfg, "--kernel", "k", "--cmdline", ""), 0);
-	assert_int_equal(vmm_build_cmdline(&cfg, buf, sizeof(buf)), 0);
+	assert_int_equal(vmm_build_cmdline(&cfg, "", buf, sizeof(buf)), 0);
 	assert_string_equal(buf, VMM_DEFAULT_CMDLINE);
 
 	/* replace */
 	assert_int_equal(PARSE(&cfg, "--kernel", "k", "--no-default-cmdline", "--cmdline",
 			       "console=ttyS0"), 0);
-	assert_int_equal(vmm_build_cmdline(&cfg, buf, sizeof(buf)), 0);
+	assert_int_equal(vmm_build_cmdline(&cfg, "", buf, sizeof(buf)), 0);
 	assert_string_equal(buf, "console=ttyS0");
 	assert_int_equal(PARSE(&cfg, "--kernel", "k", "--no-default-cmdline", "--cmdline", ""), 0);
-	assert_int_equal(vmm_build_cmdline(&cfg, buf, sizeof(buf)), 0);
+	assert_int_equal(vmm_build_cmdline(&cfg, "", buf, sizeof(buf)), 0);
 	assert_string_equal(buf, "");
 
 	/* overflow, at the exact boundary */
 	assert_int_equal(PARSE(&cfg, "--kernel", "k", "--cmdline", "abc"), 0);
 	size_t need = strlen(VMM_DEFAULT_CMDLINE " abc") + 1;
-	assert_int_equal(vmm_build_cmdline(&cfg, buf, need), 0);
+	assert_int_equal(vmm_build_cmdline(&cfg, "", buf, need), 0);
 	assert_string_equal(buf, VMM_DEFAULT_CMDLINE " abc");
-	assert_int_equal(vmm_build_cmdline(&cfg, buf, need - 1), -1);
-	assert_int_equal(vmm_build_cmdline(&cfg, buf, 1), -1);
-	assert_int_equal(vmm_build_cmdline(&cfg, buf, 0), -1);
+	assert_int_equal(vmm_build_cmdline(&cfg, "", buf, need - 1), -1);
+	assert_int_equal(vmm_build_cmdline(&cfg, "", buf, 1), -1);
+	assert_int_equal(vmm_build_cmdline(&cfg, "", buf, 0), -1);
 	static char huge[4096];
 	memset(huge, 'y', sizeof(huge) - 1);
 	cfg.cmdline_extra = huge;
-	assert_int_equal(vmm_build_cmdline(&cfg, buf, sizeof(buf)), -1);
+	assert_int_equal(vmm_build_cmdline(&cfg, "", buf, sizeof(buf)), -1);
 	cfg.no_default_cmdline = true;
-	assert_int_equal(vmm_build_cmdline(&cfg, buf, sizeof(buf)), -1);
+	assert_int_equal(vmm_build_cmdline(&cfg, "", buf, sizeof(buf)), -1);
 	/* never writes past len */
 	char small[8];
 	memset(small, 0x7f, sizeof(small));
-	assert_int_equal(vmm_build_cmdline(&cfg, small, 4), -1);
+	assert_int_equal(vmm_build_cmdline(&cfg, "", small, 4), -1);
 	assert_int_equal(small[4], 0x7f);
 }
 
@@ -272,6 +325,8 @@ int main(void)
 		cmocka_unit_test(no_default_cmdline_needs_cmdline),
 		cmocka_unit_test(help_and_version),
 		cmocka_unit_test(build_cmdline),
+		cmocka_unit_test(disks_and_vsock),
+		cmocka_unit_test(cmdline_with_devices),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,171 @@
+#include "virtio_blk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/virtio_ids.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+
+_Static_assert(sizeof(struct virtio_blk_outhdr) == 16, "request header of virtio 1.2, 5.2.6");
+_Static_assert(BLK_QUEUE_SIZE <= VQ_MAX_SIZE, "queue fits the chain arrays");
+
+uint8_t blk_parse(const struct vq_chain *c, uint64_t capacity, bool ro, struct blk_req *r)
+{
+	struct virtio_blk_outhdr h;
+	size_t got;
+	r->niov = 0;
+	r->len = 0;
+	r->has_status = c->in_len >= 1;
+	if (!r->has_status || iov_read(c->out, c->nout, 0, &h, sizeof(h)) != sizeof(h))
+		return VIRTIO_BLK_S_IOERR;
+	r->type = h.type;
+	switch (h.type) {
+	case VIRTIO_BLK_T_IN:
+		r->niov = iov_slice(c->in, c->nin, 0, c->in_len - 1, r->iov, VQ_MAX_SIZE, &got);
+		break;
+	case VIRTIO_BLK_T_OUT:
+		if (ro)
+			return VIRTIO_BLK_S_IOERR;
+		r->niov = iov_slice(c->out, c->nout, sizeof(h), c->out_len - sizeof(h), r->iov, VQ_MAX_SIZE, &got);
+		break;
+	case VIRTIO_BLK_T_FLUSH:
+		return VIRTIO_BLK_S_OK;
+	case VIRTIO_BLK_T_GET_ID:
+		r->niov = iov_slice(c->in, c->nin, 0, c->in_len - 1, r->iov, VQ_MAX_SIZE, &got);
+		r->len = got < VIRTIO_BLK_ID_BYTES ? got : VIRTIO_BLK_ID_BYTES;
+		return VIRTIO_BLK_S_OK;
+	default:
+		return VIRTIO_BLK_S_UNSUPP;
+	}
+	/* Data requests: whole sectors, all of them inside the disk. */
+	r->len = got;
+	if (got == 0 || got % BLK_SECTOR || h.sector > capacity || got / BLK_SECTOR > capacity - h.sector)
+		return VIRTIO_BLK_S_IOERR;
+	r->offset = h.sector * BLK_SECTOR;
+	return VIRTIO_BLK_S_OK;
+}
+
+/* preadv/pwritev until done; a short transfer at the end of the file is an
+ * error (the image shrank under us). */
+static int transfer(int fd, bool write, struct iovec *iov, unsigned n, uint64_t off, uint64_t len)
+{
+	while (len) {
+		ssize_t k = write ? pwritev(fd, iov, (int)n, (off_t)off) : preadv(fd, iov, (int)n, (off_t)off);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		off += (uint64_t)k;
+		len -= (uint64_t)k;
+		while (n && (size_t)k >= iov->iov_len) {
+			k -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n) {
+			iov->iov_base = (uint8_t *)iov->iov_base + k;
+			iov->iov_len -= (size_t)k;
+		}
+	}
+	return 0;
+}
+
+static uint8_t execute(struct virtio_blk *b, struct blk_req *r, uint32_t *written)
+{
+	switch (r->type) {
+	case VIRTIO_BLK_T_IN:
+		if (transfer(b->fd, false, r->iov, r->niov, r->offset, r->len))
+			return VIRTIO_BLK_S_IOERR;
+		*written = (uint32_t)r->len;
+		return VIRTIO_BLK_S_OK;
+	case VIRTIO_BLK_T_OUT:
+		return transfer(b->fd, true, r->iov, r->niov, r->offset, r->len) ? VIRTIO_BLK_S_IOERR
+										   : VIRTIO_BLK_S_OK;
+	case VIRTIO_BLK_T_FLUSH:
+		return (b->ro || fdatasync(b->fd) == 0) ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR;
+	case VIRTIO_BLK_T_GET_ID:
+		*written = (uint32_t)iov_write(r->iov, r->niov, 0, b->id, r->len);
+		return VIRTIO_BLK_S_OK;
+	default:
+		return VIRTIO_BLK_S_UNSUPP;
+	}
+}
+
+static void blk_notify(void *dev, struct virtio_mmio *t, unsigned qi)
+{
+	struct virtio_blk *b = dev;
+	struct virtq *q = &t->queues[qi];
+	struct vq_chain *c = &b->chain;
+	bool any = false;
+	while (vq_pop(q, c) == VQ_CHAIN) {
+		uint32_t written = 0;
+		uint8_t status = blk_parse(c, b->capacity, b->ro, &b->req);
+		if (status == VIRTIO_BLK_S_OK)
+			status = execute(b, &b->req, &written);
+		b->requests++;
+		if (status != VIRTIO_BLK_S_OK)
+			b->errors++;
+		if (b->req.has_status) {
+			iov_write(c->in, c->nin, c->in_len - 1, &status, 1);
+			written++;
+		}
+		vq_push(q, c->head, written);
+		any = true;
+	}
+	if (any || q->broken)
+		virtio_mmio_used(t, qi);
+}
+
+static const struct virtio_dev_ops blk_ops = {
+	.name = "blk",
+	.device_id = VIRTIO_ID_BLOCK,
+	.nqueues = 1,
+	.queue_max = BLK_QUEUE_SIZE,
+	.notify = blk_notify,
+};
+
+int virtio_blk_init(struct virtio_blk *b, const char *path, bool ro, const struct guest_mem *mem,
+		    uint64_t base, unsigned irq)
+{
+	memset(b, 0, sizeof(*b));
+	b->ro = ro;
+	b->fd = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW);
+	if (b->fd < 0) {
+		vmm_perr("disk %s", path);
+		return -1;
+	}
+	struct stat st;
+	if (fstat(b->fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)BLK_SECTOR) {
+		vmm_err("disk %s: not a regular file of at least one sector", path);
+		goto fail;
+	}
+	b->capacity = (uint64_t)st.st_size / BLK_SECTOR;
+	/* A stable serial for /dev/disk/by-id: the image's device and inode. */
+	char id[32];
+	snprintf(id, sizeof(id), "vmrun%llx-%llx", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+	memcpy(b->id, id, strnlen(id, sizeof(b->id)));
+	struct virtio_blk_config cfg = { .capacity = b->capacity, .seg_max = BLK_SEG_MAX };
+	uint64_t features = (1ull << VIRTIO_BLK_F_SEG_MAX) | (1ull << VIRTIO_BLK_F_FLUSH) |
+			    (ro ? 1ull << VIRTIO_BLK_F_RO : 0);
+	/* Only the fields up to seg_max are offered; the rest reads as zero. */
+	uint32_t cfg_len = offsetof(struct virtio_blk_config, seg_max) + sizeof(cfg.seg_max);
+	if (virtio_mmio_init(&b->t, &blk_ops, b, mem, base, irq, features, &cfg, cfg_len))
+		goto fail;
+	return 0;
+fail:
+	close(b->fd);
+	b->fd = -1;
+	return -1;
+}
+
+void virtio_blk_release(struct virtio_blk *b)
+{
+	virtio_mmio_release(&b->t);
+	if (b->fd >= 0)
+		close(b->fd);
+	b->fd = -1;
+}

@@ -1,0 +1,27 @@
+/* The VM's virtio devices, from the command line to KVM: one virtio-blk
+ * per --disk (vda first), virtio-vsock when --vsock-uds is given, and
+ * virtio-rng always, each in the next arch slot, with its registers on the
+ * MMIO bus, an ioeventfd per queue watched by the event loop, an irqfd, and
+ * a kernel command-line parameter. */
+#ifndef VMM_VIRTIO_DEVICES_H
+#define VMM_VIRTIO_DEVICES_H
+
+#include <stddef.h>
+
+#include "args.h"
+#include "vm.h"
+
+/* Create and wire every device cfg asks for; needs the VM, its memory and
+ * its event loop. Returns 0, or -1 after one error line (devices made so far
+ * are released by virtio_devices_release). */
+int virtio_devices_init(struct vm *vm, const struct vmm_config *cfg);
+
+/* Write the devices' kernel parameters, space-separated, into buf.
+ * Returns 0, or -1 when they do not fit. */
+int virtio_devices_cmdline(const struct vm *vm, char *buf, size_t len);
+
+/* Stop watching the queues and release every device (removing the vsock
+ * socket file). Call after the vCPUs are joined. */
+void virtio_devices_release(struct vm *vm);
+
+#endif

@@ -1,0 +1,111 @@
+/* The virtio-mmio transport (virtio 1.2, 4.2, version 2 registers only).
+ *
+ * It alone decodes the register window, runs the device status state
+ * machine, masks the features a driver may accept to those the device
+ * offered, owns the queues' configuration, and says where the device is on
+ * the kernel command line. Devices see only their ops: activate, a queue
+ * notification, reset.
+ *
+ * Threads: vCPU threads call the bus callbacks; queue notifications reach
+ * the device on the event-loop thread through one eventfd per queue (a KVM
+ * ioeventfd in the VMM); the device interrupts through one eventfd (a KVM
+ * irqfd). The transport lock serialises the two sides; the interrupt status
+ * is atomic so that the guest's interrupt handler never waits for I/O. */
+#ifndef VMM_VIRTIO_MMIO_H
+#define VMM_VIRTIO_MMIO_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "guest_mem.h"
+#include "virtqueue.h"
+
+#define VIRTIO_MMIO_WINDOW     0x1000   /* bytes of register space per device */
+#define VIRTIO_MMIO_MAX_QUEUES 3        /* vsock has the most: rx, tx, event */
+#define VIRTIO_MMIO_CONFIG_MAX 64       /* bytes of device config space we keep */
+
+struct virtio_mmio;
+
+/* What a device supplies. The transport calls these with its lock held;
+ * activate and reset may be NULL for a device with nothing to do then. */
+struct virtio_dev_ops {
+	const char *name;        /* for messages: "blk", "vsock", "rng" */
+	uint32_t device_id;      /* VIRTIO_ID_* */
+	unsigned nqueues;
+	uint16_t queue_max;      /* offered size of every queue, <= VQ_MAX_SIZE */
+
+	/* The driver set DRIVER_OK and every queue is valid. Returns 0, or -1
+	 * to refuse (the transport then sets DEVICE_NEEDS_RESET). */
+	int (*activate)(void *dev, struct virtio_mmio *t);
+
+	/* The driver made buffers available on queue q (event-loop thread). */
+	void (*notify)(void *dev, struct virtio_mmio *t, unsigned q);
+
+	/* The driver reset the device: drop every in-flight state. */
+	void (*reset)(void *dev);
+};
+
+struct virtio_mmio {
+	pthread_mutex_t lock;
+	const struct virtio_dev_ops *ops;
+	void *dev;
+	const struct guest_mem *mem;
+	uint64_t base;
+	unsigned irq;
+
+	uint64_t device_features;  /* offered; VIRTIO_F_VERSION_1 always */
+	uint64_t driver_features;  /* accepted, always a subset of the offer */
+	uint32_t device_features_sel, driver_features_sel, queue_sel;
+	uint32_t status;
+	_Atomic uint32_t interrupt_status;
+	struct virtq queues[VIRTIO_MMIO_MAX_QUEUES];
+	uint8_t config[VIRTIO_MMIO_CONFIG_MAX];
+	uint32_t config_len;
+
+	int irq_fd;                               /* written to raise the interrupt */
+	int kick_fd[VIRTIO_MMIO_MAX_QUEUES];      /* readable when a queue was notified */
+
+	atomic_ulong ignored_writes;  /* out-of-state or malformed register writes */
+};
+
+/* Set up a transport for dev at base/irq: create its eventfds and lock.
+ * features is what the device offers besides VIRTIO_F_VERSION_1; config
+ * (config_len bytes, at most VIRTIO_MMIO_CONFIG_MAX) is its config space.
+ * Returns 0, or -1 after one error line. */
+int virtio_mmio_init(struct virtio_mmio *t, const struct virtio_dev_ops *ops, void *dev,
+		     const struct guest_mem *mem, uint64_t base, unsigned irq, uint64_t features,
+		     const void *config, uint32_t config_len);
+
+/* Close the eventfds and the lock; safe on a zeroed transport. */
+void virtio_mmio_release(struct virtio_mmio *t);
+
+/* Bus callbacks for the register window. */
+void virtio_mmio_read(void *opaque, uint64_t offset, uint8_t *data, uint32_t len);
+void virtio_mmio_write(void *opaque, uint64_t offset, const uint8_t *data, uint32_t len);
+
+/* Run the device for queue q after a notification (the event loop calls
+ * this when kick_fd[q] fires; tests call it directly). Does nothing unless
+ * the device is live. */
+void virtio_mmio_kick(struct virtio_mmio *t, unsigned q);
+
+/* Take and release the transport lock, for device work that does not start
+ * with a queue notification (a socket becoming readable). */
+void virtio_mmio_lock(struct virtio_mmio *t);
+void virtio_mmio_unlock(struct virtio_mmio *t);
+
+/* Whether the driver set DRIVER_OK and the device does not need a reset. */
+bool virtio_mmio_live(const struct virtio_mmio *t);
+
+/* Called by a device (lock held) after it returned buffers on queue q:
+ * interrupts the guest unless it suppressed interrupts. A queue that went
+ * broken puts the device in DEVICE_NEEDS_RESET instead. */
+void virtio_mmio_used(struct virtio_mmio *t, unsigned q);
+
+/* Write this device's "virtio_mmio.device=4K@0x...:IRQ" kernel parameter
+ * into buf. Returns 0, or -1 when it does not fit. */
+int virtio_mmio_cmdline(const struct virtio_mmio *t, char *buf, size_t len);
+
+#endif
