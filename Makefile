@@ -24,7 +24,7 @@ PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
 .PHONY: all deps guest kernel rootfs unit payloads payload-test vm-test check demo \
-	bench-vmm bench-boot clean fuzz fuzz-smoke
+	bench-vmm bench-boot bench-virtio clean fuzz fuzz-smoke
 
 all: $(BUILD)/bin/vmm
 
@@ -56,9 +56,9 @@ rootfs:
 	@./rootfs/build.sh $(BUILD)/guest/rootfs.ext4
 
 # ---- tests -----------------------------------------------------------------
-$(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_OBJS)
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_OBJS) $(wildcard tests/common/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm $^ -lcmocka -pthread -o $@
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Itests/common $(filter %.c %.o,$^) -lcmocka -pthread -o $@
 
 unit: $(UNIT_BINS)
 	@./tests/run-all.sh unit $(UNIT_BINS)
@@ -74,14 +74,28 @@ payloads: $(PAYLOADS)
 payload-test: all payloads
 	@./tests/payloads/run.sh
 
+# Test programs for Linux guests: vtest runs inside the guest (static, musl),
+# vsock_host is its host-side peer.
+VM_TEST_BINS := $(BUILD)/tests/vtest $(BUILD)/tests/vsock_host
+
+$(BUILD)/tests/vtest: tests/guest/vtest.c
+	@mkdir -p $(dir $@)
+	musl-gcc -static $(CSTD) $(WARN) -O2 -idirafter /usr/include \
+		-idirafter /usr/include/x86_64-linux-gnu $< -o $@
+
+$(BUILD)/tests/vsock_host: tests/vm/vsock_host.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 $< -o $@
+
 # Linux guests: directly where the local KVM runs them, else on an emulated
 # KVM host; scripts/on-kvm-host.sh probes and says which, in one line.
-vm-test: all payloads kernel
+vm-test: all payloads guest $(VM_TEST_BINS)
 	@./scripts/on-kvm-host.sh "vm tests" tests/vm/boot.sh
+	@./scripts/on-kvm-host.sh "virtio tests" tests/vm/virtio.sh
 
 check:
 	@./scripts/deps.sh
-	@$(MAKE) --no-print-directory all payloads guest $(UNIT_BINS) $(FUZZ_BINS)
+	@$(MAKE) --no-print-directory all payloads guest $(UNIT_BINS) $(FUZZ_BINS) $(VM_TEST_BINS)
 	@$(MAKE) --no-print-directory unit fuzz-smoke payload-test vm-test
 
 demo:
@@ -92,6 +106,10 @@ demo:
 $(BUILD)/tests/bench_vmm: tests/bench/bench_vmm.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -g $< -o $@
+
+# vsock guest->host throughput and blk sequential read, printed not asserted.
+bench-virtio: all guest $(VM_TEST_BINS)
+	@./scripts/on-kvm-host.sh bench-virtio tests/vm/virtio.sh --bench
 
 bench-vmm: all payloads $(BENCH_BINS)
 	@$(BUILD)/tests/bench_vmm $(BUILD)/bin/vmm $(BUILD)/payloads/reset.elf
@@ -111,7 +129,7 @@ clean:
 FUZZ_TIME       ?= 300
 FUZZ_SMOKE_TIME ?= 20
 FUZZ_CFLAGS     := $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined \
-	-fno-sanitize-recover=undefined -Ivmm
+	-fno-sanitize-recover=undefined -Ivmm -Itests/common
 FUZZ_BINS       := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_LOADER_SRCS := vmm/loader_x86_64.c vmm/guest_mem.c vmm/log.c
 

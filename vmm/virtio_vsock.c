@@ -229,16 +229,22 @@ static void guest_response(struct vsock_conn *c)
 	c->state = VSOCK_ESTABLISHED;
 }
 
+/* Once no data can flow either way, the connection ends with our reset
+ * (which a closing guest waits for), after what it sent is delivered. */
+static void maybe_finish(struct vsock_conn *c)
+{
+	if (c->guest_shut_send && (c->guest_shut_rcv || c->host_eof))
+		c->closing = true;
+	after_flush(c);
+}
+
 static void guest_shutdown(struct vsock_conn *c, uint32_t flags)
 {
 	if (flags & VIRTIO_VSOCK_SHUTDOWN_RCV)
 		c->guest_shut_rcv = true;
 	if (flags & VIRTIO_VSOCK_SHUTDOWN_SEND)
 		c->guest_shut_send = true;
-	/* Both ways shut: the guest waits for our reset to finish its close. */
-	if (c->guest_shut_rcv && c->guest_shut_send)
-		c->closing = true;
-	after_flush(c);
+	maybe_finish(c);
 }
 
 static void guest_rw(struct vsock_conn *c, const struct vq_chain *ch, uint32_t len)
@@ -344,8 +350,11 @@ static uint16_t owed_op(struct vsock_conn *c, uint32_t *flags)
 		return VIRTIO_VSOCK_OP_RESPONSE;
 	}
 	if (c->pending & OWE_SHUTDOWN) {
+		/* EOF on a Unix stream says only that the host stopped sending
+		 * (it may have shut just its write side): the guest may still
+		 * send until the host's socket refuses. */
 		c->pending &= ~(OWE_SHUTDOWN | OWE_CREDIT);
-		*flags = VIRTIO_VSOCK_SHUTDOWN_RCV | VIRTIO_VSOCK_SHUTDOWN_SEND;
+		*flags = VIRTIO_VSOCK_SHUTDOWN_SEND;
 		return VIRTIO_VSOCK_OP_SHUTDOWN;
 	}
 	c->pending &= ~OWE_CREDIT;
@@ -383,10 +392,13 @@ static uint32_t rx_one(struct vsock_conn *c, const struct vq_chain *ch)
 			return 0;
 		}
 		if (k <= 0) {
-			/* The host closed (or broke) its side: once the guest
-			 * has everything, tell it neither side sends more. */
+			/* The host stopped sending (or its socket broke): once
+			 * the guest has everything, tell it so. */
 			c->host_eof = true;
-			c->pending |= OWE_SHUTDOWN;
+			if (c->guest_shut_send)
+				maybe_finish(c);
+			else
+				c->pending |= OWE_SHUTDOWN;
 			return 0;
 		}
 		len = (uint32_t)k;
