@@ -1,7 +1,6 @@
 #include "event_loop.h"
 
 #include <errno.h>
-#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -12,6 +11,8 @@
 
 int evl_init(struct event_loop *l)
 {
+	l->batch = NULL;
+	l->batch_len = 0;
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (l->epfd < 0) {
 		vmm_perr("epoll_create1");
@@ -37,6 +38,10 @@ void evl_del(struct event_loop *l, struct evl_handler *h)
 {
 	/* Fails only when the fd was never added, which leaves nothing to undo. */
 	(void)epoll_ctl(l->epfd, EPOLL_CTL_DEL, h->fd, NULL);
+	if (l->batch && pthread_equal(l->owner, pthread_self()))
+		for (int i = 0; i < l->batch_len; i++)
+			if (l->batch[i].data.ptr == h)
+				l->batch[i].data.ptr = NULL;
 }
 
 int evl_run_once(struct event_loop *l, int timeout_ms)
@@ -45,9 +50,18 @@ int evl_run_once(struct event_loop *l, int timeout_ms)
 	int n = epoll_wait(l->epfd, evs, EVL_BATCH, timeout_ms);
 	if (n < 0)
 		return errno == EINTR ? 0 : -1;
+	l->owner = pthread_self();
+	l->batch = evs;
+	l->batch_len = n;
+	int ran = 0;
 	for (int i = 0; i < n; i++) {
 		struct evl_handler *h = evs[i].data.ptr;
+		if (!h)
+			continue;   /* removed by an earlier handler of this batch */
 		h->fn(h->ctx, evs[i].events);
+		ran++;
 	}
-	return n;
+	l->batch = NULL;
+	l->batch_len = 0;
+	return ran;
 }

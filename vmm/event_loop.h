@@ -7,7 +7,9 @@
 #ifndef VMM_EVENT_LOOP_H
 #define VMM_EVENT_LOOP_H
 
+#include <pthread.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 
 /* Called with the epoll events that fired for the fd it was added with. */
 typedef void (*evl_fn)(void *ctx, uint32_t events);
@@ -22,6 +24,11 @@ struct evl_handler {
 
 struct event_loop {
 	int epfd;
+	/* The batch being dispatched, so that evl_del on the loop's own
+	 * thread can drop events of a handler removed mid-batch. */
+	struct epoll_event *batch;
+	int batch_len;
+	pthread_t owner;
 };
 
 /* Create the epoll set. Returns 0, or -1 after one error line. */
@@ -34,7 +41,10 @@ void evl_release(struct event_loop *l);
  * Returns 0, or -1 with errno set. */
 int evl_add(struct event_loop *l, struct evl_handler *h, uint32_t events);
 
-/* Stop watching h->fd (before it is closed). */
+/* Stop watching h->fd (before it is closed). Called from a handler, the
+ * removed handler is not called again, even for an event already in the
+ * current batch. Called from another thread, it may still be called once
+ * (handlers owned by other threads must stay valid and tolerate that). */
 void evl_del(struct event_loop *l, struct evl_handler *h);
 
 /* Wait up to timeout_ms (-1: no limit) and run the handlers of every ready

@@ -100,7 +100,7 @@ static void blk_notify(void *dev, struct virtio_mmio *t, unsigned qi)
 	struct virtio_blk *b = dev;
 	struct virtq *q = &t->queues[qi];
 	struct vq_chain *c = &b->chain;
-	bool any = false;
+	(void)t;
 	while (vq_pop(q, c) == VQ_CHAIN) {
 		uint32_t written = 0;
 		uint8_t status = blk_parse(c, b->capacity, b->ro, &b->req);
@@ -114,10 +114,7 @@ static void blk_notify(void *dev, struct virtio_mmio *t, unsigned qi)
 			written++;
 		}
 		vq_push(q, c->head, written);
-		any = true;
 	}
-	if (any || q->broken)
-		virtio_mmio_used(t, qi);
 }
 
 static const struct virtio_dev_ops blk_ops = {

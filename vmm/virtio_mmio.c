@@ -67,13 +67,14 @@ int virtio_mmio_init(struct virtio_mmio *t, const struct virtio_dev_ops *ops, vo
 
 void virtio_mmio_release(struct virtio_mmio *t)
 {
+	if (!t->ops)
+		return;   /* never initialised, or already released */
 	if (t->irq_fd >= 0)
 		close(t->irq_fd);
 	for (unsigned i = 0; i < VIRTIO_MMIO_MAX_QUEUES; i++)
 		if (t->kick_fd[i] >= 0)
 			close(t->kick_fd[i]);
-	if (t->ops)
-		pthread_mutex_destroy(&t->lock);
+	pthread_mutex_destroy(&t->lock);
 	t->ops = NULL;
 	t->irq_fd = -1;
 	for (unsigned i = 0; i < VIRTIO_MMIO_MAX_QUEUES; i++)
@@ -115,15 +116,21 @@ static void needs_reset(struct virtio_mmio *t)
 		raise_irq(t, VIRTIO_MMIO_INT_CONFIG);
 }
 
-void virtio_mmio_used(struct virtio_mmio *t, unsigned q)
+void virtio_mmio_signal(struct virtio_mmio *t)
 {
-	if (q >= t->ops->nqueues)
-		return;
-	if (t->queues[q].broken) {
-		needs_reset(t);
-		return;
+	bool irq = false;
+	for (unsigned i = 0; i < t->ops->nqueues; i++) {
+		struct virtq *q = &t->queues[i];
+		if (q->broken) {
+			needs_reset(t);
+			return;
+		}
+		if (q->used_idx == t->signalled[i])
+			continue;
+		t->signalled[i] = q->used_idx;
+		irq |= vq_should_interrupt(q);
 	}
-	if (vq_should_interrupt(&t->queues[q]))
+	if (irq)
 		raise_irq(t, VIRTIO_MMIO_INT_VRING);
 }
 
@@ -132,9 +139,7 @@ void virtio_mmio_kick(struct virtio_mmio *t, unsigned q)
 	pthread_mutex_lock(&t->lock);
 	if (q < t->ops->nqueues && virtio_mmio_live(t)) {
 		t->ops->notify(t->dev, t, q);
-		for (unsigned i = 0; i < t->ops->nqueues; i++)
-			if (t->queues[i].broken)
-				needs_reset(t);
+		virtio_mmio_signal(t);
 	}
 	pthread_mutex_unlock(&t->lock);
 }
@@ -143,8 +148,10 @@ static void device_reset(struct virtio_mmio *t)
 {
 	if ((t->status & VIRTIO_CONFIG_S_DRIVER_OK) && t->ops->reset)
 		t->ops->reset(t->dev);
-	for (unsigned i = 0; i < t->ops->nqueues; i++)
+	for (unsigned i = 0; i < t->ops->nqueues; i++) {
 		vq_reset(&t->queues[i]);
+		t->signalled[i] = 0;
+	}
 	t->driver_features = 0;
 	t->device_features_sel = t->driver_features_sel = t->queue_sel = 0;
 	t->status = 0;
@@ -162,6 +169,8 @@ static void activate(struct virtio_mmio *t)
 	}
 	if (t->ops->activate && t->ops->activate(t->dev, t))
 		needs_reset(t);
+	else
+		virtio_mmio_signal(t);
 }
 
 /* Status writes may only add the next step (or FAILED); anything else is
@@ -171,6 +180,10 @@ static void write_status(struct virtio_mmio *t, uint32_t v)
 {
 	if (v == 0) {
 		device_reset(t);
+		return;
+	}
+	if (t->status & VIRTIO_CONFIG_S_FAILED) {
+		atomic_fetch_add(&t->ignored_writes, 1);   /* only a reset follows FAILED */
 		return;
 	}
 	uint32_t cur = t->status & STATUS_STEPS;

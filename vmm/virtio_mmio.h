@@ -62,6 +62,7 @@ struct virtio_mmio {
 	uint32_t status;
 	_Atomic uint32_t interrupt_status;
 	struct virtq queues[VIRTIO_MMIO_MAX_QUEUES];
+	uint16_t signalled[VIRTIO_MMIO_MAX_QUEUES];   /* used index at the last signal */
 	uint8_t config[VIRTIO_MMIO_CONFIG_MAX];
 	uint32_t config_len;
 
@@ -99,10 +100,12 @@ void virtio_mmio_unlock(struct virtio_mmio *t);
 /* Whether the driver set DRIVER_OK and the device does not need a reset. */
 bool virtio_mmio_live(const struct virtio_mmio *t);
 
-/* Called by a device (lock held) after it returned buffers on queue q:
- * interrupts the guest unless it suppressed interrupts. A queue that went
- * broken puts the device in DEVICE_NEEDS_RESET instead. */
-void virtio_mmio_used(struct virtio_mmio *t, unsigned q);
+/* After device work (lock held): interrupt the guest for every queue whose
+ * used ring moved since the last call (chains the walker returned unused
+ * included), unless it suppressed interrupts; a queue that went broken puts
+ * the device in DEVICE_NEEDS_RESET. The transport calls it after notify and
+ * activate; a device calls it after work of its own (socket events). */
+void virtio_mmio_signal(struct virtio_mmio *t);
 
 /* Write this device's "virtio_mmio.device=4K@0x...:IRQ" kernel parameter
  * into buf. Returns 0, or -1 when it does not fit. */

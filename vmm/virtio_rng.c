@@ -32,15 +32,11 @@ static void rng_notify(void *dev, struct virtio_mmio *t, unsigned qi)
 {
 	struct virtio_rng *r = dev;
 	struct virtq *q = &t->queues[qi];
-	bool any = false;
 	while (vq_pop(q, &r->chain) == VQ_CHAIN) {
 		uint32_t n = fill(&r->chain);
 		r->bytes += n;
 		vq_push(q, r->chain.head, n);
-		any = true;
 	}
-	if (any || q->broken)
-		virtio_mmio_used(t, qi);
 }
 
 static const struct virtio_dev_ops rng_ops = {

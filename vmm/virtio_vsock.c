@@ -69,8 +69,10 @@ static void conn_free(struct vsock_conn *c)
 	evl_del(c->vs->evl, &c->h);
 	close(c->h.fd);
 	free(c->buf);
-	struct virtio_vsock *vs = c->vs;
-	*c = (struct vsock_conn){ .vs = vs, .h.fd = -1 };
+	/* The handler stays callable: an event for this slot may already be
+	 * in the loop's batch (or, after a reset from a vCPU thread, be
+	 * dispatched concurrently); conn_event then finds the slot free. */
+	*c = (struct vsock_conn){ .vs = c->vs, .h = { .fn = conn_event, .ctx = c, .fd = -1 } };
 }
 
 /* Owe the guest a reset for (local, peer). Resets need no connection, so
@@ -227,6 +229,9 @@ static void guest_response(struct vsock_conn *c)
 		return;
 	}
 	c->state = VSOCK_ESTABLISHED;
+	/* The host may have written already; its edge was seen while we
+	 * waited for the guest, so look again. */
+	c->host_readable = true;
 }
 
 /* Once no data can flow either way, the connection ends with our reset
@@ -274,7 +279,9 @@ static void guest_packet(struct virtio_vsock *vs, const struct vq_chain *ch)
 	}
 	struct vsock_conn *c = conn_find(vs, h.dst_port, h.src_port);
 	if (h.type != VIRTIO_VSOCK_TYPE_STREAM) {
-		if (h.op != VIRTIO_VSOCK_OP_RST)
+		if (c)
+			conn_reset(c);
+		else if (h.op != VIRTIO_VSOCK_OP_RST)
 			send_rst(vs, h.dst_port, h.src_port);
 		return;
 	}
@@ -301,14 +308,10 @@ static void guest_packet(struct virtio_vsock *vs, const struct vq_chain *ch)
 static void tx_process(struct virtio_vsock *vs)
 {
 	struct virtq *q = &vs->t.queues[VSOCK_TXQ];
-	bool any = false;
 	while (vq_pop(q, &vs->chain) == VQ_CHAIN) {
 		guest_packet(vs, &vs->chain);
 		vq_push(q, vs->chain.head, 0);
-		any = true;
 	}
-	if (any || q->broken)
-		virtio_mmio_used(&vs->t, VSOCK_TXQ);
 }
 
 /* ---- host -> guest ------------------------------------------------------- */
@@ -443,7 +446,6 @@ static void rx_pump(struct virtio_vsock *vs)
 		return;
 	struct virtq *q = &vs->t.queues[VSOCK_RXQ];
 	struct vq_chain *ch = &vs->chain;
-	bool any = false;
 	for (;;) {
 		struct vsock_conn *c = vs->rst_len ? NULL : next_rx_conn(vs);
 		if (!vs->rst_len && !c)
@@ -455,7 +457,6 @@ static void rx_pump(struct virtio_vsock *vs)
 		if (ch->in_len < HDR_LEN || (c && !c->pending && ch->in_len == HDR_LEN)) {
 			vs->stats.bad_packets++;
 			vq_push(q, ch->head, 0);
-			any = true;
 			continue;
 		}
 		uint32_t n = c ? rx_one(c, ch) : rx_rst(vs, ch);
@@ -464,10 +465,7 @@ static void rx_pump(struct virtio_vsock *vs)
 			continue;
 		}
 		vq_push(q, ch->head, n);
-		any = true;
 	}
-	if (any || q->broken)
-		virtio_mmio_used(&vs->t, VSOCK_RXQ);
 }
 
 /* ---- host sockets -------------------------------------------------------- */
@@ -485,7 +483,7 @@ static uint32_t new_local_port(struct virtio_vsock *vs, uint32_t peer)
 
 /* Parse "CONNECT <port>\n" without reading past the newline: what follows
  * it is the stream's first data. */
-static void handshake(struct vsock_conn *c)
+static void handshake(struct vsock_conn *c, uint32_t events)
 {
 	char line[VSOCK_CONNECT_LINE + 1];
 	ssize_t n = recv(c->h.fd, line, VSOCK_CONNECT_LINE, MSG_PEEK);
@@ -493,8 +491,10 @@ static void handshake(struct vsock_conn *c)
 		return;
 	char *nl = n > 0 ? memchr(line, '\n', (size_t)n) : NULL;
 	if (!nl) {
-		if (n <= 0 || n == VSOCK_CONNECT_LINE)
-			conn_free(c);   /* closed, failed, or a line too long */
+		/* Closed, failed, a line too long, or a partial line whose
+		 * sender hung up (edge-triggered: no further event comes). */
+		if (n <= 0 || n == VSOCK_CONNECT_LINE || (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+			conn_free(c);
 		return;
 	}
 	size_t used = (size_t)(nl - line) + 1;
@@ -519,10 +519,14 @@ static void conn_event(void *ctx, uint32_t events)
 	struct virtio_vsock *vs = c->vs;
 	virtio_mmio_lock(&vs->t);
 	if (c->state == VSOCK_HANDSHAKE) {
-		handshake(c);
+		handshake(c, events);
 	} else if (c->state == VSOCK_CONNECTING) {
-		if (events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
-			conn_reset(c);   /* the host gave up before the guest answered */
+		/* The host gave up before the guest answered. (A stale event of a
+		 * previous user of this slot is told apart by peeking.) */
+		char b;
+		if ((events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)) &&
+		    recv(c->h.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+			conn_reset(c);
 	} else if (c->state == VSOCK_ESTABLISHED) {
 		if (events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP | EPOLLERR))
 			c->host_readable = true;
@@ -534,6 +538,8 @@ static void conn_event(void *ctx, uint32_t events)
 		}
 	}
 	rx_pump(vs);
+	if (virtio_mmio_live(&vs->t))
+		virtio_mmio_signal(&vs->t);
 	virtio_mmio_unlock(&vs->t);
 }
 
@@ -550,9 +556,11 @@ static void listener_event(void *ctx, uint32_t events)
 		if (!c)
 			close(fd);   /* over the cap: the client sees EOF */
 		else
-			handshake(c);
+			handshake(c, 0);
 	}
 	rx_pump(vs);
+	if (virtio_mmio_live(&vs->t))
+		virtio_mmio_signal(&vs->t);
 	virtio_mmio_unlock(&vs->t);
 }
 
@@ -603,7 +611,7 @@ int virtio_vsock_init(struct virtio_vsock *vs, const char *uds, struct event_loo
 	vs->evl = evl;
 	vs->next_local_port = VSOCK_HOST_PORT_BASE;
 	for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++)
-		vs->conns[i] = (struct vsock_conn){ .vs = vs, .h.fd = -1 };
+		vs->conns[i] = (struct vsock_conn){ .vs = vs, .h = { .fn = conn_event, .ctx = &vs->conns[i], .fd = -1 } };
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	/* Room for "_<port>" too, or guest connections could not be forwarded. */
 	if (!*uds || strlen(uds) + 11 >= sizeof(a.sun_path)) {

@@ -39,7 +39,7 @@ void vq_reset(struct virtq *q)
 int vq_activate(struct virtq *q, const struct guest_mem *mem)
 {
 	uint16_t n = q->size;
-	if (n == 0 || n > q->max_size || (n & (n - 1)))
+	if (n == 0 || n > q->max_size || n > VQ_MAX_SIZE || (n & (n - 1)))
 		return -1;
 	if ((q->desc_gpa & (VRING_DESC_ALIGN_SIZE - 1)) || (q->avail_gpa & (VRING_AVAIL_ALIGN_SIZE - 1)) ||
 	    (q->used_gpa & (VRING_USED_ALIGN_SIZE - 1)))
