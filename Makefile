@@ -14,9 +14,17 @@ VERSION := 0.1.0
 
 VMM_SRCS  := $(wildcard vmm/*.c)
 VMM_OBJS  := $(VMM_SRCS:%.c=$(BUILD)/obj/%.o)
-# Unit tests link every vmm module but main, built again with sanitizers.
+# The guest agent: a static musl binary. Its session logic and the wire
+# format (guest-agent/proto.c, which vmrun compiles too) are also built for
+# the host, for the unit tests.
+AGENT_SRCS := $(wildcard guest-agent/*.c)
+AGENT_LIB  := guest-agent/agent.c guest-agent/proto.c
+MUSL_CC    := musl-gcc -static $(CSTD) $(WARN) -O2 -idirafter /usr/include \
+	-idirafter /usr/include/x86_64-linux-gnu
+# Unit tests link every vmm module but main, and the agent's library, built
+# again with sanitizers.
 VMM_LIB   := $(filter-out vmm/main.c,$(VMM_SRCS))
-ASAN_OBJS := $(VMM_LIB:%.c=$(BUILD)/asan/%.o)
+ASAN_OBJS := $(VMM_LIB:%.c=$(BUILD)/asan/%.o) $(AGENT_LIB:%.c=$(BUILD)/asan/%.o)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 PAYLOAD_SRCS := $(wildcard tests/payloads/*.S)
@@ -35,7 +43,7 @@ $(BUILD)/obj/%.o: %.c $(wildcard vmm/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(CFLAGS) -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 
-$(BUILD)/asan/%.o: %.c $(wildcard vmm/*.h)
+$(BUILD)/asan/%.o: %.c $(wildcard vmm/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -c $< -o $@
 
@@ -52,13 +60,17 @@ guest: kernel rootfs
 kernel:
 	@./kernel-config/build.sh $(BUILD)/guest/vmlinux $(BUILD)/guest/bzImage
 
-rootfs:
-	@./rootfs/build.sh $(BUILD)/guest/rootfs.ext4
+$(BUILD)/guest/agent: $(AGENT_SRCS) $(wildcard guest-agent/*.h)
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $(AGENT_SRCS) -o $@
+
+rootfs: $(BUILD)/guest/agent
+	@./rootfs/build.sh $(BUILD)/guest/rootfs.ext4 $(BUILD)/guest/agent
 
 # ---- tests -----------------------------------------------------------------
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_OBJS) $(wildcard tests/common/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Itests/common $(filter %.c %.o,$^) -lcmocka -pthread -o $@
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Itests/common $(filter %.c %.o,$^) -lcmocka -pthread -o $@
 
 unit: $(UNIT_BINS)
 	@./tests/run-all.sh unit $(UNIT_BINS)
@@ -76,22 +88,26 @@ payload-test: all payloads
 
 # Test programs for Linux guests: vtest runs inside the guest (static, musl),
 # vsock_host is its host-side peer.
-VM_TEST_BINS := $(BUILD)/tests/vtest $(BUILD)/tests/vsock_host
+VM_TEST_BINS := $(BUILD)/tests/vtest $(BUILD)/tests/vsock_host $(BUILD)/tests/agent_client
 
 $(BUILD)/tests/vtest: tests/guest/vtest.c
 	@mkdir -p $(dir $@)
-	musl-gcc -static $(CSTD) $(WARN) -O2 -idirafter /usr/include \
-		-idirafter /usr/include/x86_64-linux-gnu $< -o $@
+	$(MUSL_CC) $< -o $@
 
 $(BUILD)/tests/vsock_host: tests/vm/vsock_host.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 $< -o $@
+
+$(BUILD)/tests/agent_client: tests/vm/agent_client.c host/session.c guest-agent/proto.c $(wildcard host/*.h guest-agent/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 -Ihost -Iguest-agent $(filter %.c,$^) -o $@
 
 # Linux guests: directly where the local KVM runs them, else on an emulated
 # KVM host; scripts/on-kvm-host.sh probes and says which, in one line.
 vm-test: all payloads guest $(VM_TEST_BINS)
 	@./scripts/on-kvm-host.sh "vm tests" tests/vm/boot.sh
 	@./scripts/on-kvm-host.sh "virtio tests" tests/vm/virtio.sh
+	@./scripts/on-kvm-host.sh "agent tests" tests/vm/agent.sh
 
 check:
 	@./scripts/deps.sh
@@ -136,6 +152,26 @@ FUZZ_LOADER_SRCS := vmm/loader_x86_64.c vmm/guest_mem.c vmm/log.c
 $(BUILD)/fuzz/fuzz_loader: tests/fuzz/fuzz_loader.c $(FUZZ_LOADER_SRCS) $(wildcard vmm/*.h)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) tests/fuzz/fuzz_loader.c $(FUZZ_LOADER_SRCS) -o $@
+
+# The virtio harnesses: the ring walker alone, then each device over the
+# transport (tests/common/fake_virtio.h plays the driver).
+FUZZ_VQ_SRCS    := vmm/virtqueue.c vmm/guest_mem.c vmm/log.c
+FUZZ_BLK_SRCS   := vmm/virtio_blk.c vmm/virtio_mmio.c $(FUZZ_VQ_SRCS)
+FUZZ_VSOCK_SRCS := vmm/virtio_vsock.c vmm/virtio_mmio.c vmm/event_loop.c vmm/args.c $(FUZZ_VQ_SRCS)
+
+$(BUILD)/fuzz/fuzz_virtqueue: tests/fuzz/fuzz_virtqueue.c $(FUZZ_VQ_SRCS) $(wildcard vmm/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) tests/fuzz/fuzz_virtqueue.c $(FUZZ_VQ_SRCS) -o $@
+
+$(BUILD)/fuzz/fuzz_virtio_blk: tests/fuzz/fuzz_virtio_blk.c $(FUZZ_BLK_SRCS) $(wildcard vmm/*.h) \
+		$(wildcard tests/common/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) tests/fuzz/fuzz_virtio_blk.c $(FUZZ_BLK_SRCS) -pthread -o $@
+
+$(BUILD)/fuzz/fuzz_virtio_vsock: tests/fuzz/fuzz_virtio_vsock.c $(FUZZ_VSOCK_SRCS) $(wildcard vmm/*.h) \
+		$(wildcard tests/common/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) tests/fuzz/fuzz_virtio_vsock.c $(FUZZ_VSOCK_SRCS) -pthread -o $@
 
 $(BUILD)/fuzz/mkseeds_loader: tests/fuzz/mkseeds_loader.c
 	@mkdir -p $(dir $@)

@@ -1,66 +1,147 @@
 #!/bin/sh
 # Builds the read-only guest root image $1 (ext4) with mke2fs -d from a
-# staging tree: busybox (static) with its applet links, /etc/passwd and
-# /etc/group with the unprivileged `sandbox` user, and /init.
+# staging tree:
+#   /init          the guest agent ($2, static), also /sbin/init
+#   /bin/busybox   static, with its applet links
+#   python3        python3.11 and its standard library, unpacked from
+#                  Debian's packages (apt-get download, dependencies
+#                  resolved by apt-cache) and byte-compiled
+#   /etc/passwd, /etc/group with the unprivileged `sandbox` user
+#   /etc/vmrun/programs  the manifest of programs offered, which is also
+#                  written next to the image as programs.txt: the default
+#                  allowlist
 #
 # Reproducible: the same inputs give the same image bytes. File times are
 # pinned, the UUID and directory hash seed are fixed, mke2fs's clock is
-# faked, and the staging tree sits on tmpfs, whose readdir order depends
-# only on creation order.
-#
-# /init is a small shell init until the guest agent lands (issue 5): it
-# mounts the kernel filesystems, says "vmrun-rootfs: init reached" on the
-# console and resets the VM.
+# faked, the staging tree sits on tmpfs, whose readdir order depends only on
+# creation order, and bytecode uses hash-based invalidation. The image is
+# cached under $VMRUN_CACHE keyed by every input, so a rebuild with nothing
+# changed is a copy.
 set -eu
 
 out=$1
+agent=$2
 here=$(cd "$(dirname "$0")" && pwd)
 start=$(date +%s%N)
+cache=${VMRUN_CACHE:-/var/cache/vmrun}
 BUSYBOX=/bin/busybox
+PYTHON=/usr/bin/python3.11
+# What python3 needs at run time. The closure apt-cache computes also holds
+# the packages' install-time tools (dpkg, tar, perl via mailcap); a
+# read-only image never runs maintainer scripts, so those are left out.
+ROOTS="python3-minimal python3.11 libpython3.11-stdlib"
+EXCLUDE=" dpkg install-info tar perl perl-base perl-modules-5.36 libperl5.36 libgdbm-compat4 mailcap
+	mime-support gcc-12-base libacl1 libmd0 libpcre2-8-0 libselinux1 libzstd1 "
+
 [ -x "$BUSYBOX" ] && "$BUSYBOX" --list >/dev/null 2>&1 ||
 	{ echo "rootfs: $BUSYBOX missing (run 'make deps')" >&2; exit 1; }
 file -L "$BUSYBOX" 2>/dev/null | grep -q 'statically linked' ||
 	{ echo "rootfs: $BUSYBOX is not static (install busybox-static)" >&2; exit 1; }
+[ -x "$agent" ] || { echo "rootfs: agent $agent not built" >&2; exit 1; }
+[ -x "$PYTHON" ] || { echo "rootfs: $PYTHON missing (run 'make deps')" >&2; exit 1; }
+
+# ---- the package set, pinned to versions -----------------------------------
+pkgs=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+	--no-replaces --no-enhances $ROOTS 2>/dev/null | grep -v '^[ <]' | sort -u |
+	while read -r p; do case "$EXCLUDE" in *[[:space:]]$p[[:space:]]*) ;; *) echo "$p" ;; esac; done)
+[ -n "$pkgs" ] || { echo "rootfs: apt-cache cannot resolve $ROOTS" >&2; exit 1; }
+versions=$(for p in $pkgs; do echo "$p=$(apt-cache policy "$p" | sed -n 's/^  Candidate: //p')"; done)
+
+key=$( { cat "$0" "$here/passwd" "$here/group" "$agent" "$BUSYBOX"; echo "$versions"; "$PYTHON" -V; } |
+	sha256sum | cut -c1-16)
+cached=$cache/rootfs-$key.ext4
+mkdir -p "$(dirname "$out")"
+manifest_out=$(dirname "$out")/programs.txt
+if [ -f "$cached" ] && [ -f "$cached.programs" ]; then
+	cp "$cached" "$out.tmp" && mv "$out.tmp" "$out"
+	cp "$cached.programs" "$manifest_out"
+	echo "rootfs: $out $(stat -c %s "$out") bytes, sha256 $(sha256sum "$out" | cut -c1-16), from cache ($cached)"
+	exit 0
+fi
+
+# ---- the packages, downloaded once into the cache --------------------------
+debs=$cache/debs
+mkdir -p "$debs"
+missing=
+for pv in $versions; do
+	p=${pv%%=*}
+	v=${pv#*=}
+	ls "$debs/${p}_$(echo "$v" | sed 's/:/%3a/')_"*.deb >/dev/null 2>&1 || missing="$missing $pv"
+done
+if [ -n "$missing" ]; then
+	echo "rootfs: downloading$missing"
+	(cd "$debs" && apt-get download $missing 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2) ||
+		{ echo "rootfs: apt-get download failed" >&2; exit 1; }
+fi
 
 stage_root=/dev/shm
 [ -d "$stage_root" ] && [ -w "$stage_root" ] || stage_root=${TMPDIR:-/tmp}
 stage=$(mktemp -d "$stage_root/vmrun-rootfs.XXXXXX")
 trap 'rm -rf "$stage" "$stage.cmds" "$stage.err"' EXIT
 
-mkdir -p "$stage/bin" "$stage/sbin" "$stage/usr/bin" "$stage/usr/sbin" "$stage/etc" \
+for pv in $versions; do
+	p=${pv%%=*}
+	v=$(echo "${pv#*=}" | sed 's/:/%3a/')
+	dpkg-deb -x "$(ls "$debs/${p}_${v}_"*.deb | head -n 1)" "$stage"
+done
+# Documentation and package metadata are of no use in the sandbox.
+rm -rf "$stage/usr/share/doc" "$stage/usr/share/man" "$stage/usr/share/lintian" "$stage/usr/share/info" \
+	"$stage/etc/cron.daily"
+"$PYTHON" -m compileall -q -j 0 --invalidation-mode unchecked-hash -s "$stage" -p / \
+	"$stage/usr/lib/python3.11" >/dev/null
+
+mkdir -p "$stage/bin" "$stage/sbin" "$stage/usr/bin" "$stage/usr/sbin" "$stage/etc/vmrun" \
 	"$stage/proc" "$stage/sys" "$stage/dev" "$stage/tmp" "$stage/workspace" "$stage/home/sandbox"
 cp "$BUSYBOX" "$stage/bin/busybox"
-# Applet links, in sorted order so the tree is built the same way each time.
+# Applet links, in sorted order so the tree is built the same way each time;
+# never over a file a package installed.
 "$BUSYBOX" --list-full | sort | while read -r path; do
-	[ "$path" = bin/busybox ] && continue
+	[ "$path" = bin/busybox ] || [ "$path" = sbin/init ] && continue
+	[ -e "$stage/$path" ] || [ -L "$stage/$path" ] && continue
 	depth=$(echo "$path" | tr -cd / | wc -c)
 	rel=$(printf '%*s' "$depth" '' | sed 's| |../|g')bin/busybox
 	ln -s "$rel" "$stage/$path"
 done
 cp "$here/passwd" "$stage/etc/passwd"
 cp "$here/group" "$stage/etc/group"
-install -m 0755 "$here/init.sh" "$stage/init"
+install -m 0755 "$agent" "$stage/init"
+ln -sf ../init "$stage/sbin/init"
 chmod 1777 "$stage/tmp"
+chown 1000:1000 "$stage/home/sandbox" 2>/dev/null || true
+
+# The manifest: every program in /bin and /usr/bin (the administrative ones
+# in sbin are not offered).
+(cd "$stage" && find bin usr/bin -mindepth 1 -maxdepth 1 \( -type f -o -type l \) | sort |
+	while read -r f; do [ -x "$f" ] && echo "/$f"; done) >"$stage/etc/vmrun/programs"
+
+# A smoke test where we can chroot: the interpreter and its C modules load.
+if [ "$(id -u)" = 0 ]; then
+	chroot "$stage" /usr/bin/python3 -c 'import ssl, sqlite3, json, decimal, ctypes, lzma, bz2, zlib, hashlib, readline, uuid' ||
+		{ echo "rootfs: python3 does not work in the staged root" >&2; exit 1; }
+fi
 
 # Pin every timestamp (mke2fs -d copies them).
 find "$stage" -exec touch -h -d @1 {} +
 
 blocks_kib=$(du -sk "$stage" | cut -f1)
-size_mib=$(( (blocks_kib * 13 / 10) / 1024 + 8 ))
-mkdir -p "$(dirname "$out")"
+size_mib=$(( (blocks_kib * 12 / 10) / 1024 + 8 ))
+inodes=$(( $(find "$stage" | wc -l) * 12 / 10 + 1024 ))
 rm -f "$out.tmp"
 E2FSPROGS_FAKE_TIME=1 mke2fs -q -F -t ext4 -b 4096 -L vmrun-root \
 	-U 6d2e8f4a-1b3c-4d5e-8f70-0a1b2c3d4e5f \
 	-E hash_seed=0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0,root_owner=0:0,lazy_itable_init=0,lazy_journal_init=0 \
-	-O ^has_journal,^resize_inode -m 0 -N 4096 \
+	-O ^has_journal,^resize_inode -m 0 -N "$inodes" \
 	-d "$stage" "$out.tmp" "${size_mib}M"
 # mke2fs copies each file's ctime, which no tool can pin in the staging
 # tree; pin it in the image instead (debugfs recomputes the checksums).
 (cd "$stage" && find . -mindepth 1 | sort | sed 's|^\.||; s|.*|sif "&" ctime 1\nsif "&" atime 1|'; echo 'sif / ctime 1';
 	echo 'sif /lost+found ctime 1') >"$stage.cmds"
 E2FSPROGS_FAKE_TIME=1 debugfs -w -f "$stage.cmds" "$out.tmp" >/dev/null 2>"$stage.err" ||
-	{ cat "$stage.err" >&2; rm -f "$stage.cmds" "$stage.err"; exit 1; }
-rm -f "$stage.cmds" "$stage.err"
+	{ cat "$stage.err" >&2; exit 1; }
+cp "$stage/etc/vmrun/programs" "$manifest_out"
+mkdir -p "$cache"
+cp "$out.tmp" "$cached.tmp" && mv "$cached.tmp" "$cached"
+cp "$manifest_out" "$cached.programs"
 mv "$out.tmp" "$out"
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
-echo "rootfs: $out $(stat -c %s "$out") bytes ($size_mib MiB), sha256 $(sha256sum "$out" | cut -c1-16), built in $ms ms"
+echo "rootfs: $out $(stat -c %s "$out") bytes ($size_mib MiB, $(wc -l <"$manifest_out") programs), sha256 $(sha256sum "$out" | cut -c1-16), built in $ms ms"

@@ -1,0 +1,47 @@
+/* One run, agent side: the session logic of the guest agent, apart from
+ * PID 1's duties (mounts, the vsock connection, the reset) so that it runs
+ * as an ordinary process over any stream socket in tests. */
+#ifndef VMRUN_AGENT_H
+#define VMRUN_AGENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define AGENT_NAME      "vmrun-agent 0.1.0"
+#define AGENT_PATH      "/usr/local/bin:/usr/bin:/bin"
+#define AGENT_CHUNK     16384u   /* bytes of output per STDOUT/STDERR frame at most */
+
+struct agent_config {
+	const char *cwd;      /* the command's working directory */
+	const char *home;     /* its HOME */
+	uid_t uid;            /* user to run as; (uid_t)-1 keeps ours */
+	gid_t gid;
+	bool kill_all;        /* PID 1: afterwards kill every other process */
+};
+
+/* Serve one session on the connected stream fd: HELLO, read the REQUEST,
+ * check the program, run it, stream its output, send EXIT. Any failure of
+ * the agent itself, a malformed frame included, is sent as an ERROR frame
+ * (when the socket still works). Returns 0 when EXIT was sent, -1 otherwise
+ * with the reason in err. */
+int agent_session(int fd, const struct agent_config *cfg, char *err, size_t errlen);
+
+/* Find prog as execve would be given it: a name with a '/' relative to cwd,
+ * else the first PATH entry holding it. Writes the absolute path, its
+ * directory canonicalised (symlinks in the name itself are kept, so busybox
+ * applets stay distinct), into out. Returns 0, or -1 when there is no such
+ * file. */
+int agent_resolve(const char *prog, const char *cwd, const char *path, char *out, size_t outlen);
+
+/* Whether the resolved path is one of the n allowlist entries. */
+bool agent_allowed(const char *resolved, char *const *allow, unsigned n);
+
+/* Build the command's environment into env (room for max pointers, the
+ * strings in store of storelen bytes): PATH, HOME, LANG=C.UTF-8,
+ * PYTHONIOENCODING=utf-8, then each grant, which replaces a default of the
+ * same name. Returns the count, or -1 when it does not fit. */
+int agent_environment(const char *home, char *const *grants, unsigned ngrants, char **env, unsigned max,
+		      char *store, size_t storelen);
+
+#endif

@@ -1,0 +1,260 @@
+#include "proto.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "fields are copied in host order");
+_Static_assert(PROTO_MAX_STR <= UINT16_MAX, "a field length fits its u16");
+_Static_assert(sizeof(struct proto_exit) == PROTO_EXIT_LEN, "EXIT has a fixed layout");
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+void proto_reader_init(struct proto_reader *r)
+{
+	r->have = 0;
+	r->consumed = 0;
+}
+
+static void drop_consumed(struct proto_reader *r)
+{
+	if (!r->consumed)
+		return;
+	memmove(r->buf, r->buf + r->consumed, r->have - r->consumed);
+	r->have -= r->consumed;
+	r->consumed = 0;
+}
+
+uint8_t *proto_reader_space(struct proto_reader *r, size_t *room)
+{
+	drop_consumed(r);
+	*room = sizeof(r->buf) - r->have;
+	return r->buf + r->have;
+}
+
+void proto_reader_fed(struct proto_reader *r, size_t n)
+{
+	r->have += n;
+}
+
+int proto_reader_next(struct proto_reader *r, uint16_t *type, const uint8_t **payload, uint32_t *len,
+		      char *err, size_t errlen)
+{
+	drop_consumed(r);
+	if (r->have < PROTO_HDR_LEN)
+		return 0;
+	uint32_t n = get32(r->buf);
+	uint16_t t = get16(r->buf + 4);
+	if (n > PROTO_MAX_PAYLOAD)
+		return fail(err, errlen, "frame of %u bytes exceeds the %u-byte maximum", n, PROTO_MAX_PAYLOAD);
+	if (t < PROTO_HELLO || t > PROTO_ERROR || get16(r->buf + 6))
+		return fail(err, errlen, "unknown frame type %u", t);
+	if (r->have < PROTO_HDR_LEN + n)
+		return 0;
+	*type = t;
+	*len = n;
+	*payload = r->buf + PROTO_HDR_LEN;
+	r->consumed = PROTO_HDR_LEN + n;
+	return 1;
+}
+
+void proto_header(uint8_t *hdr, uint16_t type, uint32_t len)
+{
+	uint16_t zero = 0;
+	memcpy(hdr, &len, 4);
+	memcpy(hdr + 4, &type, 2);
+	memcpy(hdr + 6, &zero, 2);
+}
+
+int proto_send(int fd, uint16_t type, const void *payload, uint32_t len)
+{
+	if (len > PROTO_MAX_PAYLOAD) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	uint8_t hdr[PROTO_HDR_LEN];
+	proto_header(hdr, type, len);
+	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)payload, len } };
+	size_t left = sizeof(hdr) + len;
+	int n = 2;
+	struct iovec *v = iov;
+	while (left) {
+		ssize_t k = writev(fd, v, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		left -= (size_t)k;
+		while (n && (size_t)k >= v->iov_len) {
+			k -= (ssize_t)v->iov_len;
+			v++;
+			n--;
+		}
+		if (n) {
+			v->iov_base = (uint8_t *)v->iov_base + k;
+			v->iov_len -= (size_t)k;
+		}
+	}
+	return 0;
+}
+
+size_t proto_encode_hello(uint8_t *buf, size_t cap, const char *name)
+{
+	size_t n = strlen(name);
+	if (cap < 4 + n || n > PROTO_MAX_STR)
+		return 0;
+	uint32_t v = PROTO_VERSION;
+	memcpy(buf, &v, 4);
+	memcpy(buf + 4, name, n);
+	return 4 + n;
+}
+
+int proto_decode_hello(const uint8_t *p, uint32_t len, uint32_t *version, char *err, size_t errlen)
+{
+	if (len < 4 || len > 4 + PROTO_MAX_STR)
+		return fail(err, errlen, "HELLO of %u bytes", len);
+	*version = get32(p);
+	if (*version != PROTO_VERSION)
+		return fail(err, errlen, "agent speaks protocol version %u, this host %u", *version, PROTO_VERSION);
+	return 0;
+}
+
+/* ---- REQUEST ------------------------------------------------------------ */
+
+static size_t put_field(uint8_t *buf, size_t cap, size_t at, uint16_t tag, const void *v, size_t n)
+{
+	if (n > PROTO_MAX_STR || cap - at < 4 + n)
+		return 0;
+	uint16_t len = (uint16_t)n;
+	memcpy(buf + at, &tag, 2);
+	memcpy(buf + at + 2, &len, 2);
+	memcpy(buf + at + 4, v, n);
+	return at + 4 + n;
+}
+
+static bool valid_env(const char *s, size_t n)
+{
+	const char *eq = memchr(s, '=', n);
+	if (!eq || eq == s)
+		return false;
+	for (const char *c = s; c < eq; c++)
+		if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || *c == '_' ||
+		      (c > s && *c >= '0' && *c <= '9')))
+			return false;
+	return true;
+}
+
+size_t proto_encode_request(const struct proto_request *r, uint8_t *buf, size_t cap)
+{
+	if (cap > PROTO_MAX_PAYLOAD)
+		cap = PROTO_MAX_PAYLOAD;
+	if (r->argc == 0 || r->argc > PROTO_MAX_ARGS || r->envc > PROTO_MAX_ENV || r->nallow > PROTO_MAX_ALLOW)
+		return 0;
+	size_t at = 0;
+	for (unsigned i = 0; i < r->argc; i++)
+		if (!(at = put_field(buf, cap, at, PROTO_T_ARG, r->argv[i], strlen(r->argv[i]))))
+			return 0;
+	for (unsigned i = 0; i < r->envc; i++) {
+		size_t n = strlen(r->env[i]);
+		if (!valid_env(r->env[i], n) || !(at = put_field(buf, cap, at, PROTO_T_ENV, r->env[i], n)))
+			return 0;
+	}
+	for (unsigned i = 0; i < r->nallow; i++)
+		if (r->allow[i][0] != '/' ||
+		    !(at = put_field(buf, cap, at, PROTO_T_ALLOW, r->allow[i], strlen(r->allow[i]))))
+			return 0;
+	const struct { uint16_t tag; uint64_t v; } limits[] = {
+		{ PROTO_T_MAX_OUTPUT, r->max_output }, { PROTO_T_NPROC, r->nproc },
+		{ PROTO_T_NOFILE, r->nofile }, { PROTO_T_FSIZE, r->fsize },
+	};
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
+		if (!(at = put_field(buf, cap, at, limits[i].tag, &limits[i].v, 8)))
+			return 0;
+	return at;
+}
+
+int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r, char *err, size_t errlen)
+{
+	r->argc = r->envc = r->nallow = 0;
+	unsigned seen = 0;   /* limit tags present, as bits */
+	size_t st = 0;
+	uint32_t at = 0;
+	while (at < len) {
+		if (len - at < 4)
+			return fail(err, errlen, "truncated field header at byte %u", at);
+		uint16_t tag = get16(p + at), n = get16(p + at + 2);
+		const uint8_t *v = p + at + 4;
+		if (n > len - at - 4)
+			return fail(err, errlen, "field %u of %u bytes overruns the request", tag, n);
+		at += 4u + n;
+		if (tag >= PROTO_T_MAX_OUTPUT && tag <= PROTO_T_FSIZE) {
+			if (n != 8 || (seen & (1u << tag)))
+				return fail(err, errlen, "limit field %u: bad length or repeated", tag);
+			seen |= 1u << tag;
+			uint64_t x;
+			memcpy(&x, v, 8);
+			uint64_t *dst[] = { &r->max_output, &r->nproc, &r->nofile, &r->fsize };
+			*dst[tag - PROTO_T_MAX_OUTPUT] = x;
+			continue;
+		}
+		if (tag < PROTO_T_ARG || tag > PROTO_T_ALLOW)
+			return fail(err, errlen, "unknown field %u", tag);
+		if (n > PROTO_MAX_STR || memchr(v, '\0', n))
+			return fail(err, errlen, "field %u: string too long or with a NUL", tag);
+		/* Counts first: storage has room for one NUL per allowed string. */
+		if ((tag == PROTO_T_ARG && r->argc == PROTO_MAX_ARGS) || (tag == PROTO_T_ENV && r->envc == PROTO_MAX_ENV) ||
+		    (tag == PROTO_T_ALLOW && r->nallow == PROTO_MAX_ALLOW))
+			return fail(err, errlen, "too many fields of type %u", tag);
+		char *s = r->storage + st;
+		memcpy(s, v, n);
+		s[n] = '\0';
+		st += n + 1u;
+		if (tag == PROTO_T_ARG) {
+			r->argv[r->argc++] = s;
+		} else if (tag == PROTO_T_ENV) {
+			if (!valid_env(s, n))
+				return fail(err, errlen, "environment grant %u is not NAME=VALUE", r->envc);
+			r->env[r->envc++] = s;
+		} else {
+			if (s[0] != '/')
+				return fail(err, errlen, "allowlist entry %u is not an absolute path", r->nallow);
+			r->allow[r->nallow++] = s;
+		}
+	}
+	if (r->argc == 0 || r->argv[0][0] == '\0')
+		return fail(err, errlen, "no program");
+	if (seen != ((1u << PROTO_T_MAX_OUTPUT) | (1u << PROTO_T_NPROC) | (1u << PROTO_T_NOFILE) | (1u << PROTO_T_FSIZE)))
+		return fail(err, errlen, "a limit is missing");
+	r->argv[r->argc] = NULL;
+	r->env[r->envc] = NULL;
+	return 0;
+}
+
+void proto_encode_exit(const struct proto_exit *e, uint8_t *buf)
+{
+	memcpy(buf, e, PROTO_EXIT_LEN);
+}
+
+int proto_decode_exit(const uint8_t *p, uint32_t len, struct proto_exit *e, char *err, size_t errlen)
+{
+	if (len != PROTO_EXIT_LEN)
+		return fail(err, errlen, "EXIT of %u bytes", len);
+	memcpy(e, p, PROTO_EXIT_LEN);
+	if (e->kind < PROTO_END_EXITED || e->kind > PROTO_END_ERROR)
+		return fail(err, errlen, "EXIT with unknown kind %u", e->kind);
+	return 0;
+}

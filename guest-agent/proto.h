@@ -1,0 +1,147 @@
+/* The host-agent wire format: the one definition that vmrun (host) and the
+ * guest agent both compile.
+ *
+ * A stream of frames over one vsock connection (the agent connects to the
+ * host, CID 2, port PROTO_VSOCK_PORT). Every frame is an 8-byte header and
+ * a payload:
+ *
+ *   u32 len    payload bytes, at most PROTO_MAX_PAYLOAD
+ *   u16 type   enum proto_type
+ *   u16 zero   must be 0
+ *
+ * All integers are little-endian. A session:
+ *
+ *   agent -> host   HELLO    u32 version, then the agent's name (text)
+ *   host  -> agent  REQUEST  the run: fields as TLVs (below)
+ *   host  -> agent  STDIN    data; an empty STDIN frame is end of input
+ *   agent -> host   STDOUT / STDERR  data, at most max_output bytes per
+ *                   stream in all; the rest is dropped and flagged in EXIT
+ *   agent -> host   EXIT     struct proto_exit, the last frame
+ *   agent -> host   ERROR    text: the agent failed; ends the session
+ *
+ * REQUEST payload: a sequence of fields, each u16 tag, u16 len, len bytes:
+ *   ARG (repeated, >= 1)   one argv element, no NUL, at most PROTO_MAX_STR
+ *   ENV (repeated)         "NAME=VALUE" granted to the command
+ *   ALLOW (repeated)       an absolute program path the command may be
+ *   MAX_OUTPUT, NPROC, NOFILE, FSIZE   u64 limits (len 8), each once
+ * with at most PROTO_MAX_ARGS args, PROTO_MAX_ENV envs, PROTO_MAX_ALLOW
+ * allow entries. Either side treats anything else (an unknown type or tag,
+ * a bad length, a missing or repeated field) as the end of the run, with a
+ * reason. */
+#ifndef VMRUN_PROTO_H
+#define VMRUN_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROTO_VERSION       1u
+#define PROTO_VSOCK_PORT    10000u
+#define PROTO_HDR_LEN       8u
+#define PROTO_MAX_PAYLOAD   (64u * 1024)
+#define PROTO_MAX_STR       4096u
+#define PROTO_MAX_ARGS      256u
+#define PROTO_MAX_ENV       64u
+#define PROTO_MAX_ALLOW     512u
+
+enum proto_type {
+	PROTO_HELLO = 1,
+	PROTO_REQUEST = 2,
+	PROTO_STDIN = 3,
+	PROTO_STDOUT = 4,
+	PROTO_STDERR = 5,
+	PROTO_EXIT = 6,
+	PROTO_ERROR = 7,
+};
+
+enum proto_tag {
+	PROTO_T_ARG = 1,
+	PROTO_T_ENV = 2,
+	PROTO_T_ALLOW = 3,
+	PROTO_T_MAX_OUTPUT = 4,
+	PROTO_T_NPROC = 5,
+	PROTO_T_NOFILE = 6,
+	PROTO_T_FSIZE = 7,
+};
+
+/* How the command ended (EXIT.kind). */
+enum proto_end {
+	PROTO_END_EXITED = 1,     /* code is its exit status */
+	PROTO_END_SIGNALED = 2,   /* signal killed it */
+	PROTO_END_DENIED = 3,     /* not in the allowlist, or not executable */
+	PROTO_END_NOT_FOUND = 4,  /* no such program */
+	PROTO_END_ERROR = 5,      /* the agent could not start it */
+};
+
+#define PROTO_EXIT_STDOUT_TRUNCATED 1u
+#define PROTO_EXIT_STDERR_TRUNCATED 2u
+#define PROTO_EXIT_LEN 48u
+
+struct proto_exit {
+	uint32_t kind;            /* enum proto_end */
+	int32_t code;             /* exit status when EXITED */
+	int32_t signal;           /* signal number when SIGNALED */
+	uint32_t flags;           /* PROTO_EXIT_*_TRUNCATED */
+	uint64_t cpu_ms;          /* user + system time of the command and its children */
+	uint64_t max_rss_kib;
+	uint64_t stdout_bytes, stderr_bytes;   /* produced, including dropped */
+};
+
+/* A decoded request. Strings point into storage and are NUL-terminated. */
+struct proto_request {
+	unsigned argc, envc, nallow;
+	char *argv[PROTO_MAX_ARGS + 1];    /* NULL-terminated */
+	char *env[PROTO_MAX_ENV + 1];      /* NULL-terminated */
+	char *allow[PROTO_MAX_ALLOW];
+	uint64_t max_output, nproc, nofile, fsize;
+	char storage[PROTO_MAX_PAYLOAD + PROTO_MAX_ARGS + PROTO_MAX_ENV + PROTO_MAX_ALLOW];
+};
+
+/* Incremental frame parser over bytes read from a stream. */
+struct proto_reader {
+	uint8_t buf[PROTO_HDR_LEN + PROTO_MAX_PAYLOAD];
+	size_t have;
+	size_t consumed;   /* bytes of buf taken by the last frame returned */
+};
+
+/* Start (or restart) a reader with nothing buffered. */
+void proto_reader_init(struct proto_reader *r);
+
+/* Where the next read() may put up to *room bytes. Call proto_reader_fed
+ * with what was read. */
+uint8_t *proto_reader_space(struct proto_reader *r, size_t *room);
+void proto_reader_fed(struct proto_reader *r, size_t n);
+
+/* Take the next complete frame: returns 1 with *type, *payload (valid until
+ * the next call) and *len; 0 when more bytes are needed; -1 when the stream
+ * is malformed (reason in err). */
+int proto_reader_next(struct proto_reader *r, uint16_t *type, const uint8_t **payload, uint32_t *len,
+		      char *err, size_t errlen);
+
+/* Write one frame to a blocking fd. Returns 0, or -1 with errno set. */
+int proto_send(int fd, uint16_t type, const void *payload, uint32_t len);
+
+/* Build the header of a frame into hdr (PROTO_HDR_LEN bytes). */
+void proto_header(uint8_t *hdr, uint16_t type, uint32_t len);
+
+/* HELLO payload: version and name. Returns its length, 0 when it does not
+ * fit cap. */
+size_t proto_encode_hello(uint8_t *buf, size_t cap, const char *name);
+
+/* Check a HELLO payload; *version gets the version. Returns 0, or -1 with a
+ * reason in err. */
+int proto_decode_hello(const uint8_t *p, uint32_t len, uint32_t *version, char *err, size_t errlen);
+
+/* Encode r (argv, env, allow and the limits) into buf. Returns the payload
+ * length, or 0 when r breaks a limit or does not fit cap. */
+size_t proto_encode_request(const struct proto_request *r, uint8_t *buf, size_t cap);
+
+/* Decode and validate a REQUEST payload into r. Returns 0, or -1 with a
+ * reason in err. */
+int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r, char *err, size_t errlen);
+
+/* Fixed-layout EXIT payload (PROTO_EXIT_LEN bytes). */
+void proto_encode_exit(const struct proto_exit *e, uint8_t *buf);
+int proto_decode_exit(const uint8_t *p, uint32_t len, struct proto_exit *e, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,195 @@
+#include "session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t session_now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static int left_ms(int64_t deadline)
+{
+	int64_t l = deadline - session_now_ms();
+	return l < 0 ? 0 : l > 60000 ? 60000 : (int)l;
+}
+
+int session_accept(int listen_fd, int64_t deadline_ms, char *err, size_t errlen)
+{
+	for (;;) {
+		struct pollfd p = { listen_fd, POLLIN, 0 };
+		int n = poll(&p, 1, left_ms(deadline_ms));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			snprintf(err, errlen, "poll: %s", strerror(errno));
+			return -1;
+		}
+		if (n == 0) {
+			if (session_now_ms() >= deadline_ms) {
+				snprintf(err, errlen, "the agent did not connect in time");
+				return -1;
+			}
+			continue;
+		}
+		int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd >= 0 || (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)) {
+			if (fd < 0)
+				snprintf(err, errlen, "accept: %s", strerror(errno));
+			return fd;
+		}
+	}
+}
+
+/* What the host still has to send: the REQUEST, stdin frames, the final
+ * empty STDIN frame. */
+struct outbox {
+	uint8_t buf[PROTO_HDR_LEN + PROTO_MAX_PAYLOAD];
+	size_t len, off;
+	bool stdin_done;
+};
+
+static enum session_status failed(struct session_result *res, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static enum session_status failed(struct session_result *res, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(res->error, sizeof(res->error), fmt, ap);
+	va_end(ap);
+	return SESSION_FAILED;
+}
+
+static void queue_frame(struct outbox *o, uint16_t type, const uint8_t *p, uint32_t len)
+{
+	proto_header(o->buf, type, len);
+	if (len)
+		memmove(o->buf + PROTO_HDR_LEN, p, len);
+	o->len = PROTO_HDR_LEN + len;
+	o->off = 0;
+}
+
+/* Refill the outbox with the next stdin chunk once it is empty. */
+static void next_stdin(struct outbox *o, const struct session_io *io)
+{
+	if (o->len || o->stdin_done)
+		return;
+	ssize_t k = 0;
+	if (io->stdin_fd >= 0) {
+		do
+			k = read(io->stdin_fd, o->buf + PROTO_HDR_LEN, PROTO_MAX_PAYLOAD);
+		while (k < 0 && errno == EINTR);
+	}
+	if (k <= 0) {   /* end of input (a read error ends it too) */
+		o->stdin_done = true;
+		k = 0;
+	}
+	queue_frame(o, PROTO_STDIN, o->buf + PROTO_HDR_LEN, (uint32_t)k);
+}
+
+/* Handle one frame from the agent. Returns -1 to continue, else a status. */
+static int agent_frame(uint16_t type, const uint8_t *p, uint32_t len, bool *hello, const struct session_io *io,
+		       struct session_result *res)
+{
+	char err[256];
+	if (!*hello) {
+		uint32_t version;
+		if (type != PROTO_HELLO)
+			return failed(res, "the agent's first frame is type %u, not HELLO", type);
+		if (proto_decode_hello(p, len, &version, err, sizeof(err)))
+			return failed(res, "bad HELLO: %s", err);
+		snprintf(res->agent, sizeof(res->agent), "%.*s", (int)(len - 4), (const char *)p + 4);
+		res->hello_ms = session_now_ms();
+		*hello = true;
+		return -1;
+	}
+	switch (type) {
+	case PROTO_STDOUT:
+	case PROTO_STDERR:
+		if (io->output)
+			io->output(io->ctx, type, p, len);
+		return -1;
+	case PROTO_EXIT:
+		if (proto_decode_exit(p, len, &res->exit, err, sizeof(err)))
+			return failed(res, "bad EXIT: %s", err);
+		return SESSION_DONE;
+	case PROTO_ERROR:
+		return failed(res, "agent: %.*s", (int)(len > 400 ? 400 : len), (const char *)p);
+	default:
+		return failed(res, "unexpected frame type %u from the agent", type);
+	}
+}
+
+enum session_status session_run(int fd, const struct proto_request *req, const struct session_io *io,
+				int64_t deadline_ms, struct session_result *res)
+{
+	static struct proto_reader rd;
+	static struct outbox out;
+	memset(res, 0, sizeof(*res));
+	proto_reader_init(&rd);
+	out.len = out.off = 0;
+	out.stdin_done = false;
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	bool hello = false, request_sent = false;
+	for (;;) {
+		if (hello && !request_sent && !out.len) {
+			size_t n = proto_encode_request(req, out.buf + PROTO_HDR_LEN, PROTO_MAX_PAYLOAD);
+			if (!n)
+				return failed(res, "the request does not fit one frame");
+			queue_frame(&out, PROTO_REQUEST, out.buf + PROTO_HDR_LEN, (uint32_t)n);
+			request_sent = true;
+		}
+		if (request_sent)
+			next_stdin(&out, io);
+		struct pollfd p = { fd, POLLIN | (out.len ? POLLOUT : 0), 0 };
+		if (session_now_ms() >= deadline_ms)
+			return SESSION_TIMEOUT;
+		int n = poll(&p, 1, left_ms(deadline_ms));
+		if (n < 0 && errno != EINTR)
+			return failed(res, "poll: %s", strerror(errno));
+		if (n <= 0)
+			continue;
+		if (p.revents & POLLOUT) {
+			ssize_t k = write(fd, out.buf + out.off, out.len - out.off);
+			if (k < 0 && errno != EAGAIN && errno != EINTR) {
+				/* The agent may have finished without reading all
+				 * stdin: its EXIT can still be waiting. */
+				out.len = out.off = 0;
+				out.stdin_done = true;
+			} else if (k > 0 && (out.off += (size_t)k) == out.len) {
+				out.len = out.off = 0;
+			}
+		}
+		if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		size_t room;
+		uint8_t *dst = proto_reader_space(&rd, &room);
+		ssize_t k = read(fd, dst, room);
+		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (k <= 0)
+			return failed(res, hello ? "the agent's connection ended before EXIT"
+						 : "the agent's connection ended before HELLO");
+		proto_reader_fed(&rd, (size_t)k);
+		uint16_t type;
+		const uint8_t *payload;
+		uint32_t len;
+		int r;
+		while ((r = proto_reader_next(&rd, &type, &payload, &len, res->error, sizeof(res->error))) == 1) {
+			int st = agent_frame(type, payload, len, &hello, io, res);
+			if (st >= 0)
+				return (enum session_status)st;
+		}
+		if (r < 0)
+			return SESSION_FAILED;
+	}
+}

@@ -1,0 +1,47 @@
+/* One run, host side: the conversation with the guest agent over the
+ * vsock stream that vmm forwards to a Unix socket (guest-agent/proto.h).
+ * Used by vmrun and by the agent's VM tests. */
+#ifndef VMRUN_SESSION_H
+#define VMRUN_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+enum session_status {
+	SESSION_DONE = 0,      /* EXIT received */
+	SESSION_TIMEOUT = 1,   /* the deadline passed first */
+	SESSION_FAILED = 2,    /* agent ERROR, malformed stream, or the connection ended */
+};
+
+/* Output as it arrives: type is PROTO_STDOUT or PROTO_STDERR. */
+typedef void (*session_output_fn)(void *ctx, uint16_t type, const uint8_t *data, uint32_t len);
+
+struct session_io {
+	int stdin_fd;                 /* the command's stdin, read to EOF; -1 for none */
+	session_output_fn output;
+	void *ctx;
+};
+
+struct session_result {
+	struct proto_exit exit;
+	char agent[64];               /* the agent's name from HELLO */
+	int64_t hello_ms;             /* monotonic ms when HELLO arrived, 0 if never */
+	char error[512];              /* why, when SESSION_FAILED */
+};
+
+/* Monotonic clock in ms. */
+int64_t session_now_ms(void);
+
+/* Wait for the agent's connection on listen_fd until deadline_ms.
+ * Returns the connected fd, or -1 (timeout or error, reason in err). */
+int session_accept(int listen_fd, int64_t deadline_ms, char *err, size_t errlen);
+
+/* Run the conversation on fd: HELLO, REQUEST, stdin, output, EXIT.
+ * Never blocks past deadline_ms. Does not close fd. */
+enum session_status session_run(int fd, const struct proto_request *req, const struct session_io *io,
+				int64_t deadline_ms, struct session_result *res);
+
+#endif
