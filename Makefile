@@ -21,10 +21,15 @@ AGENT_SRCS := $(wildcard guest-agent/*.c)
 AGENT_LIB  := guest-agent/agent.c guest-agent/proto.c
 MUSL_CC    := musl-gcc -static $(CSTD) $(WARN) -O2 -idirafter /usr/include \
 	-idirafter /usr/include/x86_64-linux-gnu
-# Unit tests link every vmm module but main, and the agent's library, built
-# again with sanitizers.
+# vmrun: host/*.c and the wire format.
+HOST_SRCS := $(wildcard host/*.c) guest-agent/proto.c
+HOST_LIB  := $(filter-out host/main.c,$(wildcard host/*.c))
+HOST_LIBS := -lext2fs -lcom_err -lseccomp
+# Unit tests link every vmm module but main, the agent's library and vmrun's
+# modules, built again with sanitizers.
 VMM_LIB   := $(filter-out vmm/main.c,$(VMM_SRCS))
-ASAN_OBJS := $(VMM_LIB:%.c=$(BUILD)/asan/%.o) $(AGENT_LIB:%.c=$(BUILD)/asan/%.o)
+ASAN_OBJS := $(sort $(VMM_LIB:%.c=$(BUILD)/asan/%.o) $(AGENT_LIB:%.c=$(BUILD)/asan/%.o) \
+	$(HOST_LIB:%.c=$(BUILD)/asan/%.o))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 PAYLOAD_SRCS := $(wildcard tests/payloads/*.S)
@@ -34,7 +39,7 @@ BENCH_BINS := $(BUILD)/tests/bench_vmm
 .PHONY: all deps guest kernel rootfs unit payloads payload-test vm-test check demo \
 	bench-vmm bench-boot bench-virtio clean fuzz fuzz-smoke
 
-all: $(BUILD)/bin/vmm
+all: $(BUILD)/bin/vmm $(BUILD)/bin/vmrun
 
 deps:
 	@./scripts/deps.sh
@@ -43,12 +48,24 @@ $(BUILD)/obj/%.o: %.c $(wildcard vmm/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(CFLAGS) -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 
-$(BUILD)/asan/%.o: %.c $(wildcard vmm/*.h guest-agent/*.h)
+$(BUILD)/asan/%.o: %.c $(wildcard vmm/*.h guest-agent/*.h host/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -c $< -o $@
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Iguest-agent -Ihost -c $< -o $@
 
 # Keep the sanitizer objects between runs (make would delete them as intermediates).
 .SECONDARY: $(ASAN_OBJS)
+
+$(BUILD)/obj/host/%.o: host/%.c $(wildcard host/*.h guest-agent/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+
+$(BUILD)/obj/guest-agent/proto.o: guest-agent/proto.c guest-agent/proto.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/bin/vmrun: $(HOST_SRCS:%.c=$(BUILD)/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ $(HOST_LIBS) -o $@
 
 $(BUILD)/bin/vmm: $(VMM_OBJS)
 	@mkdir -p $(dir $@)
@@ -70,7 +87,8 @@ rootfs: $(BUILD)/guest/agent
 # ---- tests -----------------------------------------------------------------
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_OBJS) $(wildcard tests/common/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Itests/common $(filter %.c %.o,$^) -lcmocka -pthread -o $@
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost -Itests/common $(filter %.c %.o,$^) \
+		-lcmocka $(HOST_LIBS) -pthread -o $@
 
 unit: $(UNIT_BINS)
 	@./tests/run-all.sh unit $(UNIT_BINS)
@@ -108,6 +126,7 @@ vm-test: all payloads guest $(VM_TEST_BINS)
 	@./scripts/on-kvm-host.sh "vm tests" tests/vm/boot.sh
 	@./scripts/on-kvm-host.sh "virtio tests" tests/vm/virtio.sh
 	@./scripts/on-kvm-host.sh "agent tests" tests/vm/agent.sh
+	@./scripts/on-kvm-host.sh "e2e tests" tests/e2e/run.sh
 
 check:
 	@./scripts/deps.sh
@@ -117,7 +136,7 @@ check:
 demo:
 	@./scripts/deps.sh
 	@$(MAKE) --no-print-directory all payloads guest
-	@./scripts/on-kvm-host.sh demo scripts/demo-boot.sh
+	@./scripts/on-kvm-host.sh demo scripts/demo.sh
 
 $(BUILD)/tests/bench_vmm: tests/bench/bench_vmm.c
 	@mkdir -p $(dir $@)
@@ -172,6 +191,11 @@ $(BUILD)/fuzz/fuzz_virtio_vsock: tests/fuzz/fuzz_virtio_vsock.c $(FUZZ_VSOCK_SRC
 		$(wildcard tests/common/*.h)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) tests/fuzz/fuzz_virtio_vsock.c $(FUZZ_VSOCK_SRCS) -pthread -o $@
+
+# The host-agent wire format: the frame reader and the three decoders.
+$(BUILD)/fuzz/fuzz_proto: tests/fuzz/fuzz_proto.c guest-agent/proto.c guest-agent/proto.h
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Iguest-agent tests/fuzz/fuzz_proto.c guest-agent/proto.c -o $@
 
 $(BUILD)/fuzz/mkseeds_loader: tests/fuzz/mkseeds_loader.c
 	@mkdir -p $(dir $@)

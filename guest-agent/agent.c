@@ -160,8 +160,12 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
-/* In the child: become the command. Never returns; an exec failure is
- * reported as errno on errfd. */
+/* What the child reports on the error pipe when it could not become the
+ * command: which step failed, and errno. */
+enum { STEP_SETUP = 1, STEP_EXEC = 2 };
+
+/* In the child: become the command. Never returns; a failure is reported
+ * as {step, errno} on errfd. */
 static void child(struct session *s, const char *path, char **env, int in, int out, int err, int errfd)
 {
 	const struct proto_request *r = &s->req;
@@ -172,7 +176,7 @@ static void child(struct session *s, const char *path, char **env, int in, int o
 	signal(SIGPIPE, SIG_DFL);   /* ignored dispositions survive exec */
 	struct rlimit core = { 0, 0 }, nproc = { r->nproc, r->nproc }, nofile = { r->nofile, r->nofile },
 		      fsize = { r->fsize, r->fsize };
-	int e = 0;
+	int e = 0, step = STEP_SETUP;
 	if (setsid() < 0 || chdir(c->cwd) < 0 || setrlimit(RLIMIT_CORE, &core) < 0 ||
 	    setrlimit(RLIMIT_NPROC, &nproc) < 0 || setrlimit(RLIMIT_NOFILE, &nofile) < 0 ||
 	    setrlimit(RLIMIT_FSIZE, &fsize) < 0)
@@ -190,8 +194,10 @@ static void child(struct session *s, const char *path, char **env, int in, int o
 				close(fd);
 		execve(path, r->argv, env);
 		e = errno;
+		step = STEP_EXEC;
 	}
-	(void)!write(errfd, &e, sizeof(e));
+	int msg[2] = { step, e };
+	(void)!write(errfd, msg, sizeof(msg));
 	_exit(127);
 }
 
@@ -311,9 +317,10 @@ struct child_proc {
 	struct input in;
 };
 
-/* Fork and exec the command. Returns 0 with c filled, 1 when exec failed
- * (*exec_errno set; nothing runs), or -1 after an ERROR frame. */
-static int start(struct session *s, const char *path, char **env, struct child_proc *c, int *exec_errno)
+/* Fork and exec the command. Returns 0 with c filled, 1 when the child
+ * could not become the command (failed[] = {step, errno}; nothing runs),
+ * or -1 after an ERROR frame. */
+static int start(struct session *s, const char *path, char **env, struct child_proc *c, int failed[2])
 {
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, pex[2] = { -1, -1 };
 	int rc = -1;
@@ -329,7 +336,7 @@ static int start(struct session *s, const char *path, char **env, struct child_p
 	if (c->pid == 0)
 		child(s, path, env, pin[0], pout[1], perr[1], pex[1]);
 	close_fd(&pex[1]);   /* so the read below sees EOF once exec succeeded */
-	if (read(pex[0], exec_errno, sizeof(*exec_errno)) == (ssize_t)sizeof(*exec_errno)) {
+	if (read(pex[0], failed, 2 * sizeof(int)) == (ssize_t)(2 * sizeof(int))) {
 		waitpid(c->pid, NULL, 0);
 		rc = 1;
 		goto out;
@@ -420,14 +427,18 @@ static int run(struct session *s, const char *path, char **env)
 {
 	struct child_proc c = { .pidfd = -1 };
 	struct proto_exit ex = { 0 };
-	int exec_errno = 0;
-	int r = start(s, path, env, &c, &exec_errno);
+	int failed[2] = { 0, 0 };
+	int r = start(s, path, env, &c, failed);
 	if (r < 0)
 		return -1;
 	if (r == 1) {
-		ex.kind = exec_errno == ENOENT ? PROTO_END_NOT_FOUND
-			: (exec_errno == EACCES || exec_errno == ENOEXEC) ? PROTO_END_DENIED : PROTO_END_ERROR;
-		ex.code = exec_errno;
+		/* Only exec's own answer says anything about the program; a
+		 * failed setup step is the agent's failure. */
+		int e = failed[1];
+		ex.kind = failed[0] != STEP_EXEC ? PROTO_END_ERROR
+			: e == ENOENT ? PROTO_END_NOT_FOUND
+			: (e == EACCES || e == ENOEXEC) ? PROTO_END_DENIED : PROTO_END_ERROR;
+		ex.code = e;
 		return send_exit(s, &ex);
 	}
 	int status = 0;

@@ -162,7 +162,8 @@ size_t proto_encode_request(const struct proto_request *r, uint8_t *buf, size_t 
 {
 	if (cap > PROTO_MAX_PAYLOAD)
 		cap = PROTO_MAX_PAYLOAD;
-	if (r->argc == 0 || r->argc > PROTO_MAX_ARGS || r->envc > PROTO_MAX_ENV || r->nallow > PROTO_MAX_ALLOW)
+	if (r->argc == 0 || r->argc > PROTO_MAX_ARGS || r->envc > PROTO_MAX_ENV || r->nallow > PROTO_MAX_ALLOW ||
+	    !r->argv[0][0])
 		return 0;
 	size_t at = 0;
 	for (unsigned i = 0; i < r->argc; i++)

@@ -23,24 +23,31 @@ static int left_ms(int64_t deadline)
 	return l < 0 ? 0 : l > 60000 ? 60000 : (int)l;
 }
 
-int session_accept(int listen_fd, int64_t deadline_ms, char *err, size_t errlen)
+int session_accept(int listen_fd, int watch_fd, int64_t deadline_ms, char *err, size_t errlen)
 {
 	for (;;) {
-		struct pollfd p = { listen_fd, POLLIN, 0 };
-		int n = poll(&p, 1, left_ms(deadline_ms));
+		if (session_now_ms() >= deadline_ms) {
+			snprintf(err, errlen, "the agent did not connect in time");
+			return -1;
+		}
+		struct pollfd p[2] = { { listen_fd, POLLIN, 0 }, { watch_fd, POLLIN, 0 } };
+		int n = poll(p, watch_fd >= 0 ? 2 : 1, left_ms(deadline_ms));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
 			snprintf(err, errlen, "poll: %s", strerror(errno));
 			return -1;
 		}
-		if (n == 0) {
-			if (session_now_ms() >= deadline_ms) {
-				snprintf(err, errlen, "the agent did not connect in time");
-				return -1;
-			}
-			continue;
+		if (watch_fd >= 0 && p[1].revents) {
+			snprintf(err, errlen, "the VM exited before the agent connected");
+			return -1;
 		}
+		if (p[0].revents & (POLLHUP | POLLERR | POLLNVAL)) {
+			snprintf(err, errlen, "the agent's socket failed");
+			return -1;
+		}
+		if (!p[0].revents)
+			continue;
 		int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd >= 0 || (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)) {
 			if (fd < 0)
@@ -78,16 +85,15 @@ static void queue_frame(struct outbox *o, uint16_t type, const uint8_t *p, uint3
 	o->off = 0;
 }
 
-/* Refill the outbox with the next stdin chunk once it is empty. */
+/* Refill the outbox with the next stdin chunk: called when it is empty and
+ * stdin is readable (or there is none). */
 static void next_stdin(struct outbox *o, const struct session_io *io)
 {
-	if (o->len || o->stdin_done)
-		return;
 	ssize_t k = 0;
 	if (io->stdin_fd >= 0) {
-		do
-			k = read(io->stdin_fd, o->buf + PROTO_HDR_LEN, PROTO_MAX_PAYLOAD);
-		while (k < 0 && errno == EINTR);
+		k = read(io->stdin_fd, o->buf + PROTO_HDR_LEN, PROTO_MAX_PAYLOAD);
+		if (k < 0 && (errno == EINTR || errno == EAGAIN))
+			return;
 	}
 	if (k <= 0) {   /* end of input (a read error ends it too) */
 		o->stdin_done = true;
@@ -148,18 +154,25 @@ enum session_status session_run(int fd, const struct proto_request *req, const s
 			queue_frame(&out, PROTO_REQUEST, out.buf + PROTO_HDR_LEN, (uint32_t)n);
 			request_sent = true;
 		}
-		if (request_sent)
-			next_stdin(&out, io);
-		struct pollfd p = { fd, POLLIN | (out.len ? POLLOUT : 0), 0 };
+		bool want_stdin = request_sent && !out.len && !out.stdin_done;
+		if (want_stdin && io->stdin_fd < 0)
+			next_stdin(&out, io);   /* no stdin: end of input at once */
+		want_stdin = request_sent && !out.len && !out.stdin_done;
+		struct pollfd fds[2] = { { fd, POLLIN | (out.len ? POLLOUT : 0), 0 }, { io->stdin_fd, POLLIN, 0 } };
 		if (session_now_ms() >= deadline_ms)
 			return SESSION_TIMEOUT;
-		int n = poll(&p, 1, left_ms(deadline_ms));
+		/* stdin is read only when it has data, so an idle pipe never
+		 * holds up the agent's output or the deadline */
+		int n = poll(fds, want_stdin ? 2 : 1, left_ms(deadline_ms));
 		if (n < 0 && errno != EINTR)
 			return failed(res, "poll: %s", strerror(errno));
 		if (n <= 0)
 			continue;
+		if (want_stdin && fds[1].revents)
+			next_stdin(&out, io);
+		struct pollfd p = fds[0];
 		if (p.revents & POLLOUT) {
-			ssize_t k = write(fd, out.buf + out.off, out.len - out.off);
+			ssize_t k = send(fd, out.buf + out.off, out.len - out.off, MSG_NOSIGNAL);
 			if (k < 0 && errno != EAGAIN && errno != EINTR) {
 				/* The agent may have finished without reading all
 				 * stdin: its EXIT can still be waiting. */

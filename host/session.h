@@ -35,9 +35,10 @@ struct session_result {
 /* Monotonic clock in ms. */
 int64_t session_now_ms(void);
 
-/* Wait for the agent's connection on listen_fd until deadline_ms.
- * Returns the connected fd, or -1 (timeout or error, reason in err). */
-int session_accept(int listen_fd, int64_t deadline_ms, char *err, size_t errlen);
+/* Wait for the agent's connection on listen_fd until deadline_ms, or until
+ * watch_fd (a pidfd of vmm; -1 for none) says the VM is gone. Returns the
+ * connected fd, or -1 (reason in err). */
+int session_accept(int listen_fd, int watch_fd, int64_t deadline_ms, char *err, size_t errlen);
 
 /* Run the conversation on fd: HELLO, REQUEST, stdin, output, EXIT.
  * Never blocks past deadline_ms. Does not close fd. */

@@ -11,6 +11,7 @@
  * 128+N for signal N, 126 denied, 127 not found, 124 timeout, 125 failure. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,7 @@ int main(int argc, char **argv)
 {
 	static struct proto_request req = { .max_output = 1 << 20, .nproc = 256, .nofile = 256, .fsize = 64 << 20 };
 	int64_t start = session_now_ms();
+	signal(SIGPIPE, SIG_IGN);   /* a closed connection is an error return, as in vmrun */
 	if (argc < 5) {
 		fprintf(stderr, "usage: agent_client UDS ALLOWLIST [-o N] [-i FILE] [-e N=V]... [-t S] -- PROG [ARG...]\n");
 		return 125;
@@ -81,7 +83,7 @@ int main(int argc, char **argv)
 	}
 	int64_t deadline = start + timeout * 1000;
 	char err[256];
-	int fd = session_accept(l, deadline, err, sizeof(err));
+	int fd = session_accept(l, -1, deadline, err, sizeof(err));
 	close(l);
 	unlink(a.sun_path);
 	if (fd < 0) {

@@ -1,0 +1,165 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef VMRUN_VERSION
+#define VMRUN_VERSION "0.1.0"
+#endif
+
+static const char usage[] =
+	"usage: vmrun [OPTIONS] [--] PROGRAM [ARG...]\n"
+	"Runs PROGRAM in a fresh microVM and reports how it ended.\n"
+	"  -w, --workspace DIR     copy DIR's contents into /workspace (the command's cwd)\n"
+	"  -a, --artifacts DIR     copy /workspace/artifacts out into DIR (created) after the run\n"
+	"  -t, --timeout SEC       wall-clock limit for the whole run, boot included (default 10)\n"
+	"  -m, --memory MIB        guest memory (default 256)\n"
+	"  -c, --cpus N            vCPUs (default 1)\n"
+	"      --disk MIB          workspace disk size (default 64)\n"
+	"      --max-output BYTES  cap per output stream; the rest is dropped and flagged\n"
+	"                          (default 1048576)\n"
+	"  -e, --env NAME=VALUE    grant one variable to the command (repeatable)\n"
+	"  -i, --stdin FILE        the command's stdin (default empty)\n"
+	"      --policy FILE       allowlist and limit ceilings (default built in; see README)\n"
+	"      --json              print the result object instead of streaming output\n"
+	"      --kernel FILE       guest kernel (default: the built one)\n"
+	"      --rootfs FILE       guest root image (default: the built one)\n"
+	"  -v, --verbose           phases and the guest console on stderr\n"
+	"      --help, --version\n"
+	"exit status: the command's own; 128+N when killed by signal N; 124 timeout;\n"
+	"126 not allowed or not executable; 127 not found; 125 vmrun or the VM failed\n";
+
+static int bad(const char *opt, const char *val, const char *what)
+{
+	fprintf(stderr, "vmrun: %s: '%s' is not %s\n", opt, val, what);
+	return -1;
+}
+
+static int number(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	if (*s < '0' || *s > '9')
+		return bad(opt, s, "a whole number");
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max) {
+		fprintf(stderr, "vmrun: %s: '%s' is not a whole number from %llu to %llu\n", opt, s,
+			(unsigned long long)min, (unsigned long long)max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static bool valid_grant(const char *s)
+{
+	const char *eq = strchr(s, '=');
+	if (!eq || eq == s)
+		return false;
+	for (const char *c = s; c < eq; c++)
+		if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || *c == '_' ||
+		      (c > s && *c >= '0' && *c <= '9')))
+			return false;
+	return strlen(s) <= PROTO_MAX_STR;
+}
+
+enum { O_DISK = 256, O_MAX_OUTPUT, O_POLICY, O_JSON, O_KERNEL, O_ROOTFS, O_HELP, O_VERSION };
+
+int cli_parse(int argc, char **argv, struct vmrun_opts *o)
+{
+	static const struct option opts[] = {
+		{ "workspace", required_argument, NULL, 'w' }, { "artifacts", required_argument, NULL, 'a' },
+		{ "timeout", required_argument, NULL, 't' },   { "memory", required_argument, NULL, 'm' },
+		{ "cpus", required_argument, NULL, 'c' },      { "disk", required_argument, NULL, O_DISK },
+		{ "max-output", required_argument, NULL, O_MAX_OUTPUT },
+		{ "env", required_argument, NULL, 'e' },       { "stdin", required_argument, NULL, 'i' },
+		{ "policy", required_argument, NULL, O_POLICY }, { "json", no_argument, NULL, O_JSON },
+		{ "kernel", required_argument, NULL, O_KERNEL }, { "rootfs", required_argument, NULL, O_ROOTFS },
+		{ "verbose", no_argument, NULL, 'v' },         { "help", no_argument, NULL, O_HELP },
+		{ "version", no_argument, NULL, O_VERSION },   { NULL, 0, NULL, 0 },
+	};
+	*o = (struct vmrun_opts){
+		.timeout_s = VMRUN_DEFAULT_TIMEOUT_S, .memory_mib = VMRUN_DEFAULT_MEMORY_MIB,
+		.cpus = VMRUN_DEFAULT_CPUS, .disk_mib = VMRUN_DEFAULT_DISK_MIB, .max_output = VMRUN_DEFAULT_MAX_OUTPUT,
+	};
+	optind = 0;
+	opterr = 0;
+	int c;
+	char *end;
+	/* '+': options end at PROGRAM, so its own options are its own. */
+	while ((c = getopt_long(argc, argv, "+:w:a:t:m:c:e:i:v", opts, NULL)) != -1) {
+		switch (c) {
+		case 'w': o->workspace = optarg; break;
+		case 'a': o->artifacts = optarg; break;
+		case 'i': o->stdin_file = optarg; break;
+		case O_POLICY: o->policy = optarg; break;
+		case O_KERNEL: o->kernel = optarg; break;
+		case O_ROOTFS: o->rootfs = optarg; break;
+		case O_JSON: o->json = true; break;
+		case 'v': o->verbose = true; break;
+		case 't':
+			errno = 0;
+			o->timeout_s = strtod(optarg, &end);
+			if (errno || *end || !*optarg || !isfinite(o->timeout_s) || o->timeout_s <= 0 ||
+			    o->timeout_s > 86400)
+				return bad("--timeout", optarg, "a number of seconds above 0 and at most 86400");
+			break;
+		case 'm':
+			if (number("--memory", optarg, 16, 65536, &o->memory_mib))
+				return -1;
+			break;
+		case 'c':
+			if (number("--cpus", optarg, 1, 32, &o->cpus))
+				return -1;
+			break;
+		case O_DISK:
+			if (number("--disk", optarg, 8, 65536, &o->disk_mib))
+				return -1;
+			break;
+		case O_MAX_OUTPUT:
+			if (number("--max-output", optarg, 0, UINT64_MAX, &o->max_output))
+				return -1;
+			break;
+		case 'e':
+			if (!valid_grant(optarg))
+				return bad("--env", optarg, "NAME=VALUE");
+			if (o->nenv == PROTO_MAX_ENV) {
+				fprintf(stderr, "vmrun: --env: at most %u grants\n", PROTO_MAX_ENV);
+				return -1;
+			}
+			o->env[o->nenv++] = optarg;
+			break;
+		case O_HELP: fputs(usage, stdout); return 1;
+		case O_VERSION: printf("vmrun %s\n", VMRUN_VERSION); return 1;
+		case ':':
+			fprintf(stderr, "vmrun: %s needs a value (see --help)\n", argv[optind - 1]);
+			return -1;
+		default:
+			if (optopt)
+				fprintf(stderr, "vmrun: unknown option '-%c' (see --help)\n", optopt);
+			else
+				fprintf(stderr, "vmrun: unknown option '%s' (see --help)\n", argv[optind - 1]);
+			return -1;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "vmrun: no PROGRAM given (see --help)\n");
+		return -1;
+	}
+	o->argv = argv + optind;
+	o->argc = argc - optind;
+	if (o->argc > (int)PROTO_MAX_ARGS) {
+		fprintf(stderr, "vmrun: at most %u program arguments\n", PROTO_MAX_ARGS);
+		return -1;
+	}
+	for (int i = 0; i < o->argc; i++)
+		if (strlen(o->argv[i]) > PROTO_MAX_STR) {
+			fprintf(stderr, "vmrun: argument %d is longer than %u bytes\n", i, PROTO_MAX_STR);
+			return -1;
+		}
+	return 0;
+}

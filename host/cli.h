@@ -1,0 +1,36 @@
+/* The vmrun command line (DESIGN.md, "Interfaces that tests rely on"). */
+#ifndef VMRUN_CLI_H
+#define VMRUN_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+struct vmrun_opts {
+	const char *workspace;     /* -w: copied into /workspace */
+	const char *artifacts;     /* -a: artifacts/ copied out here */
+	const char *stdin_file;    /* -i */
+	const char *policy;        /* --policy */
+	const char *kernel, *rootfs;
+	double timeout_s;          /* -t, whole run, boot included */
+	uint64_t memory_mib, cpus, disk_mib, max_output;
+	const char *env[PROTO_MAX_ENV];
+	unsigned nenv;
+	bool json, verbose;
+	char **argv;               /* PROGRAM ARG..., NULL-terminated */
+	int argc;
+};
+
+#define VMRUN_DEFAULT_TIMEOUT_S  10
+#define VMRUN_DEFAULT_MEMORY_MIB 256
+#define VMRUN_DEFAULT_CPUS       1
+#define VMRUN_DEFAULT_DISK_MIB   64
+#define VMRUN_DEFAULT_MAX_OUTPUT (1024 * 1024)
+
+/* Parse argv into o. Returns 0 to run, 1 when --help or --version was
+ * printed, or -1 after one "vmrun: ..." error line. Values are checked for
+ * syntax and absolute bounds here; the policy's ceilings come later. */
+int cli_parse(int argc, char **argv, struct vmrun_opts *o);
+
+#endif

@@ -1,0 +1,162 @@
+#include "policy.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* Append path to a list of at most PROTO_MAX_ALLOW entries. */
+static int add_path(char (**list)[POLICY_PATH_MAX], unsigned *n, const char *path)
+{
+	if (*n == PROTO_MAX_ALLOW || path[0] != '/' || strlen(path) >= POLICY_PATH_MAX)
+		return -1;
+	if (!*list && !(*list = calloc(PROTO_MAX_ALLOW, POLICY_PATH_MAX)))
+		return -1;
+	strcpy((*list)[(*n)++], path);
+	return 0;
+}
+
+static int load_manifest(struct policy *p, const char *file, char *err, size_t errlen)
+{
+	FILE *f = fopen(file, "re");
+	if (!f)
+		return fail(err, errlen, "program manifest %s: %s", file, strerror(errno));
+	char line[POLICY_PATH_MAX + 2];
+	int rc = 0;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (!line[0])
+			continue;
+		if (add_path(&p->manifest, &p->nmanifest, line)) {
+			rc = fail(err, errlen, "program manifest %s: bad or too many entries at '%.60s'", file, line);
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+/* Apply one "key value" line of a policy file. */
+static int apply(struct policy *p, const char *key, const char *val, bool *own_allow)
+{
+	if (!strcmp(key, "allow")) {
+		if (!*own_allow) {
+			p->nallow = 0;   /* the file's list replaces the manifest */
+			*own_allow = true;
+		}
+		return add_path(&p->allow, &p->nallow, val);
+	}
+	struct { const char *key; uint64_t *dst; uint64_t max; } nums[] = {
+		{ "max_timeout", &p->max_timeout_s, 86400 }, { "max_memory", &p->max_memory_mib, 65536 },
+		{ "max_cpus", &p->max_cpus, 32 },            { "max_disk", &p->max_disk_mib, 65536 },
+		{ "max_output", &p->max_output, UINT64_MAX }, { "nproc", &p->nproc, 1u << 20 },
+		{ "nofile", &p->nofile, 1u << 20 },          { "fsize", &p->fsize, UINT64_MAX },
+		{ "artifacts_max_bytes", &p->artifacts_max_bytes, UINT64_MAX },
+		{ "artifacts_max_files", &p->artifacts_max_files, 1u << 20 },
+		{ "artifacts_max_depth", &p->artifacts_max_depth, 256 },
+	};
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		if (strcmp(key, nums[i].key))
+			continue;
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(val, &end, 10);
+		if (errno || *end || val[0] < '0' || val[0] > '9' || v == 0 || v > nums[i].max)
+			return -1;
+		*nums[i].dst = v;
+		return 0;
+	}
+	return -1;
+}
+
+static int load_file(struct policy *p, const char *file, char *err, size_t errlen)
+{
+	FILE *f = fopen(file, "re");
+	if (!f)
+		return fail(err, errlen, "policy %s: %s", file, strerror(errno));
+	char line[512];
+	bool own_allow = false;
+	int rc = 0;
+	for (unsigned no = 1; fgets(line, sizeof(line), f); no++) {
+		line[strcspn(line, "\n")] = '\0';
+		char *s = line + strspn(line, " \t");
+		if (!*s || *s == '#')
+			continue;
+		char key[64], val[POLICY_PATH_MAX + 1], extra;
+		if (sscanf(s, "%63s %256s %c", key, val, &extra) != 2 || apply(p, key, val, &own_allow)) {
+			rc = fail(err, errlen, "policy %s line %u: cannot use '%.80s'", file, no, s);
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+int policy_load(struct policy *p, const char *manifest, const char *policy_file, char *err, size_t errlen)
+{
+	*p = (struct policy){
+		.max_timeout_s = 300, .max_memory_mib = 4096, .max_cpus = 8, .max_disk_mib = 4096,
+		.max_output = 64u << 20, .nproc = 256, .nofile = 1024, .fsize = 1u << 30,
+		.artifacts_max_bytes = 64u << 20, .artifacts_max_files = 1000, .artifacts_max_depth = 16,
+	};
+	if (load_manifest(p, manifest, err, errlen))
+		return -1;
+	for (unsigned i = 0; i < p->nmanifest; i++)
+		add_path(&p->allow, &p->nallow, p->manifest[i]);
+	return policy_file ? load_file(p, policy_file, err, errlen) : 0;
+}
+
+void policy_free(struct policy *p)
+{
+	free(p->manifest);
+	free(p->allow);
+	p->manifest = p->allow = NULL;
+	p->nmanifest = p->nallow = 0;
+}
+
+static bool listed(char (*list)[POLICY_PATH_MAX], unsigned n, const char *path)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (!strcmp(list[i], path))
+			return true;
+	return false;
+}
+
+enum policy_verdict policy_check_program(const struct policy *p, const char *prog, char *resolved, size_t len)
+{
+	resolved[0] = '\0';
+	if (!*prog)
+		return POLICY_NOT_FOUND;
+	if (strchr(prog, '/')) {
+		/* Only exact absolute paths can be vouched for here; anything
+		 * relative or with dot components is the workspace's, which no
+		 * allowlist names. */
+		snprintf(resolved, len, "%s", prog);
+		if (prog[0] != '/' || strstr(prog, "/./") || strstr(prog, "/../") || strstr(prog, "//"))
+			return POLICY_DENIED;
+		return listed(p->allow, p->nallow, prog) ? POLICY_ALLOWED : POLICY_DENIED;
+	}
+	/* The command's PATH in the guest, searched as the agent does. */
+	for (const char *dir = AGENT_PATH; *dir; dir += strcspn(dir, ":") + (dir[strcspn(dir, ":")] != '\0')) {
+		char cand[POLICY_PATH_MAX];
+		int n = snprintf(cand, sizeof(cand), "%.*s/%s", (int)strcspn(dir, ":"), dir, prog);
+		if (n < 0 || (size_t)n >= sizeof(cand) || !listed(p->manifest, p->nmanifest, cand))
+			continue;
+		snprintf(resolved, len, "%s", cand);
+		return listed(p->allow, p->nallow, cand) ? POLICY_ALLOWED : POLICY_DENIED;
+	}
+	return POLICY_NOT_FOUND;
+}

@@ -1,0 +1,61 @@
+/* What a run may ask for: the program allowlist and the ceilings on its
+ * limits. Built in by default (the allowlist is the root image's program
+ * manifest), or read from a --policy file:
+ *
+ *   # comment
+ *   allow /usr/bin/python3        one program (absolute path in the guest);
+ *                                 any "allow" line replaces the manifest
+ *   max_timeout 300               seconds
+ *   max_memory 4096               MiB
+ *   max_cpus 8
+ *   max_disk 4096                 MiB
+ *   max_output 67108864           bytes per stream
+ *   nproc 256                     the command's process limit
+ *   nofile 1024                   its open-file limit
+ *   fsize 1073741824              its largest file, bytes
+ *   artifacts_max_bytes 67108864
+ *   artifacts_max_files 1000
+ *   artifacts_max_depth 16
+ *
+ * Requests beyond a ceiling are refused before any VM starts. */
+#ifndef VMRUN_POLICY_H
+#define VMRUN_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+#define POLICY_PATH_MAX 256
+
+struct policy {
+	char (*manifest)[POLICY_PATH_MAX];   /* every program the image offers */
+	unsigned nmanifest;
+	char (*allow)[POLICY_PATH_MAX];      /* what a run may start */
+	unsigned nallow;
+	uint64_t max_timeout_s, max_memory_mib, max_cpus, max_disk_mib, max_output;
+	uint64_t nproc, nofile, fsize;
+	uint64_t artifacts_max_bytes, artifacts_max_files, artifacts_max_depth;
+};
+
+/* Load the built-in policy with the manifest file (one absolute path per
+ * line) as its allowlist, then apply policy_file when not NULL. Returns 0,
+ * or -1 with a one-line reason in err. */
+int policy_load(struct policy *p, const char *manifest, const char *policy_file, char *err, size_t errlen);
+
+/* Free what policy_load allocated. */
+void policy_free(struct policy *p);
+
+enum policy_verdict {
+	POLICY_ALLOWED = 0,
+	POLICY_DENIED,       /* exists in the image, not allowed (or a path we cannot vouch for) */
+	POLICY_NOT_FOUND,    /* no such program in the image */
+};
+
+/* Resolve prog as the agent will (a name with '/' as given, else the first
+ * of PATH's directories whose manifest entry matches) and judge it.
+ * *resolved gets the path when there is one. */
+enum policy_verdict policy_check_program(const struct policy *p, const char *prog, char *resolved, size_t len);
+
+#endif

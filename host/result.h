@@ -1,0 +1,63 @@
+/* How a run ended, and its JSON form (DESIGN.md, "The result object"). */
+#ifndef VMRUN_RESULT_H
+#define VMRUN_RESULT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "artifacts.h"
+
+enum termination {
+	TERM_EXITED,
+	TERM_SIGNALED,
+	TERM_TIMEOUT,
+	TERM_DENIED,
+	TERM_NOT_FOUND,
+	TERM_VM_FAILED,
+	TERM_ERROR,
+};
+
+/* Output collected for --json, capped. */
+struct outbuf {
+	uint8_t *data;
+	size_t len, cap, limit;
+};
+
+struct run_result {
+	char run_id[33];
+	enum termination term;
+	int exit_code;            /* when EXITED */
+	int signal;               /* when SIGNALED */
+	struct outbuf out, err;
+	bool out_truncated, err_truncated;
+	/* durations in ms */
+	int64_t prepare, boot, run, teardown, extract, total;
+	uint64_t cpu_ms, max_rss_kib;
+	struct artifacts_result artifacts;
+	struct {
+		double timeout_s;
+		uint64_t memory_mib, cpus, disk_mib, max_output, nproc, nofile, fsize;
+	} limits;
+	char message[512];
+};
+
+/* Append to a capped buffer; bytes past its limit are dropped and counted
+ * as truncation by the caller. Returns false when something was dropped. */
+bool outbuf_append(struct outbuf *b, const uint8_t *p, size_t n);
+
+/* Free both output buffers and the artifact lists. */
+void result_free(struct run_result *r);
+
+/* vmrun's exit status for r: the command's own, 128+N, 124, 126, 127, 125. */
+int result_exit_status(const struct run_result *r);
+
+/* The termination's name as DESIGN spells it. */
+const char *result_termination_name(enum termination t);
+
+/* Print r as one JSON object (valid UTF-8: invalid bytes in the output
+ * become U+FFFD) and a newline. */
+void result_print_json(FILE *f, const struct run_result *r);
+
+#endif

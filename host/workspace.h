@@ -1,0 +1,29 @@
+/* The per-run workspace image: ext4 written with libext2fs, no mount and
+ * no root privileges needed. */
+#ifndef VMRUN_WORKSPACE_H
+#define VMRUN_WORKSPACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define WORKSPACE_MIN_MIB 8
+#define WORKSPACE_MAX_MIB (64 * 1024)
+
+struct workspace_stats {
+	uint64_t files, dirs, bytes;   /* copied from the source directory */
+};
+
+/* Create image (which must not exist; mode 0600) as an ext4 file system of
+ * size_mib MiB with every block of the file allocated up front (so a guest
+ * filling the disk cannot grow the host's disk use past it), its root
+ * directory owned by uid:gid with mode 0755, the contents of src_dir
+ * (NULL: nothing) copied in, owned by uid:gid, and an empty "artifacts"
+ * directory (kept if src_dir has one). Only regular files and directories
+ * are copied; a symbolic link, device, socket or FIFO in src_dir is refused
+ * with an error naming it. Returns 0, or -1 with a one-line reason in err;
+ * on failure the image file is removed. */
+int workspace_create(const char *image, uint64_t size_mib, const char *src_dir, uid_t uid, gid_t gid,
+		     struct workspace_stats *st, char *err, size_t errlen);
+
+#endif

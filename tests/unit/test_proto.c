@@ -1,0 +1,1162 @@
+/* The host-agent wire format (guest-agent/proto.c): the three payloads
+ * encoded and decoded, the frame reader over any split of the stream, and
+ * everything hostile that either side must refuse. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "proto.h"
+
+static char err[512];
+
+/* ---- helpers ------------------------------------------------------------- */
+
+/* A REQUEST payload built by hand, field by field (room for more than a
+ * frame, to build oversized ones). */
+struct pb {
+	uint8_t b[2 * PROTO_MAX_PAYLOAD];
+	size_t n;
+};
+
+static void pb_field(struct pb *p, uint16_t tag, const void *v, size_t n)
+{
+	uint16_t len = (uint16_t)n;
+	memcpy(p->b + p->n, &tag, 2);
+	memcpy(p->b + p->n + 2, &len, 2);
+	if (n)
+		memcpy(p->b + p->n + 4, v, n);
+	p->n += 4 + n;
+}
+
+static void pb_str(struct pb *p, uint16_t tag, const char *s)
+{
+	pb_field(p, tag, s, strlen(s));
+}
+
+static void pb_u64(struct pb *p, uint16_t tag, uint64_t v)
+{
+	pb_field(p, tag, &v, 8);
+}
+
+static void pb_limits(struct pb *p)
+{
+	pb_u64(p, PROTO_T_MAX_OUTPUT, 1000);
+	pb_u64(p, PROTO_T_NPROC, 2000);
+	pb_u64(p, PROTO_T_NOFILE, 3000);
+	pb_u64(p, PROTO_T_FSIZE, 4000);
+}
+
+static struct pb pb;
+static struct proto_request req, req2;
+static uint8_t enc[2 * PROTO_MAX_PAYLOAD], enc2[2 * PROTO_MAX_PAYLOAD];
+
+static int decode_pb(void)
+{
+	memset(err, 0, sizeof(err));
+	return proto_decode_request(pb.b, (uint32_t)pb.n, &req, err, sizeof(err));
+}
+
+/* Decoding must fail with a reason containing `why`. */
+#define assert_refused(why)                                                       \
+	do {                                                                      \
+		assert_int_equal(decode_pb(), -1);                                \
+		if (!strstr(err, (why)))                                          \
+			fail_msg("reason \"%s\" lacks \"%s\"", err, (why));       \
+	} while (0)
+
+static int setup(void **state)
+{
+	(void)state;
+	memset(&pb, 0, sizeof(pb));
+	memset(&req, 0, sizeof(req));
+	memset(&req2, 0, sizeof(req2));
+	return 0;
+}
+
+/* Field-by-field equality of two decoded (or hand-built) requests. */
+static void assert_same_request(const struct proto_request *a, const struct proto_request *b)
+{
+	assert_int_equal(a->argc, b->argc);
+	assert_int_equal(a->envc, b->envc);
+	assert_int_equal(a->nallow, b->nallow);
+	for (unsigned i = 0; i < a->argc; i++)
+		assert_string_equal(a->argv[i], b->argv[i]);
+	for (unsigned i = 0; i < a->envc; i++)
+		assert_string_equal(a->env[i], b->env[i]);
+	for (unsigned i = 0; i < a->nallow; i++)
+		assert_string_equal(a->allow[i], b->allow[i]);
+	assert_true(a->max_output == b->max_output);
+	assert_true(a->nproc == b->nproc);
+	assert_true(a->nofile == b->nofile);
+	assert_true(a->fsize == b->fsize);
+}
+
+/* ---- HELLO ---------------------------------------------------------------- */
+
+static void hello_round_trip(void **state)
+{
+	(void)state;
+	uint8_t buf[64];
+	memset(buf, 0xee, sizeof(buf));
+	size_t n = proto_encode_hello(buf, sizeof(buf), "vmrun-agent 0.1.0");
+	assert_int_equal(n, 4 + 17);
+	static const uint8_t want[] = { 1, 0, 0, 0, 'v', 'm', 'r', 'u', 'n', '-', 'a', 'g', 'e', 'n', 't',
+					' ', '0', '.', '1', '.', '0' };
+	assert_memory_equal(buf, want, sizeof(want));
+	assert_int_equal(buf[n], 0xee);   /* no NUL written after the name */
+	uint32_t version = 0;
+	assert_int_equal(proto_decode_hello(buf, (uint32_t)n, &version, err, sizeof(err)), 0);
+	assert_int_equal(version, PROTO_VERSION);
+
+	/* an empty name */
+	assert_int_equal(proto_encode_hello(buf, sizeof(buf), ""), 4);
+	assert_int_equal(proto_decode_hello(buf, 4, &version, err, sizeof(err)), 0);
+
+	/* cap: exactly enough, one short */
+	assert_int_equal(proto_encode_hello(buf, 7, "abc"), 7);
+	memset(buf, 0xee, sizeof(buf));
+	assert_int_equal(proto_encode_hello(buf, 6, "abc"), 0);
+	assert_int_equal(buf[0], 0xee);
+	assert_int_equal(proto_encode_hello(buf, 3, ""), 0);
+
+	/* the longest name, and one more */
+	static char name[PROTO_MAX_STR + 2];
+	static uint8_t big[PROTO_MAX_STR + 16];
+	memset(name, 'n', PROTO_MAX_STR);
+	assert_int_equal(proto_encode_hello(big, sizeof(big), name), 4 + PROTO_MAX_STR);
+	assert_int_equal(proto_decode_hello(big, 4 + PROTO_MAX_STR, &version, err, sizeof(err)), 0);
+	name[PROTO_MAX_STR] = 'n';
+	assert_int_equal(proto_encode_hello(big, sizeof(big), name), 0);
+}
+
+static void hello_refused(void **state)
+{
+	(void)state;
+	static uint8_t buf[PROTO_MAX_STR + 16];
+	uint32_t version;
+	uint32_t v = PROTO_VERSION;
+	memcpy(buf, &v, 4);
+	for (uint32_t len = 0; len < 4; len++) {
+		assert_int_equal(proto_decode_hello(buf, len, &version, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "HELLO of"));
+	}
+	assert_int_equal(proto_decode_hello(buf, 4 + PROTO_MAX_STR + 1, &version, err, sizeof(err)), -1);
+	assert_string_equal(err, "HELLO of 4101 bytes");
+
+	/* wrong versions: 0, 2, a byte-swapped 1 */
+	const uint32_t bad[] = { 0, 2, 0x01000000u, UINT32_MAX };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memcpy(buf, &bad[i], 4);
+		memcpy(buf + 4, "agent", 5);
+		version = 12345;
+		assert_int_equal(proto_decode_hello(buf, 9, &version, err, sizeof(err)), -1);
+		assert_int_equal(version, bad[i]);
+		assert_non_null(strstr(err, "protocol version"));
+	}
+	v = 2;
+	memcpy(buf, &v, 4);
+	assert_int_equal(proto_decode_hello(buf, 4, &version, err, sizeof(err)), -1);
+	assert_string_equal(err, "agent speaks protocol version 2, this host 1");
+}
+
+/* ---- EXIT ----------------------------------------------------------------- */
+
+static void exit_round_trip(void **state)
+{
+	(void)state;
+	const struct proto_exit e = {
+		.kind = PROTO_END_SIGNALED, .code = -7, .signal = 9,
+		.flags = PROTO_EXIT_STDOUT_TRUNCATED | PROTO_EXIT_STDERR_TRUNCATED,
+		.cpu_ms = 0x0102030405060708ull, .max_rss_kib = 123456, .stdout_bytes = UINT64_MAX,
+		.stderr_bytes = 1ull << 40,
+	};
+	uint8_t buf[PROTO_EXIT_LEN + 4];
+	memset(buf, 0xee, sizeof(buf));
+	proto_encode_exit(&e, buf);
+	for (size_t i = PROTO_EXIT_LEN; i < sizeof(buf); i++)
+		assert_int_equal(buf[i], 0xee);   /* exactly 48 bytes written */
+	/* the layout, little-endian */
+	static const uint8_t head[] = { 2, 0, 0, 0, 0xf9, 0xff, 0xff, 0xff, 9, 0, 0, 0, 3, 0, 0, 0,
+					8, 7, 6, 5, 4, 3, 2, 1 };
+	assert_memory_equal(buf, head, sizeof(head));
+	assert_int_equal(buf[32], 0xff);
+	assert_int_equal(buf[40 + 5], 1);   /* 1 << 40 */
+
+	struct proto_exit d;
+	memset(&d, 0x5a, sizeof(d));
+	assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), 0);
+	assert_memory_equal(&d, &e, sizeof(e));
+
+	/* every known kind decodes */
+	for (uint32_t k = PROTO_END_EXITED; k <= PROTO_END_ERROR; k++) {
+		struct proto_exit x = { .kind = k, .code = (int32_t)k };
+		proto_encode_exit(&x, buf);
+		assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), 0);
+		assert_int_equal(d.kind, k);
+		assert_int_equal(d.code, (int32_t)k);
+	}
+}
+
+static void exit_refused(void **state)
+{
+	(void)state;
+	uint8_t buf[PROTO_EXIT_LEN + 8] = { 0 };
+	struct proto_exit d;
+	const struct proto_exit ok = { .kind = PROTO_END_EXITED };
+	proto_encode_exit(&ok, buf);
+	const uint32_t lens[] = { 0, 1, PROTO_EXIT_LEN - 1, PROTO_EXIT_LEN + 1, PROTO_EXIT_LEN + 8 };
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		assert_int_equal(proto_decode_exit(buf, lens[i], &d, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "EXIT of"));
+	}
+	assert_int_equal(proto_decode_exit(buf, 47, &d, err, sizeof(err)), -1);
+	assert_string_equal(err, "EXIT of 47 bytes");
+
+	const uint32_t kinds[] = { 0, PROTO_END_ERROR + 1, 0x100, UINT32_MAX };
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		struct proto_exit x = { .kind = kinds[i] };
+		proto_encode_exit(&x, buf);
+		assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "unknown kind"));
+	}
+	struct proto_exit x = { .kind = 6 };
+	proto_encode_exit(&x, buf);
+	assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), -1);
+	assert_string_equal(err, "EXIT with unknown kind 6");
+}
+
+/* ---- REQUEST -------------------------------------------------------------- */
+
+static void request_exact_bytes(void **state)
+{
+	(void)state;
+	req.argc = 1;
+	req.argv[0] = "a";
+	req.max_output = 1;
+	req.nproc = 2;
+	req.nofile = 3;
+	req.fsize = 0x1122334455667788ull;
+	memset(enc, 0xee, sizeof(enc));
+	size_t n = proto_encode_request(&req, enc, sizeof(enc));
+	assert_int_equal(n, 5 + 4 * 12);
+	static const uint8_t want[] = {
+		1, 0, 1, 0, 'a',
+		4, 0, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+		5, 0, 8, 0, 2, 0, 0, 0, 0, 0, 0, 0,
+		6, 0, 8, 0, 3, 0, 0, 0, 0, 0, 0, 0,
+		7, 0, 8, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
+	};
+	assert_memory_equal(enc, want, sizeof(want));
+	assert_int_equal(enc[n], 0xee);
+	assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), 0);
+	assert_same_request(&req, &req2);
+	assert_null(req2.argv[1]);
+	assert_null(req2.env[0]);
+}
+
+static void request_round_trip(void **state)
+{
+	(void)state;
+	static char longest[PROTO_MAX_STR + 1];
+	memset(longest, 'L', PROTO_MAX_STR);
+	char *argv[] = {
+		"/usr/bin/printf", "%s|", "two words", "", "'single' \"double\"", "back\\slash", "new\nline",
+		"tab\there", "h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x98\x80", "$HOME", "*", "", " ", "--", "-n",
+		"\x01\x7f\xff", longest,
+	};
+	char *env[] = { "X=granted", "EMPTY=", "_UNDER_1=a=b=c", "lower=case", "UTF=\xc3\xa9", "LANG=fr_FR.UTF-8" };
+	char *allow[] = { "/usr/bin/printf", "/", "/a b/c", "/usr/bin/../bin/x", "/\xc3\xa9" };
+	req.argc = sizeof(argv) / sizeof(argv[0]);
+	memcpy(req.argv, argv, sizeof(argv));
+	req.envc = sizeof(env) / sizeof(env[0]);
+	memcpy(req.env, env, sizeof(env));
+	req.nallow = sizeof(allow) / sizeof(allow[0]);
+	memcpy(req.allow, allow, sizeof(allow));
+	req.max_output = 0;
+	req.nproc = UINT64_MAX;
+	req.nofile = 1;
+	req.fsize = 1ull << 63;
+	size_t n = proto_encode_request(&req, enc, sizeof(enc));
+	assert_int_not_equal(n, 0);
+	memset(&req2, 0x5a, sizeof(req2));
+	assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), 0);
+	assert_same_request(&req, &req2);
+	assert_null(req2.argv[req2.argc]);
+	assert_null(req2.env[req2.envc]);
+	assert_int_equal(strlen(req2.argv[16]), PROTO_MAX_STR);
+	assert_string_equal(req2.argv[3], "");
+
+	/* the decoded copy re-encodes to the same bytes */
+	size_t n2 = proto_encode_request(&req2, enc2, sizeof(enc2));
+	assert_int_equal(n2, n);
+	assert_memory_equal(enc, enc2, n);
+}
+
+/* Fields in any order, limits first: decoding does not care. */
+static void request_any_order(void **state)
+{
+	(void)state;
+	pb_u64(&pb, PROTO_T_FSIZE, 4);
+	pb_str(&pb, PROTO_T_ALLOW, "/bin/true");
+	pb_str(&pb, PROTO_T_ARG, "true");
+	pb_u64(&pb, PROTO_T_NOFILE, 3);
+	pb_str(&pb, PROTO_T_ENV, "A=1");
+	pb_u64(&pb, PROTO_T_NPROC, 2);
+	pb_str(&pb, PROTO_T_ARG, "x");
+	pb_u64(&pb, PROTO_T_MAX_OUTPUT, 1);
+	assert_int_equal(decode_pb(), 0);
+	assert_int_equal(req.argc, 2);
+	assert_string_equal(req.argv[0], "true");
+	assert_string_equal(req.argv[1], "x");
+	assert_null(req.argv[2]);
+	assert_int_equal(req.envc, 1);
+	assert_string_equal(req.env[0], "A=1");
+	assert_int_equal(req.nallow, 1);
+	assert_string_equal(req.allow[0], "/bin/true");
+	assert_int_equal(req.max_output, 1);
+	assert_int_equal(req.nproc, 2);
+	assert_int_equal(req.nofile, 3);
+	assert_int_equal(req.fsize, 4);
+}
+
+static void request_truncated_and_overrun(void **state)
+{
+	(void)state;
+	pb_str(&pb, PROTO_T_ARG, "ls");
+	pb_limits(&pb);
+	assert_int_equal(decode_pb(), 0);
+	size_t good = pb.n;   /* 6 + 48 = 54 */
+	assert_int_equal(good, 54);
+	/* 1..3 stray bytes: a truncated field header */
+	for (int extra = 1; extra <= 3; extra++) {
+		pb.n = good;
+		pb.b[pb.n++] = PROTO_T_ARG;
+		if (extra > 1)
+			pb.b[pb.n++] = 0;
+		if (extra > 2)
+			pb.b[pb.n++] = 1;
+		assert_refused("truncated field header at byte 54");
+	}
+	/* a field whose length runs past the payload, by one byte or many */
+	pb.n = good;
+	pb_field(&pb, PROTO_T_ARG, "abcde", 5);
+	pb.n--;
+	assert_refused("field 1 of 5 bytes overruns the request");
+	pb.n = good;
+	uint8_t hdr[4] = { PROTO_T_ENV, 0, 0xff, 0xff };
+	memcpy(pb.b + pb.n, hdr, 4);
+	pb.n += 4;
+	assert_refused("overruns");
+	/* a limit whose 8 bytes are cut */
+	memset(&pb, 0, sizeof(pb));
+	pb_str(&pb, PROTO_T_ARG, "ls");
+	pb_limits(&pb);
+	pb.n -= 1;
+	assert_refused("overruns");
+	/* the payload shorter than it claims: decode only reads len bytes
+	 * (a field at the end cut by the length given) */
+	memset(&pb, 0, sizeof(pb));
+	pb_limits(&pb);
+	pb_str(&pb, PROTO_T_ARG, "ls");
+	pb.n -= 2;
+	assert_refused("overruns");
+}
+
+static void request_bad_strings(void **state)
+{
+	(void)state;
+	static const uint16_t tags[] = { PROTO_T_ARG, PROTO_T_ENV, PROTO_T_ALLOW };
+	static const char *const ok_value[] = { "a", "A=1", "/a" };
+	for (size_t t = 0; t < 3; t++) {
+		/* a NUL at the start, inside, at the end */
+		const char *v = ok_value[t];
+		size_t vl = strlen(v);
+		const size_t at[] = { 0, 1, vl };
+		for (size_t k = 0; k < 3; k++) {
+			char b[16];
+			memcpy(b, v, at[k]);
+			b[at[k]] = '\0';
+			memcpy(b + at[k] + 1, v + at[k], vl - at[k]);
+			memset(&pb, 0, sizeof(pb));
+			pb_str(&pb, PROTO_T_ARG, "prog");
+			pb_field(&pb, tags[t], b, vl + 1);
+			pb_limits(&pb);
+			assert_refused("string too long or with a NUL");
+		}
+		/* the longest string is fine, one byte more is not */
+		static char s[PROTO_MAX_STR + 2];
+		memset(s, 'x', sizeof(s) - 1);
+		memcpy(s, ok_value[t], strlen(ok_value[t]));
+		s[PROTO_MAX_STR] = '\0';
+		memset(&pb, 0, sizeof(pb));
+		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_str(&pb, tags[t], s);
+		pb_limits(&pb);
+		assert_int_equal(decode_pb(), 0);
+		s[PROTO_MAX_STR] = 'x';
+		memset(&pb, 0, sizeof(pb));
+		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_field(&pb, tags[t], s, PROTO_MAX_STR + 1);
+		pb_limits(&pb);
+		assert_refused("string too long or with a NUL");
+	}
+}
+
+/* Exactly PROTO_MAX_* fields of a kind are taken, one more is refused. */
+static void request_counts(void **state)
+{
+	(void)state;
+	static const struct { uint16_t tag; unsigned max; const char *value; } kinds[] = {
+		{ PROTO_T_ARG, PROTO_MAX_ARGS, "a" },
+		{ PROTO_T_ENV, PROTO_MAX_ENV, "A=" },
+		{ PROTO_T_ALLOW, PROTO_MAX_ALLOW, "/" },
+	};
+	for (size_t k = 0; k < 3; k++) {
+		memset(&pb, 0, sizeof(pb));
+		if (kinds[k].tag != PROTO_T_ARG)
+			pb_str(&pb, PROTO_T_ARG, "prog");
+		for (unsigned i = 0; i < kinds[k].max; i++)
+			pb_str(&pb, kinds[k].tag, kinds[k].value);
+		pb_limits(&pb);
+		assert_int_equal(decode_pb(), 0);
+		unsigned got = kinds[k].tag == PROTO_T_ARG ? req.argc : kinds[k].tag == PROTO_T_ENV ? req.envc : req.nallow;
+		assert_int_equal(got, kinds[k].max);
+		assert_null(req.argv[req.argc]);
+		assert_null(req.env[req.envc]);
+		pb_str(&pb, kinds[k].tag, kinds[k].value);
+		char why[64];
+		snprintf(why, sizeof(why), "too many fields of type %u", kinds[k].tag);
+		assert_refused(why);
+	}
+	/* all three at their maximum at once, with long strings: the storage holds it */
+	memset(&pb, 0, sizeof(pb));
+	static char s[PROTO_MAX_STR + 1];
+	memset(s, 's', 60);
+	for (unsigned i = 0; i < PROTO_MAX_ARGS; i++)
+		pb_field(&pb, PROTO_T_ARG, s, 20);
+	s[0] = 'E';
+	s[1] = '=';
+	for (unsigned i = 0; i < PROTO_MAX_ENV; i++)
+		pb_field(&pb, PROTO_T_ENV, s, 60);
+	s[0] = '/';
+	for (unsigned i = 0; i < PROTO_MAX_ALLOW; i++)
+		pb_field(&pb, PROTO_T_ALLOW, s, 60);
+	pb_limits(&pb);
+	assert_true(pb.n <= PROTO_MAX_PAYLOAD);
+	assert_int_equal(decode_pb(), 0);
+	assert_int_equal(req.argc, PROTO_MAX_ARGS);
+	assert_int_equal(req.envc, PROTO_MAX_ENV);
+	assert_int_equal(req.nallow, PROTO_MAX_ALLOW);
+	assert_int_equal(strlen(req.allow[PROTO_MAX_ALLOW - 1]), 60);
+	/* and a full frame of one-byte strings (the most NULs storage needs) */
+	memset(&pb, 0, sizeof(pb));
+	for (unsigned i = 0; i < PROTO_MAX_ALLOW; i++)
+		pb_str(&pb, PROTO_T_ALLOW, "/");
+	pb_str(&pb, PROTO_T_ARG, "prog");
+	memset(s, 'y', PROTO_MAX_STR);
+	for (unsigned i = 1; i < PROTO_MAX_ARGS && pb.n + 4 + PROTO_MAX_STR + 48 <= PROTO_MAX_PAYLOAD; i++)
+		pb_field(&pb, PROTO_T_ARG, s, PROTO_MAX_STR);
+	pb_limits(&pb);
+	assert_int_equal(decode_pb(), 0);
+	assert_int_equal(req.nallow, PROTO_MAX_ALLOW);
+}
+
+static void request_limits(void **state)
+{
+	(void)state;
+	static const uint16_t lim[] = { PROTO_T_MAX_OUTPUT, PROTO_T_NPROC, PROTO_T_NOFILE, PROTO_T_FSIZE };
+	for (size_t miss = 0; miss < 4; miss++) {
+		/* one missing */
+		memset(&pb, 0, sizeof(pb));
+		pb_str(&pb, PROTO_T_ARG, "prog");
+		for (size_t i = 0; i < 4; i++)
+			if (i != miss)
+				pb_u64(&pb, lim[i], 1);
+		assert_refused("a limit is missing");
+		/* one repeated (even with the same value) */
+		pb_u64(&pb, lim[miss], 1);
+		assert_int_equal(decode_pb(), 0);
+		pb_u64(&pb, lim[miss], 1);
+		assert_refused("bad length or repeated");
+		/* a bad length: 0, 4, 7, 9, 16 */
+		static const size_t lens[] = { 0, 4, 7, 9, 16 };
+		uint8_t z[16] = { 0 };
+		for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+			memset(&pb, 0, sizeof(pb));
+			pb_str(&pb, PROTO_T_ARG, "prog");
+			for (size_t i = 0; i < 4; i++)
+				if (i == miss)
+					pb_field(&pb, lim[i], z, lens[l]);
+				else
+					pb_u64(&pb, lim[i], 1);
+			char why[64];
+			snprintf(why, sizeof(why), "limit field %u: bad length or repeated", lim[miss]);
+			assert_refused(why);
+		}
+	}
+	/* none at all */
+	memset(&pb, 0, sizeof(pb));
+	pb_str(&pb, PROTO_T_ARG, "prog");
+	assert_refused("a limit is missing");
+}
+
+static void request_unknown_tag(void **state)
+{
+	(void)state;
+	static const uint16_t bad[] = { 0, 8, 9, 0x100, 0x8001, 0xffff };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&pb, 0, sizeof(pb));
+		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_limits(&pb);
+		pb_field(&pb, bad[i], "", 0);
+		char why[64];
+		snprintf(why, sizeof(why), "unknown field %u", bad[i]);
+		assert_refused(why);
+	}
+	/* an unknown tag with 8 bytes is not taken for a limit either */
+	memset(&pb, 0, sizeof(pb));
+	pb_str(&pb, PROTO_T_ARG, "prog");
+	pb_limits(&pb);
+	pb_u64(&pb, 8, 1);
+	assert_refused("unknown field 8");
+}
+
+static void request_no_program(void **state)
+{
+	(void)state;
+	/* empty request */
+	assert_refused("no program");
+	/* limits only */
+	pb_limits(&pb);
+	assert_refused("no program");
+	/* an empty argv[0], even with more arguments after it */
+	memset(&pb, 0, sizeof(pb));
+	pb_str(&pb, PROTO_T_ARG, "");
+	pb_str(&pb, PROTO_T_ARG, "x");
+	pb_limits(&pb);
+	assert_refused("no program");
+	/* an empty argv[1] is fine */
+	memset(&pb, 0, sizeof(pb));
+	pb_str(&pb, PROTO_T_ARG, "x");
+	pb_str(&pb, PROTO_T_ARG, "");
+	pb_limits(&pb);
+	assert_int_equal(decode_pb(), 0);
+	assert_int_equal(req.argc, 2);
+	assert_string_equal(req.argv[1], "");
+}
+
+static void request_bad_env(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {
+		"FOO", "", "=", "=x", "1A=x", "A-B=x", "A B=x", "A.B=x", "\xc3\x84=x", "A\n=x", "$A=x", " A=x",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&pb, 0, sizeof(pb));
+		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_str(&pb, PROTO_T_ENV, "GOOD=1");
+		pb_str(&pb, PROTO_T_ENV, bad[i]);
+		pb_limits(&pb);
+		if (decode_pb() != -1)
+			fail_msg("environment grant \"%s\" accepted", bad[i]);
+		assert_string_equal(err, "environment grant 1 is not NAME=VALUE");
+	}
+	static const char *const good[] = { "_=x", "A1=", "a=b=c", "Z_9=\n", "x==" };
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		memset(&pb, 0, sizeof(pb));
+		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_str(&pb, PROTO_T_ENV, good[i]);
+		pb_limits(&pb);
+		if (decode_pb() != 0)
+			fail_msg("environment grant \"%s\" refused: %s", good[i], err);
+		assert_string_equal(req.env[0], good[i]);
+	}
+}
+
+static void request_relative_allow(void **state)
+{
+	(void)state;
+	static const char *const bad[] = { "bin/sh", "", "./x", "~/x", " /x" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&pb, 0, sizeof(pb));
+		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_str(&pb, PROTO_T_ALLOW, "/ok");
+		pb_str(&pb, PROTO_T_ALLOW, "/ok2");
+		pb_str(&pb, PROTO_T_ALLOW, bad[i]);
+		pb_limits(&pb);
+		assert_int_equal(decode_pb(), -1);
+		assert_string_equal(err, "allowlist entry 2 is not an absolute path");
+	}
+}
+
+/* The encoder refuses what the decoder would, and what does not fit. */
+static void encode_refusals(void **state)
+{
+	(void)state;
+	static char longest[PROTO_MAX_STR + 2];
+	static char *many[PROTO_MAX_ALLOW + 2];
+	req.argc = 1;
+	req.argv[0] = "prog";
+	assert_int_not_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+
+	/* no argv, too many args / env / allow entries */
+	req.argc = 0;
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	for (unsigned i = 0; i <= PROTO_MAX_ALLOW; i++)
+		many[i] = "/";
+	req.argc = PROTO_MAX_ARGS + 1;
+	for (unsigned i = 0; i <= PROTO_MAX_ARGS; i++)
+		req.argv[i] = "a";
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.argc = PROTO_MAX_ARGS;
+	assert_int_not_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.argc = 1;
+	req.envc = PROTO_MAX_ENV + 1;
+	for (unsigned i = 0; i < PROTO_MAX_ENV; i++)
+		req.env[i] = "A=";
+	req.env[PROTO_MAX_ENV] = "A=";
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.envc = PROTO_MAX_ENV;
+	assert_int_not_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.envc = 0;
+	memcpy(req.allow, many, sizeof(req.allow));
+	req.nallow = PROTO_MAX_ALLOW;
+	assert_int_not_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.nallow = PROTO_MAX_ALLOW + 1;
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.nallow = 0;
+
+	/* bad environment grants */
+	static const char *const bad_env[] = { "FOO", "=x", "1A=x", "A-B=x", "" };
+	req.envc = 1;
+	for (size_t i = 0; i < sizeof(bad_env) / sizeof(bad_env[0]); i++) {
+		req.env[0] = (char *)bad_env[i];
+		if (proto_encode_request(&req, enc, sizeof(enc)) != 0)
+			fail_msg("encoded environment grant \"%s\"", bad_env[i]);
+	}
+	req.envc = 0;
+
+	/* relative allowlist entries */
+	static const char *const bad_allow[] = { "bin/sh", "", "./x" };
+	req.nallow = 1;
+	for (size_t i = 0; i < sizeof(bad_allow) / sizeof(bad_allow[0]); i++) {
+		req.allow[0] = (char *)bad_allow[i];
+		if (proto_encode_request(&req, enc, sizeof(enc)) != 0)
+			fail_msg("encoded allowlist entry \"%s\"", bad_allow[i]);
+	}
+	req.nallow = 0;
+
+	/* strings over PROTO_MAX_STR, in each kind of field */
+	memset(longest, 'x', PROTO_MAX_STR + 1);
+	req.argv[0] = longest;
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	longest[PROTO_MAX_STR] = '\0';
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 4 + PROTO_MAX_STR + 48);
+	longest[PROTO_MAX_STR] = 'x';
+	req.argv[0] = "prog";
+	longest[0] = 'E';
+	longest[1] = '=';
+	req.envc = 1;
+	req.env[0] = longest;
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.envc = 0;
+	longest[0] = '/';
+	req.nallow = 1;
+	req.allow[0] = longest;
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.nallow = 0;
+}
+
+/* The decoder refuses an empty argv[0] ("no program"), so the encoder must
+ * not produce one. */
+static void encode_refuses_empty_program(void **state)
+{
+	(void)state;
+	req.argc = 2;
+	req.argv[0] = "";
+	req.argv[1] = "x";
+	size_t n = proto_encode_request(&req, enc, sizeof(enc));
+	if (n)   /* show that the decoder refuses what was encoded */
+		assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), -1);
+	assert_int_equal(n, 0);
+}
+
+static void encode_fit(void **state)
+{
+	(void)state;
+	req.argc = 2;
+	req.argv[0] = "prog";
+	req.argv[1] = "argument";
+	size_t need = proto_encode_request(&req, enc, sizeof(enc));
+	assert_int_equal(need, 8 + 12 + 48);
+	/* exactly enough room, one byte short, far too short */
+	memset(enc2, 0xee, sizeof(enc2));
+	assert_int_equal(proto_encode_request(&req, enc2, need), need);
+	assert_memory_equal(enc, enc2, need);
+	assert_int_equal(enc2[need], 0xee);
+	for (size_t cap = 0; cap < need; cap++) {
+		memset(enc2, 0xee, sizeof(enc2));
+		if (proto_encode_request(&req, enc2, cap) != 0)
+			fail_msg("encoded into %zu bytes of %zu needed", cap, need);
+		for (size_t i = cap; i < need + 4; i++)
+			if (enc2[i] != 0xee)
+				fail_msg("cap %zu: byte %zu written", cap, i);
+	}
+	/* more than one frame holds, whatever cap says */
+	static char s[PROTO_MAX_STR + 1];
+	memset(s, 'z', PROTO_MAX_STR);
+	req.argc = 0;
+	for (unsigned i = 0; i < 16; i++)
+		req.argv[req.argc++] = s;
+	/* 16 * 4100 + 48 = 65648 > 65536 */
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.argc = 15;
+	size_t n = proto_encode_request(&req, enc, sizeof(enc));
+	assert_int_equal(n, 15 * (4 + PROTO_MAX_STR) + 48);
+	/* and filling the frame to the byte: 65536 exactly */
+	size_t rest = PROTO_MAX_PAYLOAD - n - 4;
+	static char t[PROTO_MAX_STR + 1];
+	memset(t, 't', rest);
+	req.argv[req.argc++] = t;
+	n = proto_encode_request(&req, enc, sizeof(enc));
+	assert_int_equal(n, PROTO_MAX_PAYLOAD);
+	assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), 0);
+	assert_int_equal(req2.argc, 16);
+	t[rest] = 't';
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+}
+
+/* ---- the frame reader ----------------------------------------------------- */
+
+struct frame {
+	uint16_t type;
+	uint32_t len;
+	size_t end;   /* stream offset just past it */
+	const uint8_t *payload;
+};
+
+static uint8_t stream[4 * PROTO_MAX_PAYLOAD];
+static size_t stream_len;
+static struct frame frames[16];
+static size_t nframes;
+
+static void add_frame(uint16_t type, const void *p, uint32_t len)
+{
+	proto_header(stream + stream_len, type, len);
+	if (len)
+		memcpy(stream + stream_len + PROTO_HDR_LEN, p, len);
+	frames[nframes].type = type;
+	frames[nframes].len = len;
+	frames[nframes].payload = stream + stream_len + PROTO_HDR_LEN;
+	stream_len += PROTO_HDR_LEN + len;
+	frames[nframes].end = stream_len;
+	nframes++;
+}
+
+/* A session's worth of frames, one of the largest size among them. */
+static void build_stream(void)
+{
+	stream_len = nframes = 0;
+	uint8_t buf[64];
+	size_t n = proto_encode_hello(buf, sizeof(buf), "vmrun-agent 0.1.0");
+	add_frame(PROTO_HELLO, buf, (uint32_t)n);
+	memset(&req, 0, sizeof(req));
+	req.argc = 3;
+	req.argv[0] = "sh";
+	req.argv[1] = "-c";
+	req.argv[2] = "cat";
+	n = proto_encode_request(&req, enc, sizeof(enc));
+	add_frame(PROTO_REQUEST, enc, (uint32_t)n);
+	add_frame(PROTO_STDIN, "abc", 3);
+	static uint8_t big[PROTO_MAX_PAYLOAD];
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 7 + (i >> 8));
+	add_frame(PROTO_STDIN, big, PROTO_MAX_PAYLOAD);
+	add_frame(PROTO_STDIN, NULL, 0);
+	add_frame(PROTO_STDOUT, "out", 3);
+	add_frame(PROTO_STDERR, big, 1);
+	struct proto_exit e = { .kind = PROTO_END_EXITED, .code = 3 };
+	proto_encode_exit(&e, buf);
+	add_frame(PROTO_EXIT, buf, PROTO_EXIT_LEN);
+	add_frame(PROTO_ERROR, "bye", 3);
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t next_rand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* Feed the stream in chunks of the sizes chunk() gives; every frame must
+ * come out exactly once, intact, as soon as its last byte is in (with
+ * chunks of one byte: at exactly that byte). */
+static void feed_stream(size_t (*chunk)(size_t room), bool exact)
+{
+	static struct proto_reader r;
+	proto_reader_init(&r);
+	size_t fed = 0, got = 0;
+	while (fed < stream_len || got < nframes) {
+		uint16_t type;
+		const uint8_t *p;
+		uint32_t len;
+		int rc;
+		while ((rc = proto_reader_next(&r, &type, &p, &len, err, sizeof(err))) == 1) {
+			assert_true(got < nframes);
+			assert_int_equal(type, frames[got].type);
+			assert_int_equal(len, frames[got].len);
+			if (len)
+				assert_memory_equal(p, frames[got].payload, len);
+			assert_true(fed >= frames[got].end);
+			if (exact)
+				assert_int_equal(fed, frames[got].end);
+			got++;
+		}
+		assert_int_equal(rc, 0);
+		if (fed == stream_len)
+			break;
+		/* nothing came out although a whole frame was in */
+		if (got < nframes)
+			assert_true(fed < frames[got].end);
+		size_t room;
+		uint8_t *dst = proto_reader_space(&r, &room);
+		assert_true(room > 0);
+		size_t n = chunk(room);
+		if (n > room)
+			n = room;
+		if (n > stream_len - fed)
+			n = stream_len - fed;
+		memcpy(dst, stream + fed, n);
+		proto_reader_fed(&r, n);
+		fed += n;
+	}
+	assert_int_equal(got, nframes);
+	assert_int_equal(fed, stream_len);
+}
+
+static size_t one_byte(size_t room) { (void)room; return 1; }
+static size_t all_room(size_t room) { return room; }
+static size_t random_chunk(size_t room) { return 1 + (size_t)(next_rand() % (next_rand() & 1 ? 16 : room)); }
+
+static void reader_byte_at_a_time(void **state)
+{
+	(void)state;
+	build_stream();
+	feed_stream(one_byte, true);
+}
+
+static void reader_many_frames_per_feed(void **state)
+{
+	(void)state;
+	build_stream();
+	feed_stream(all_room, false);
+	/* small frames all in one feed */
+	static struct proto_reader r;
+	proto_reader_init(&r);
+	size_t room;
+	uint8_t *dst = proto_reader_space(&r, &room);
+	assert_int_equal(room, PROTO_HDR_LEN + PROTO_MAX_PAYLOAD);
+	uint8_t hdr[PROTO_HDR_LEN];
+	size_t n = 0;
+	for (int i = 0; i < 5; i++) {
+		proto_header(hdr, PROTO_STDOUT, (uint32_t)i);
+		memcpy(dst + n, hdr, PROTO_HDR_LEN);
+		memset(dst + n + PROTO_HDR_LEN, 'a' + i, (size_t)i);
+		n += PROTO_HDR_LEN + (size_t)i;
+	}
+	proto_reader_fed(&r, n);
+	for (int i = 0; i < 5; i++) {
+		uint16_t type;
+		const uint8_t *p;
+		uint32_t len;
+		assert_int_equal(proto_reader_next(&r, &type, &p, &len, err, sizeof(err)), 1);
+		assert_int_equal(type, PROTO_STDOUT);
+		assert_int_equal(len, i);
+		for (int k = 0; k < i; k++)
+			assert_int_equal(p[k], 'a' + i);
+	}
+	uint16_t type;
+	const uint8_t *p;
+	uint32_t len;
+	assert_int_equal(proto_reader_next(&r, &type, &p, &len, err, sizeof(err)), 0);
+	assert_int_equal(proto_reader_next(&r, &type, &p, &len, err, sizeof(err)), 0);
+	/* all consumed: the whole buffer is free again */
+	proto_reader_space(&r, &room);
+	assert_int_equal(room, PROTO_HDR_LEN + PROTO_MAX_PAYLOAD);
+}
+
+static void reader_random_splits(void **state)
+{
+	(void)state;
+	build_stream();
+	for (int i = 0; i < 300; i++)
+		feed_stream(random_chunk, false);
+}
+
+/* Feed raw bytes at once, return what the first next() says. */
+static int reader_on(const uint8_t *bytes, size_t n)
+{
+	static struct proto_reader r;
+	proto_reader_init(&r);
+	size_t room;
+	uint8_t *dst = proto_reader_space(&r, &room);
+	memcpy(dst, bytes, n);
+	proto_reader_fed(&r, n);
+	uint16_t type;
+	const uint8_t *p;
+	uint32_t len;
+	memset(err, 0, sizeof(err));
+	return proto_reader_next(&r, &type, &p, &len, err, sizeof(err));
+}
+
+static void reader_hostile(void **state)
+{
+	(void)state;
+	uint8_t h[PROTO_HDR_LEN];
+	/* too long: refused from the header alone */
+	proto_header(h, PROTO_STDIN, PROTO_MAX_PAYLOAD + 1);
+	assert_int_equal(reader_on(h, sizeof(h)), -1);
+	assert_string_equal(err, "frame of 65537 bytes exceeds the 65536-byte maximum");
+	proto_header(h, PROTO_STDIN, UINT32_MAX);
+	assert_int_equal(reader_on(h, sizeof(h)), -1);
+	/* the maximum is fine: waits for the payload */
+	proto_header(h, PROTO_STDIN, PROTO_MAX_PAYLOAD);
+	assert_int_equal(reader_on(h, sizeof(h)), 0);
+	/* unknown types */
+	static const uint16_t bad[] = { 0, PROTO_ERROR + 1, 0x100, 0xffff };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		proto_header(h, bad[i], 0);
+		assert_int_equal(reader_on(h, sizeof(h)), -1);
+		char want[64];
+		snprintf(want, sizeof(want), "unknown frame type %u", bad[i]);
+		assert_string_equal(err, want);
+	}
+	for (uint16_t t = PROTO_HELLO; t <= PROTO_ERROR; t++) {
+		proto_header(h, t, 0);
+		assert_int_equal(reader_on(h, sizeof(h)), 1);
+	}
+	/* the reserved field must be zero */
+	for (int b = 6; b < 8; b++) {
+		proto_header(h, PROTO_STDIN, 0);
+		h[b] = 1;
+		assert_int_equal(reader_on(h, sizeof(h)), -1);
+	}
+	/* a partial header is just not there yet */
+	proto_header(h, 0xffff, UINT32_MAX);
+	for (size_t n = 0; n < PROTO_HDR_LEN; n++)
+		assert_int_equal(reader_on(h, n), 0);
+	/* a good frame before a bad header still comes out first */
+	static struct proto_reader r;
+	proto_reader_init(&r);
+	size_t room;
+	uint8_t *dst = proto_reader_space(&r, &room);
+	proto_header(dst, PROTO_STDOUT, 2);
+	memcpy(dst + 8, "ok", 2);
+	proto_header(dst + 10, 99, 0);
+	proto_reader_fed(&r, 18);
+	uint16_t type;
+	const uint8_t *p;
+	uint32_t len;
+	assert_int_equal(proto_reader_next(&r, &type, &p, &len, err, sizeof(err)), 1);
+	assert_int_equal(type, PROTO_STDOUT);
+	assert_memory_equal(p, "ok", 2);
+	assert_int_equal(proto_reader_next(&r, &type, &p, &len, err, sizeof(err)), -1);
+	assert_string_equal(err, "unknown frame type 99");
+}
+
+static void header_layout(void **state)
+{
+	(void)state;
+	uint8_t h[PROTO_HDR_LEN + 1];
+	memset(h, 0xee, sizeof(h));
+	proto_header(h, 0x0506, 0x01020304);
+	static const uint8_t want[] = { 4, 3, 2, 1, 6, 5, 0, 0, 0xee };
+	assert_memory_equal(h, want, sizeof(want));
+}
+
+/* ---- proto_send ----------------------------------------------------------- */
+
+struct drain {
+	int fd;
+	uint8_t *buf;
+	size_t len, cap;
+	size_t chunk;
+	bool slow;
+};
+
+static void *drain_thread(void *arg)
+{
+	struct drain *d = arg;
+	for (;;) {
+		size_t n = d->cap - d->len < d->chunk ? d->cap - d->len : d->chunk;
+		ssize_t k = read(d->fd, d->buf + d->len, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		d->len += (size_t)k;
+		if (d->slow)
+			usleep(50);
+	}
+	return NULL;
+}
+
+static volatile sig_atomic_t ticks;
+static void on_alarm(int sig)
+{
+	(void)sig;
+	ticks++;
+}
+
+static void send_over_socketpair(void **state)
+{
+	(void)state;
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	static uint8_t got[2 * PROTO_MAX_PAYLOAD];
+	struct drain d = { .fd = sv[1], .buf = got, .cap = sizeof(got), .chunk = 1000 };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, drain_thread, &d), 0);
+
+	static uint8_t big[PROTO_MAX_PAYLOAD];
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i ^ (i >> 9));
+	assert_int_equal(proto_send(sv[0], PROTO_STDOUT, "hi", 2), 0);
+	assert_int_equal(proto_send(sv[0], PROTO_STDIN, NULL, 0), 0);
+	assert_int_equal(proto_send(sv[0], PROTO_STDERR, big, PROTO_MAX_PAYLOAD), 0);
+	/* too long: refused, nothing written */
+	errno = 0;
+	assert_int_equal(proto_send(sv[0], PROTO_STDERR, big, PROTO_MAX_PAYLOAD + 1), -1);
+	assert_int_equal(errno, EMSGSIZE);
+	assert_int_equal(proto_send(sv[0], PROTO_ERROR, "end", 3), 0);
+	close(sv[0]);
+	pthread_join(t, NULL);
+	close(sv[1]);
+
+	size_t want = 10 + 8 + 8 + PROTO_MAX_PAYLOAD + 11;
+	assert_int_equal(d.len, want);
+	static const uint8_t h1[] = { 2, 0, 0, 0, PROTO_STDOUT, 0, 0, 0, 'h', 'i', 0, 0, 0, 0, PROTO_STDIN, 0, 0, 0,
+				      0, 0, 1, 0, PROTO_STDERR, 0, 0, 0 };
+	assert_memory_equal(got, h1, sizeof(h1));
+	assert_memory_equal(got + 26, big, PROTO_MAX_PAYLOAD);
+	static const uint8_t tail[] = { 3, 0, 0, 0, PROTO_ERROR, 0, 0, 0, 'e', 'n', 'd' };
+	assert_memory_equal(got + 26 + PROTO_MAX_PAYLOAD, tail, sizeof(tail));
+
+	/* what was sent parses back */
+	static struct proto_reader r;
+	proto_reader_init(&r);
+	size_t room;
+	uint8_t *dst = proto_reader_space(&r, &room);
+	memcpy(dst, got, 26);
+	proto_reader_fed(&r, 26);
+	uint16_t type;
+	const uint8_t *p;
+	uint32_t len;
+	assert_int_equal(proto_reader_next(&r, &type, &p, &len, err, sizeof(err)), 1);
+	assert_int_equal(type, PROTO_STDOUT);
+	assert_int_equal(proto_reader_next(&r, &type, &p, &len, err, sizeof(err)), 1);
+	assert_int_equal(type, PROTO_STDIN);
+	assert_int_equal(len, 0);
+	assert_int_equal(proto_reader_next(&r, &type, &p, &len, err, sizeof(err)), 0);
+
+	/* writev cut short: a signal (no SA_RESTART) interrupting a blocked
+	 * write returns what was written so far, or EINTR; proto_send must go
+	 * on from exactly there. A small buffer and a slow reader make the
+	 * writes block. */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	int small = 4096;
+	setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	static uint8_t many[8 * (PROTO_HDR_LEN + PROTO_MAX_PAYLOAD)];
+	struct drain d2 = { .fd = sv[1], .buf = many, .cap = sizeof(many), .chunk = 777, .slow = true };
+	struct sigaction sa = { .sa_handler = on_alarm }, old;
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(SIGALRM, &sa, &old), 0);
+	sigset_t alrm, prev;
+	sigemptyset(&alrm);
+	sigaddset(&alrm, SIGALRM);
+	pthread_sigmask(SIG_BLOCK, &alrm, &prev);
+	assert_int_equal(pthread_create(&t, NULL, drain_thread, &d2), 0);   /* blocks SIGALRM */
+	pthread_sigmask(SIG_SETMASK, &prev, NULL);
+	struct itimerval it = { { 0, 300 }, { 0, 300 } }, off = { { 0, 0 }, { 0, 0 } };
+	ticks = 0;
+	setitimer(ITIMER_REAL, &it, NULL);
+	for (int i = 0; i < 8; i++) {
+		big[0] = (uint8_t)i;
+		assert_int_equal(proto_send(sv[0], PROTO_STDOUT, big, PROTO_MAX_PAYLOAD - (uint32_t)i), 0);
+	}
+	setitimer(ITIMER_REAL, &off, NULL);
+	sigaction(SIGALRM, &old, NULL);
+	close(sv[0]);
+	pthread_join(t, NULL);
+	close(sv[1]);
+	assert_true(ticks > 0);
+	size_t at = 0;
+	for (int i = 0; i < 8; i++) {
+		uint8_t h[PROTO_HDR_LEN];
+		proto_header(h, PROTO_STDOUT, PROTO_MAX_PAYLOAD - (uint32_t)i);
+		assert_true(at + PROTO_HDR_LEN + PROTO_MAX_PAYLOAD - (size_t)i <= d2.len);
+		assert_memory_equal(many + at, h, PROTO_HDR_LEN);
+		assert_int_equal(many[at + PROTO_HDR_LEN], i);
+		assert_memory_equal(many + at + PROTO_HDR_LEN + 1, big + 1, PROTO_MAX_PAYLOAD - 1 - (size_t)i);
+		at += PROTO_HDR_LEN + PROTO_MAX_PAYLOAD - (size_t)i;
+	}
+	assert_int_equal(d2.len, at);
+
+	/* the peer gone: -1, EPIPE (SIGPIPE is ignored, as the agent does) */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	close(sv[1]);
+	errno = 0;
+	assert_int_equal(proto_send(sv[0], PROTO_STDOUT, "x", 1), -1);
+	assert_int_equal(errno, EPIPE);
+	close(sv[0]);
+	/* a bad fd */
+	assert_int_equal(proto_send(-1, PROTO_STDOUT, "x", 1), -1);
+	assert_int_equal(errno, EBADF);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(hello_round_trip, setup),
+		cmocka_unit_test_setup(hello_refused, setup),
+		cmocka_unit_test_setup(exit_round_trip, setup),
+		cmocka_unit_test_setup(exit_refused, setup),
+		cmocka_unit_test_setup(request_exact_bytes, setup),
+		cmocka_unit_test_setup(request_round_trip, setup),
+		cmocka_unit_test_setup(request_any_order, setup),
+		cmocka_unit_test_setup(request_truncated_and_overrun, setup),
+		cmocka_unit_test_setup(request_bad_strings, setup),
+		cmocka_unit_test_setup(request_counts, setup),
+		cmocka_unit_test_setup(request_limits, setup),
+		cmocka_unit_test_setup(request_unknown_tag, setup),
+		cmocka_unit_test_setup(request_no_program, setup),
+		cmocka_unit_test_setup(request_bad_env, setup),
+		cmocka_unit_test_setup(request_relative_allow, setup),
+		cmocka_unit_test_setup(encode_refusals, setup),
+		cmocka_unit_test_setup(encode_refuses_empty_program, setup),
+		cmocka_unit_test_setup(encode_fit, setup),
+		cmocka_unit_test_setup(header_layout, setup),
+		cmocka_unit_test_setup(reader_byte_at_a_time, setup),
+		cmocka_unit_test_setup(reader_many_frames_per_feed, setup),
+		cmocka_unit_test_setup(reader_random_splits, setup),
+		cmocka_unit_test_setup(reader_hostile, setup),
+		cmocka_unit_test_setup(send_over_socketpair, setup),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
