@@ -74,7 +74,7 @@ mkdir -p "$tmp/ws/sub"
 echo data >"$tmp/ws/sub/in.txt"
 v "artifacts" 0 --json -w "$tmp/ws" -a "$tmp/art" -- sh -c '
 	cat sub/in.txt > artifacts/copy.txt && mkdir artifacts/d && echo x > artifacts/d/x &&
-	ln -s /etc/passwd artifacts/link && mkfifo artifacts/fifo && truncate -s 10G artifacts/sparse &&
+	ln -s /etc/passwd artifacts/link && mkfifo artifacts/fifo && truncate -s 500M artifacts/sparse &&
 	id -u > artifacts/uid && chmod 4755 artifacts/uid' &&
 	[ "$(cat "$tmp/art/copy.txt")" = data ] && [ "$(cat "$tmp/art/d/x")" = x ] && [ ! -e "$tmp/art/link" ] &&
 	[ ! -e "$tmp/art/fifo" ] && [ ! -e "$tmp/art/sparse" ] && [ "$(stat -c %a "$tmp/art/uid")" = 755 ] &&
