@@ -37,7 +37,7 @@ PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
 .PHONY: all deps guest kernel rootfs unit payloads payload-test vm-test check demo \
-	bench-vmm bench-boot bench-virtio clean fuzz fuzz-smoke
+	bench-vmm bench-boot bench-virtio bench-vmrun bench-workspace clean fuzz fuzz-smoke
 
 all: $(BUILD)/bin/vmm $(BUILD)/bin/vmrun
 
@@ -145,6 +145,19 @@ $(BUILD)/tests/bench_vmm: tests/bench/bench_vmm.c
 # vsock guest->host throughput and blk sequential read, printed not asserted.
 bench-virtio: all guest $(VM_TEST_BINS)
 	@./scripts/on-kvm-host.sh bench-virtio tests/vm/virtio.sh --bench
+
+# `vmrun -- true` end to end, phases from its JSON (target: <= 80 ms on a
+# hardware KVM host).
+bench-vmrun: all guest
+	@./scripts/on-kvm-host.sh bench-vmrun tests/bench/vmrun_true.sh
+
+# The workspace image: 64 MiB with 100 files (target <= 10 ms).
+$(BUILD)/tests/bench_workspace: tests/bench/bench_workspace.c host/workspace.c host/workspace.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 -Ihost tests/bench/bench_workspace.c host/workspace.c -lext2fs -lcom_err -o $@
+
+bench-workspace: $(BUILD)/tests/bench_workspace
+	@$(BUILD)/tests/bench_workspace $${TMPDIR:-/tmp}
 
 bench-vmm: all payloads $(BENCH_BINS)
 	@$(BUILD)/tests/bench_vmm $(BUILD)/bin/vmm $(BUILD)/payloads/reset.elf

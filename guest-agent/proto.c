@@ -146,7 +146,7 @@ static size_t put_field(uint8_t *buf, size_t cap, size_t at, uint16_t tag, const
 	return at + 4 + n;
 }
 
-static bool valid_env(const char *s, size_t n)
+bool proto_valid_env(const char *s, size_t n)
 {
 	const char *eq = memchr(s, '=', n);
 	if (!eq || eq == s)
@@ -171,7 +171,7 @@ size_t proto_encode_request(const struct proto_request *r, uint8_t *buf, size_t 
 			return 0;
 	for (unsigned i = 0; i < r->envc; i++) {
 		size_t n = strlen(r->env[i]);
-		if (!valid_env(r->env[i], n) || !(at = put_field(buf, cap, at, PROTO_T_ENV, r->env[i], n)))
+		if (!proto_valid_env(r->env[i], n) || !(at = put_field(buf, cap, at, PROTO_T_ENV, r->env[i], n)))
 			return 0;
 	}
 	for (unsigned i = 0; i < r->nallow; i++)
@@ -227,7 +227,7 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 		if (tag == PROTO_T_ARG) {
 			r->argv[r->argc++] = s;
 		} else if (tag == PROTO_T_ENV) {
-			if (!valid_env(s, n))
+			if (!proto_valid_env(s, n))
 				return fail(err, errlen, "environment grant %u is not NAME=VALUE", r->envc);
 			r->env[r->envc++] = s;
 		} else {

@@ -132,6 +132,9 @@ size_t proto_encode_hello(uint8_t *buf, size_t cap, const char *name);
  * reason in err. */
 int proto_decode_hello(const uint8_t *p, uint32_t len, uint32_t *version, char *err, size_t errlen);
 
+/* Whether s (n bytes) is "NAME=VALUE" with NAME a valid variable name. */
+bool proto_valid_env(const char *s, size_t n);
+
 /* Encode r (argv, env, allow and the limits) into buf. Returns the payload
  * length, or 0 when r breaks a limit or does not fit cap. */
 size_t proto_encode_request(const struct proto_request *r, uint8_t *buf, size_t cap);

@@ -57,14 +57,8 @@ static int number(const char *opt, const char *s, uint64_t min, uint64_t max, ui
 
 static bool valid_grant(const char *s)
 {
-	const char *eq = strchr(s, '=');
-	if (!eq || eq == s)
-		return false;
-	for (const char *c = s; c < eq; c++)
-		if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || *c == '_' ||
-		      (c > s && *c >= '0' && *c <= '9')))
-			return false;
-	return strlen(s) <= PROTO_MAX_STR;
+	size_t n = strlen(s);
+	return n <= PROTO_MAX_STR && proto_valid_env(s, n);
 }
 
 enum { O_DISK = 256, O_MAX_OUTPUT, O_POLICY, O_JSON, O_KERNEL, O_ROOTFS, O_HELP, O_VERSION };

@@ -153,7 +153,8 @@ bool vq_has_avail(struct virtq *q)
 	return ld16(q->avail + 2) != q->last_avail;
 }
 
-size_t iov_read(const struct iovec *iov, unsigned n, size_t offset, void *dst, size_t len)
+/* Copy between a flat buffer and the iovecs, from offset within them. */
+static size_t iov_copy(const struct iovec *iov, unsigned n, size_t offset, uint8_t *buf, size_t len, bool to_iov)
 {
 	size_t done = 0;
 	for (unsigned i = 0; i < n && done < len; i++) {
@@ -164,29 +165,23 @@ size_t iov_read(const struct iovec *iov, unsigned n, size_t offset, void *dst, s
 		size_t k = iov[i].iov_len - offset;
 		if (k > len - done)
 			k = len - done;
-		memcpy((uint8_t *)dst + done, (uint8_t *)iov[i].iov_base + offset, k);
+		uint8_t *seg = (uint8_t *)iov[i].iov_base + offset;
+		memcpy(to_iov ? seg : buf + done, to_iov ? buf + done : seg, k);
 		done += k;
 		offset = 0;
 	}
 	return done;
 }
 
+size_t iov_read(const struct iovec *iov, unsigned n, size_t offset, void *dst, size_t len)
+{
+	return iov_copy(iov, n, offset, dst, len, false);
+}
+
 size_t iov_write(const struct iovec *iov, unsigned n, size_t offset, const void *src, size_t len)
 {
-	size_t done = 0;
-	for (unsigned i = 0; i < n && done < len; i++) {
-		if (offset >= iov[i].iov_len) {
-			offset -= iov[i].iov_len;
-			continue;
-		}
-		size_t k = iov[i].iov_len - offset;
-		if (k > len - done)
-			k = len - done;
-		memcpy((uint8_t *)iov[i].iov_base + offset, (const uint8_t *)src + done, k);
-		done += k;
-		offset = 0;
-	}
-	return done;
+	/* The buffer is only read in this direction. */
+	return iov_copy(iov, n, offset, (uint8_t *)src, len, true);
 }
 
 unsigned iov_slice(const struct iovec *iov, unsigned n, size_t offset, size_t len, struct iovec *out,

@@ -1,7 +1,7 @@
 /* Workspace image creation time: a 64 MiB image with 100 small files
  * (a few hundred bytes to a few KiB, like a code-execution job's sources),
  * made 20 times; prints the median, min and max. Target: median <= 10 ms
- * (../shared/DESIGN.md). Built by hand, no Makefile rule:
+ * (../shared/DESIGN.md). Built and run by `make bench-workspace`, or:
  *   gcc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -Ihost \
  *       tests/bench/bench_workspace.c host/workspace.c -lext2fs -lcom_err \
  *       -o build/tests/bench_workspace
