@@ -67,9 +67,22 @@ $(BUILD)/bin/vmrun: $(HOST_SRCS:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(HOST_LIBS) -o $@
 
+# Static: vmrun execs it inside an empty pivot_root jail, with no dynamic
+# loader or libraries there. libseccomp builds its per-thread filters.
 $(BUILD)/bin/vmm: $(VMM_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -pthread $^ -o $@
+	$(CC) $(CFLAGS) -static -pthread $^ -lseccomp -o $@
+
+# The same vmm with VMM_TEST_HOOKS: its vCPU 0 makes one call its seccomp
+# filter forbids, so tests can see the filter kill it (SIGSYS). Only this
+# test binary has the hook; no build has a way to turn the filters off.
+$(BUILD)/hooks/%.o: %.c $(wildcard vmm/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -DVMM_TEST_HOOKS -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+
+$(BUILD)/tests/vmm-forbidden: $(VMM_SRCS:%.c=$(BUILD)/hooks/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -static -pthread $^ -lseccomp -o $@
 
 # ---- guest images ----------------------------------------------------------
 guest: kernel rootfs
@@ -101,12 +114,14 @@ $(BUILD)/payloads/%.elf: tests/payloads/%.S tests/payloads/payload.ld
 payloads: $(PAYLOADS)
 
 # Self-checking payloads run on the local /dev/kvm whatever it is.
-payload-test: all payloads
+payload-test: all payloads $(BUILD)/tests/vmm-forbidden
 	@./tests/payloads/run.sh
 
 # Test programs for Linux guests: vtest runs inside the guest (static, musl),
-# vsock_host is its host-side peer.
-VM_TEST_BINS := $(BUILD)/tests/vtest $(BUILD)/tests/vsock_host $(BUILD)/tests/agent_client
+# vsock_host is its host-side peer; vmm-forbidden is vmm with its seccomp test
+# hook (below).
+VM_TEST_BINS := $(BUILD)/tests/vtest $(BUILD)/tests/vsock_host $(BUILD)/tests/agent_client \
+	$(BUILD)/tests/vmm-forbidden
 
 $(BUILD)/tests/vtest: tests/guest/vtest.c
 	@mkdir -p $(dir $@)
@@ -127,6 +142,7 @@ vm-test: all payloads guest $(VM_TEST_BINS)
 	@./scripts/on-kvm-host.sh "virtio tests" tests/vm/virtio.sh
 	@./scripts/on-kvm-host.sh "agent tests" tests/vm/agent.sh
 	@./scripts/on-kvm-host.sh "e2e tests" tests/e2e/run.sh
+	@./scripts/on-kvm-host.sh "jail tests" tests/e2e/jail.sh
 
 check:
 	@./scripts/deps.sh

@@ -24,6 +24,7 @@
 
 #include "artifacts.h"
 #include "cli.h"
+#include "jail.h"
 #include "policy.h"
 #include "result.h"
 #include "session.h"
@@ -49,8 +50,9 @@ static void on_signal(int sig)
 
 struct paths {
 	char dir[PATH_MAX];         /* the run directory */
-	char image[PATH_MAX + 32], uds[PATH_MAX + 32], agent_sock[PATH_MAX + 32];
-	char console[PATH_MAX + 32], vmm_err[PATH_MAX + 32];
+	char sock_dir[PATH_MAX + 32];   /* becomes /run in the jail */
+	char image[PATH_MAX + 64], uds[PATH_MAX + 64], agent_sock[PATH_MAX + 64];
+	char console[PATH_MAX + 64], vmm_err[PATH_MAX + 64];
 	char vmm[PATH_MAX], kernel[PATH_MAX], rootfs[PATH_MAX], manifest[PATH_MAX];
 };
 
@@ -139,9 +141,14 @@ static int make_run_dir(struct paths *p, const char *run_id, char *err, size_t e
 		return -1;
 	}
 	snprintf(p->image, sizeof(p->image), "%s/workspace.ext4", p->dir);
-	snprintf(p->uds, sizeof(p->uds), "%s/v.sock", p->dir);
-	snprintf(p->agent_sock, sizeof(p->agent_sock), "%s/v.sock_%u", p->dir, PROTO_VSOCK_PORT);
-	snprintf(p->console, sizeof(p->console), "%s/console", p->dir);
+	snprintf(p->sock_dir, sizeof(p->sock_dir), "%s/sock", p->dir);
+	snprintf(p->uds, sizeof(p->uds), "%s/v.sock", p->sock_dir);
+	snprintf(p->agent_sock, sizeof(p->agent_sock), "%s/v.sock_%u", p->sock_dir, PROTO_VSOCK_PORT);
+	snprintf(p->console, sizeof(p->console), "%s/console", p->sock_dir);
+	if (mkdir(p->sock_dir, 0700) < 0) {
+		snprintf(err, errlen, "%.300s: %s", p->sock_dir, strerror(errno));
+		return -1;
+	}
 	snprintf(p->vmm_err, sizeof(p->vmm_err), "%s/vmm.err", p->dir);
 	if (strlen(p->agent_sock) >= sizeof(((struct sockaddr_un *)0)->sun_path) - 1) {
 		snprintf(err, errlen, "run directory path %.300s is too long for a Unix socket", p->dir);
@@ -158,15 +165,18 @@ static void remove_run_dir(const struct paths *p)
 	const char *files[] = { p->image, p->uds, p->agent_sock, p->console, p->vmm_err };
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 		unlink(files[i]);
+	rmdir(p->sock_dir);
 	rmdir(p->dir);
 }
 
-static int listen_agent(const struct paths *p, char *err, size_t errlen)
+/* The agent's socket, connectable by the jailed vmm's uid. */
+static int listen_agent(const struct paths *p, const struct jail *j, char *err, size_t errlen)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	memcpy(a.sun_path, p->agent_sock, strlen(p->agent_sock) + 1);   /* length checked in make_run_dir */
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 1) < 0) {
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 1) < 0 ||
+	    chown(p->agent_sock, j->uid, j->gid) < 0) {
 		snprintf(err, errlen, "agent socket %s: %s", p->agent_sock, strerror(errno));
 		if (fd >= 0)
 			close(fd);
@@ -175,41 +185,23 @@ static int listen_agent(const struct paths *p, char *err, size_t errlen)
 	return fd;
 }
 
-static pid_t spawn_vmm(const struct vmrun_opts *o, const struct paths *p, char *err, size_t errlen)
+/* What the jail needs to know, with vmm's arguments as seen inside. */
+static void jail_spec_for(const struct vmrun_opts *o, const struct policy *pol, const struct paths *p,
+			  const char *run_id, int errfd, struct jail_spec *s)
 {
-	char mem[24], cpus[24], root_disk[PATH_MAX + 8];
+	static char mem[24], cpus[24];
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)o->memory_mib);
 	snprintf(cpus, sizeof(cpus), "%llu", (unsigned long long)o->cpus);
-	snprintf(root_disk, sizeof(root_disk), "%s,ro", p->rootfs);
-	char *argv[] = { "vmm", "--kernel", (char *)p->kernel, "--memory", mem, "--cpus", cpus, "--disk", root_disk,
-			 "--disk", (char *)p->image, "--vsock-uds", (char *)p->uds, "--console", (char *)p->console,
-			 "--console-limit", CONSOLE_LIMIT, "--cmdline", "root=/dev/vda ro init=/init", NULL };
-	int errfd = open(p->vmm_err, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (errfd < 0) {
-		snprintf(err, errlen, "%.300s: %s", p->vmm_err, strerror(errno));
-		return -1;
-	}
-	pid_t pid = fork();
-	if (pid == 0) {
-		/* Its own process group: a terminal's Ctrl-C reaches vmrun,
-		 * which decides; and no environment of ours reaches it. */
-		setpgid(0, 0);
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-		dup2(null, 0);
-		dup2(null, 1);
-		dup2(errfd, 2);
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		char *envp[] = { NULL };
-		execve(p->vmm, argv, envp);
-		dprintf(2, "vmm: exec %s: %s\n", p->vmm, strerror(errno));
-		_exit(1);
-	}
-	close(errfd);
-	if (pid < 0)
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-	return pid;
+	static char *argv[] = { "vmm", "--kvm-fd", "3", "--kernel", JAIL_KERNEL, "--memory", mem, "--cpus", cpus,
+				"--disk", JAIL_ROOTFS ",ro", "--disk", JAIL_IMAGE, "--vsock-uds", JAIL_RUN "/v.sock",
+				"--console", JAIL_RUN "/console", "--console-limit", CONSOLE_LIMIT,
+				"--cmdline", "root=/dev/vda ro init=/init", NULL };
+	*s = (struct jail_spec){
+		.run_dir = p->dir, .vmm = p->vmm, .kernel = p->kernel, .rootfs = p->rootfs, .image = p->image,
+		.sock_dir = p->sock_dir, .run_id = run_id, .memory_mib = o->memory_mib, .cpus = o->cpus,
+		.disk_mib = o->disk_mib, .cpu_quota_pct = (unsigned)pol->cpu_quota_pct, .stderr_fd = errfd,
+		.argv = argv,
+	};
 }
 
 /* The last line vmm wrote to stderr, for the message. */
@@ -221,28 +213,43 @@ static void vmm_reason(const struct paths *p, char *buf, size_t len)
 		return;
 	char line[512];
 	while (fgets(line, sizeof(line), f))
-		if (line[0] != '\n')
+		if (line[0] != '\n' && strncmp(line, JAIL_READY_PREFIX, strlen(JAIL_READY_PREFIX)))
 			snprintf(buf, len, "%.*s", (int)strcspn(line, "\n"), line);
 	fclose(f);
 }
 
-/* Wait for vmm until deadline_ms, then kill it. Returns its wait status. */
-static int reap_vmm(pid_t pid, int64_t deadline_ms, bool *killed)
+/* Wait for vmm until deadline_ms, then kill its whole cgroup. Returns its
+ * wait status. */
+static int reap_vmm(struct jail *j, int64_t deadline_ms, bool *killed)
 {
 	int st = 0;
 	*killed = false;
 	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-		if (r == pid || (r < 0 && errno != EINTR))
+		pid_t r = waitpid(j->pid, &st, WNOHANG);
+		if (r == j->pid || (r < 0 && errno != EINTR))
 			return st;
 		if (session_now_ms() >= deadline_ms) {
-			kill(pid, SIGKILL);
+			jail_kill(j);
 			*killed = true;
-			waitpid(pid, &st, 0);
+			waitpid(j->pid, &st, 0);
 			return st;
 		}
 		usleep(2000);
 	}
+}
+
+/* How long the jail took from clone to exec (its line in vmm.err), or -1. */
+static long jail_ready_us(const struct paths *p)
+{
+	FILE *f = fopen(p->vmm_err, "re");
+	long us = -1;
+	char line[512];
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, JAIL_READY_PREFIX, strlen(JAIL_READY_PREFIX)))
+			us = atol(line + strlen(JAIL_READY_PREFIX));
+	if (f)
+		fclose(f);
+	return us;
 }
 
 static void print_console(const struct paths *p)
@@ -298,19 +305,27 @@ static void fill_request(struct proto_request *req, const struct vmrun_opts *o, 
 	req->fsize = pol->fsize;
 }
 
-/* From vmm's start to its exit. */
-static void run_vm(const struct vmrun_opts *o, const struct policy *pol, const struct paths *p, int listen_fd,
-		   int stdin_fd, struct run_result *r)
+/* From vmm's start in its jail to its exit. */
+static void run_vm(const struct vmrun_opts *o, const struct policy *pol, const struct paths *p, struct jail *j,
+		   int listen_fd, int stdin_fd, struct run_result *r)
 {
 	char err[512];
 	int64_t start = session_now_ms();
 	int64_t deadline = start + (int64_t)(o->timeout_s * 1000.0);
-	pid_t pid = spawn_vmm(o, p, err, sizeof(err));
-	if (pid < 0) {
+	int errfd = open(p->vmm_err, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	struct jail_spec js;
+	jail_spec_for(o, pol, p, r->run_id, errfd, &js);
+	if (errfd < 0 || jail_start(&js, j, err, sizeof(err))) {
+		if (errfd < 0)
+			snprintf(err, sizeof(err), "%.300s: %s", p->vmm_err, strerror(errno));
+		else
+			close(errfd);
 		r->term = TERM_ERROR;
 		message(r, "%s", err);
 		return;
 	}
+	close(errfd);
+	pid_t pid = j->pid;
 	g_vmm_pid = pid;
 	if (g_signal)
 		kill(pid, SIGKILL);
@@ -337,7 +352,7 @@ static void run_vm(const struct vmrun_opts *o, const struct policy *pol, const s
 	r->run = sr.hello_ms ? (exit_at ? exit_at : session_now_ms()) - sr.hello_ms : 0;
 	int64_t teardown_from = session_now_ms();
 	bool killed;
-	int vst = reap_vmm(pid, st == SESSION_DONE ? teardown_from + TEARDOWN_GRACE_MS : teardown_from, &killed);
+	int vst = reap_vmm(j, st == SESSION_DONE ? teardown_from + TEARDOWN_GRACE_MS : teardown_from, &killed);
 	g_vmm_pid = 0;
 	r->teardown = session_now_ms() - teardown_from;
 	char why[400];
@@ -373,7 +388,8 @@ static void run_vm(const struct vmrun_opts *o, const struct policy *pol, const s
 			snprintf(r->message + strlen(r->message), sizeof(r->message) - strlen(r->message),
 				 "%sthe VM did not reset after the run and was killed", r->message[0] ? "; " : "");
 	}
-	verbose(o, "agent \"%s\", boot %lld ms, run %lld ms, teardown %lld ms, vmm status %d", sr.agent,
+	verbose(o, "jail (uid %u, cgroup v%d) ready in %ld us; agent \"%s\", boot %lld ms, run %lld ms, "
+		"teardown %lld ms, vmm status %d", j->uid, j->cgroup_version, jail_ready_us(p), sr.agent,
 		(long long)r->boot, (long long)r->run, (long long)r->teardown, vst);
 }
 
@@ -450,9 +466,15 @@ int main(int argc, char **argv)
 
 	/* prepare */
 	struct workspace_stats ws;
+	static struct jail jail;
+	struct jail_spec js;
 	if (make_run_dir(&p, r.run_id, err, sizeof(err)) ||
-	    workspace_create(p.image, o.disk_mib, o.workspace, SANDBOX_UID, SANDBOX_GID, &ws, err, sizeof(err)) ||
-	    (listen_fd = listen_agent(&p, err, sizeof(err))) < 0) {
+	    workspace_create(p.image, o.disk_mib, o.workspace, SANDBOX_UID, SANDBOX_GID, &ws, err, sizeof(err))) {
+		message(&r, "%s", err);
+		goto cleanup;
+	}
+	jail_spec_for(&o, &pol, &p, r.run_id, -1, &js);
+	if (jail_prepare(&js, &jail, err, sizeof(err)) || (listen_fd = listen_agent(&p, &jail, err, sizeof(err))) < 0) {
 		message(&r, "%s", err);
 		goto cleanup;
 	}
@@ -461,7 +483,7 @@ int main(int argc, char **argv)
 		(unsigned long long)ws.files, (unsigned long long)ws.dirs, (unsigned long long)ws.bytes);
 
 	/* run */
-	run_vm(&o, &pol, &p, listen_fd, stdin_fd, &r);
+	run_vm(&o, &pol, &p, &jail, listen_fd, stdin_fd, &r);
 	close(listen_fd);
 	listen_fd = -1;
 	if (o.verbose)
@@ -485,6 +507,7 @@ int main(int argc, char **argv)
 cleanup:
 	if (listen_fd >= 0)
 		close(listen_fd);
+	jail_cleanup(&jail);
 	remove_run_dir(&p);
 report:
 	if (stdin_fd >= 0)

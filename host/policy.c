@@ -67,6 +67,7 @@ static int apply(struct policy *p, const char *key, const char *val, bool *own_a
 		{ "artifacts_max_bytes", &p->artifacts_max_bytes, UINT64_MAX },
 		{ "artifacts_max_files", &p->artifacts_max_files, 1u << 20 },
 		{ "artifacts_max_depth", &p->artifacts_max_depth, 256 },
+		{ "cpu_quota", &p->cpu_quota_pct, 3200 },
 	};
 	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
 		if (strcmp(key, nums[i].key))

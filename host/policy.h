@@ -16,6 +16,7 @@
  *   artifacts_max_bytes 67108864
  *   artifacts_max_files 1000
  *   artifacts_max_depth 16
+ *   cpu_quota 150                 vmm's CPU time in % of one CPU (none by default)
  *
  * Requests beyond a ceiling are refused before any VM starts. */
 #ifndef VMRUN_POLICY_H
@@ -37,6 +38,7 @@ struct policy {
 	uint64_t max_timeout_s, max_memory_mib, max_cpus, max_disk_mib, max_output;
 	uint64_t nproc, nofile, fsize;
 	uint64_t artifacts_max_bytes, artifacts_max_files, artifacts_max_depth;
+	uint64_t cpu_quota_pct;              /* vmm's CPU quota in % of one CPU; 0: none */
 };
 
 /* Load the built-in policy with the manifest file (one absolute path per

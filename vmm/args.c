@@ -16,7 +16,8 @@
 static const char usage[] =
 	"usage: vmm --kernel FILE [--cmdline STR] [--no-default-cmdline] [--memory MIB]\n"
 	"           [--cpus N] [--console stdout|FILE|none] [--console-limit BYTES]\n"
-	"           [--disk FILE[,ro]]... [--vsock-uds PATH] [--accept-emulated-kvm] [--stats]\n"
+	"           [--disk FILE[,ro]]... [--vsock-uds PATH] [--kvm-fd N] [--accept-emulated-kvm]\n"
+	"           [--stats]\n"
 	"Boots one microVM on /dev/kvm and exits when the guest resets or powers off.\n"
 	"  --kernel FILE          ELF vmlinux or bzImage (x86_64, 64-bit boot protocol)\n"
 	"  --cmdline STR          appended to the default kernel command line:\n"
@@ -29,6 +30,8 @@ static const char usage[] =
 	"  --vsock-uds PATH       virtio-vsock (guest CID 3) with Firecracker's host side:\n"
 	"                         guest connections to port P go to PATH_P; host\n"
 	"                         connections to PATH send \"CONNECT P\\n\"\n"
+	"  --kvm-fd N             use this already open /dev/kvm descriptor (vmrun's jail\n"
+	"                         opens it before dropping privileges)\n"
 	"  --console DEST         guest serial console: stdout (default), a file, or none\n"
 	"  --console-limit BYTES  keep at most this much console output (default 1048576)\n"
 	"  --accept-emulated-kvm  run even where KVM emulates guest kernel code (PVM hosts;\n"
@@ -73,7 +76,7 @@ static int parse_disk(const char *arg, struct vmm_config *cfg)
 	return 0;
 }
 
-enum { OPT_CONSOLE_LIMIT = 256, OPT_DISK, OPT_VSOCK_UDS, OPT_NO_DEFAULT_CMDLINE, OPT_ACCEPT_EMULATED, OPT_STATS, OPT_VERSION };
+enum { OPT_CONSOLE_LIMIT = 256, OPT_DISK, OPT_VSOCK_UDS, OPT_KVM_FD, OPT_NO_DEFAULT_CMDLINE, OPT_ACCEPT_EMULATED, OPT_STATS, OPT_VERSION };
 
 int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 {
@@ -89,6 +92,7 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 		{ "stats", no_argument, NULL, OPT_STATS },
 		{ "disk", required_argument, NULL, OPT_DISK },
 		{ "vsock-uds", required_argument, NULL, OPT_VSOCK_UDS },
+		{ "kvm-fd", required_argument, NULL, OPT_KVM_FD },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -98,6 +102,7 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 		.cpus = 1,
 		.console = "stdout",
 		.console_limit = VMM_DEFAULT_CONSOLE_LIMIT,
+		.kvm_fd = -1,
 	};
 	uint64_t n;
 	int c;
@@ -142,6 +147,13 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 		case OPT_DISK:
 			if (parse_disk(optarg, cfg))
 				return -1;
+			break;
+		case OPT_KVM_FD:
+			if (parse_u64(optarg, 3, 65535, &n)) {
+				vmm_err("--kvm-fd: '%s' is not a descriptor number from 3 to 65535", optarg);
+				return -1;
+			}
+			cfg->kvm_fd = (int)n;
 			break;
 		case OPT_VSOCK_UDS:
 			if (!*optarg) {

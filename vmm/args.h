@@ -33,6 +33,7 @@ struct vmm_config {
 	struct vmm_disk disks[VMM_MAX_DISKS];   /* vda, vdb, ... in order */
 	unsigned ndisks;
 	const char *vsock_uds;       /* NULL: no vsock device */
+	int kvm_fd;                  /* an open /dev/kvm handed in by a jail; -1: open it */
 };
 
 /* Parse argv into cfg. Returns 0 to run, 1 when --help or --version was

@@ -35,13 +35,15 @@ static void missing_caps(int fd, const struct kvm_cap_req *reqs, char *buf, size
 	}
 }
 
-int kvm_open(struct vm *vm)
+int kvm_open(struct vm *vm, int kvm_fd)
 {
-	vm->kvm_fd = open(KVM_DEVICE, O_RDWR | O_CLOEXEC);
+	vm->kvm_fd = kvm_fd >= 0 ? kvm_fd : open(KVM_DEVICE, O_RDWR | O_CLOEXEC);
 	if (vm->kvm_fd < 0) {
 		vmm_perr("%s", KVM_DEVICE);
 		return -1;
 	}
+	if (kvm_fd >= 0)
+		fcntl(kvm_fd, F_SETFD, FD_CLOEXEC);
 	int api = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
 	if (api != KVM_API_EXPECTED) {
 		vmm_err("KVM_GET_API_VERSION: %d, expected %d", api, KVM_API_EXPECTED);

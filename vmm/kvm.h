@@ -12,10 +12,11 @@ struct kvm_cap_req {
 	const char *name;
 };
 
-/* Open /dev/kvm, check the API version and every required capability
+/* Open /dev/kvm (or take the already open kvm_fd, >= 0, that a jail
+ * passed in), check the API version and every required capability
  * (generic and arch), and learn the kvm_run size. Names all missing
  * capabilities in one error line. Returns 0 or -1. */
-int kvm_open(struct vm *vm);
+int kvm_open(struct vm *vm, int kvm_fd);
 
 /* KVM_CREATE_VM. Returns 0 or -1 after one error line. */
 int kvm_create_vm(struct vm *vm);

@@ -12,10 +12,11 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "seccomp_filter.h"
 
-/* Kicks a vCPU thread out of KVM_RUN; the handler has nothing to do, the
- * interrupted ioctl returning EINTR is the point. */
-#define VCPU_KICK_SIGNAL SIGUSR1
+#ifdef VMM_TEST_HOOKS
+#include <sys/socket.h>
+#endif
 
 static void kick_handler(int sig)
 {
@@ -146,9 +147,32 @@ bool vcpu_handle_exit(struct vcpu *v)
 	}
 }
 
+/* Count this thread in at the start gate and wait until it opens. */
+static void gate_pass(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->gate_lock);
+	vm->gate_arrived++;
+	pthread_cond_broadcast(&vm->gate_cond);
+	while (!vm->gate_open)
+		pthread_cond_wait(&vm->gate_cond, &vm->gate_lock);
+	pthread_mutex_unlock(&vm->gate_lock);
+}
+
 static void *vcpu_thread(void *arg)
 {
 	struct vcpu *v = arg;
+	/* First the filter: nothing this thread does from here on, guest
+	 * driven or not, can leave the vCPU allowlist. */
+	int rc = seccomp_filter_load(SECCOMP_ROLE_VCPU, v->vm->vm_fd, v->fd);
+	if (rc)
+		vm_request_stop(v->vm, VM_STOP_ERROR, "vCPU %u: seccomp filter: %s", v->index, strerror(-rc));
+#ifdef VMM_TEST_HOOKS
+	/* Test builds only (build/tests/vmm-forbidden): a call the vCPU filter
+	 * forbids, which must kill the process with SIGSYS. */
+	if (rc == 0 && v->index == 0)
+		(void)socket(AF_INET, SOCK_STREAM, 0);
+#endif
+	gate_pass(v->vm);
 	while (vm_stopped(v->vm) == VM_RUNNING) {
 		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
 			if (errno == EINTR || errno == EAGAIN)
@@ -170,18 +194,48 @@ int vm_start_vcpus(struct vm *vm)
 		vmm_perr("sigaction");
 		return -1;
 	}
-	for (unsigned i = 0; i < vm->ncpus; i++) {
-		struct vcpu *v = &vm->vcpus[i];
-		int e = pthread_create(&v->thread, NULL, vcpu_thread, v);
+	int e = pthread_mutex_init(&vm->gate_lock, NULL);
+	if (e == 0 && (e = pthread_cond_init(&vm->gate_cond, NULL)) != 0)
+		pthread_mutex_destroy(&vm->gate_lock);
+	if (e) {
+		errno = e;
+		vmm_perr("vCPU start gate");
+		return -1;
+	}
+	vm->gate_arrived = 0;
+	vm->gate_open = false;
+	int rc = 0;
+	unsigned started = 0;
+	for (; started < vm->ncpus; started++) {
+		struct vcpu *v = &vm->vcpus[started];
+		e = pthread_create(&v->thread, NULL, vcpu_thread, v);
 		if (e) {
 			errno = e;
-			vmm_perr("creating vCPU %u thread", i);
+			vmm_perr("creating vCPU %u thread", started);
 			vm_request_stop(vm, VM_STOP_ERROR, "vCPU threads could not start");
-			return -1;
+			rc = -1;
+			break;
 		}
 		__atomic_store_n(&v->started, true, __ATOMIC_SEQ_CST);
 	}
-	return 0;
+	/* Every started vCPU thread has its filter (or has failed to load it
+	 * and asked for a stop); now this thread's, and then the guest. */
+	pthread_mutex_lock(&vm->gate_lock);
+	while (vm->gate_arrived < started)
+		pthread_cond_wait(&vm->gate_cond, &vm->gate_lock);
+	pthread_mutex_unlock(&vm->gate_lock);
+	if (rc == 0 && vm_stopped(vm) == VM_RUNNING) {
+		int f = seccomp_filter_load(SECCOMP_ROLE_MAIN, vm->vm_fd, -1);
+		if (f) {
+			vm_request_stop(vm, VM_STOP_ERROR, "main thread: seccomp filter: %s", strerror(-f));
+			rc = -1;
+		}
+	}
+	pthread_mutex_lock(&vm->gate_lock);
+	vm->gate_open = true;
+	pthread_cond_broadcast(&vm->gate_cond);
+	pthread_mutex_unlock(&vm->gate_lock);
+	return rc;
 }
 
 void vm_join_vcpus(struct vm *vm)

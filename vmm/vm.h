@@ -6,6 +6,7 @@
 
 #include <linux/kvm.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -20,6 +21,10 @@
 #include "virtio_blk.h"
 #include "virtio_rng.h"
 #include "virtio_vsock.h"
+
+/* Kicks a vCPU thread out of KVM_RUN; the handler has nothing to do, the
+ * interrupted ioctl returning EINTR is the point. */
+#define VCPU_KICK_SIGNAL SIGUSR1
 
 #define VM_MAX_VCPUS 32
 #define VM_MAX_DISKS 8
@@ -74,6 +79,14 @@ struct vm {
 	unsigned ncpus;
 	struct vcpu vcpus[VM_MAX_VCPUS];
 
+	/* The start gate: vCPU threads count themselves in once their seccomp
+	 * filter is loaded, then wait until the main thread has loaded its own
+	 * and opened the gate; only then does any guest code run. */
+	pthread_mutex_t gate_lock;
+	pthread_cond_t gate_cond;
+	unsigned gate_arrived;
+	bool gate_open;
+
 	struct event_loop evl;    /* the main thread's: queues, sockets, stop, signals */
 	struct virtio_blk disks[VM_MAX_DISKS];
 	unsigned ndisks;          /* initialised disks */
@@ -102,8 +115,13 @@ void vm_request_stop(struct vm *vm, enum vm_stop why, const char *fmt, ...)
 /* Current stop reason, VM_RUNNING while the guest runs. */
 enum vm_stop vm_stopped(struct vm *vm);
 
-/* Start one thread per vCPU running the exit loop. Returns 0, or -1 after
- * one error line (threads already started are stopped by vm_join_vcpus). */
+/* Start one thread per vCPU running the exit loop. Each thread loads the
+ * vCPU seccomp filter before anything else; once all have, the calling
+ * (main) thread loads the main filter, and only then may the vCPUs enter
+ * the guest. From here on the caller runs under that filter: no new
+ * threads, files or network. Returns 0, or -1 after one error line or
+ * with the stop reason set (threads already started are stopped by
+ * vm_join_vcpus). */
 int vm_start_vcpus(struct vm *vm);
 
 /* Join every started vCPU thread; call after a stop was requested. */

@@ -1,0 +1,316 @@
+#include "jail.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CGROUP_ROOT  "/sys/fs/cgroup"
+#define CHILD_STACK  (256 * 1024)
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, text, strlen(text));
+	int e = errno;
+	close(fd);
+	errno = e;
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+int jail_prepare(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
+{
+	memset(j, 0, sizeof(*j));
+	uint32_t r;
+	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return fail(err, errlen, "jail: getrandom: %s", strerror(errno));
+	/* One id for both: nothing on the host owns ids in this range, so the
+	 * jailed vmm can reach nothing but what is handed to it here. */
+	j->uid = JAIL_ID_BASE + r % JAIL_ID_COUNT;
+	j->gid = j->uid;
+	snprintf(j->root, sizeof(j->root), "%s/root", s->run_dir);
+	if (mkdir(j->root, 0755) < 0)
+		return fail(err, errlen, "jail: %s: %s", j->root, strerror(errno));
+	if (chown(s->image, j->uid, j->gid) < 0 || chown(s->sock_dir, j->uid, j->gid) < 0)
+		return fail(err, errlen, "jail: giving the run's files to uid %u: %s", j->uid, strerror(errno));
+	return 0;
+}
+
+/* ---- cgroups --------------------------------------------------------------- */
+
+static int cgroup_v2(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
+{
+	char path[PATH_MAX + 64], val[64];
+	/* The parent holds no processes, so its controllers can be delegated. */
+	if (mkdir(CGROUP_ROOT "/vmrun", 0755) < 0 && errno != EEXIST)
+		return fail(err, errlen, "jail: cgroup " CGROUP_ROOT "/vmrun: %s", strerror(errno));
+	(void)write_file(CGROUP_ROOT "/cgroup.subtree_control", "+memory +pids +cpu");
+	if (write_file(CGROUP_ROOT "/vmrun/cgroup.subtree_control", "+memory +pids") < 0)
+		return fail(err, errlen, "jail: enabling the memory and pids controllers: %s", strerror(errno));
+	if (s->cpu_quota_pct)
+		(void)write_file(CGROUP_ROOT "/vmrun/cgroup.subtree_control", "+cpu");
+	snprintf(j->cgroup, sizeof(j->cgroup), CGROUP_ROOT "/vmrun/%s", s->run_id);
+	if (mkdir(j->cgroup, 0755) < 0)
+		return fail(err, errlen, "jail: cgroup %s: %s", j->cgroup, strerror(errno));
+	j->cgroup_version = 2;
+	struct { const char *file; uint64_t v; } lim[] = {
+		{ "memory.max", (s->memory_mib + JAIL_MEMORY_OVERHEAD_MIB) << 20 },
+		{ "memory.swap.max", 0 },
+		{ "pids.max", s->cpus + JAIL_PIDS_EXTRA },
+	};
+	for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", j->cgroup, lim[i].file);
+		snprintf(val, sizeof(val), "%llu", (unsigned long long)lim[i].v);
+		/* swap.max is absent when the host has no swap accounting */
+		if (write_file(path, val) < 0 && !(errno == ENOENT && i == 1))
+			return fail(err, errlen, "jail: %s: %s", path, strerror(errno));
+	}
+	if (s->cpu_quota_pct) {
+		snprintf(path, sizeof(path), "%s/cpu.max", j->cgroup);
+		snprintf(val, sizeof(val), "%u 100000", s->cpu_quota_pct * 1000);
+		if (write_file(path, val) < 0)
+			return fail(err, errlen, "jail: %s: %s", path, strerror(errno));
+	}
+	return 0;
+}
+
+static int cgroup_v1(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
+{
+	char path[PATH_MAX + 64], val[64];
+	snprintf(j->cgroup, sizeof(j->cgroup), CGROUP_ROOT "/memory/vmrun-%s", s->run_id);
+	snprintf(j->cgroup_pids, sizeof(j->cgroup_pids), CGROUP_ROOT "/pids/vmrun-%s", s->run_id);
+	if (mkdir(j->cgroup, 0755) < 0)
+		return fail(err, errlen, "jail: cgroup %s: %s", j->cgroup, strerror(errno));
+	j->cgroup_version = 1;
+	if (mkdir(j->cgroup_pids, 0755) < 0) {
+		j->cgroup_pids[0] = '\0';
+		return fail(err, errlen, "jail: cgroup %s: %s", j->cgroup_pids, strerror(errno));
+	}
+	snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", j->cgroup);
+	snprintf(val, sizeof(val), "%llu", (unsigned long long)((s->memory_mib + JAIL_MEMORY_OVERHEAD_MIB) << 20));
+	if (write_file(path, val) < 0)
+		return fail(err, errlen, "jail: %s: %s", path, strerror(errno));
+	snprintf(path, sizeof(path), "%s/pids.max", j->cgroup_pids);
+	snprintf(val, sizeof(val), "%llu", (unsigned long long)(s->cpus + JAIL_PIDS_EXTRA));
+	if (write_file(path, val) < 0)
+		return fail(err, errlen, "jail: %s: %s", path, strerror(errno));
+	return 0;
+}
+
+static int cgroup_create(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
+{
+	if (access(CGROUP_ROOT "/cgroup.controllers", F_OK) == 0)
+		return cgroup_v2(s, j, err, errlen);
+	if (access(CGROUP_ROOT "/memory", F_OK) == 0 && access(CGROUP_ROOT "/pids", F_OK) == 0)
+		return cgroup_v1(s, j, err, errlen);
+	return fail(err, errlen, "jail: no cgroup v2 at " CGROUP_ROOT " and no v1 memory and pids hierarchies");
+}
+
+/* The pids in a cgroup's procs file, each killed. Returns how many. */
+static int kill_procs(const char *dir)
+{
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	int n = 0, pid;
+	while (fscanf(f, "%d", &pid) == 1) {
+		kill(pid, SIGKILL);
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
+void jail_kill(struct jail *j)
+{
+	char path[PATH_MAX + 32];
+	if (j->cgroup_version == 2) {
+		snprintf(path, sizeof(path), "%s/cgroup.kill", j->cgroup);
+		if (write_file(path, "1") == 0)
+			return;
+	}
+	if (j->cgroup_version)
+		kill_procs(j->cgroup);
+	if (j->pid > 0)
+		kill(j->pid, SIGKILL);
+}
+
+void jail_cleanup(struct jail *j)
+{
+	if (j->cgroup_version) {
+		/* The cgroup empties asynchronously after the kill; retry briefly. */
+		for (int i = 0; i < 200; i++) {
+			bool gone = rmdir(j->cgroup) == 0 || errno == ENOENT;
+			if (j->cgroup_pids[0])
+				gone = (rmdir(j->cgroup_pids) == 0 || errno == ENOENT) && gone;
+			if (gone)
+				break;
+			jail_kill(j);
+			usleep(5000);
+		}
+	}
+	j->cgroup_version = 0;
+	if (j->root[0]) {
+		const char *names[] = { JAIL_VMM, JAIL_KERNEL, JAIL_ROOTFS, JAIL_IMAGE };
+		char path[PATH_MAX + 32];
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+			snprintf(path, sizeof(path), "%s%s", j->root, names[i]);
+			unlink(path);
+		}
+		snprintf(path, sizeof(path), "%s%s", j->root, JAIL_RUN);
+		rmdir(path);
+		rmdir(j->root);
+		j->root[0] = '\0';
+	}
+}
+
+/* ---- the child -------------------------------------------------------------- */
+
+struct child_args {
+	const struct jail_spec *s;
+	struct jail *j;
+	int kvm_fd;
+};
+
+static int die(int fd, const char *what)
+{
+	dprintf(fd, "vmrun-jail: %s: %s\n", what, strerror(errno));
+	return 1;
+}
+
+/* Bind src onto root/name (created empty: a file, or a directory when dir);
+ * read-only unless rw. Never follows a link at the target. */
+static int bind_into(const char *root, const char *name, const char *src, bool dir, bool rw)
+{
+	char dst[PATH_MAX + 32];
+	snprintf(dst, sizeof(dst), "%s%s", root, name);
+	if (dir ? mkdir(dst, 0755) < 0 : mknod(dst, S_IFREG | 0644, 0) < 0)
+		return -1;
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+		return -1;
+	unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (rw ? 0 : MS_RDONLY);
+	return mount(NULL, dst, NULL, flags, NULL);
+}
+
+static int child(void *arg)
+{
+	struct child_args *a = arg;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	const struct jail_spec *s = a->s;
+	const struct jail *j = a->j;
+	int efd = s->stderr_fd;
+	char path[PATH_MAX + 32];
+	/* Into the run's cgroup before anything else runs here. */
+	snprintf(path, sizeof(path), "%s/cgroup.procs", j->cgroup);
+	if (write_file(path, "0") < 0)
+		return die(efd, "joining the cgroup");
+	if (j->cgroup_pids[0]) {
+		snprintf(path, sizeof(path), "%s/cgroup.procs", j->cgroup_pids);
+		if (write_file(path, "0") < 0)
+			return die(efd, "joining the pids cgroup");
+	}
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return die(efd, "making mounts private");
+	if (sethostname("vmrun", 5) < 0)
+		return die(efd, "sethostname");
+	/* The root: a bind of the empty directory onto itself (pivot_root
+	 * needs a mount point), then only what vmm needs. */
+	int null = open("/dev/null", O_RDWR);   /* vmm's stdin and stdout; there is no /dev inside */
+	if (null < 0)
+		return die(efd, "/dev/null");
+	if (mount(j->root, j->root, NULL, MS_BIND, NULL) < 0)
+		return die(efd, "binding the jail root");
+	if (bind_into(j->root, JAIL_VMM, s->vmm, false, false) < 0 ||
+	    bind_into(j->root, JAIL_KERNEL, s->kernel, false, false) < 0 ||
+	    bind_into(j->root, JAIL_ROOTFS, s->rootfs, false, false) < 0 ||
+	    bind_into(j->root, JAIL_IMAGE, s->image, false, true) < 0 ||
+	    bind_into(j->root, JAIL_RUN, s->sock_dir, true, true) < 0)
+		return die(efd, "populating the jail root");
+	/* The vmm binary must stay executable: its mount lacks only nosuid
+	 * and nodev. */
+	if (chdir(j->root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 ||
+	    chdir("/") < 0)
+		return die(efd, "pivot_root");
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+		return die(efd, "making the jail root read-only");
+	struct { int res; rlim_t v; } lim[] = {
+		{ RLIMIT_NOFILE, 256 },   /* vsock's 64 connections, queues, KVM fds */
+		{ RLIMIT_FSIZE, (s->disk_mib + 16) << 20 },   /* writes into the image and the console only */
+		{ RLIMIT_NPROC, s->cpus + JAIL_PIDS_EXTRA },
+		{ RLIMIT_CORE, 0 },
+		{ RLIMIT_MEMLOCK, 0 },
+	};
+	for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
+		struct rlimit rl = { lim[i].v, lim[i].v };
+		if (setrlimit(lim[i].res, &rl) < 0)
+			return die(efd, "setrlimit");
+	}
+	if (setgroups(0, NULL) < 0 || setresgid(j->gid, j->gid, j->gid) < 0 || setresuid(j->uid, j->uid, j->uid) < 0)
+		return die(efd, "dropping to the run's uid");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return die(efd, "no_new_privs");
+	if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(efd, 2) < 0 || dup2(a->kvm_fd, JAIL_KVM_FD) < 0)
+		return die(efd, "dup2");
+	/* Nothing else crosses into vmm. */
+	for (int fd = JAIL_KVM_FD + 1; fd < 1024; fd++)
+		close(fd);
+	/* The jail's own cost, for `vmrun -v` and the benchmark. */
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	dprintf(2, JAIL_READY_PREFIX "%ld us\n",
+		(long)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
+	char *envp[] = { NULL };
+	execve(JAIL_VMM, s->argv, envp);
+	return die(2, "exec " JAIL_VMM);
+}
+
+int jail_start(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
+{
+	if (cgroup_create(s, j, err, errlen))
+		return -1;
+	int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (kvm < 0)
+		return fail(err, errlen, "/dev/kvm: %s", strerror(errno));
+	char *stack = malloc(CHILD_STACK);
+	if (!stack) {
+		close(kvm);
+		return fail(err, errlen, "jail: out of memory");
+	}
+	struct child_args a = { s, j, kvm };
+	j->pid = clone(child, stack + CHILD_STACK,
+		       CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET | SIGCHLD, &a);
+	int e = errno;
+	free(stack);
+	close(kvm);
+	if (j->pid < 0)
+		return fail(err, errlen, "jail: clone: %s%s", strerror(e),
+			    e == EPERM ? " (vmrun needs root to build the jail; see README)" : "");
+	return 0;
+}

@@ -1,0 +1,81 @@
+/* The jail around every vmm that vmrun starts: defence in depth behind
+ * KVM, in the manner of Firecracker's jailer.
+ *
+ *   namespaces   new mount, PID (vmm is PID 1 of its own), IPC, UTS and
+ *                network (empty: no interface but a downed lo)
+ *   file system  pivot_root into <run>/root, which holds only bind mounts
+ *                of the vmm binary, the kernel and root image (read-only),
+ *                the workspace image, and <run>/sock as /run (the vsock
+ *                sockets and the console); the root itself is read-only
+ *   /dev/kvm     opened by vmrun and handed over as fd 3 (--kvm-fd): no
+ *                device node is reachable in the jail
+ *   identity     a uid and gid of their own from JAIL_ID_BASE upward, no
+ *                supplementary groups, no_new_privs, no capabilities
+ *   resources    rlimits (files, file size, processes, no core dumps) and
+ *                a cgroup (v2 where mounted, else v1) with a memory
+ *                ceiling of guest memory + JAIL_MEMORY_OVERHEAD_MIB, a
+ *                pids ceiling and an optional CPU quota; killing the run
+ *                kills the whole cgroup
+ *   process      an empty environment, only fds 0-3 */
+#ifndef VMRUN_JAIL_H
+#define VMRUN_JAIL_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define JAIL_ID_BASE   2000000u    /* per-run uids/gids: base + random below JAIL_ID_COUNT */
+#define JAIL_ID_COUNT  1000000u
+#define JAIL_MEMORY_OVERHEAD_MIB 64u   /* vmm's own memory beyond the guest's */
+#define JAIL_PIDS_EXTRA 8u            /* threads beyond one per vCPU */
+
+struct jail_spec {
+	const char *run_dir;          /* the run directory (host path) */
+	const char *vmm, *kernel, *rootfs, *image;   /* host paths */
+	const char *sock_dir;         /* host path of the directory that becomes /run */
+	const char *run_id;
+	uint64_t memory_mib, cpus, disk_mib;
+	unsigned cpu_quota_pct;       /* 0: no CPU quota */
+	int stderr_fd;                /* vmm's stderr */
+	char *const *argv;            /* vmm's arguments, paths as seen inside */
+};
+
+struct jail {
+	pid_t pid;                    /* vmm, as seen from vmrun */
+	uid_t uid;
+	gid_t gid;
+	int cgroup_version;           /* 2, 1, or 0 before setup */
+	char cgroup[PATH_MAX];        /* v2: the run's cgroup; v1: the memory one */
+	char cgroup_pids[PATH_MAX];   /* v1 only */
+	char root[PATH_MAX];
+};
+
+/* Where the jailed paths are, as vmm sees them. */
+#define JAIL_VMM     "/vmm"
+#define JAIL_KERNEL  "/vmlinux"
+#define JAIL_ROOTFS  "/rootfs.ext4"
+#define JAIL_IMAGE   "/workspace.ext4"
+#define JAIL_RUN     "/run"
+#define JAIL_KVM_FD  3
+
+/* The line the jail writes to vmm's stderr just before exec. */
+#define JAIL_READY_PREFIX "vmrun-jail: ready in "
+
+/* Pick the run's uid/gid and give it the files vmm must write (the
+ * workspace image, the socket directory). Returns 0, or -1 with a reason. */
+int jail_prepare(const struct jail_spec *s, struct jail *j, char *err, size_t errlen);
+
+/* Create the cgroup and start vmm inside the jail. Returns 0 with j->pid
+ * set, or -1 with a reason (nothing left running). */
+int jail_start(const struct jail_spec *s, struct jail *j, char *err, size_t errlen);
+
+/* Kill everything in the run's cgroup (vmm and anything it started). */
+void jail_kill(struct jail *j);
+
+/* After vmm was reaped: kill stragglers, remove the cgroup and the jail's
+ * root directory. */
+void jail_cleanup(struct jail *j);
+
+#endif
