@@ -5,7 +5,6 @@
 #include <grp.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,18 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errmsg.h"
+
 #define CGROUP_ROOT  "/sys/fs/cgroup"
 #define CHILD_STACK  (256 * 1024)
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 static int write_file(const char *path, const char *text)
 {
@@ -48,16 +39,16 @@ int jail_prepare(const struct jail_spec *s, struct jail *j, char *err, size_t er
 	memset(j, 0, sizeof(*j));
 	uint32_t r;
 	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
-		return fail(err, errlen, "jail: getrandom: %s", strerror(errno));
+		return errf(err, errlen, "jail: getrandom: %s", strerror(errno));
 	/* One id for both: nothing on the host owns ids in this range, so the
 	 * jailed vmm can reach nothing but what is handed to it here. */
 	j->uid = JAIL_ID_BASE + r % JAIL_ID_COUNT;
 	j->gid = j->uid;
 	snprintf(j->root, sizeof(j->root), "%s/root", s->run_dir);
 	if (mkdir(j->root, 0755) < 0)
-		return fail(err, errlen, "jail: %s: %s", j->root, strerror(errno));
+		return errf(err, errlen, "jail: %s: %s", j->root, strerror(errno));
 	if (chown(s->image, j->uid, j->gid) < 0 || chown(s->sock_dir, j->uid, j->gid) < 0)
-		return fail(err, errlen, "jail: giving the run's files to uid %u: %s", j->uid, strerror(errno));
+		return errf(err, errlen, "jail: giving the run's files to uid %u: %s", j->uid, strerror(errno));
 	return 0;
 }
 
@@ -68,15 +59,15 @@ static int cgroup_v2(const struct jail_spec *s, struct jail *j, char *err, size_
 	char path[PATH_MAX + 64], val[64];
 	/* The parent holds no processes, so its controllers can be delegated. */
 	if (mkdir(CGROUP_ROOT "/vmrun", 0755) < 0 && errno != EEXIST)
-		return fail(err, errlen, "jail: cgroup " CGROUP_ROOT "/vmrun: %s", strerror(errno));
+		return errf(err, errlen, "jail: cgroup " CGROUP_ROOT "/vmrun: %s", strerror(errno));
 	(void)write_file(CGROUP_ROOT "/cgroup.subtree_control", "+memory +pids +cpu");
 	if (write_file(CGROUP_ROOT "/vmrun/cgroup.subtree_control", "+memory +pids") < 0)
-		return fail(err, errlen, "jail: enabling the memory and pids controllers: %s", strerror(errno));
+		return errf(err, errlen, "jail: enabling the memory and pids controllers: %s", strerror(errno));
 	if (s->cpu_quota_pct)
 		(void)write_file(CGROUP_ROOT "/vmrun/cgroup.subtree_control", "+cpu");
 	snprintf(j->cgroup, sizeof(j->cgroup), CGROUP_ROOT "/vmrun/%s", s->run_id);
 	if (mkdir(j->cgroup, 0755) < 0)
-		return fail(err, errlen, "jail: cgroup %s: %s", j->cgroup, strerror(errno));
+		return errf(err, errlen, "jail: cgroup %s: %s", j->cgroup, strerror(errno));
 	j->cgroup_version = 2;
 	struct { const char *file; uint64_t v; } lim[] = {
 		{ "memory.max", (s->memory_mib + JAIL_MEMORY_OVERHEAD_MIB) << 20 },
@@ -88,13 +79,13 @@ static int cgroup_v2(const struct jail_spec *s, struct jail *j, char *err, size_
 		snprintf(val, sizeof(val), "%llu", (unsigned long long)lim[i].v);
 		/* swap.max is absent when the host has no swap accounting */
 		if (write_file(path, val) < 0 && !(errno == ENOENT && i == 1))
-			return fail(err, errlen, "jail: %s: %s", path, strerror(errno));
+			return errf(err, errlen, "jail: %s: %s", path, strerror(errno));
 	}
 	if (s->cpu_quota_pct) {
 		snprintf(path, sizeof(path), "%s/cpu.max", j->cgroup);
 		snprintf(val, sizeof(val), "%u 100000", s->cpu_quota_pct * 1000);
 		if (write_file(path, val) < 0)
-			return fail(err, errlen, "jail: %s: %s", path, strerror(errno));
+			return errf(err, errlen, "jail: %s: %s", path, strerror(errno));
 	}
 	return 0;
 }
@@ -105,20 +96,20 @@ static int cgroup_v1(const struct jail_spec *s, struct jail *j, char *err, size_
 	snprintf(j->cgroup, sizeof(j->cgroup), CGROUP_ROOT "/memory/vmrun-%s", s->run_id);
 	snprintf(j->cgroup_pids, sizeof(j->cgroup_pids), CGROUP_ROOT "/pids/vmrun-%s", s->run_id);
 	if (mkdir(j->cgroup, 0755) < 0)
-		return fail(err, errlen, "jail: cgroup %s: %s", j->cgroup, strerror(errno));
+		return errf(err, errlen, "jail: cgroup %s: %s", j->cgroup, strerror(errno));
 	j->cgroup_version = 1;
 	if (mkdir(j->cgroup_pids, 0755) < 0) {
 		j->cgroup_pids[0] = '\0';
-		return fail(err, errlen, "jail: cgroup %s: %s", j->cgroup_pids, strerror(errno));
+		return errf(err, errlen, "jail: cgroup %s: %s", j->cgroup_pids, strerror(errno));
 	}
 	snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", j->cgroup);
 	snprintf(val, sizeof(val), "%llu", (unsigned long long)((s->memory_mib + JAIL_MEMORY_OVERHEAD_MIB) << 20));
 	if (write_file(path, val) < 0)
-		return fail(err, errlen, "jail: %s: %s", path, strerror(errno));
+		return errf(err, errlen, "jail: %s: %s", path, strerror(errno));
 	snprintf(path, sizeof(path), "%s/pids.max", j->cgroup_pids);
 	snprintf(val, sizeof(val), "%llu", (unsigned long long)(s->cpus + JAIL_PIDS_EXTRA));
 	if (write_file(path, val) < 0)
-		return fail(err, errlen, "jail: %s: %s", path, strerror(errno));
+		return errf(err, errlen, "jail: %s: %s", path, strerror(errno));
 	return 0;
 }
 
@@ -128,7 +119,7 @@ static int cgroup_create(const struct jail_spec *s, struct jail *j, char *err, s
 		return cgroup_v2(s, j, err, errlen);
 	if (access(CGROUP_ROOT "/memory", F_OK) == 0 && access(CGROUP_ROOT "/pids", F_OK) == 0)
 		return cgroup_v1(s, j, err, errlen);
-	return fail(err, errlen, "jail: no cgroup v2 at " CGROUP_ROOT " and no v1 memory and pids hierarchies");
+	return errf(err, errlen, "jail: no cgroup v2 at " CGROUP_ROOT " and no v1 memory and pids hierarchies");
 }
 
 /* The pids in a cgroup's procs file, each killed. Returns how many. */
@@ -297,11 +288,11 @@ int jail_start(const struct jail_spec *s, struct jail *j, char *err, size_t errl
 		return -1;
 	int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (kvm < 0)
-		return fail(err, errlen, "/dev/kvm: %s", strerror(errno));
+		return errf(err, errlen, "/dev/kvm: %s", strerror(errno));
 	char *stack = malloc(CHILD_STACK);
 	if (!stack) {
 		close(kvm);
-		return fail(err, errlen, "jail: out of memory");
+		return errf(err, errlen, "jail: out of memory");
 	}
 	struct child_args a = { s, j, kvm };
 	j->pid = clone(child, stack + CHILD_STACK,
@@ -310,7 +301,7 @@ int jail_start(const struct jail_spec *s, struct jail *j, char *err, size_t errl
 	free(stack);
 	close(kvm);
 	if (j->pid < 0)
-		return fail(err, errlen, "jail: clone: %s%s", strerror(e),
+		return errf(err, errlen, "jail: clone: %s%s", strerror(e),
 			    e == EPERM ? " (vmrun needs root to build the jail; see README)" : "");
 	return 0;
 }

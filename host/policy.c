@@ -1,22 +1,12 @@
 #include "policy.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
+#include "errmsg.h"
 
 /* Append path to a list of at most PROTO_MAX_ALLOW entries. */
 static int add_path(char (**list)[POLICY_PATH_MAX], unsigned *n, const char *path)
@@ -33,7 +23,7 @@ static int load_manifest(struct policy *p, const char *file, char *err, size_t e
 {
 	FILE *f = fopen(file, "re");
 	if (!f)
-		return fail(err, errlen, "program manifest %s: %s", file, strerror(errno));
+		return errf(err, errlen, "program manifest %s: %s", file, strerror(errno));
 	char line[POLICY_PATH_MAX + 2];
 	int rc = 0;
 	while (fgets(line, sizeof(line), f)) {
@@ -41,7 +31,7 @@ static int load_manifest(struct policy *p, const char *file, char *err, size_t e
 		if (!line[0])
 			continue;
 		if (add_path(&p->manifest, &p->nmanifest, line)) {
-			rc = fail(err, errlen, "program manifest %s: bad or too many entries at '%.60s'", file, line);
+			rc = errf(err, errlen, "program manifest %s: bad or too many entries at '%.60s'", file, line);
 			break;
 		}
 	}
@@ -87,7 +77,7 @@ static int load_file(struct policy *p, const char *file, char *err, size_t errle
 {
 	FILE *f = fopen(file, "re");
 	if (!f)
-		return fail(err, errlen, "policy %s: %s", file, strerror(errno));
+		return errf(err, errlen, "policy %s: %s", file, strerror(errno));
 	char line[512];
 	bool own_allow = false;
 	int rc = 0;
@@ -98,7 +88,7 @@ static int load_file(struct policy *p, const char *file, char *err, size_t errle
 			continue;
 		char key[64], val[POLICY_PATH_MAX + 1], extra;
 		if (sscanf(s, "%63s %256s %c", key, val, &extra) != 2 || apply(p, key, val, &own_allow)) {
-			rc = fail(err, errlen, "policy %s line %u: cannot use '%.80s'", file, no, s);
+			rc = errf(err, errlen, "policy %s line %u: cannot use '%.80s'", file, no, s);
 			break;
 		}
 	}

@@ -1,0 +1,12 @@
+/* One-line error messages into a caller's buffer, the way vmrun's modules
+ * report failures upward. */
+#ifndef VMRUN_ERRMSG_H
+#define VMRUN_ERRMSG_H
+
+#include <stddef.h>
+
+/* Format a message into err (errlen bytes) and return -1, so that a
+ * failing function can end with "return errf(err, errlen, ...);". */
+int errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif
