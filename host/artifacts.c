@@ -14,7 +14,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <linux/landlock.h>
@@ -23,6 +22,8 @@
 #include <et/com_err.h>
 #include <ext2fs/ext2fs.h>
 #include <seccomp.h>
+
+#include "session.h"   /* vmrun's clock */
 
 /* The helper lists at most this many skipped entries; the last line says
  * that later ones went unlisted. The parent accepts no more. */
@@ -723,19 +724,6 @@ static void __attribute__((noreturn)) helper(const char *image, const char *dest
 
 /* ---- the parent ----------------------------------------------------------- */
 
-static int64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
-static int left_ms(int64_t deadline)
-{
-	int64_t l = deadline - now_ms();
-	return l < 0 ? 0 : l > 60000 ? 60000 : (int)l;
-}
-
 struct parser {
 	const struct artifacts_limits *lim;
 	struct artifacts_result *res;
@@ -864,7 +852,7 @@ static int read_report(int fd, int64_t deadline, struct parser *p, char *err, si
 	size_t len = 0;
 	for (;;) {
 		struct pollfd pfd = { fd, POLLIN, 0 };
-		int n = poll(&pfd, 1, left_ms(deadline));
+		int n = poll(&pfd, 1, session_left_ms(deadline));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -872,7 +860,7 @@ static int read_report(int fd, int64_t deadline, struct parser *p, char *err, si
 			return -1;
 		}
 		if (n == 0) {
-			if (now_ms() >= deadline)
+			if (session_now_ms() >= deadline)
 				return 1;
 			continue;
 		}
@@ -921,7 +909,7 @@ static int reap(pid_t pid, int64_t deadline, int *status)
 			*status = 0;
 			return 0;
 		}
-		if (now_ms() >= deadline) {
+		if (session_now_ms() >= deadline) {
 			kill(pid, SIGKILL);
 			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
 				;
@@ -983,7 +971,7 @@ int artifacts_extract(const char *image, const char *dest, const struct artifact
 		return -1;
 	}
 	pid_t parent = getpid();
-	int64_t deadline = now_ms() + lim->timeout_ms;
+	int64_t deadline = session_now_ms() + lim->timeout_ms;
 	pid_t pid = fork();
 	if (pid < 0) {
 		snprintf(err, errlen, "artifacts: fork: %s", strerror(errno));

@@ -185,9 +185,10 @@ static int listen_agent(const struct paths *p, const struct jail *j, char *err, 
 	return fd;
 }
 
-/* What the jail needs to know, with vmm's arguments as seen inside. */
+/* What the jail needs to know, with vmm's arguments as seen inside; vmm's
+ * stderr is set when it is opened, just before the start. */
 static void jail_spec_for(const struct vmrun_opts *o, const struct policy *pol, const struct paths *p,
-			  const char *run_id, int errfd, struct jail_spec *s)
+			  const char *run_id, struct jail_spec *s)
 {
 	static char mem[24], cpus[24];
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)o->memory_mib);
@@ -199,23 +200,29 @@ static void jail_spec_for(const struct vmrun_opts *o, const struct policy *pol, 
 	*s = (struct jail_spec){
 		.run_dir = p->dir, .vmm = p->vmm, .kernel = p->kernel, .rootfs = p->rootfs, .image = p->image,
 		.sock_dir = p->sock_dir, .run_id = run_id, .memory_mib = o->memory_mib, .cpus = o->cpus,
-		.disk_mib = o->disk_mib, .cpu_quota_pct = (unsigned)pol->cpu_quota_pct, .stderr_fd = errfd,
+		.disk_mib = o->disk_mib, .cpu_quota_pct = (unsigned)pol->cpu_quota_pct, .stderr_fd = -1,
 		.argv = argv,
 	};
 }
 
-/* The last line vmm wrote to stderr, for the message. */
-static void vmm_reason(const struct paths *p, char *buf, size_t len)
+/* Read vmm's stderr once: the last line vmm wrote (for the message) into
+ * why, and the jail's clone-to-exec time, returned in us (-1 if absent). */
+static long read_vmm_err(const struct paths *p, char *why, size_t len)
 {
-	buf[0] = '\0';
+	why[0] = '\0';
+	long ready_us = -1;
 	FILE *f = fopen(p->vmm_err, "re");
 	if (!f)
-		return;
+		return -1;
 	char line[512];
-	while (fgets(line, sizeof(line), f))
-		if (line[0] != '\n' && strncmp(line, JAIL_READY_PREFIX, strlen(JAIL_READY_PREFIX)))
-			snprintf(buf, len, "%.*s", (int)strcspn(line, "\n"), line);
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, JAIL_READY_PREFIX, strlen(JAIL_READY_PREFIX)))
+			ready_us = atol(line + strlen(JAIL_READY_PREFIX));
+		else if (line[0] != '\n')
+			snprintf(why, len, "%.*s", (int)strcspn(line, "\n"), line);
+	}
 	fclose(f);
+	return ready_us;
 }
 
 /* Wait for vmm until deadline_ms, then kill its whole cgroup. Returns its
@@ -236,20 +243,6 @@ static int reap_vmm(struct jail *j, int64_t deadline_ms, bool *killed)
 		}
 		usleep(2000);
 	}
-}
-
-/* How long the jail took from clone to exec (its line in vmm.err), or -1. */
-static long jail_ready_us(const struct paths *p)
-{
-	FILE *f = fopen(p->vmm_err, "re");
-	long us = -1;
-	char line[512];
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, JAIL_READY_PREFIX, strlen(JAIL_READY_PREFIX)))
-			us = atol(line + strlen(JAIL_READY_PREFIX));
-	if (f)
-		fclose(f);
-	return us;
 }
 
 static void print_console(const struct paths *p)
@@ -305,17 +298,16 @@ static void fill_request(struct proto_request *req, const struct vmrun_opts *o, 
 	req->fsize = pol->fsize;
 }
 
-/* From vmm's start in its jail to its exit. */
-static void run_vm(const struct vmrun_opts *o, const struct policy *pol, const struct paths *p, struct jail *j,
-		   int listen_fd, int stdin_fd, struct run_result *r)
+/* From vmm's start in its jail (js, j: prepared) to its exit. */
+static void run_vm(const struct vmrun_opts *o, const struct policy *pol, const struct paths *p,
+		   struct jail_spec *js, struct jail *j, int listen_fd, int stdin_fd, struct run_result *r)
 {
 	char err[512];
 	int64_t start = session_now_ms();
 	int64_t deadline = start + (int64_t)(o->timeout_s * 1000.0);
 	int errfd = open(p->vmm_err, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	struct jail_spec js;
-	jail_spec_for(o, pol, p, r->run_id, errfd, &js);
-	if (errfd < 0 || jail_start(&js, j, err, sizeof(err))) {
+	js->stderr_fd = errfd;
+	if (errfd < 0 || jail_start(js, j, err, sizeof(err))) {
 		if (errfd < 0)
 			snprintf(err, sizeof(err), "%.300s: %s", p->vmm_err, strerror(errno));
 		else
@@ -356,7 +348,7 @@ static void run_vm(const struct vmrun_opts *o, const struct policy *pol, const s
 	g_vmm_pid = 0;
 	r->teardown = session_now_ms() - teardown_from;
 	char why[400];
-	vmm_reason(p, why, sizeof(why));
+	long ready_us = read_vmm_err(p, why, sizeof(why));
 	if (g_signal) {
 		r->term = TERM_ERROR;
 		message(r, "interrupted by SIG%s; the VM was killed", sigabbrev_np(g_signal) ? sigabbrev_np(g_signal) : "?");
@@ -389,7 +381,7 @@ static void run_vm(const struct vmrun_opts *o, const struct policy *pol, const s
 				 "%sthe VM did not reset after the run and was killed", r->message[0] ? "; " : "");
 	}
 	verbose(o, "jail (uid %u, cgroup v%d) ready in %ld us; agent \"%s\", boot %lld ms, run %lld ms, "
-		"teardown %lld ms, vmm status %d", j->uid, j->cgroup_version, jail_ready_us(p), sr.agent,
+		"teardown %lld ms, vmm status %d", j->uid, j->cgroup_version, ready_us, sr.agent,
 		(long long)r->boot, (long long)r->run, (long long)r->teardown, vst);
 }
 
@@ -473,7 +465,7 @@ int main(int argc, char **argv)
 		message(&r, "%s", err);
 		goto cleanup;
 	}
-	jail_spec_for(&o, &pol, &p, r.run_id, -1, &js);
+	jail_spec_for(&o, &pol, &p, r.run_id, &js);
 	if (jail_prepare(&js, &jail, err, sizeof(err)) || (listen_fd = listen_agent(&p, &jail, err, sizeof(err))) < 0) {
 		message(&r, "%s", err);
 		goto cleanup;
@@ -483,7 +475,7 @@ int main(int argc, char **argv)
 		(unsigned long long)ws.files, (unsigned long long)ws.dirs, (unsigned long long)ws.bytes);
 
 	/* run */
-	run_vm(&o, &pol, &p, &jail, listen_fd, stdin_fd, &r);
+	run_vm(&o, &pol, &p, &js, &jail, listen_fd, stdin_fd, &r);
 	close(listen_fd);
 	listen_fd = -1;
 	if (o.verbose)

@@ -17,7 +17,7 @@ int64_t session_now_ms(void)
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-static int left_ms(int64_t deadline)
+int session_left_ms(int64_t deadline)
 {
 	int64_t l = deadline - session_now_ms();
 	return l < 0 ? 0 : l > 60000 ? 60000 : (int)l;
@@ -31,7 +31,7 @@ int session_accept(int listen_fd, int watch_fd, int64_t deadline_ms, char *err, 
 			return -1;
 		}
 		struct pollfd p[2] = { { listen_fd, POLLIN, 0 }, { watch_fd, POLLIN, 0 } };
-		int n = poll(p, watch_fd >= 0 ? 2 : 1, left_ms(deadline_ms));
+		int n = poll(p, watch_fd >= 0 ? 2 : 1, session_left_ms(deadline_ms));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -163,7 +163,7 @@ enum session_status session_run(int fd, const struct proto_request *req, const s
 			return SESSION_TIMEOUT;
 		/* stdin is read only when it has data, so an idle pipe never
 		 * holds up the agent's output or the deadline */
-		int n = poll(fds, want_stdin ? 2 : 1, left_ms(deadline_ms));
+		int n = poll(fds, want_stdin ? 2 : 1, session_left_ms(deadline_ms));
 		if (n < 0 && errno != EINTR)
 			return failed(res, "poll: %s", strerror(errno));
 		if (n <= 0)

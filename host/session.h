@@ -32,8 +32,12 @@ struct session_result {
 	char error[512];              /* why, when SESSION_FAILED */
 };
 
-/* Monotonic clock in ms. */
+/* Monotonic clock in ms: vmrun's clock for phases and deadlines. */
 int64_t session_now_ms(void);
+
+/* Milliseconds left until deadline_ms, as a poll() timeout: 0 when past,
+ * at most a minute (callers loop and look at the clock again). */
+int session_left_ms(int64_t deadline_ms);
 
 /* Wait for the agent's connection on listen_fd until deadline_ms, or until
  * watch_fd (a pidfd of vmm; -1 for none) says the VM is gone. Returns the
