@@ -73,14 +73,22 @@ $(BUILD)/bin/vmm: $(VMM_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -static -pthread $^ -lseccomp -o $@
 
-# The same vmm with VMM_TEST_HOOKS: its vCPU 0 makes one call its seccomp
-# filter forbids, so tests can see the filter kill it (SIGSYS). Only this
-# test binary has the hook; no build has a way to turn the filters off.
-$(BUILD)/hooks/%.o: %.c $(wildcard vmm/*.h)
-	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(CFLAGS) -DVMM_TEST_HOOKS -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+# Test builds of vmm that differ only in vm.c, where a test hook is
+# compiled in. vmm-forbidden: vCPU 0 makes one call its seccomp filter
+# forbids, so tests can see the filter kill it (SIGSYS). vmm-stuck: vCPU 0
+# ignores kicks and stops, like one that never leaves KVM_RUN, so tests can
+# see vmm and vmrun end anyway. Only these binaries have hooks; no build has
+# a way to turn the filters off.
+VMM_HOOK_forbidden := -DVMM_TEST_HOOK_FORBIDDEN
+VMM_HOOK_stuck     := -DVMM_TEST_HOOK_STUCK_VCPU
 
-$(BUILD)/tests/vmm-forbidden: $(VMM_SRCS:%.c=$(BUILD)/hooks/%.o)
+$(BUILD)/hooks/%/vm.o: vmm/vm.c $(wildcard vmm/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) $(VMM_HOOK_$*) -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+
+.SECONDARY: $(BUILD)/hooks/forbidden/vm.o $(BUILD)/hooks/stuck/vm.o
+
+$(BUILD)/tests/vmm-%: $(filter-out $(BUILD)/obj/vmm/vm.o,$(VMM_OBJS)) $(BUILD)/hooks/%/vm.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -static -pthread $^ -lseccomp -o $@
 
@@ -113,15 +121,18 @@ $(BUILD)/payloads/%.elf: tests/payloads/%.S tests/payloads/payload.ld
 
 payloads: $(PAYLOADS)
 
-# Self-checking payloads run on the local /dev/kvm whatever it is.
-payload-test: all payloads $(BUILD)/tests/vmm-forbidden
-	@./tests/payloads/run.sh
+# Self-checking payloads run on any /dev/kvm that runs them (hardware or
+# PVM), else on the emulated KVM host; the probe says which in one line.
+# Every script runs under a limit (--limit, seconds, the emulated host's boot
+# included) past which it is killed and fails: no hang reaches CI's timeout.
+payload-test: all payloads $(BUILD)/tests/vmm-forbidden $(BUILD)/tests/vmm-stuck
+	@./scripts/on-kvm-host.sh --any-kvm --limit 300 "payload tests" tests/payloads/run.sh
 
 # Test programs for Linux guests: vtest runs inside the guest (static, musl),
 # vsock_host is its host-side peer; vmm-forbidden is vmm with its seccomp test
 # hook (below).
 VM_TEST_BINS := $(BUILD)/tests/vtest $(BUILD)/tests/vsock_host $(BUILD)/tests/agent_client \
-	$(BUILD)/tests/vmm-forbidden
+	$(BUILD)/tests/vmm-forbidden $(BUILD)/tests/vmm-stuck
 
 $(BUILD)/tests/vtest: tests/guest/vtest.c
 	@mkdir -p $(dir $@)
@@ -138,11 +149,11 @@ $(BUILD)/tests/agent_client: tests/vm/agent_client.c host/session.c guest-agent/
 # Linux guests: directly where the local KVM runs them, else on an emulated
 # KVM host; scripts/on-kvm-host.sh probes and says which, in one line.
 vm-test: all payloads guest $(VM_TEST_BINS)
-	@./scripts/on-kvm-host.sh "vm tests" tests/vm/boot.sh
-	@./scripts/on-kvm-host.sh "virtio tests" tests/vm/virtio.sh
-	@./scripts/on-kvm-host.sh "agent tests" tests/vm/agent.sh
-	@./scripts/on-kvm-host.sh "e2e tests" tests/e2e/run.sh
-	@./scripts/on-kvm-host.sh "jail tests" tests/e2e/jail.sh
+	@./scripts/on-kvm-host.sh --limit 300 "vm tests" tests/vm/boot.sh
+	@./scripts/on-kvm-host.sh --limit 300 "virtio tests" tests/vm/virtio.sh
+	@./scripts/on-kvm-host.sh --limit 600 "agent tests" tests/vm/agent.sh
+	@./scripts/on-kvm-host.sh --limit 900 "e2e tests" tests/e2e/run.sh
+	@./scripts/on-kvm-host.sh --limit 300 "jail tests" tests/e2e/jail.sh
 
 check:
 	@./scripts/deps.sh

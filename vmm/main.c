@@ -25,6 +25,12 @@
 #include "virtio_devices.h"
 #include "vm.h"
 
+/* How long the vCPU threads get to leave KVM_RUN once the VM stops: a
+ * kicked vCPU leaves in microseconds on hardware and in milliseconds on an
+ * emulated KVM host, so this is only reached by a vCPU the host kernel
+ * does not give back. */
+#define VCPU_JOIN_TIMEOUT_MS 2000
+
 struct timings {
 	struct timespec first_run, joined, end;
 };
@@ -60,16 +66,17 @@ out:
 	return rc;
 }
 
-/* Everything from /dev/kvm to vCPUs created, with the kernel, the boot
- * tables and the devices in place. */
+/* Everything from the arguments' files to vCPUs created, with the kernel,
+ * the boot tables and the devices in place. What the command line names
+ * (console file, guest memory size, kernel, disks, vsock socket, command
+ * line length) is checked before /dev/kvm is touched, so those errors read
+ * the same on a host with no KVM, an emulating one and a hardware one. */
 static int acquire(struct vm *vm, const struct vmm_config *cfg, struct kernel_image *k)
 {
 	char devices[COMMAND_LINE_MAX], cmdline[COMMAND_LINE_MAX];
-	if (console_open(&vm->console, cfg->console, cfg->console_limit) || kvm_open(vm, cfg->kvm_fd) ||
-	    kvm_create_vm(vm) || kvm_arch_vm_init(vm) ||
+	if (console_open(&vm->console, cfg->console, cfg->console_limit) ||
 	    guest_mem_init(&vm->mem, cfg->memory_mib << 20, MMIO_GAP_START, MMIO_GAP_END) ||
-	    kvm_map_memory(vm) || load_kernel_file(vm, cfg->kernel, k) || evl_init(&vm->evl) ||
-	    kvm_arch_devices_init(vm) || virtio_devices_init(vm, cfg))
+	    load_kernel_file(vm, cfg->kernel, k) || evl_init(&vm->evl) || virtio_devices_init(vm, cfg))
 		return -1;
 	if (virtio_devices_cmdline(vm, devices, sizeof(devices)) ||
 	    vmm_build_cmdline(cfg, devices, cmdline, sizeof(cmdline))) {
@@ -77,6 +84,9 @@ static int acquire(struct vm *vm, const struct vmm_config *cfg, struct kernel_im
 		return -1;
 	}
 	if (boot_write_tables_x86_64(&vm->mem, k, cmdline, cfg->cpus))
+		return -1;
+	if (kvm_open(vm, cfg->kvm_fd) || kvm_create_vm(vm) || kvm_arch_vm_init(vm) || kvm_map_memory(vm) ||
+	    kvm_arch_devices_init(vm) || virtio_devices_attach(vm))
 		return -1;
 	vm->ncpus = cfg->cpus;
 	for (unsigned i = 0; i < vm->ncpus; i++)
@@ -165,11 +175,22 @@ int main(int argc, char **argv)
 		goto out;
 	if (vm_start_vcpus(&vm) == 0)
 		vm_wait(&vm, sig_fd);
-	vm_join_vcpus(&vm);
+	int stuck = vm_join_vcpus(&vm, VCPU_JOIN_TIMEOUT_MS);
 	clock_gettime(CLOCK_MONOTONIC, &t.joined);
 
 	enum vm_stop why = vm_stopped(&vm);
 	status = vm_exit_status(why);
+	if (stuck >= 0) {
+		/* Its thread may still touch guest memory, the devices and the
+		 * vsock sockets, so none of them is released: the process exit
+		 * takes the thread with it. Only the socket file is ours to
+		 * remove. */
+		vmm_err("%s; vCPU %d did not leave KVM_RUN within %d ms, exiting without teardown",
+			vm.stop_msg, stuck, VCPU_JOIN_TIMEOUT_MS);
+		if (cfg.vsock_uds)
+			unlink(cfg.vsock_uds);
+		_exit(status == VMM_EXIT_CLEAN ? VMM_EXIT_GUEST : status);
+	}
 	if (status != VMM_EXIT_CLEAN)
 		vmm_err("%s", vm.stop_msg);
 out:

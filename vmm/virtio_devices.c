@@ -25,7 +25,6 @@ static void kick_event(void *ctx, uint32_t events)
 /* Put t in the VM: bus window, queue ioeventfds, irqfd, event loop. */
 static int attach(struct vm *vm, struct virtio_mmio *t)
 {
-	vm->virtio[vm->nvirtio++] = t;
 	if (bus_register(&vm->mmio, t->base, VIRTIO_MMIO_WINDOW, virtio_mmio_read, virtio_mmio_write, t) ||
 	    kvm_irqfd(vm, t->irq_fd, t->irq))
 		return -1;
@@ -62,21 +61,28 @@ int virtio_devices_init(struct vm *vm, const struct vmm_config *cfg)
 		    virtio_blk_init(&vm->disks[i], cfg->disks[i].path, cfg->disks[i].ro, &vm->mem, base, irq))
 			return -1;
 		vm->ndisks++;
-		if (attach(vm, &vm->disks[i].t))
-			return -1;
+		vm->virtio[vm->nvirtio++] = &vm->disks[i].t;
 	}
 	if (cfg->vsock_uds) {
 		if (next_slot(vm, &base, &irq) ||
 		    virtio_vsock_init(&vm->vsock, cfg->vsock_uds, &vm->evl, &vm->mem, base, irq))
 			return -1;
 		vm->has_vsock = true;
-		if (attach(vm, &vm->vsock.t))
-			return -1;
+		vm->virtio[vm->nvirtio++] = &vm->vsock.t;
 	}
 	if (next_slot(vm, &base, &irq) || virtio_rng_init(&vm->rng, &vm->mem, base, irq))
 		return -1;
 	vm->has_rng = true;
-	return attach(vm, &vm->rng.t);
+	vm->virtio[vm->nvirtio++] = &vm->rng.t;
+	return 0;
+}
+
+int virtio_devices_attach(struct vm *vm)
+{
+	for (unsigned i = 0; i < vm->nvirtio; i++)
+		if (attach(vm, vm->virtio[i]))
+			return -1;
+	return 0;
 }
 
 int virtio_devices_cmdline(const struct vm *vm, char *buf, size_t len)

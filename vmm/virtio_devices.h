@@ -11,10 +11,17 @@
 #include "args.h"
 #include "vm.h"
 
-/* Create and wire every device cfg asks for; needs the VM, its memory and
- * its event loop. Returns 0, or -1 after one error line (devices made so far
- * are released by virtio_devices_release). */
+/* Create every device cfg asks for, in its slot: open the disk files, create
+ * the vsock socket. Needs guest memory and the event loop but not KVM, so a
+ * bad disk or socket path is reported the same on every host. Returns 0, or
+ * -1 after one error line (devices made so far are released by
+ * virtio_devices_release). */
 int virtio_devices_init(struct vm *vm, const struct vmm_config *cfg);
+
+/* Wire the devices made by virtio_devices_init into KVM: register windows on
+ * the MMIO bus, an ioeventfd per queue watched by the event loop, an irqfd
+ * each. Returns 0, or -1 after one error line. */
+int virtio_devices_attach(struct vm *vm);
 
 /* Write the devices' kernel parameters, space-separated, into buf.
  * Returns 0, or -1 when they do not fit. */

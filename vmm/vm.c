@@ -14,7 +14,7 @@
 #include "log.h"
 #include "seccomp_filter.h"
 
-#ifdef VMM_TEST_HOOKS
+#if defined(VMM_TEST_HOOK_FORBIDDEN)
 #include <sys/socket.h>
 #endif
 
@@ -166,11 +166,29 @@ static void *vcpu_thread(void *arg)
 	int rc = seccomp_filter_load(SECCOMP_ROLE_VCPU, v->vm->vm_fd, v->fd);
 	if (rc)
 		vm_request_stop(v->vm, VM_STOP_ERROR, "vCPU %u: seccomp filter: %s", v->index, strerror(-rc));
-#ifdef VMM_TEST_HOOKS
-	/* Test builds only (build/tests/vmm-forbidden): a call the vCPU filter
+#if defined(VMM_TEST_HOOK_FORBIDDEN)
+	/* Test build build/tests/vmm-forbidden only: a call the vCPU filter
 	 * forbids, which must kill the process with SIGSYS. */
 	if (rc == 0 && v->index == 0)
 		(void)socket(AF_INET, SOCK_STREAM, 0);
+#elif defined(VMM_TEST_HOOK_STUCK_VCPU)
+	/* Test build build/tests/vmm-stuck only: vCPU 0 behaves like one that
+	 * never comes back out of KVM_RUN. It blocks the kick signal and
+	 * ignores the stop, so KVM_RUN returns only for the guest's own
+	 * exits (a spinning guest makes none); the stop must not wait for
+	 * it forever. */
+	if (v->index == 0) {
+		sigset_t kick_set;
+		sigemptyset(&kick_set);
+		sigaddset(&kick_set, VCPU_KICK_SIGNAL);
+		pthread_sigmask(SIG_BLOCK, &kick_set, NULL);
+		gate_pass(v->vm);
+		for (;;) {
+			__atomic_store_n(&v->run->immediate_exit, 0, __ATOMIC_SEQ_CST);
+			if (ioctl(v->fd, KVM_RUN, 0) == 0)
+				(void)vcpu_handle_exit(v);
+		}
+	}
 #endif
 	gate_pass(v->vm);
 	while (vm_stopped(v->vm) == VM_RUNNING) {
@@ -238,16 +256,52 @@ int vm_start_vcpus(struct vm *vm)
 	return rc;
 }
 
-void vm_join_vcpus(struct vm *vm)
+/* CLOCK_REALTIME + ms, the clock pthread_timedjoin_np reads. */
+static struct timespec realtime_after(long ms)
 {
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
+static bool before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+int vm_join_vcpus(struct vm *vm, long timeout_ms)
+{
+	struct timespec deadline = realtime_after(timeout_ms);
+	int stuck = -1;
 	for (unsigned i = 0; i < vm->ncpus; i++) {
 		struct vcpu *v = &vm->vcpus[i];
 		if (!v->started)
 			continue;
-		kick(v);
-		pthread_join(v->thread, NULL);
-		v->started = false;
+		/* Kick again every round: one lost between a vCPU's stop check
+		 * and its KVM_RUN is caught by immediate_exit, but a vCPU held
+		 * in the host kernel gets another chance. */
+		int e = ETIMEDOUT;
+		for (;;) {
+			kick(v);
+			struct timespec round = realtime_after(VCPU_KICK_INTERVAL_MS);
+			if (!before(&round, &deadline))
+				round = deadline;
+			e = pthread_timedjoin_np(v->thread, NULL, &round);
+			if (e != ETIMEDOUT || !before(&round, &deadline))
+				break;
+		}
+		if (e == 0)
+			v->started = false;
+		else if (stuck < 0)
+			stuck = (int)i;
 	}
+	return stuck;
 }
 
 static void stop_event(void *ctx, uint32_t events)

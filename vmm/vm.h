@@ -124,8 +124,15 @@ enum vm_stop vm_stopped(struct vm *vm);
  * vm_join_vcpus). */
 int vm_start_vcpus(struct vm *vm);
 
-/* Join every started vCPU thread; call after a stop was requested. */
-void vm_join_vcpus(struct vm *vm);
+/* How often vm_join_vcpus kicks a vCPU that has not yet stopped. */
+#define VCPU_KICK_INTERVAL_MS 100
+
+/* Kick and join every started vCPU thread, waiting at most timeout_ms in
+ * all; call after a stop was requested. Returns -1 when every thread was
+ * joined, else the index of the first vCPU that did not leave KVM_RUN in
+ * time (its thread still runs, so nothing it may touch can be released:
+ * the caller should exit without tearing down). */
+int vm_join_vcpus(struct vm *vm, long timeout_ms);
 
 /* Run the event loop until the VM stops or a termination signal arrives
  * (signals must be blocked in every thread and handed in as a signalfd).
