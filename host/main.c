@@ -35,6 +35,7 @@
 #define CONSOLE_LIMIT    "262144"
 #define TEARDOWN_GRACE_MS 5000   /* after EXIT, how long vmm gets to reset the guest */
 #define EXTRACT_TIMEOUT_MS 30000
+#define REAP_AFTER_KILL_MS 10000 /* after the cgroup was killed, how long vmm gets to die */
 
 /* State the signal handler reaches: only this file's. Killing vmm is all
  * it does; the session then sees the VM gone (its pidfd or its socket) and
@@ -225,20 +226,25 @@ static long read_vmm_err(const struct paths *p, char *why, size_t len)
 	return ready_us;
 }
 
-/* Wait for vmm until deadline_ms, then kill its whole cgroup. Returns its
- * wait status. */
-static int reap_vmm(struct jail *j, int64_t deadline_ms, bool *killed)
+/* Wait for vmm until deadline_ms, then kill its whole cgroup and wait at
+ * most REAP_AFTER_KILL_MS more: a vmm that SIGKILL cannot end (a thread
+ * held in the host kernel) must not hold the run forever. Returns its wait
+ * status; *lost is set when it never ended. */
+static int reap_vmm(struct jail *j, int64_t deadline_ms, bool *killed, bool *lost)
 {
 	int st = 0;
-	*killed = false;
+	*killed = *lost = false;
 	for (;;) {
 		pid_t r = waitpid(j->pid, &st, WNOHANG);
 		if (r == j->pid || (r < 0 && errno != EINTR))
 			return st;
-		if (session_now_ms() >= deadline_ms) {
+		int64_t now = session_now_ms();
+		if (!*killed && now >= deadline_ms) {
 			jail_kill(j);
 			*killed = true;
-			waitpid(j->pid, &st, 0);
+			deadline_ms = now + REAP_AFTER_KILL_MS;
+		} else if (*killed && now >= deadline_ms) {
+			*lost = true;
 			return st;
 		}
 		usleep(2000);
@@ -343,8 +349,8 @@ static void run_vm(const struct vmrun_opts *o, const struct policy *pol, const s
 	r->boot = (sr.hello_ms ? sr.hello_ms : session_now_ms()) - start;
 	r->run = sr.hello_ms ? (exit_at ? exit_at : session_now_ms()) - sr.hello_ms : 0;
 	int64_t teardown_from = session_now_ms();
-	bool killed;
-	int vst = reap_vmm(j, st == SESSION_DONE ? teardown_from + TEARDOWN_GRACE_MS : teardown_from, &killed);
+	bool killed, lost;
+	int vst = reap_vmm(j, st == SESSION_DONE ? teardown_from + TEARDOWN_GRACE_MS : teardown_from, &killed, &lost);
 	g_vmm_pid = 0;
 	r->teardown = session_now_ms() - teardown_from;
 	char why[400];
@@ -380,6 +386,10 @@ static void run_vm(const struct vmrun_opts *o, const struct policy *pol, const s
 			snprintf(r->message + strlen(r->message), sizeof(r->message) - strlen(r->message),
 				 "%sthe VM did not reset after the run and was killed", r->message[0] ? "; " : "");
 	}
+	if (lost)
+		snprintf(r->message + strlen(r->message), sizeof(r->message) - strlen(r->message),
+			 "%svmm (pid %d) did not die within %d ms of SIGKILL and was left behind",
+			 r->message[0] ? "; " : "", (int)pid, REAP_AFTER_KILL_MS);
 	verbose(o, "jail (uid %u, cgroup v%d) ready in %ld us; agent \"%s\", boot %lld ms, run %lld ms, "
 		"teardown %lld ms, vmm status %d", j->uid, j->cgroup_version, ready_us, sr.agent,
 		(long long)r->boot, (long long)r->run, (long long)r->teardown, vst);
