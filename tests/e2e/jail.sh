@@ -18,7 +18,7 @@ check() { if eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 vcheck() { if [ -n "$pid" ] && eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 
 # A run that lasts long enough to inspect its vmm from outside.
-"$VMRUN" -v -c 2 -t 60 -- sleep 12 >"$tmp/out" 2>"$tmp/err" &
+timeout -k 5 120 "$VMRUN" -v -c 2 -t 60 -- sleep 12 >"$tmp/out" 2>"$tmp/err" &
 run=$!
 cg=
 for i in $(seq 100); do
@@ -80,7 +80,7 @@ if [ -x build/tests/vmm-forbidden ]; then
 	cp "$VMRUN" "$tmp/bin/vmrun"
 	cp build/tests/vmm-forbidden "$tmp/bin/vmm"
 	ln -s "$PWD/build/guest" "$tmp/guest"
-	"$tmp/bin/vmrun" --json -- true >"$tmp/out" 2>"$tmp/err"
+	timeout -k 5 120 "$tmp/bin/vmrun" --json -- true >"$tmp/out" 2>"$tmp/err"
 	rc=$?
 	check "a forbidden syscall on a vCPU thread: vmm dies of SIGSYS, vm_failed (125)" \
 		'[ $rc -eq 125 ] && grep -q "\"termination\":\"vm_failed\"" "$tmp/out" && grep -q SIGSYS "$tmp/out"'

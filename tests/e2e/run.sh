@@ -5,6 +5,8 @@
 set -u
 cd "$(dirname "$0")/../.."
 VMRUN=$PWD/build/bin/vmrun
+DEADLINE=120   # seconds for one vmrun; each asks for -t 10 or less
+JAILED_VMM='^vmm --kvm-fd 3 '   # the command line vmrun gives every jailed vmm
 pass=0
 fail=0
 tmp=$(mktemp -d /tmp/e2e.XXXXXX)
@@ -23,8 +25,11 @@ v() {
 	local name=$1 want=$2
 	shift 2
 	local t0=$(date +%s%N)
-	"$VMRUN" "$@" >"$tmp/out" 2>"$tmp/err"
+	# The test's own deadline, beyond vmrun's: a vmrun that hangs is
+	# killed (TERM, KILL 5 s later) and the case fails.
+	timeout -k 5 $DEADLINE "$VMRUN" "$@" >"$tmp/out" 2>"$tmp/err"
 	rc=$?
+	[ $rc -ne 124 ] || [ "$want" -eq 124 ] || echo "vmrun was killed at the test's $DEADLINE s deadline" >>"$tmp/err"
 	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 	[ "$rc" -eq "$want" ]
 }
@@ -90,8 +95,8 @@ rm "$tmp/ws/evil"
 mkdir -p "$tmp/a" "$tmp/b"
 echo a >"$tmp/a/only-a"
 echo b >"$tmp/b/only-b"
-"$VMRUN" -w "$tmp/a" -- sh -c 'ls; sleep 1' >"$tmp/out-a" 2>&1 &
-"$VMRUN" -w "$tmp/b" -- sh -c 'ls; sleep 1' >"$tmp/out-b" 2>&1
+timeout -k 5 $DEADLINE "$VMRUN" -w "$tmp/a" -- sh -c 'ls; sleep 1' >"$tmp/out-a" 2>&1 &
+timeout -k 5 $DEADLINE "$VMRUN" -w "$tmp/b" -- sh -c 'ls; sleep 1' >"$tmp/out-b" 2>&1
 wait
 grep -q only-a "$tmp/out-a" && ! grep -q only-b "$tmp/out-a" && grep -q only-b "$tmp/out-b" && ! grep -q only-a "$tmp/out-b" &&
 	ok "two runs at once see only their own workspace" || { cat "$tmp/out-a" "$tmp/out-b"; not_ok "isolation"; }
@@ -101,14 +106,32 @@ grep -q only-a "$tmp/out-a" && ! grep -q only-b "$tmp/out-a" && grep -q only-b "
 pid=$!
 sleep 3
 kill -INT $pid
+# a bounded wait: a vmrun still there after 60 s is killed and fails
+for _ in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -KILL $pid 2>/dev/null && echo "vmrun ignored SIGINT for 60 s and was killed" >>"$tmp/err"
 wait $pid
 rc=$?
 [ $rc -eq 125 ] && grep -q interrupted "$tmp/err" && ok "SIGINT ends the run (125, interrupted)" || not_ok "sigint (status $rc)"
 
+# vmrun's deadline does not depend on vmm: with vmm-stuck, whose vCPU 0
+# ignores kicks and stops (like one that never leaves KVM_RUN), the run
+# still ends at its limit, the cgroup is killed and nothing is left.
+mkdir -p "$tmp/stuck/bin"
+cp "$VMRUN" "$tmp/stuck/bin/vmrun"
+cp build/tests/vmm-stuck "$tmp/stuck/bin/vmm"
+ln -s "$PWD/build/guest" "$tmp/stuck/guest"
+VMRUN=$tmp/stuck/bin/vmrun v "stuck vCPU" 124 --json -t 3 -- sleep 100 &&
+	json 'j["termination"]=="timeout"' && [ "$ms" -lt 15000 ] &&
+	! pgrep -f "$JAILED_VMM" >/dev/null &&
+	ok "a vmm whose vCPU never stops: the run still ends at its 3 s limit, 124 after $ms ms" ||
+	not_ok "stuck vCPU (status $rc after $ms ms)"
+
 # nothing left behind by any of the runs above
 left=$(ls -A "$TMPDIR")
-procs=$(pgrep -f "$PWD/build/bin/vmm" || true)
-[ -z "$left" ] && [ -z "$procs" ] && ok "no run directory, image, socket or vmm process left behind" ||
-	{ echo "    left: $left procs: $procs"; not_ok "leftovers"; }
+procs=$(pgrep -f "$JAILED_VMM" || true)
+cgroups=$(ls -d /sys/fs/cgroup/vmrun/*/ /sys/fs/cgroup/*/vmrun-*/ 2>/dev/null)
+[ -z "$left" ] && [ -z "$procs" ] && [ -z "$cgroups" ] &&
+	ok "no run directory, image, socket, cgroup or vmm process left behind" ||
+	{ echo "    left: $left procs: $procs cgroups: $cgroups"; not_ok "leftovers"; }
 echo "e2e: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -13,6 +13,7 @@ fail=0
 tmp=$(mktemp -d /tmp/vmrun-agent.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 ALLOW=$B/guest/programs.txt
+VM_DEADLINE=90   # seconds for one guest; a boot takes ~5 s on the emulated KVM host
 
 # run NAME EXPECTED_STATUS STDOUT_REGEX [client options] -- PROGRAM ARGS
 # (STDOUT_REGEX "EMPTY": no output at all)
@@ -23,9 +24,14 @@ run() {
 	$B/tests/agent_client "$uds" "$@" >"$tmp/out" 2>"$tmp/err" &
 	client=$!
 	start=$(date +%s%N)
-	$B/bin/vmm --kernel $B/guest/vmlinux --memory 256 --disk $B/guest/rootfs.ext4,ro --vsock-uds "$uds" \
-		--console "$tmp/console" --cmdline "root=/dev/vda ro init=/init" 2>"$tmp/vmm.err"
+	# The deadline: a guest that never resets is killed (TERM, KILL 5 s
+	# later), and so is a client still waiting after it.
+	timeout -k 5 $VM_DEADLINE $B/bin/vmm --kernel $B/guest/vmlinux --memory 256 --disk $B/guest/rootfs.ext4,ro \
+		--vsock-uds "$uds" --console "$tmp/console" --cmdline "root=/dev/vda ro init=/init" 2>"$tmp/vmm.err"
 	vrc=$?
+	late=""
+	[ $vrc -ne 124 ] && [ $vrc -ne 137 ] || late=" (vmm killed at its $VM_DEADLINE s deadline)"
+	[ -z "$late" ] || kill $client 2>/dev/null
 	wait $client
 	rc=$?
 	ms=$(( ($(date +%s%N) - start) / 1000000 ))
@@ -34,10 +40,10 @@ run() {
 		echo "ok - $name ($ms ms; $(grep -o 'hello .*' "$tmp/err"))"
 		pass=$((pass + 1))
 	else
-		echo "not ok - $name: status $rc (want $want), vmm $vrc, stdout /$re/:"
+		echo "not ok - $name: status $rc (want $want), vmm $vrc$late, stdout /$re/:"
 		sed 's/^/    out: /' "$tmp/out" | head -n 20
 		sed 's/^/    err: /' "$tmp/err" "$tmp/vmm.err" | head -n 20
-		tr -d '\r' <"$tmp/console" | grep -v '^\[' | sed 's/^/    console: /' | tail -n 15
+		tr -d '\r' <"$tmp/console" | sed 's/^/    console: /' | tail -n 30
 		fail=$((fail + 1))
 	fi
 }

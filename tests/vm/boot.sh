@@ -22,7 +22,9 @@ boot() {
 	local start st
 	start=$(date +%s%N)
 	# The console is read as it comes, to time the root-mount line.
-	timeout 300 "$VMM" --kernel "$kernel" --cpus "$cpus" --memory 256 --cmdline "$cmdline" \
+	# The deadline: TERM at 120 s, KILL 5 s later; the console so far is
+	# printed below.
+	timeout -k 5 120 "$VMM" --kernel "$kernel" --cpus "$cpus" --memory 256 --cmdline "$cmdline" \
 		2>"$tmp/err" | while IFS= read -r line; do
 		line=${line%$'\r'}   # the 8250 console ends lines with CR LF
 		printf '%s\n' "$line" >>"$tmp/console"
@@ -40,7 +42,9 @@ boot() {
 		echo "ok - $name: root-mount attempt ${at_ms} ms after vmm start; vmm exited 0 after ${wall_ms} ms"
 		pass=$((pass + 1))
 	else
-		echo "not ok - $name: exit $st, missing:$missing; $(cat "$tmp/err")"
+		local late=""
+		[ "$st" != 124 ] && [ "$st" != 137 ] || late=" (killed at its 120 s deadline)"
+		echo "not ok - $name: exit $st$late, missing:$missing; $(cat "$tmp/err")"
 		tail -n 30 "$tmp/console" | sed 's/^/    console: /'
 		fail=$((fail + 1))
 	fi

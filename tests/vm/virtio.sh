@@ -47,17 +47,28 @@ $VH connect "$uds" 5001 200000 >"$tmp/connect.out" 2>&1 &
 mode=
 [ $bench = 1 ] && mode=" vt_mode=bench"
 start=$(date +%s%N)
-$VMM --kernel $B/guest/vmlinux --memory 256 $disks --vsock-uds "$uds" --console "$tmp/console" \
+# The deadline: a guest that never resets is killed (TERM, KILL 5 s later);
+# then so are the host peers, which would wait for it forever.
+timeout -k 5 300 $VMM --kernel $B/guest/vmlinux --memory 256 $disks --vsock-uds "$uds" --console "$tmp/console" \
 	--cmdline "root=/dev/vdb rw init=/init$mode" 2>"$tmp/vmm.err"
 rc=$?
 end=$(date +%s%N)
+if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+	echo "vmm was killed at its 300 s deadline" >>"$tmp/vmm.err"
+	kill $(jobs -p) 2>/dev/null
+fi
 wait
 # The serial console ends lines with CRLF.
 tr -d '\r' <"$tmp/console" >"$tmp/console.txt" && mv "$tmp/console.txt" "$tmp/console"
 echo "# guest ran $(( (end - start) / 1000000 )) ms; console:"
 sed -n 's/^/#   /; /vt\|vtest/p' "$tmp/console"
 
-if [ $rc -eq 0 ]; then ok "vmm exits 0 after the guest's reset"; else not_ok "vmm exit $rc: $(cat "$tmp/vmm.err")"; fi
+if [ $rc -eq 0 ]; then
+	ok "vmm exits 0 after the guest's reset"
+else
+	not_ok "vmm exit $rc: $(cat "$tmp/vmm.err")"
+	tail -n 30 "$tmp/console" | sed 's/^/    console: /'
+fi
 sectors=$(( $(stat -c %s "$ROOT") / 512 ))
 expect "guest sees the root image as vda, read-only, $sectors sectors" "$tmp/console" "^vt: disk vda sectors=$sectors ro=1"
 expect "guest sees the test disk as vdb, writable" "$tmp/console" '^vt: disk vdb sectors=65536 ro=0'
