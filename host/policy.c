@@ -19,6 +19,36 @@ static int add_path(char (**list)[POLICY_PATH_MAX], unsigned *n, const char *pat
 	return 0;
 }
 
+enum line_read { LINE_EOF = 0, LINE_OK = 1, LINE_LONG = -1, LINE_NUL = -2 };
+
+/* Read one line of at most len - 1 bytes into buf, without its newline
+ * (the last line needs none). A longer line, or one holding a NUL byte, is
+ * refused whole: cut at the buffer's size, its tail would read as a line of
+ * its own ("# xxx...allow /bin/sh"), and a NUL would hide the rest of it. */
+static enum line_read read_line(FILE *f, char *buf, size_t len)
+{
+	size_t n = 0;
+	int c;
+	while ((c = getc(f)) != EOF && c != '\n') {
+		if (c == '\0')
+			return LINE_NUL;
+		if (n + 1 >= len)
+			return LINE_LONG;
+		buf[n++] = (char)c;
+	}
+	buf[n] = '\0';
+	return c == EOF && n == 0 ? LINE_EOF : LINE_OK;
+}
+
+/* Why read_line refused line no of file, as one line in err. */
+static int bad_line(char *err, size_t errlen, const char *what, const char *file, unsigned no, enum line_read r,
+		    size_t len)
+{
+	if (r == LINE_NUL)
+		return errf(err, errlen, "%s %s line %u: holds a NUL byte", what, file, no);
+	return errf(err, errlen, "%s %s line %u: longer than %zu bytes", what, file, no, len - 1);
+}
+
 static int load_manifest(struct policy *p, const char *file, char *err, size_t errlen)
 {
 	FILE *f = fopen(file, "re");
@@ -26,15 +56,22 @@ static int load_manifest(struct policy *p, const char *file, char *err, size_t e
 		return errf(err, errlen, "program manifest %s: %s", file, strerror(errno));
 	char line[POLICY_PATH_MAX + 2];
 	int rc = 0;
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = '\0';
+	enum line_read r;
+	for (unsigned no = 1; (r = read_line(f, line, sizeof(line))) != LINE_EOF; no++) {
+		if (r != LINE_OK) {
+			rc = bad_line(err, errlen, "program manifest", file, no, r, sizeof(line));
+			break;
+		}
 		if (!line[0])
 			continue;
 		if (add_path(&p->manifest, &p->nmanifest, line)) {
-			rc = errf(err, errlen, "program manifest %s: bad or too many entries at '%.60s'", file, line);
+			rc = errf(err, errlen, "program manifest %s line %u: bad or too many entries at '%.60s'", file,
+				  no, line);
 			break;
 		}
 	}
+	if (!rc && ferror(f))
+		rc = errf(err, errlen, "program manifest %s: read error", file);
 	fclose(f);
 	return rc;
 }
@@ -81,8 +118,12 @@ static int load_file(struct policy *p, const char *file, char *err, size_t errle
 	char line[512];
 	bool own_allow = false;
 	int rc = 0;
-	for (unsigned no = 1; fgets(line, sizeof(line), f); no++) {
-		line[strcspn(line, "\n")] = '\0';
+	enum line_read r;
+	for (unsigned no = 1; (r = read_line(f, line, sizeof(line))) != LINE_EOF; no++) {
+		if (r != LINE_OK) {
+			rc = bad_line(err, errlen, "policy", file, no, r, sizeof(line));
+			break;
+		}
 		char *s = line + strspn(line, " \t");
 		if (!*s || *s == '#')
 			continue;
@@ -92,6 +133,8 @@ static int load_file(struct policy *p, const char *file, char *err, size_t errle
 			break;
 		}
 	}
+	if (!rc && ferror(f))
+		rc = errf(err, errlen, "policy %s: read error", file);
 	fclose(f);
 	return rc;
 }

@@ -18,6 +18,8 @@
  *   artifacts_max_depth 16
  *   cpu_quota 150                 vmm's CPU time in % of one CPU (none by default)
  *
+ * A line is at most 511 bytes; a longer one, or one holding a NUL byte,
+ * fails the load with its line number (it is never split or cut short).
  * Requests beyond a ceiling are refused before any VM starts. */
 #ifndef VMRUN_POLICY_H
 #define VMRUN_POLICY_H
