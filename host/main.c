@@ -220,7 +220,7 @@ static long read_vmm_err(const struct paths *p, char *why, size_t len)
 		if (!strncmp(line, JAIL_READY_PREFIX, strlen(JAIL_READY_PREFIX)))
 			ready_us = atol(line + strlen(JAIL_READY_PREFIX));
 		else if (line[0] != '\n')
-			snprintf(why, len, "%.*s", (int)strcspn(line, "\n"), line);
+			session_printable(why, len, line, strcspn(line, "\n"));   /* vmm runs the guest: its words too */
 	}
 	fclose(f);
 	return ready_us;
@@ -256,10 +256,14 @@ static void print_console(const struct paths *p)
 	FILE *f = fopen(p->console, "re");
 	if (!f)
 		return;
-	char line[1024];
+	char line[1024], shown[1024];
 	fputs("vmrun: guest console:\n", stderr);
-	while (fgets(line, sizeof(line), f))
-		fprintf(stderr, "  | %s", line);
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strcspn(line, "\n");
+		if (n && line[n - 1] == '\r')
+			n--;   /* the serial console ends its lines with CR LF */
+		fprintf(stderr, "  | %s\n", session_printable(shown, sizeof(shown), line, n));
+	}
 	fclose(f);
 }
 

@@ -10,6 +10,17 @@
 #include <time.h>
 #include <unistd.h>
 
+char *session_printable(char *dst, size_t cap, const void *src, size_t n)
+{
+	const unsigned char *s = src;
+	size_t i = 0;
+	for (; i < n && i + 1 < cap; i++)
+		dst[i] = s[i] >= 0x20 && s[i] <= 0x7e ? (char)s[i] : '?';
+	if (cap)
+		dst[i] = '\0';
+	return dst;
+}
+
 int64_t session_now_ms(void)
 {
 	struct timespec t;
@@ -113,7 +124,7 @@ static int agent_frame(uint16_t type, const uint8_t *p, uint32_t len, bool *hell
 			return failed(res, "the agent's first frame is type %u, not HELLO", type);
 		if (proto_decode_hello(p, len, &version, err, sizeof(err)))
 			return failed(res, "bad HELLO: %s", err);
-		snprintf(res->agent, sizeof(res->agent), "%.*s", (int)(len - 4), (const char *)p + 4);
+		session_printable(res->agent, sizeof(res->agent), p + 4, len - 4);
 		res->hello_ms = session_now_ms();
 		*hello = true;
 		return -1;
@@ -128,8 +139,10 @@ static int agent_frame(uint16_t type, const uint8_t *p, uint32_t len, bool *hell
 		if (proto_decode_exit(p, len, &res->exit, err, sizeof(err)))
 			return failed(res, "bad EXIT: %s", err);
 		return SESSION_DONE;
-	case PROTO_ERROR:
-		return failed(res, "agent: %.*s", (int)(len > 400 ? 400 : len), (const char *)p);
+	case PROTO_ERROR: {
+		char text[401];
+		return failed(res, "agent: %s", session_printable(text, sizeof(text), p, len));
+	}
 	default:
 		return failed(res, "unexpected frame type %u from the agent", type);
 	}

@@ -27,10 +27,17 @@ struct session_io {
 
 struct session_result {
 	struct proto_exit exit;
-	char agent[64];               /* the agent's name from HELLO */
+	char agent[64];               /* the agent's name from HELLO, made printable */
 	int64_t hello_ms;             /* monotonic ms when HELLO arrived, 0 if never */
-	char error[512];              /* why, when SESSION_FAILED */
+	char error[512];              /* why, when SESSION_FAILED; the agent's text made printable */
 };
+
+/* Guest text made safe to print or store in a message: the first n bytes
+ * of src copied into dst (cap bytes with the NUL; cut to fit), every byte
+ * outside printable ASCII (0x20..0x7e) replaced by '?', so that a hostile
+ * guest cannot send terminal escape sequences, break a one-line message or
+ * end it early with a NUL. Returns dst. Pure. */
+char *session_printable(char *dst, size_t cap, const void *src, size_t n);
 
 /* Monotonic clock in ms: vmrun's clock for phases and deadlines. */
 int64_t session_now_ms(void);
