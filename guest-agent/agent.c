@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -358,6 +359,19 @@ out:
 	return rc;
 }
 
+/* The drain ended before st did (a process outside the command's session
+ * holds the pipe): what it still had to say is cut off, as at the cap.
+ * Bytes already in the pipe count as produced. */
+static void cut_off(struct stream *st)
+{
+	int pending = 0;
+	if (st->fd < 0)
+		return;
+	if (ioctl(st->fd, FIONREAD, &pending) == 0 && pending > 0)
+		st->bytes += (uint64_t)pending;
+	st->truncated = true;
+}
+
 /* Relay stdin and output until the command has exited and its pipes are
  * drained. Returns 0 with its wait status and usage, or -1 (reason in
  * s->err; the command is killed). */
@@ -379,8 +393,11 @@ static int supervise(struct session *s, struct child_proc *c, int *status, struc
 		if (!exited && c->pidfd >= 0) fds[n++] = (struct pollfd){ c->pidfd, POLLIN, 0 };
 		/* Without a pidfd, poll in short rounds to notice the exit. */
 		int timeout = exited ? (int)(DRAIN_MS - ms_since(&drain_from)) : (c->pidfd >= 0 ? -1 : 50);
-		if (exited && timeout <= 0)
+		if (exited && timeout <= 0) {
+			cut_off(&c->out);
+			cut_off(&c->err);
 			break;
+		}
 		if (poll(fds, (nfds_t)n, timeout) < 0 && errno != EINTR) {
 			snprintf(s->err, s->errlen, "poll: %s", strerror(errno));
 			goto killed;

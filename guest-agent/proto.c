@@ -257,5 +257,12 @@ int proto_decode_exit(const uint8_t *p, uint32_t len, struct proto_exit *e, char
 	memcpy(e, p, PROTO_EXIT_LEN);
 	if (e->kind < PROTO_END_EXITED || e->kind > PROTO_END_ERROR)
 		return fail(err, errlen, "EXIT with unknown kind %u", e->kind);
+	/* The host passes these on as its own exit status (code, 128 +
+	 * signal): a value no process can end with is a malformed frame, not
+	 * something to clamp into a plausible status. */
+	if (e->kind == PROTO_END_EXITED && (e->code < 0 || e->code > 255))
+		return fail(err, errlen, "EXIT with exit code %d outside 0..255", e->code);
+	if (e->kind == PROTO_END_SIGNALED && (e->signal < 1 || e->signal > PROTO_MAX_SIGNAL))
+		return fail(err, errlen, "EXIT with signal %d outside 1..%d", e->signal, PROTO_MAX_SIGNAL);
 	return 0;
 }

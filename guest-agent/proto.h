@@ -73,17 +73,25 @@ enum proto_end {
 	PROTO_END_ERROR = 5,      /* the agent could not start it */
 };
 
+/* A stream is flagged truncated when bytes of it were dropped at the cap,
+ * or when it had not ended by the end of the drain after the command
+ * exited (the rest was never read). */
 #define PROTO_EXIT_STDOUT_TRUNCATED 1u
 #define PROTO_EXIT_STDERR_TRUNCATED 2u
 #define PROTO_EXIT_LEN 48u
+#define PROTO_MAX_SIGNAL 64       /* Linux's highest signal number */
 
+/* cpu_ms and max_rss_kib are the command's own wait4() usage: the process
+ * the agent started, plus the descendants it waited for itself. Processes
+ * it left behind (killed after it exited) are not counted, and
+ * max_rss_kib is the largest single process's peak, not a sum. */
 struct proto_exit {
 	uint32_t kind;            /* enum proto_end */
-	int32_t code;             /* exit status when EXITED */
-	int32_t signal;           /* signal number when SIGNALED */
+	int32_t code;             /* exit status when EXITED: 0..255 (else the frame is malformed) */
+	int32_t signal;           /* signal number when SIGNALED: 1..PROTO_MAX_SIGNAL */
 	uint32_t flags;           /* PROTO_EXIT_*_TRUNCATED */
-	uint64_t cpu_ms;          /* user + system time of the command and its children */
-	uint64_t max_rss_kib;
+	uint64_t cpu_ms;          /* user + system time, ms (see above) */
+	uint64_t max_rss_kib;     /* peak resident set, KiB (see above) */
 	uint64_t stdout_bytes, stderr_bytes;   /* produced, including dropped */
 };
 

@@ -214,22 +214,28 @@ static int stdin_fd(const void *data, size_t len)
 	return fd;
 }
 
-/* One run of rq through session_run: in == NULL means no stdin at all. */
-static void run_with(const void *in, size_t inlen)
+/* One run of rq through session_run with output going to fn: in == NULL
+ * means no stdin at all. */
+static void run_output_to(const void *in, size_t inlen, session_output_fn fn)
 {
 	memset(&R, 0, sizeof(R));
 	int host, report;
 	int64_t t0 = now_ms();
 	pid_t pid = start_agent(&host, &report);
-	struct session_io io = { .stdin_fd = in ? stdin_fd(in, inlen) : -1, .output = on_output, .ctx = &R };
+	struct session_io io = { .stdin_fd = in ? stdin_fd(in, inlen) : -1, .output = fn, .ctx = &R };
 	R.st = session_run(host, &rq, &io, t0 + DEADLINE_MS, &R.res);
 	R.ms = now_ms() - t0;
 	close(host);
 	if (io.stdin_fd >= 0)
 		close(io.stdin_fd);
 	finish_agent(pid, report, &R);
-	out_buf[R.out_len] = '\0';
+	out_buf[R.out_len < sizeof(out_buf) ? R.out_len : 0] = '\0';
 	err_buf[R.err_len] = '\0';
+}
+
+static void run_with(const void *in, size_t inlen)
+{
+	run_output_to(in, inlen, on_output);
 }
 
 static void run(void)
@@ -1058,6 +1064,60 @@ static void orphans_killed(void **state)
 	assert_true(R.ms < 5000);
 }
 
+/* stdout only counted (for output without end), stderr kept. */
+static void on_output_counted(void *ctx, uint16_t type, const uint8_t *data, uint32_t len)
+{
+	struct run *r = ctx;
+	if (type == PROTO_STDOUT)
+		r->out_len += len;
+	else
+		on_output(ctx, type, data, len);
+}
+
+/* Kill the process whose pid the command wrote first on stderr. */
+static void kill_reported(void)
+{
+	int pid = 0;
+	if (sscanf((char *)err_buf, "%d", &pid) == 1 && pid > 1)
+		kill(pid, SIGKILL);
+}
+
+/* When the command has exited, its pipes are drained for at most 200 ms.
+ * A stream that has not ended by then (a process outside the command's
+ * session still holds it) is cut off there, and flagged truncated like
+ * output past the cap; bytes still in the pipe count as produced. */
+static void drain_cut_off_flagged(void **state)
+{
+	(void)state;
+	/* endless output from a process that left the session (stderr closed,
+	 * so only stdout is cut) */
+	REQUEST("sh", "-c", "setsid sh -c 'echo $$ >&2; exec 2>&-; exec cat /dev/zero' & sleep 0.3");
+	rq.max_output = UINT64_MAX;
+	run_output_to(NULL, 0, on_output_counted);
+	kill_reported();
+	assert_exited(0);
+	assert_true(R.out_len > 0);
+	if (R.res.exit.flags != PROTO_EXIT_STDOUT_TRUNCATED)
+		fail_msg("flags %#x after %zu bytes of stdout cut off by the drain (want stdout truncated)",
+			 R.res.exit.flags, R.out_len);
+	assert_true(R.res.exit.stdout_bytes > R.out_len);   /* what was left in the pipe */
+	assert_true(R.ms < 5000);
+
+	/* a quiet holder: the stream never ended either */
+	REQUEST("sh", "-c", "setsid sh -c 'echo $$ >&2; exec 2>&-; printf some; exec sleep 30' & sleep 0.3");
+	run();
+	kill_reported();
+	assert_exited(0);
+	assert_stdout("some");
+	assert_int_equal(R.res.exit.flags, PROTO_EXIT_STDOUT_TRUNCATED);
+
+	/* streams that end within the drain are whole */
+	REQUEST("sh", "-c", "(sleep 0.05; printf late; printf err >&2) & printf early");
+	run();
+	assert_exited(0);
+	assert_int_equal(R.res.exit.flags, 0);
+}
+
 static void cpu_time(void **state)
 {
 	(void)state;
@@ -1531,6 +1591,20 @@ static void session_run_scripted_agents(void **state)
 	n += put_frame(s + n, PROTO_EXIT, ex, sizeof(ex) - 1);
 	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
 	assert_string_equal(R.res.error, "bad EXIT: EXIT of 47 bytes");
+	/* an exit status vmrun could not pass on: 128 + signal would overflow */
+	struct proto_exit bad = { .kind = PROTO_END_SIGNALED, .signal = INT32_MAX };
+	uint8_t badex[PROTO_EXIT_LEN];
+	proto_encode_exit(&bad, badex);
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	n += put_frame(s + n, PROTO_EXIT, badex, sizeof(badex));
+	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
+	assert_string_equal(R.res.error, "bad EXIT: EXIT with signal 2147483647 outside 1..64");
+	bad = (struct proto_exit){ .kind = PROTO_END_EXITED, .code = 256 };
+	proto_encode_exit(&bad, badex);
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	n += put_frame(s + n, PROTO_EXIT, badex, sizeof(badex));
+	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
+	assert_string_equal(R.res.error, "bad EXIT: EXIT with exit code 256 outside 0..255");
 	n = put_frame(s, PROTO_HELLO, hello, hn);
 	n += put_frame(s + n, PROTO_REQUEST, "", 0);
 	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
@@ -1601,6 +1675,7 @@ int main(void)
 		T(exit_codes),
 		T(killed_by_signal),
 		T(orphans_killed),
+		T(drain_cut_off_flagged),
 		T(cpu_time),
 		T(runs_as_user),
 		T(start_failures),

@@ -202,7 +202,7 @@ static void exit_round_trip(void **state)
 
 	/* every known kind decodes */
 	for (uint32_t k = PROTO_END_EXITED; k <= PROTO_END_ERROR; k++) {
-		struct proto_exit x = { .kind = k, .code = (int32_t)k };
+		struct proto_exit x = { .kind = k, .code = (int32_t)k, .signal = 9 };
 		proto_encode_exit(&x, buf);
 		assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), 0);
 		assert_int_equal(d.kind, k);
@@ -236,6 +236,51 @@ static void exit_refused(void **state)
 	proto_encode_exit(&x, buf);
 	assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), -1);
 	assert_string_equal(err, "EXIT with unknown kind 6");
+}
+
+/* What the host turns into its own exit status must be one: an exit code
+ * of 0..255, a signal of 1..64 (128 + signal must neither overflow nor
+ * read as a status that is not a signal). */
+static void exit_status_ranges(void **state)
+{
+	(void)state;
+	uint8_t buf[PROTO_EXIT_LEN];
+	struct proto_exit d;
+	const int32_t good_codes[] = { 0, 1, 124, 255 }, bad_codes[] = { -1, 256, 1000, INT32_MAX, INT32_MIN };
+	const int32_t good_sigs[] = { 1, 9, 15, 64 }, bad_sigs[] = { 0, -1, 65, 128, INT32_MAX, INT32_MIN };
+	for (size_t i = 0; i < sizeof(good_codes) / sizeof(good_codes[0]); i++) {
+		struct proto_exit x = { .kind = PROTO_END_EXITED, .code = good_codes[i] };
+		proto_encode_exit(&x, buf);
+		assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), 0);
+		assert_int_equal(d.code, good_codes[i]);
+	}
+	for (size_t i = 0; i < sizeof(bad_codes) / sizeof(bad_codes[0]); i++) {
+		struct proto_exit x = { .kind = PROTO_END_EXITED, .code = bad_codes[i] };
+		proto_encode_exit(&x, buf);
+		if (proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)) != -1)
+			fail_msg("EXIT with exit code %d accepted", bad_codes[i]);
+		assert_non_null(strstr(err, "exit code"));
+	}
+	for (size_t i = 0; i < sizeof(good_sigs) / sizeof(good_sigs[0]); i++) {
+		struct proto_exit x = { .kind = PROTO_END_SIGNALED, .signal = good_sigs[i] };
+		proto_encode_exit(&x, buf);
+		assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), 0);
+		assert_int_equal(d.signal, good_sigs[i]);
+	}
+	for (size_t i = 0; i < sizeof(bad_sigs) / sizeof(bad_sigs[0]); i++) {
+		struct proto_exit x = { .kind = PROTO_END_SIGNALED, .signal = bad_sigs[i] };
+		proto_encode_exit(&x, buf);
+		if (proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)) != -1)
+			fail_msg("EXIT with signal %d accepted", bad_sigs[i]);
+		assert_non_null(strstr(err, "signal"));
+	}
+	/* the field a kind does not use is not judged */
+	struct proto_exit x = { .kind = PROTO_END_SIGNALED, .code = -7, .signal = 9 };
+	proto_encode_exit(&x, buf);
+	assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), 0);
+	x = (struct proto_exit){ .kind = PROTO_END_EXITED, .code = 3, .signal = INT32_MAX };
+	proto_encode_exit(&x, buf);
+	assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), 0);
 }
 
 /* ---- REQUEST -------------------------------------------------------------- */
@@ -1137,6 +1182,7 @@ int main(void)
 		cmocka_unit_test_setup(hello_refused, setup),
 		cmocka_unit_test_setup(exit_round_trip, setup),
 		cmocka_unit_test_setup(exit_refused, setup),
+		cmocka_unit_test_setup(exit_status_ranges, setup),
 		cmocka_unit_test_setup(request_exact_bytes, setup),
 		cmocka_unit_test_setup(request_round_trip, setup),
 		cmocka_unit_test_setup(request_any_order, setup),
