@@ -41,9 +41,13 @@ uint8_t blk_parse(const struct vq_chain *c, uint64_t capacity, bool ro, struct b
 	default:
 		return VIRTIO_BLK_S_UNSUPP;
 	}
-	/* Data requests: whole sectors, all of them inside the disk. */
+	/* Data requests: whole sectors, all of them inside the disk. A read
+	 * reports its data and status byte as the used ring's 32-bit length,
+	 * so one of 4 GiB or more is refused: its length would wrap. */
 	r->len = got;
 	if (got == 0 || got % BLK_SECTOR || h.sector > capacity || got / BLK_SECTOR > capacity - h.sector)
+		return VIRTIO_BLK_S_IOERR;
+	if (h.type == VIRTIO_BLK_T_IN && got > UINT32_MAX - 1u)
 		return VIRTIO_BLK_S_IOERR;
 	r->offset = h.sector * BLK_SECTOR;
 	return VIRTIO_BLK_S_OK;
@@ -80,7 +84,7 @@ static uint8_t execute(struct virtio_blk *b, struct blk_req *r, uint32_t *writte
 	case VIRTIO_BLK_T_IN:
 		if (transfer(b->fd, false, r->iov, r->niov, r->offset, r->len))
 			return VIRTIO_BLK_S_IOERR;
-		*written = (uint32_t)r->len;
+		*written = (uint32_t)r->len;   /* below 4 GiB: blk_parse refused more */
 		return VIRTIO_BLK_S_OK;
 	case VIRTIO_BLK_T_OUT:
 		return transfer(b->fd, true, r->iov, r->niov, r->offset, r->len) ? VIRTIO_BLK_S_IOERR

@@ -625,6 +625,58 @@ static void out_of_range(void **state)
 	assert_memory_equal(gp(f, DATA_GPA, 512), f->shadow + (NSECT - 1) * 512, 512);
 }
 
+/* A read of 4 GiB or more cannot report its length in the used ring (a
+ * u32: data + status): refused with IOERR before any I/O, used length 1.
+ * A sparse disk large enough for it, and 254 data descriptors of 17 MiB
+ * that all point at the same guest buffer. */
+static void read_4gib_refused(void **state)
+{
+	(void)state;
+	const uint32_t seg = 17u << 20;
+	const unsigned nseg = BLK_QUEUE_SIZE - 2;
+	char dir[32], path[64];
+	make_tmpdir(dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/big.img", dir);
+	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)(5ull << 30)), 0);
+	close(fd);
+	struct guest_mem gm;
+	assert_int_equal(guest_mem_init(&gm, 32ull << 20, 0xc0000000ull, 0x100000000ull), 0);
+	struct virtio_blk *b = calloc(1, sizeof(*b));
+	assert_non_null(b);
+	assert_int_equal(virtio_blk_init(b, path, true, &gm, 0xd0000000, 5), 0);
+	struct fv_queue q;
+	fv_bring_up(&b->t, 1, BLK_QUEUE_SIZE, &q);
+
+	struct virtio_blk_outhdr h = { .type = VIRTIO_BLK_T_IN, .sector = 1 };
+	memcpy(fv_ptr(&gm, HDR_GPA, sizeof(h)), &h, sizeof(h));
+	memset(fv_ptr(&gm, DATA_GPA, seg), FILL, seg);
+	*(uint8_t *)fv_ptr(&gm, STATUS_GPA, 1) = NO_STATUS;
+	fv_desc(&gm, &q, 0, HDR_GPA, 16, VRING_DESC_F_NEXT, 1);
+	for (unsigned i = 1; i <= nseg; i++)
+		fv_desc(&gm, &q, (uint16_t)i, DATA_GPA, seg, VRING_DESC_F_WRITE | VRING_DESC_F_NEXT, (uint16_t)(i + 1));
+	fv_desc(&gm, &q, (uint16_t)(nseg + 1), STATUS_GPA, 1, VRING_DESC_F_WRITE, 0);
+	fv_avail(&gm, &q, 0);
+	virtio_mmio_kick(&b->t, 0);
+	uint32_t id, len;
+	assert_true(fv_used(&gm, &q, &id, &len));
+	assert_int_equal(id, 0);
+	uint8_t st = *(uint8_t *)fv_ptr(&gm, STATUS_GPA, 1);
+	if (st != VIRTIO_BLK_S_IOERR || len != 1)
+		fail_msg("a read of %llu bytes: status %u, used length %u (want IOERR and 1)",
+			 (unsigned long long)seg * nseg, st, len);
+	const uint8_t *d = fv_ptr(&gm, DATA_GPA, seg);
+	for (uint32_t i = 0; i < seg; i += 4096)
+		assert_int_equal(d[i], FILL);   /* nothing was read */
+
+	virtio_blk_release(b);
+	free(b);
+	guest_mem_release(&gm);
+	unlink(path);
+	rmdir(dir);
+}
+
 /* Without a writable byte there is nowhere to put a status: the chain comes
  * back with length 0 and the request is not carried out. */
 static void no_status_byte(void **state)
@@ -776,6 +828,41 @@ static void parse_read(void **state)
 	assert_int_equal(blk_parse(&pc, 1ull << 54, false, &pr), VIRTIO_BLK_S_IOERR);
 	hdr_at(hdr, VIRTIO_BLK_T_IN, UINT64_MAX);
 	assert_int_equal(blk_parse(&pc, 1ull << 54, false, &pr), VIRTIO_BLK_S_IOERR);
+}
+
+/* A read's data and status byte must fit the used ring's u32 length: the
+ * largest is 4 GiB - 512 bytes of data. Lengths only: blk_parse never
+ * touches the buffers. */
+static void parse_read_used_length(void **state)
+{
+	(void)state;
+	uint8_t hdr[16], buf[1];
+	const uint64_t cap = 1ull << 40;
+	const struct { uint64_t data; uint8_t want; } cases[] = {
+		{ (4ull << 30) - 512, VIRTIO_BLK_S_OK },
+		{ 4ull << 30, VIRTIO_BLK_S_IOERR },
+		{ (4ull << 30) + 512, VIRTIO_BLK_S_IOERR },
+		{ 1ull << 36, VIRTIO_BLK_S_IOERR },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		chain_reset();
+		hdr_at(hdr, VIRTIO_BLK_T_IN, 0);
+		chain_out(hdr, 16);
+		chain_in(buf, cases[i].data);   /* the status byte is the last */
+		chain_in(buf, 1);
+		uint8_t got = blk_parse(&pc, cap, false, &pr);
+		if (got != cases[i].want)
+			fail_msg("a read of %llu bytes: status %u, want %u", (unsigned long long)cases[i].data, got,
+				 cases[i].want);
+	}
+	/* a write's used length is its status byte alone: no such limit */
+	chain_reset();
+	hdr_at(hdr, VIRTIO_BLK_T_OUT, 0);
+	chain_out(hdr, 16);
+	chain_out(buf, 4ull << 30);
+	chain_in(buf, 1);
+	assert_int_equal(blk_parse(&pc, cap, false, &pr), VIRTIO_BLK_S_OK);
+	assert_int_equal(pr.len, 4ull << 30);
 }
 
 static void parse_write(void **state)
@@ -981,9 +1068,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(get_id, setup_ro, teardown),
 		cmocka_unit_test_setup_teardown(unknown_type, setup_rw, teardown),
 		cmocka_unit_test_setup_teardown(out_of_range, setup_rw, teardown),
+		cmocka_unit_test(read_4gib_refused),
 		cmocka_unit_test_setup_teardown(no_status_byte, setup_rw, teardown),
 		cmocka_unit_test_setup_teardown(short_header, setup_rw, teardown),
 		cmocka_unit_test(parse_read),
+		cmocka_unit_test(parse_read_used_length),
 		cmocka_unit_test(parse_write),
 		cmocka_unit_test(parse_other),
 		cmocka_unit_test(init_refused),
