@@ -272,14 +272,18 @@ struct output_ctx {
 	struct run_result *r;
 };
 
+/* The command's output: capped here per stream at --max-output in both
+ * modes (outbuf_take), since a guest need not honour the cap it was sent. */
 static void on_output(void *ctx, uint16_t type, const uint8_t *data, uint32_t len)
 {
 	struct output_ctx *c = ctx;
+	struct outbuf *b = type == PROTO_STDOUT ? &c->r->out : &c->r->err;
 	if (c->o->json) {
-		outbuf_append(type == PROTO_STDOUT ? &c->r->out : &c->r->err, data, len);
+		outbuf_append(b, data, len);
 		return;
 	}
 	int fd = type == PROTO_STDOUT ? 1 : 2;
+	len = (uint32_t)outbuf_take(b, len);
 	while (len) {
 		ssize_t k = write(fd, data, len);
 		if (k < 0 && errno == EINTR)

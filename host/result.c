@@ -3,26 +3,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+size_t outbuf_take(struct outbuf *b, size_t n)
+{
+	uint64_t room = b->limit > b->passed ? b->limit - b->passed : 0;
+	if (n > room) {
+		n = (size_t)room;
+		b->truncated = true;
+	}
+	b->passed += n;
+	return n;
+}
+
 bool outbuf_append(struct outbuf *b, const uint8_t *p, size_t n)
 {
-	size_t room = b->limit > b->len ? b->limit - b->len : 0;
-	bool all = n <= room;
-	if (!all)
-		n = room;
-	if (b->len + n > b->cap) {
+	size_t keep = outbuf_take(b, n);
+	if (b->len + keep > b->cap) {
 		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->len + n)
+		while (cap < b->len + keep)
 			cap *= 2;
 		uint8_t *d = realloc(b->data, cap);
-		if (!d)
+		if (!d) {
+			b->truncated = true;
 			return false;
+		}
 		b->data = d;
 		b->cap = cap;
 	}
-	if (n)
-		memcpy(b->data + b->len, p, n);
-	b->len += n;
-	return all;
+	if (keep)
+		memcpy(b->data + b->len, p, keep);
+	b->len += keep;
+	return keep == n;
 }
 
 void result_free(struct run_result *r)
@@ -129,8 +139,10 @@ void result_print_json(FILE *f, const struct run_result *r)
 	json_string(f, r->out.data ? r->out.data : (const uint8_t *)"", r->out.len);
 	fputs(",\"stderr\":", f);
 	json_string(f, r->err.data ? r->err.data : (const uint8_t *)"", r->err.len);
-	fprintf(f, ",\"stdout_truncated\":%s,\"stderr_truncated\":%s", r->out_truncated ? "true" : "false",
-		r->err_truncated ? "true" : "false");
+	/* dropped by the agent (its EXIT flags) or by the host's own cap */
+	fprintf(f, ",\"stdout_truncated\":%s,\"stderr_truncated\":%s",
+		r->out_truncated || r->out.truncated ? "true" : "false",
+		r->err_truncated || r->err.truncated ? "true" : "false");
 	fprintf(f,
 		",\"durations_ms\":{\"prepare\":%lld,\"boot\":%lld,\"run\":%lld,\"teardown\":%lld,\"extract\":%lld,"
 		"\"total\":%lld}",

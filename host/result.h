@@ -19,10 +19,15 @@ enum termination {
 	TERM_ERROR,
 };
 
-/* Output collected for --json, capped. */
+/* One output stream of the command, on the host. vmrun caps each stream
+ * at limit bytes itself, streamed or collected for --json, whatever the
+ * agent does with the max_output it was sent: past the limit, bytes are
+ * dropped and truncated is set. data holds what --json keeps. */
 struct outbuf {
 	uint8_t *data;
 	size_t len, cap, limit;
+	uint64_t passed;          /* bytes let through so far */
+	bool truncated;           /* the host dropped some */
 };
 
 struct run_result {
@@ -31,7 +36,7 @@ struct run_result {
 	int exit_code;            /* when EXITED */
 	int signal;               /* when SIGNALED */
 	struct outbuf out, err;
-	bool out_truncated, err_truncated;
+	bool out_truncated, err_truncated;   /* the agent's flags; the JSON's also count out/err.truncated */
 	/* durations in ms */
 	int64_t prepare, boot, run, teardown, extract, total;
 	uint64_t cpu_ms, max_rss_kib;
@@ -43,8 +48,14 @@ struct run_result {
 	char message[512];
 };
 
-/* Append to a capped buffer; bytes past its limit are dropped and counted
- * as truncation by the caller. Returns false when something was dropped. */
+/* Count n new bytes of b's stream against its limit: returns how many of
+ * them (the first ones) may pass; the rest are dropped and b->truncated
+ * set. For a streamed run, which writes what passes itself. */
+size_t outbuf_take(struct outbuf *b, size_t n);
+
+/* Collect n new bytes for --json: what outbuf_take lets pass is stored (a
+ * failed allocation drops it too, and sets truncated). Returns false when
+ * something was dropped. */
 bool outbuf_append(struct outbuf *b, const uint8_t *p, size_t n);
 
 /* Free both output buffers and the artifact lists. */
