@@ -170,7 +170,7 @@ stress-boots: all guest
 demo:
 	@./scripts/deps.sh
 	@$(MAKE) --no-print-directory all payloads guest
-	@./scripts/on-kvm-host.sh demo scripts/demo.sh
+	@./scripts/on-kvm-host.sh --limit 900 demo scripts/demo.sh
 
 $(BUILD)/tests/bench_vmm: tests/bench/bench_vmm.c
 	@mkdir -p $(dir $@)
@@ -178,12 +178,12 @@ $(BUILD)/tests/bench_vmm: tests/bench/bench_vmm.c
 
 # vsock guest->host throughput and blk sequential read, printed not asserted.
 bench-virtio: all guest $(VM_TEST_BINS)
-	@./scripts/on-kvm-host.sh bench-virtio tests/vm/virtio.sh --bench
+	@./scripts/on-kvm-host.sh --limit 900 bench-virtio tests/vm/virtio.sh --bench
 
 # `vmrun -- true` end to end, phases from its JSON (target: <= 80 ms on a
 # hardware KVM host).
 bench-vmrun: all guest
-	@./scripts/on-kvm-host.sh bench-vmrun tests/bench/vmrun_true.sh
+	@./scripts/on-kvm-host.sh --limit 900 bench-vmrun tests/bench/vmrun_true.sh
 
 # The workspace image: 64 MiB with 100 files (target <= 10 ms).
 $(BUILD)/tests/bench_workspace: tests/bench/bench_workspace.c host/workspace.c host/workspace.h
@@ -199,7 +199,7 @@ bench-vmm: all payloads $(BENCH_BINS)
 # Boot to the root-mount attempt against QEMU microvm, on a KVM host that
 # runs Linux guests (the emulated one when the local KVM cannot).
 bench-boot: all payloads kernel
-	@./scripts/on-kvm-host.sh bench-boot tests/bench/boot_vs_qemu.sh
+	@./scripts/on-kvm-host.sh --limit 900 bench-boot tests/bench/boot_vs_qemu.sh
 
 clean:
 	rm -rf $(BUILD)
