@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
@@ -34,15 +35,100 @@ static int write_file(const char *path, const char *text)
 	return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
+static int draw_getrandom(void *ctx, uint32_t *r)
+{
+	(void)ctx;
+	return getrandom(r, sizeof(*r), 0) == (ssize_t)sizeof(*r) ? 0 : -1;
+}
+
+/* The reservations live in a directory only root (vmrun) may write, so no
+ * run, nor anything it left behind, can hold or forge another's uid. */
+static int uid_dir_ready(const char *dir, char *err, size_t errlen)
+{
+	if (!strcmp(dir, JAIL_UID_DIR) && mkdir("/run/vmrun", 0755) < 0 && errno != EEXIST)
+		return errf(err, errlen, "jail: /run/vmrun: %s", strerror(errno));
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return errf(err, errlen, "jail: %s: %s", dir, strerror(errno));
+	struct stat st;
+	if (lstat(dir, &st) < 0)
+		return errf(err, errlen, "jail: %s: %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022))
+		return errf(err, errlen, "jail: %s must be a directory of uid %u writable by it alone", dir,
+			    (unsigned)geteuid());
+	return 0;
+}
+
+/* Lock path for uid: 1 when held (fd returned in *fd), 0 when another run
+ * holds it, -1 on error. A holder unlinks its file before closing it, so a
+ * lock won on a file no longer at path is no reservation: it counts as
+ * taken. */
+static int uid_try(const char *path, int *fd)
+{
+	*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (*fd < 0)
+		return -1;
+	struct stat held, now;
+	if (flock(*fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+		close(*fd);
+		errno = e;
+		return e == EWOULDBLOCK ? 0 : -1;
+	}
+	if (fstat(*fd, &held) == 0 && stat(path, &now) == 0 && held.st_dev == now.st_dev &&
+	    held.st_ino == now.st_ino)
+		return 1;
+	close(*fd);
+	return 0;
+}
+
+int jail_reserve_uid(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
+{
+	const char *dir = s->uid_dir ? s->uid_dir : JAIL_UID_DIR;
+	jail_draw_fn draw = s->draw ? s->draw : draw_getrandom;
+	if (uid_dir_ready(dir, err, errlen))
+		return -1;
+	for (unsigned i = 0; i < JAIL_UID_TRIES; i++) {
+		uint32_t r;
+		if (draw(s->draw_ctx, &r) < 0)
+			return errf(err, errlen, "jail: drawing a uid: %s", strerror(errno));
+		uid_t uid = JAIL_ID_BASE + r % JAIL_ID_COUNT;
+		int n = snprintf(j->uid_lock, sizeof(j->uid_lock), "%s/%u", dir, (unsigned)uid);
+		if (n < 0 || (size_t)n >= sizeof(j->uid_lock))
+			return errf(err, errlen, "jail: %s: path too long", dir);
+		int fd, got = uid_try(j->uid_lock, &fd);
+		if (got < 0)
+			return errf(err, errlen, "jail: %s: %s", j->uid_lock, strerror(errno));
+		if (got) {
+			j->uid = uid;
+			j->uid_fd = fd;
+			j->uid_held = true;
+			return 0;
+		}
+	}
+	j->uid_lock[0] = '\0';
+	return errf(err, errlen, "jail: no free uid after %u tries (runs hold them under %s)", JAIL_UID_TRIES,
+		    dir);
+}
+
+void jail_release_uid(struct jail *j)
+{
+	if (!j->uid_held)
+		return;
+	/* Unlink before unlocking: a run that locks the file after this finds
+	 * it gone from the directory and draws again. */
+	unlink(j->uid_lock);
+	close(j->uid_fd);
+	j->uid_held = false;
+	j->uid_lock[0] = '\0';
+}
+
 int jail_prepare(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
 {
 	memset(j, 0, sizeof(*j));
-	uint32_t r;
-	if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
-		return errf(err, errlen, "jail: getrandom: %s", strerror(errno));
 	/* One id for both: nothing on the host owns ids in this range, so the
 	 * jailed vmm can reach nothing but what is handed to it here. */
-	j->uid = JAIL_ID_BASE + r % JAIL_ID_COUNT;
+	if (jail_reserve_uid(s, j, err, errlen))
+		return -1;
 	j->gid = j->uid;
 	snprintf(j->root, sizeof(j->root), "%s/root", s->run_dir);
 	if (mkdir(j->root, 0755) < 0)
@@ -180,6 +266,8 @@ void jail_cleanup(struct jail *j)
 		rmdir(j->root);
 		j->root[0] = '\0';
 	}
+	/* Last: the uid is free only once nothing of the run can still use it. */
+	jail_release_uid(j);
 }
 
 /* ---- the child -------------------------------------------------------------- */

@@ -30,6 +30,11 @@
 #define JAIL_ID_COUNT  1000000u
 #define JAIL_MEMORY_OVERHEAD_MIB 64u   /* vmm's own memory beyond the guest's */
 #define JAIL_PIDS_EXTRA 8u            /* threads beyond one per vCPU */
+#define JAIL_UID_DIR   "/run/vmrun/uids"   /* one lock file per uid in use */
+#define JAIL_UID_TRIES 64u            /* draws before giving up on a free uid */
+
+/* Draws one random number into *r; returns 0, or -1 with errno set. */
+typedef int (*jail_draw_fn)(void *ctx, uint32_t *r);
 
 struct jail_spec {
 	const char *run_dir;          /* the run directory (host path) */
@@ -40,6 +45,11 @@ struct jail_spec {
 	unsigned cpu_quota_pct;       /* 0: no CPU quota */
 	int stderr_fd;                /* vmm's stderr */
 	char *const *argv;            /* vmm's arguments, paths as seen inside */
+	/* Where uids are reserved (NULL: JAIL_UID_DIR) and how they are drawn
+	 * (NULL: getrandom); set by tests only. */
+	const char *uid_dir;
+	jail_draw_fn draw;
+	void *draw_ctx;
 };
 
 struct jail {
@@ -50,6 +60,11 @@ struct jail {
 	char cgroup[PATH_MAX];        /* v2: the run's cgroup; v1: the memory one */
 	char cgroup_pids[PATH_MAX];   /* v1 only */
 	char root[PATH_MAX];
+	/* The uid's reservation: RLIMIT_NPROC counts per uid across the host,
+	 * so two runs sharing one could starve each other's threads. */
+	bool uid_held;
+	int uid_fd;                   /* flock'ed while uid_held */
+	char uid_lock[PATH_MAX];
 };
 
 /* Where the jailed paths are, as vmm sees them. */
@@ -63,6 +78,13 @@ struct jail {
 /* The line the jail writes to vmm's stderr just before exec. */
 #define JAIL_READY_PREFIX "vmrun-jail: ready in "
 
+/* Draw a uid no other run holds and hold it (a lock file under the spec's
+ * uid_dir) until jail_release_uid. Returns 0, or -1 with a reason. */
+int jail_reserve_uid(const struct jail_spec *s, struct jail *j, char *err, size_t errlen);
+
+/* Release and remove the uid's lock file; harmless when none is held. */
+void jail_release_uid(struct jail *j);
+
 /* Pick the run's uid/gid and give it the files vmm must write (the
  * workspace image, the socket directory). Returns 0, or -1 with a reason. */
 int jail_prepare(const struct jail_spec *s, struct jail *j, char *err, size_t errlen);
@@ -75,7 +97,7 @@ int jail_start(const struct jail_spec *s, struct jail *j, char *err, size_t errl
 void jail_kill(struct jail *j);
 
 /* After vmm was reaped: kill stragglers, remove the cgroup and the jail's
- * root directory. */
+ * root directory, release the uid. */
 void jail_cleanup(struct jail *j);
 
 #endif

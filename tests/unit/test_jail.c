@@ -1,0 +1,157 @@
+/* The jail's per-run uid reservation (issue 12, finding 6): no root and no
+ * KVM needed, the lock files go to a temporary directory and the random
+ * draw is replaced by a scripted one, so collisions are forced. Two live
+ * reservations never share a uid, a released one can be taken again, and
+ * running out of tries fails with one clear line. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "jail.h"
+
+/* Replays vals, then repeats the last one forever. */
+struct script {
+	const uint32_t *vals;
+	size_t n, next;
+	unsigned draws;
+};
+
+static int scripted(void *ctx, uint32_t *r)
+{
+	struct script *sc = ctx;
+	*r = sc->vals[sc->next < sc->n ? sc->next : sc->n - 1];
+	if (sc->next < sc->n)
+		sc->next++;
+	sc->draws++;
+	return 0;
+}
+
+struct fx {
+	char dir[64];
+	struct jail_spec s;
+	struct script sc;
+	struct jail a, b;
+	char err[512];
+};
+
+static int fx_setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/test_jail.XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	f->s = (struct jail_spec){ .uid_dir = f->dir, .draw = scripted, .draw_ctx = &f->sc };
+	*state = f;
+	return 0;
+}
+
+static int fx_teardown(void **state)
+{
+	struct fx *f = *state;
+	jail_release_uid(&f->a);
+	jail_release_uid(&f->b);
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+static void reserve(struct fx *f, struct jail *j)
+{
+	memset(j, 0, sizeof(*j));
+	f->err[0] = '\0';
+	int rc = jail_reserve_uid(&f->s, j, f->err, sizeof(f->err));
+	if (rc)
+		fail_msg("reserve: %s", f->err);
+}
+
+/* The random source repeats: the second run must not get the first's uid,
+ * it draws again. */
+static void same_draw_gives_different_uids(void **state)
+{
+	struct fx *f = *state;
+	static const uint32_t vals[] = { 7, 7, 7, 9 };
+	f->sc = (struct script){ .vals = vals, .n = 4 };
+	reserve(f, &f->a);
+	reserve(f, &f->b);
+	assert_int_equal(f->a.uid, JAIL_ID_BASE + 7);
+	assert_int_not_equal(f->a.uid, f->b.uid);
+	assert_int_equal(f->b.uid, JAIL_ID_BASE + 9);
+	/* held in the directory while live */
+	char path[128];
+	snprintf(path, sizeof(path), "%s/%u", f->dir, JAIL_ID_BASE + 7);
+	assert_int_equal(access(path, F_OK), 0);
+}
+
+/* Released, the uid is free again and its lock file is gone. */
+static void released_uid_taken_again(void **state)
+{
+	struct fx *f = *state;
+	static const uint32_t vals[] = { 42 };
+	f->sc = (struct script){ .vals = vals, .n = 1 };
+	reserve(f, &f->a);
+	uid_t uid = f->a.uid;
+	jail_release_uid(&f->a);
+	jail_release_uid(&f->a);   /* twice is harmless */
+	char path[128];
+	snprintf(path, sizeof(path), "%s/%u", f->dir, (unsigned)uid);
+	assert_int_equal(access(path, F_OK), -1);
+	reserve(f, &f->b);
+	assert_int_equal(f->b.uid, uid);
+}
+
+/* Every draw lands on a held uid: a bounded number of tries, then one line
+ * saying so, and nothing held. */
+static void exhaustion_fails_cleanly(void **state)
+{
+	struct fx *f = *state;
+	static const uint32_t vals[] = { 5 };
+	f->sc = (struct script){ .vals = vals, .n = 1 };
+	reserve(f, &f->a);
+	unsigned before = f->sc.draws;
+	memset(&f->b, 0, sizeof(f->b));
+	assert_int_equal(jail_reserve_uid(&f->s, &f->b, f->err, sizeof(f->err)), -1);
+	assert_int_equal(f->sc.draws - before, JAIL_UID_TRIES);
+	assert_non_null(strstr(f->err, "no free uid"));
+	assert_null(strchr(f->err, '\n'));
+	assert_false(f->b.uid_held);
+	/* the holder is untouched */
+	assert_true(f->a.uid_held);
+	assert_int_equal(f->a.uid, JAIL_ID_BASE + 5);
+}
+
+/* A directory others may write is refused: they could hold or forge
+ * reservations. */
+static void writable_dir_refused(void **state)
+{
+	struct fx *f = *state;
+	static const uint32_t vals[] = { 1 };
+	f->sc = (struct script){ .vals = vals, .n = 1 };
+	assert_int_equal(chmod(f->dir, 0777), 0);
+	assert_int_equal(jail_reserve_uid(&f->s, &f->a, f->err, sizeof(f->err)), -1);
+	assert_non_null(strstr(f->err, f->dir));
+	assert_int_equal(chmod(f->dir, 0700), 0);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(same_draw_gives_different_uids),
+		T(released_uid_taken_again),
+		T(exhaustion_fails_cleanly),
+		T(writable_dir_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
