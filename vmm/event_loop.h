@@ -8,6 +8,7 @@
 #define VMM_EVENT_LOOP_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 
@@ -20,15 +21,26 @@ struct evl_handler {
 	evl_fn fn;
 	void *ctx;
 	int fd;
+	/* Owned by the loop, under its lock: the events it was added with
+	 * (to re-arm it) and the loop epoch of its last add or del, which
+	 * tells an event of this registration from one of an earlier. */
+	uint32_t events;
+	bool added;
+	uint64_t epoch;
 };
 
 struct event_loop {
 	int epfd;
-	/* The batch being dispatched, so that evl_del on the loop's own
-	 * thread can drop events of a handler removed mid-batch. */
+	/* evl_add and evl_del may run on a vCPU thread (a driver reset) while
+	 * this thread holds a batch: every add and del bumps epoch under the
+	 * lock and stamps the handler, so the loop can skip an event taken
+	 * before its handler was deleted or re-added. */
+	pthread_mutex_t lock;
+	uint64_t epoch;
+	/* The batch being dispatched: evl_del scrubs it, so that a handler
+	 * its owner frees right after evl_del is never touched again. */
 	struct epoll_event *batch;
 	int batch_len;
-	pthread_t owner;
 };
 
 /* Create the epoll set. Returns 0, or -1 after one error line. */
@@ -41,10 +53,11 @@ void evl_release(struct event_loop *l);
  * Returns 0, or -1 with errno set. */
 int evl_add(struct event_loop *l, struct evl_handler *h, uint32_t events);
 
-/* Stop watching h->fd (before it is closed). Called from a handler, the
- * removed handler is not called again, even for an event already in the
- * current batch. Called from another thread, it may still be called once
- * (handlers owned by other threads must stay valid and tolerate that). */
+/* Stop watching h->fd (before it is closed). From any thread, the removed
+ * handler is not called again for an event taken before the removal, even
+ * if h was added again meanwhile; its new registration is re-armed so that
+ * no edge is lost. Only a call that had already begun when another thread
+ * removed h may still run (so h must stay valid and tolerate that). */
 void evl_del(struct event_loop *l, struct evl_handler *h);
 
 /* Wait up to timeout_ms (-1: no limit) and run the handlers of every ready

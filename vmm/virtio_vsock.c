@@ -69,9 +69,9 @@ static void conn_free(struct vsock_conn *c)
 	evl_del(c->vs->evl, &c->h);
 	close(c->h.fd);
 	free(c->buf);
-	/* The handler stays callable: an event for this slot may already be
-	 * in the loop's batch (or, after a reset from a vCPU thread, be
-	 * dispatched concurrently); conn_event then finds the slot free. */
+	/* The handler stays callable: the loop drops events taken before
+	 * this evl_del, but a call it had already begun when a vCPU thread's
+	 * reset got here still runs; conn_event then finds the slot free. */
 	*c = (struct vsock_conn){ .vs = c->vs, .h = { .fn = conn_event, .ctx = c, .fd = -1 } };
 }
 
@@ -521,8 +521,9 @@ static void conn_event(void *ctx, uint32_t events)
 	if (c->state == VSOCK_HANDSHAKE) {
 		handshake(c, events);
 	} else if (c->state == VSOCK_CONNECTING) {
-		/* The host gave up before the guest answered. (A stale event of a
-		 * previous user of this slot is told apart by peeking.) */
+		/* The host gave up before the guest answered. (Peeking still tells
+		 * apart a call the loop began for a previous user of this slot
+		 * just before a vCPU thread's reset freed and reused it.) */
 		char b;
 		if ((events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR)) &&
 		    recv(c->h.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0)

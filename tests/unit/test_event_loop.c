@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -217,6 +218,76 @@ static void del_of_ready_handler_in_same_round(void **state)
 	assert_int_equal(n, 1);
 }
 
+/* What a vCPU thread's driver reset does to a vsock slot: delete its
+ * handler and, the slot reused at once, add the same handler on a new fd. */
+struct reuse {
+	struct event_loop *l;
+	struct evl_handler h[2];
+	int idx[2];
+	unsigned calls[2];
+	int victim;              /* -1 until the first handler ran */
+	int new_fd;
+	int readd_rc;
+};
+
+static void *del_and_readd(void *arg)
+{
+	struct reuse *r = arg;
+	struct evl_handler *v = &r->h[r->victim];
+	evl_del(r->l, v);
+	v->fd = r->new_fd;
+	r->readd_rc = evl_add(r->l, v, EPOLLIN);
+	return NULL;
+}
+
+/* The first handler called has another thread delete and re-add the other,
+ * and waits for it: the other's old event is then still in the batch. */
+static void reuse_other_from_thread(void *ctx, uint32_t events)
+{
+	(void)events;
+	int *idx = ctx;
+	struct reuse *r = (struct reuse *)(void *)((char *)(idx - *idx) - offsetof(struct reuse, idx));
+	r->calls[*idx]++;
+	eventfd_t v;
+	(void)eventfd_read(r->h[*idx].fd, &v);   /* level-triggered: once */
+	if (r->victim >= 0)
+		return;
+	r->victim = 1 - *idx;
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, del_and_readd, r), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+}
+
+/* Issue 12, finding 7: a handler deleted from another thread and re-added
+ * (its slot reused) while a batch holding its old event is pending must not
+ * get that event; its new registration's readiness still arrives. */
+static void del_from_thread_and_readd_in_same_round(void **state)
+{
+	struct fx *f = *state;
+	struct reuse r = { .l = &f->l, .idx = { 0, 1 }, .victim = -1, .new_fd = f->efd[2] };
+	for (int i = 0; i < 2; i++) {
+		r.h[i] = (struct evl_handler){ .fn = reuse_other_from_thread, .ctx = &r.idx[i],
+					       .fd = f->efd[i] };
+		assert_int_equal(evl_add(&f->l, &r.h[i], EPOLLIN), 0);
+		assert_int_equal(eventfd_write(f->efd[i], 1), 0);
+	}
+	assert_int_equal(eventfd_write(f->efd[2], 1), 0);
+	int n = evl_run_once(&f->l, 1000);
+	assert_int_equal(r.readd_rc, 0);
+	int v = r.victim;
+	assert_true(v == 0 || v == 1);
+	unsigned victim_calls = r.calls[v];
+	/* the new registration (efd[2], ready) is reported in a later round */
+	int later = evl_run_once(&f->l, 1000);
+	unsigned victim_later = r.calls[v];
+	evl_del(&f->l, &r.h[0]);
+	evl_del(&f->l, &r.h[1]);
+	assert_int_equal(victim_calls, 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(later, 1);
+	assert_int_equal(victim_later, 1);
+}
+
 static void timeout_returns_zero(void **state)
 {
 	struct fx *f = *state;
@@ -369,6 +440,7 @@ int main(void)
 		T(level_and_edge),
 		T(not_called_after_del),
 		T(del_of_ready_handler_in_same_round),
+		T(del_from_thread_and_readd_in_same_round),
 		T(timeout_returns_zero),
 		T(several_ready_in_one_round),
 		T(more_than_one_batch),
