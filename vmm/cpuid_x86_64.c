@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#define CPUID_1_ECX_TSC_DEADLINE (1u << 24)
 #define CPUID_1_ECX_HYPERVISOR (1u << 31)
 #define CPUID_1_EDX_HTT        (1u << 28)
 /* KVM's local APIC timer runs on a 1 GHz bus. */
@@ -33,7 +34,7 @@ static unsigned add(struct kvm_cpuid_entry2 *e, unsigned n, unsigned cap, uint32
 }
 
 unsigned cpuid_patch(struct kvm_cpuid_entry2 *e, unsigned n, unsigned cap, unsigned index,
-		     unsigned ncpus, uint32_t tsc_khz)
+		     unsigned ncpus, uint32_t tsc_khz, bool tsc_deadline)
 {
 	for (unsigned i = 0; i < n; i++) {
 		struct kvm_cpuid_entry2 *x = &e[i];
@@ -42,6 +43,13 @@ unsigned cpuid_patch(struct kvm_cpuid_entry2 *e, unsigned n, unsigned cap, unsig
 			/* Initial APIC id, logical CPU count, running under a hypervisor. */
 			x->ebx = (x->ebx & 0x0000ffffu) | (index << 24) | ((ncpus & 0xff) << 16);
 			x->ecx |= CPUID_1_ECX_HYPERVISOR;
+			/* KVM emulates the TSC-deadline timer but leaves the bit
+			 * to us (as QEMU and Firecracker set it). With it, Linux
+			 * skips calibrating the LAPIC timer, a busy wait for
+			 * timer ticks that costs boot time and that a nested
+			 * emulated host can starve forever (issue 11). */
+			if (tsc_deadline)
+				x->ecx |= CPUID_1_ECX_TSC_DEADLINE;
 			if (ncpus > 1)
 				x->edx |= CPUID_1_EDX_HTT;
 			else

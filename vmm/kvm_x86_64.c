@@ -85,12 +85,12 @@ static struct kvm_cpuid2 *supported_cpuid(int kvm_fd)
 	return c;
 }
 
-static int set_cpuid(struct vcpu *v, const struct kvm_cpuid2 *base, struct kvm_cpuid2 *scratch)
+static int set_cpuid(struct vcpu *v, const struct kvm_cpuid2 *base, struct kvm_cpuid2 *scratch, bool tsc_deadline)
 {
 	int khz = ioctl(v->fd, KVM_GET_TSC_KHZ, 0);
 	memcpy(scratch->entries, base->entries, base->nent * sizeof(base->entries[0]));
 	scratch->nent = cpuid_patch(scratch->entries, base->nent, CPUID_MAX_ENTRIES + CPUID_EXTRA_ENTRIES,
-				    v->index, v->vm->ncpus, khz > 0 ? (uint32_t)khz : 0);
+				    v->index, v->vm->ncpus, khz > 0 ? (uint32_t)khz : 0, tsc_deadline);
 	if (ioctl(v->fd, KVM_SET_CPUID2, scratch) < 0) {
 		vmm_perr("KVM_SET_CPUID2 (vCPU %u)", v->index);
 		return -1;
@@ -159,9 +159,10 @@ int kvm_arch_vcpus_init(struct vm *vm)
 	int rc = -1;
 	if (!scratch)
 		goto out;
+	bool tsc_deadline = ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_TSC_DEADLINE_TIMER) > 0;
 	for (unsigned i = 0; i < vm->ncpus; i++) {
 		struct vcpu *v = &vm->vcpus[i];
-		if (set_cpuid(v, base, scratch) || set_msrs(v) || set_lint(v))
+		if (set_cpuid(v, base, scratch, tsc_deadline) || set_msrs(v) || set_lint(v))
 			goto out;
 	}
 	rc = 0;

@@ -70,7 +70,7 @@ static void leaf1_apic_id(void **state)
 	struct kvm_cpuid_entry2 e[CAP];
 	for (unsigned idx = 0; idx < 4; idx++) {
 		unsigned n = kvm_list(e, true);
-		cpuid_patch(e, n, CAP, idx, 4, 0);
+		cpuid_patch(e, n, CAP, idx, 4, 0, false);
 		struct kvm_cpuid_entry2 *l1 = cpuid_find(e, n, 1, 0);
 		assert_non_null(l1);
 		assert_int_equal(l1->ebx >> 24, idx);
@@ -83,9 +83,25 @@ static void leaf1_apic_id(void **state)
 	}
 	/* the last of 32 */
 	unsigned n = kvm_list(e, true);
-	cpuid_patch(e, n, CAP, 31, 32, 0);
+	cpuid_patch(e, n, CAP, 31, 32, 0, false);
 	assert_int_equal(cpuid_find(e, n, 1, 0)->ebx >> 24, 31);
 	assert_int_equal((cpuid_find(e, n, 1, 0)->ebx >> 16) & 0xff, 32);
+}
+
+/* With KVM's TSC-deadline emulation, leaf 1 advertises it (Linux then
+ * skips its LAPIC timer calibration); without, KVM's own bit is left. */
+static void leaf1_tsc_deadline(void **state)
+{
+	(void)state;
+	struct kvm_cpuid_entry2 e[CAP];
+	unsigned n = kvm_list(e, true);
+	struct kvm_cpuid_entry2 *l1 = cpuid_find(e, n, 1, 0);
+	l1->ecx &= ~(1u << 24);
+	cpuid_patch(e, n, CAP, 0, 1, 0, false);
+	assert_false(l1->ecx & (1u << 24));
+	cpuid_patch(e, n, CAP, 0, 1, 0, true);
+	assert_true(l1->ecx & (1u << 24));
+	assert_true(l1->ecx & HYPERVISOR);
 }
 
 static void leaf1_single_cpu_clears_htt(void **state)
@@ -93,7 +109,7 @@ static void leaf1_single_cpu_clears_htt(void **state)
 	(void)state;
 	struct kvm_cpuid_entry2 e[CAP];
 	unsigned n = kvm_list(e, true);
-	cpuid_patch(e, n, CAP, 0, 1, 0);
+	cpuid_patch(e, n, CAP, 0, 1, 0, false);
 	struct kvm_cpuid_entry2 *l1 = cpuid_find(e, n, 1, 0);
 	assert_int_equal(l1->ebx >> 24, 0);
 	assert_int_equal((l1->ebx >> 16) & 0xff, 1);
@@ -106,7 +122,7 @@ static void leaf_b_edx(void **state)
 	(void)state;
 	struct kvm_cpuid_entry2 e[CAP];
 	unsigned n = kvm_list(e, true);
-	cpuid_patch(e, n, CAP, 7, 8, 0);
+	cpuid_patch(e, n, CAP, 7, 8, 0, false);
 	struct kvm_cpuid_entry2 *b0 = cpuid_find(e, n, 0xb, 0);
 	struct kvm_cpuid_entry2 *b1 = cpuid_find(e, n, 0xb, 1);
 	struct kvm_cpuid_entry2 *x = cpuid_find(e, n, 0x1f, 0);
@@ -143,7 +159,7 @@ static void kvm_signature_present_max_raised(void **state)
 	(void)state;
 	struct kvm_cpuid_entry2 e[CAP];
 	unsigned n = kvm_list(e, true);
-	unsigned m = cpuid_patch(e, n, CAP, 0, 1, 2400000);
+	unsigned m = cpuid_patch(e, n, CAP, 0, 1, 2400000, false);
 	assert_int_equal(m, n + 1);   /* only the timing leaf is new */
 	assert_kvm_signature(cpuid_find(e, m, KVM_CPUID_SIGNATURE_LEAF, 0), CPUID_TIMING_LEAF);
 	/* KVM's feature bits are kept */
@@ -153,10 +169,10 @@ static void kvm_signature_present_max_raised(void **state)
 	assert_int_equal(t->eax, 2400000);
 	assert_int_equal(t->ebx, 1000000);
 	/* a second patch (e.g. the next vCPU's copy) adds nothing more */
-	assert_int_equal(cpuid_patch(e, m, CAP, 0, 1, 2400000), m);
+	assert_int_equal(cpuid_patch(e, m, CAP, 0, 1, 2400000, false), m);
 	/* a higher max leaf is not lowered */
 	cpuid_find(e, m, KVM_CPUID_SIGNATURE_LEAF, 0)->eax = 0x40000020;
-	cpuid_patch(e, m, CAP, 0, 1, 2400000);
+	cpuid_patch(e, m, CAP, 0, 1, 2400000, false);
 	assert_int_equal(cpuid_find(e, m, KVM_CPUID_SIGNATURE_LEAF, 0)->eax, 0x40000020);
 }
 
@@ -165,7 +181,7 @@ static void kvm_signature_present_no_tsc(void **state)
 	(void)state;
 	struct kvm_cpuid_entry2 e[CAP];
 	unsigned n = kvm_list(e, true);
-	unsigned m = cpuid_patch(e, n, CAP, 0, 1, 0);
+	unsigned m = cpuid_patch(e, n, CAP, 0, 1, 0, false);
 	assert_int_equal(m, n);
 	assert_kvm_signature(cpuid_find(e, m, KVM_CPUID_SIGNATURE_LEAF, 0), KVM_CPUID_FEATURES_LEAF);
 	assert_null(cpuid_find(e, m, CPUID_TIMING_LEAF, 0));
@@ -176,14 +192,14 @@ static void kvm_signature_missing_added(void **state)
 	(void)state;
 	struct kvm_cpuid_entry2 e[CAP];
 	unsigned n = kvm_list(e, false);
-	unsigned m = cpuid_patch(e, n, CAP, 0, 1, 1000000);
+	unsigned m = cpuid_patch(e, n, CAP, 0, 1, 1000000, false);
 	assert_int_equal(m, n + 3);
 	assert_kvm_signature(cpuid_find(e, m, KVM_CPUID_SIGNATURE_LEAF, 0), CPUID_TIMING_LEAF);
 	assert_non_null(cpuid_find(e, m, KVM_CPUID_FEATURES_LEAF, 0));
 	assert_int_equal(cpuid_find(e, m, CPUID_TIMING_LEAF, 0)->eax, 1000000);
 
 	n = kvm_list(e, false);
-	m = cpuid_patch(e, n, CAP, 0, 1, 0);
+	m = cpuid_patch(e, n, CAP, 0, 1, 0, false);
 	assert_int_equal(m, n + 2);
 	assert_kvm_signature(cpuid_find(e, m, KVM_CPUID_SIGNATURE_LEAF, 0), KVM_CPUID_FEATURES_LEAF);
 	assert_null(cpuid_find(e, m, CPUID_TIMING_LEAF, 0));
@@ -199,7 +215,7 @@ static void foreign_signature_replaced(void **state)
 	e[n++] = (struct kvm_cpuid_entry2){ .function = KVM_CPUID_SIGNATURE_LEAF, .eax = 0x4000000a,
 					    .ebx = sig_word(hv, 0), .ecx = sig_word(hv, 1),
 					    .edx = sig_word(hv, 2) };
-	unsigned m = cpuid_patch(e, n, CAP, 0, 1, 0);
+	unsigned m = cpuid_patch(e, n, CAP, 0, 1, 0, false);
 	assert_int_equal(m, n + 1);   /* the features leaf */
 	assert_kvm_signature(cpuid_find(e, m, KVM_CPUID_SIGNATURE_LEAF, 0), KVM_CPUID_FEATURES_LEAF);
 	unsigned sigs = 0;
@@ -217,7 +233,7 @@ static void capacity_respected(void **state)
 		unsigned n = kvm_list(e, false);
 		for (unsigned i = n; i < CAP + 4; i++)
 			e[i] = guard;
-		unsigned m = cpuid_patch(e, n, n + cap_extra, 0, 1, 3000000);
+		unsigned m = cpuid_patch(e, n, n + cap_extra, 0, 1, 3000000, false);
 		assert_int_equal(m, n + cap_extra);
 		for (unsigned i = m; i < CAP + 4; i++)
 			assert_memory_equal(&e[i], &guard, sizeof(guard));
@@ -237,9 +253,9 @@ static void empty_list(void **state)
 {
 	(void)state;
 	struct kvm_cpuid_entry2 e[CPUID_EXTRA_ENTRIES];
-	unsigned m = cpuid_patch(e, 0, CPUID_EXTRA_ENTRIES, 0, 1, 100);
+	unsigned m = cpuid_patch(e, 0, CPUID_EXTRA_ENTRIES, 0, 1, 100, false);
 	assert_int_equal(m, 3);
-	assert_int_equal(cpuid_patch(e, 0, 0, 0, 1, 100), 0);
+	assert_int_equal(cpuid_patch(e, 0, 0, 0, 1, 100, false), 0);
 }
 
 int main(void)
@@ -247,6 +263,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(leaf1_apic_id),
 		cmocka_unit_test(leaf1_single_cpu_clears_htt),
+		cmocka_unit_test(leaf1_tsc_deadline),
 		cmocka_unit_test(leaf_b_edx),
 		cmocka_unit_test(find_index_semantics),
 		cmocka_unit_test(kvm_signature_present_max_raised),
