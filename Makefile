@@ -244,6 +244,11 @@ $(BUILD)/fuzz/fuzz_proto: tests/fuzz/fuzz_proto.c guest-agent/proto.c guest-agen
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Iguest-agent tests/fuzz/fuzz_proto.c guest-agent/proto.c -o $@
 
+# The --policy parser (client input), with the error formatter it reports through.
+$(BUILD)/fuzz/fuzz_policy: tests/fuzz/fuzz_policy.c host/policy.c host/errmsg.c $(wildcard host/*.h guest-agent/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Iguest-agent tests/fuzz/fuzz_policy.c host/policy.c host/errmsg.c -o $@
+
 $(BUILD)/fuzz/mkseeds_loader: tests/fuzz/mkseeds_loader.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O1 -g $< -o $@
