@@ -66,6 +66,21 @@ static void message(struct run_result *r, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Append to r's message, after "; " when it already says something. */
+static void add_message(struct run_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_message(struct run_result *r, const char *fmt, ...)
+{
+	size_t used = strlen(r->message);
+	if (used && used + 2 < sizeof(r->message)) {
+		memcpy(r->message + used, "; ", 3);
+		used += 2;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->message + used, sizeof(r->message) - used, fmt, ap);
+	va_end(ap);
+}
+
 static void verbose(const struct vmrun_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void verbose(const struct vmrun_opts *o, const char *fmt, ...)
 {
@@ -391,13 +406,11 @@ static void run_vm(const struct vmrun_opts *o, const struct policy *pol, const s
 		default: r->term = TERM_ERROR; message(r, "the agent could not start the program: %s", strerror(e->code));
 		}
 		if (killed)
-			snprintf(r->message + strlen(r->message), sizeof(r->message) - strlen(r->message),
-				 "%sthe VM did not reset after the run and was killed", r->message[0] ? "; " : "");
+			add_message(r, "the VM did not reset after the run and was killed");
 	}
 	if (lost)
-		snprintf(r->message + strlen(r->message), sizeof(r->message) - strlen(r->message),
-			 "%svmm (pid %d) did not die within %d ms of SIGKILL and was left behind",
-			 r->message[0] ? "; " : "", (int)pid, REAP_AFTER_KILL_MS);
+		add_message(r, "vmm (pid %d) did not die within %d ms of SIGKILL and was left behind", (int)pid,
+			    REAP_AFTER_KILL_MS);
 	verbose(o, "jail (uid %u, cgroup v%d) ready in %ld us; agent \"%s\", boot %lld ms, run %lld ms, "
 		"teardown %lld ms, vmm status %d", j->uid, j->cgroup_version, ready_us, sr.agent,
 		(long long)r->boot, (long long)r->run, (long long)r->teardown, vst);
