@@ -1,5 +1,6 @@
 #include "artifacts.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -9,20 +10,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <linux/landlock.h>
-#include <sys/syscall.h>
-
 #include <et/com_err.h>
 #include <ext2fs/ext2fs.h>
-#include <seccomp.h>
 
+#include "artifacts_sandbox.h"
+#include "errmsg.h"
 #include "session.h"   /* vmrun's clock */
 
 /* The helper lists at most this many skipped entries; the last line says
@@ -31,30 +28,24 @@
 /* Longest report line: "F", a size, a path escaped 4 bytes per byte. */
 #define LINE_MAX_LEN 8192
 #define COPY_CHUNK (64 * 1024)
-/* Address space the helper may add to what the forked copy already maps:
- * libext2fs, the copy buffer and the report need a few MiB. */
-#define AS_SLACK (256ULL << 20)
 /* Fds the helper may hold besides one per open directory level. */
 #define FD_SLACK 16
 /* Every directory level adds at least "x/" to the path, so no walk goes
  * deeper than this whatever max_depth says. */
 #define DEPTH_HARD_CAP (ARTIFACT_PATH_MAX / 2)
-#define REPORT_FD 3
-
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
+/* What the parent keeps of the helper's stderr (the rest is read and
+ * dropped, so the helper never blocks on it). */
+#define STDERR_KEEP 4096
+/* Entries the ownership walk accepts beyond the helper's caps (files and
+ * directories, max_files each). */
+#define CHOWN_SLACK 64
 
 #ifdef ARTIFACTS_TEST_HOOKS
 /* Test builds only (the test includes this file): runs in the helper once
- * the sandbox is in place, to show what the filter forbids. */
-static void (*artifacts_test_sandboxed)(void);
+ * the sandbox is in place, with the destination's fd, to show what the
+ * sandbox forbids. */
+static void (*artifacts_test_sandboxed)(int destfd);
 #endif
-
 /* ---- report lines ------------------------------------------------------- */
 
 /* The helper writes "F <size> <path>", "S <path>\t<reason>", "E <reason>"
@@ -119,181 +110,11 @@ static int unescape(char *dst, size_t cap, const char *src, size_t n)
 	return 0;
 }
 
-/* ---- the helper: sandbox ------------------------------------------------ */
-
 /* a + b as a limit; past INT64_MAX unlimited (the kernel compares file
  * limits as signed). */
 static uint64_t lim_add(uint64_t a, uint64_t b)
 {
 	return a > (uint64_t)INT64_MAX - b ? RLIM_INFINITY : a + b;
-}
-
-/* Bytes of address space mapped now, from /proc/self/statm (0 if unknown). */
-static uint64_t mapped_bytes(void)
-{
-	unsigned long long pages = 0;
-	FILE *f = fopen("/proc/self/statm", "re");
-	if (!f)
-		return 0;
-	if (fscanf(f, "%llu", &pages) != 1)
-		pages = 0;
-	fclose(f);
-	return pages * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
-static int set_limit(int what, uint64_t v)
-{
-	struct rlimit r = { v, v };
-	return setrlimit(what, &r);
-}
-
-/* RLIMIT_FSIZE backs up the byte cap (no single file may pass it; writes
- * past it fail with EFBIG since SIGXFSZ is ignored). RLIMIT_AS counts from
- * what the forked copy of the parent already maps, which under ASan is
- * terabytes of reserved shadow: a fixed figure would break those builds. */
-static int limit_resources(const struct artifacts_limits *lim, unsigned depth)
-{
-	uint64_t as = mapped_bytes();
-	if (set_limit(RLIMIT_CORE, 0) < 0 ||
-	    set_limit(RLIMIT_FSIZE, lim_add(lim->max_bytes, 4096)) < 0 ||
-	    set_limit(RLIMIT_NOFILE, REPORT_FD + 1 + FD_SLACK + depth) < 0)
-		return -1;
-	if (as && set_limit(RLIMIT_AS, lim_add(as, AS_SLACK)) < 0)
-		return -1;
-	return 0;
-}
-
-/* Only fd 3 (the report pipe) survives, plus stderr for diagnostics:
- * whatever else the parent had open (sockets, other runs' files) must not
- * reach code that parses a hostile image. */
-static int keep_only_report_fd(int report)
-{
-	if (report != REPORT_FD && dup2(report, REPORT_FD) < 0)
-		return -1;
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(null, STDOUT_FILENO) < 0)
-		return -1;
-	if (close_range(REPORT_FD + 1, ~0U, 0) < 0) {
-		for (int fd = REPORT_FD + 1; fd < 1024; fd++)
-			close(fd);
-	}
-	return 0;
-}
-
-/* vmrun's handlers and blocked signals are not the helper's: Ctrl-C or a
- * SIGTERM to the group ends it, and writes past RLIMIT_FSIZE fail with
- * EFBIG instead of killing it. */
-static void reset_signals(void)
-{
-	sigset_t none;
-	for (int sig = 1; sig < SIGRTMIN; sig++)
-		signal(sig, SIG_DFL);   /* fails harmlessly for SIGKILL, SIGSTOP */
-	signal(SIGXFSZ, SIG_IGN);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-}
-
-/* Landlock, where the kernel has it (5.13+): from here on no path outside
- * dest can be opened or created, which seccomp, blind to path strings,
- * cannot say. Rights beyond ABI 2 (truncate, device ioctls) are left
- * unhandled: the filter below already forbids truncate(2) and ioctl. 0
- * when in place or unsupported, -1 on failure. */
-static int confine_to(int destfd)
-{
-	const uint64_t allow = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
-			       LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG;
-	uint64_t handled = allow | LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE |
-			   LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
-			   LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_SOCK |
-			   LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
-			   LANDLOCK_ACCESS_FS_MAKE_SYM;
-	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
-	if (abi < 1)
-		return errno == ENOSYS || errno == EOPNOTSUPP ? 0 : -1;
-	if (abi >= 2)
-		handled |= LANDLOCK_ACCESS_FS_REFER;   /* no rename or link into dest */
-	struct landlock_ruleset_attr attr = { .handled_access_fs = handled };
-	struct landlock_path_beneath_attr beneath = { .allowed_access = allow, .parent_fd = destfd };
-	int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
-	if (rs < 0)
-		return -1;
-	int rc = 0;
-	if (syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &beneath, 0) < 0 ||
-	    syscall(SYS_landlock_restrict_self, rs, 0) < 0)
-		rc = -1;
-	int saved = errno;
-	close(rs);
-	errno = saved;
-	return rc;
-}
-
-#define ALLOW(sys, ...) seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sys), __VA_ARGS__)
-
-/* The filter for the walk. Default: kill the process, so a helper taken
- * over through a libext2fs bug can do no more than what is listed here.
- * What it can still do, and why that is left: create new files (never
- * replacing one, never through a final symlink) and directories, with
- * modes 0644/0755 only; seccomp cannot see path strings, and the walk
- * needs openat/mkdirat relative to the directory fds it opened. Landlock
- * keeps that beneath dest; without it (kernels before 5.13), any path its
- * uid can write. It cannot open an existing file other than a directory
- * (O_DIRECTORY), read directories (no getdents), exec, map executable
- * memory, signal, fork, or use the network. */
-static int install_filter(void)
-{
-	const int create = O_CREAT | O_EXCL | O_NOFOLLOW;
-	const int create_mask = O_ACCMODE | create | O_TRUNC | O_DIRECTORY | O_TMPFILE;
-	const int opendir = O_DIRECTORY | O_NOFOLLOW;
-	const int opendir_mask = O_ACCMODE | O_CREAT | O_TRUNC | O_NOFOLLOW | O_TMPFILE;
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
-	if (!ctx)
-		return -1;
-	int rc = 0;
-	/* Image reads: the unix io manager uses pread64, and lseek + read
-	 * when a pread64 comes up short (a block past the image's end). */
-	rc |= ALLOW(pread64, 0);
-	rc |= ALLOW(read, 0);
-	rc |= ALLOW(lseek, 0);
-	/* File contents and report lines. */
-	rc |= ALLOW(write, 0);
-	/* Regular files: created, never opened: O_CREAT|O_EXCL|O_NOFOLLOW
-	 * with O_WRONLY, no O_TRUNC/O_TMPFILE, and mode exactly 0644 or
-	 * 0755. Masked compares express "these bits set, those clear", one
-	 * comparison per argument per rule, hence one rule per mode. */
-	rc |= ALLOW(openat, 2, SCMP_A2(SCMP_CMP_MASKED_EQ, create_mask, O_WRONLY | create),
-		    SCMP_A3(SCMP_CMP_MASKED_EQ, 0xffffffff, 0644));
-	rc |= ALLOW(openat, 2, SCMP_A2(SCMP_CMP_MASKED_EQ, create_mask, O_WRONLY | create),
-		    SCMP_A3(SCMP_CMP_MASKED_EQ, 0xffffffff, 0755));
-	/* Directories we just made: read-only, O_DIRECTORY, no symlink. */
-	rc |= ALLOW(openat, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, opendir_mask | O_DIRECTORY, opendir));
-	/* Subdirectories, mode exactly 0755. */
-	rc |= ALLOW(mkdirat, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, 0xffffffff, 0755));
-	rc |= ALLOW(close, 0);
-	/* A file whose data turned out unreadable is emptied, not left half
-	 * copied (no unlink: that would let a hijacked helper delete). */
-	rc |= ALLOW(ftruncate, 0);
-	/* Memory for malloc (brk; mmap, mremap and munmap for big blocks),
-	 * never executable; madvise for allocators returning freed pages
-	 * (ASan's does so periodically). */
-	rc |= ALLOW(brk, 0);
-	rc |= ALLOW(mmap, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-	rc |= ALLOW(munmap, 0);
-	rc |= ALLOW(mremap, 0);
-	rc |= ALLOW(madvise, 0);
-	/* Leaving, and returning from a signal handler (the sanitizers
-	 * install some). */
-	rc |= ALLOW(exit_group, 0);
-	rc |= ALLOW(exit, 0);
-	rc |= ALLOW(rt_sigreturn, 0);
-#ifdef UNDER_ASAN
-	/* ASan, before every noreturn call (_exit included), asks where the
-	 * signal stack is: sigaltstack(NULL, &old), which changes nothing. */
-	rc |= ALLOW(sigaltstack, 1, SCMP_A0(SCMP_CMP_EQ, 0, 0));
-#endif
-	if (rc == 0)
-		rc = seccomp_load(ctx);
-	seccomp_release(ctx);
-	return rc ? -1 : 0;
 }
 
 /* ---- the helper: walk ----------------------------------------------------- */
@@ -330,7 +151,7 @@ static int write_all(int fd, const char *p, size_t n)
 /* A report that cannot be sent ends the helper: the parent sees no END. */
 static void flush_report(struct walk *w)
 {
-	if (write_all(REPORT_FD, w->out, w->outlen) < 0)
+	if (write_all(SANDBOX_REPORT_FD, w->out, w->outlen) < 0)
 		_exit(3);
 	w->outlen = 0;
 }
@@ -674,49 +495,36 @@ static int walk_artifacts(struct walk *w, int destfd)
 	return 0;
 }
 
-static void __attribute__((noreturn)) helper(const char *image, const char *dest,
-					      const struct artifacts_limits *lim, pid_t parent, int report)
+static void __attribute__((noreturn)) helper(const struct artifacts_sandbox *s, const struct artifacts_limits *lim)
 {
 	static struct walk w;
+	char why[256], image[16];
 	w.lim = lim;
 	w.max_depth = lim->max_depth < DEPTH_HARD_CAP ? lim->max_depth : DEPTH_HARD_CAP;
 	w.max_path = lim->max_path < ARTIFACT_PATH_MAX - 1 ? lim->max_path : ARTIFACT_PATH_MAX - 1;
-	/* No helper outlives vmrun. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+	if (artifacts_sandbox_start(s) < 0)
 		_exit(2);
-	if (keep_only_report_fd(report) < 0)
-		_exit(2);
-	reset_signals();
-	umask(022);   /* modes come out exactly 0644 and 0755 */
 	initialize_ext2_error_table();
-	if (limit_resources(lim, w.max_depth) < 0)
-		die(&w, "setrlimit: %s", strerror(errno));
-	/* Opened before the sandbox: the filter allows no opening of
-	 * existing files. EXT2_FLAG_RW is not set, so nothing is written;
-	 * the unix io manager opens the file O_RDONLY. */
-	errcode_t err = ext2fs_open(image, EXT2_FLAG_64BITS, 0, 0, unix_io_manager, &w.fs);
+	if (artifacts_sandbox_enter(s, why, sizeof(why)) < 0)
+		die(&w, "%s", why);
+	/* Opened before the filter, which allows no opening of existing
+	 * files, and through the fd: the helper has no path to the image.
+	 * EXT2_FLAG_RW is not set, and the fd is read-only anyway. */
+	snprintf(image, sizeof(image), "%d", SANDBOX_IMAGE_FD);
+	errcode_t err = ext2fs_open(image, EXT2_FLAG_64BITS, 0, 0, unixfd_io_manager, &w.fs);
 	if (err)
-		die(&w, "%s: %s", image, error_message(err));
+		die(&w, "the image: %s", error_message(err));
 	w.fs->default_bitmap_type = EXT2FS_BMAP64_RBTREE;   /* memory ~ bits set */
 	if (ext2fs_allocate_inode_bitmap(w.fs, "copied", &w.copied) ||
 	    ext2fs_allocate_inode_bitmap(w.fs, "visited", &w.visited) || !(w.chunk = malloc(COPY_CHUNK)))
 		die(&w, "out of memory");
-	if (mkdir(dest, 0755) < 0)
-		die(&w, "%s: %s", dest, strerror(errno));
-	int destfd = open(dest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (destfd < 0)
-		die(&w, "%s: %s", dest, strerror(errno));
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		die(&w, "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
-	if (confine_to(destfd) < 0)
-		die(&w, "landlock: %s", strerror(errno));
-	if (install_filter() < 0)
+	if (artifacts_sandbox_filter() < 0)
 		die(&w, "cannot install the seccomp filter");
 #ifdef ARTIFACTS_TEST_HOOKS
 	if (artifacts_test_sandboxed)
-		artifacts_test_sandboxed();
+		artifacts_test_sandboxed(SANDBOX_DEST_FD);
 #endif
-	walk_artifacts(&w, destfd);
+	walk_artifacts(&w, SANDBOX_DEST_FD);
 	emit(&w, "END\n", 4);
 	flush_report(&w);
 	_exit(0);
@@ -844,55 +652,103 @@ static int parse_line(struct parser *p, const char *s, size_t n)
 	return -1;
 }
 
-/* Read and parse the report until EOF. 0 at EOF, 1 on timeout, -1 on a
- * malformed report or read error (reason in err). */
-static int read_report(int fd, int64_t deadline, struct parser *p, char *err, size_t errlen)
+/* The start of what the helper wrote on its stderr, to explain a failure. */
+struct errtail {
+	char buf[STDERR_KEEP];
+	size_t len;
+};
+
+/* Read what the (non-blocking) stderr pipe holds, keeping the first
+ * STDERR_KEEP bytes. 0 at EOF or on an error, 1 when more may come. */
+static int drain_stderr(int fd, struct errtail *t)
+{
+	char chunk[4096];
+	for (;;) {
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 1;
+		if (n <= 0)
+			return 0;
+		size_t keep = sizeof(t->buf) - t->len < (size_t)n ? sizeof(t->buf) - t->len : (size_t)n;
+		memcpy(t->buf + t->len, chunk, keep);
+		t->len += keep;
+	}
+}
+
+/* Append the helper's first stderr line that says something to err, made
+ * printable (bytes outside 0x20..0x7e become '?'). Blank lines and ASan's
+ * "=====" banner above its report are passed over. */
+static void add_stderr_line(char *err, size_t errlen, const struct errtail *t)
+{
+	char line[160];
+	size_t i = 0;
+	while (i < t->len) {
+		size_t o = 0;
+		bool says = false;
+		for (; i < t->len && t->buf[i] != '\n'; i++) {
+			unsigned char c = (unsigned char)t->buf[i];
+			says |= c != '=' && c != ' ' && c != '\r';
+			if (o + 1 < sizeof(line))
+				line[o++] = c >= 0x20 && c <= 0x7e ? (char)c : '?';
+		}
+		i++;   /* past the newline */
+		line[o] = 0;
+		if (says) {
+			size_t n = strlen(err);
+			if (n < errlen)
+				snprintf(err + n, errlen - n, "; its stderr: %s", line);
+			return;
+		}
+	}
+}
+
+/* Read and parse the report until EOF, draining stderr meanwhile. 0 at
+ * EOF, 1 on timeout, -1 on a malformed report or read error (reason in
+ * err). */
+static int read_report(int fd, int errfd, int64_t deadline, struct parser *p, struct errtail *t, char *err,
+		       size_t errlen)
 {
 	char buf[LINE_MAX_LEN];
 	size_t len = 0;
+	struct pollfd pfd[2] = { { fd, POLLIN, 0 }, { errfd, POLLIN, 0 } };
 	for (;;) {
-		struct pollfd pfd = { fd, POLLIN, 0 };
-		int n = poll(&pfd, 1, session_left_ms(deadline));
+		int n = poll(pfd, 2, session_left_ms(deadline));
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0) {
-			snprintf(err, errlen, "artifacts: poll: %s", strerror(errno));
-			return -1;
-		}
+		if (n < 0)
+			return errf(err, errlen, "artifacts: poll: %s", strerror(errno));
 		if (n == 0) {
 			if (session_now_ms() >= deadline)
 				return 1;
 			continue;
 		}
+		if (pfd[1].revents && drain_stderr(errfd, t) == 0)
+			pfd[1].fd = -1;   /* at EOF: poll passes over negative fds */
+		if (!pfd[0].revents)
+			continue;
 		ssize_t got = read(fd, buf + len, sizeof(buf) - len);
 		if (got < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
-		if (got < 0) {
-			snprintf(err, errlen, "artifacts: reading the helper's report: %s", strerror(errno));
-			return -1;
-		}
+		if (got < 0)
+			return errf(err, errlen, "artifacts: reading the helper's report: %s", strerror(errno));
 		if (got == 0)
 			break;
 		len += (size_t)got;
 		char *start = buf, *nl;
 		while ((nl = memchr(start, '\n', len - (size_t)(start - buf)))) {
-			if (parse_line(p, start, (size_t)(nl - start)) < 0) {
-				snprintf(err, errlen, "artifacts: malformed report from the helper");
-				return -1;
-			}
+			if (parse_line(p, start, (size_t)(nl - start)) < 0)
+				return errf(err, errlen, "artifacts: malformed report from the helper");
 			start = nl + 1;
 		}
 		len -= (size_t)(start - buf);
 		memmove(buf, start, len);
-		if (len == sizeof(buf)) {
-			snprintf(err, errlen, "artifacts: malformed report from the helper (line too long)");
-			return -1;
-		}
+		if (len == sizeof(buf))
+			return errf(err, errlen, "artifacts: malformed report from the helper (line too long)");
 	}
-	if (len) {
-		snprintf(err, errlen, "artifacts: malformed report from the helper (unterminated line)");
-		return -1;
-	}
+	if (len)
+		return errf(err, errlen, "artifacts: malformed report from the helper (unterminated line)");
 	return 0;
 }
 
@@ -920,16 +776,63 @@ static int reap(pid_t pid, int64_t deadline, int *status)
 	}
 }
 
-static int check_args(const char *image, const char *dest, const struct artifacts_limits *lim, char *err,
-		      size_t errlen)
+
+/* 1 when the directory holds nothing but "." and "..", 0 when it holds
+ * more, -1 on an error. */
+static int dir_empty(int dirfd)
 {
-	if (!image || !dest || !lim || !*dest) {
-		snprintf(err, errlen, "artifacts: missing image, destination or limits");
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
 		return -1;
 	}
-	if (lim->timeout_ms <= 0) {
-		snprintf(err, errlen, "artifacts: the timeout must be positive");
-		return -1;
+	int rc = 1;
+	struct dirent *e;
+	errno = 0;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			rc = 0;
+			break;
+		}
+	if (!e && errno)
+		rc = -1;
+	closedir(d);
+	return rc;
+}
+
+/* The image must be read-only: the filter cannot tell the helper's fds
+ * apart, so a writable one would let a hijacked helper write the image. */
+static int check_args(int image_fd, int dest_fd, const struct artifacts_ids *ids,
+		      const struct artifacts_limits *lim, struct stat *dest, char *err, size_t errlen)
+{
+	struct stat st;
+	if (!ids || !lim)
+		return errf(err, errlen, "artifacts: missing ids or limits");
+	if (lim->timeout_ms <= 0)
+		return errf(err, errlen, "artifacts: the timeout must be positive");
+	int fl = image_fd < 0 ? -1 : fcntl(image_fd, F_GETFL);
+	if (fl < 0 || fstat(image_fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return errf(err, errlen, "artifacts: the image is not an open regular file");
+	if ((fl & O_ACCMODE) != O_RDONLY)
+		return errf(err, errlen, "artifacts: the image must be opened read-only");
+	if (dest_fd < 0 || fstat(dest_fd, dest) < 0 || !S_ISDIR(dest->st_mode))
+		return errf(err, errlen, "artifacts: the destination is not an open directory");
+	int empty = dir_empty(dest_fd);
+	if (empty < 0)
+		return errf(err, errlen, "artifacts: reading the destination: %s", strerror(errno));
+	if (!empty)
+		return errf(err, errlen, "artifacts: the destination is not empty");
+	if (geteuid() == 0) {
+		if (ids->helper_uid == 0 || ids->helper_gid == 0)
+			return errf(err, errlen, "artifacts: the helper must not run as uid or gid 0");
+	} else if (ids->helper_uid != geteuid() || ids->helper_gid != getegid()) {
+		return errf(err, errlen, "artifacts: without root the helper runs as vmrun's own uid and gid (%u:%u)",
+			    (unsigned)geteuid(), (unsigned)getegid());
+	} else if (ids->owner_uid != ids->helper_uid || ids->owner_gid != ids->helper_gid) {
+		return errf(err, errlen, "artifacts: without root the copy cannot be given to another owner");
 	}
 	return 0;
 }
@@ -937,60 +840,208 @@ static int check_args(const char *image, const char *dest, const struct artifact
 /* Turn how the helper ended into 0 or -1 with a reason. */
 static int verdict(const struct parser *p, int how, int status, int timeout_ms, char *err, size_t errlen)
 {
-	if (p->failed) {
-		snprintf(err, errlen, "artifacts: %s", p->helper_err);
-		return -1;
-	}
-	if (how > 0) {
-		snprintf(err, errlen, "artifacts: the helper timed out after %d ms", timeout_ms);
-		return -1;
-	}
+	if (p->failed)
+		return errf(err, errlen, "artifacts: %s", p->helper_err);
+	if (how > 0)
+		return errf(err, errlen, "artifacts: the helper timed out after %d ms", timeout_ms);
 	if (WIFSIGNALED(status)) {
 		int sig = WTERMSIG(status);
-		snprintf(err, errlen, "artifacts: the helper was killed by signal %d (%s)%s", sig,
-			 strsignal(sig), sig == SIGSYS ? ": a system call its sandbox forbids" : "");
-		return -1;
+		return errf(err, errlen, "artifacts: the helper was killed by signal %d (%s)%s", sig, strsignal(sig),
+			    sig == SIGSYS ? ": a system call its sandbox forbids" : "");
 	}
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !p->ended) {
-		snprintf(err, errlen, "artifacts: the helper failed without a complete report");
-		return -1;
-	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !p->ended)
+		return errf(err, errlen, "artifacts: the helper failed without a complete report");
 	return 0;
 }
 
-int artifacts_extract(const char *image, const char *dest, const struct artifacts_limits *lim,
-		      struct artifacts_result *res, char *err, size_t errlen)
+/* Fork the helper, read its report and stderr, reap it. */
+static int run_helper(int image_fd, int dest_fd, const struct artifacts_ids *ids,
+		      const struct artifacts_limits *lim, struct artifacts_result *res, char *err, size_t errlen)
 {
 	struct parser p = { .lim = lim, .res = res };
-	int fds[2], status = 0;
-	memset(res, 0, sizeof(*res));
-	if (check_args(image, dest, lim, err, errlen) < 0)
-		return -1;
-	if (pipe2(fds, O_CLOEXEC) < 0) {
-		snprintf(err, errlen, "artifacts: pipe: %s", strerror(errno));
-		return -1;
+	struct errtail tail;
+	int rep[2] = { -1, -1 }, errp[2] = { -1, -1 }, devnull = -1, status = 0, rc = -1;
+	tail.len = 0;
+	if (pipe2(rep, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || fcntl(errp[0], F_SETFL, O_NONBLOCK) < 0) {
+		errf(err, errlen, "artifacts: pipe: %s", strerror(errno));
+		goto out;
 	}
-	pid_t parent = getpid();
+	/* Opened here: there is no /dev in the helper's own root. */
+	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull < 0) {
+		errf(err, errlen, "artifacts: /dev/null: %s", strerror(errno));
+		goto out;
+	}
+	unsigned depth = lim->max_depth < DEPTH_HARD_CAP ? lim->max_depth : DEPTH_HARD_CAP;
+	struct artifacts_sandbox s = {
+		.report = rep[1], .image = image_fd, .dest = dest_fd, .errpipe = errp[1], .devnull = devnull,
+		.parent = getpid(), .switch_ids = geteuid() == 0, .uid = ids->helper_uid, .gid = ids->helper_gid,
+		.max_file = lim_add(lim->max_bytes, 4096), .extra_fds = FD_SLACK + depth,
+	};
 	int64_t deadline = session_now_ms() + lim->timeout_ms;
 	pid_t pid = fork();
 	if (pid < 0) {
-		snprintf(err, errlen, "artifacts: fork: %s", strerror(errno));
-		close(fds[0]);
-		close(fds[1]);
-		return -1;
+		errf(err, errlen, "artifacts: fork: %s", strerror(errno));
+		goto out;
 	}
-	if (pid == 0) {
-		close(fds[0]);
-		helper(image, dest, lim, parent, fds[1]);
-	}
-	close(fds[1]);
-	int how = read_report(fds[0], deadline, &p, err, errlen);
-	close(fds[0]);
+	if (pid == 0)
+		helper(&s, lim);
+	close(rep[1]);
+	close(errp[1]);
+	rep[1] = errp[1] = -1;
+	int how = read_report(rep[0], errp[0], deadline, &p, &tail, err, errlen);
 	if (how != 0)
 		kill(pid, SIGKILL);   /* timed out, or not to be trusted further */
 	if (reap(pid, deadline, &status) < 0 && how == 0)
 		how = 1;
-	int rc = how < 0 ? -1 : verdict(&p, how, status, lim->timeout_ms, err, errlen);
+	drain_stderr(errp[0], &tail);   /* all of it now: the helper is gone */
+	rc = how < 0 ? -1 : verdict(&p, how, status, lim->timeout_ms, err, errlen);
+	if (rc < 0 && !p.failed)
+		add_stderr_line(err, errlen, &tail);
+out:
+	for (int i = 0; i < 2; i++) {
+		if (rep[i] >= 0)
+			close(rep[i]);
+		if (errp[i] >= 0)
+			close(errp[i]);
+	}
+	if (devnull >= 0)
+		close(devnull);
+	return rc;
+}
+
+/* ---- the parent: the copy to its owner ------------------------------------ */
+
+struct chown_walk {
+	uid_t uid;
+	gid_t gid;
+	dev_t dev;            /* the destination's: no mount inside is entered */
+	unsigned max_depth;
+	uint64_t left;        /* entries still allowed */
+	char *why;
+	size_t whylen;
+};
+
+static int __attribute__((format(printf, 2, 3))) say(struct chown_walk *c, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->why, c->whylen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int chown_below(struct chown_walk *c, DIR *d, unsigned depth);
+
+/* One entry of a directory at depth-1 whose fd is dfd. A name is escaped
+ * before it goes into a message: the helper chose it. */
+static int chown_entry(struct chown_walk *c, int dfd, const char *name, unsigned char type, unsigned depth)
+{
+	char shown[64];
+	bool cut;
+	int fd = -1, rc = -1;
+	escape(shown, sizeof(shown), name, strlen(name), false, &cut);
+	if (type == DT_DIR || type == DT_UNKNOWN) {
+		fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno != ENOTDIR && errno != ELOOP)
+			return say(c, "%s: %s", shown, strerror(errno));
+	}
+	if (fd < 0) {   /* not a directory */
+		if (fchownat(dfd, name, c->uid, c->gid, AT_SYMLINK_NOFOLLOW) < 0)
+			return say(c, "%s: %s", shown, strerror(errno));
+		return 0;
+	}
+	struct stat st;
+	DIR *sub = NULL;
+	if (fstat(fd, &st) < 0 || !(sub = fdopendir(fd)))
+		say(c, "%s: %s", shown, strerror(errno));
+	else if (st.st_dev != c->dev)
+		say(c, "%s: a mount point", shown);
+	else if (depth > c->max_depth)
+		say(c, "deeper than the depth cap (%u)", c->max_depth);
+	else
+		rc = chown_below(c, sub, depth);
+	if (sub)
+		closedir(sub);
+	else
+		close(fd);
+	return rc;
+}
+
+/* Give everything below the directory d (at depth, artifacts/ being 0) to
+ * the owner, children before their directory, then d itself. Only fds,
+ * never a path, never through a symlink. Nothing can race it: the helper
+ * is dead, and the invoking user owns no directory inside until the walk
+ * is done with it. */
+static int chown_below(struct chown_walk *c, DIR *d, unsigned depth)
+{
+	struct dirent *e;
+	for (;;) {
+		errno = 0;
+		if (!(e = readdir(d)))
+			break;
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (c->left == 0)
+			return say(c, "more entries than the helper may copy");
+		c->left--;
+		if (chown_entry(c, dirfd(d), e->d_name, e->d_type, depth + 1) < 0)
+			return -1;
+	}
+	if (errno)
+		return say(c, "reading a directory: %s", strerror(errno));
+	if (fchown(dirfd(d), c->uid, c->gid) < 0)
+		return say(c, "%s", strerror(errno));
+	return 0;
+}
+
+/* The whole copy, dest last, to owner_uid:owner_gid, bounded by the
+ * helper's own caps: a hijacked helper may have made any tree. */
+static int give_to_owner(int dest_fd, const struct artifacts_ids *ids, const struct artifacts_limits *lim,
+			 char *why, size_t whylen)
+{
+	struct stat st;
+	unsigned depth = lim->max_depth < DEPTH_HARD_CAP ? lim->max_depth : DEPTH_HARD_CAP;
+	uint64_t cap = lim->max_files > (UINT64_MAX - CHOWN_SLACK) / 2 ? UINT64_MAX : 2 * lim->max_files + CHOWN_SLACK;
+	struct chown_walk c = { ids->owner_uid, ids->owner_gid, 0, depth, cap, why, whylen };
+	int fd = openat(dest_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 && fstat(fd, &st) == 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		snprintf(why, whylen, "the destination: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	c.dev = st.st_dev;
+	int rc = chown_below(&c, d, 0);
+	closedir(d);
+	return rc;
+}
+
+int artifacts_extract(int image_fd, int dest_fd, const struct artifacts_ids *ids,
+		      const struct artifacts_limits *lim, struct artifacts_result *res, char *err, size_t errlen)
+{
+	struct stat dest;
+	char why[256];
+	memset(res, 0, sizeof(*res));
+	if (check_args(image_fd, dest_fd, ids, lim, &dest, err, errlen) < 0)
+		return -1;
+	bool root = geteuid() == 0;
+	/* The helper writes into dest as itself. */
+	if (root && dest.st_uid != ids->helper_uid && fchown(dest_fd, ids->helper_uid, ids->helper_gid) < 0)
+		return errf(err, errlen, "artifacts: giving the destination to uid %u: %s", (unsigned)ids->helper_uid,
+			    strerror(errno));
+	int rc = run_helper(image_fd, dest_fd, ids, lim, res, err, errlen);
+	/* Whether or not the helper succeeded: what it left must not stay
+	 * with a uid that a later run may draw. */
+	if (root && (ids->owner_uid != ids->helper_uid || ids->owner_gid != ids->helper_gid) &&
+	    give_to_owner(dest_fd, ids, lim, why, sizeof(why)) < 0) {
+		size_t n = rc < 0 ? strlen(err) : 0;
+		if (n < errlen)
+			snprintf(err + n, errlen - n, "%sgiving the copy to uid %u: %s", rc < 0 ? "; " : "artifacts: ",
+				 (unsigned)ids->owner_uid, why);
+		rc = -1;
+	}
 	if (rc < 0)
 		artifacts_result_free(res);
 	return rc;

@@ -1,13 +1,18 @@
 /* Copying /workspace/artifacts out of a workspace image after the run. The
  * image is hostile input: the guest wrote it. Our own tree walk with
- * libext2fs runs in a forked helper sandboxed with seccomp (no network, no
- * new files except under the destination, which it reaches only through an
- * already open directory fd), rlimits and a wall-clock timeout. */
+ * libext2fs runs in a forked helper that is never host root: a fresh
+ * unprivileged uid (when vmrun is root), in user, mount, network, IPC and
+ * UTS namespaces of its own, whose whole file system is a read-only tmpfs
+ * holding the destination as /dest; no capabilities, Landlock (required:
+ * no kernel without it is trusted with a hostile image) and seccomp; the
+ * image through an fd it cannot write; fd 2 a pipe the parent reads;
+ * rlimits and a wall-clock timeout. The details are in artifacts_sandbox.c. */
 #ifndef VMRUN_ARTIFACTS_H
 #define VMRUN_ARTIFACTS_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define ARTIFACT_PATH_MAX 1024   /* longest relative path reported */
 
@@ -36,8 +41,30 @@ struct artifacts_result {
 	size_t nskipped;
 };
 
+/* Who the helper is, and who owns what it copied. */
+struct artifacts_ids {
+	/* The helper's host identity: when vmrun is root, a fresh uid and
+	 * gid reserved for this run (never 0) that own nothing on the host;
+	 * when it is not, vmrun's own. */
+	uid_t helper_uid;
+	gid_t helper_gid;
+	/* Who owns the copied tree afterwards (the invoking user). When it
+	 * differs from the helper's (vmrun root only), the parent gives the
+	 * tree to it once the helper is gone. */
+	uid_t owner_uid;
+	gid_t owner_gid;
+};
+
 /* Copy the regular files and directories under /artifacts of the ext4
- * image into dest, which is created and must not exist (its parent must).
+ * image on image_fd (a regular file opened O_RDONLY; it is never opened by
+ * path) into the directory on dest_fd, which must be empty (created by the
+ * caller as the invoking user; opened O_RDONLY|O_DIRECTORY). When vmrun is
+ * root and dest's owner is not helper_uid, dest is first given to
+ * helper_uid:helper_gid; afterwards, whether or not the helper succeeded,
+ * everything in dest and dest itself go to owner_uid:owner_gid (a walk by
+ * fds, bounded by the caps). Without root, the helper ids must be vmrun's
+ * own and the owner the same.
+ *
  * Skipped, each with a reason: symbolic links, devices, sockets, FIFOs,
  * names that are empty, ".", "..", contain '/' or control bytes or are
  * longer than 255 bytes; entries past the depth, path, file or byte caps;
@@ -46,10 +73,12 @@ struct artifacts_result {
  * created with O_EXCL|O_NOFOLLOW, modes reduced to 0644 or 0755 (0755 when
  * any execute bit was set), no setuid/setgid/sticky bits; directories 0755.
  * A missing artifacts/ gives an empty result. Returns 0 with res filled
- * (free with artifacts_result_free), or -1 with a one-line reason in err
- * (unreadable image, helper killed or timed out; what it copied stays). */
-int artifacts_extract(const char *image, const char *dest, const struct artifacts_limits *lim,
-		      struct artifacts_result *res, char *err, size_t errlen);
+ * (free with artifacts_result_free), or -1 with a one-line reason in err,
+ * starting "artifacts: " (bad arguments, unreadable image, no Landlock or
+ * user namespaces, helper killed or timed out, with the first line of its
+ * stderr when it has one; what it copied stays). */
+int artifacts_extract(int image_fd, int dest_fd, const struct artifacts_ids *ids,
+		      const struct artifacts_limits *lim, struct artifacts_result *res, char *err, size_t errlen);
 
 /* Free what artifacts_extract allocated. */
 void artifacts_result_free(struct artifacts_result *res);

@@ -1,8 +1,11 @@
 /* Artifact extraction from hostile workspace images: regular files and
  * directories copied byte-exact with reduced modes; links, devices, FIFOs,
  * sockets, bad names, loops, hard links and lying sizes skipped with
- * reasons; every cap; bad images, an existing destination, the timeout; the
- * helper's sandbox; the parent's parsing of the helper's report.
+ * reasons; every cap; bad images and fds, a non-empty destination, the
+ * timeout; the helper's sandbox (its uid, user and mount namespaces, its
+ * view of the file system, Landlock required, fd 2 a pipe, no user
+ * namespace refused); the copy given to its owner; vmrun without root; the
+ * parent's parsing of the helper's report.
  *
  * Images are built without mounting: mke2fs -d from a staging directory,
  * then debugfs or libext2fs itself for what mke2fs cannot express. */
@@ -15,30 +18,43 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/sysmacros.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "artifacts.h"
 
-/* A second copy of the implementation, with its test hook compiled in and
- * its two public functions renamed so that it links beside the real one
- * (build/asan/host/artifacts.o), which the other tests use. */
-int hooked_artifacts_extract(const char *image, const char *dest, const struct artifacts_limits *lim,
-			     struct artifacts_result *res, char *err, size_t errlen);
+/* A second copy of the implementation, with its test hooks compiled in and
+ * its public functions renamed so that it links beside the real one
+ * (build/asan/host/artifacts.o, artifacts_sandbox.o), which the other tests
+ * use. */
+int hooked_artifacts_extract(int image_fd, int dest_fd, const struct artifacts_ids *ids,
+			     const struct artifacts_limits *lim, struct artifacts_result *res, char *err,
+			     size_t errlen);
 void hooked_artifacts_result_free(struct artifacts_result *res);
 #define ARTIFACTS_TEST_HOOKS
 #define artifacts_extract hooked_artifacts_extract
 #define artifacts_result_free hooked_artifacts_result_free
+#define artifacts_sandbox_start hooked_artifacts_sandbox_start
+#define artifacts_sandbox_enter hooked_artifacts_sandbox_enter
+#define artifacts_sandbox_filter hooked_artifacts_sandbox_filter
+#include "artifacts_sandbox.c"
 #include "artifacts.c"
 #undef artifacts_extract
 #undef artifacts_result_free
+
+/* The helper's host uid and gid in these tests (the range of per-run ids,
+ * which nothing on the host owns), and another owner for the copy. */
+#define HELPER_ID 2999990u
+#define OWNER_ID  12345u
 
 #include <cmocka.h>
 
@@ -46,6 +62,7 @@ struct tmp {
 	char dir[64];
 	char stage[96], art[112], img[96], out[96];
 	struct artifacts_limits lim;
+	struct artifacts_ids ids;
 	struct artifacts_result res;
 	char err[256];
 };
@@ -73,6 +90,7 @@ static int setup(void **state)
 	if (mkdir(t->stage, 0755) < 0 || mkdir(t->art, 0755) < 0)
 		return -1;
 	t->lim = (struct artifacts_limits){ 1 << 30, 1000, 16, 512, 20000 };
+	t->ids = (struct artifacts_ids){ HELPER_ID, HELPER_ID, HELPER_ID, HELPER_ID };
 	*state = t;
 	return 0;
 }
@@ -182,9 +200,26 @@ static ext2_ino_t add_inode(ext2_filsys fs, ext2_ino_t dir, const char *name, ui
 
 /* ---- checking results ----------------------------------------------------- */
 
+/* As a caller does it: the destination made (here when missing) and
+ * opened, the image opened read-only. */
+static int extract_with(struct tmp *t, bool hooked)
+{
+	if (mkdir(t->out, 0755) < 0 && errno != EEXIST)
+		fail_msg("%s: %s", t->out, strerror(errno));
+	int img = open(t->img, O_RDONLY | O_CLOEXEC);
+	int dest = open(t->out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (img < 0 || dest < 0)
+		fail_msg("opening %s or %s: %s", t->img, t->out, strerror(errno));
+	int rc = (hooked ? hooked_artifacts_extract : artifacts_extract)(img, dest, &t->ids, &t->lim, &t->res, t->err,
+									  sizeof(t->err));
+	close(img);
+	close(dest);
+	return rc;
+}
+
 static int extract(struct tmp *t)
 {
-	return artifacts_extract(t->img, t->out, &t->lim, &t->res, t->err, sizeof(t->err));
+	return extract_with(t, false);
 }
 
 static void extract_ok(struct tmp *t)
@@ -665,31 +700,74 @@ static void test_skip_cap(void **state)
 
 /* ---- refusals ------------------------------------------------------------- */
 
-static void test_dest_exists(void **state)
+static bool dir_is_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	bool empty = true;
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		empty &= !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+	closedir(d);
+	return empty;
+}
+
+/* The destination must be an empty directory, given as an fd. */
+static void test_dest_refused(void **state)
 {
 	struct tmp *t = *state;
+	char p[160];
+	struct stat st;
 	put_str(t, "a", "a");
 	mkimg(t);
 	assert_int_equal(mkdir(t->out, 0700), 0);
+	snprintf(p, sizeof(p), "%s/there", t->out);
+	FILE *f = fopen(p, "w");
+	assert_non_null(f);
+	fclose(f);
 	assert_int_equal(extract(t), -1);
-	assert_non_null(strstr(t->err, "File exists"));
+	assert_string_equal(t->err, "artifacts: the destination is not empty");
 	assert_int_equal(t->res.nfiles, 0);
-	assert_int_equal(mode_at(t, ""), S_IFDIR | 0700);
+	assert_int_equal(lstat(t->out, &st), 0);
+	assert_int_equal(st.st_mode, S_IFDIR | 0700);
+	assert_int_equal(st.st_uid, 0);   /* not given to the helper either */
 	assert_false(exists_out(t, "a"));
-	/* Not through a symlink either. */
-	rmdir(t->out);
-	assert_int_equal(symlink(t->stage, t->out), 0);
-	assert_int_equal(extract(t), -1);
-	assert_non_null(strstr(t->err, "File exists"));
+	int img = open(t->img, O_RDONLY), file = open(p, O_RDONLY);
+	assert_int_equal(artifacts_extract(img, file, &t->ids, &t->lim, &t->res, t->err, sizeof(t->err)), -1);
+	assert_string_equal(t->err, "artifacts: the destination is not an open directory");
+	assert_int_equal(artifacts_extract(img, -1, &t->ids, &t->lim, &t->res, t->err, sizeof(t->err)), -1);
+	assert_string_equal(t->err, "artifacts: the destination is not an open directory");
+	close(img);
+	close(file);
 }
 
-static void test_dest_parent_missing(void **state)
+static void test_bad_images(void **state)
 {
 	struct tmp *t = *state;
-	mkimg(t);
-	snprintf(t->out, sizeof(t->out), "%s/no/such", t->dir);
+	static char junk[1 << 20];
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (char)(i * 131 + 7);
+	FILE *f = fopen(t->img, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(junk, 1, sizeof(junk), f), sizeof(junk));
+	fclose(f);
 	assert_int_equal(extract(t), -1);
-	assert_non_null(strstr(t->err, "No such file"));
+	assert_non_null(strstr(t->err, "Bad magic number"));
+	assert_null(strchr(t->err, '\n'));
+	assert_true(dir_is_empty(t->out));   /* nothing made for a bad image */
+	/* Only a read-only fd of a regular file. */
+	int dest = open(t->out, O_RDONLY | O_DIRECTORY);
+	int rw = open(t->img, O_RDWR), dir = open(t->dir, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(artifacts_extract(rw, dest, &t->ids, &t->lim, &t->res, t->err, sizeof(t->err)), -1);
+	assert_string_equal(t->err, "artifacts: the image must be opened read-only");
+	assert_int_equal(artifacts_extract(dir, dest, &t->ids, &t->lim, &t->res, t->err, sizeof(t->err)), -1);
+	assert_string_equal(t->err, "artifacts: the image is not an open regular file");
+	assert_int_equal(artifacts_extract(-1, dest, &t->ids, &t->lim, &t->res, t->err, sizeof(t->err)), -1);
+	assert_string_equal(t->err, "artifacts: the image is not an open regular file");
+	close(rw);
+	close(dir);
+	close(dest);
+	assert_true(dir_is_empty(t->out));
 }
 
 static void test_missing_artifacts(void **state)
@@ -723,26 +801,6 @@ static void test_artifacts_not_a_dir(void **state)
 	assert_skipped(t, ".", "artifacts is a regular file, not a directory");
 }
 
-static void test_bad_images(void **state)
-{
-	struct tmp *t = *state;
-	static char junk[1 << 20];
-	for (size_t i = 0; i < sizeof(junk); i++)
-		junk[i] = (char)(i * 131 + 7);
-	FILE *f = fopen(t->img, "wb");
-	assert_non_null(f);
-	assert_int_equal(fwrite(junk, 1, sizeof(junk), f), sizeof(junk));
-	fclose(f);
-	assert_int_equal(extract(t), -1);
-	assert_non_null(strstr(t->err, "Bad magic number"));
-	assert_null(strchr(t->err, '\n'));
-	assert_false(exists_out(t, ""));   /* nothing made for a bad image */
-	unlink(t->img);
-	assert_int_equal(extract(t), -1);
-	assert_non_null(strstr(t->err, "No such file"));
-	assert_false(exists_out(t, ""));
-}
-
 static void assert_no_children(void)
 {
 	errno = 0;
@@ -773,8 +831,19 @@ static void test_bad_limits(void **state)
 	mkimg(t);
 	t->lim.timeout_ms = 0;
 	assert_int_equal(extract(t), -1);
-	assert_int_equal(artifacts_extract(t->img, t->out, NULL, &t->res, t->err, sizeof(t->err)), -1);
-	assert_false(exists_out(t, ""));
+	assert_string_equal(t->err, "artifacts: the timeout must be positive");
+	int img = open(t->img, O_RDONLY), dest = open(t->out, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(artifacts_extract(img, dest, &t->ids, NULL, &t->res, t->err, sizeof(t->err)), -1);
+	assert_int_equal(artifacts_extract(img, dest, NULL, &t->lim, &t->res, t->err, sizeof(t->err)), -1);
+	assert_string_equal(t->err, "artifacts: missing ids or limits");
+	/* vmrun as root never runs the helper as root. */
+	t->lim.timeout_ms = 20000;
+	t->ids.helper_uid = 0;
+	assert_int_equal(artifacts_extract(img, dest, &t->ids, &t->lim, &t->res, t->err, sizeof(t->err)), -1);
+	assert_string_equal(t->err, "artifacts: the helper must not run as uid or gid 0");
+	close(img);
+	close(dest);
+	assert_true(dir_is_empty(t->out));
 }
 
 /* ---- the sandbox, through the hooked copy --------------------------------- */
@@ -782,77 +851,89 @@ static void test_bad_limits(void **state)
 static char hook_path[128];
 static int hook_fd = -1;
 
-static void try_socket(void)
+/* A hook's own failure: a line on the helper's stderr (which the parent
+ * puts in its error), and an exit status the parent reports as a failure. */
+static void __attribute__((noreturn)) hook_fail(const char *what, int e)
 {
+	char line[200];
+	int n = e ? snprintf(line, sizeof(line), "hook: %s: errno %d (%s)\n", what, e, strerrorname_np(e))
+		  : snprintf(line, sizeof(line), "hook: %s: it succeeded\n", what);
+	if (write(2, line, (size_t)n) < 0)
+		_exit(41);
+	_exit(42);
+}
+
+static void try_socket(int destfd)
+{
+	(void)destfd;
 	socket(AF_INET, SOCK_STREAM, 0);
 }
 
-static void try_exec(void)
+static void try_exec(int destfd)
 {
+	(void)destfd;
 	char *argv[] = { "/bin/true", NULL };
 	execve(argv[0], argv, argv + 1);
 }
 
-static void try_read_file(void)
+static void try_read_file(int destfd)
 {
+	(void)destfd;
 	open("/etc/passwd", O_RDONLY);
 }
 
-static void try_create_truncating(void)
+static void try_create_truncating(int destfd)
 {
+	(void)destfd;
 	open(hook_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 }
 
-static void try_create_setuid(void)
+static void try_create_setuid(int destfd)
 {
+	(void)destfd;
 	open(hook_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 04755);
 }
 
-/* Flags and mode the filter lets through: only Landlock stops these. */
-static void try_create_outside(void)
+static void try_exec_memory(int destfd)
 {
-	int fd = open(hook_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
-	if (fd >= 0 || errno != EACCES)
-		_exit(42);
-	if (mkdirat(AT_FDCWD, hook_path, 0755) == 0 || errno != EACCES)
-		_exit(43);
-}
-
-static void try_exec_memory(void)
-{
+	(void)destfd;
 	mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 }
 
-static void try_signal(void)
+static void try_signal(int destfd)
 {
+	(void)destfd;
 	kill(1, 0);
 }
 
-static void try_inherited_fd(void)
+static void try_inherited_fd(int destfd)
 {
+	(void)destfd;
 	if (write(hook_fd, "leak", 4) != -1 || errno != EBADF)
 		_exit(42);
 }
 
-static void spin(void)
+static void spin(int destfd)
 {
+	(void)destfd;
 	for (volatile unsigned i = 0;; i++)
 		;
 }
 
-static void nothing(void)
+static void nothing(int destfd)
 {
+	(void)destfd;
 }
 
-static int hooked(struct tmp *t, void (*hook)(void))
+static int hooked(struct tmp *t, void (*hook)(int))
 {
 	artifacts_test_sandboxed = hook;
-	int rc = hooked_artifacts_extract(t->img, t->out, &t->lim, &t->res, t->err, sizeof(t->err));
+	int rc = extract_with(t, true);
 	artifacts_test_sandboxed = NULL;
 	return rc;
 }
 
-static void assert_forbidden(struct tmp *t, void (*hook)(void))
+static void assert_forbidden(struct tmp *t, void (*hook)(int))
 {
 	char want[32];
 	nftw(t->out, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -884,21 +965,336 @@ static void test_sandbox(void **state)
 	assert_contained(t);
 }
 
-static void test_sandbox_landlock(void **state)
+static void assert_owned(const char *path, uid_t uid, gid_t gid)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		fail_msg("%s: %s", path, strerror(errno));
+	if (st.st_uid != uid || st.st_gid != gid)
+		fail_msg("%s is owned by %u:%u, not %u:%u", path, (unsigned)st.st_uid, (unsigned)st.st_gid,
+			 (unsigned)uid, (unsigned)gid);
+}
+
+/* What the helper creates is its fresh uid's on the host, not root's. */
+static void test_helper_uid(void **state)
 {
 	struct tmp *t = *state;
-	if (syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) < 1) {
-		print_message("no Landlock in this kernel: seccomp alone confines the helper\n");
-		skip();
-	}
+	char p[160];
+	put_str(t, "a", "a");
+	put_dir(t, "d");
+	mkimg(t);
+	extract_ok(t);
+	snprintf(p, sizeof(p), "%s/a", t->out);
+	assert_owned(p, HELPER_ID, HELPER_ID);
+	snprintf(p, sizeof(p), "%s/d", t->out);
+	assert_owned(p, HELPER_ID, HELPER_ID);
+	assert_owned(t->out, HELPER_ID, HELPER_ID);   /* given to it to write in */
+}
+
+/* The helper's own view: no host path exists in it (its own mount
+ * namespace, which it could set up unprivileged only in its own user
+ * namespace), the root that does exist is closed to it (Landlock), and
+ * dest is where it writes. */
+static void hook_view(int destfd)
+{
+	if (open("/etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW) >= 0 || errno != ENOENT)
+		hook_fail("/etc", errno);
+	if (open(hook_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) >= 0 || errno != ENOENT)
+		hook_fail("the test's directory", errno);
+	if (open("/", O_RDONLY | O_DIRECTORY | O_NOFOLLOW) >= 0 || errno != EACCES)
+		hook_fail("/", errno);
+	int fd = openat(destfd, "made-by-hook", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		hook_fail("made-by-hook", errno);
+	close(fd);
+}
+
+static void test_helper_view(void **state)
+{
+	struct tmp *t = *state;
+	char p[160];
 	put_str(t, "a", "a");
 	mkimg(t);
-	snprintf(hook_path, sizeof(hook_path), "%s/evil", t->dir);
-	if (hooked(t, try_create_outside) != 0)
+	snprintf(hook_path, sizeof(hook_path), "%s", t->dir);
+	if (hooked(t, hook_view) != 0)
 		fail_msg("%s", t->err);
-	assert_int_equal(access(hook_path, F_OK), -1);
+	snprintf(p, sizeof(p), "%s/made-by-hook", t->out);
+	assert_owned(p, HELPER_ID, HELPER_ID);
 	assert_copied(t, "a", 0644);
-	assert_contained(t);
+}
+
+/* The writes that only root could make before (anywhere its uid may
+ * create, when Landlock was missing) reach nothing on the host: /tmp is
+ * not in the helper's view at all. */
+static void hook_host_writes(int destfd)
+{
+	char dir[160];
+	(void)destfd;
+	int fd = openat(AT_FDCWD, hook_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+	if (fd >= 0 || errno != ENOENT)
+		hook_fail("creating a file in the host's /tmp", fd >= 0 ? 0 : errno);
+	snprintf(dir, sizeof(dir), "%s-dir", hook_path);
+	if (mkdirat(AT_FDCWD, dir, 0755) == 0 || errno != ENOENT)
+		hook_fail("creating a directory in the host's /tmp", errno);
+	if (openat(AT_FDCWD, "/new", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644) >= 0)
+		hook_fail("creating /new in its own root", 0);
+}
+
+static void test_no_host_writes(void **state)
+{
+	struct tmp *t = *state;
+	char dir[160];
+	put_str(t, "a", "a");
+	mkimg(t);
+	snprintf(hook_path, sizeof(hook_path), "/tmp/vmrun-artifacts-evil-%d", (int)getpid());
+	snprintf(dir, sizeof(dir), "%s-dir", hook_path);
+	int rc = hooked(t, hook_host_writes);
+	bool file = access(hook_path, F_OK) == 0, made_dir = access(dir, F_OK) == 0;
+	unlink(hook_path);
+	rmdir(dir);
+	if (file || made_dir)
+		fail_msg("the helper wrote the host's /tmp (file %d, directory %d)", file, made_dir);
+	if (rc != 0)
+		fail_msg("%s", t->err);
+	assert_copied(t, "a", 0644);
+}
+
+/* A kernel without Landlock (or with it disabled) is refused, before the
+ * image is opened; the same hook as above would have written the host's
+ * /tmp through the seccomp filter alone. */
+static void test_landlock_required(void **state)
+{
+	struct tmp *t = *state;
+	static const int errs[] = { ENOSYS, EOPNOTSUPP };
+	char want[200];
+	put_str(t, "a", "a");
+	mkimg(t);
+	snprintf(hook_path, sizeof(hook_path), "/tmp/vmrun-artifacts-evil-%d", (int)getpid());
+	for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+		artifacts_test_landlock_errno = errs[i];
+		int rc = hooked(t, hook_host_writes);
+		artifacts_test_landlock_errno = 0;
+		bool wrote = access(hook_path, F_OK) == 0;
+		unlink(hook_path);
+		snprintf(want, sizeof(want),
+			 "artifacts: Landlock is not available (%s); refusing to parse the image without it",
+			 strerror(errs[i]));
+		if (rc != -1 || strcmp(t->err, want))
+			fail_msg("without Landlock (%s): rc %d, \"%s\"; the host's /tmp written: %s",
+				 strerrorname_np(errs[i]), rc, rc ? t->err : "", wrote ? "yes" : "no");
+		assert_false(wrote);
+		assert_int_equal(t->res.nfiles, 0);
+		assert_true(dir_is_empty(t->out));
+	}
+}
+
+/* fd 2 of the helper is a pipe the parent reads: what it says before it
+ * dies is in the error, made printable, and nothing reaches vmrun's own
+ * stderr. */
+static void hook_say_and_die(int destfd)
+{
+	static const char line[] = "helper says: \x1b[1mhello\x01\nsecond line\n";
+	(void)destfd;
+	if (write(2, line, sizeof(line) - 1) < 0)
+		_exit(41);
+	socket(AF_INET, SOCK_STREAM, 0);   /* killed by the filter */
+}
+
+static void test_stderr_pipe(void **state)
+{
+	struct tmp *t = *state;
+	char p[160], want[64];
+	struct stat st;
+	mkimg(t);
+	snprintf(p, sizeof(p), "%s/stderr", t->dir);
+	int cap = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600), saved = dup(2);
+	assert_true(cap >= 0 && saved >= 0);
+	fflush(stderr);
+	assert_int_equal(dup2(cap, 2), 2);
+	int rc = hooked(t, hook_say_and_die);
+	dup2(saved, 2);
+	close(saved);
+	assert_int_equal(fstat(cap, &st), 0);
+	close(cap);
+	unlink(p);
+	snprintf(want, sizeof(want), "signal %d", SIGSYS);
+	assert_int_equal(rc, -1);
+	if (!strstr(t->err, want) || !strstr(t->err, "; its stderr: helper says: ?[1mhello?") ||
+	    strstr(t->err, "second line"))
+		fail_msg("the helper's stderr line is not in the error: %s", t->err);
+	if (st.st_size != 0)
+		fail_msg("%lld bytes reached vmrun's own stderr", (long long)st.st_size);
+}
+
+static int owner_bad;
+
+static int check_owner(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)flag, (void)ftw;
+	if (st->st_uid != OWNER_ID || st->st_gid != OWNER_ID) {
+		if (!owner_bad++)
+			print_error("%s is owned by %u:%u\n", p, (unsigned)st->st_uid, (unsigned)st->st_gid);
+	}
+	return 0;
+}
+
+static void assert_all_owner(const struct tmp *t)
+{
+	owner_bad = 0;
+	assert_int_equal(nftw(t->out, check_owner, 16, FTW_PHYS), 0);
+	if (owner_bad)
+		fail_msg("%d entries of the copy (dest included) not owned by %u:%u", owner_bad, OWNER_ID, OWNER_ID);
+}
+
+static void hook_make_and_die(int destfd)
+{
+	int fd = openat(destfd, "partial", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		hook_fail("partial", errno);
+	socket(AF_INET, SOCK_STREAM, 0);
+}
+
+/* With another owner than the helper, the whole copy is the owner's
+ * afterwards, also when the helper failed halfway. */
+static void test_owner(void **state)
+{
+	struct tmp *t = *state;
+	put_str(t, "a", "a");
+	put_dir(t, "d");
+	put_str(t, "d/b", "b");
+	put_dir(t, "d/e");
+	put(t, "d/e/x", "#!", 2, 0755);
+	mkimg(t);
+	t->ids.owner_uid = t->ids.owner_gid = OWNER_ID;
+	extract_ok(t);
+	assert_int_equal(t->res.nfiles, 3);
+	assert_copied(t, "d/e/x", 0755);
+	assert_all_owner(t);
+	artifacts_result_free(&t->res);
+	nftw(t->out, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	assert_int_equal(hooked(t, hook_make_and_die), -1);
+	assert_true(exists_out(t, "partial"));
+	assert_all_owner(t);
+}
+
+/* A hijacked helper may leave any tree; the walk that gives it to the
+ * owner stops at the caps, with a reason. */
+static void hook_many(int destfd)
+{
+	char name[16];
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		int fd = openat(destfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+		if (fd < 0)
+			hook_fail(name, errno);
+		close(fd);
+	}
+}
+
+static void hook_deep(int destfd)
+{
+	int fd = destfd;
+	for (int i = 0; i < 6; i++) {
+		if (mkdirat(fd, "d", 0755) < 0)
+			hook_fail("mkdirat", errno);
+		fd = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+		if (fd < 0)
+			hook_fail("openat", errno);
+	}
+}
+
+static void test_owner_walk_bounded(void **state)
+{
+	struct tmp *t = *state;
+	mkimg(t);
+	t->ids.owner_uid = t->ids.owner_gid = OWNER_ID;
+	t->lim.max_files = 10;
+	if (hooked(t, hook_many) != -1 ||
+	    strcmp(t->err, "artifacts: giving the copy to uid 12345: more entries than the helper may copy"))
+		fail_msg("200 entries past a cap of 10 files: %s", t->err);
+	nftw(t->out, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	t->lim.max_depth = 2;
+	if (hooked(t, hook_deep) != -1 ||
+	    strcmp(t->err, "artifacts: giving the copy to uid 12345: deeper than the depth cap (2)"))
+		fail_msg("6 levels past a depth cap of 2: %s", t->err);
+}
+
+/* Where no user namespace can be made (here: in a chroot, where the
+ * kernel refuses one), nothing runs unconfined. */
+static void test_no_user_namespace(void **state)
+{
+	struct tmp *t = *state;
+	char p[160];
+	put_str(t, "a", "a");
+	mkimg(t);
+	assert_int_equal(mkdir(t->out, 0755), 0);
+	snprintf(p, sizeof(p), "%s/dev", t->dir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/dev/null", t->dir);
+	assert_int_equal(mknod(p, S_IFCHR | 0666, makedev(1, 3)), 0);
+	char *msg = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(msg != MAP_FAILED);
+	int img = open(t->img, O_RDONLY), dest = open(t->out, O_RDONLY | O_DIRECTORY);
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (chroot(t->dir) < 0 || chdir("/") < 0)
+			_exit(2);
+		int rc = artifacts_extract(img, dest, &t->ids, &t->lim, &t->res, msg, 4096);
+		_exit(rc == -1 ? 0 : 1);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	close(img);
+	close(dest);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+	    !strstr(msg, "artifacts: cannot create the helper's user namespace (Operation not permitted"))
+		fail_msg("in a chroot (status 0x%x): %s", status, msg);
+	assert_false(exists_out(t, "a"));
+	munmap(msg, 4096);
+}
+
+/* vmrun without root: the helper is vmrun's own uid, in namespaces it makes
+ * unprivileged; ids other than its own are refused. */
+static void test_not_root(void **state)
+{
+	struct tmp *t = *state;
+	const uid_t me = HELPER_ID + 1;
+	char p[160];
+	put_str(t, "a", "a");
+	put_dir(t, "d");
+	put_str(t, "d/b", "bb");
+	mkimg(t);
+	assert_int_equal(mkdir(t->out, 0755), 0);
+	assert_int_equal(chown(t->out, me, me), 0);
+	char *msg = mmap(NULL, 3 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(msg != MAP_FAILED);
+	int img = open(t->img, O_RDONLY), dest = open(t->out, O_RDONLY | O_DIRECTORY);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct artifacts_ids own = { me, me, me, me }, other = { me, me, OWNER_ID, OWNER_ID };
+		struct artifacts_ids notme = { HELPER_ID, HELPER_ID, HELPER_ID, HELPER_ID };
+		if (setgroups(0, NULL) < 0 || setresgid(me, me, me) < 0 || setresuid(me, me, me) < 0)
+			_exit(2);
+		int bad = artifacts_extract(img, dest, &notme, &t->lim, &t->res, msg + 4096, 4096) != -1;
+		bad |= artifacts_extract(img, dest, &other, &t->lim, &t->res, msg + 8192, 4096) != -1;
+		int rc = artifacts_extract(img, dest, &own, &t->lim, &t->res, msg, 4096);
+		if (rc == 0)
+			snprintf(msg, 4096, "%zu files", t->res.nfiles);
+		_exit(rc != 0 ? 1 : bad ? 3 : 0);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	close(img);
+	close(dest);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("as uid %u (status 0x%x): %s", (unsigned)me, status, msg);
+	assert_string_equal(msg, "2 files");
+	snprintf(p, sizeof(p), "%s/d/b", t->out);
+	assert_owned(p, me, me);
+	assert_string_equal(msg + 4096, "artifacts: without root the helper runs as vmrun's own uid and gid "
+					"(2999991:2999991)");
+	assert_string_equal(msg + 8192, "artifacts: without root the copy cannot be given to another owner");
+	munmap(msg, 3 * 4096);
 }
 
 /* fds the parent had open do not reach the helper. */
@@ -910,7 +1306,7 @@ static void test_sandbox_closes_fds(void **state)
 	snprintf(p, sizeof(p), "%s/stage/fd", t->dir);
 	int fd = open(p, O_WRONLY | O_CREAT, 0644);
 	assert_true(fd > 2);
-	hook_fd = fcntl(fd, F_DUPFD, 100);   /* no O_CLOEXEC; clear of fd 3 */
+	hook_fd = fcntl(fd, F_DUPFD, 100);   /* no O_CLOEXEC; clear of fds 3-5 */
 	close(fd);
 	assert_true(hook_fd >= 100);
 	int rc = hooked(t, try_inherited_fd);
@@ -1030,15 +1426,22 @@ int main(void)
 		T(test_depth_cap),
 		T(test_path_cap),
 		T(test_skip_cap),
-		T(test_dest_exists),
-		T(test_dest_parent_missing),
+		T(test_dest_refused),
 		T(test_missing_artifacts),
 		T(test_artifacts_not_a_dir),
 		T(test_bad_images),
 		T(test_timeout),
 		T(test_bad_limits),
 		T(test_sandbox),
-		T(test_sandbox_landlock),
+		T(test_helper_uid),
+		T(test_helper_view),
+		T(test_no_host_writes),
+		T(test_landlock_required),
+		T(test_stderr_pipe),
+		T(test_owner),
+		T(test_owner_walk_bounded),
+		T(test_no_user_namespace),
+		T(test_not_root),
 		T(test_sandbox_closes_fds),
 		T(test_sandbox_spin_timeout),
 		cmocka_unit_test(test_report_parser),
