@@ -122,7 +122,7 @@ int agent_environment(const char *home, char *const *grants, unsigned ngrants, c
 {
 	unsigned n = 0;
 	size_t used = 0;
-	const char *defaults[4] = { "PATH=" AGENT_PATH, NULL, "LANG=C.UTF-8", "PYTHONIOENCODING=utf-8" };
+	const char *defaults[4] = { "PATH=" PROTO_PATH, NULL, "LANG=C.UTF-8", "PYTHONIOENCODING=utf-8" };
 	char homevar[PATH_MAX + 8];
 	snprintf(homevar, sizeof(homevar), "HOME=%s", home);
 	defaults[1] = homevar;
@@ -519,7 +519,7 @@ int agent_session(int fd, const struct agent_config *cfg, char *err, size_t errl
 		return fail(&s, "malformed request: %s", err);
 
 	char path[PATH_MAX];
-	if (agent_resolve(s.req.argv[0], cfg->cwd, AGENT_PATH, path, sizeof(path)))
+	if (agent_resolve(s.req.argv[0], cfg->cwd, PROTO_PATH, path, sizeof(path)))
 		return refuse(&s, PROTO_END_NOT_FOUND);
 	struct stat st;
 	if (!agent_allowed(path, s.req.allow, s.req.nallow) || stat(path, &st) < 0 || !S_ISREG(st.st_mode) ||

@@ -9,7 +9,6 @@
 #include <sys/types.h>
 
 #define AGENT_NAME      "vmrun-agent 0.1.0"
-#define AGENT_PATH      "/usr/local/bin:/usr/bin:/bin"
 #define AGENT_CHUNK     16384u   /* bytes of output per STDOUT/STDERR frame at most */
 
 struct agent_config {

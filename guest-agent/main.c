@@ -20,11 +20,11 @@
 #include "agent.h"
 #include "proto.h"
 
-#define WORKSPACE      "/workspace"
-#define WORKSPACE_DEV  "/dev/vdb"
-#define SANDBOX_UID    1000
-#define SANDBOX_GID    1000
 /* /tmp is RAM: capped so a command cannot take the guest's memory with it. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+/* A bare test boot has no workspace disk: an empty one in RAM. */
+#define WORKSPACE_TMPFS "size=64m,mode=0755,uid=" STR(PROTO_SANDBOX_UID) ",gid=" STR(PROTO_SANDBOX_GID)
 #define TMP_OPTIONS    "size=64m,mode=1777,nr_inodes=16k"
 
 static void console(const char *fmt, const char *arg)
@@ -50,14 +50,14 @@ static const char *mount_all(char *why, size_t len)
 			return why;
 		}
 	struct stat st;
-	if (stat(WORKSPACE_DEV, &st) == 0) {
-		if (mount(WORKSPACE_DEV, WORKSPACE, "ext4", MS_NOSUID | MS_NODEV, NULL) < 0) {
-			snprintf(why, len, "mount %s on %s: %s", WORKSPACE_DEV, WORKSPACE, strerror(errno));
+	if (stat(PROTO_WORKSPACE_DEV, &st) == 0) {
+		if (mount(PROTO_WORKSPACE_DEV, PROTO_WORKSPACE_DIR, "ext4", MS_NOSUID | MS_NODEV, NULL) < 0) {
+			snprintf(why, len, "mount %s on %s: %s", PROTO_WORKSPACE_DEV, PROTO_WORKSPACE_DIR, strerror(errno));
 			return why;
 		}
-	} else if (mount("tmpfs", WORKSPACE, "tmpfs", MS_NOSUID | MS_NODEV, "size=64m,mode=0755,uid=1000,gid=1000") < 0) {
+	} else if (mount("tmpfs", PROTO_WORKSPACE_DIR, "tmpfs", MS_NOSUID | MS_NODEV, WORKSPACE_TMPFS) < 0) {
 		/* No workspace disk (a bare test boot): an empty one in RAM. */
-		snprintf(why, len, "mount tmpfs on %s: %s", WORKSPACE, strerror(errno));
+		snprintf(why, len, "mount tmpfs on %s: %s", PROTO_WORKSPACE_DIR, strerror(errno));
 		return why;
 	}
 	return NULL;
@@ -104,7 +104,7 @@ int main(void)
 		console("%s", mount_err);
 	} else {
 		const struct agent_config cfg = {
-			.cwd = WORKSPACE, .home = WORKSPACE, .uid = SANDBOX_UID, .gid = SANDBOX_GID, .kill_all = true,
+			.cwd = PROTO_WORKSPACE_DIR, .home = PROTO_WORKSPACE_DIR, .uid = PROTO_SANDBOX_UID, .gid = PROTO_SANDBOX_GID, .kill_all = true,
 		};
 		if (agent_session(fd, &cfg, err, sizeof(err)))
 			console("%s", err);
@@ -112,7 +112,7 @@ int main(void)
 	if (fd >= 0)
 		wait_host_close(fd);
 	sync();
-	if (umount2(WORKSPACE, 0) < 0 && errno != EINVAL)
+	if (umount2(PROTO_WORKSPACE_DIR, 0) < 0 && errno != EINVAL)
 		console("unmounting the workspace: %s", strerror(errno));
 	sync();
 	if (fd >= 0)

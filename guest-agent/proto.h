@@ -44,6 +44,25 @@
 #define PROTO_MAX_ENV       64u
 #define PROTO_MAX_ALLOW     512u
 
+/* Conventions the host and the guest must agree on, beyond the frames:
+ * defined here once, compiled into vmrun, the agent and vmm. */
+/* The per-run workspace: the second virtio-blk device (vmrun attaches the
+ * root image first), mounted at PROTO_WORKSPACE_DIR, the command's cwd. */
+#define PROTO_WORKSPACE_DEV "/dev/vdb"
+#define PROTO_WORKSPACE_DIR "/workspace"
+/* Under the workspace: what vmrun copies out after the run. */
+#define PROTO_ARTIFACTS_DIR "artifacts"
+/* The guest user the command runs as, who owns the workspace's files. */
+#define PROTO_SANDBOX_UID   1000   /* no suffix: also spelled into mount options */
+#define PROTO_SANDBOX_GID   1000
+/* The command's PATH, which the host's allowlist check searches too. */
+#define PROTO_PATH          "/usr/local/bin:/usr/bin:/bin"
+/* Host side: vmm's vsock Unix socket, and the one it connects to for a
+ * guest connection to port P: PROTO_VSOCK_UDS_PORT_FMT of (uds, P), as
+ * Firecracker names them. */
+#define PROTO_VSOCK_UDS     "v.sock"
+#define PROTO_VSOCK_UDS_PORT_FMT "%s_%u"
+
 enum proto_type {
 	PROTO_HELLO = 1,
 	PROTO_REQUEST = 2,

@@ -1,5 +1,7 @@
 #include "virtio_vsock.h"
 
+#include "proto.h"   /* the socket naming vmrun relies on */
+
 #include <errno.h>
 #include <linux/virtio_ids.h>
 #include <stdio.h>
@@ -188,7 +190,7 @@ static int deliver(struct vsock_conn *c, const struct vq_chain *ch, uint32_t len
 static int connect_host_port(struct virtio_vsock *vs, uint32_t port)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int n = snprintf(a.sun_path, sizeof(a.sun_path), "%s_%u", vs->uds, port);
+	int n = snprintf(a.sun_path, sizeof(a.sun_path), PROTO_VSOCK_UDS_PORT_FMT, vs->uds, port);
 	if (n < 0 || (size_t)n >= sizeof(a.sun_path))
 		return -1;
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

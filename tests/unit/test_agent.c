@@ -222,7 +222,7 @@ static void run_output_to(const void *in, size_t inlen, session_output_fn fn)
 	int host, report;
 	int64_t t0 = now_ms();
 	pid_t pid = start_agent(&host, &report);
-	struct session_io io = { .stdin_fd = in ? stdin_fd(in, inlen) : -1, .output = fn, .ctx = &R };
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = in ? stdin_fd(in, inlen) : -1, .output = fn, .ctx = &R };
 	R.st = session_run(host, &rq, &io, t0 + DEADLINE_MS, &R.res);
 	R.ms = now_ms() - t0;
 	close(host);
@@ -398,7 +398,7 @@ static int group_setup(void **state)
 		{ "head", p_head }, { "pwd", p_pwd }, { "true", p_true }, { "touch", p_touch },
 	};
 	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++)
-		if (agent_resolve(progs[i].name, tmpdir, AGENT_PATH, progs[i].out, PATH_MAX) < 0) {
+		if (agent_resolve(progs[i].name, tmpdir, PROTO_PATH, progs[i].out, PATH_MAX) < 0) {
 			fprintf(stderr, "test_agent: no %s on this machine\n", progs[i].name);
 			return -1;
 		}
@@ -421,7 +421,7 @@ static void resolve_path_search(void **state)
 	(void)state;
 	char out[PATH_MAX];
 	/* this machine is usr-merged: sh is found in /usr/bin first */
-	assert_int_equal(agent_resolve("sh", "/", AGENT_PATH, out, sizeof(out)), 0);
+	assert_int_equal(agent_resolve("sh", "/", PROTO_PATH, out, sizeof(out)), 0);
 	assert_string_equal(out, p_sh);
 	assert_string_equal(p_sh, "/usr/bin/sh");   /* the symlink to dash is kept */
 
@@ -446,8 +446,8 @@ static void resolve_path_search(void **state)
 	assert_int_equal(agent_resolve("missing", "/", path, out, sizeof(out)), -1);
 	assert_int_equal(agent_resolve("prog", "/", "", out, sizeof(out)), -1);
 	assert_int_equal(agent_resolve("prog", "/", ":::", out, sizeof(out)), -1);
-	assert_int_equal(agent_resolve("", "/", AGENT_PATH, out, sizeof(out)), -1);
-	assert_int_equal(agent_resolve("no-such-program-here", tmpdir, AGENT_PATH, out, sizeof(out)), -1);
+	assert_int_equal(agent_resolve("", "/", PROTO_PATH, out, sizeof(out)), -1);
+	assert_int_equal(agent_resolve("no-such-program-here", tmpdir, PROTO_PATH, out, sizeof(out)), -1);
 	/* a name on the PATH through a symlinked directory: canonical */
 	snprintf(path, sizeof(path), "%s/alink", tmpdir);
 	snprintf(want, sizeof(want), "%s/a", tmpdir);
@@ -463,16 +463,16 @@ static void resolve_with_slash(void **state)
 	(void)state;
 	char out[PATH_MAX], want[PATH_MAX], rel[PATH_MAX];
 	/* absolute: the directory canonicalised */
-	assert_int_equal(agent_resolve("/bin/sh", tmpdir, AGENT_PATH, out, sizeof(out)), 0);
+	assert_int_equal(agent_resolve("/bin/sh", tmpdir, PROTO_PATH, out, sizeof(out)), 0);
 	assert_string_equal(out, "/usr/bin/sh");
-	assert_int_equal(agent_resolve("/usr/bin/../bin/printf", tmpdir, AGENT_PATH, out, sizeof(out)), 0);
+	assert_int_equal(agent_resolve("/usr/bin/../bin/printf", tmpdir, PROTO_PATH, out, sizeof(out)), 0);
 	assert_string_equal(out, "/usr/bin/printf");
-	assert_int_equal(agent_resolve("/usr/../usr/./bin//printf", tmpdir, AGENT_PATH, out, sizeof(out)), 0);
+	assert_int_equal(agent_resolve("/usr/../usr/./bin//printf", tmpdir, PROTO_PATH, out, sizeof(out)), 0);
 	assert_string_equal(out, "/usr/bin/printf");
-	assert_int_equal(agent_resolve("/../../usr/bin/printf", tmpdir, AGENT_PATH, out, sizeof(out)), 0);
+	assert_int_equal(agent_resolve("/../../usr/bin/printf", tmpdir, PROTO_PATH, out, sizeof(out)), 0);
 	assert_string_equal(out, "/usr/bin/printf");
 	/* a file in the root directory: no doubled slash */
-	assert_int_equal(agent_resolve("/tmp", tmpdir, AGENT_PATH, out, sizeof(out)), 0);
+	assert_int_equal(agent_resolve("/tmp", tmpdir, PROTO_PATH, out, sizeof(out)), 0);
 	assert_string_equal(out, "/tmp");
 
 	/* relative to cwd */
@@ -480,41 +480,41 @@ static void resolve_with_slash(void **state)
 	assert_int_equal(mkdir(strcat(strcpy(out, tmpdir), "/sub"), 0755), 0);
 	write_file("sub/y", "", 0755);
 	snprintf(want, sizeof(want), "%s/x", tmpdir);
-	assert_int_equal(agent_resolve("./x", tmpdir, AGENT_PATH, out, sizeof(out)), 0);
+	assert_int_equal(agent_resolve("./x", tmpdir, PROTO_PATH, out, sizeof(out)), 0);
 	assert_string_equal(out, want);
-	assert_int_equal(agent_resolve("sub/../x", tmpdir, AGENT_PATH, out, sizeof(out)), 0);
+	assert_int_equal(agent_resolve("sub/../x", tmpdir, PROTO_PATH, out, sizeof(out)), 0);
 	assert_string_equal(out, want);
 	snprintf(rel, sizeof(rel), "../%s/x", strrchr(tmpdir, '/') + 1);
-	assert_int_equal(agent_resolve(rel, tmpdir, AGENT_PATH, out, sizeof(out)), 0);
+	assert_int_equal(agent_resolve(rel, tmpdir, PROTO_PATH, out, sizeof(out)), 0);
 	assert_string_equal(out, want);
 	snprintf(want, sizeof(want), "%s/sub/y", tmpdir);
-	assert_int_equal(agent_resolve("sub/y", tmpdir, AGENT_PATH, out, sizeof(out)), 0);
+	assert_int_equal(agent_resolve("sub/y", tmpdir, PROTO_PATH, out, sizeof(out)), 0);
 	assert_string_equal(out, want);
 	/* a name without '/' is not looked up in cwd */
-	assert_int_equal(agent_resolve("x", tmpdir, AGENT_PATH, out, sizeof(out)), -1);
+	assert_int_equal(agent_resolve("x", tmpdir, PROTO_PATH, out, sizeof(out)), -1);
 
 	/* the final symlink kept, a symlinked directory resolved */
 	char link[PATH_MAX];
 	path_in_tmp(link, sizeof(link), "link");
 	assert_int_equal(symlink("/usr/bin/printf", link), 0);
-	assert_int_equal(agent_resolve("./link", tmpdir, AGENT_PATH, out, sizeof(out)), 0);
+	assert_int_equal(agent_resolve("./link", tmpdir, PROTO_PATH, out, sizeof(out)), 0);
 	assert_string_equal(out, link);
 	path_in_tmp(link, sizeof(link), "dirlink");
 	path_in_tmp(rel, sizeof(rel), "sub");
 	assert_int_equal(symlink(rel, link), 0);
-	assert_int_equal(agent_resolve("dirlink/y", tmpdir, AGENT_PATH, out, sizeof(out)), 0);
+	assert_int_equal(agent_resolve("dirlink/y", tmpdir, PROTO_PATH, out, sizeof(out)), 0);
 	assert_string_equal(out, want);
 
 	/* missing: the file, a directory on the way */
-	assert_int_equal(agent_resolve("./nope", tmpdir, AGENT_PATH, out, sizeof(out)), -1);
-	assert_int_equal(agent_resolve("/usr/bin/no-such-program-here", tmpdir, AGENT_PATH, out, sizeof(out)), -1);
-	assert_int_equal(agent_resolve("/nonexistent/dir/x", tmpdir, AGENT_PATH, out, sizeof(out)), -1);
-	assert_int_equal(agent_resolve("nosub/x", tmpdir, AGENT_PATH, out, sizeof(out)), -1);
+	assert_int_equal(agent_resolve("./nope", tmpdir, PROTO_PATH, out, sizeof(out)), -1);
+	assert_int_equal(agent_resolve("/usr/bin/no-such-program-here", tmpdir, PROTO_PATH, out, sizeof(out)), -1);
+	assert_int_equal(agent_resolve("/nonexistent/dir/x", tmpdir, PROTO_PATH, out, sizeof(out)), -1);
+	assert_int_equal(agent_resolve("nosub/x", tmpdir, PROTO_PATH, out, sizeof(out)), -1);
 
 	/* out: exactly enough, one short */
-	assert_int_equal(agent_resolve("/usr/bin/printf", tmpdir, AGENT_PATH, out, 16), 0);
+	assert_int_equal(agent_resolve("/usr/bin/printf", tmpdir, PROTO_PATH, out, 16), 0);
 	assert_string_equal(out, "/usr/bin/printf");
-	assert_int_equal(agent_resolve("/usr/bin/printf", tmpdir, AGENT_PATH, out, 15), -1);
+	assert_int_equal(agent_resolve("/usr/bin/printf", tmpdir, PROTO_PATH, out, 15), -1);
 }
 
 static void allowed(void **state)
@@ -545,7 +545,7 @@ static void environment(void **state)
 	static char store[4096];
 	/* defaults only */
 	assert_int_equal(agent_environment("/h", NULL, 0, env, 8, store, sizeof(store)), 4);
-	assert_string_equal(env[0], "PATH=" AGENT_PATH);
+	assert_string_equal(env[0], "PATH=" PROTO_PATH);
 	assert_string_equal(env[0], "PATH=/usr/local/bin:/usr/bin:/bin");
 	assert_string_equal(env[1], "HOME=/h");
 	assert_string_equal(env[2], "LANG=C.UTF-8");
@@ -1435,7 +1435,7 @@ static void host_deadline_with_idle_stdin(void **state)
 		close(sp[1]);
 		alarm(5);
 		static struct session_result res;
-		struct session_io io = { .stdin_fd = sp[0], .output = NULL };
+		struct session_io io = { .cancel_fd = -1, .stdin_fd = sp[0], .output = NULL };
 		enum session_status st = session_run(fd, &rq, &io, now_ms() + 300, &res);
 		_exit(st == SESSION_TIMEOUT ? 0 : 10 + (int)st);
 	}
@@ -1475,7 +1475,7 @@ static void host_survives_agent_closing(void **state)
 		close(sv[1]);
 		alarm(10);
 		static struct session_result res;
-		struct session_io io = { .stdin_fd = stdin_fd(big_in, sizeof(big_in)), .output = NULL };
+		struct session_io io = { .cancel_fd = -1, .stdin_fd = stdin_fd(big_in, sizeof(big_in)), .output = NULL };
 		enum session_status st = session_run(sv[0], &rq, &io, now_ms() + 5000, &res);
 		if (st != SESSION_FAILED)
 			_exit(10 + (int)st);
@@ -1526,7 +1526,7 @@ static enum session_status scripted(const uint8_t *script, size_t n, bool close_
 	if (close_after)
 		close(sv[1]);
 	memset(&R, 0, sizeof(R));
-	struct session_io io = { .stdin_fd = -1, .output = on_output, .ctx = &R };
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .output = on_output, .ctx = &R };
 	enum session_status st = session_run(sv[0], &rq, &io, now_ms() + deadline_ms, &R.res);
 	close(sv[0]);
 	if (!close_after)
