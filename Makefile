@@ -44,9 +44,9 @@ all: $(BUILD)/bin/vmm $(BUILD)/bin/vmrun
 deps:
 	@./scripts/deps.sh
 
-$(BUILD)/obj/%.o: %.c $(wildcard vmm/*.h)
+$(BUILD)/obj/%.o: %.c $(wildcard vmm/*.h) guest-agent/proto.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(CFLAGS) -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 
 $(BUILD)/asan/%.o: %.c $(wildcard vmm/*.h guest-agent/*.h host/*.h)
 	@mkdir -p $(dir $@)
@@ -84,7 +84,7 @@ VMM_HOOK_stuck     := -DVMM_TEST_HOOK_STUCK_VCPU
 
 $(BUILD)/hooks/%/vm.o: vmm/vm.c $(wildcard vmm/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(CFLAGS) $(VMM_HOOK_$*) -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent $(VMM_HOOK_$*) -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 
 .SECONDARY: $(BUILD)/hooks/forbidden/vm.o $(BUILD)/hooks/stuck/vm.o
 
@@ -132,7 +132,7 @@ payload-test: all payloads $(BUILD)/tests/vmm-forbidden $(BUILD)/tests/vmm-stuck
 # vsock_host is its host-side peer; vmm-forbidden is vmm with its seccomp test
 # hook (below).
 VM_TEST_BINS := $(BUILD)/tests/vtest $(BUILD)/tests/vsock_host $(BUILD)/tests/agent_client \
-	$(BUILD)/tests/vmm-forbidden $(BUILD)/tests/vmm-stuck
+	$(BUILD)/tests/vmm-forbidden $(BUILD)/tests/vmm-stuck $(BUILD)/tests/two_runs
 
 $(BUILD)/tests/vtest: tests/guest/vtest.c
 	@mkdir -p $(dir $@)
@@ -145,6 +145,11 @@ $(BUILD)/tests/vsock_host: tests/vm/vsock_host.c
 $(BUILD)/tests/agent_client: tests/vm/agent_client.c host/session.c guest-agent/proto.c $(wildcard host/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -Ihost -Iguest-agent $(filter %.c,$^) -o $@
+
+# Two runs from one process, through the run library alone (tests/e2e/run.sh).
+$(BUILD)/tests/two_runs: tests/vm/two_runs.c $(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/guest-agent/proto.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Ihost -Iguest-agent $^ $(HOST_LIBS) -pthread -o $@
 
 # Linux guests: directly where the local KVM runs them, else on an emulated
 # KVM host; scripts/on-kvm-host.sh probes and says which, in one line.
@@ -186,9 +191,10 @@ bench-vmrun: all guest
 	@./scripts/on-kvm-host.sh --limit 900 bench-vmrun tests/bench/vmrun_true.sh
 
 # The workspace image: 64 MiB with 100 files (target <= 10 ms).
-$(BUILD)/tests/bench_workspace: tests/bench/bench_workspace.c host/workspace.c host/workspace.h
+BENCH_WS_SRCS := tests/bench/bench_workspace.c host/workspace.c host/caller.c host/errmsg.c
+$(BUILD)/tests/bench_workspace: $(BENCH_WS_SRCS) host/workspace.h host/caller.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O2 -Ihost tests/bench/bench_workspace.c host/workspace.c -lext2fs -lcom_err -o $@
+	$(CC) $(CSTD) $(WARN) -O2 -Ihost $(BENCH_WS_SRCS) -lext2fs -lcom_err -o $@
 
 bench-workspace: $(BUILD)/tests/bench_workspace
 	@$(BUILD)/tests/bench_workspace $${TMPDIR:-/tmp}
@@ -211,7 +217,7 @@ clean:
 FUZZ_TIME       ?= 300
 FUZZ_SMOKE_TIME ?= 20
 FUZZ_CFLAGS     := $(CSTD) -g -O1 -fsanitize=fuzzer,address,undefined \
-	-fno-sanitize-recover=undefined -Ivmm -Itests/common
+	-fno-sanitize-recover=undefined -Ivmm -Iguest-agent -Itests/common
 FUZZ_BINS       := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_LOADER_SRCS := vmm/loader_x86_64.c vmm/guest_mem.c vmm/log.c
 

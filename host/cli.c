@@ -28,6 +28,8 @@ static const char usage[] =
 	"      --json              print the result object instead of streaming output\n"
 	"      --kernel FILE       guest kernel (default: the built one)\n"
 	"      --rootfs FILE       guest root image (default: the built one)\n"
+	"      --allow-weaker-jail without root, run even where no cgroup v2 subtree is\n"
+	"                          delegated to you (no memory or pids limit for vmm)\n"
 	"  -v, --verbose           phases and the guest console on stderr\n"
 	"      --help, --version\n"
 	"exit status: the command's own; 128+N when killed by signal N; 124 timeout;\n"
@@ -61,7 +63,7 @@ static bool valid_grant(const char *s)
 	return n <= PROTO_MAX_STR && proto_valid_env(s, n);
 }
 
-enum { O_DISK = 256, O_MAX_OUTPUT, O_POLICY, O_JSON, O_KERNEL, O_ROOTFS, O_HELP, O_VERSION };
+enum { O_DISK = 256, O_MAX_OUTPUT, O_POLICY, O_JSON, O_KERNEL, O_ROOTFS, O_WEAKER, O_HELP, O_VERSION };
 
 int cli_parse(int argc, char **argv, struct vmrun_opts *o)
 {
@@ -73,6 +75,7 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o)
 		{ "env", required_argument, NULL, 'e' },       { "stdin", required_argument, NULL, 'i' },
 		{ "policy", required_argument, NULL, O_POLICY }, { "json", no_argument, NULL, O_JSON },
 		{ "kernel", required_argument, NULL, O_KERNEL }, { "rootfs", required_argument, NULL, O_ROOTFS },
+		{ "allow-weaker-jail", no_argument, NULL, O_WEAKER },
 		{ "verbose", no_argument, NULL, 'v' },         { "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },   { NULL, 0, NULL, 0 },
 	};
@@ -94,6 +97,7 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o)
 		case O_KERNEL: o->kernel = optarg; break;
 		case O_ROOTFS: o->rootfs = optarg; break;
 		case O_JSON: o->json = true; break;
+		case O_WEAKER: o->allow_weaker_jail = true; break;
 		case 'v': o->verbose = true; break;
 		case 't':
 			errno = 0;

@@ -18,6 +18,7 @@ struct vmrun_opts {
 	const char *env[PROTO_MAX_ENV];
 	unsigned nenv;
 	bool json, verbose;
+	bool allow_weaker_jail;    /* rootless: accept a jail without cgroup limits */
 	char **argv;               /* PROGRAM ARG..., NULL-terminated */
 	int argc;
 };

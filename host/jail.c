@@ -14,6 +14,8 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -125,33 +127,45 @@ void jail_release_uid(struct jail *j)
 int jail_prepare(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
 {
 	memset(j, 0, sizeof(*j));
-	/* One id for both: nothing on the host owns ids in this range, so the
-	 * jailed vmm can reach nothing but what is handed to it here. */
-	if (jail_reserve_uid(s, j, err, errlen))
-		return -1;
-	j->gid = j->uid;
+	j->uid_fd = -1;
 	snprintf(j->root, sizeof(j->root), "%s/root", s->run_dir);
-	if (mkdir(j->root, 0755) < 0)
-		return errf(err, errlen, "jail: %s: %s", j->root, strerror(errno));
-	if (chown(s->image, j->uid, j->gid) < 0 || chown(s->sock_dir, j->uid, j->gid) < 0)
+	if (geteuid() != 0) {
+		/* Rootless: there are no ids to hand out, so vmm keeps ours,
+		 * mapped to itself in a user namespace of its own. */
+		j->rootless = true;
+		j->uid = getuid();
+		j->gid = getgid();
+	} else {
+		/* One id for both: nothing on the host owns ids in this range,
+		 * so the jailed vmm can reach nothing but what is handed to it
+		 * here. */
+		if (jail_reserve_uid(s, j, err, errlen))
+			return -1;
+		j->gid = j->uid;
+	}
+	if (mkdir(j->root, 0755) < 0) {
+		j->root[0] = '\0';
+		return errf(err, errlen, "jail: %s: %s", s->run_dir, strerror(errno));
+	}
+	if (!j->rootless && (chown(s->image, j->uid, j->gid) < 0 || chown(s->sock_dir, j->uid, j->gid) < 0))
 		return errf(err, errlen, "jail: giving the run's files to uid %u: %s", j->uid, strerror(errno));
 	return 0;
 }
 
 /* ---- cgroups --------------------------------------------------------------- */
 
-static int cgroup_v2(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
+/* The run's cgroup v2 under parent (which holds no processes, so its
+ * controllers can be given to children), with the run's limits. */
+static int cgroup_v2_under(const struct jail_spec *s, struct jail *j, const char *parent, char *err, size_t errlen)
 {
 	char path[PATH_MAX + 64], val[64];
-	/* The parent holds no processes, so its controllers can be delegated. */
-	if (mkdir(CGROUP_ROOT "/vmrun", 0755) < 0 && errno != EEXIST)
-		return errf(err, errlen, "jail: cgroup " CGROUP_ROOT "/vmrun: %s", strerror(errno));
-	(void)write_file(CGROUP_ROOT "/cgroup.subtree_control", "+memory +pids +cpu");
-	if (write_file(CGROUP_ROOT "/vmrun/cgroup.subtree_control", "+memory +pids") < 0)
-		return errf(err, errlen, "jail: enabling the memory and pids controllers: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", parent);
+	if (write_file(path, "+memory +pids") < 0)
+		return errf(err, errlen, "jail: enabling the memory and pids controllers in %s: %s", parent,
+			    strerror(errno));
 	if (s->cpu_quota_pct)
-		(void)write_file(CGROUP_ROOT "/vmrun/cgroup.subtree_control", "+cpu");
-	snprintf(j->cgroup, sizeof(j->cgroup), CGROUP_ROOT "/vmrun/%s", s->run_id);
+		(void)write_file(path, "+cpu");
+	snprintf(j->cgroup, sizeof(j->cgroup), "%s/%s", parent, s->run_id);
 	if (mkdir(j->cgroup, 0755) < 0)
 		return errf(err, errlen, "jail: cgroup %s: %s", j->cgroup, strerror(errno));
 	j->cgroup_version = 2;
@@ -174,6 +188,14 @@ static int cgroup_v2(const struct jail_spec *s, struct jail *j, char *err, size_
 			return errf(err, errlen, "jail: %s: %s", path, strerror(errno));
 	}
 	return 0;
+}
+
+static int cgroup_v2(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
+{
+	if (mkdir(CGROUP_ROOT "/vmrun", 0755) < 0 && errno != EEXIST)
+		return errf(err, errlen, "jail: cgroup " CGROUP_ROOT "/vmrun: %s", strerror(errno));
+	(void)write_file(CGROUP_ROOT "/cgroup.subtree_control", "+memory +pids +cpu");
+	return cgroup_v2_under(s, j, CGROUP_ROOT "/vmrun", err, errlen);
 }
 
 static int cgroup_v1(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
@@ -199,8 +221,71 @@ static int cgroup_v1(const struct jail_spec *s, struct jail *j, char *err, size_
 	return 0;
 }
 
+/* Rootless: the highest cgroup v2 directory above ours (ours included)
+ * that belongs to us, as systemd's user delegation (Delegate=) leaves it.
+ * Returns 0 with its path in dir, or -1 when there is none. */
+static int delegated_root(char *dir, size_t len)
+{
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	if (!f)
+		return -1;
+	char line[PATH_MAX], own[PATH_MAX] = "";
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "0::/", 4)) {
+			line[strcspn(line, "\n")] = '\0';
+			snprintf(own, sizeof(own), "%s", line + 3);
+		}
+	fclose(f);
+	if (!own[0])
+		return -1;
+	char path[PATH_MAX];
+	dir[0] = '\0';
+	for (;;) {
+		struct stat st;
+		snprintf(path, sizeof(path), CGROUP_ROOT "%.4000s", own);
+		if (stat(path, &st) < 0 || st.st_uid != getuid() || !strcmp(own, "/"))
+			break;
+		snprintf(dir, len, "%s", path);
+		*strrchr(own, '/') = '\0';
+		if (!own[0])
+			snprintf(own, sizeof(own), "/");
+	}
+	return dir[0] ? 0 : -1;
+}
+
+/* Rootless: the run's cgroup under <delegated>/vmrun, with the same
+ * limits as root's. The delegated root must hold no process itself, or
+ * its controllers cannot reach a child (cgroup v2's no-internal-process
+ * rule): as under systemd's user manager, where the manager sits in
+ * init.scope. */
+static int cgroup_delegated(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
+{
+	char root[PATH_MAX], path[PATH_MAX + 64];
+	if (access(CGROUP_ROOT "/cgroup.controllers", F_OK) < 0 || delegated_root(root, sizeof(root)) < 0)
+		return errf(err, errlen, "jail: no cgroup v2 subtree delegated to uid %u (as systemd-run --user "
+			    "--scope gives one), so no memory or pids limit for vmm; run as root, or pass "
+			    "--allow-weaker-jail to run without them", (unsigned)getuid());
+	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", root);
+	if (write_file(path, "+memory +pids") < 0)
+		return errf(err, errlen, "jail: enabling memory and pids in %s (it must hold no process): %s", root,
+			    strerror(errno));
+	snprintf(path, sizeof(path), "%s/vmrun", root);
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return errf(err, errlen, "jail: cgroup %s: %s", path, strerror(errno));
+	j->cgroup_delegated = true;
+	return cgroup_v2_under(s, j, path, err, errlen);
+}
+
 static int cgroup_create(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
 {
+	if (j->rootless) {
+		if (cgroup_delegated(s, j, err, errlen) == 0)
+			return 0;
+		if (!s->allow_weaker || j->cgroup_version)
+			return -1;
+		err[0] = '\0';
+		return 0;   /* accepted: no cgroup at all */
+	}
 	if (access(CGROUP_ROOT "/cgroup.controllers", F_OK) == 0)
 		return cgroup_v2(s, j, err, errlen);
 	if (access(CGROUP_ROOT "/memory", F_OK) == 0 && access(CGROUP_ROOT "/pids", F_OK) == 0)
@@ -276,6 +361,7 @@ struct child_args {
 	const struct jail_spec *s;
 	struct jail *j;
 	int kvm_fd;
+	int sync_fd;   /* rootless: a byte here once the parent set up our ids and cgroup */
 };
 
 static int die(int fd, const char *what)
@@ -284,9 +370,29 @@ static int die(int fd, const char *what)
 	return 1;
 }
 
+/* The flags a remount of the bind at path must keep: in a user namespace
+ * the kernel refuses to clear what the source's mount locked (noexec,
+ * the atime mode, ...). */
+static unsigned long kept_flags(const char *path)
+{
+	struct statvfs v;
+	if (statvfs(path, &v) < 0)
+		return 0;
+	struct { unsigned long st, ms; } map[] = {
+		{ ST_RDONLY, MS_RDONLY }, { ST_NOEXEC, MS_NOEXEC }, { ST_NOATIME, MS_NOATIME },
+		{ ST_NODIRATIME, MS_NODIRATIME }, { ST_RELATIME, MS_RELATIME },
+	};
+	unsigned long ms = 0;
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (v.f_flag & map[i].st)
+			ms |= map[i].ms;
+	return ms;
+}
+
 /* Bind src onto root/name (created empty: a file, or a directory when dir);
- * read-only unless rw. Never follows a link at the target. */
-static int bind_into(const char *root, const char *name, const char *src, bool dir, bool rw)
+ * read-only unless rw, never executable unless exec. Never follows a link
+ * at the target. */
+static int bind_into(const char *root, const char *name, const char *src, bool dir, bool rw, bool exec)
 {
 	char dst[PATH_MAX + 32];
 	snprintf(dst, sizeof(dst), "%s%s", root, name);
@@ -294,8 +400,35 @@ static int bind_into(const char *root, const char *name, const char *src, bool d
 		return -1;
 	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
 		return -1;
-	unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (rw ? 0 : MS_RDONLY);
+	unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (rw ? 0 : MS_RDONLY) |
+			      (exec ? 0 : MS_NOEXEC) | kept_flags(dst);
 	return mount(NULL, dst, NULL, flags, NULL);
+}
+
+/* Bind the file open as fd (read-only, not executable) onto root/name.
+ * A mount cannot be bound from an fd of another mount namespace, so the
+ * path the fd was opened by is bound instead, then checked to be the very
+ * file of the fd: the caller could open that one, and a path swapped
+ * since then is refused. */
+static int bind_fd_into(const char *root, const char *name, int fd)
+{
+	char link[32], path[PATH_MAX], dst[PATH_MAX + 32];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	if (n < 0 || n == (ssize_t)sizeof(path) - 1)
+		return -1;
+	path[n] = '\0';
+	if (bind_into(root, name, path, false, false, false) < 0)
+		return -1;
+	struct stat want, got;
+	snprintf(dst, sizeof(dst), "%s%s", root, name);
+	if (fstat(fd, &want) < 0 || stat(dst, &got) < 0)
+		return -1;
+	if (want.st_dev != got.st_dev || want.st_ino != got.st_ino) {
+		errno = ESTALE;   /* "changed since it was opened" */
+		return -1;
+	}
+	return 0;
 }
 
 static int child(void *arg)
@@ -307,10 +440,24 @@ static int child(void *arg)
 	const struct jail *j = a->j;
 	int efd = s->stderr_fd;
 	char path[PATH_MAX + 32];
-	/* Into the run's cgroup before anything else runs here. */
-	snprintf(path, sizeof(path), "%s/cgroup.procs", j->cgroup);
-	if (write_file(path, "0") < 0)
-		return die(efd, "joining the cgroup");
+	/* The supervisor may block signals it takes through a signalfd;
+	 * vmm gets none of that. */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (j->rootless) {
+		/* The parent maps our ids and moves us into the cgroup from
+		 * outside; nothing runs here before it is done. */
+		char go;
+		if (read(a->sync_fd, &go, 1) != 1)
+			return die(efd, "waiting for the user namespace's ids");
+		close(a->sync_fd);
+	} else {
+		/* Into the run's cgroup before anything else runs here. */
+		snprintf(path, sizeof(path), "%s/cgroup.procs", j->cgroup);
+		if (write_file(path, "0") < 0)
+			return die(efd, "joining the cgroup");
+	}
 	if (j->cgroup_pids[0]) {
 		snprintf(path, sizeof(path), "%s/cgroup.procs", j->cgroup_pids);
 		if (write_file(path, "0") < 0)
@@ -327,18 +474,18 @@ static int child(void *arg)
 		return die(efd, "/dev/null");
 	if (mount(j->root, j->root, NULL, MS_BIND, NULL) < 0)
 		return die(efd, "binding the jail root");
-	if (bind_into(j->root, JAIL_VMM, s->vmm, false, false) < 0 ||
-	    bind_into(j->root, JAIL_KERNEL, s->kernel, false, false) < 0 ||
-	    bind_into(j->root, JAIL_ROOTFS, s->rootfs, false, false) < 0 ||
-	    bind_into(j->root, JAIL_IMAGE, s->image, false, true) < 0 ||
-	    bind_into(j->root, JAIL_RUN, s->sock_dir, true, true) < 0)
+	if (bind_into(j->root, JAIL_VMM, s->vmm, false, false, true) < 0 ||
+	    bind_fd_into(j->root, JAIL_KERNEL, s->kernel_fd) < 0 ||
+	    bind_fd_into(j->root, JAIL_ROOTFS, s->rootfs_fd) < 0 ||
+	    bind_into(j->root, JAIL_IMAGE, s->image, false, true, false) < 0 ||
+	    bind_into(j->root, JAIL_RUN, s->sock_dir, true, true, false) < 0)
 		return die(efd, "populating the jail root");
 	/* The vmm binary must stay executable: its mount lacks only nosuid
 	 * and nodev. */
 	if (chdir(j->root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 ||
 	    chdir("/") < 0)
 		return die(efd, "pivot_root");
-	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | kept_flags("/"), NULL) < 0)
 		return die(efd, "making the jail root read-only");
 	struct { int res; rlim_t v; } lim[] = {
 		{ RLIMIT_NOFILE, 256 },   /* vsock's 64 connections, queues, KVM fds */
@@ -352,7 +499,10 @@ static int child(void *arg)
 		if (setrlimit(lim[i].res, &rl) < 0)
 			return die(efd, "setrlimit");
 	}
-	if (setgroups(0, NULL) < 0 || setresgid(j->gid, j->gid, j->gid) < 0 || setresuid(j->uid, j->uid, j->uid) < 0)
+	/* Rootless, setgroups is denied in the namespace (so that no group
+	 * can be shed to gain access), and the caller's groups stay. */
+	if ((!j->rootless && setgroups(0, NULL) < 0) || setresgid(j->gid, j->gid, j->gid) < 0 ||
+	    setresuid(j->uid, j->uid, j->uid) < 0)
 		return die(efd, "dropping to the run's uid");
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return die(efd, "no_new_privs");
@@ -370,6 +520,45 @@ static int child(void *arg)
 	return die(2, "exec " JAIL_VMM);
 }
 
+/* Rootless, from outside the child's new user namespace: map its ids to
+ * ours (one each, the only mapping an unprivileged process may write, so
+ * setgroups must be denied first), move it into the cgroup, let it go.
+ * Takes go_fd. */
+static int rootless_setup(struct jail *j, int go_fd, char *err, size_t errlen)
+{
+	char path[64], map[64];
+	int rc = -1;
+	struct { const char *file; unsigned id; } w[] = { { "setgroups", 0 }, { "uid_map", j->uid }, { "gid_map", j->gid } };
+	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++) {
+		snprintf(path, sizeof(path), "/proc/%d/%s", (int)j->pid, w[i].file);
+		if (i == 0)
+			snprintf(map, sizeof(map), "deny");
+		else
+			snprintf(map, sizeof(map), "%u %u 1", w[i].id, w[i].id);
+		if (write_file(path, map) < 0) {
+			errf(err, errlen, "jail: %s: %s", path, strerror(errno));
+			goto out;
+		}
+	}
+	if (j->cgroup_version) {
+		char procs[PATH_MAX + 32], pid[24];
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", j->cgroup);
+		snprintf(pid, sizeof(pid), "%d", (int)j->pid);
+		if (write_file(procs, pid) < 0) {
+			errf(err, errlen, "jail: moving vmm into %s: %s", j->cgroup, strerror(errno));
+			goto out;
+		}
+	}
+	if (write(go_fd, "", 1) != 1) {
+		errf(err, errlen, "jail: starting vmm: %s", strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	close(go_fd);
+	return rc;
+}
+
 int jail_start(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
 {
 	if (cgroup_create(s, j, err, errlen))
@@ -382,14 +571,34 @@ int jail_start(const struct jail_spec *s, struct jail *j, char *err, size_t errl
 		close(kvm);
 		return errf(err, errlen, "jail: out of memory");
 	}
-	struct child_args a = { s, j, kvm };
-	j->pid = clone(child, stack + CHILD_STACK,
-		       CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET | SIGCHLD, &a);
+	int sync[2] = { -1, -1 };
+	if (j->rootless && pipe2(sync, O_CLOEXEC) < 0) {
+		free(stack);
+		close(kvm);
+		return errf(err, errlen, "jail: pipe: %s", strerror(errno));
+	}
+	struct child_args a = { s, j, kvm, sync[0] };
+	int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET | SIGCHLD;
+	j->pid = clone(child, stack + CHILD_STACK, flags | (j->rootless ? CLONE_NEWUSER : 0), &a);
 	int e = errno;
 	free(stack);
 	close(kvm);
-	if (j->pid < 0)
+	if (sync[0] >= 0)
+		close(sync[0]);
+	if (j->pid < 0) {
+		if (sync[1] >= 0)
+			close(sync[1]);
 		return errf(err, errlen, "jail: clone: %s%s", strerror(e),
-			    e == EPERM ? " (vmrun needs root to build the jail; see README)" : "");
+			    e == EPERM && j->rootless ? " (unprivileged user namespaces are off on this host; "
+							 "run as root)" :
+			    e == EPERM ? " (vmrun needs root, or a rootless jail's user namespace; see README)" : "");
+	}
+	if (j->rootless && rootless_setup(j, sync[1], err, errlen) < 0) {
+		kill(j->pid, SIGKILL);
+		while (waitpid(j->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		j->pid = -1;
+		return -1;
+	}
 	return 0;
 }

@@ -38,11 +38,13 @@ typedef int (*jail_draw_fn)(void *ctx, uint32_t *r);
 
 struct jail_spec {
 	const char *run_dir;          /* the run directory (host path) */
-	const char *vmm, *kernel, *rootfs, *image;   /* host paths */
+	const char *vmm, *image;      /* host paths */
+	int kernel_fd, rootfs_fd;     /* opened with the caller's rights, bound into the jail from the fd */
 	const char *sock_dir;         /* host path of the directory that becomes /run */
 	const char *run_id;
 	uint64_t memory_mib, cpus, disk_mib;
 	unsigned cpu_quota_pct;       /* 0: no CPU quota */
+	bool allow_weaker;            /* rootless: run without cgroup limits where none are delegated */
 	int stderr_fd;                /* vmm's stderr */
 	char *const *argv;            /* vmm's arguments, paths as seen inside */
 	/* Where uids are reserved (NULL: JAIL_UID_DIR) and how they are drawn
@@ -56,7 +58,9 @@ struct jail {
 	pid_t pid;                    /* vmm, as seen from vmrun */
 	uid_t uid;
 	gid_t gid;
-	int cgroup_version;           /* 2, 1, or 0 before setup */
+	bool rootless;                /* built without root: a user namespace, our own ids */
+	bool cgroup_delegated;        /* rootless: under a cgroup v2 subtree delegated to us */
+	int cgroup_version;           /* 2, 1, or 0 before setup (rootless: none to be had) */
 	char cgroup[PATH_MAX];        /* v2: the run's cgroup; v1: the memory one */
 	char cgroup_pids[PATH_MAX];   /* v1 only */
 	char root[PATH_MAX];
@@ -86,7 +90,9 @@ int jail_reserve_uid(const struct jail_spec *s, struct jail *j, char *err, size_
 void jail_release_uid(struct jail *j);
 
 /* Pick the run's uid/gid and give it the files vmm must write (the
- * workspace image, the socket directory). Returns 0, or -1 with a reason. */
+ * workspace image, the socket directory). Without root (rootless), the
+ * ids are ours and the jail is built in a user namespace mapping them.
+ * Returns 0, or -1 with a reason. */
 int jail_prepare(const struct jail_spec *s, struct jail *j, char *err, size_t errlen);
 
 /* Create the cgroup and start vmm inside the jail. Returns 0 with j->pid

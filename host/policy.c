@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
 #include "errmsg.h"
 
 /* Append path to a list of at most PROTO_MAX_ALLOW entries. */
@@ -49,43 +48,65 @@ static int bad_line(char *err, size_t errlen, const char *what, const char *file
 	return errf(err, errlen, "%s %s line %u: longer than %zu bytes", what, file, no, len - 1);
 }
 
-static int load_manifest(struct policy *p, const char *file, char *err, size_t errlen)
+static int load_manifest(struct policy *p, FILE *f, const char *file, char *err, size_t errlen)
 {
-	FILE *f = fopen(file, "re");
-	if (!f)
-		return errf(err, errlen, "program manifest %s: %s", file, strerror(errno));
 	char line[POLICY_PATH_MAX + 2];
-	int rc = 0;
 	enum line_read r;
 	for (unsigned no = 1; (r = read_line(f, line, sizeof(line))) != LINE_EOF; no++) {
-		if (r != LINE_OK) {
-			rc = bad_line(err, errlen, "program manifest", file, no, r, sizeof(line));
-			break;
-		}
+		if (r != LINE_OK)
+			return bad_line(err, errlen, "program manifest", file, no, r, sizeof(line));
 		if (!line[0])
 			continue;
-		if (add_path(&p->manifest, &p->nmanifest, line)) {
-			rc = errf(err, errlen, "program manifest %s line %u: bad or too many entries at '%.60s'", file,
-				  no, line);
-			break;
-		}
+		if (add_path(&p->manifest, &p->nmanifest, line))
+			return errf(err, errlen, "program manifest %s line %u: bad or too many entries at '%.60s'", file,
+				    no, line);
 	}
-	if (!rc && ferror(f))
-		rc = errf(err, errlen, "program manifest %s: read error", file);
-	fclose(f);
-	return rc;
+	if (ferror(f))
+		return errf(err, errlen, "program manifest %s: read error", file);
+	return 0;
 }
 
-/* Apply one "key value" line of a policy file. */
-static int apply(struct policy *p, const char *key, const char *val, bool *own_allow)
+/* The state of one file being applied. */
+struct apply_ctx {
+	struct policy *p;
+	enum policy_trust trust;
+	bool own_allow;                        /* the file's allow lines have begun */
+	char (*base)[POLICY_PATH_MAX];         /* the allowlist before them */
+	unsigned nbase;
+};
+
+static bool listed(char (*list)[POLICY_PATH_MAX], unsigned n, const char *path)
 {
-	if (!strcmp(key, "allow")) {
-		if (!*own_allow) {
-			p->nallow = 0;   /* the file's list replaces the manifest */
-			*own_allow = true;
-		}
-		return add_path(&p->allow, &p->nallow, val);
+	for (unsigned i = 0; i < n; i++)
+		if (!strcmp(list[i], path))
+			return true;
+	return false;
+}
+
+static int apply_allow(struct apply_ctx *a, const char *val, char *why, size_t len)
+{
+	if (!a->own_allow) {
+		/* The file's list replaces the one before it, which a
+		 * lower-only file may narrow but never extend. */
+		a->base = a->p->allow;
+		a->nbase = a->p->nallow;
+		a->p->allow = NULL;
+		a->p->nallow = 0;
+		a->own_allow = true;
 	}
+	if (a->trust == POLICY_LOWER_ONLY && !listed(a->base, a->nbase, val))
+		return errf(why, len, "%.200s is not allowed by the policy it narrows", val);
+	if (add_path(&a->p->allow, &a->p->nallow, val))
+		return errf(why, len, "not an absolute path, too long, or too many entries");
+	return 0;
+}
+
+/* Apply one "key value" line; why gets the reason when it cannot. */
+static int apply(struct apply_ctx *a, const char *key, const char *val, char *why, size_t len)
+{
+	struct policy *p = a->p;
+	if (!strcmp(key, "allow"))
+		return apply_allow(a, val, why, len);
 	struct { const char *key; uint64_t *dst; uint64_t max; } nums[] = {
 		{ "max_timeout", &p->max_timeout_s, 86400 }, { "max_memory", &p->max_memory_mib, 65536 },
 		{ "max_cpus", &p->max_cpus, 32 },            { "max_disk", &p->max_disk_mib, 65536 },
@@ -103,20 +124,22 @@ static int apply(struct policy *p, const char *key, const char *val, bool *own_a
 		errno = 0;
 		unsigned long long v = strtoull(val, &end, 10);
 		if (errno || *end || val[0] < '0' || val[0] > '9' || v == 0 || v > nums[i].max)
-			return -1;
+			return errf(why, len, "not a number from 1 to %llu", (unsigned long long)nums[i].max);
+		/* A CPU quota of 0 is none at all, the highest there is. */
+		bool quota = nums[i].dst == &p->cpu_quota_pct;
+		bool raises = quota ? *nums[i].dst && v > *nums[i].dst : v > *nums[i].dst;
+		if (a->trust == POLICY_LOWER_ONLY && raises)
+			return errf(why, len, "raises the ceiling of %llu; only root's policy may", (unsigned long long)*nums[i].dst);
 		*nums[i].dst = v;
 		return 0;
 	}
-	return -1;
+	return errf(why, len, "unknown key");
 }
 
-static int load_file(struct policy *p, const char *file, char *err, size_t errlen)
+int policy_apply(struct policy *p, FILE *f, const char *file, enum policy_trust trust, char *err, size_t errlen)
 {
-	FILE *f = fopen(file, "re");
-	if (!f)
-		return errf(err, errlen, "policy %s: %s", file, strerror(errno));
 	char line[512];
-	bool own_allow = false;
+	struct apply_ctx a = { .p = p, .trust = trust };
 	int rc = 0;
 	enum line_read r;
 	for (unsigned no = 1; (r = read_line(f, line, sizeof(line))) != LINE_EOF; no++) {
@@ -127,30 +150,30 @@ static int load_file(struct policy *p, const char *file, char *err, size_t errle
 		char *s = line + strspn(line, " \t");
 		if (!*s || *s == '#')
 			continue;
-		char key[64], val[POLICY_PATH_MAX + 1], extra;
-		if (sscanf(s, "%63s %256s %c", key, val, &extra) != 2 || apply(p, key, val, &own_allow)) {
-			rc = errf(err, errlen, "policy %s line %u: cannot use '%.80s'", file, no, s);
+		char key[64], val[POLICY_PATH_MAX + 1], extra, why[256] = "not KEY VALUE";
+		if (sscanf(s, "%63s %256s %c", key, val, &extra) != 2 || apply(&a, key, val, why, sizeof(why))) {
+			rc = errf(err, errlen, "policy %s line %u: cannot use '%.80s': %s", file, no, s, why);
 			break;
 		}
 	}
 	if (!rc && ferror(f))
 		rc = errf(err, errlen, "policy %s: read error", file);
-	fclose(f);
+	free(a.base);
 	return rc;
 }
 
-int policy_load(struct policy *p, const char *manifest, const char *policy_file, char *err, size_t errlen)
+int policy_load(struct policy *p, FILE *manifest, const char *manifest_name, char *err, size_t errlen)
 {
 	*p = (struct policy){
 		.max_timeout_s = 300, .max_memory_mib = 4096, .max_cpus = 8, .max_disk_mib = 4096,
 		.max_output = 64u << 20, .nproc = 256, .nofile = 1024, .fsize = 1u << 30,
 		.artifacts_max_bytes = 64u << 20, .artifacts_max_files = 1000, .artifacts_max_depth = 16,
 	};
-	if (load_manifest(p, manifest, err, errlen))
+	if (load_manifest(p, manifest, manifest_name, err, errlen))
 		return -1;
 	for (unsigned i = 0; i < p->nmanifest; i++)
 		add_path(&p->allow, &p->nallow, p->manifest[i]);
-	return policy_file ? load_file(p, policy_file, err, errlen) : 0;
+	return 0;
 }
 
 void policy_free(struct policy *p)
@@ -159,14 +182,6 @@ void policy_free(struct policy *p)
 	free(p->allow);
 	p->manifest = p->allow = NULL;
 	p->nmanifest = p->nallow = 0;
-}
-
-static bool listed(char (*list)[POLICY_PATH_MAX], unsigned n, const char *path)
-{
-	for (unsigned i = 0; i < n; i++)
-		if (!strcmp(list[i], path))
-			return true;
-	return false;
 }
 
 enum policy_verdict policy_check_program(const struct policy *p, const char *prog, char *resolved, size_t len)
@@ -184,7 +199,7 @@ enum policy_verdict policy_check_program(const struct policy *p, const char *pro
 		return listed(p->allow, p->nallow, prog) ? POLICY_ALLOWED : POLICY_DENIED;
 	}
 	/* The command's PATH in the guest, searched as the agent does. */
-	for (const char *dir = AGENT_PATH; *dir; dir += strcspn(dir, ":") + (dir[strcspn(dir, ":")] != '\0')) {
+	for (const char *dir = PROTO_PATH; *dir; dir += strcspn(dir, ":") + (dir[strcspn(dir, ":")] != '\0')) {
 		char cand[POLICY_PATH_MAX];
 		int n = snprintf(cand, sizeof(cand), "%.*s/%s", (int)strcspn(dir, ":"), dir, prog);
 		if (n < 0 || (size_t)n >= sizeof(cand) || !listed(p->manifest, p->nmanifest, cand))

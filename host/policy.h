@@ -20,13 +20,16 @@
  *
  * A line is at most 511 bytes; a longer one, or one holding a NUL byte,
  * fails the load with its line number (it is never split or cut short).
- * Requests beyond a ceiling are refused before any VM starts. */
+ * Requests beyond a ceiling are refused before any VM starts. Root's own
+ * file (/etc/vmrun/policy) may raise ceilings; a caller's --policy may
+ * only lower them (enum policy_trust). */
 #ifndef VMRUN_POLICY_H
 #define VMRUN_POLICY_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "proto.h"
 
@@ -43,10 +46,21 @@ struct policy {
 	uint64_t cpu_quota_pct;              /* vmm's CPU quota in % of one CPU; 0: none */
 };
 
-/* Load the built-in policy with the manifest file (one absolute path per
- * line) as its allowlist, then apply policy_file when not NULL. Returns 0,
- * or -1 with a one-line reason in err. */
-int policy_load(struct policy *p, const char *manifest, const char *policy_file, char *err, size_t errlen);
+/* Load the built-in policy, with the program manifest (one absolute path
+ * per line, read from manifest; name for messages) as its allowlist.
+ * Returns 0, or -1 with a one-line reason in err. */
+int policy_load(struct policy *p, FILE *manifest, const char *manifest_name, char *err, size_t errlen);
+
+/* How far a policy file may go. */
+enum policy_trust {
+	POLICY_MAY_RAISE,     /* root's: any ceiling, any program of the image */
+	POLICY_LOWER_ONLY,    /* anyone else's: ceilings only lowered, a CPU quota
+			       * only added or lowered, the allowlist only narrowed */
+};
+
+/* Apply a policy file (read from f; name for messages) on top of p.
+ * Returns 0, or -1 with a one-line reason naming the line in err. */
+int policy_apply(struct policy *p, FILE *f, const char *name, enum policy_trust trust, char *err, size_t errlen);
 
 /* Free what policy_load allocated. */
 void policy_free(struct policy *p);

@@ -1,5 +1,7 @@
 #include "result.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +35,27 @@ bool outbuf_append(struct outbuf *b, const uint8_t *p, size_t n)
 		memcpy(b->data + b->len, p, keep);
 	b->len += keep;
 	return keep == n;
+}
+
+void result_message(struct run_result *r, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->message, sizeof(r->message), fmt, ap);
+	va_end(ap);
+}
+
+void result_add_message(struct run_result *r, const char *fmt, ...)
+{
+	size_t used = strlen(r->message);
+	if (used && used + 2 < sizeof(r->message)) {
+		memcpy(r->message + used, "; ", 3);
+		used += 2;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->message + used, sizeof(r->message) - used, fmt, ap);
+	va_end(ap);
 }
 
 void result_free(struct run_result *r)
@@ -171,6 +194,16 @@ void result_print_json(FILE *f, const struct run_result *r)
 		(unsigned long long)r->limits.disk_mib, (unsigned long long)r->limits.max_output,
 		(unsigned long long)r->limits.nproc, (unsigned long long)r->limits.nofile,
 		(unsigned long long)r->limits.fsize);
+	if (r->jail.built)
+		fprintf(f,
+			",\"jail\":{\"mode\":\"%s\",\"uid\":\"%s\",\"namespaces\":[%s\"mount\",\"pid\",\"network\","
+			"\"ipc\",\"uts\"],\"cgroup\":\"%s\",\"seccomp\":true,\"no_new_privs\":true}",
+			r->jail.rootless ? "rootless" : "root", r->jail.own_uid ? "own" : "caller",
+			r->jail.rootless ? "\"user\"," : "",
+			r->jail.cgroup_version == 2 ? (r->jail.cgroup_delegated ? "v2-delegated" : "v2") :
+			r->jail.cgroup_version == 1 ? "v1" : "none");
+	else
+		fputs(",\"jail\":null", f);
 	fputs(",\"message\":", f);
 	json_cstr(f, r->message);
 	fputs("}\n", f);

@@ -45,8 +45,25 @@ struct run_result {
 		double timeout_s;
 		uint64_t memory_mib, cpus, disk_mib, max_output, nproc, nofile, fsize;
 	} limits;
+	bool cancelled;           /* stopped by its caller (Ctrl-C, a cancel) */
+	/* The jail's layers in force for vmm, once it was built (DESIGN's
+	 * "jail" object): namespaces are always mount, PID, network, IPC and
+	 * UTS, plus user when rootless; seccomp and no_new_privs always. */
+	struct {
+		bool built;
+		bool rootless;        /* a user namespace mapping our ids, not root's */
+		bool own_uid;         /* a uid reserved for this run alone (root only) */
+		int cgroup_version;   /* 2, 1, or 0: no cgroup limits (accepted rootless) */
+		bool cgroup_delegated;
+	} jail;
 	char message[512];
 };
+
+/* Set r's message, replacing what it said. */
+void result_message(struct run_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Append to r's message, after "; " when it already says something. */
+void result_add_message(struct run_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Count n new bytes of b's stream against its limit: returns how many of
  * them (the first ones) may pass; the rest are dropped and b->truncated

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -34,19 +35,24 @@ int session_left_ms(int64_t deadline)
 	return l < 0 ? 0 : l > 60000 ? 60000 : (int)l;
 }
 
-int session_accept(int listen_fd, int watch_fd, int64_t deadline_ms, char *err, size_t errlen)
+int session_accept(int listen_fd, int watch_fd, int cancel_fd, int64_t deadline_ms, char *err, size_t errlen)
 {
 	for (;;) {
 		if (session_now_ms() >= deadline_ms) {
 			snprintf(err, errlen, "the agent did not connect in time");
 			return -1;
 		}
-		struct pollfd p[2] = { { listen_fd, POLLIN, 0 }, { watch_fd, POLLIN, 0 } };
-		int n = poll(p, watch_fd >= 0 ? 2 : 1, session_left_ms(deadline_ms));
+		/* A negative fd is ignored by poll: no watch, no cancel. */
+		struct pollfd p[3] = { { listen_fd, POLLIN, 0 }, { watch_fd, POLLIN, 0 }, { cancel_fd, POLLIN, 0 } };
+		int n = poll(p, 3, session_left_ms(deadline_ms));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
 			snprintf(err, errlen, "poll: %s", strerror(errno));
+			return -1;
+		}
+		if (p[2].revents) {
+			snprintf(err, errlen, "cancelled");
 			return -1;
 		}
 		if (watch_fd >= 0 && p[1].revents) {
@@ -148,69 +154,95 @@ static int agent_frame(uint16_t type, const uint8_t *p, uint32_t len, bool *hell
 	}
 }
 
+/* The conversation's buffers: 128 KiB, so on the heap, one pair per
+ * session, which is what lets runs go on side by side. */
+struct conv {
+	struct proto_reader rd;
+	struct outbox out;
+};
+
+static enum session_status converse(int fd, const struct proto_request *req, const struct session_io *io,
+				    int64_t deadline_ms, struct session_result *res, struct conv *c);
+
 enum session_status session_run(int fd, const struct proto_request *req, const struct session_io *io,
 				int64_t deadline_ms, struct session_result *res)
 {
-	static struct proto_reader rd;
-	static struct outbox out;
 	memset(res, 0, sizeof(*res));
-	proto_reader_init(&rd);
-	out.len = out.off = 0;
-	out.stdin_done = false;
+	struct conv *c = malloc(sizeof(*c));
+	if (!c)
+		return failed(res, "out of memory");
+	proto_reader_init(&c->rd);
+	c->out.len = c->out.off = 0;
+	c->out.stdin_done = false;
+	enum session_status st = converse(fd, req, io, deadline_ms, res, c);
+	free(c);
+	return st;
+}
+
+static enum session_status converse(int fd, const struct proto_request *req, const struct session_io *io,
+				    int64_t deadline_ms, struct session_result *res, struct conv *c)
+{
+	struct proto_reader *rd = &c->rd;
+	struct outbox *out = &c->out;
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	bool hello = false, request_sent = false;
 	for (;;) {
-		if (hello && !request_sent && !out.len) {
-			size_t n = proto_encode_request(req, out.buf + PROTO_HDR_LEN, PROTO_MAX_PAYLOAD);
+		if (hello && !request_sent && !out->len) {
+			size_t n = proto_encode_request(req, out->buf + PROTO_HDR_LEN, PROTO_MAX_PAYLOAD);
 			if (!n)
 				return failed(res, "the request does not fit one frame");
-			queue_frame(&out, PROTO_REQUEST, out.buf + PROTO_HDR_LEN, (uint32_t)n);
+			queue_frame(out, PROTO_REQUEST, out->buf + PROTO_HDR_LEN, (uint32_t)n);
 			request_sent = true;
 		}
-		bool want_stdin = request_sent && !out.len && !out.stdin_done;
+		bool want_stdin = request_sent && !out->len && !out->stdin_done;
 		if (want_stdin && io->stdin_fd < 0)
-			next_stdin(&out, io);   /* no stdin: end of input at once */
-		want_stdin = request_sent && !out.len && !out.stdin_done;
-		struct pollfd fds[2] = { { fd, POLLIN | (out.len ? POLLOUT : 0), 0 }, { io->stdin_fd, POLLIN, 0 } };
+			next_stdin(out, io);   /* no stdin: end of input at once */
+		want_stdin = request_sent && !out->len && !out->stdin_done;
+		/* stdin is read only when it has data, so an idle pipe never
+		 * holds up the agent's output or the deadline; a negative fd
+		 * is skipped by poll */
+		struct pollfd fds[3] = { { fd, POLLIN | (out->len ? POLLOUT : 0), 0 },
+					 { io->cancel_fd, POLLIN, 0 },
+					 { want_stdin ? io->stdin_fd : -1, POLLIN, 0 } };
 		if (session_now_ms() >= deadline_ms)
 			return SESSION_TIMEOUT;
-		/* stdin is read only when it has data, so an idle pipe never
-		 * holds up the agent's output or the deadline */
-		int n = poll(fds, want_stdin ? 2 : 1, session_left_ms(deadline_ms));
+		int n = poll(fds, 3, session_left_ms(deadline_ms));
 		if (n < 0 && errno != EINTR)
 			return failed(res, "poll: %s", strerror(errno));
 		if (n <= 0)
 			continue;
-		if (want_stdin && fds[1].revents)
-			next_stdin(&out, io);
+		if (fds[1].revents)
+			return SESSION_CANCELLED;
+		if (want_stdin && fds[2].revents)
+			next_stdin(out, io);
 		struct pollfd p = fds[0];
 		if (p.revents & POLLOUT) {
-			ssize_t k = send(fd, out.buf + out.off, out.len - out.off, MSG_NOSIGNAL);
+			ssize_t k = send(fd, out->buf + out->off, out->len - out->off, MSG_NOSIGNAL);
 			if (k < 0 && errno != EAGAIN && errno != EINTR) {
 				/* The agent may have finished without reading all
 				 * stdin: its EXIT can still be waiting. */
-				out.len = out.off = 0;
-				out.stdin_done = true;
-			} else if (k > 0 && (out.off += (size_t)k) == out.len) {
-				out.len = out.off = 0;
+				out->len = out->off = 0;
+				out->stdin_done = true;
+			} else if (k > 0 && (out->off += (size_t)k) == out->len) {
+				out->len = out->off = 0;
 			}
 		}
 		if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		size_t room;
-		uint8_t *dst = proto_reader_space(&rd, &room);
+		uint8_t *dst = proto_reader_space(rd, &room);
 		ssize_t k = read(fd, dst, room);
 		if (k < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
 		if (k <= 0)
 			return failed(res, hello ? "the agent's connection ended before EXIT"
 						 : "the agent's connection ended before HELLO");
-		proto_reader_fed(&rd, (size_t)k);
+		proto_reader_fed(rd, (size_t)k);
 		uint16_t type;
 		const uint8_t *payload;
 		uint32_t len;
 		int r;
-		while ((r = proto_reader_next(&rd, &type, &payload, &len, res->error, sizeof(res->error))) == 1) {
+		while ((r = proto_reader_next(rd, &type, &payload, &len, res->error, sizeof(res->error))) == 1) {
 			int st = agent_frame(type, payload, len, &hello, io, res);
 			if (st >= 0)
 				return (enum session_status)st;

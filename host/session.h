@@ -14,6 +14,7 @@ enum session_status {
 	SESSION_DONE = 0,      /* EXIT received */
 	SESSION_TIMEOUT = 1,   /* the deadline passed first */
 	SESSION_FAILED = 2,    /* agent ERROR, malformed stream, or the connection ended */
+	SESSION_CANCELLED = 3, /* the cancel fd became readable */
 };
 
 /* Output as it arrives: type is PROTO_STDOUT or PROTO_STDERR. */
@@ -21,6 +22,7 @@ typedef void (*session_output_fn)(void *ctx, uint16_t type, const uint8_t *data,
 
 struct session_io {
 	int stdin_fd;                 /* the command's stdin, read to EOF; -1 for none */
+	int cancel_fd;                /* readable: give up at once; -1 for never */
 	session_output_fn output;
 	void *ctx;
 };
@@ -46,13 +48,15 @@ int64_t session_now_ms(void);
  * at most a minute (callers loop and look at the clock again). */
 int session_left_ms(int64_t deadline_ms);
 
-/* Wait for the agent's connection on listen_fd until deadline_ms, or until
- * watch_fd (a pidfd of vmm; -1 for none) says the VM is gone. Returns the
- * connected fd, or -1 (reason in err). */
-int session_accept(int listen_fd, int watch_fd, int64_t deadline_ms, char *err, size_t errlen);
+/* Wait for the agent's connection on listen_fd until deadline_ms, until
+ * watch_fd (a pidfd of vmm; -1 for none) says the VM is gone, or until
+ * cancel_fd (-1 for none) is readable. Returns the connected fd, or -1
+ * (reason in err). */
+int session_accept(int listen_fd, int watch_fd, int cancel_fd, int64_t deadline_ms, char *err, size_t errlen);
 
 /* Run the conversation on fd: HELLO, REQUEST, stdin, output, EXIT.
- * Never blocks past deadline_ms. Does not close fd. */
+ * Never blocks past deadline_ms, nor past io's cancel_fd becoming
+ * readable. Does not close fd. Reentrant: its state is its own. */
 enum session_status session_run(int fd, const struct proto_request *req, const struct session_io *io,
 				int64_t deadline_ms, struct session_result *res);
 

@@ -21,6 +21,8 @@
 
 #include <ext2fs/ext2fs.h>
 
+#include "errmsg.h"
+
 #define BLOCK_LOG       2           /* 1024 << 2: 4 KiB blocks */
 #define BLOCK_SIZE      4096u
 #define INODE_SIZE      256         /* room for extra_isize: nanosecond times, crtime */
@@ -34,7 +36,8 @@
 
 struct ws {
 	ext2_filsys fs;
-	const char *src;               /* src_dir, for messages */
+	const struct workspace_source *src;   /* NULL: nothing to copy */
+	char name[REL_MAX];            /* the source's name, printable, for messages */
 	uint64_t size_mib;
 	uid_t uid;
 	gid_t gid;
@@ -49,18 +52,6 @@ struct ws {
 	char shown[REL_MAX];
 };
 
-static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	int n = snprintf(err, errlen, "workspace: ");
-	if (n < 0 || (size_t)n >= errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-	va_end(ap);
-}
-
 static int fail(struct ws *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(struct ws *w, const char *fmt, ...)
 {
@@ -69,7 +60,7 @@ static int fail(struct ws *w, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	errf(w->err, w->errlen, "%s", msg);
+	errf(w->err, w->errlen, "workspace: %s", msg);
 	return -1;
 }
 
@@ -99,9 +90,8 @@ static bool is_full(errcode_t e)
 
 static int no_room(struct ws *w)
 {
-	char src[REL_MAX];
-	return fail(w, "%s does not fit in a %llu MiB disk",
-		    w->src ? printable(src, sizeof(src), w->src) : "the workspace", (unsigned long long)w->size_mib);
+	return fail(w, "%s does not fit in a %llu MiB disk", w->src ? w->name : "the workspace",
+		    (unsigned long long)w->size_mib);
 }
 
 /* A libext2fs error while copying the current entry. */
@@ -130,9 +120,9 @@ static int create_image(const char *image, uint64_t size_mib, char *err, size_t 
 	int fd = open(image, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		if (errno == EEXIST)
-			errf(err, errlen, "%s already exists", image);
+			errf(err, errlen, "workspace: %s already exists", image);
 		else
-			errf(err, errlen, "cannot create %s: %s", image, strerror(errno));
+			errf(err, errlen, "workspace: cannot create %s: %s", image, strerror(errno));
 		return -1;
 	}
 	int e = fchmod(fd, 0600) ? errno : 0;   /* whatever the umask */
@@ -143,10 +133,10 @@ static int create_image(const char *image, uint64_t size_mib, char *err, size_t 
 	}
 	if (e) {
 		if (e == ENOSPC || e == EDQUOT)
-			errf(err, errlen, "the host disk has no room for a %llu MiB image at %s",
+			errf(err, errlen, "workspace: the host disk has no room for a %llu MiB image at %s",
 			     (unsigned long long)size_mib, image);
 		else
-			errf(err, errlen, "cannot allocate %llu MiB for %s: %s", (unsigned long long)size_mib,
+			errf(err, errlen, "workspace: cannot allocate %llu MiB for %s: %s", (unsigned long long)size_mib,
 			     image, strerror(e));
 		close(fd);
 		unlink(image);
@@ -423,10 +413,35 @@ static int copy_data(struct ws *w, int fd, ext2_ino_t ino, struct ext2_inode_lar
 	return rc;
 }
 
+/* Entries of the source are looked up and opened with the rights of the
+ * user it belongs to (w->src->as), never ours: a directory they cannot
+ * read stays unread even when we are root. */
+static int src_openat(struct ws *w, int dfd, const char *name, int flags)
+{
+	struct caller_saved s;
+	if (w->src->as && caller_enter(w->src->as, &s) < 0)
+		return -1;
+	int fd = openat(dfd, name, flags);
+	if (w->src->as)
+		caller_leave(&s);
+	return fd;
+}
+
+static int src_fstatat(struct ws *w, int dfd, const char *name, struct stat *sb)
+{
+	struct caller_saved s;
+	if (w->src->as && caller_enter(w->src->as, &s) < 0)
+		return -1;
+	int rc = fstatat(dfd, name, sb, AT_SYMLINK_NOFOLLOW);
+	if (w->src->as)
+		caller_leave(&s);
+	return rc;
+}
+
 static int copy_file(struct ws *w, int dfd, const char *name, ext2_ino_t dir, const struct stat *sb)
 {
 	/* O_NONBLOCK: a FIFO swapped in since the fstatat cannot block us. */
-	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	int fd = src_openat(w, dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	struct stat fst;
 	if (fd < 0)
 		return fail(w, "%s: %s", rel(w), strerror(errno));
@@ -475,7 +490,7 @@ static int copy_dir(struct ws *w, int dfd, const char *name, ext2_ino_t parent, 
 {
 	if (depth > MAX_DEPTH)
 		return fail(w, "%s: deeper than %d directory levels", rel(w), MAX_DEPTH);
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = src_openat(w, dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat fst;
 	if (fd < 0)
 		return fail(w, "%s: %s", rel(w), strerror(errno));
@@ -500,7 +515,7 @@ static int copy_entry(struct ws *w, int dfd, const char *name, ext2_ino_t dir, u
 	struct stat sb;
 	if (strlen(name) > MAX_NAME)
 		return fail(w, "%s: name longer than %d bytes", rel(w), MAX_NAME);
-	if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW))
+	if (src_fstatat(w, dfd, name, &sb))
 		return fail(w, "%s: %s", rel(w), strerror(errno));
 	bool artifacts = depth == 1 && !strcmp(name, "artifacts");
 	if (S_ISDIR(sb.st_mode)) {
@@ -547,14 +562,13 @@ static int copy_tree(struct ws *w, int dfd, ext2_ino_t dir, unsigned depth)
 	return rc;
 }
 
-/* src_dir itself is the caller's choice: a symbolic link there is followed. */
+/* The source directory was opened by our caller, with its owner's rights;
+ * a copy of its fd is walked (copy_tree takes the fd it is given). */
 static int copy_source(struct ws *w)
 {
-	int fd = open(w->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0) {
-		char src[REL_MAX];
-		return fail(w, "%s: %s", printable(src, sizeof(src), w->src), strerror(errno));
-	}
+	int fd = fcntl(w->src->dirfd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return fail(w, "%s: %s", w->name, strerror(errno));
 	return copy_tree(w, fd, EXT2_ROOT_INO, 1);
 }
 
@@ -593,12 +607,12 @@ static int close_fs(struct ws *w)
 	return 0;
 }
 
-int workspace_create(const char *image, uint64_t size_mib, const char *src_dir, uid_t uid, gid_t gid,
-		     struct workspace_stats *st, char *err, size_t errlen)
+int workspace_create(const char *image, uint64_t size_mib, const struct workspace_source *src, uid_t uid,
+		     gid_t gid, struct workspace_stats *st, char *err, size_t errlen)
 {
 	memset(st, 0, sizeof(*st));
 	if (size_mib < WORKSPACE_MIN_MIB || size_mib > WORKSPACE_MAX_MIB) {
-		errf(err, errlen, "disk size %llu MiB is outside %d..%d MiB", (unsigned long long)size_mib,
+		errf(err, errlen, "workspace: disk size %llu MiB is outside %d..%d MiB", (unsigned long long)size_mib,
 		     WORKSPACE_MIN_MIB, WORKSPACE_MAX_MIB);
 		return -1;
 	}
@@ -608,10 +622,12 @@ int workspace_create(const char *image, uint64_t size_mib, const char *src_dir, 
 	if (!w || !buf) {
 		free(w);
 		free(buf);
-		errf(err, errlen, "out of memory");
+		errf(err, errlen, "workspace: out of memory");
 		return -1;
 	}
-	w->src = src_dir;
+	w->src = src;
+	if (src)
+		printable(w->name, sizeof(w->name), src->name ? src->name : "the source directory");
 	w->size_mib = size_mib;
 	w->uid = uid;
 	w->gid = gid;
@@ -624,7 +640,7 @@ int workspace_create(const char *image, uint64_t size_mib, const char *src_dir, 
 	int fd = create_image(image, size_mib, err, errlen);
 	if (fd < 0)
 		goto out;
-	if (make_fs(w, fd) || (src_dir && copy_source(w)) || make_artifacts(w) || close_fs(w))
+	if (make_fs(w, fd) || (src && copy_source(w)) || make_artifacts(w) || close_fs(w))
 		goto out;
 	rc = 0;
 out:

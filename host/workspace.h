@@ -7,8 +7,18 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "caller.h"
+
 #define WORKSPACE_MIN_MIB 8
 #define WORKSPACE_MAX_MIB (64 * 1024)
+
+/* What is copied in: a directory the caller opened, read with the rights
+ * of as (NULL: ours). */
+struct workspace_source {
+	int dirfd;
+	const char *name;          /* how the caller named it, for messages */
+	const struct caller *as;
+};
 
 struct workspace_stats {
 	uint64_t files, dirs, bytes;   /* copied from the source directory */
@@ -17,13 +27,14 @@ struct workspace_stats {
 /* Create image (which must not exist; mode 0600) as an ext4 file system of
  * size_mib MiB with every block of the file allocated up front (so a guest
  * filling the disk cannot grow the host's disk use past it), its root
- * directory owned by uid:gid with mode 0755, the contents of src_dir
- * (NULL: nothing) copied in, owned by uid:gid, and an empty "artifacts"
- * directory (kept if src_dir has one). Only regular files and directories
- * are copied; a symbolic link, device, socket or FIFO in src_dir is refused
- * with an error naming it. Returns 0, or -1 with a one-line reason in err;
- * on failure the image file is removed. */
-int workspace_create(const char *image, uint64_t size_mib, const char *src_dir, uid_t uid, gid_t gid,
-		     struct workspace_stats *st, char *err, size_t errlen);
+ * directory owned by uid:gid with mode 0755, the contents of src's
+ * directory (NULL: nothing) copied in, each entry opened as src->as and
+ * owned by uid:gid in the image, and an empty "artifacts" directory (kept
+ * if the source has one). Only regular files and directories are copied; a
+ * symbolic link, device, socket or FIFO in the source is refused with an
+ * error naming it. Returns 0, or -1 with a one-line reason in err, which
+ * starts "workspace: "; on failure the image file is removed. */
+int workspace_create(const char *image, uint64_t size_mib, const struct workspace_source *src, uid_t uid,
+		     gid_t gid, struct workspace_stats *st, char *err, size_t errlen);
 
 #endif

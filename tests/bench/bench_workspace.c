@@ -80,7 +80,13 @@ int main(int argc, char **argv)
 	struct workspace_stats st;
 	for (int i = 0; i < RUNS; i++) {
 		double t0 = now_ms();
-		if (workspace_create(image, MIB, src, 1000, 1000, &st, err, sizeof(err))) {
+		struct workspace_source ws = { .dirfd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC), .name = src };
+		int rc = ws.dirfd < 0 ? -1 : workspace_create(image, MIB, &ws, 1000, 1000, &st, err, sizeof(err));
+		if (ws.dirfd < 0)
+			snprintf(err, sizeof(err), "%s: %s", src, strerror(errno));
+		else
+			close(ws.dirfd);
+		if (rc) {
 			fprintf(stderr, "bench_workspace: %s\n", err);
 			remove_source(src);
 			return 1;

@@ -88,5 +88,32 @@ if [ -x build/tests/vmm-forbidden ]; then
 else
 	not_ok "build/tests/vmm-forbidden (the seccomp test build) is missing"
 fi
+# Finding 1 of issue 12: every path the caller names is opened with the
+# caller's rights. Root acting for SUDO_UID 65534 (nobody), through the CLI.
+chmod 755 "$tmp"
+secret=$tmp/shadow
+echo root-secret >"$secret"
+chmod 600 "$secret"
+as_nobody() { SUDO_UID=65534 SUDO_GID=65534 timeout -k 5 120 "$VMRUN" "$@" >"$tmp/out" 2>"$tmp/err"; }
+as_nobody -i "$secret" -- cat
+rc=$?
+check "-i of a file the caller cannot read: refused before any VM (125), nothing shown" \
+	'[ $rc -eq 125 ] && grep -q "stdin $secret: Permission denied" "$tmp/err" && ! grep -q root-secret "$tmp/out"'
+as_nobody -a /root/.vmrun-jail-test -- true
+rc=$?
+check "-a where the caller may not create: refused (125), nothing made" \
+	'[ $rc -eq 125 ] && grep -q "artifacts /root/.vmrun-jail-test: " "$tmp/err" && [ ! -e /root/.vmrun-jail-test ]'
+printf 'max_memory 8192\n' >"$tmp/raise"
+chmod 644 "$tmp/raise"
+as_nobody --policy "$tmp/raise" -m 8192 -- true
+rc=$?
+check "a caller's --policy cannot raise a ceiling (125)" '[ $rc -eq 125 ] && grep -q "only root" "$tmp/err"'
+mkdir -m 0777 "$tmp/mine"
+as_nobody -a "$tmp/mine/out" -- sh -c 'mkdir artifacts/d && echo hi >artifacts/d/a.txt'
+rc=$?
+check "a run for the caller: its artifacts are the caller's (status $rc)" \
+	'[ $rc -eq 0 ] && [ "$(stat -c %u:%g "$tmp/mine/out" "$tmp/mine/out/d" "$tmp/mine/out/d/a.txt" | sort -u)" = 65534:65534 ] &&
+	 [ "$(cat "$tmp/mine/out/d/a.txt")" = hi ]'
+check "and nothing of those runs is left behind" '[ -z "$(ls -A "$TMPDIR")" ]'
 echo "jail: $pass passed, $fail failed"
 [ $fail -eq 0 ]

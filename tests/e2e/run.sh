@@ -126,6 +126,13 @@ VMRUN=$tmp/stuck/bin/vmrun v "stuck vCPU" 124 --json -t 3 -- sleep 100 &&
 	ok "a vmm whose vCPU never stops: the run still ends at its 3 s limit, 124 after $ms ms" ||
 	not_ok "stuck vCPU (status $rc after $ms ms)"
 
+# Two runs driven from one process through the run library: one cancelled
+# through its eventfd while the other exits, then a third (tests/vm/two_runs.c).
+timeout -k 5 $DEADLINE build/tests/two_runs "$PWD/build" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+sed 's/^/# /' "$tmp/out"
+[ $rc -eq 0 ] && ok "two runs from one process, one cancelled, then a third" || not_ok "two_runs (status $rc)"
+
 # nothing left behind by any of the runs above
 left=$(ls -A "$TMPDIR")
 procs=$(pgrep -f "$JAILED_VMM" || true)

@@ -66,13 +66,42 @@ static int fx_teardown(void **state)
 	return 0;
 }
 
-/* Load with the policy file holding text; returns policy_load's result. */
+/* policy_load from the manifest file, then policy_apply of file (NULL:
+ * none) with the given trust. */
+static int load_paths(struct policy *p, const char *manifest, const char *file, enum policy_trust trust, char *err,
+		      size_t errlen)
+{
+	FILE *m = fopen(manifest, "re");
+	if (!m)
+		return -1;
+	int rc = policy_load(p, m, manifest, err, errlen);
+	fclose(m);
+	if (rc || !file)
+		return rc;
+	FILE *f = fopen(file, "re");
+	if (!f)
+		return -1;
+	rc = policy_apply(p, f, file, trust, err, errlen);
+	fclose(f);
+	return rc;
+}
+
+/* Load with the policy file holding text, as root's; returns the result. */
 static int load(struct fx *f, const char *text)
 {
 	policy_free(&f->p);
 	write_text(f->file, text);
 	f->err[0] = '\0';
-	return policy_load(&f->p, f->manifest, f->file, f->err, sizeof(f->err));
+	return load_paths(&f->p, f->manifest, f->file, POLICY_MAY_RAISE, f->err, sizeof(f->err));
+}
+
+/* The same as a caller's --policy, which may only lower. */
+static int load_lower(struct fx *f, const char *text)
+{
+	policy_free(&f->p);
+	write_text(f->file, text);
+	f->err[0] = '\0';
+	return load_paths(&f->p, f->manifest, f->file, POLICY_LOWER_ONLY, f->err, sizeof(f->err));
 }
 
 static enum policy_verdict check(struct fx *f, const char *prog)
@@ -93,7 +122,7 @@ static void assert_refused_at(struct fx *f, int rc, const char *line_no)
 static void test_defaults_and_manifest(void **state)
 {
 	struct fx *f = *state;
-	assert_int_equal(policy_load(&f->p, f->manifest, NULL, f->err, sizeof(f->err)), 0);
+	assert_int_equal(load_paths(&f->p, f->manifest, NULL, POLICY_MAY_RAISE, f->err, sizeof(f->err)), 0);
 	assert_int_equal(f->p.nallow, 4);
 	assert_int_equal(f->p.max_timeout_s, 300);
 	assert_int_equal(f->p.max_output, 64u << 20);
@@ -163,7 +192,7 @@ static void test_nul_byte_refused(void **state)
 	static const char text[] = "# comment\0allow /bin/sh\nmax_cpus 2\n";
 	policy_free(&f->p);
 	write_bytes(f->file, text, sizeof(text) - 1);
-	assert_refused_at(f, policy_load(&f->p, f->manifest, f->file, f->err, sizeof(f->err)), "line 1");
+	assert_refused_at(f, load_paths(&f->p, f->manifest, f->file, POLICY_MAY_RAISE, f->err, sizeof(f->err)), "line 1");
 }
 
 /* The manifest is read the same way: a long entry is refused, not split. */
@@ -174,7 +203,47 @@ static void test_long_manifest_line_refused(void **state)
 	snprintf(text, sizeof(text), "/usr/bin/sh\n/%0299d/usr/bin/perl\n", 0);
 	memset(text + 13, 'x', 299);
 	write_text(f->manifest, text);
-	assert_refused_at(f, policy_load(&f->p, f->manifest, NULL, f->err, sizeof(f->err)), "line 2");
+	assert_refused_at(f, load_paths(&f->p, f->manifest, NULL, POLICY_MAY_RAISE, f->err, sizeof(f->err)), "line 2");
+}
+
+/* A caller's --policy (finding 1 of issue 12): lowering works, raising
+ * any ceiling, removing a CPU quota or extending the allowlist is refused,
+ * naming the line. Root's file may raise. */
+static void test_caller_policy_only_lowers(void **state)
+{
+	struct fx *f = *state;
+	assert_int_equal(load_lower(f, "max_memory 1024\nmax_timeout 60\ncpu_quota 50\nallow /bin/sh\n"), 0);
+	assert_int_equal(f->p.max_memory_mib, 1024);
+	assert_int_equal(f->p.max_timeout_s, 60);
+	assert_int_equal(f->p.cpu_quota_pct, 50);
+	assert_int_equal(f->p.nallow, 1);
+	const char *raises[] = { "max_memory 8192\n", "# x\nmax_timeout 301\n", "nproc 100000\n",
+				 "max_output 67108865\n", "artifacts_max_files 1001\n" };
+	for (size_t i = 0; i < sizeof(raises) / sizeof(raises[0]); i++) {
+		assert_refused_at(f, load_lower(f, raises[i]), i == 1 ? "line 2" : "line 1");
+		assert_non_null(strstr(f->err, "only root's policy may"));
+	}
+	assert_int_equal(load(f, "max_memory 8192\nmax_timeout 3600\n"), 0);   /* root's own may */
+	assert_int_equal(f->p.max_memory_mib, 8192);
+	/* The allowlist may be narrowed, not extended past what it narrows. */
+	assert_refused_at(f, load_lower(f, "allow /bin/sh\nallow /usr/bin/perl\n"), "line 2");
+	assert_non_null(strstr(f->err, "/usr/bin/perl is not allowed"));
+}
+
+/* A CPU quota, once set by root, can be lowered but never lifted. */
+static void test_caller_policy_keeps_quota(void **state)
+{
+	struct fx *f = *state;
+	assert_int_equal(load(f, "cpu_quota 100\n"), 0);
+	FILE *g = fmemopen((void *)"cpu_quota 200\n", 14, "r");
+	assert_non_null(g);
+	assert_int_equal(policy_apply(&f->p, g, "mine", POLICY_LOWER_ONLY, f->err, sizeof(f->err)), -1);
+	fclose(g);
+	assert_non_null(strstr(f->err, "raises the ceiling of 100"));
+	g = fmemopen((void *)"cpu_quota 20\n", 13, "r");
+	assert_int_equal(policy_apply(&f->p, g, "mine", POLICY_LOWER_ONLY, f->err, sizeof(f->err)), 0);
+	fclose(g);
+	assert_int_equal(f->p.cpu_quota_pct, 20);
 }
 
 int main(void)
@@ -186,6 +255,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_long_line_refused_not_split, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_nul_byte_refused, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_long_manifest_line_refused, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_caller_policy_only_lowers, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_caller_policy_keeps_quota, fx_setup, fx_teardown),
 	};
 	return cmocka_run_group_tests_name("policy", tests, NULL, NULL);
 }

@@ -38,7 +38,7 @@ static enum session_status scripted(const uint8_t *script, size_t n)
 	memset(&rq, 0, sizeof(rq));
 	rq.argc = 1;
 	rq.argv[0] = "true";
-	struct session_io io = { .stdin_fd = -1 };
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1 };
 	enum session_status st = session_run(sv[0], &rq, &io, session_now_ms() + 5000, &res);
 	close(sv[0]);
 	return st;

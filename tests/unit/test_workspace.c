@@ -111,10 +111,25 @@ static void put_dir(const struct fx *f, const char *rel, mode_t mode)
 	assert_int_equal(chmod(p, mode), 0);
 }
 
-static int create(struct fx *f, uint64_t mib, const char *src)
+/* workspace_create from the directory src (NULL: none), read as who
+ * (NULL: as ourselves), the way vmrun opens it for its caller. */
+static int create_as(struct fx *f, uint64_t mib, const char *src, const struct caller *who, uid_t uid, gid_t gid)
 {
 	memset(f->err, 0, sizeof(f->err));
-	return workspace_create(f->image, mib, src, UID, GID, &f->st, f->err, sizeof(f->err));
+	struct workspace_source ws = { .dirfd = -1, .name = src, .as = who };
+	if (src) {
+		ws.dirfd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		assert_true(ws.dirfd >= 0);
+	}
+	int rc = workspace_create(f->image, mib, src ? &ws : NULL, uid, gid, &f->st, f->err, sizeof(f->err));
+	if (src)
+		close(ws.dirfd);
+	return rc;
+}
+
+static int create(struct fx *f, uint64_t mib, const char *src)
+{
+	return create_as(f, mib, src, NULL, UID, GID);
 }
 
 /* Run argv, stderr dropped; returns its exit status and, when out is not
@@ -523,7 +538,7 @@ static void test_large_ids(void **state)
 {
 	struct fx *f = *state;
 	put_file(f, "a", "a", 1, 0644);
-	assert_int_equal(workspace_create(f->image, 8, f->src, 200000, 300000, &f->st, f->err, sizeof(f->err)), 0);
+	assert_int_equal(create_as(f, 8, f->src, NULL, 200000, 300000), 0);
 	assert_fsck_clean(f);
 	assert_inode(f, "/", "directory", 0755, 200000, 300000);
 	assert_inode(f, "/a", "regular", 0644, 200000, 300000);
@@ -668,15 +683,19 @@ static void test_refuses_too_many_files(void **state)
 	assert_refused(f, create(f, 8, f->src), "does not fit in a 8 MiB disk");
 }
 
-static void test_refuses_missing_source(void **state)
+/* The source is opened by vmrun's plan, as its caller (test_run.c covers
+ * a missing one); here, an fd that is not a directory is refused. */
+static void test_refuses_source_not_a_directory(void **state)
 {
 	struct fx *f = *state;
 	char p[400];
-	snprintf(p, sizeof(p), "%s/nonexistent", f->dir);
-	assert_refused(f, create(f, 64, p), "nonexistent: No such file or directory");
 	put_file(f, "file", "x", 1, 0644);
 	snprintf(p, sizeof(p), "%s/file", f->src);
-	assert_refused(f, create(f, 64, p), "Not a directory");
+	struct workspace_source ws = { .dirfd = open(p, O_RDONLY | O_CLOEXEC), .name = "--workspace" };
+	assert_true(ws.dirfd >= 0);
+	assert_refused(f, workspace_create(f->image, 64, &ws, UID, GID, &f->st, f->err, sizeof(f->err)),
+		       "Not a directory");
+	close(ws.dirfd);
 }
 
 static void test_refuses_artifacts_file(void **state)
@@ -729,6 +748,34 @@ static void test_refuses_unreadable(void **state)
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* vmrun is root but reads the source as its caller (finding 1 of issue
+ * 12, "-w /home"): root's own directory and file in it stay unread. */
+static void test_reads_as_the_caller(void **state)
+{
+	struct fx *f = *state;
+	if (geteuid() != 0)
+		skip();
+	const struct caller who = { .uid = 12345, .gid = 12345, .groups = { 12345 }, .ngroups = 1, .switch_ids = true };
+	char p[1024];
+	put_dir(f, "other", 0755);
+	put_file(f, "other/readable", "ok", 2, 0644);
+	assert_int_equal(create_as(f, 16, f->src, &who, UID, GID), 0);   /* what they may read, they get */
+	unlink(f->image);
+	put_dir(f, "private", 0700);
+	snprintf(p, sizeof(p), "%s/private", f->src);
+	assert_int_equal(chown(p, 0, 0), 0);
+	assert_int_equal(create_as(f, 16, f->src, &who, UID, GID), -1);
+	assert_non_null(strstr(f->err, "workspace: private: Permission denied"));
+	assert_int_not_equal(access(f->image, F_OK), 0);
+	/* and we are root again afterwards */
+	assert_int_equal(create_as(f, 16, f->src, NULL, UID, GID), 0);
+	unlink(f->image);
+	rmdir(p);
+	put_file(f, "shadow", "secret", 6, 0600);
+	assert_int_equal(create_as(f, 16, f->src, &who, UID, GID), -1);
+	assert_non_null(strstr(f->err, "workspace: shadow: Permission denied"));
 }
 
 static void test_error_names_made_printable(void **state)
@@ -789,10 +836,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_refuses_too_large, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_refuses_too_large_in_total, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_refuses_too_many_files, fx_setup, fx_teardown),
-		cmocka_unit_test_setup_teardown(test_refuses_missing_source, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_refuses_source_not_a_directory, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_refuses_artifacts_file, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_refuses_too_deep, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_refuses_unreadable, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_reads_as_the_caller, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_error_names_made_printable, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_no_fd_left_open, fx_setup, fx_teardown),
 	};

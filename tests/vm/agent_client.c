@@ -56,7 +56,7 @@ int main(int argc, char **argv)
 		perror(argv[2]);
 		return 125;
 	}
-	struct session_io io = { .stdin_fd = -1, .output = output };
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .output = output };
 	int timeout = 60, i = 3;
 	for (; i < argc && strcmp(argv[i], "--"); i += 2) {
 		if (i + 1 >= argc)
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 	}
 	int64_t deadline = start + timeout * 1000;
 	char err[256];
-	int fd = session_accept(l, -1, deadline, err, sizeof(err));
+	int fd = session_accept(l, -1, -1, deadline, err, sizeof(err));
 	close(l);
 	unlink(a.sun_path);
 	if (fd < 0) {

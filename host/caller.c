@@ -1,0 +1,147 @@
+#include "caller.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "errmsg.h"
+
+/* A decimal id as sudo writes it: digits only, below (uid_t)-1. */
+static int parse_id(const char *s, unsigned *out)
+{
+	if (!*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 10)
+		return -1;
+	unsigned long long v = strtoull(s, NULL, 10);
+	if (v >= 0xffffffffull)
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
+int caller_decide(uid_t ruid, gid_t rgid, uid_t euid, const char *sudo_uid, const char *sudo_gid,
+		  struct caller *c, char *err, size_t errlen)
+{
+	memset(c, 0, sizeof(*c));
+	c->uid = ruid;
+	c->gid = rgid;
+	if (euid != 0)
+		return 0;   /* not root: the kernel checks our own rights anyway */
+	if (ruid != 0) {
+		c->switch_ids = true;   /* a set-uid root vmrun acts for its real user */
+		return 0;
+	}
+	if (!sudo_uid && !sudo_gid)
+		return 0;   /* root itself */
+	unsigned u, g;
+	if (!sudo_uid || !sudo_gid)
+		return errf(err, errlen, "SUDO_UID and SUDO_GID must be set together (or neither)");
+	if (parse_id(sudo_uid, &u) || parse_id(sudo_gid, &g))
+		return errf(err, errlen, "SUDO_UID '%.20s' or SUDO_GID '%.20s' is not a numeric id", sudo_uid, sudo_gid);
+	c->uid = u;
+	c->gid = g;
+	c->via_sudo = true;
+	c->switch_ids = u != 0 || g != 0;
+	return 0;
+}
+
+int caller_identify(struct caller *c, char *err, size_t errlen)
+{
+	if (caller_decide(getuid(), getgid(), geteuid(), getenv("SUDO_UID"), getenv("SUDO_GID"), c, err, errlen))
+		return -1;
+	if (!c->switch_ids)
+		return 0;
+	if (!c->via_sudo) {
+		c->ngroups = getgroups(CALLER_MAX_GROUPS, c->groups);
+		if (c->ngroups < 0)
+			return errf(err, errlen, "getgroups: %s", strerror(errno));
+		return 0;
+	}
+	/* sudo reset our groups to root's: the caller's come from the group
+	 * database; a user it does not know gets just the primary group. */
+	struct passwd *pw = getpwuid(c->uid);
+	c->ngroups = CALLER_MAX_GROUPS;
+	if (!pw || getgrouplist(pw->pw_name, c->gid, c->groups, &c->ngroups) < 0) {
+		c->groups[0] = c->gid;
+		c->ngroups = 1;
+	}
+	return 0;
+}
+
+int caller_enter(const struct caller *c, struct caller_saved *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (!c->switch_ids)
+		return 0;
+	/* Raw system calls: the kernel's are per thread, glibc's setgroups
+	 * would change every thread of the process. */
+	s->ngroups = (int)syscall(SYS_getgroups, CALLER_MAX_GROUPS, s->groups);
+	if (s->ngroups < 0)
+		return -1;
+	s->fsuid = (uid_t)setfsuid((uid_t)-1);
+	s->fsgid = (gid_t)setfsgid((gid_t)-1);
+	if (syscall(SYS_setgroups, (size_t)c->ngroups, c->groups) < 0)
+		return -1;
+	/* setfsuid reports the old id, not failure: check that it took. */
+	setfsgid(c->gid);
+	setfsuid(c->uid);
+	s->active = true;
+	if ((uid_t)setfsuid((uid_t)-1) != c->uid || (gid_t)setfsgid((gid_t)-1) != c->gid) {
+		int e = errno ? errno : EPERM;
+		caller_leave(s);
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
+void caller_leave(struct caller_saved *s)
+{
+	if (!s->active)
+		return;
+	int e = errno;
+	setfsuid(s->fsuid);   /* first: it brings back the right to set groups */
+	setfsgid(s->fsgid);
+	(void)syscall(SYS_setgroups, (size_t)s->ngroups, s->groups);
+	s->active = false;
+	errno = e;
+}
+
+int caller_open(const struct caller *c, const char *path, int flags)
+{
+	struct caller_saved s;
+	if (caller_enter(c, &s) < 0)
+		return -1;
+	int fd = open(path, flags | O_CLOEXEC);
+	caller_leave(&s);
+	return fd;
+}
+
+int caller_mkdir(const struct caller *c, const char *path)
+{
+	struct caller_saved s;
+	if (caller_enter(c, &s) < 0)
+		return -1;
+	int fd = -1;
+	if (mkdir(path, 0755) == 0)
+		fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	caller_leave(&s);
+	return fd;
+}
+
+int caller_rmdir(const struct caller *c, const char *path)
+{
+	struct caller_saved s;
+	if (caller_enter(c, &s) < 0)
+		return -1;
+	int rc = rmdir(path);
+	caller_leave(&s);
+	return rc;
+}

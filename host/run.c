@@ -1,0 +1,418 @@
+/* Executing a run plan: the run directory and workspace image, the jail
+ * and vmm, the conversation with the agent under the deadline, teardown,
+ * the artifacts, cleanup; and run_classify, which decides how it ended.
+ * Every path, a refusal, a timeout, a dead VM or a cancel included, ends
+ * in the same cleanup. All state is the execution's own (struct exec). */
+#include "run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "artifacts.h"
+#include "errmsg.h"
+#include "jail.h"
+#include "workspace.h"
+
+struct run_paths {
+	char dir[PATH_MAX];             /* the run directory */
+	char sock_dir[PATH_MAX + 32];   /* becomes /run in the jail */
+	char image[PATH_MAX + 64], agent_sock[PATH_MAX + 96];
+	char uds[PATH_MAX + 64], console[PATH_MAX + 64], vmm_err[PATH_MAX + 64];
+};
+
+/* One execution of a plan. */
+struct exec {
+	struct run_plan *plan;
+	struct run_result *r;
+	struct run_paths p;
+	struct jail_spec js;
+	struct jail jail;
+	int listen_fd;
+	struct session_result sr;
+	struct run_facts facts;
+	char start_error[512];
+	char vmm_said[400];
+};
+
+static void logf_(const struct exec *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(const struct exec *x, const char *fmt, ...)
+{
+	if (!x->plan->log)
+		return;
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	x->plan->log(x->plan->ctx, false, line);
+}
+
+static bool cancelled(const struct run_plan *plan)
+{
+	struct pollfd p = { plan->cancel_fd, POLLIN, 0 };
+	return plan->cancel_fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+/* ---- the run directory --------------------------------------------------- */
+
+static int make_run_dir(struct run_paths *p, const char *run_id, char *err, size_t errlen)
+{
+	const char *tmp = getenv("TMPDIR");
+	snprintf(p->dir, sizeof(p->dir), "%.3000s/vmrun-%.12s-XXXXXX", tmp && *tmp ? tmp : "/tmp", run_id);
+	if (!mkdtemp(p->dir)) {
+		errf(err, errlen, "run directory %.300s: %s", p->dir, strerror(errno));
+		p->dir[0] = '\0';
+		return -1;
+	}
+	snprintf(p->image, sizeof(p->image), "%s/workspace.ext4", p->dir);
+	snprintf(p->sock_dir, sizeof(p->sock_dir), "%s/sock", p->dir);
+	snprintf(p->uds, sizeof(p->uds), "%s/" PROTO_VSOCK_UDS, p->sock_dir);
+	snprintf(p->agent_sock, sizeof(p->agent_sock), PROTO_VSOCK_UDS_PORT_FMT, p->uds, PROTO_VSOCK_PORT);
+	snprintf(p->console, sizeof(p->console), "%s/console", p->sock_dir);
+	snprintf(p->vmm_err, sizeof(p->vmm_err), "%s/vmm.err", p->dir);
+	if (mkdir(p->sock_dir, 0700) < 0)
+		return errf(err, errlen, "%.300s: %s", p->sock_dir, strerror(errno));
+	if (strlen(p->agent_sock) >= sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
+		return errf(err, errlen, "run directory path %.300s is too long for a Unix socket", p->dir);
+	return 0;
+}
+
+/* Remove what this run created: the files we know, then the directory. */
+static void remove_run_dir(const struct run_paths *p)
+{
+	if (!p->dir[0])
+		return;
+	const char *files[] = { p->image, p->uds, p->agent_sock, p->console, p->vmm_err };
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		unlink(files[i]);
+	rmdir(p->sock_dir);
+	rmdir(p->dir);
+}
+
+/* The agent's socket, connectable by the jailed vmm's uid. */
+static int listen_agent(const struct run_paths *p, const struct jail *j, char *err, size_t errlen)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	memcpy(a.sun_path, p->agent_sock, strlen(p->agent_sock) + 1);   /* length checked in make_run_dir */
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 1) < 0 ||
+	    chown(p->agent_sock, j->uid, j->gid) < 0) {
+		errf(err, errlen, "agent socket %s: %s", p->agent_sock, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Run directory, workspace image, jail, the agent's socket. */
+static int prepare(struct exec *x, char *err, size_t errlen)
+{
+	struct run_plan *plan = x->plan;
+	struct workspace_stats ws;
+	struct workspace_source src = { .dirfd = plan->workspace_fd, .name = "--workspace", .as = &plan->caller };
+	if (make_run_dir(&x->p, plan->run_id, err, errlen) ||
+	    workspace_create(x->p.image, plan->disk_mib, plan->workspace_fd >= 0 ? &src : NULL, PROTO_SANDBOX_UID,
+			     PROTO_SANDBOX_GID, &ws, err, errlen))
+		return -1;
+	x->js = (struct jail_spec){
+		.run_dir = x->p.dir, .vmm = plan->vmm, .kernel_fd = plan->kernel_fd, .rootfs_fd = plan->rootfs_fd,
+		.image = x->p.image, .sock_dir = x->p.sock_dir, .run_id = plan->run_id, .memory_mib = plan->memory_mib,
+		.cpus = plan->cpus, .disk_mib = plan->disk_mib, .cpu_quota_pct = (unsigned)plan->pol.cpu_quota_pct,
+		.stderr_fd = -1, .argv = plan->vmm_argv, .allow_weaker = plan->allow_weaker_jail,
+	};
+	if (jail_prepare(&x->js, &x->jail, err, errlen) ||
+	    (x->listen_fd = listen_agent(&x->p, &x->jail, err, errlen)) < 0)
+		return -1;
+	logf_(x, "prepared: %s, %llu files, %llu dirs, %llu bytes", x->p.image, (unsigned long long)ws.files,
+	      (unsigned long long)ws.dirs, (unsigned long long)ws.bytes);
+	return 0;
+}
+
+/* ---- vmm ------------------------------------------------------------------ */
+
+/* Read vmm's stderr once: the last line vmm wrote into x->vmm_said, and
+ * the jail's clone-to-exec time, returned in us (-1 if absent). */
+static long read_vmm_err(struct exec *x)
+{
+	x->vmm_said[0] = '\0';
+	long ready_us = -1;
+	FILE *f = fopen(x->p.vmm_err, "re");
+	if (!f)
+		return -1;
+	char line[512];
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, JAIL_READY_PREFIX, strlen(JAIL_READY_PREFIX)))
+			ready_us = atol(line + strlen(JAIL_READY_PREFIX));
+		else if (line[0] != '\n')   /* vmm runs the guest: its words too */
+			session_printable(x->vmm_said, sizeof(x->vmm_said), line, strcspn(line, "\n"));
+	}
+	fclose(f);
+	return ready_us;
+}
+
+/* Wait for vmm until deadline_ms (at once when cancelled), then kill its
+ * whole cgroup and wait at most RUN_REAP_AFTER_KILL_MS more: a vmm that
+ * SIGKILL cannot end (a thread held in the host kernel) must not hold the
+ * run forever. */
+static void reap_vmm(struct exec *x, int64_t deadline_ms)
+{
+	struct run_facts *f = &x->facts;
+	for (;;) {
+		pid_t r = waitpid(x->jail.pid, &f->vmm_status, WNOHANG);
+		if (r == x->jail.pid || (r < 0 && errno != EINTR))
+			return;
+		int64_t now = session_now_ms();
+		if (!f->vmm_killed && (now >= deadline_ms || cancelled(x->plan))) {
+			jail_kill(&x->jail);
+			f->vmm_killed = true;
+			f->cancelled |= cancelled(x->plan);
+			deadline_ms = now + RUN_REAP_AFTER_KILL_MS;
+		} else if (f->vmm_killed && now >= deadline_ms) {
+			f->vmm_lost = true;
+			return;
+		}
+		usleep(2000);
+	}
+}
+
+/* The command's output: capped here per stream at max_output whoever
+ * reads it (outbuf_take), since a guest need not honour the cap it was
+ * sent; streamed through the plan's output, or kept for the result. */
+static void on_output(void *ctx, uint16_t type, const uint8_t *data, uint32_t len)
+{
+	struct exec *x = ctx;
+	struct outbuf *b = type == PROTO_STDOUT ? &x->r->out : &x->r->err;
+	if (!x->plan->output) {
+		outbuf_append(b, data, len);
+		return;
+	}
+	size_t n = outbuf_take(b, len);
+	if (n)
+		x->plan->output(x->plan->ctx, type, data, n);
+}
+
+/* From vmm's start in its jail to its exit: the facts for run_classify. */
+static void run_vm(struct exec *x)
+{
+	struct run_plan *plan = x->plan;
+	struct run_result *r = x->r;
+	struct run_facts *f = &x->facts;
+	int64_t start = session_now_ms();
+	int64_t deadline = start + (int64_t)(plan->timeout_s * 1000.0);
+	int errfd = open(x->p.vmm_err, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	x->js.stderr_fd = errfd;
+	if (errfd < 0 || jail_start(&x->js, &x->jail, x->start_error, sizeof(x->start_error))) {
+		if (errfd < 0)
+			errf(x->start_error, sizeof(x->start_error), "%.300s: %s", x->p.vmm_err, strerror(errno));
+		else
+			close(errfd);
+		f->start_error = x->start_error;
+		return;
+	}
+	close(errfd);
+	f->vmm_pid = x->jail.pid;
+	r->jail.built = true;
+	r->jail.rootless = x->jail.rootless;
+	r->jail.own_uid = x->jail.uid_held;
+	r->jail.cgroup_version = x->jail.cgroup_version;
+	r->jail.cgroup_delegated = x->jail.cgroup_delegated;
+	logf_(x, "vmm started (pid %d), deadline in %g s", (int)x->jail.pid, plan->timeout_s);
+	struct session_io io = { .stdin_fd = plan->stdin_fd, .cancel_fd = plan->cancel_fd, .output = on_output, .ctx = x };
+	int64_t exit_at = 0;
+	int pidfd = (int)syscall(SYS_pidfd_open, x->jail.pid, 0);
+	int conn = session_accept(x->listen_fd, pidfd, plan->cancel_fd, deadline, x->sr.error, sizeof(x->sr.error));
+	if (pidfd >= 0)
+		close(pidfd);
+	f->session = SESSION_FAILED;
+	if (conn >= 0) {
+		f->session = session_run(conn, &plan->proto, &io, deadline, &x->sr);
+		exit_at = session_now_ms();
+		close(conn);   /* the agent waits for this before it resets the VM */
+	} else if (cancelled(plan)) {
+		f->session = SESSION_CANCELLED;
+	} else if (session_now_ms() >= deadline) {
+		f->session = SESSION_TIMEOUT;
+	}
+	f->cancelled = f->session == SESSION_CANCELLED;
+	r->boot = (x->sr.hello_ms ? x->sr.hello_ms : session_now_ms()) - start;
+	r->run = x->sr.hello_ms ? (exit_at ? exit_at : session_now_ms()) - x->sr.hello_ms : 0;
+	int64_t teardown_from = session_now_ms();
+	reap_vmm(x, f->session == SESSION_DONE ? teardown_from + RUN_TEARDOWN_GRACE_MS : teardown_from);
+	r->teardown = session_now_ms() - teardown_from;
+	long ready_us = read_vmm_err(x);
+	f->vmm_said = x->vmm_said;
+	logf_(x, "jail (uid %u, cgroup v%d) ready in %ld us; agent \"%s\", boot %lld ms, run %lld ms, "
+	      "teardown %lld ms, vmm status %d", x->jail.uid, x->jail.cgroup_version, ready_us, x->sr.agent,
+	      (long long)r->boot, (long long)r->run, (long long)r->teardown, f->vmm_status);
+}
+
+/* ---- after the run ------------------------------------------------------ */
+
+/* The guest console, line by line, for -v. */
+static void log_console(const struct exec *x)
+{
+	if (!x->plan->log)
+		return;
+	FILE *f = fopen(x->p.console, "re");
+	if (!f)
+		return;
+	char line[1024], shown[1024];
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strcspn(line, "\n");
+		if (n && line[n - 1] == '\r')
+			n--;   /* the serial console ends its lines with CR LF */
+		x->plan->log(x->plan->ctx, true, session_printable(shown, sizeof(shown), line, n));
+	}
+	fclose(f);
+}
+
+/* Copy the artifacts out, only after the guest finished normally: an
+ * image cut short by a timeout or a crash is not read. The helper runs as
+ * a uid of its own, reserved like the jail's, and what it copies becomes
+ * the caller's. */
+static void extract(struct exec *x)
+{
+	struct run_plan *plan = x->plan;
+	struct run_result *r = x->r;
+	if (plan->artifacts_fd < 0 || (r->term != TERM_EXITED && r->term != TERM_SIGNALED) || x->facts.vmm_lost)
+		return;
+	int64_t t0 = session_now_ms();
+	char err[512];
+	struct artifacts_limits lim = {
+		.max_bytes = plan->pol.artifacts_max_bytes, .max_files = plan->pol.artifacts_max_files,
+		.max_depth = (unsigned)plan->pol.artifacts_max_depth, .max_path = ARTIFACT_PATH_MAX - 1,
+		.timeout_ms = RUN_EXTRACT_TIMEOUT_MS,
+	};
+	struct artifacts_ids ids = { getuid(), getgid(), plan->caller.uid, plan->caller.gid };
+	struct jail helper = { .uid_fd = -1 };
+	int image = -1;
+	plan->extracted = true;
+	if (geteuid() == 0) {
+		if (jail_reserve_uid(&x->js, &helper, err, sizeof(err))) {
+			result_add_message(r, "%s", err);
+			goto out;
+		}
+		ids.helper_uid = helper.uid;
+		ids.helper_gid = (gid_t)helper.uid;
+	}
+	if ((image = open(x->p.image, O_RDONLY | O_CLOEXEC)) < 0) {
+		result_add_message(r, "artifacts: %s: %s", x->p.image, strerror(errno));
+		goto out;
+	}
+	if (artifacts_extract(image, plan->artifacts_fd, &ids, &lim, &r->artifacts, err, sizeof(err)))
+		result_add_message(r, "%s", err);   /* it says "artifacts: ..." itself */
+out:
+	if (image >= 0)
+		close(image);
+	jail_release_uid(&helper);
+	r->extract = session_now_ms() - t0;
+}
+
+void run_execute(struct run_plan *plan, struct run_result *r)
+{
+	int64_t t0 = session_now_ms();
+	struct exec *x = calloc(1, sizeof(*x));
+	if (!x) {
+		r->term = TERM_ERROR;
+		result_message(r, "out of memory");
+		return;
+	}
+	x->plan = plan;
+	x->r = r;
+	x->listen_fd = -1;
+	x->facts.timeout_s = plan->timeout_s;
+	x->facts.sr = &x->sr;
+	char err[512];
+	if (prepare(x, err, sizeof(err))) {
+		r->term = TERM_ERROR;
+		result_message(r, "%s", err);
+		goto cleanup;
+	}
+	r->prepare = session_now_ms() - t0;
+	if (cancelled(plan)) {
+		x->facts.cancelled = true;
+		x->facts.start_error = "cancelled before the VM started";
+	} else {
+		run_vm(x);
+	}
+	run_classify(&x->facts, r);
+	log_console(x);
+	extract(x);
+cleanup:
+	if (x->listen_fd >= 0)
+		close(x->listen_fd);
+	jail_cleanup(&x->jail);
+	remove_run_dir(&x->p);
+	free(x);
+}
+
+/* ---- how it ended ---------------------------------------------------------- */
+
+static const char *sig_name(int sig)
+{
+	const char *n = sigabbrev_np(sig);
+	return n ? n : "?";
+}
+
+/* The agent's EXIT: how the command ended. */
+static void classify_exit(const struct proto_exit *e, struct run_result *r)
+{
+	r->cpu_ms = e->cpu_ms;
+	r->max_rss_kib = e->max_rss_kib;
+	r->out_truncated = e->flags & PROTO_EXIT_STDOUT_TRUNCATED;
+	r->err_truncated = e->flags & PROTO_EXIT_STDERR_TRUNCATED;
+	switch (e->kind) {
+	case PROTO_END_EXITED: r->term = TERM_EXITED; r->exit_code = e->code; break;
+	case PROTO_END_SIGNALED: r->term = TERM_SIGNALED; r->signal = e->signal; break;
+	case PROTO_END_DENIED: r->term = TERM_DENIED; result_message(r, "the agent refused the program"); break;
+	case PROTO_END_NOT_FOUND: r->term = TERM_NOT_FOUND; result_message(r, "no such program in the guest"); break;
+	default:
+		r->term = TERM_ERROR;
+		result_message(r, "the agent could not start the program: %s", strerror(e->code));
+	}
+}
+
+void run_classify(const struct run_facts *f, struct run_result *r)
+{
+	const int vst = f->vmm_status;
+	r->cancelled = f->cancelled;
+	if (f->cancelled) {
+		r->term = TERM_ERROR;
+		result_message(r, "%s", f->start_error ? f->start_error : "cancelled; the VM was killed");
+	} else if (f->start_error) {
+		r->term = TERM_ERROR;
+		result_message(r, "%s", f->start_error);
+		return;
+	} else if (f->session == SESSION_TIMEOUT) {
+		r->term = TERM_TIMEOUT;
+		result_message(r, "the run exceeded its %g s limit; the VM was killed", f->timeout_s);
+	} else if (f->session == SESSION_DONE) {
+		classify_exit(&f->sr->exit, r);
+		if (f->vmm_killed)
+			result_add_message(r, "the VM did not reset after the run and was killed");
+	} else {
+		r->term = TERM_VM_FAILED;
+		if (WIFEXITED(vst) && WEXITSTATUS(vst) != 0 && f->vmm_said && f->vmm_said[0])
+			result_message(r, "%s", f->vmm_said);
+		else if (WIFSIGNALED(vst) && !f->vmm_killed)
+			result_message(r, "vmm died of SIG%s", sig_name(WTERMSIG(vst)));
+		else
+			result_message(r, "%s", f->sr && f->sr->error[0] ? f->sr->error : "the VM ended without a result");
+	}
+	if (f->vmm_lost)
+		result_add_message(r, "vmm (pid %d) did not die within %d ms of SIGKILL and was left behind",
+				   (int)f->vmm_pid, RUN_REAP_AFTER_KILL_MS);
+}

@@ -1,0 +1,132 @@
+/* One run as a library: a plan built once from a request, then executed
+ * into a run_result. The CLI (host/main.c) is parse, plan, run, print; a
+ * service drives many runs at once, one thread each: everything a run owns
+ * hangs off its plan and its execution, nothing is global.
+ *
+ *   plan     check the request against the policy, open what the caller
+ *            named with the caller's rights (host/caller.h), build the
+ *            agent's REQUEST and vmm's argv (from the JAIL_* paths) once
+ *   execute  run directory, workspace image, jail, vmm, the session with
+ *            the agent, the deadline, teardown, artifacts, cleanup
+ *   classify how the run ended, from the facts execute gathered: a pure
+ *            function (run_classify), tested without KVM */
+#ifndef VMRUN_RUN_H
+#define VMRUN_RUN_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "caller.h"
+#include "policy.h"
+#include "proto.h"
+#include "result.h"
+#include "session.h"
+
+#define RUN_CONSOLE_LIMIT     "262144"   /* bytes of guest console vmm keeps */
+#define RUN_TEARDOWN_GRACE_MS 5000       /* after EXIT, how long vmm gets to reset the guest */
+#define RUN_EXTRACT_TIMEOUT_MS 30000
+#define RUN_REAP_AFTER_KILL_MS 10000     /* after the cgroup was killed, how long vmm gets to die */
+#define RUN_VMM_ARGC_MAX      32
+
+/* What a caller asks for: the CLI fills it from its options. Paths are the
+ * caller's and opened with the caller's rights; NULL for none. */
+struct run_request {
+	char *const *argv;           /* PROGRAM ARG... */
+	int argc;
+	const char *const *env;      /* NAME=VALUE grants */
+	unsigned nenv;
+	double timeout_s;
+	uint64_t memory_mib, cpus, disk_mib, max_output;
+	const char *workspace;       /* directory copied into the workspace */
+	const char *artifacts;       /* directory created for the artifacts */
+	const char *stdin_file;
+	const char *policy;          /* the caller's policy file: may only lower ceilings unless root */
+	const char *system_policy;   /* root's policy file; NULL: RUN_SYSTEM_POLICY; "" for none */
+	const char *kernel, *rootfs; /* NULL: the built ones next to vmm */
+	const char *vmm;             /* vmm's path (trusted: ours) */
+	const char *guest_dir;       /* where the built kernel, rootfs and manifest are */
+	bool allow_weaker_jail;      /* rootless: run without cgroup limits when none are delegated */
+};
+
+#define RUN_SYSTEM_POLICY "/etc/vmrun/policy"
+
+/* Where a run's output goes as it arrives (NULL: collected in the result
+ * for --json). type is PROTO_STDOUT or PROTO_STDERR; what the host's cap
+ * lets pass only. */
+typedef void (*run_output_fn)(void *ctx, uint16_t type, const uint8_t *data, size_t len);
+
+/* Progress for -v (NULL: none): one line, no newline; console is set for
+ * the guest console's lines (made printable), shown after the run. */
+typedef void (*run_log_fn)(void *ctx, bool console, const char *text);
+
+struct run_plan {
+	char run_id[33];
+	struct caller caller;
+	struct policy pol;
+	struct proto_request proto;          /* the agent's REQUEST, built once */
+	double timeout_s;
+	uint64_t memory_mib, cpus, disk_mib, max_output;
+	/* opened with the caller's rights; -1 for none */
+	int kernel_fd, rootfs_fd, stdin_fd, workspace_fd, artifacts_fd;
+	char artifacts[PATH_MAX];            /* the destination's path, for undoing it */
+	bool extracted;                      /* execute copied into it: it stays */
+	char vmm[PATH_MAX];
+	bool allow_weaker_jail;
+	/* vmm's command line, paths as seen in the jail */
+	char vmm_memory[24], vmm_cpus[24];
+	char *vmm_argv[RUN_VMM_ARGC_MAX];
+	/* how the run reports and is stopped */
+	run_output_fn output;
+	run_log_fn log;
+	void *ctx;
+	int cancel_fd;                       /* readable: stop the run (-1: never) */
+};
+
+/* Set r up for a run of req: a fresh run id, the limits asked for, the
+ * host's output caps, and TERM_ERROR until the run says otherwise. */
+void run_result_init(struct run_result *r, const struct run_request *req);
+
+/* Check req against the policy and prepare to run it: into plan (zeroed
+ * here). On a refusal or bad input, returns -1 with the result's
+ * termination and message set in r (a denial, a missing program, an
+ * unreadable file: one line), and nothing left open or created. r comes
+ * from run_result_init. The caller sets output, log, ctx and cancel_fd
+ * afterwards. */
+int run_plan_build(struct run_plan *plan, const struct run_request *req, struct run_result *r);
+
+/* The requested limits against the policy's ceilings: 0, or -1 with the
+ * option that exceeds one in err. Pure. */
+int run_check_limits(const struct run_request *req, const struct policy *pol, char *err, size_t errlen);
+
+/* Close what the plan holds; remove the artifacts destination when the
+ * run never got to fill it. Safe on any plan run_plan_build had, a failed
+ * one included, and twice. */
+void run_plan_release(struct run_plan *plan);
+
+/* Execute the plan: everything from the run directory to cleanup. Fills r
+ * (durations, output, artifacts, termination). Blocks until the run is
+ * over; any number may run at once on different threads. */
+void run_execute(struct run_plan *plan, struct run_result *r);
+
+/* The facts of a run's end, as execute saw them. */
+struct run_facts {
+	enum session_status session;         /* how the conversation ended */
+	const struct session_result *sr;     /* its EXIT, or why it failed */
+	bool cancelled;                      /* cancel_fd fired */
+	const char *start_error;             /* vmm could not be started: why (else NULL) */
+	int vmm_status;                      /* wait status */
+	bool vmm_killed;                     /* we killed its cgroup (deadline, or no reset in time) */
+	bool vmm_lost;                       /* it did not die after SIGKILL */
+	pid_t vmm_pid;
+	const char *vmm_said;                /* the last line vmm wrote to stderr, printable, or "" */
+	double timeout_s;
+};
+
+/* How the run ended: termination, exit code or signal, usage and the
+ * message, into r. Pure. */
+void run_classify(const struct run_facts *f, struct run_result *r);
+
+#endif

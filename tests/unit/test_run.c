@@ -1,0 +1,418 @@
+/* The run library without KVM: run_classify (how a run ended, from the
+ * facts execute gathers) for every branch, and run_plan_build: the policy's
+ * ceilings and allowlist, root's policy file against a caller's, and every
+ * path the caller names opened with the caller's rights (finding 1 of
+ * issue 12), here as root acting for SUDO_UID 12345. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "run.h"
+
+#define CALLER 12345
+
+/* ---- run_classify ---------------------------------------------------------- */
+
+static struct run_result r;
+static struct session_result sr;
+
+static struct run_facts facts(enum session_status st)
+{
+	memset(&r, 0, sizeof(r));
+	memset(&sr, 0, sizeof(sr));
+	return (struct run_facts){ .session = st, .sr = &sr, .timeout_s = 2.5, .vmm_pid = 77, .vmm_said = "" };
+}
+
+static void classify_exited_and_signaled(void **state)
+{
+	(void)state;
+	struct run_facts f = facts(SESSION_DONE);
+	sr.exit = (struct proto_exit){ .kind = PROTO_END_EXITED, .code = 3, .cpu_ms = 12, .max_rss_kib = 900,
+				      .flags = PROTO_EXIT_STDERR_TRUNCATED };
+	run_classify(&f, &r);
+	assert_int_equal(r.term, TERM_EXITED);
+	assert_int_equal(r.exit_code, 3);
+	assert_int_equal(result_exit_status(&r), 3);
+	assert_int_equal(r.cpu_ms, 12);
+	assert_int_equal(r.max_rss_kib, 900);
+	assert_false(r.out_truncated);
+	assert_true(r.err_truncated);
+	assert_string_equal(r.message, "");
+	f = facts(SESSION_DONE);
+	sr.exit = (struct proto_exit){ .kind = PROTO_END_SIGNALED, .signal = SIGKILL };
+	run_classify(&f, &r);
+	assert_int_equal(r.term, TERM_SIGNALED);
+	assert_int_equal(result_exit_status(&r), 128 + SIGKILL);
+}
+
+static void classify_agent_refusals(void **state)
+{
+	(void)state;
+	struct { uint32_t kind; int32_t code; enum termination want; int status; const char *msg; } c[] = {
+		{ PROTO_END_DENIED, 0, TERM_DENIED, 126, "the agent refused the program" },
+		{ PROTO_END_NOT_FOUND, 0, TERM_NOT_FOUND, 127, "no such program in the guest" },
+		{ PROTO_END_ERROR, ENOEXEC, TERM_ERROR, 125, "the agent could not start the program: Exec format error" },
+	};
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct run_facts f = facts(SESSION_DONE);
+		sr.exit = (struct proto_exit){ .kind = c[i].kind, .code = c[i].code };
+		run_classify(&f, &r);
+		assert_int_equal(r.term, c[i].want);
+		assert_int_equal(result_exit_status(&r), c[i].status);
+		assert_string_equal(r.message, c[i].msg);
+	}
+}
+
+static void classify_no_reset_and_lost(void **state)
+{
+	(void)state;
+	struct run_facts f = facts(SESSION_DONE);
+	sr.exit = (struct proto_exit){ .kind = PROTO_END_EXITED };
+	f.vmm_killed = true;
+	f.vmm_lost = true;
+	run_classify(&f, &r);
+	assert_int_equal(r.term, TERM_EXITED);   /* the command's result stands */
+	assert_string_equal(r.message, "the VM did not reset after the run and was killed; vmm (pid 77) did not die "
+				       "within 10000 ms of SIGKILL and was left behind");
+}
+
+static void classify_timeout(void **state)
+{
+	(void)state;
+	struct run_facts f = facts(SESSION_TIMEOUT);
+	f.vmm_killed = true;
+	f.vmm_status = SIGKILL;   /* as wait reports a kill */
+	run_classify(&f, &r);
+	assert_int_equal(r.term, TERM_TIMEOUT);
+	assert_int_equal(result_exit_status(&r), 124);
+	assert_string_equal(r.message, "the run exceeded its 2.5 s limit; the VM was killed");
+}
+
+static void classify_vm_failures(void **state)
+{
+	(void)state;
+	/* vmm exited non-zero: its last line says why */
+	struct run_facts f = facts(SESSION_FAILED);
+	f.vmm_status = 1 << 8;
+	f.vmm_said = "vmm: KVM_CREATE_VM: Permission denied";
+	snprintf(sr.error, sizeof(sr.error), "the VM exited before the agent connected");
+	run_classify(&f, &r);
+	assert_int_equal(r.term, TERM_VM_FAILED);
+	assert_int_equal(result_exit_status(&r), 125);
+	assert_string_equal(r.message, "vmm: KVM_CREATE_VM: Permission denied");
+	/* killed by a signal we did not send: its seccomp filter, say */
+	f = facts(SESSION_FAILED);
+	f.vmm_status = SIGSYS;
+	run_classify(&f, &r);
+	assert_string_equal(r.message, "vmm died of SIGSYS");
+	/* we killed it: the session's own reason */
+	f = facts(SESSION_FAILED);
+	f.vmm_status = SIGKILL;
+	f.vmm_killed = true;
+	snprintf(sr.error, sizeof(sr.error), "agent: mount /workspace: No such device");
+	run_classify(&f, &r);
+	assert_string_equal(r.message, "agent: mount /workspace: No such device");
+	f = facts(SESSION_FAILED);
+	run_classify(&f, &r);
+	assert_string_equal(r.message, "the VM ended without a result");
+}
+
+static void classify_cancel_and_start_error(void **state)
+{
+	(void)state;
+	struct run_facts f = facts(SESSION_CANCELLED);
+	f.cancelled = true;
+	f.vmm_killed = true;
+	run_classify(&f, &r);
+	assert_int_equal(r.term, TERM_ERROR);
+	assert_true(r.cancelled);
+	assert_string_equal(r.message, "cancelled; the VM was killed");
+	f = facts(SESSION_FAILED);
+	f.start_error = "jail: clone: Operation not permitted";
+	run_classify(&f, &r);
+	assert_int_equal(r.term, TERM_ERROR);
+	assert_false(r.cancelled);
+	assert_string_equal(r.message, "jail: clone: Operation not permitted");
+}
+
+/* ---- run_plan_build --------------------------------------------------------- */
+
+struct fx {
+	char dir[64], vmm[128], guest[128], kernel[160], rootfs[160], manifest[160], sys_policy[128];
+	char priv[128], file[160];
+	struct run_request req;
+	struct run_plan plan;
+	char *argv[4];
+};
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	assert_int_equal(fchmod(fd, mode), 0);
+	close(fd);
+}
+
+static int fx_setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	snprintf(f->dir, sizeof(f->dir), "/tmp/test_run.XXXXXX");
+	if (!f || !mkdtemp(f->dir) || chmod(f->dir, 0755))
+		return -1;
+	snprintf(f->vmm, sizeof(f->vmm), "%s/vmm", f->dir);
+	snprintf(f->guest, sizeof(f->guest), "%s/guest", f->dir);
+	snprintf(f->kernel, sizeof(f->kernel), "%s/vmlinux", f->guest);
+	snprintf(f->rootfs, sizeof(f->rootfs), "%s/rootfs.ext4", f->guest);
+	snprintf(f->manifest, sizeof(f->manifest), "%s/programs.txt", f->guest);
+	snprintf(f->sys_policy, sizeof(f->sys_policy), "%s/system-policy", f->dir);
+	snprintf(f->priv, sizeof(f->priv), "%s/private", f->dir);   /* root's, 0700 */
+	if (mkdir(f->guest, 0755) || mkdir(f->priv, 0700))
+		return -1;
+	write_file(f->vmm, "#!/bin/false\n", 0755);
+	write_file(f->kernel, "kernel", 0644);
+	write_file(f->rootfs, "rootfs", 0644);
+	write_file(f->manifest, "/bin/sh\n/usr/bin/true\n/usr/bin/python3\n", 0644);
+	f->argv[0] = "true";
+	f->req = (struct run_request){
+		.argv = f->argv, .argc = 1, .timeout_s = 10, .memory_mib = 256, .cpus = 1, .disk_mib = 64,
+		.max_output = 1 << 20, .vmm = f->vmm, .guest_dir = f->guest, .system_policy = "",
+	};
+	*state = f;
+	return 0;
+}
+
+static int fx_teardown(void **state)
+{
+	struct fx *f = *state;
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+	assert_int_equal(system(cmd), 0);
+	unsetenv("SUDO_UID");
+	unsetenv("SUDO_GID");
+	free(f);
+	return 0;
+}
+
+/* run_plan_build with f's request: its return, r's message and term. */
+static int build(struct fx *f)
+{
+	run_result_init(&r, &f->req);
+	return run_plan_build(&f->plan, &f->req, &r);
+}
+
+static void as_caller(void)
+{
+	setenv("SUDO_UID", "12345", 1);
+	setenv("SUDO_GID", "12345", 1);
+}
+
+static void assert_refused(struct fx *f, const char *msg)
+{
+	if (build(f) != -1)
+		fail_msg("the plan was built; want \"%s\"", msg);
+	if (!strstr(r.message, msg))
+		fail_msg("message \"%s\" does not say \"%s\"", r.message, msg);
+	/* nothing left open */
+	assert_int_equal(f->plan.kernel_fd, -1);
+	assert_int_equal(f->plan.stdin_fd, -1);
+	assert_int_equal(f->plan.artifacts_fd, -1);
+}
+
+static void plan_builds_once(void **state)
+{
+	struct fx *f = *state;
+	char *argv[] = { "sh", "-c", "echo hi", NULL };
+	const char *env[] = { "A=1" };
+	f->req.argv = argv;
+	f->req.argc = 3;
+	f->req.env = env;
+	f->req.nenv = 1;
+	f->req.memory_mib = 512;
+	assert_int_equal(build(f), 0);
+	assert_true(f->plan.kernel_fd >= 0 && f->plan.rootfs_fd >= 0);
+	assert_int_equal(f->plan.stdin_fd, -1);
+	assert_int_equal(f->plan.proto.argc, 3);
+	assert_string_equal(f->plan.proto.argv[2], "echo hi");
+	assert_int_equal(f->plan.proto.envc, 1);
+	assert_int_equal(f->plan.proto.nallow, 3);   /* the manifest */
+	assert_int_equal(f->plan.proto.nproc, 256);
+	assert_string_equal(f->plan.run_id, r.run_id);
+	/* vmm's argv: the jail's paths, the asked-for memory */
+	char **v = f->plan.vmm_argv;
+	assert_string_equal(v[0], "vmm");
+	assert_string_equal(v[4], "/vmlinux");
+	assert_string_equal(v[6], "512");
+	int n = 0;
+	while (v[n])
+		n++;
+	assert_string_equal(v[n - 1], "root=/dev/vda ro init=/init");
+	run_plan_release(&f->plan);
+	assert_int_equal(f->plan.kernel_fd, -1);
+	run_plan_release(&f->plan);   /* twice is harmless */
+}
+
+static void plan_refuses_program_and_limits(void **state)
+{
+	struct fx *f = *state;
+	f->argv[0] = "cat";
+	assert_refused(f, "cat: no such program in the guest image");
+	assert_int_equal(r.term, TERM_NOT_FOUND);
+	f->argv[0] = "/usr/bin/../bin/sh";
+	assert_refused(f, "/usr/bin/../bin/sh is not in the allowlist");
+	assert_int_equal(r.term, TERM_DENIED);
+	f->argv[0] = "true";
+	f->req.memory_mib = 8192;
+	assert_refused(f, "--memory 8192 exceeds the policy's ceiling of 4096");
+	assert_int_equal(r.term, TERM_ERROR);
+	f->req.memory_mib = 256;
+	f->req.timeout_s = 301;
+	assert_refused(f, "--timeout 301 exceeds the policy's ceiling of 300 s");
+}
+
+/* Root's policy file raises ceilings, but only when nobody else could
+ * have written it; a caller's --policy may only lower them. */
+static void plan_policies(void **state)
+{
+	struct fx *f = *state;
+	as_caller();
+	f->req.memory_mib = 8192;
+	f->req.system_policy = f->sys_policy;
+	write_file(f->sys_policy, "max_memory 16384\n", 0644);
+	assert_int_equal(build(f), 0);
+	run_plan_release(&f->plan);
+	write_file(f->sys_policy, "max_memory 16384\n", 0666);
+	assert_refused(f, "must be a regular file owned by root and writable by root alone");
+	write_file(f->sys_policy, "max_memory 16384\n", 0644);
+	snprintf(f->file, sizeof(f->file), "%s/mine", f->dir);
+	f->req.policy = f->file;
+	write_file(f->file, "max_memory 32768\n", 0644);
+	assert_refused(f, "raises the ceiling of 16384; only root's policy may");
+	write_file(f->file, "max_memory 1024\n", 0644);
+	assert_refused(f, "--memory 8192 exceeds the policy's ceiling of 1024");
+	/* root itself may raise with --policy */
+	unsetenv("SUDO_UID");
+	unsetenv("SUDO_GID");
+	write_file(f->file, "max_memory 32768\n", 0644);
+	assert_int_equal(build(f), 0);
+	run_plan_release(&f->plan);
+}
+
+/* Finding 1: "-i /etc/shadow", "-a /root/.ssh" and their kind. */
+static void plan_opens_as_the_caller(void **state)
+{
+	struct fx *f = *state;
+	if (geteuid() != 0)
+		skip();
+	as_caller();
+	char secret[192], dest[192];
+	snprintf(secret, sizeof(secret), "%s/shadow", f->dir);
+	write_file(secret, "root:secret\n", 0600);
+	f->req.stdin_file = secret;
+	assert_refused(f, "--stdin ");
+	assert_non_null(strstr(r.message, "shadow: Permission denied"));
+	f->req.stdin_file = NULL;
+	snprintf(dest, sizeof(dest), "%s/.ssh", f->priv);
+	f->req.artifacts = dest;
+	assert_refused(f, "--artifacts ");
+	assert_non_null(strstr(r.message, ".ssh: Permission denied"));
+	assert_int_not_equal(access(dest, F_OK), 0);
+	f->req.artifacts = NULL;
+	f->req.workspace = f->priv;
+	assert_refused(f, "--workspace ");
+	f->req.workspace = NULL;
+	f->req.kernel = secret;
+	assert_refused(f, "--kernel ");
+	f->req.kernel = NULL;
+	f->req.rootfs = secret;
+	assert_refused(f, "--rootfs ");
+	f->req.rootfs = NULL;
+	f->req.policy = secret;
+	assert_refused(f, "--policy ");
+	f->req.policy = NULL;
+	/* The built guest too: the caller must be able to read it. */
+	assert_int_equal(chmod(f->kernel, 0600), 0);
+	assert_refused(f, "vmlinux: Permission denied");
+	assert_int_equal(chmod(f->kernel, 0644), 0);
+	/* Where they may write, the destination is made, and is theirs. */
+	snprintf(dest, sizeof(dest), "%s/out", f->dir);
+	assert_int_equal(chmod(f->dir, 0777), 0);
+	f->req.artifacts = dest;
+	assert_int_equal(build(f), 0);
+	struct stat st;
+	assert_int_equal(stat(dest, &st), 0);
+	assert_int_equal(st.st_uid, CALLER);
+	assert_int_equal(st.st_gid, CALLER);
+	/* and, the run never having filled it, goes again */
+	run_plan_release(&f->plan);
+	assert_int_not_equal(access(dest, F_OK), 0);
+	/* root's rights are back for the next open */
+	assert_int_equal(access(secret, R_OK), 0);
+	int fd = open(secret, O_RDONLY);
+	assert_true(fd >= 0);
+	close(fd);
+}
+
+static void plan_refuses_existing_destination(void **state)
+{
+	struct fx *f = *state;
+	f->req.artifacts = f->priv;
+	assert_refused(f, "already exists (artifacts go to a fresh directory)");
+	struct stat st;
+	assert_int_equal(stat(f->priv, &st), 0);   /* and it is left alone */
+}
+
+static void caller_decisions(void **state)
+{
+	(void)state;
+	struct caller c;
+	char err[256];
+	assert_int_equal(caller_decide(1000, 1000, 1000, NULL, NULL, &c, err, sizeof(err)), 0);
+	assert_false(c.switch_ids);   /* not root: the kernel checks our rights */
+	assert_int_equal(caller_decide(0, 0, 0, NULL, NULL, &c, err, sizeof(err)), 0);
+	assert_false(c.switch_ids);
+	assert_int_equal(c.uid, 0);
+	assert_int_equal(caller_decide(0, 0, 0, "1000", "100", &c, err, sizeof(err)), 0);
+	assert_true(c.switch_ids && c.via_sudo);
+	assert_int_equal(c.uid, 1000);
+	assert_int_equal(c.gid, 100);
+	assert_int_equal(caller_decide(1000, 1000, 0, NULL, NULL, &c, err, sizeof(err)), 0);
+	assert_true(c.switch_ids);   /* set-uid root acts for its real user */
+	assert_int_equal(caller_decide(0, 0, 0, "1000", NULL, &c, err, sizeof(err)), -1);
+	assert_int_equal(caller_decide(0, 0, 0, "10x", "1", &c, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "not a numeric id"));
+	assert_int_equal(caller_decide(0, 0, 0, "4294967295", "1", &c, err, sizeof(err)), -1);
+	assert_int_equal(caller_decide(1000, 1000, 1000, "0", "0", &c, err, sizeof(err)), 0);
+	assert_int_equal(c.uid, 1000);   /* sudo's variables mean nothing to a non-root vmrun */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(classify_exited_and_signaled),
+		cmocka_unit_test(classify_agent_refusals),
+		cmocka_unit_test(classify_no_reset_and_lost),
+		cmocka_unit_test(classify_timeout),
+		cmocka_unit_test(classify_vm_failures),
+		cmocka_unit_test(classify_cancel_and_start_error),
+		cmocka_unit_test(caller_decisions),
+		cmocka_unit_test_setup_teardown(plan_builds_once, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(plan_refuses_program_and_limits, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(plan_policies, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(plan_opens_as_the_caller, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(plan_refuses_existing_destination, fx_setup, fx_teardown),
+	};
+	return cmocka_run_group_tests_name("run", tests, NULL, NULL);
+}
