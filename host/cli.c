@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errmsg.h"
+
 #ifndef VMRUN_VERSION
 #define VMRUN_VERSION "0.1.0"
 #endif
@@ -35,24 +37,22 @@ static const char usage[] =
 	"exit status: the command's own; 128+N when killed by signal N; 124 timeout;\n"
 	"126 not allowed or not executable; 127 not found; 125 vmrun or the VM failed\n";
 
-static int bad(const char *opt, const char *val, const char *what)
+static int bad(char *err, size_t errlen, const char *opt, const char *val, const char *what)
 {
-	fprintf(stderr, "vmrun: %s: '%s' is not %s\n", opt, val, what);
-	return -1;
+	return errf(err, errlen, "%s: '%.200s' is not %s", opt, val, what);
 }
 
-static int number(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+static int number(char *err, size_t errlen, const char *opt, const char *s, uint64_t min, uint64_t max,
+		  uint64_t *out)
 {
 	char *end;
 	errno = 0;
 	if (*s < '0' || *s > '9')
-		return bad(opt, s, "a whole number");
+		return bad(err, errlen, opt, s, "a whole number");
 	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end || v < min || v > max) {
-		fprintf(stderr, "vmrun: %s: '%s' is not a whole number from %llu to %llu\n", opt, s,
-			(unsigned long long)min, (unsigned long long)max);
-		return -1;
-	}
+	if (errno || *end || v < min || v > max)
+		return errf(err, errlen, "%s: '%.200s' is not a whole number from %llu to %llu", opt, s,
+			    (unsigned long long)min, (unsigned long long)max);
 	*out = v;
 	return 0;
 }
@@ -65,7 +65,7 @@ static bool valid_grant(const char *s)
 
 enum { O_DISK = 256, O_MAX_OUTPUT, O_POLICY, O_JSON, O_KERNEL, O_ROOTFS, O_WEAKER, O_HELP, O_VERSION };
 
-int cli_parse(int argc, char **argv, struct vmrun_opts *o)
+int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t errlen)
 {
 	static const struct option opts[] = {
 		{ "workspace", required_argument, NULL, 'w' }, { "artifacts", required_argument, NULL, 'a' },
@@ -104,60 +104,52 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o)
 			o->timeout_s = strtod(optarg, &end);
 			if (errno || *end || !*optarg || !isfinite(o->timeout_s) || o->timeout_s <= 0 ||
 			    o->timeout_s > 86400)
-				return bad("--timeout", optarg, "a number of seconds above 0 and at most 86400");
+				return bad(err, errlen, "--timeout", optarg, "a number of seconds above 0 and at most 86400");
 			break;
 		case 'm':
-			if (number("--memory", optarg, 16, 65536, &o->memory_mib))
+			if (number(err, errlen, "--memory", optarg, 16, 65536, &o->memory_mib))
 				return -1;
 			break;
 		case 'c':
-			if (number("--cpus", optarg, 1, 32, &o->cpus))
+			if (number(err, errlen, "--cpus", optarg, 1, 32, &o->cpus))
 				return -1;
 			break;
 		case O_DISK:
-			if (number("--disk", optarg, 8, 65536, &o->disk_mib))
+			if (number(err, errlen, "--disk", optarg, 8, 65536, &o->disk_mib))
 				return -1;
 			break;
 		case O_MAX_OUTPUT:
-			if (number("--max-output", optarg, 0, UINT64_MAX, &o->max_output))
+			if (number(err, errlen, "--max-output", optarg, 0, UINT64_MAX, &o->max_output))
 				return -1;
 			break;
 		case 'e':
 			if (!valid_grant(optarg))
-				return bad("--env", optarg, "NAME=VALUE");
+				return bad(err, errlen, "--env", optarg, "NAME=VALUE");
 			if (o->nenv == PROTO_MAX_ENV) {
-				fprintf(stderr, "vmrun: --env: at most %u grants\n", PROTO_MAX_ENV);
-				return -1;
+				return errf(err, errlen, "--env: at most %u grants", PROTO_MAX_ENV);
 			}
 			o->env[o->nenv++] = optarg;
 			break;
 		case O_HELP: fputs(usage, stdout); return 1;
 		case O_VERSION: printf("vmrun %s\n", VMRUN_VERSION); return 1;
 		case ':':
-			fprintf(stderr, "vmrun: %s needs a value (see --help)\n", argv[optind - 1]);
-			return -1;
+			return errf(err, errlen, "%.200s needs a value (see --help)", argv[optind - 1]);
 		default:
 			if (optopt)
-				fprintf(stderr, "vmrun: unknown option '-%c' (see --help)\n", optopt);
-			else
-				fprintf(stderr, "vmrun: unknown option '%s' (see --help)\n", argv[optind - 1]);
-			return -1;
+				return errf(err, errlen, "unknown option '-%c' (see --help)", optopt);
+			return errf(err, errlen, "unknown option '%.200s' (see --help)", argv[optind - 1]);
 		}
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "vmrun: no PROGRAM given (see --help)\n");
-		return -1;
+		return errf(err, errlen, "no PROGRAM given (see --help)");
 	}
 	o->argv = argv + optind;
 	o->argc = argc - optind;
 	if (o->argc > (int)PROTO_MAX_ARGS) {
-		fprintf(stderr, "vmrun: at most %u program arguments\n", PROTO_MAX_ARGS);
-		return -1;
+		return errf(err, errlen, "at most %u program arguments", PROTO_MAX_ARGS);
 	}
 	for (int i = 0; i < o->argc; i++)
-		if (strlen(o->argv[i]) > PROTO_MAX_STR) {
-			fprintf(stderr, "vmrun: argument %d is longer than %u bytes\n", i, PROTO_MAX_STR);
-			return -1;
-		}
+		if (strlen(o->argv[i]) > PROTO_MAX_STR)
+			return errf(err, errlen, "argument %d is longer than %u bytes", i, PROTO_MAX_STR);
 	return 0;
 }

@@ -3,6 +3,7 @@
 #define VMRUN_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "proto.h"
@@ -30,8 +31,9 @@ struct vmrun_opts {
 #define VMRUN_DEFAULT_MAX_OUTPUT (1024 * 1024)
 
 /* Parse argv into o. Returns 0 to run, 1 when --help or --version was
- * printed, or -1 after one "vmrun: ..." error line. Values are checked for
- * syntax and absolute bounds here; the policy's ceilings come later. */
-int cli_parse(int argc, char **argv, struct vmrun_opts *o);
+ * printed, or -1 with a one-line reason in err (no prefix: main adds it).
+ * Values are checked for syntax and absolute bounds here; the policy's
+ * ceilings come later. */
+int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t errlen);
 
 #endif

@@ -362,6 +362,9 @@ struct child_args {
 	struct jail *j;
 	int kvm_fd;
 	int sync_fd;   /* rootless: a byte here once the parent set up our ids and cgroup */
+	/* Where the kernel and root image fds were opened, as the parent's
+	 * mount namespace names them (the child's could not). */
+	char kernel[PATH_MAX], rootfs[PATH_MAX];
 };
 
 static int die(int fd, const char *what)
@@ -405,19 +408,26 @@ static int bind_into(const char *root, const char *name, const char *src, bool d
 	return mount(NULL, dst, NULL, flags, NULL);
 }
 
-/* Bind the file open as fd (read-only, not executable) onto root/name.
- * A mount cannot be bound from an fd of another mount namespace, so the
- * path the fd was opened by is bound instead, then checked to be the very
- * file of the fd: the caller could open that one, and a path swapped
- * since then is refused. */
-static int bind_fd_into(const char *root, const char *name, int fd)
+/* The path fd was opened by, as this mount namespace names it; 0 or -1. */
+static int fd_path(int fd, char *path, size_t len)
 {
-	char link[32], path[PATH_MAX], dst[PATH_MAX + 32];
+	char link[32];
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	ssize_t n = readlink(link, path, sizeof(path) - 1);
-	if (n < 0 || n == (ssize_t)sizeof(path) - 1)
+	ssize_t n = readlink(link, path, len - 1);
+	if (n < 0 || (size_t)n >= len - 1)
 		return -1;
 	path[n] = '\0';
+	return 0;
+}
+
+/* Bind the file open as fd (read-only, not executable) onto root/name. A
+ * mount cannot be bound from an fd of another mount namespace, so the path
+ * the parent found for the fd is bound instead, then checked to be the
+ * very file of the fd: the caller could open that one, and a path swapped
+ * since then is refused. */
+static int bind_fd_into(const char *root, const char *name, int fd, const char *path)
+{
+	char dst[PATH_MAX + 32];
 	if (bind_into(root, name, path, false, false, false) < 0)
 		return -1;
 	struct stat want, got;
@@ -474,12 +484,16 @@ static int child(void *arg)
 		return die(efd, "/dev/null");
 	if (mount(j->root, j->root, NULL, MS_BIND, NULL) < 0)
 		return die(efd, "binding the jail root");
-	if (bind_into(j->root, JAIL_VMM, s->vmm, false, false, true) < 0 ||
-	    bind_fd_into(j->root, JAIL_KERNEL, s->kernel_fd) < 0 ||
-	    bind_fd_into(j->root, JAIL_ROOTFS, s->rootfs_fd) < 0 ||
-	    bind_into(j->root, JAIL_IMAGE, s->image, false, true, false) < 0 ||
-	    bind_into(j->root, JAIL_RUN, s->sock_dir, true, true, false) < 0)
-		return die(efd, "populating the jail root");
+	if (bind_into(j->root, JAIL_VMM, s->vmm, false, false, true) < 0)
+		return die(efd, "binding " JAIL_VMM);
+	if (bind_fd_into(j->root, JAIL_KERNEL, s->kernel_fd, a->kernel) < 0)
+		return die(efd, "binding the kernel as " JAIL_KERNEL);
+	if (bind_fd_into(j->root, JAIL_ROOTFS, s->rootfs_fd, a->rootfs) < 0)
+		return die(efd, "binding the root image as " JAIL_ROOTFS);
+	if (bind_into(j->root, JAIL_IMAGE, s->image, false, true, false) < 0)
+		return die(efd, "binding " JAIL_IMAGE);
+	if (bind_into(j->root, JAIL_RUN, s->sock_dir, true, true, false) < 0)
+		return die(efd, "binding " JAIL_RUN);
 	/* The vmm binary must stay executable: its mount lacks only nosuid
 	 * and nodev. */
 	if (chdir(j->root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 ||
@@ -577,10 +591,27 @@ int jail_start(const struct jail_spec *s, struct jail *j, char *err, size_t errl
 		close(kvm);
 		return errf(err, errlen, "jail: pipe: %s", strerror(errno));
 	}
-	struct child_args a = { s, j, kvm, sync[0] };
+	struct child_args *a = calloc(1, sizeof(*a));
+	if (!a || fd_path(s->kernel_fd, a->kernel, sizeof(a->kernel)) < 0 ||
+	    fd_path(s->rootfs_fd, a->rootfs, sizeof(a->rootfs)) < 0) {
+		int e = a ? errno : ENOMEM;
+		free(a);
+		free(stack);
+		close(kvm);
+		if (sync[0] >= 0) {
+			close(sync[0]);
+			close(sync[1]);
+		}
+		return errf(err, errlen, "jail: the kernel's or root image's path: %s", strerror(e));
+	}
+	a->s = s;
+	a->j = j;
+	a->kvm_fd = kvm;
+	a->sync_fd = sync[0];
 	int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET | SIGCHLD;
-	j->pid = clone(child, stack + CHILD_STACK, flags | (j->rootless ? CLONE_NEWUSER : 0), &a);
+	j->pid = clone(child, stack + CHILD_STACK, flags | (j->rootless ? CLONE_NEWUSER : 0), a);
 	int e = errno;
+	free(a);
 	free(stack);
 	close(kvm);
 	if (sync[0] >= 0)

@@ -134,7 +134,10 @@ static void print(const struct vmrun_opts *o, const struct run_result *r)
 int main(int argc, char **argv)
 {
 	struct vmrun_opts o;
-	int parsed = cli_parse(argc, argv, &o);
+	char err[512];
+	int parsed = cli_parse(argc, argv, &o, err, sizeof(err));
+	if (parsed < 0)
+		say("%s", err);
 	if (parsed)
 		return parsed > 0 ? 0 : 125;
 	struct cli_run c;

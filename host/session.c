@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errmsg.h"
+
 char *session_printable(char *dst, size_t cap, const void *src, size_t n)
 {
 	const unsigned char *s = src;
@@ -39,7 +41,7 @@ int session_accept(int listen_fd, int watch_fd, int cancel_fd, int64_t deadline_
 {
 	for (;;) {
 		if (session_now_ms() >= deadline_ms) {
-			snprintf(err, errlen, "the agent did not connect in time");
+			errf(err, errlen, "the agent did not connect in time");
 			return -1;
 		}
 		/* A negative fd is ignored by poll: no watch, no cancel. */
@@ -48,19 +50,19 @@ int session_accept(int listen_fd, int watch_fd, int cancel_fd, int64_t deadline_
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			snprintf(err, errlen, "poll: %s", strerror(errno));
+			errf(err, errlen, "poll: %s", strerror(errno));
 			return -1;
 		}
 		if (p[2].revents) {
-			snprintf(err, errlen, "cancelled");
+			errf(err, errlen, "cancelled");
 			return -1;
 		}
 		if (watch_fd >= 0 && p[1].revents) {
-			snprintf(err, errlen, "the VM exited before the agent connected");
+			errf(err, errlen, "the VM exited before the agent connected");
 			return -1;
 		}
 		if (p[0].revents & (POLLHUP | POLLERR | POLLNVAL)) {
-			snprintf(err, errlen, "the agent's socket failed");
+			errf(err, errlen, "the agent's socket failed");
 			return -1;
 		}
 		if (!p[0].revents)
@@ -68,7 +70,7 @@ int session_accept(int listen_fd, int watch_fd, int cancel_fd, int64_t deadline_
 		int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd >= 0 || (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)) {
 			if (fd < 0)
-				snprintf(err, errlen, "accept: %s", strerror(errno));
+				errf(err, errlen, "accept: %s", strerror(errno));
 			return fd;
 		}
 	}

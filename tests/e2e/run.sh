@@ -67,8 +67,8 @@ v "cap" 0 --json --max-output 100 -- sh -c 'yes | head -c 5000; yes e | head -c 
 	ok "--max-output caps and flags each stream" || not_ok "output cap"
 v "python" 0 -- python3 -c 'import sys; print(sys.version_info[:2])' && [ "$(cat "$tmp/out")" = "(3, 11)" ] &&
 	ok "python3 runs" || not_ok "python3"
-v "json shape" 0 --json -- true && json 'set(j)=={"run_id","termination","exit_code","signal","timed_out","stdout","stderr","stdout_truncated","stderr_truncated","durations_ms","usage","artifacts","artifacts_skipped","limits","message"} and set(j["durations_ms"])=={"prepare","boot","run","teardown","extract","total"}' &&
-	ok "--json has every field of DESIGN's result object" || not_ok "json shape"
+v "json shape" 0 --json -- true && json 'set(j)=={"run_id","termination","exit_code","signal","timed_out","stdout","stderr","stdout_truncated","stderr_truncated","durations_ms","usage","artifacts","artifacts_skipped","limits","jail","message"} and set(j["durations_ms"])=={"prepare","boot","run","teardown","extract","total"}' &&
+	ok "--json has every field of DESIGN's result object, and the jail layers" || not_ok "json shape"
 v "bad option" 125 --memory lots -- true && [ "$(wc -l <"$tmp/err")" -eq 1 ] && ok "a bad value: one line, 125" ||
 	not_ok "bad option (status $rc)"
 v "ceiling" 125 --memory 65536 -- true && grep -q ceiling "$tmp/err" && ok "a request past the policy's ceiling is refused" ||
