@@ -21,6 +21,8 @@
 
 #include <seccomp.h>
 
+#include "sysfile.h"
+
 /* Address space the helper may add to what the forked copy already maps:
  * libext2fs, the copy buffer and the report need a few MiB. */
 #define AS_SLACK (256ULL << 20)
@@ -145,18 +147,6 @@ static int limit_resources(const struct artifacts_sandbox *s)
 
 /* ---- identity and namespaces ---------------------------------------------- */
 
-static int write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = write(fd, text, strlen(text));
-	int saved = errno;
-	close(fd);
-	errno = saved;
-	return n == (ssize_t)strlen(text) ? 0 : -1;
-}
-
 /* vmrun as root: the run's fresh uid, which owns nothing on the host,
  * before anything else; a helper that stayed root would be root on the
  * host the moment a libext2fs bug let it out of the rest. */
@@ -192,12 +182,12 @@ static int enter_namespaces(const struct artifacts_sandbox *s, char *why, size_t
 		return -1;
 	}
 	snprintf(map, sizeof(map), "0 %u 1", (unsigned)s->uid);
-	if (write_file("/proc/self/uid_map", map) < 0)
+	if (sysfile_write("/proc/self/uid_map", map) < 0)
 		return why_errno(why, whylen, "writing /proc/self/uid_map");
-	if (write_file("/proc/self/setgroups", "deny") < 0)
+	if (sysfile_write("/proc/self/setgroups", "deny") < 0)
 		return why_errno(why, whylen, "writing /proc/self/setgroups");
 	snprintf(map, sizeof(map), "0 %u 1", (unsigned)s->gid);
-	if (write_file("/proc/self/gid_map", map) < 0)
+	if (sysfile_write("/proc/self/gid_map", map) < 0)
 		return why_errno(why, whylen, "writing /proc/self/gid_map");
 	if (prctl(PR_SET_DUMPABLE, 0) < 0)   /* no ptrace by its own uid, no core */
 		return why_errno(why, whylen, "prctl(PR_SET_DUMPABLE)");

@@ -21,21 +21,10 @@
 #include <unistd.h>
 
 #include "errmsg.h"
+#include "sysfile.h"
 
 #define CGROUP_ROOT  "/sys/fs/cgroup"
 #define CHILD_STACK  (256 * 1024)
-
-static int write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = write(fd, text, strlen(text));
-	int e = errno;
-	close(fd);
-	errno = e;
-	return n == (ssize_t)strlen(text) ? 0 : -1;
-}
 
 static int draw_getrandom(void *ctx, uint32_t *r)
 {
@@ -160,11 +149,11 @@ static int cgroup_v2_under(const struct jail_spec *s, struct jail *j, const char
 {
 	char path[PATH_MAX + 64], val[64];
 	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", parent);
-	if (write_file(path, "+memory +pids") < 0)
+	if (sysfile_write(path, "+memory +pids") < 0)
 		return errf(err, errlen, "jail: enabling the memory and pids controllers in %s: %s", parent,
 			    strerror(errno));
 	if (s->cpu_quota_pct)
-		(void)write_file(path, "+cpu");
+		(void)sysfile_write(path, "+cpu");
 	snprintf(j->cgroup, sizeof(j->cgroup), "%s/%s", parent, s->run_id);
 	if (mkdir(j->cgroup, 0755) < 0)
 		return errf(err, errlen, "jail: cgroup %s: %s", j->cgroup, strerror(errno));
@@ -178,13 +167,13 @@ static int cgroup_v2_under(const struct jail_spec *s, struct jail *j, const char
 		snprintf(path, sizeof(path), "%s/%s", j->cgroup, lim[i].file);
 		snprintf(val, sizeof(val), "%llu", (unsigned long long)lim[i].v);
 		/* swap.max is absent when the host has no swap accounting */
-		if (write_file(path, val) < 0 && !(errno == ENOENT && i == 1))
+		if (sysfile_write(path, val) < 0 && !(errno == ENOENT && i == 1))
 			return errf(err, errlen, "jail: %s: %s", path, strerror(errno));
 	}
 	if (s->cpu_quota_pct) {
 		snprintf(path, sizeof(path), "%s/cpu.max", j->cgroup);
 		snprintf(val, sizeof(val), "%u 100000", s->cpu_quota_pct * 1000);
-		if (write_file(path, val) < 0)
+		if (sysfile_write(path, val) < 0)
 			return errf(err, errlen, "jail: %s: %s", path, strerror(errno));
 	}
 	return 0;
@@ -194,7 +183,7 @@ static int cgroup_v2(const struct jail_spec *s, struct jail *j, char *err, size_
 {
 	if (mkdir(CGROUP_ROOT "/vmrun", 0755) < 0 && errno != EEXIST)
 		return errf(err, errlen, "jail: cgroup " CGROUP_ROOT "/vmrun: %s", strerror(errno));
-	(void)write_file(CGROUP_ROOT "/cgroup.subtree_control", "+memory +pids +cpu");
+	(void)sysfile_write(CGROUP_ROOT "/cgroup.subtree_control", "+memory +pids +cpu");
 	return cgroup_v2_under(s, j, CGROUP_ROOT "/vmrun", err, errlen);
 }
 
@@ -212,11 +201,11 @@ static int cgroup_v1(const struct jail_spec *s, struct jail *j, char *err, size_
 	}
 	snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", j->cgroup);
 	snprintf(val, sizeof(val), "%llu", (unsigned long long)((s->memory_mib + JAIL_MEMORY_OVERHEAD_MIB) << 20));
-	if (write_file(path, val) < 0)
+	if (sysfile_write(path, val) < 0)
 		return errf(err, errlen, "jail: %s: %s", path, strerror(errno));
 	snprintf(path, sizeof(path), "%s/pids.max", j->cgroup_pids);
 	snprintf(val, sizeof(val), "%llu", (unsigned long long)(s->cpus + JAIL_PIDS_EXTRA));
-	if (write_file(path, val) < 0)
+	if (sysfile_write(path, val) < 0)
 		return errf(err, errlen, "jail: %s: %s", path, strerror(errno));
 	return 0;
 }
@@ -266,7 +255,7 @@ static int cgroup_delegated(const struct jail_spec *s, struct jail *j, char *err
 			    "--scope gives one), so no memory or pids limit for vmm; run as root, or pass "
 			    "--allow-weaker-jail to run without them", (unsigned)getuid());
 	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", root);
-	if (write_file(path, "+memory +pids") < 0)
+	if (sysfile_write(path, "+memory +pids") < 0)
 		return errf(err, errlen, "jail: enabling memory and pids in %s (it must hold no process): %s", root,
 			    strerror(errno));
 	snprintf(path, sizeof(path), "%s/vmrun", root);
@@ -315,7 +304,7 @@ void jail_kill(struct jail *j)
 	char path[PATH_MAX + 32];
 	if (j->cgroup_version == 2) {
 		snprintf(path, sizeof(path), "%s/cgroup.kill", j->cgroup);
-		if (write_file(path, "1") == 0)
+		if (sysfile_write(path, "1") == 0)
 			return;
 	}
 	if (j->cgroup_version)
@@ -465,12 +454,12 @@ static int child(void *arg)
 	} else {
 		/* Into the run's cgroup before anything else runs here. */
 		snprintf(path, sizeof(path), "%s/cgroup.procs", j->cgroup);
-		if (write_file(path, "0") < 0)
+		if (sysfile_write(path, "0") < 0)
 			return die(efd, "joining the cgroup");
 	}
 	if (j->cgroup_pids[0]) {
 		snprintf(path, sizeof(path), "%s/cgroup.procs", j->cgroup_pids);
-		if (write_file(path, "0") < 0)
+		if (sysfile_write(path, "0") < 0)
 			return die(efd, "joining the pids cgroup");
 	}
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
@@ -549,7 +538,7 @@ static int rootless_setup(struct jail *j, int go_fd, char *err, size_t errlen)
 			snprintf(map, sizeof(map), "deny");
 		else
 			snprintf(map, sizeof(map), "%u %u 1", w[i].id, w[i].id);
-		if (write_file(path, map) < 0) {
+		if (sysfile_write(path, map) < 0) {
 			errf(err, errlen, "jail: %s: %s", path, strerror(errno));
 			goto out;
 		}
@@ -558,7 +547,7 @@ static int rootless_setup(struct jail *j, int go_fd, char *err, size_t errlen)
 		char procs[PATH_MAX + 32], pid[24];
 		snprintf(procs, sizeof(procs), "%s/cgroup.procs", j->cgroup);
 		snprintf(pid, sizeof(pid), "%d", (int)j->pid);
-		if (write_file(procs, pid) < 0) {
+		if (sysfile_write(procs, pid) < 0) {
 			errf(err, errlen, "jail: moving vmm into %s: %s", j->cgroup, strerror(errno));
 			goto out;
 		}
