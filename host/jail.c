@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "errmsg.h"
+#include "jail_cgroup.h"
 #include "sysfile.h"
 
-#define CGROUP_ROOT  "/sys/fs/cgroup"
 #define CHILD_STACK  (256 * 1024)
 
 static int draw_getrandom(void *ctx, uint32_t *r)
@@ -141,193 +141,9 @@ int jail_prepare(const struct jail_spec *s, struct jail *j, char *err, size_t er
 	return 0;
 }
 
-/* ---- cgroups --------------------------------------------------------------- */
-
-/* The run's cgroup v2 under parent (which holds no processes, so its
- * controllers can be given to children), with the run's limits. */
-static int cgroup_v2_under(const struct jail_spec *s, struct jail *j, const char *parent, char *err, size_t errlen)
-{
-	char path[PATH_MAX + 64], val[64];
-	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", parent);
-	if (sysfile_write(path, "+memory +pids") < 0)
-		return errf(err, errlen, "jail: enabling the memory and pids controllers in %s: %s", parent,
-			    strerror(errno));
-	if (s->cpu_quota_pct)
-		(void)sysfile_write(path, "+cpu");
-	snprintf(j->cgroup, sizeof(j->cgroup), "%s/%s", parent, s->run_id);
-	if (mkdir(j->cgroup, 0755) < 0)
-		return errf(err, errlen, "jail: cgroup %s: %s", j->cgroup, strerror(errno));
-	j->cgroup_version = 2;
-	struct { const char *file; uint64_t v; } lim[] = {
-		{ "memory.max", (s->memory_mib + JAIL_MEMORY_OVERHEAD_MIB) << 20 },
-		{ "memory.swap.max", 0 },
-		{ "pids.max", s->cpus + JAIL_PIDS_EXTRA },
-	};
-	for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", j->cgroup, lim[i].file);
-		snprintf(val, sizeof(val), "%llu", (unsigned long long)lim[i].v);
-		/* swap.max is absent when the host has no swap accounting */
-		if (sysfile_write(path, val) < 0 && !(errno == ENOENT && i == 1))
-			return errf(err, errlen, "jail: %s: %s", path, strerror(errno));
-	}
-	if (s->cpu_quota_pct) {
-		snprintf(path, sizeof(path), "%s/cpu.max", j->cgroup);
-		snprintf(val, sizeof(val), "%u 100000", s->cpu_quota_pct * 1000);
-		if (sysfile_write(path, val) < 0)
-			return errf(err, errlen, "jail: %s: %s", path, strerror(errno));
-	}
-	return 0;
-}
-
-static int cgroup_v2(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
-{
-	if (mkdir(CGROUP_ROOT "/vmrun", 0755) < 0 && errno != EEXIST)
-		return errf(err, errlen, "jail: cgroup " CGROUP_ROOT "/vmrun: %s", strerror(errno));
-	(void)sysfile_write(CGROUP_ROOT "/cgroup.subtree_control", "+memory +pids +cpu");
-	return cgroup_v2_under(s, j, CGROUP_ROOT "/vmrun", err, errlen);
-}
-
-static int cgroup_v1(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
-{
-	char path[PATH_MAX + 64], val[64];
-	snprintf(j->cgroup, sizeof(j->cgroup), CGROUP_ROOT "/memory/vmrun-%s", s->run_id);
-	snprintf(j->cgroup_pids, sizeof(j->cgroup_pids), CGROUP_ROOT "/pids/vmrun-%s", s->run_id);
-	if (mkdir(j->cgroup, 0755) < 0)
-		return errf(err, errlen, "jail: cgroup %s: %s", j->cgroup, strerror(errno));
-	j->cgroup_version = 1;
-	if (mkdir(j->cgroup_pids, 0755) < 0) {
-		j->cgroup_pids[0] = '\0';
-		return errf(err, errlen, "jail: cgroup %s: %s", j->cgroup_pids, strerror(errno));
-	}
-	snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", j->cgroup);
-	snprintf(val, sizeof(val), "%llu", (unsigned long long)((s->memory_mib + JAIL_MEMORY_OVERHEAD_MIB) << 20));
-	if (sysfile_write(path, val) < 0)
-		return errf(err, errlen, "jail: %s: %s", path, strerror(errno));
-	snprintf(path, sizeof(path), "%s/pids.max", j->cgroup_pids);
-	snprintf(val, sizeof(val), "%llu", (unsigned long long)(s->cpus + JAIL_PIDS_EXTRA));
-	if (sysfile_write(path, val) < 0)
-		return errf(err, errlen, "jail: %s: %s", path, strerror(errno));
-	return 0;
-}
-
-/* Rootless: the highest cgroup v2 directory above ours (ours included)
- * that belongs to us, as systemd's user delegation (Delegate=) leaves it.
- * Returns 0 with its path in dir, or -1 when there is none. */
-static int delegated_root(char *dir, size_t len)
-{
-	FILE *f = fopen("/proc/self/cgroup", "re");
-	if (!f)
-		return -1;
-	char line[PATH_MAX], own[PATH_MAX] = "";
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "0::/", 4)) {
-			line[strcspn(line, "\n")] = '\0';
-			snprintf(own, sizeof(own), "%s", line + 3);
-		}
-	fclose(f);
-	if (!own[0])
-		return -1;
-	char path[PATH_MAX];
-	dir[0] = '\0';
-	for (;;) {
-		struct stat st;
-		snprintf(path, sizeof(path), CGROUP_ROOT "%.4000s", own);
-		if (stat(path, &st) < 0 || st.st_uid != getuid() || !strcmp(own, "/"))
-			break;
-		snprintf(dir, len, "%s", path);
-		*strrchr(own, '/') = '\0';
-		if (!own[0])
-			snprintf(own, sizeof(own), "/");
-	}
-	return dir[0] ? 0 : -1;
-}
-
-/* Rootless: the run's cgroup under <delegated>/vmrun, with the same
- * limits as root's. The delegated root must hold no process itself, or
- * its controllers cannot reach a child (cgroup v2's no-internal-process
- * rule): as under systemd's user manager, where the manager sits in
- * init.scope. */
-static int cgroup_delegated(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
-{
-	char root[PATH_MAX], path[PATH_MAX + 64];
-	if (access(CGROUP_ROOT "/cgroup.controllers", F_OK) < 0 || delegated_root(root, sizeof(root)) < 0)
-		return errf(err, errlen, "jail: no cgroup v2 subtree delegated to uid %u (as systemd-run --user "
-			    "--scope gives one), so no memory or pids limit for vmm; run as root, or pass "
-			    "--allow-weaker-jail to run without them", (unsigned)getuid());
-	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", root);
-	if (sysfile_write(path, "+memory +pids") < 0)
-		return errf(err, errlen, "jail: enabling memory and pids in %s (it must hold no process): %s", root,
-			    strerror(errno));
-	snprintf(path, sizeof(path), "%s/vmrun", root);
-	if (mkdir(path, 0755) < 0 && errno != EEXIST)
-		return errf(err, errlen, "jail: cgroup %s: %s", path, strerror(errno));
-	j->cgroup_delegated = true;
-	return cgroup_v2_under(s, j, path, err, errlen);
-}
-
-static int cgroup_create(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
-{
-	if (j->rootless) {
-		if (cgroup_delegated(s, j, err, errlen) == 0)
-			return 0;
-		if (!s->allow_weaker || j->cgroup_version)
-			return -1;
-		err[0] = '\0';
-		return 0;   /* accepted: no cgroup at all */
-	}
-	if (access(CGROUP_ROOT "/cgroup.controllers", F_OK) == 0)
-		return cgroup_v2(s, j, err, errlen);
-	if (access(CGROUP_ROOT "/memory", F_OK) == 0 && access(CGROUP_ROOT "/pids", F_OK) == 0)
-		return cgroup_v1(s, j, err, errlen);
-	return errf(err, errlen, "jail: no cgroup v2 at " CGROUP_ROOT " and no v1 memory and pids hierarchies");
-}
-
-/* The pids in a cgroup's procs file, each killed. Returns how many. */
-static int kill_procs(const char *dir)
-{
-	char path[PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0;
-	int n = 0, pid;
-	while (fscanf(f, "%d", &pid) == 1) {
-		kill(pid, SIGKILL);
-		n++;
-	}
-	fclose(f);
-	return n;
-}
-
-void jail_kill(struct jail *j)
-{
-	char path[PATH_MAX + 32];
-	if (j->cgroup_version == 2) {
-		snprintf(path, sizeof(path), "%s/cgroup.kill", j->cgroup);
-		if (sysfile_write(path, "1") == 0)
-			return;
-	}
-	if (j->cgroup_version)
-		kill_procs(j->cgroup);
-	if (j->pid > 0)
-		kill(j->pid, SIGKILL);
-}
-
 void jail_cleanup(struct jail *j)
 {
-	if (j->cgroup_version) {
-		/* The cgroup empties asynchronously after the kill; retry briefly. */
-		for (int i = 0; i < 200; i++) {
-			bool gone = rmdir(j->cgroup) == 0 || errno == ENOENT;
-			if (j->cgroup_pids[0])
-				gone = (rmdir(j->cgroup_pids) == 0 || errno == ENOENT) && gone;
-			if (gone)
-				break;
-			jail_kill(j);
-			usleep(5000);
-		}
-	}
-	j->cgroup_version = 0;
+	jail_cgroup_remove(j);
 	if (j->root[0]) {
 		const char *names[] = { JAIL_VMM, JAIL_KERNEL, JAIL_ROOTFS, JAIL_IMAGE };
 		char path[PATH_MAX + 32];
@@ -564,7 +380,7 @@ out:
 
 int jail_start(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
 {
-	if (cgroup_create(s, j, err, errlen))
+	if (jail_cgroup_create(s, j, err, errlen))
 		return -1;
 	int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (kvm < 0)
