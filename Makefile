@@ -142,7 +142,8 @@ $(BUILD)/tests/vsock_host: tests/vm/vsock_host.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 $< -o $@
 
-$(BUILD)/tests/agent_client: tests/vm/agent_client.c host/session.c guest-agent/proto.c $(wildcard host/*.h guest-agent/*.h)
+$(BUILD)/tests/agent_client: tests/vm/agent_client.c host/session.c host/errmsg.c guest-agent/proto.c \
+		$(wildcard host/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -Ihost -Iguest-agent $(filter %.c,$^) -o $@
 
