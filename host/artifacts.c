@@ -820,12 +820,13 @@ static int check_args(int image_fd, int dest_fd, const struct artifacts_ids *ids
 		return errf(err, errlen, "artifacts: the image must be opened read-only");
 	if (dest_fd < 0 || fstat(dest_fd, dest) < 0 || !S_ISDIR(dest->st_mode))
 		return errf(err, errlen, "artifacts: the destination is not an open directory");
-	int empty = dir_empty(dest_fd);
-	if (empty < 0)
-		return errf(err, errlen, "artifacts: reading the destination: %s", strerror(errno));
-	if (!empty)
-		return errf(err, errlen, "artifacts: the destination is not empty");
 	if (geteuid() == 0) {
+		/* Root hands dest to the helper and, afterwards, to the owner:
+		 * only a directory the owner already has, never one of root's
+		 * (a swapped path must not give away /usr/local/bin). */
+		if (dest->st_uid != ids->owner_uid)
+			return errf(err, errlen, "artifacts: the destination belongs to uid %u, not to its owner %u",
+				    (unsigned)dest->st_uid, (unsigned)ids->owner_uid);
 		if (ids->helper_uid == 0 || ids->helper_gid == 0)
 			return errf(err, errlen, "artifacts: the helper must not run as uid or gid 0");
 	} else if (ids->helper_uid != geteuid() || ids->helper_gid != getegid()) {
@@ -834,6 +835,18 @@ static int check_args(int image_fd, int dest_fd, const struct artifacts_ids *ids
 	} else if (ids->owner_uid != ids->helper_uid || ids->owner_gid != ids->helper_gid) {
 		return errf(err, errlen, "artifacts: without root the copy cannot be given to another owner");
 	}
+	return 0;
+}
+
+/* dest must be empty, checked once its owner can no longer add to it (as
+ * root: after it went to the helper's uid). */
+static int check_empty(int dest_fd, char *err, size_t errlen)
+{
+	int empty = dir_empty(dest_fd);
+	if (empty < 0)
+		return errf(err, errlen, "artifacts: reading the destination: %s", strerror(errno));
+	if (!empty)
+		return errf(err, errlen, "artifacts: the destination is not empty");
 	return 0;
 }
 
@@ -1031,7 +1044,9 @@ int artifacts_extract(int image_fd, int dest_fd, const struct artifacts_ids *ids
 	if (root && dest.st_uid != ids->helper_uid && fchown(dest_fd, ids->helper_uid, ids->helper_gid) < 0)
 		return errf(err, errlen, "artifacts: giving the destination to uid %u: %s", (unsigned)ids->helper_uid,
 			    strerror(errno));
-	int rc = run_helper(image_fd, dest_fd, ids, lim, res, err, errlen);
+	int rc = check_empty(dest_fd, err, errlen);
+	if (rc == 0)
+		rc = run_helper(image_fd, dest_fd, ids, lim, res, err, errlen);
 	/* Whether or not the helper succeeded: what it left must not stay
 	 * with a uid that a later run may draw. */
 	if (root && (ids->owner_uid != ids->helper_uid || ids->owner_gid != ids->helper_gid) &&

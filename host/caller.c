@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,9 +67,11 @@ int caller_identify(struct caller *c, char *err, size_t errlen)
 	}
 	/* sudo reset our groups to root's: the caller's come from the group
 	 * database; a user it does not know gets just the primary group. */
-	struct passwd *pw = getpwuid(c->uid);
+	struct passwd pwd, *pw = NULL;
+	char buf[4096];
 	c->ngroups = CALLER_MAX_GROUPS;
-	if (!pw || getgrouplist(pw->pw_name, c->gid, c->groups, &c->ngroups) < 0) {
+	if (getpwuid_r(c->uid, &pwd, buf, sizeof(buf), &pw) != 0 || !pw ||
+	    getgrouplist(pw->pw_name, c->gid, c->groups, &c->ngroups) < 0) {
 		c->groups[0] = c->gid;
 		c->ngroups = 1;
 	}
@@ -107,7 +110,7 @@ void caller_leave(struct caller_saved *s)
 	if (!s->active)
 		return;
 	int e = errno;
-	setfsuid(s->fsuid);   /* first: it brings back the right to set groups */
+	setfsuid(s->fsuid);   /* first: back to root's file-system capabilities */
 	setfsgid(s->fsgid);
 	(void)syscall(SYS_setgroups, (size_t)s->ngroups, s->groups);
 	s->active = false;
@@ -124,15 +127,57 @@ int caller_open(const struct caller *c, const char *path, int flags)
 	return fd;
 }
 
+/* The directory part and the last name of path, for *at() calls. */
+static int split(const char *path, char *dir, size_t len, const char **name)
+{
+	const char *slash = strrchr(path, '/');
+	*name = slash ? slash + 1 : path;
+	if (!**name || !strcmp(*name, ".") || !strcmp(*name, "..")) {
+		errno = EINVAL;
+		return -1;
+	}
+	int n = slash ? snprintf(dir, len, "%.*s", slash == path ? 1 : (int)(slash - path), path)
+		      : snprintf(dir, len, ".");
+	if (n < 0 || (size_t)n >= len) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
 int caller_mkdir(const struct caller *c, const char *path)
 {
+	char dir[PATH_MAX];
+	const char *name;
+	if (split(path, dir, sizeof(dir), &name) < 0)
+		return -1;
 	struct caller_saved s;
 	if (caller_enter(c, &s) < 0)
 		return -1;
-	int fd = -1;
-	if (mkdir(path, 0755) == 0)
-		fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* Made and opened through one fd of the parent, so that no rename or
+	 * link of a directory above can put another directory there; and the
+	 * result must be a directory of the caller's, just made. */
+	int fd = -1, e = 0;
+	int parent = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (parent < 0 || mkdirat(parent, name, 0755) < 0) {
+		e = errno;
+		goto out;
+	}
+	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != c->uid || st.st_nlink != 2) {
+		e = fd < 0 ? errno : EEXIST;
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+		(void)unlinkat(parent, name, AT_REMOVEDIR);
+	}
+out:
+	if (parent >= 0)
+		close(parent);
 	caller_leave(&s);
+	if (fd < 0)
+		errno = e;
 	return fd;
 }
 

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define CALLER_MAX_GROUPS 64
+#define CALLER_MAX_GROUPS 256   /* more: the caller gets its primary group only (fails closed) */
 
 struct caller {
 	uid_t uid;
@@ -61,7 +61,9 @@ int caller_open(const struct caller *c, const char *path, int flags);
 
 /* Create the directory path (mode 0755, it must not exist) as the caller,
  * so that it is theirs and made where they may write, and open it
- * O_RDONLY|O_DIRECTORY. Returns the fd, or -1 with errno set. */
+ * O_RDONLY|O_DIRECTORY through the same parent fd; what opens must be an
+ * empty directory owned by the caller. Returns the fd, or -1 with errno
+ * set (nothing left behind). */
 int caller_mkdir(const struct caller *c, const char *path);
 
 /* rmdir(2) as the caller: undoes caller_mkdir for a run that copied

@@ -103,7 +103,8 @@ static void name_signal(int sigfd, struct run_result *r)
 	if (!r->cancelled || read(sigfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
 		return;
 	const char *n = sigabbrev_np((int)si.ssi_signo);
-	result_message(r, "interrupted by SIG%s; the VM was killed", n ? n : "?");
+	result_message(r, "interrupted by SIG%s; %s", n ? n : "?",
+		       r->jail.built ? "the VM was killed" : "no VM had started");
 }
 
 static void request_from(const struct vmrun_opts *o, const struct cli_run *c, struct run_request *req)

@@ -67,10 +67,29 @@ static bool cancelled(const struct run_plan *plan)
 
 /* ---- the run directory --------------------------------------------------- */
 
-static int make_run_dir(struct run_paths *p, const char *run_id, char *err, size_t errlen)
+/* Acting for someone else, the run directory goes only where they cannot
+ * rename it away from under root's path-based work (chown, bind mounts):
+ * a root-owned directory that is sticky or not writable by others. */
+static int run_dir_parent_ok(const struct caller *c, const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+	if (!c->switch_ids)
+		return 0;
+	if (stat(dir, &st) < 0)
+		return errf(err, errlen, "TMPDIR %.300s: %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)))
+		return errf(err, errlen, "TMPDIR %.300s: acting for uid %u, vmrun makes its run directory only in a "
+			    "root-owned directory that is sticky or writable by root alone", dir, (unsigned)c->uid);
+	return 0;
+}
+
+static int make_run_dir(struct run_paths *p, const struct caller *c, const char *run_id, char *err, size_t errlen)
 {
 	const char *tmp = getenv("TMPDIR");
-	snprintf(p->dir, sizeof(p->dir), "%.3000s/vmrun-%.12s-XXXXXX", tmp && *tmp ? tmp : "/tmp", run_id);
+	tmp = tmp && *tmp ? tmp : "/tmp";
+	if (run_dir_parent_ok(c, tmp, err, errlen))
+		return -1;
+	snprintf(p->dir, sizeof(p->dir), "%.3000s/vmrun-%.12s-XXXXXX", tmp, run_id);
 	if (!mkdtemp(p->dir)) {
 		errf(err, errlen, "run directory %.300s: %s", p->dir, strerror(errno));
 		p->dir[0] = '\0';
@@ -123,7 +142,7 @@ static int prepare(struct exec *x, char *err, size_t errlen)
 	struct run_plan *plan = x->plan;
 	struct workspace_stats ws;
 	struct workspace_source src = { .dirfd = plan->workspace_fd, .name = "--workspace", .as = &plan->caller };
-	if (make_run_dir(&x->p, plan->run_id, err, errlen) ||
+	if (make_run_dir(&x->p, &plan->caller, plan->run_id, err, errlen) ||
 	    workspace_create(x->p.image, plan->disk_mib, plan->workspace_fd >= 0 ? &src : NULL, PROTO_SANDBOX_UID,
 			     PROTO_SANDBOX_GID, &ws, err, errlen))
 		return -1;
@@ -287,7 +306,8 @@ static void extract(struct exec *x)
 {
 	struct run_plan *plan = x->plan;
 	struct run_result *r = x->r;
-	if (plan->artifacts_fd < 0 || (r->term != TERM_EXITED && r->term != TERM_SIGNALED) || x->facts.vmm_lost)
+	if (plan->artifacts_fd < 0 || (r->term != TERM_EXITED && r->term != TERM_SIGNALED) || x->facts.vmm_lost ||
+	    cancelled(plan))
 		return;
 	int64_t t0 = session_now_ms();
 	char err[512];
@@ -336,6 +356,11 @@ void run_execute(struct run_plan *plan, struct run_result *r)
 	x->facts.timeout_s = plan->timeout_s;
 	x->facts.sr = &x->sr;
 	char err[512];
+	if (cancelled(plan)) {
+		r->cancelled = true;
+		result_message(r, "cancelled before the VM started");
+		goto cleanup;
+	}
 	if (prepare(x, err, sizeof(err))) {
 		r->term = TERM_ERROR;
 		result_message(r, "%s", err);

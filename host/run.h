@@ -63,6 +63,7 @@ typedef void (*run_output_fn)(void *ctx, uint16_t type, const uint8_t *data, siz
 typedef void (*run_log_fn)(void *ctx, bool console, const char *text);
 
 struct run_plan {
+	bool live;                           /* built and not yet released */
 	char run_id[33];
 	struct caller caller;
 	struct policy pol;
@@ -102,8 +103,8 @@ int run_plan_build(struct run_plan *plan, const struct run_request *req, struct 
 int run_check_limits(const struct run_request *req, const struct policy *pol, char *err, size_t errlen);
 
 /* Close what the plan holds; remove the artifacts destination when the
- * run never got to fill it. Safe on any plan run_plan_build had, a failed
- * one included, and twice. */
+ * run never got to fill it. Safe on any plan run_plan_build had (a failed
+ * one included), twice, and on a zeroed one. */
 void run_plan_release(struct run_plan *plan);
 
 /* Execute the plan: everything from the run directory to cleanup. Fills r

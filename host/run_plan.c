@@ -42,9 +42,25 @@ void run_result_init(struct run_result *r, const struct run_request *req)
 static int open_as_caller(const struct run_plan *plan, const char *opt, const char *path, int flags, char *err,
 			  size_t errlen)
 {
-	int fd = caller_open(&plan->caller, path, O_RDONLY | flags);
-	if (fd < 0)
+	/* O_NONBLOCK: a FIFO (or a device) must not hang the open, which no
+	 * signal could interrupt here; only stdin may be other than a regular
+	 * file, and it reads blocking again (after poll says it may). */
+	int fd = caller_open(&plan->caller, path, O_RDONLY | O_NONBLOCK | O_NOCTTY | flags);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
 		errf(err, errlen, "%s%s%.300s: %s", opt, *opt ? " " : "", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	bool any = !strcmp(opt, "--stdin") || (flags & O_DIRECTORY);
+	if (!any && !S_ISREG(st.st_mode)) {
+		errf(err, errlen, "%s%s%.300s: not a regular file", opt, *opt ? " " : "", path);
+		close(fd);
+		return -1;
+	}
+	if (!(flags & O_DIRECTORY))
+		(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	return fd;
 }
 
@@ -66,9 +82,15 @@ static int open_guest(struct run_plan *plan, const struct run_request *req, FILE
 	if ((plan->kernel_fd = open_as_caller(plan, req->kernel ? "--kernel" : "", kernel, 0, err, errlen)) < 0 ||
 	    (plan->rootfs_fd = open_as_caller(plan, req->rootfs ? "--rootfs" : "", rootfs, 0, err, errlen)) < 0)
 		return -1;
+	/* The manifest is the allowlist unless a policy names one: next to
+	 * the root image for root, but the built image's for anyone else,
+	 * whose own --rootfs must not bring its own list along. */
 	char *slash = strrchr(rootfs, '/');
-	snprintf(manifest_name, namelen, "%.*s/programs.txt", slash ? (int)(slash - rootfs) : 1,
-		 slash ? rootfs : ".");
+	if (req->rootfs && plan->caller.uid == 0)
+		snprintf(manifest_name, namelen, "%.*s/programs.txt", slash ? (int)(slash - rootfs) : 1,
+			 slash ? rootfs : ".");
+	else
+		snprintf(manifest_name, namelen, "%.4000s/programs.txt", req->guest_dir);
 	int fd = open_as_caller(plan, "program manifest", manifest_name, 0, err, errlen);
 	if (fd < 0)
 		return -1;
@@ -228,6 +250,7 @@ int run_plan_build(struct run_plan *plan, const struct run_request *req, struct 
 	memset(plan, 0, sizeof(*plan));
 	plan->kernel_fd = plan->rootfs_fd = plan->stdin_fd = plan->workspace_fd = plan->artifacts_fd = -1;
 	plan->cancel_fd = -1;
+	plan->live = true;
 	memcpy(plan->run_id, r->run_id, sizeof(plan->run_id));
 	plan->timeout_s = req->timeout_s;
 	plan->memory_mib = req->memory_mib;
@@ -268,6 +291,8 @@ out:
 
 void run_plan_release(struct run_plan *plan)
 {
+	if (!plan->live)
+		return;   /* zeroed, never built: its fds are not ours */
 	int *fds[] = { &plan->kernel_fd, &plan->rootfs_fd, &plan->stdin_fd, &plan->workspace_fd, &plan->artifacts_fd };
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
 		if (*fds[i] >= 0)
@@ -280,4 +305,5 @@ void run_plan_release(struct run_plan *plan)
 		(void)caller_rmdir(&plan->caller, plan->artifacts);
 	plan->artifacts[0] = '\0';
 	policy_free(&plan->pol);
+	plan->live = false;
 }

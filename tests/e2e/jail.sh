@@ -142,6 +142,24 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ] && command -v setpriv >/dev/null; th
 		'[ $rc -eq 0 ] && python3 -c "import json; assert json.load(open(\"$tmp/out\"))[\"stdout\"] == \"1000\\n\""'
 	check "its JSON reports the layers: rootless, a user namespace, the delegated cgroup" \
 		'[ "$(jail_json)" = "{\"mode\":\"rootless\",\"uid\":\"caller\",\"namespaces\":[\"user\",\"mount\",\"pid\",\"network\",\"ipc\",\"uts\"],\"cgroup\":\"v2-delegated\",\"seccomp\":true,\"no_new_privs\":true}" ]'
+	# vmm really runs in the delegated cgroup, with root's limits
+	timeout -k 5 120 tests/e2e/rootless-as.sh "$rl/kvm" "$dcg/shell" "$rl/runs" "$VMRUN" -t 60 -- sleep 8 \
+		>/dev/null 2>&1 &
+	rlrun=$!
+	rcg=
+	for i in $(seq 150); do
+		rcg=$(ls -d "$dcg"/vmrun/*/ 2>/dev/null | head -n 1)
+		[ -n "$rcg" ] && grep -q . "$rcg/cgroup.procs" 2>/dev/null && break
+		sleep 0.1
+	done
+	rpid=$(head -n 1 "$rcg/cgroup.procs" 2>/dev/null)
+	rmem=$(cat "$rcg/memory.max" 2>/dev/null)
+	ruid=$(awk '/^Uid:/ {print $2}' /proc/$rpid/status 2>/dev/null)
+	rns=$(readlink /proc/$rpid/ns/user 2>/dev/null)
+	wait $rlrun
+	check "rootless vmm runs in the delegated cgroup (pid ${rpid:-none}, uid ${ruid:-?}, memory.max ${rmem:-?})" \
+		'[ -n "$rpid" ] && [ "$ruid" = 65534 ] && [ "$rmem" = $(( (256 + 64) * 1048576 )) ] &&
+		 [ -n "$rns" ] && [ "$rns" != "$(readlink /proc/self/ns/user)" ]'
 	check "its artifacts are nobody's" '[ "$(stat -c %u "$rl/out/copy.txt" 2>/dev/null)" = 65534 ] && [ "$(cat "$rl/out/copy.txt")" = data ]'
 	as_rootless /sys/fs/cgroup -- true
 	rc=$?

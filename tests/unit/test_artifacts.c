@@ -206,6 +206,9 @@ static int extract_with(struct tmp *t, bool hooked)
 {
 	if (mkdir(t->out, 0755) < 0 && errno != EEXIST)
 		fail_msg("%s: %s", t->out, strerror(errno));
+	/* vmrun makes it as its owner (caller_mkdir) */
+	if (geteuid() == 0 && chown(t->out, t->ids.owner_uid, t->ids.owner_gid) < 0)
+		fail_msg("chown %s: %s", t->out, strerror(errno));
 	int img = open(t->img, O_RDONLY | O_CLOEXEC);
 	int dest = open(t->out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (img < 0 || dest < 0)
@@ -712,6 +715,27 @@ static bool dir_is_empty(const char *path)
 	return empty;
 }
 
+/* As root, only a destination its owner already has is handed on: a
+ * directory of root's (a path swapped under vmrun) is refused untouched. */
+static void test_dest_not_owners(void **state)
+{
+	struct tmp *t = *state;
+	if (geteuid() != 0)
+		skip();
+	put_str(t, "a", "a");
+	mkimg(t);
+	assert_int_equal(mkdir(t->out, 0755), 0);
+	t->ids.owner_uid = t->ids.owner_gid = 12345;
+	int img = open(t->img, O_RDONLY | O_CLOEXEC), dest = open(t->out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_int_equal(artifacts_extract(img, dest, &t->ids, &t->lim, &t->res, t->err, sizeof(t->err)), -1);
+	close(img);
+	close(dest);
+	assert_string_equal(t->err, "artifacts: the destination belongs to uid 0, not to its owner 12345");
+	struct stat st;
+	assert_int_equal(stat(t->out, &st), 0);
+	assert_int_equal(st.st_uid, 0);   /* never given to the helper or the owner */
+}
+
 /* The destination must be an empty directory, given as an fd. */
 static void test_dest_refused(void **state)
 {
@@ -730,7 +754,7 @@ static void test_dest_refused(void **state)
 	assert_int_equal(t->res.nfiles, 0);
 	assert_int_equal(lstat(t->out, &st), 0);
 	assert_int_equal(st.st_mode, S_IFDIR | 0700);
-	assert_int_equal(st.st_uid, 0);   /* not given to the helper either */
+	assert_int_equal(st.st_uid, t->ids.owner_uid);   /* still its owner's */
 	assert_false(exists_out(t, "a"));
 	int img = open(t->img, O_RDONLY), file = open(p, O_RDONLY);
 	assert_int_equal(artifacts_extract(img, file, &t->ids, &t->lim, &t->res, t->err, sizeof(t->err)), -1);
@@ -1234,6 +1258,7 @@ static void test_no_user_namespace(void **state)
 	assert_int_equal(mknod(p, S_IFCHR | 0666, makedev(1, 3)), 0);
 	char *msg = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	assert_true(msg != MAP_FAILED);
+	assert_int_equal(chown(t->out, t->ids.owner_uid, t->ids.owner_gid), 0);
 	int img = open(t->img, O_RDONLY), dest = open(t->out, O_RDONLY | O_DIRECTORY);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -1426,6 +1451,7 @@ int main(void)
 		T(test_depth_cap),
 		T(test_path_cap),
 		T(test_skip_cap),
+		T(test_dest_not_owners),
 		T(test_dest_refused),
 		T(test_missing_artifacts),
 		T(test_artifacts_not_a_dir),

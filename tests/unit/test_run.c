@@ -287,6 +287,8 @@ static void plan_refuses_program_and_limits(void **state)
 static void plan_policies(void **state)
 {
 	struct fx *f = *state;
+	if (geteuid() != 0)
+		skip();   /* root's policy file must be root's */
 	as_caller();
 	f->req.memory_mib = 8192;
 	f->req.system_policy = f->sys_policy;
@@ -365,6 +367,52 @@ static void plan_opens_as_the_caller(void **state)
 	close(fd);
 }
 
+/* A caller's own --rootfs does not bring its own allowlist: the manifest
+ * is the built image's (review of issue 12). Root's may. */
+static void plan_custom_rootfs_keeps_the_manifest(void **state)
+{
+	struct fx *f = *state;
+	char dir[128], rootfs[192], manifest[192];
+	snprintf(dir, sizeof(dir), "%s/mine", f->dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(rootfs, sizeof(rootfs), "%s/rootfs.ext4", dir);
+	snprintf(manifest, sizeof(manifest), "%s/programs.txt", dir);
+	write_file(rootfs, "rootfs", 0644);
+	write_file(manifest, "/usr/bin/perl\n", 0644);
+	f->req.rootfs = rootfs;
+	f->argv[0] = "perl";
+	assert_int_equal(build(f), 0);   /* root: the image's own manifest */
+	run_plan_release(&f->plan);
+	as_caller();
+	assert_refused(f, "perl: no such program in the guest image");
+}
+
+/* A FIFO named as a file must not hang the plan, where no signal would
+ * interrupt it; as --stdin it is fine. A zeroed plan releases nothing. */
+static void plan_fifo_and_zeroed(void **state)
+{
+	struct fx *f = *state;
+	char fifo[192];
+	snprintf(fifo, sizeof(fifo), "%s/fifo", f->dir);
+	assert_int_equal(mkfifo(fifo, 0644), 0);
+	f->req.policy = fifo;
+	assert_refused(f, "--policy ");
+	assert_non_null(strstr(r.message, "fifo: not a regular file"));
+	f->req.policy = NULL;
+	f->req.kernel = fifo;
+	assert_refused(f, "fifo: not a regular file");
+	f->req.kernel = NULL;
+	f->req.stdin_file = fifo;
+	assert_int_equal(build(f), 0);
+	assert_true(f->plan.stdin_fd >= 0);
+	assert_int_equal(fcntl(f->plan.stdin_fd, F_GETFL) & O_NONBLOCK, 0);
+	run_plan_release(&f->plan);
+	struct run_plan zero;
+	memset(&zero, 0, sizeof(zero));
+	run_plan_release(&zero);
+	assert_true(fcntl(0, F_GETFD) >= 0 || errno != EBADF);   /* stdin not closed */
+}
+
 static void plan_refuses_existing_destination(void **state)
 {
 	struct fx *f = *state;
@@ -413,6 +461,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(plan_policies, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(plan_opens_as_the_caller, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(plan_refuses_existing_destination, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(plan_custom_rootfs_keeps_the_manifest, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(plan_fifo_and_zeroed, fx_setup, fx_teardown),
 	};
 	return cmocka_run_group_tests_name("run", tests, NULL, NULL);
 }

@@ -1,13 +1,16 @@
 /* Two runs driven from one process, on two threads, through the run
- * library alone (host/run.h), as vmrund will drive many: run A sleeps
- * until it is cancelled through its own eventfd, run B prints and exits 3
- * meanwhile; then a third run, C, on the first thread's plan memory. Each
- * result must be its own: B's output and status, A cancelled (not timed
- * out), distinct run ids, and nothing left in the run directories.
+ * library alone (host/run.h), as vmrund will drive many: run A prints
+ * "started" and sleeps; the moment that line reaches its output callback,
+ * A is cancelled through its own eventfd, while run B, which sleeps 8 s
+ * before it prints and exits 3, is still running. Then a third run, C, on
+ * A's memory. Each result must be its own: B's output and status, A
+ * cancelled after its VM started (not timed out) and before B ended,
+ * distinct run ids. (tests/e2e/run.sh checks that nothing is left.)
  *
  * usage: two_runs BUILD_DIR   (build/: bin/vmm and guest/ inside)
  * Prints "ok - ..." / "not ok - ..." lines; exits 0 when all passed. */
 #include <errno.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,12 +25,29 @@ struct job {
 	char *argv[4];
 	double timeout_s;
 	int cancel_fd;
+	bool watch;               /* cancel itself on its first line of output */
 	char vmm[4096], guest[4096];
 	struct run_request req;
 	struct run_plan plan;
 	struct run_result r;
 	int built;
+	char seen[64];            /* A: what its output callback got */
+	size_t nseen;
+	int64_t ended_ms;
 };
+
+/* A's output as it arrives: kept, and the first line cancels A. */
+static void cancel_on_output(void *ctx, uint16_t type, const uint8_t *data, size_t len)
+{
+	struct job *j = ctx;
+	(void)type;
+	size_t n = len < sizeof(j->seen) - j->nseen ? len : sizeof(j->seen) - j->nseen;
+	memcpy(j->seen + j->nseen, data, n);
+	j->nseen += n;
+	uint64_t one = 1;
+	if (memchr(j->seen, '\n', j->nseen) && write(j->cancel_fd, &one, sizeof(one)) != sizeof(one))
+		fprintf(stderr, "two_runs: eventfd: %s\n", strerror(errno));
+}
 
 static void *drive(void *arg)
 {
@@ -39,10 +59,15 @@ static void *drive(void *arg)
 	run_result_init(&j->r, &j->req);
 	j->built = run_plan_build(&j->plan, &j->req, &j->r) == 0;
 	if (j->built) {
-		j->plan.cancel_fd = j->cancel_fd;   /* output NULL: collected in j->r */
+		j->plan.cancel_fd = j->cancel_fd;
+		if (j->watch) {
+			j->plan.output = cancel_on_output;
+			j->plan.ctx = j;
+		}   /* else output NULL: collected in j->r */
 		run_execute(&j->plan, &j->r);
 		run_plan_release(&j->plan);
 	}
+	j->ended_ms = session_now_ms();
 	return NULL;
 }
 
@@ -80,21 +105,21 @@ int main(int argc, char **argv)
 	}
 	static struct job a, b;
 	setup(&a, argv[1], "A", "echo started; sleep 60", 40);
-	setup(&b, argv[1], "B", "echo two; exit 3", 40);
+	a.watch = true;
+	setup(&b, argv[1], "B", "sleep 8; echo two; exit 3", 40);
 	pthread_t ta, tb;
 	if (pthread_create(&ta, NULL, drive, &a) || pthread_create(&tb, NULL, drive, &b)) {
 		fprintf(stderr, "two_runs: pthread_create: %s\n", strerror(errno));
 		return 2;
 	}
-	pthread_join(tb, NULL);   /* B ends while A still sleeps */
-	uint64_t one = 1;
-	if (write(a.cancel_fd, &one, sizeof(one)) != sizeof(one))
-		fprintf(stderr, "two_runs: eventfd: %s\n", strerror(errno));
 	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
 	check(b.built && b.r.term == TERM_EXITED && b.r.exit_code == 3, "run B exited 3 beside run A", &b);
 	check(b.r.out.len == 4 && !memcmp(b.r.out.data, "two\n", 4), "run B's stdout is its own", &b);
-	check(a.built && a.r.cancelled && a.r.term == TERM_ERROR, "run A ended cancelled, not timed out", &a);
-	check(a.r.run < 40000, "run A was stopped well before its deadline", &a);
+	check(a.built && a.r.cancelled && a.r.term == TERM_ERROR && a.r.jail.built,
+	      "run A, once its VM ran, ended cancelled (not timed out)", &a);
+	check(a.nseen == 8 && !memcmp(a.seen, "started\n", 8), "run A's output reached its own callback", &a);
+	check(a.ended_ms < b.ended_ms, "run A was cancelled while run B still ran", &a);
 	check(strcmp(a.r.run_id, b.r.run_id) != 0, "two run ids", &a);
 	/* The same thread's memory for a new run: nothing carried over. */
 	struct job *c = &a;
