@@ -497,36 +497,39 @@ static int walk_artifacts(struct walk *w, int destfd)
 
 static void __attribute__((noreturn)) helper(const struct artifacts_sandbox *s, const struct artifacts_limits *lim)
 {
-	static struct walk w;
+	/* The walk's state, the helper's own (one per forked helper). */
+	struct walk *w = calloc(1, sizeof(*w));
 	char why[256], image[16];
-	w.lim = lim;
-	w.max_depth = lim->max_depth < DEPTH_HARD_CAP ? lim->max_depth : DEPTH_HARD_CAP;
-	w.max_path = lim->max_path < ARTIFACT_PATH_MAX - 1 ? lim->max_path : ARTIFACT_PATH_MAX - 1;
+	if (!w)
+		_exit(2);
+	w->lim = lim;
+	w->max_depth = lim->max_depth < DEPTH_HARD_CAP ? lim->max_depth : DEPTH_HARD_CAP;
+	w->max_path = lim->max_path < ARTIFACT_PATH_MAX - 1 ? lim->max_path : ARTIFACT_PATH_MAX - 1;
 	if (artifacts_sandbox_start(s) < 0)
 		_exit(2);
 	initialize_ext2_error_table();
 	if (artifacts_sandbox_enter(s, why, sizeof(why)) < 0)
-		die(&w, "%s", why);
+		die(w, "%s", why);
 	/* Opened before the filter, which allows no opening of existing
 	 * files, and through the fd: the helper has no path to the image.
 	 * EXT2_FLAG_RW is not set, and the fd is read-only anyway. */
 	snprintf(image, sizeof(image), "%d", SANDBOX_IMAGE_FD);
-	errcode_t err = ext2fs_open(image, EXT2_FLAG_64BITS, 0, 0, unixfd_io_manager, &w.fs);
+	errcode_t err = ext2fs_open(image, EXT2_FLAG_64BITS, 0, 0, unixfd_io_manager, &w->fs);
 	if (err)
-		die(&w, "the image: %s", error_message(err));
-	w.fs->default_bitmap_type = EXT2FS_BMAP64_RBTREE;   /* memory ~ bits set */
-	if (ext2fs_allocate_inode_bitmap(w.fs, "copied", &w.copied) ||
-	    ext2fs_allocate_inode_bitmap(w.fs, "visited", &w.visited) || !(w.chunk = malloc(COPY_CHUNK)))
-		die(&w, "out of memory");
+		die(w, "the image: %s", error_message(err));
+	w->fs->default_bitmap_type = EXT2FS_BMAP64_RBTREE;   /* memory ~ bits set */
+	if (ext2fs_allocate_inode_bitmap(w->fs, "copied", &w->copied) ||
+	    ext2fs_allocate_inode_bitmap(w->fs, "visited", &w->visited) || !(w->chunk = malloc(COPY_CHUNK)))
+		die(w, "out of memory");
 	if (artifacts_sandbox_filter() < 0)
-		die(&w, "cannot install the seccomp filter");
+		die(w, "cannot install the seccomp filter");
 #ifdef ARTIFACTS_TEST_HOOKS
 	if (artifacts_test_sandboxed)
 		artifacts_test_sandboxed(SANDBOX_DEST_FD);
 #endif
-	walk_artifacts(&w, SANDBOX_DEST_FD);
-	emit(&w, "END\n", 4);
-	flush_report(&w);
+	walk_artifacts(w, SANDBOX_DEST_FD);
+	emit(w, "END\n", 4);
+	flush_report(w);
 	_exit(0);
 }
 
