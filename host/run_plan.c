@@ -37,15 +37,19 @@ void run_result_init(struct run_result *r, const struct run_request *req)
 	r->limits.max_output = req->max_output;
 }
 
-/* Open a file the caller named, read-only, with the caller's rights: the
- * fd, or -1 with "OPTION PATH: reason" in err. */
-static int open_as_caller(const struct run_plan *plan, const char *opt, const char *path, int flags, char *err,
-			  size_t errlen)
+/* What a caller-named path must be. */
+enum want { WANT_FILE, WANT_STREAM, WANT_DIR };
+
+/* Open a path the caller named, read-only, with the caller's rights: the
+ * fd, or -1 with "OPTION PATH: reason" in err. O_NONBLOCK: a FIFO (or a
+ * device) must not hang the open, which no signal could interrupt here;
+ * only a stream (stdin) may be other than a regular file, and it reads
+ * blocking again (the session polls it first). */
+static int open_as_caller(const struct run_plan *plan, const char *opt, const char *path, enum want want,
+			  char *err, size_t errlen)
 {
-	/* O_NONBLOCK: a FIFO (or a device) must not hang the open, which no
-	 * signal could interrupt here; only stdin may be other than a regular
-	 * file, and it reads blocking again (after poll says it may). */
-	int fd = caller_open(&plan->caller, path, O_RDONLY | O_NONBLOCK | O_NOCTTY | flags);
+	int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | (want == WANT_DIR ? O_DIRECTORY : 0);
+	int fd = caller_open(&plan->caller, path, flags);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		errf(err, errlen, "%s%s%.300s: %s", opt, *opt ? " " : "", path, strerror(errno));
@@ -53,13 +57,12 @@ static int open_as_caller(const struct run_plan *plan, const char *opt, const ch
 			close(fd);
 		return -1;
 	}
-	bool any = !strcmp(opt, "--stdin") || (flags & O_DIRECTORY);
-	if (!any && !S_ISREG(st.st_mode)) {
+	if (want == WANT_FILE && !S_ISREG(st.st_mode)) {
 		errf(err, errlen, "%s%s%.300s: not a regular file", opt, *opt ? " " : "", path);
 		close(fd);
 		return -1;
 	}
-	if (!(flags & O_DIRECTORY))
+	if (want == WANT_STREAM)
 		(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	return fd;
 }
@@ -79,8 +82,8 @@ static int open_guest(struct run_plan *plan, const struct run_request *req, FILE
 		snprintf(rootfs, sizeof(rootfs), "%.4000s/rootfs.ext4", req->guest_dir);
 	if (access(plan->vmm, X_OK) < 0)
 		return errf(err, errlen, "%s: %s", plan->vmm, strerror(errno));
-	if ((plan->kernel_fd = open_as_caller(plan, req->kernel ? "--kernel" : "", kernel, 0, err, errlen)) < 0 ||
-	    (plan->rootfs_fd = open_as_caller(plan, req->rootfs ? "--rootfs" : "", rootfs, 0, err, errlen)) < 0)
+	if ((plan->kernel_fd = open_as_caller(plan, req->kernel ? "--kernel" : "", kernel, WANT_FILE, err, errlen)) < 0 ||
+	    (plan->rootfs_fd = open_as_caller(plan, req->rootfs ? "--rootfs" : "", rootfs, WANT_FILE, err, errlen)) < 0)
 		return -1;
 	/* The manifest is the allowlist unless a policy names one: next to
 	 * the root image for root, but the built image's for anyone else,
@@ -91,7 +94,7 @@ static int open_guest(struct run_plan *plan, const struct run_request *req, FILE
 			 slash ? rootfs : ".");
 	else
 		snprintf(manifest_name, namelen, "%.4000s/programs.txt", req->guest_dir);
-	int fd = open_as_caller(plan, "program manifest", manifest_name, 0, err, errlen);
+	int fd = open_as_caller(plan, "program manifest", manifest_name, WANT_FILE, err, errlen);
 	if (fd < 0)
 		return -1;
 	if (!(*manifest = fdopen(fd, "re"))) {
@@ -141,7 +144,7 @@ static int load_policy(struct run_plan *plan, const struct run_request *req, FIL
 		return -1;
 	if (!req->policy)
 		return 0;
-	int fd = open_as_caller(plan, "--policy", req->policy, 0, err, errlen);
+	int fd = open_as_caller(plan, "--policy", req->policy, WANT_FILE, err, errlen);
 	if (fd < 0)
 		return -1;
 	FILE *f = fdopen(fd, "re");
@@ -197,10 +200,10 @@ static int check_program(const struct run_plan *plan, const struct run_request *
 static int open_io(struct run_plan *plan, const struct run_request *req, char *err, size_t errlen)
 {
 	if (req->stdin_file &&
-	    (plan->stdin_fd = open_as_caller(plan, "--stdin", req->stdin_file, 0, err, errlen)) < 0)
+	    (plan->stdin_fd = open_as_caller(plan, "--stdin", req->stdin_file, WANT_STREAM, err, errlen)) < 0)
 		return -1;
 	if (req->workspace &&
-	    (plan->workspace_fd = open_as_caller(plan, "--workspace", req->workspace, O_DIRECTORY, err, errlen)) < 0)
+	    (plan->workspace_fd = open_as_caller(plan, "--workspace", req->workspace, WANT_DIR, err, errlen)) < 0)
 		return -1;
 	if (!req->artifacts)
 		return 0;
