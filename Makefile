@@ -36,7 +36,7 @@ PAYLOAD_SRCS := $(wildcard tests/payloads/*.S)
 PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
-.PHONY: all deps guest kernel rootfs unit payloads payload-test vm-test check demo stress-boots \
+.PHONY: all deps guest kernel rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots \
 	bench-vmm bench-boot bench-virtio bench-vmrun bench-workspace clean fuzz fuzz-smoke
 
 all: $(BUILD)/bin/vmm $(BUILD)/bin/vmrun
@@ -102,10 +102,22 @@ $(BUILD)/guest/agent: $(AGENT_SRCS) $(wildcard guest-agent/*.h)
 	@mkdir -p $(dir $@)
 	$(MUSL_CC) $(AGENT_SRCS) -o $@
 
+# One read-only root image per runtime (rootfs/runtimes/NAME), and python's
+# again as the default image, used without --runtime.
+RUNTIMES := $(notdir $(wildcard rootfs/runtimes/*))
 rootfs: $(BUILD)/guest/agent
-	@./rootfs/build.sh $(BUILD)/guest/rootfs.ext4 $(BUILD)/guest/agent
+	@for r in $(RUNTIMES); do \
+		./rootfs/build.sh $(BUILD)/guest/runtimes/$$r.ext4 $(BUILD)/guest/agent rootfs/runtimes/$$r || exit 1; \
+	done
+	@cp $(BUILD)/guest/runtimes/python.ext4 $(BUILD)/guest/rootfs.ext4.tmp && \
+		mv $(BUILD)/guest/rootfs.ext4.tmp $(BUILD)/guest/rootfs.ext4 && \
+		cp $(BUILD)/guest/runtimes/python.programs $(BUILD)/guest/programs.txt
 
 # ---- tests -----------------------------------------------------------------
+# A runtime image built twice into empty caches is byte-identical.
+rootfs-test: rootfs
+	@./tests/rootfs/reproducible.sh bash
+
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_OBJS) $(wildcard tests/common/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost -Itests/common $(filter %.c %.o,$^) \
@@ -160,11 +172,12 @@ vm-test: all payloads guest $(VM_TEST_BINS)
 	@./scripts/on-kvm-host.sh --limit 600 "agent tests" tests/vm/agent.sh
 	@./scripts/on-kvm-host.sh --limit 900 "e2e tests" tests/e2e/run.sh
 	@./scripts/on-kvm-host.sh --limit 300 "jail tests" tests/e2e/jail.sh
+	@./scripts/on-kvm-host.sh --limit 600 "runtime tests" tests/e2e/runtimes.sh
 
 check:
 	@start=$$(date +%s); ./scripts/deps.sh && \
 	$(MAKE) --no-print-directory all payloads guest $(UNIT_BINS) $(FUZZ_BINS) $(VM_TEST_BINS) && \
-	$(MAKE) --no-print-directory unit fuzz-smoke payload-test vm-test; st=$$?; \
+	$(MAKE) --no-print-directory unit fuzz-smoke rootfs-test payload-test vm-test; st=$$?; \
 	echo "check: $$(( $$(date +%s) - start )) s in all, status $$st"; exit $$st
 
 # The agent boot loop that measured the emulated host's hang rate (issue 11):
@@ -252,9 +265,9 @@ $(BUILD)/fuzz/fuzz_proto: tests/fuzz/fuzz_proto.c guest-agent/proto.c guest-agen
 	$(CLANG) $(FUZZ_CFLAGS) -Iguest-agent tests/fuzz/fuzz_proto.c guest-agent/proto.c -o $@
 
 # The --policy parser (client input), with the error formatter it reports through.
-$(BUILD)/fuzz/fuzz_policy: tests/fuzz/fuzz_policy.c host/policy.c host/errmsg.c $(wildcard host/*.h guest-agent/*.h)
+$(BUILD)/fuzz/fuzz_policy: tests/fuzz/fuzz_policy.c host/policy.c host/textfile.c host/errmsg.c $(wildcard host/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Iguest-agent tests/fuzz/fuzz_policy.c host/policy.c host/errmsg.c -o $@
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Iguest-agent tests/fuzz/fuzz_policy.c host/policy.c host/textfile.c host/errmsg.c -o $@
 
 $(BUILD)/fuzz/mkseeds_loader: tests/fuzz/mkseeds_loader.c
 	@mkdir -p $(dir $@)

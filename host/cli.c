@@ -15,6 +15,7 @@
 
 static const char usage[] =
 	"usage: vmrun [OPTIONS] [--] PROGRAM [ARG...]\n"
+	"       vmrun runtimes [--json]\n"
 	"Runs PROGRAM in a fresh microVM and reports how it ended.\n"
 	"  -w, --workspace DIR     copy DIR's contents into /workspace (the command's cwd)\n"
 	"  -a, --artifacts DIR     copy /workspace/artifacts out into DIR (created) after the run\n"
@@ -30,6 +31,7 @@ static const char usage[] =
 	"      --json              print the result object instead of streaming output\n"
 	"      --kernel FILE       guest kernel (default: the built one)\n"
 	"      --rootfs FILE       guest root image (default: the built one)\n"
+	"      --runtime NAME      a language runtime's image and allowlist (see `vmrun runtimes`)\n"
 	"      --allow-weaker-jail without root, run even where no cgroup v2 subtree is\n"
 	"                          delegated to you (no memory or pids limit for vmm)\n"
 	"  -v, --verbose           phases and the guest console on stderr\n"
@@ -63,7 +65,7 @@ static bool valid_grant(const char *s)
 	return n <= PROTO_MAX_STR && proto_valid_env(s, n);
 }
 
-enum { O_DISK = 256, O_MAX_OUTPUT, O_POLICY, O_JSON, O_KERNEL, O_ROOTFS, O_WEAKER, O_HELP, O_VERSION };
+enum { O_DISK = 256, O_MAX_OUTPUT, O_POLICY, O_JSON, O_KERNEL, O_ROOTFS, O_WEAKER, O_RUNTIME, O_HELP, O_VERSION };
 
 int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t errlen)
 {
@@ -75,7 +77,7 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t err
 		{ "env", required_argument, NULL, 'e' },       { "stdin", required_argument, NULL, 'i' },
 		{ "policy", required_argument, NULL, O_POLICY }, { "json", no_argument, NULL, O_JSON },
 		{ "kernel", required_argument, NULL, O_KERNEL }, { "rootfs", required_argument, NULL, O_ROOTFS },
-		{ "allow-weaker-jail", no_argument, NULL, O_WEAKER },
+		{ "allow-weaker-jail", no_argument, NULL, O_WEAKER }, { "runtime", required_argument, NULL, O_RUNTIME },
 		{ "verbose", no_argument, NULL, 'v' },         { "help", no_argument, NULL, O_HELP },
 		{ "version", no_argument, NULL, O_VERSION },   { NULL, 0, NULL, 0 },
 	};
@@ -98,6 +100,7 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t err
 		case O_ROOTFS: o->rootfs = optarg; break;
 		case O_JSON: o->json = true; break;
 		case O_WEAKER: o->allow_weaker_jail = true; break;
+		case O_RUNTIME: o->runtime = optarg; break;
 		case 'v': o->verbose = true; break;
 		case 't':
 			errno = 0;

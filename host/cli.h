@@ -14,6 +14,7 @@ struct vmrun_opts {
 	const char *stdin_file;    /* -i */
 	const char *policy;        /* --policy */
 	const char *kernel, *rootfs;
+	const char *runtime;       /* --runtime NAME */
 	double timeout_s;          /* -t, whole run, boot included */
 	uint64_t memory_mib, cpus, disk_mib, max_output;
 	const char *env[PROTO_MAX_ENV];

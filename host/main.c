@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "result.h"
 #include "run.h"
+#include "runtime.h"
 
 struct cli_run {
 	char bindir[PATH_MAX], vmm[PATH_MAX + 8], guest[PATH_MAX + 16];
@@ -114,7 +115,7 @@ static void request_from(const struct vmrun_opts *o, const struct cli_run *c, st
 		.memory_mib = o->memory_mib, .cpus = o->cpus, .disk_mib = o->disk_mib, .max_output = o->max_output,
 		.workspace = o->workspace, .artifacts = o->artifacts, .stdin_file = o->stdin_file, .policy = o->policy,
 		.kernel = o->kernel, .rootfs = o->rootfs, .vmm = c->vmm, .guest_dir = c->guest,
-		.allow_weaker_jail = o->allow_weaker_jail,
+		.allow_weaker_jail = o->allow_weaker_jail, .runtime = o->runtime,
 	};
 }
 
@@ -132,16 +133,61 @@ static void print(const struct vmrun_opts *o, const struct run_result *r)
 		say("artifact %s skipped: %s", r->artifacts.skipped[i].path, r->artifacts.skipped[i].reason);
 }
 
+/* `vmrun runtimes [--json]`: the installed runtimes, by name. Their
+ * names, versions and aliases hold only [a-z0-9+._-] (runtime_load
+ * checks), so they print into JSON as they are. */
+static int list_runtimes(const struct cli_run *c, int argc, char **argv)
+{
+	bool json = argc == 3 && !strcmp(argv[2], "--json");
+	if (argc > 3 || (argc == 3 && !json)) {
+		say("usage: vmrun runtimes [--json]");
+		return 125;
+	}
+	char dir[PATH_MAX + 32], err[512];
+	snprintf(dir, sizeof(dir), "%s/runtimes", c->guest);
+	struct runtime *list = calloc(RUNTIME_MAX, sizeof(*list));
+	int n = list ? runtime_list(dir, list, RUNTIME_MAX, err, sizeof(err)) : -1;
+	if (n < 0) {
+		say("%s", list ? err : "out of memory");
+		free(list);
+		return 125;
+	}
+	if (json)
+		putchar('[');
+	for (int i = 0; i < n; i++) {
+		const struct runtime *rt = &list[i];
+		if (!json) {
+			printf("%-12s %-10s %s\n", rt->name, rt->version, rt->aliases);
+			continue;
+		}
+		printf("%s{\"name\":\"%s\",\"version\":\"%s\",\"extension\":\"%s\",\"aliases\":[", i ? "," : "", rt->name,
+		       rt->version, rt->extension);
+		const char *a = rt->aliases;
+		for (int k = 0; *(a += strspn(a, " ")); k++) {
+			size_t len = strcspn(a, " ");
+			printf("%s\"%.*s\"", k ? "," : "", (int)len, a);
+			a += len;
+		}
+		printf("]}");
+	}
+	if (json)
+		puts("]");
+	free(list);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct vmrun_opts o;
 	char err[512];
+	struct cli_run c;
+	if (argc >= 2 && !strcmp(argv[1], "runtimes"))
+		return locate(&c) ? 125 : list_runtimes(&c, argc, argv);
 	int parsed = cli_parse(argc, argv, &o, err, sizeof(err));
 	if (parsed < 0)
 		say("%s", err);
 	if (parsed)
 		return parsed > 0 ? 0 : 125;
-	struct cli_run c;
 	if (locate(&c))
 		return 125;
 	if ((c.sigfd = take_signals()) < 0) {

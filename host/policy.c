@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "errmsg.h"
+#include "textfile.h"
 
 /* Append path to a list of at most PROTO_MAX_ALLOW entries. */
 static int add_path(char (**list)[POLICY_PATH_MAX], unsigned *n, const char *path)
@@ -18,43 +19,13 @@ static int add_path(char (**list)[POLICY_PATH_MAX], unsigned *n, const char *pat
 	return 0;
 }
 
-enum line_read { LINE_EOF = 0, LINE_OK = 1, LINE_LONG = -1, LINE_NUL = -2 };
-
-/* Read one line of at most len - 1 bytes into buf, without its newline
- * (the last line needs none). A longer line, or one holding a NUL byte, is
- * refused whole: cut at the buffer's size, its tail would read as a line of
- * its own ("# xxx...allow /bin/sh"), and a NUL would hide the rest of it. */
-static enum line_read read_line(FILE *f, char *buf, size_t len)
-{
-	size_t n = 0;
-	int c;
-	while ((c = getc(f)) != EOF && c != '\n') {
-		if (c == '\0')
-			return LINE_NUL;
-		if (n + 1 >= len)
-			return LINE_LONG;
-		buf[n++] = (char)c;
-	}
-	buf[n] = '\0';
-	return c == EOF && n == 0 ? LINE_EOF : LINE_OK;
-}
-
-/* Why read_line refused line no of file, as one line in err. */
-static int bad_line(char *err, size_t errlen, const char *what, const char *file, unsigned no, enum line_read r,
-		    size_t len)
-{
-	if (r == LINE_NUL)
-		return errf(err, errlen, "%s %s line %u: holds a NUL byte", what, file, no);
-	return errf(err, errlen, "%s %s line %u: longer than %zu bytes", what, file, no, len - 1);
-}
-
 static int load_manifest(struct policy *p, FILE *f, const char *file, char *err, size_t errlen)
 {
 	char line[POLICY_PATH_MAX + 2];
-	enum line_read r;
-	for (unsigned no = 1; (r = read_line(f, line, sizeof(line))) != LINE_EOF; no++) {
-		if (r != LINE_OK)
-			return bad_line(err, errlen, "program manifest", file, no, r, sizeof(line));
+	enum textfile_line r;
+	for (unsigned no = 1; (r = textfile_read_line(f, line, sizeof(line))) != TEXTFILE_EOF; no++) {
+		if (r != TEXTFILE_OK)
+			return textfile_bad_line(err, errlen, "program manifest", file, no, r, sizeof(line));
 		if (!line[0])
 			continue;
 		if (add_path(&p->manifest, &p->nmanifest, line))
@@ -141,10 +112,10 @@ int policy_apply(struct policy *p, FILE *f, const char *file, enum policy_trust 
 	char line[512];
 	struct apply_ctx a = { .p = p, .trust = trust };
 	int rc = 0;
-	enum line_read r;
-	for (unsigned no = 1; (r = read_line(f, line, sizeof(line))) != LINE_EOF; no++) {
-		if (r != LINE_OK) {
-			rc = bad_line(err, errlen, "policy", file, no, r, sizeof(line));
+	enum textfile_line r;
+	for (unsigned no = 1; (r = textfile_read_line(f, line, sizeof(line))) != TEXTFILE_EOF; no++) {
+		if (r != TEXTFILE_OK) {
+			rc = textfile_bad_line(err, errlen, "policy", file, no, r, sizeof(line));
 			break;
 		}
 		char *s = line + strspn(line, " \t");

@@ -46,6 +46,7 @@ struct run_request {
 	const char *policy;          /* the caller's policy file: may only lower ceilings unless root */
 	const char *system_policy;   /* root's policy file; NULL: RUN_SYSTEM_POLICY; "" for none */
 	const char *kernel, *rootfs; /* NULL: the built ones next to vmm */
+	const char *runtime;         /* a runtime's name or alias: its image and allowlist (host/runtime.h) */
 	const char *vmm;             /* vmm's path (trusted: ours) */
 	const char *guest_dir;       /* where the built kernel, rootfs and manifest are */
 	bool allow_weaker_jail;      /* rootless: run without cgroup limits when none are delegated */
@@ -76,6 +77,7 @@ struct run_plan {
 	bool extracted;                      /* execute copied into it: it stays */
 	char vmm[PATH_MAX];
 	bool allow_weaker_jail;
+	char runtime[64], runtime_version[64];   /* "" without --runtime */
 	/* vmm's command line, paths as seen in the jail */
 	char vmm_memory[24], vmm_cpus[24];
 	char *vmm_argv[RUN_VMM_ARGC_MAX];

@@ -14,6 +14,7 @@
 
 #include "errmsg.h"
 #include "jail.h"
+#include "runtime.h"
 
 static void new_run_id(char *id)
 {
@@ -68,18 +69,29 @@ static int open_as_caller(const struct run_plan *plan, const char *opt, const ch
 }
 
 /* The guest's files: --kernel and --rootfs as the caller gives them, else
- * the built ones, which the caller must be able to read as well. The
- * program manifest sits next to the root image. */
+ * the built ones (a --runtime's image), which the caller must be able to
+ * read as well. The program manifest sits next to the root image. */
 static int open_guest(struct run_plan *plan, const struct run_request *req, FILE **manifest, char *manifest_name,
 		      size_t namelen, char *err, size_t errlen)
 {
-	char kernel[PATH_MAX], rootfs[PATH_MAX];
+	char kernel[PATH_MAX], rootfs[PATH_MAX], runtimes[PATH_MAX];
+	struct runtime rt;
 	snprintf(kernel, sizeof(kernel), "%s", req->kernel ? req->kernel : "");
 	snprintf(rootfs, sizeof(rootfs), "%s", req->rootfs ? req->rootfs : "");
 	if (!req->kernel)
 		snprintf(kernel, sizeof(kernel), "%.4000s/vmlinux", req->guest_dir);
-	if (!req->rootfs)
+	if (req->runtime) {
+		if (req->rootfs)
+			return errf(err, errlen, "--runtime and --rootfs name two root images; give one");
+		snprintf(runtimes, sizeof(runtimes), "%.4000s/runtimes", req->guest_dir);
+		if (runtime_find(runtimes, req->runtime, &rt, err, errlen))
+			return -1;
+		snprintf(rootfs, sizeof(rootfs), "%s", rt.image);
+		snprintf(plan->runtime, sizeof(plan->runtime), "%s", rt.name);
+		snprintf(plan->runtime_version, sizeof(plan->runtime_version), "%s", rt.version);
+	} else if (!req->rootfs) {
 		snprintf(rootfs, sizeof(rootfs), "%.4000s/rootfs.ext4", req->guest_dir);
+	}
 	if (access(plan->vmm, X_OK) < 0)
 		return errf(err, errlen, "%s: %s", plan->vmm, strerror(errno));
 	if ((plan->kernel_fd = open_as_caller(plan, req->kernel ? "--kernel" : "", kernel, WANT_FILE, err, errlen)) < 0 ||
@@ -89,7 +101,9 @@ static int open_guest(struct run_plan *plan, const struct run_request *req, FILE
 	 * the root image for root, but the built image's for anyone else,
 	 * whose own --rootfs must not bring its own list along. */
 	char *slash = strrchr(rootfs, '/');
-	if (req->rootfs && plan->caller.uid == 0)
+	if (req->runtime)
+		snprintf(manifest_name, namelen, "%s", rt.programs);
+	else if (req->rootfs && plan->caller.uid == 0)
 		snprintf(manifest_name, namelen, "%.*s/programs.txt", slash ? (int)(slash - rootfs) : 1,
 			 slash ? rootfs : ".");
 	else

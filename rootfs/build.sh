@@ -1,15 +1,20 @@
 #!/bin/sh
-# Builds the read-only guest root image $1 (ext4) with mke2fs -d from a
-# staging tree:
-#   /init          the guest agent ($2, static), also /sbin/init
+# build.sh OUT AGENT MANIFEST: builds the read-only guest root image OUT
+# (ext4) of one runtime (rootfs/runtimes/NAME, format in its README) with
+# mke2fs -d from a staging tree:
+#   /init          the guest agent (AGENT, static), also /sbin/init
 #   /bin/busybox   static, with its applet links
-#   python3        python3.11 and its standard library, unpacked from
-#                  Debian's packages (apt-get download, dependencies
-#                  resolved by apt-cache) and byte-compiled
+#   the runtime    the closure of the manifest's Debian packages (apt-get
+#                  download, dependencies resolved by apt-cache against the
+#                  archives, never this machine's installed versions),
+#                  unpacked without maintainer scripts; Python's standard
+#                  library byte-compiled where the manifest says so
 #   /etc/passwd, /etc/group with the unprivileged `sandbox` user
 #   /etc/vmrun/programs  the manifest of programs offered, which is also
-#                  written next to the image as programs.txt: the default
-#                  allowlist
+#                  written next to the image as NAME.programs: the
+#                  runtime's allowlist
+# and NAME.runtime beside it: the manifest with the version read from the
+# package (`version-of`), for vmrun to list and look up.
 #
 # Reproducible: the same inputs give the same image bytes. File times are
 # pinned, the UUID and directory hash seed are fixed, mke2fs's clock is
@@ -21,41 +26,64 @@ set -eu
 
 out=$1
 agent=$2
+manifest=$3
 here=$(cd "$(dirname "$0")" && pwd)
 start=$(date +%s%N)
 cache=${VMRUN_CACHE:-/var/cache/vmrun}
 BUSYBOX=/bin/busybox
 PYTHON=/usr/bin/python3.11
-# What python3 needs at run time. The closure apt-cache computes also holds
-# the packages' install-time tools (dpkg, tar, perl via mailcap); a
-# read-only image never runs maintainer scripts, so those are left out.
-ROOTS="python3-minimal python3.11 libpython3.11-stdlib"
+# apt-cache against the archives alone: a package installed here from
+# elsewhere (nodesource's nodejs) must not pick the version or its
+# dependencies.
+APT_CACHE="apt-cache -o Dir::State::status=/dev/null"
+
+# key: the value of one "key: value" line of the manifest ("" when absent).
+key() { sed -n "s/^$1:[[:space:]]*//p" "$manifest" | head -n 1; }
+
+[ -f "$manifest" ] || { echo "rootfs: no runtime manifest $manifest" >&2; exit 1; }
+name=$(key name)
+ROOTS=$(key packages)
+[ -n "$name" ] && [ -n "$ROOTS" ] && [ -n "$(key version-of)" ] && [ -n "$(key run)" ] ||
+	{ echo "rootfs: $manifest needs name, packages, version-of and run" >&2; exit 1; }
+# The closure apt-cache computes also holds the packages' install-time
+# tools (dpkg, tar, perl via mailcap); a read-only image never runs
+# maintainer scripts, so those are left out.
 EXCLUDE=" dpkg install-info tar perl perl-base perl-modules-5.36 libperl5.36 libgdbm-compat4 mailcap
-	mime-support gcc-12-base libacl1 libmd0 libpcre2-8-0 libselinux1 libzstd1 "
+	mime-support gcc-12-base libacl1 libmd0 libpcre2-8-0 libselinux1 libzstd1 $(key exclude) "
 
 [ -x "$BUSYBOX" ] && "$BUSYBOX" --list >/dev/null 2>&1 ||
 	{ echo "rootfs: $BUSYBOX missing (run 'make deps')" >&2; exit 1; }
 file -L "$BUSYBOX" 2>/dev/null | grep -q 'statically linked' ||
 	{ echo "rootfs: $BUSYBOX is not static (install busybox-static)" >&2; exit 1; }
 [ -x "$agent" ] || { echo "rootfs: agent $agent not built" >&2; exit 1; }
-[ -x "$PYTHON" ] || { echo "rootfs: $PYTHON missing (run 'make deps')" >&2; exit 1; }
+[ -z "$(key compileall)" ] || [ -x "$PYTHON" ] || { echo "rootfs: $PYTHON missing (run 'make deps')" >&2; exit 1; }
 
 # ---- the package set, pinned to versions -----------------------------------
-pkgs=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+pkgs=$($APT_CACHE depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
 	--no-replaces --no-enhances $ROOTS 2>/dev/null | grep -v '^[ <]' | sort -u |
 	while read -r p; do case "$EXCLUDE" in *[[:space:]]$p[[:space:]]*) ;; *) echo "$p" ;; esac; done)
 [ -n "$pkgs" ] || { echo "rootfs: apt-cache cannot resolve $ROOTS" >&2; exit 1; }
-versions=$(for p in $pkgs; do echo "$p=$(apt-cache policy "$p" | sed -n 's/^  Candidate: //p')"; done)
+versions=$(for p in $pkgs; do echo "$p=$($APT_CACHE policy "$p" | sed -n 's/^  Candidate: //p')"; done)
+# The runtime's version, as its package says it: the upstream part.
+pkgver=$(echo "$versions" | sed -n "s/^$(key version-of)=//p")
+[ -n "$pkgver" ] || { echo "rootfs: $(key version-of) is not among $name's packages" >&2; exit 1; }
+version=$(echo "$pkgver" | sed 's/^[0-9]*://; s/[-+~].*$//')
 
-key=$( { cat "$0" "$here/passwd" "$here/group" "$agent" "$BUSYBOX"; echo "$versions"; "$PYTHON" -V; } |
-	sha256sum | cut -c1-16)
-cached=$cache/rootfs-$key.ext4
+hash=$( { cat "$0" "$here/passwd" "$here/group" "$manifest" "$agent" "$BUSYBOX"; echo "$versions"
+	[ -z "$(key compileall)" ] || "$PYTHON" -V; } | sha256sum | cut -c1-16)
+cached=$cache/rootfs-$name-$hash.ext4
 mkdir -p "$(dirname "$out")"
-manifest_out=$(dirname "$out")/programs.txt
+manifest_out=${out%.ext4}.programs
+runtime_out=${out%.ext4}.runtime
+write_runtime() { # the manifest without comments, and the version
+	{ grep -v '^[[:space:]]*\(#\|$\)' "$manifest"; echo "version: $version"; } >"$runtime_out.tmp" &&
+		mv "$runtime_out.tmp" "$runtime_out"
+}
 if [ -f "$cached" ] && [ -f "$cached.programs" ]; then
 	cp "$cached" "$out.tmp" && mv "$out.tmp" "$out"
 	cp "$cached.programs" "$manifest_out"
-	echo "rootfs: $out $(stat -c %s "$out") bytes, sha256 $(sha256sum "$out" | cut -c1-16), from cache ($cached)"
+	write_runtime
+	echo "rootfs: $out ($name $version) $(stat -c %s "$out") bytes, sha256 $(sha256sum "$out" | cut -c1-16), from cache ($cached)"
 	exit 0
 fi
 
@@ -87,8 +115,10 @@ done
 # Documentation and package metadata are of no use in the sandbox.
 rm -rf "$stage/usr/share/doc" "$stage/usr/share/man" "$stage/usr/share/lintian" "$stage/usr/share/info" \
 	"$stage/etc/cron.daily"
-"$PYTHON" -m compileall -q -j 0 --invalidation-mode unchecked-hash -s "$stage" -p / \
-	"$stage/usr/lib/python3.11" >/dev/null
+if [ -n "$(key compileall)" ]; then
+	"$PYTHON" -m compileall -q -j 0 --invalidation-mode unchecked-hash -s "$stage" -p / \
+		"$stage$(key compileall)" >/dev/null
+fi
 
 mkdir -p "$stage/bin" "$stage/sbin" "$stage/usr/bin" "$stage/usr/sbin" "$stage/etc/vmrun" \
 	"$stage/proc" "$stage/sys" "$stage/dev" "$stage/tmp" "$stage/workspace" "$stage/home/sandbox"
@@ -114,10 +144,11 @@ chown 1000:1000 "$stage/home/sandbox" 2>/dev/null || true
 (cd "$stage" && find bin usr/bin -mindepth 1 -maxdepth 1 \( -type f -o -type l \) | sort |
 	while read -r f; do [ -x "$f" ] && echo "/$f"; done) >"$stage/etc/vmrun/programs"
 
-# A smoke test where we can chroot: the interpreter and its C modules load.
-if [ "$(id -u)" = 0 ]; then
-	chroot "$stage" /usr/bin/python3 -c 'import ssl, sqlite3, json, decimal, ctypes, lzma, bz2, zlib, hashlib, readline, uuid' ||
-		{ echo "rootfs: python3 does not work in the staged root" >&2; exit 1; }
+# A smoke test where we can chroot: the manifest's check (the interpreter
+# and its libraries load).
+if [ "$(id -u)" = 0 ] && [ -n "$(key check)" ]; then
+	chroot "$stage" /bin/sh -c "$(key check)" >/dev/null ||
+		{ echo "rootfs: $name's check fails in the staged root: $(key check)" >&2; exit 1; }
 fi
 
 # Pin every timestamp (mke2fs -d copies them).
@@ -143,5 +174,6 @@ mkdir -p "$cache"
 cp "$out.tmp" "$cached.tmp" && mv "$cached.tmp" "$cached"
 cp "$manifest_out" "$cached.programs"
 mv "$out.tmp" "$out"
+write_runtime
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
-echo "rootfs: $out $(stat -c %s "$out") bytes ($size_mib MiB, $(wc -l <"$manifest_out") programs), sha256 $(sha256sum "$out" | cut -c1-16), built in $ms ms"
+echo "rootfs: $out ($name $version) $(stat -c %s "$out") bytes ($size_mib MiB, $(wc -l <"$manifest_out") programs, $(echo $pkgs | wc -w) packages), sha256 $(sha256sum "$out" | cut -c1-16), built in $ms ms"

@@ -413,6 +413,37 @@ static void plan_fifo_and_zeroed(void **state)
 	assert_true(fcntl(0, F_GETFD) >= 0 || errno != EBADF);   /* stdin not closed */
 }
 
+/* --runtime NAME: that runtime's image and its own allowlist. */
+static void plan_runtime(void **state)
+{
+	struct fx *f = *state;
+	char rt[192], path[256];
+	snprintf(rt, sizeof(rt), "%s/runtimes", f->guest);
+	assert_int_equal(mkdir(rt, 0755), 0);
+	snprintf(path, sizeof(path), "%s/javascript.runtime", rt);
+	write_file(path, "name: javascript\naliases: js node\nrun: node {file}\nversion: 18.20.4\n", 0644);
+	snprintf(path, sizeof(path), "%s/javascript.ext4", rt);
+	write_file(path, "image", 0644);
+	snprintf(path, sizeof(path), "%s/javascript.programs", rt);
+	write_file(path, "/bin/sh\n/usr/bin/node\n", 0644);
+	f->req.runtime = "node";
+	f->argv[0] = "node";
+	assert_int_equal(build(f), 0);
+	assert_string_equal(f->plan.runtime, "javascript");
+	assert_string_equal(f->plan.runtime_version, "18.20.4");
+	assert_int_equal(f->plan.proto.nallow, 2);   /* its own allowlist */
+	run_plan_release(&f->plan);
+	f->argv[0] = "python3";   /* another runtime's program */
+	assert_refused(f, "python3: no such program in the guest image");
+	assert_int_equal(r.term, TERM_NOT_FOUND);
+	f->argv[0] = "node";
+	f->req.runtime = "ruby";
+	assert_refused(f, "--runtime ruby: no such runtime (installed: javascript)");
+	f->req.runtime = "js";
+	f->req.rootfs = f->rootfs;
+	assert_refused(f, "--runtime and --rootfs name two root images; give one");
+}
+
 static void plan_refuses_existing_destination(void **state)
 {
 	struct fx *f = *state;
@@ -463,6 +494,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(plan_refuses_existing_destination, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(plan_custom_rootfs_keeps_the_manifest, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(plan_fifo_and_zeroed, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(plan_runtime, fx_setup, fx_teardown),
 	};
 	return cmocka_run_group_tests_name("run", tests, NULL, NULL);
 }

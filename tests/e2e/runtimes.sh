@@ -1,0 +1,109 @@
+#!/bin/bash
+# The language runtimes (rootfs/runtimes/, vmrun --runtime), on a KVM host
+# that runs Linux guests (scripts/on-kvm-host.sh decides where): in each
+# one, a program from the workspace prints hello, its argv and its stdin,
+# reads a workspace file and writes an artifact; a runtime's allowlist
+# does not offer another's programs; `vmrun runtimes` lists them. Also
+# prints (not asserts) boot to HELLO in the smallest and the largest image.
+# Ends with "runtimes: N passed, N failed".
+set -u
+cd "$(dirname "$0")/../.."
+VMRUN=$PWD/build/bin/vmrun
+DEADLINE=120
+pass=0
+fail=0
+tmp=$(mktemp -d /tmp/runtimes.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+export TMPDIR=$tmp/runs
+mkdir -p "$TMPDIR"
+ok() { echo "ok - $1"; pass=$((pass + 1)); }
+not_ok() {
+	echo "not ok - $1"
+	fail=$((fail + 1))
+	for f in "$tmp/out" "$tmp/err"; do [ -s "$f" ] && sed "s|^|    $(basename "$f"): |" "$f" | head -n 15; done
+}
+v() { timeout -k 5 $DEADLINE "$VMRUN" "$@" <"$tmp/stdin" >"$tmp/out" 2>"$tmp/err"; }
+json() { python3 -c "import json,sys; j=json.load(open('$tmp/out')); sys.exit(0 if ($1) else 1)" 2>/dev/null; }
+
+echo "from stdin" >"$tmp/stdin-file"
+: >"$tmp/stdin"
+want=$(printf 'hello\na b\nfrom stdin\nfrom workspace')
+for rt in python bash javascript; do
+	ws=$tmp/ws-$rt
+	mkdir -p "$ws"
+	echo "from workspace" >"$ws/in.txt"
+	case $rt in
+	python)
+		cat >"$ws/main.py" <<'PY'
+import sys
+print("hello")
+print(" ".join(sys.argv[1:]))
+print(sys.stdin.read().strip())
+print(open("in.txt").read().strip())
+open("artifacts/out.txt", "w").write("made by python\n")
+PY
+		cmd="python3 main.py a b" ;;
+	bash)
+		cat >"$ws/main.sh" <<'SH'
+echo hello
+echo "$*"
+read -r line; echo "$line"
+cat in.txt
+echo "made by bash" >artifacts/out.txt
+SH
+		cmd="bash main.sh a b" ;;
+	javascript)
+		cat >"$ws/main.js" <<'JS'
+const fs = require("fs");
+console.log("hello");
+console.log(process.argv.slice(2).join(" "));
+console.log(fs.readFileSync(0, "utf8").trim());
+console.log(fs.readFileSync("in.txt", "utf8").trim());
+fs.writeFileSync("artifacts/out.txt", "made by javascript\n");
+JS
+		cmd="node main.js a b" ;;
+	esac
+	# shellcheck disable=SC2086
+	v --runtime $rt -t 60 -w "$ws" -a "$tmp/art-$rt" -i "$tmp/stdin-file" -- $cmd
+	rc=$?
+	[ $rc -eq 0 ] && [ "$(cat "$tmp/out")" = "$want" ] && [ "$(cat "$tmp/art-$rt/out.txt" 2>/dev/null)" = "made by $rt" ] &&
+		ok "$rt: hello, argv, stdin, a workspace file and an artifact" || not_ok "$rt (status $rc)"
+done
+
+v --runtime javascript -- python3 -c 1
+rc=$?
+[ $rc -eq 127 ] && grep -q "python3: no such program in the guest image" "$tmp/err" &&
+	ok "javascript's allowlist does not offer python3 (127, no VM)" || not_ok "javascript without python3 (status $rc)"
+v --runtime bash -- node -e 1
+rc=$?
+[ $rc -eq 127 ] && ok "bash's allowlist does not offer node (127)" || not_ok "bash without node (status $rc)"
+v --runtime py -- node -e 1
+rc=$?
+[ $rc -eq 127 ] && ok "python (by its alias py) does not offer node (127)" || not_ok "python without node (status $rc)"
+v --runtime ruby -- true
+rc=$?
+[ $rc -eq 125 ] && grep -q "no such runtime (installed: bash, javascript, python)" "$tmp/err" &&
+	ok "an unknown runtime: 125, naming the installed ones" || not_ok "unknown runtime (status $rc)"
+
+"$VMRUN" runtimes >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && [ "$(awk '{print $1}' "$tmp/out" | tr '\n' ' ')" = "bash javascript python " ] &&
+	grep -q "^python  *3\.11\." "$tmp/out" && ok "vmrun runtimes lists them with versions" || not_ok "vmrun runtimes"
+"$VMRUN" runtimes --json >"$tmp/out" 2>"$tmp/err" && json '[r["name"] for r in j]==["bash","javascript","python"] and "js" in j[1]["aliases"]' &&
+	ok "vmrun runtimes --json" || not_ok "vmrun runtimes --json"
+
+# Boot to HELLO, smallest image against largest: printed, not judged.
+for rt in bash javascript; do
+	size=$(stat -c %s build/guest/runtimes/$rt.ext4)
+	boots=
+	for i in 1 2 3; do
+		v --runtime $rt --json -- true &&
+			boots="$boots $(python3 -c "import json; print(json.load(open('$tmp/out'))['durations_ms']['boot'])")"
+	done
+	echo "# boot to HELLO, $rt ($((size / 1048576)) MiB image):$boots ms"
+done
+
+left=$(ls -A "$TMPDIR")
+[ -z "$left" ] && ok "no run directory left behind" || not_ok "leftovers: $left"
+echo "runtimes: $pass passed, $fail failed"
+[ $fail -eq 0 ]
