@@ -47,9 +47,11 @@ ROOTS=$(key packages)
 	{ echo "rootfs: $manifest needs name, packages, version-of and run" >&2; exit 1; }
 # The closure apt-cache computes also holds the packages' install-time
 # tools (dpkg, tar, perl via mailcap); a read-only image never runs
-# maintainer scripts, so those are left out.
+# maintainer scripts, so those are left out, with what the manifest's
+# `exclude` names (the libraries only those tools need, where the runtime
+# does not).
 EXCLUDE=" dpkg install-info tar perl perl-base perl-modules-5.36 libperl5.36 libgdbm-compat4 mailcap
-	mime-support gcc-12-base libacl1 libmd0 libpcre2-8-0 libselinux1 libzstd1 $(key exclude) "
+	mime-support $(key exclude) "
 
 [ -x "$BUSYBOX" ] && "$BUSYBOX" --list >/dev/null 2>&1 ||
 	{ echo "rootfs: $BUSYBOX missing (run 'make deps')" >&2; exit 1; }

@@ -2,7 +2,8 @@
 # The language runtimes (rootfs/runtimes/, vmrun --runtime), on a KVM host
 # that runs Linux guests (scripts/on-kvm-host.sh decides where): in each
 # one, a program from the workspace prints hello, its argv and its stdin,
-# reads a workspace file and writes an artifact; a runtime's allowlist
+# reads a workspace file and writes an artifact (c and c++ compile it in
+# the guest first); a compile error; a runtime's allowlist
 # does not offer another's programs; `vmrun runtimes` lists them. Also
 # prints (not asserts) boot to HELLO in the smallest and the largest image.
 # Ends with "runtimes: N passed, N failed".
@@ -28,7 +29,7 @@ json() { python3 -c "import json,sys; j=json.load(open('$tmp/out')); sys.exit(0 
 echo "from stdin" >"$tmp/stdin-file"
 : >"$tmp/stdin"
 want=$(printf 'hello\na b\nfrom stdin\nfrom workspace')
-for rt in python bash javascript; do
+for rt in python bash javascript c c++; do
 	ws=$tmp/ws-$rt
 	mkdir -p "$ws"
 	echo "from workspace" >"$ws/in.txt"
@@ -62,13 +63,60 @@ console.log(fs.readFileSync("in.txt", "utf8").trim());
 fs.writeFileSync("artifacts/out.txt", "made by javascript\n");
 JS
 		cmd="node main.js a b" ;;
+	c)
+		cat >"$ws/main.c" <<'C'
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+	char line[64];
+	puts("hello");
+	printf("%s %s\n", argv[1], argv[2]);
+	if (fgets(line, sizeof(line), stdin))
+		fputs(line, stdout);
+	FILE *f = fopen("in.txt", "r"), *o = fopen("artifacts/out.txt", "w");
+	if (!f || !o || !fgets(line, sizeof(line), f))
+		return 1;
+	fputs(line, stdout);
+	fputs("made by c\n", o);
+	return fclose(o) != 0;
+}
+C
+		cmd="sh -c 'gcc -std=c17 -O2 -o /tmp/prog main.c && exec /tmp/prog \"\$@\"' main a b" ;;
+	c++)
+		cat >"$ws/main.cpp" <<'CPP'
+#include <fstream>
+#include <iostream>
+#include <string>
+int main(int argc, char **argv)
+{
+	std::string line;
+	std::cout << "hello\n" << argv[1] << " " << argv[2] << "\n";
+	std::getline(std::cin, line);
+	std::cout << line << "\n";
+	std::ifstream in("in.txt");
+	std::getline(in, line);
+	std::cout << line << "\n";
+	std::ofstream("artifacts/out.txt") << "made by c++\n";
+	return argc == 3 ? 0 : 1;
+}
+CPP
+		cmd="sh -c 'g++ -std=c++17 -O2 -o /tmp/prog main.cpp && exec /tmp/prog \"\$@\"' main a b" ;;
 	esac
-	# shellcheck disable=SC2086
-	v --runtime $rt -t 60 -w "$ws" -a "$tmp/art-$rt" -i "$tmp/stdin-file" -- $cmd
+	eval "set -- $cmd"
+	v --runtime $rt -t 120 -w "$ws" -a "$tmp/art-$rt" -i "$tmp/stdin-file" -- "$@"
 	rc=$?
 	[ $rc -eq 0 ] && [ "$(cat "$tmp/out")" = "$want" ] && [ "$(cat "$tmp/art-$rt/out.txt" 2>/dev/null)" = "made by $rt" ] &&
 		ok "$rt: hello, argv, stdin, a workspace file and an artifact" || not_ok "$rt (status $rc)"
 done
+
+# A compile error: the compiler's own status and diagnostics (source
+# mode, with a stage of its own, is still to come).
+mkdir -p "$tmp/bad"
+printf 'int main(void) { return missing; }\n' >"$tmp/bad/bad.c"
+v --runtime c -t 120 -w "$tmp/bad" -- gcc -c bad.c
+rc=$?
+[ $rc -eq 1 ] && grep -q "error: 'missing' undeclared" "$tmp/err" && ok "c: a compile error is gcc's: status 1, its diagnostic" ||
+	not_ok "c compile error (status $rc)"
 
 v --runtime javascript -- python3 -c 1
 rc=$?
@@ -82,18 +130,18 @@ rc=$?
 [ $rc -eq 127 ] && ok "python (by its alias py) does not offer node (127)" || not_ok "python without node (status $rc)"
 v --runtime ruby -- true
 rc=$?
-[ $rc -eq 125 ] && grep -q "no such runtime (installed: bash, javascript, python)" "$tmp/err" &&
+[ $rc -eq 125 ] && grep -q "no such runtime (installed: bash, c, c++, javascript, python)" "$tmp/err" &&
 	ok "an unknown runtime: 125, naming the installed ones" || not_ok "unknown runtime (status $rc)"
 
 "$VMRUN" runtimes >"$tmp/out" 2>"$tmp/err"
 rc=$?
-[ $rc -eq 0 ] && [ "$(awk '{print $1}' "$tmp/out" | tr '\n' ' ')" = "bash javascript python " ] &&
+[ $rc -eq 0 ] && [ "$(awk '{print $1}' "$tmp/out" | tr '\n' ' ')" = "bash c c++ javascript python " ] &&
 	grep -q "^python  *3\.11\." "$tmp/out" && ok "vmrun runtimes lists them with versions" || not_ok "vmrun runtimes"
-"$VMRUN" runtimes --json >"$tmp/out" 2>"$tmp/err" && json '[r["name"] for r in j]==["bash","javascript","python"] and "js" in j[1]["aliases"]' &&
+"$VMRUN" runtimes --json >"$tmp/out" 2>"$tmp/err" && json '[r["name"] for r in j]==["bash","c","c++","javascript","python"] and "js" in j[3]["aliases"] and "cpp" in j[2]["aliases"]' &&
 	ok "vmrun runtimes --json" || not_ok "vmrun runtimes --json"
 
 # Boot to HELLO, smallest image against largest: printed, not judged.
-for rt in bash javascript; do
+for rt in bash c++; do
 	size=$(stat -c %s build/guest/runtimes/$rt.ext4)
 	boots=
 	for i in 1 2 3; do
