@@ -158,17 +158,45 @@ bool proto_valid_env(const char *s, size_t n)
 	return true;
 }
 
+/* The stage rules both sides hold a request to: 1..PROTO_MAX_STAGES
+ * stages, COMPILE ones before the one RUN stage, each with a program. */
+static int check_stages(const struct proto_request *r, char *err, size_t errlen)
+{
+	if (r->nstages == 0 || r->nstages > PROTO_MAX_STAGES)
+		return fail(err, errlen, "%u stages (1 to %u)", r->nstages, PROTO_MAX_STAGES);
+	for (unsigned i = 0; i < r->nstages; i++) {
+		const struct proto_stage *st = &r->stage[i];
+		uint32_t want = i + 1 == r->nstages ? PROTO_STAGE_RUN : PROTO_STAGE_COMPILE;
+		if (st->kind != want)
+			return fail(err, errlen, "stage %u is of kind %u, not %u (compile stages first, run last)", i,
+				    st->kind, want);
+		if (st->argc == 0 || st->argc > PROTO_MAX_ARGS || !st->argv[0] || !st->argv[0][0])
+			return fail(err, errlen, "stage %u has no program", i);
+	}
+	return 0;
+}
+
 size_t proto_encode_request(const struct proto_request *r, uint8_t *buf, size_t cap)
 {
+	char why[128];
 	if (cap > PROTO_MAX_PAYLOAD)
 		cap = PROTO_MAX_PAYLOAD;
-	if (r->argc == 0 || r->argc > PROTO_MAX_ARGS || r->envc > PROTO_MAX_ENV || r->nallow > PROTO_MAX_ALLOW ||
-	    !r->argv[0][0])
+	if (cap < 4 || check_stages(r, why, sizeof(why)) || r->envc > PROTO_MAX_ENV || r->nallow > PROTO_MAX_ALLOW)
 		return 0;
-	size_t at = 0;
-	for (unsigned i = 0; i < r->argc; i++)
-		if (!(at = put_field(buf, cap, at, PROTO_T_ARG, r->argv[i], strlen(r->argv[i]))))
+	uint32_t version = PROTO_VERSION;
+	memcpy(buf, &version, 4);
+	size_t at = 4;
+	for (unsigned s = 0; s < r->nstages; s++) {
+		const struct proto_stage *st = &r->stage[s];
+		if (!(at = put_field(buf, cap, at, PROTO_T_STAGE, &st->kind, 4)))
 			return 0;
+		for (unsigned i = 0; i < st->argc; i++)
+			if (!(at = put_field(buf, cap, at, PROTO_T_ARG, st->argv[i], strlen(st->argv[i]))))
+				return 0;
+		if ((st->cpu_ms && !(at = put_field(buf, cap, at, PROTO_T_CPU_MS, &st->cpu_ms, 8))) ||
+		    (st->memory_kib && !(at = put_field(buf, cap, at, PROTO_T_MEMORY_KIB, &st->memory_kib, 8))))
+			return 0;
+	}
 	for (unsigned i = 0; i < r->envc; i++) {
 		size_t n = strlen(r->env[i]);
 		if (!proto_valid_env(r->env[i], n) || !(at = put_field(buf, cap, at, PROTO_T_ENV, r->env[i], n)))
@@ -188,12 +216,31 @@ size_t proto_encode_request(const struct proto_request *r, uint8_t *buf, size_t 
 	return at;
 }
 
+/* A u64 field of the current stage (CPU_MS, MEMORY_KIB): once each. */
+static int stage_limit(struct proto_stage *st, uint16_t tag, const uint8_t *v, uint16_t n, unsigned *seen,
+		       char *err, size_t errlen)
+{
+	unsigned bit = tag == PROTO_T_CPU_MS ? 1u : 2u;
+	if (n != 8 || (*seen & bit))
+		return fail(err, errlen, "stage limit field %u: bad length or repeated", tag);
+	*seen |= bit;
+	memcpy(tag == PROTO_T_CPU_MS ? &st->cpu_ms : &st->memory_kib, v, 8);
+	return 0;
+}
+
 int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r, char *err, size_t errlen)
 {
-	r->argc = r->envc = r->nallow = 0;
-	unsigned seen = 0;   /* limit tags present, as bits */
-	size_t st = 0;
-	uint32_t at = 0;
+	r->nstages = r->envc = r->nallow = 0;
+	if (len < 4)
+		return fail(err, errlen, "REQUEST of %u bytes has no version", len);
+	uint32_t version = get32(p);
+	if (version != PROTO_VERSION)
+		return fail(err, errlen, "host speaks protocol version %u, this agent %u", version, PROTO_VERSION);
+	unsigned seen = 0;         /* run-wide limit tags present, as bits */
+	unsigned stage_seen = 0;   /* the current stage's limit fields */
+	struct proto_stage *st = NULL;
+	size_t used = 0;
+	uint32_t at = 4;
 	while (at < len) {
 		if (len - at < 4)
 			return fail(err, errlen, "truncated field header at byte %u", at);
@@ -212,20 +259,39 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 			*dst[tag - PROTO_T_MAX_OUTPUT] = x;
 			continue;
 		}
+		if (tag == PROTO_T_STAGE) {
+			if (n != 4)
+				return fail(err, errlen, "STAGE field of %u bytes", n);
+			if (r->nstages == PROTO_MAX_STAGES)
+				return fail(err, errlen, "more than %u stages", PROTO_MAX_STAGES);
+			st = &r->stage[r->nstages++];
+			*st = (struct proto_stage){ .kind = get32(v) };
+			stage_seen = 0;
+			continue;
+		}
+		if (tag == PROTO_T_CPU_MS || tag == PROTO_T_MEMORY_KIB) {
+			if (!st)
+				return fail(err, errlen, "field %u before any STAGE", tag);
+			if (stage_limit(st, tag, v, n, &stage_seen, err, errlen))
+				return -1;
+			continue;
+		}
 		if (tag < PROTO_T_ARG || tag > PROTO_T_ALLOW)
 			return fail(err, errlen, "unknown field %u", tag);
 		if (n > PROTO_MAX_STR || memchr(v, '\0', n))
 			return fail(err, errlen, "field %u: string too long or with a NUL", tag);
+		if (tag == PROTO_T_ARG && !st)
+			return fail(err, errlen, "ARG before any STAGE");
 		/* Counts first: storage has room for one NUL per allowed string. */
-		if ((tag == PROTO_T_ARG && r->argc == PROTO_MAX_ARGS) || (tag == PROTO_T_ENV && r->envc == PROTO_MAX_ENV) ||
+		if ((tag == PROTO_T_ARG && st->argc == PROTO_MAX_ARGS) || (tag == PROTO_T_ENV && r->envc == PROTO_MAX_ENV) ||
 		    (tag == PROTO_T_ALLOW && r->nallow == PROTO_MAX_ALLOW))
 			return fail(err, errlen, "too many fields of type %u", tag);
-		char *s = r->storage + st;
+		char *s = r->storage + used;
 		memcpy(s, v, n);
 		s[n] = '\0';
-		st += n + 1u;
+		used += n + 1u;
 		if (tag == PROTO_T_ARG) {
-			r->argv[r->argc++] = s;
+			st->argv[st->argc++] = s;
 		} else if (tag == PROTO_T_ENV) {
 			if (!proto_valid_env(s, n))
 				return fail(err, errlen, "environment grant %u is not NAME=VALUE", r->envc);
@@ -236,11 +302,14 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 			r->allow[r->nallow++] = s;
 		}
 	}
-	if (r->argc == 0 || r->argv[0][0] == '\0')
+	for (unsigned i = 0; i < r->nstages; i++)
+		r->stage[i].argv[r->stage[i].argc] = NULL;
+	if (r->nstages == 0)
 		return fail(err, errlen, "no program");
+	if (check_stages(r, err, errlen))
+		return -1;
 	if (seen != ((1u << PROTO_T_MAX_OUTPUT) | (1u << PROTO_T_NPROC) | (1u << PROTO_T_NOFILE) | (1u << PROTO_T_FSIZE)))
 		return fail(err, errlen, "a limit is missing");
-	r->argv[r->argc] = NULL;
 	r->env[r->envc] = NULL;
 	return 0;
 }
@@ -264,5 +333,14 @@ int proto_decode_exit(const uint8_t *p, uint32_t len, struct proto_exit *e, char
 		return fail(err, errlen, "EXIT with exit code %d outside 0..255", e->code);
 	if (e->kind == PROTO_END_SIGNALED && (e->signal < 1 || e->signal > PROTO_MAX_SIGNAL))
 		return fail(err, errlen, "EXIT with signal %d outside 1..%d", e->signal, PROTO_MAX_SIGNAL);
+	if ((e->flags & ~PROTO_EXIT_FLAGS) || e->zero)
+		return fail(err, errlen, "EXIT with unknown flags %#x or a nonzero reserved field", e->flags);
+	if (e->stage >= PROTO_MAX_STAGES)
+		return fail(err, errlen, "EXIT of stage %u", e->stage);
 	return 0;
+}
+
+bool proto_stage_continues(const struct proto_request *r, const struct proto_exit *e)
+{
+	return e->stage + 1 < r->nstages && e->kind == PROTO_END_EXITED && e->code == 0;
 }

@@ -12,22 +12,35 @@
  * All integers are little-endian. A session:
  *
  *   agent -> host   HELLO    u32 version, then the agent's name (text)
- *   host  -> agent  REQUEST  the run: fields as TLVs (below)
- *   host  -> agent  STDIN    data; an empty STDIN frame is end of input
- *   agent -> host   STDOUT / STDERR  data, at most max_output bytes per
- *                   stream in all; the rest is dropped and flagged in EXIT
- *   agent -> host   EXIT     struct proto_exit, the last frame
+ *   host  -> agent  REQUEST  u32 version, then the run: fields as TLVs
+ *   host  -> agent  STDIN    data for the run stage; an empty STDIN frame
+ *                   is end of input
+ *   then for each stage, in order:
+ *   agent -> host   STDOUT / STDERR  the stage's output, at most max_output
+ *                   bytes per stream and stage; the rest is dropped and
+ *                   flagged in its EXIT
+ *   agent -> host   EXIT     struct proto_exit of that stage
  *   agent -> host   ERROR    text: the agent failed; ends the session
+ * The session ends after the last stage's EXIT, or after the EXIT of a
+ * stage that did not succeed (proto_stage_continues). Each side refuses a
+ * version other than its own: the host a HELLO's, the agent a REQUEST's.
  *
- * REQUEST payload: a sequence of fields, each u16 tag, u16 len, len bytes:
- *   ARG (repeated, >= 1)   one argv element, no NUL, at most PROTO_MAX_STR
- *   ENV (repeated)         "NAME=VALUE" granted to the command
- *   ALLOW (repeated)       an absolute program path the command may be
- *   MAX_OUTPUT, NPROC, NOFILE, FSIZE   u64 limits (len 8), each once
- * with at most PROTO_MAX_ARGS args, PROTO_MAX_ENV envs, PROTO_MAX_ALLOW
- * allow entries. Either side treats anything else (an unknown type or tag,
- * a bad length, a missing or repeated field) as the end of the run, with a
- * reason. */
+ * REQUEST fields, each u16 tag, u16 len, len bytes:
+ *   STAGE (1..PROTO_MAX_STAGES)  u32 enum proto_stage_kind: starts a stage;
+ *                          COMPILE stages come first, the RUN stage last
+ *   of the stage it follows:
+ *     ARG (repeated, >= 1) one argv element, no NUL, at most PROTO_MAX_STR
+ *     CPU_MS               u64 CPU time limit (RLIMIT_CPU), at most once
+ *     MEMORY_KIB           u64 memory limit (a cgroup's memory.max), at most once
+ *   of the whole run:
+ *     ENV (repeated)       "NAME=VALUE" granted to the command
+ *     ALLOW (repeated)     an absolute program path a stage may start
+ *     MAX_OUTPUT, NPROC, NOFILE, FSIZE   u64 limits (len 8), each once
+ * with at most PROTO_MAX_ARGS args per stage, PROTO_MAX_ENV envs,
+ * PROTO_MAX_ALLOW allow entries. Only the RUN stage reads stdin; a
+ * COMPILE stage's is empty. Either side treats anything else (an unknown
+ * type or tag, a bad length, a missing or repeated field) as the end of
+ * the run, with a reason. */
 #ifndef VMRUN_PROTO_H
 #define VMRUN_PROTO_H
 
@@ -35,7 +48,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION       1u
+#define PROTO_VERSION       2u
 #define PROTO_VSOCK_PORT    10000u
 #define PROTO_HDR_LEN       8u
 #define PROTO_MAX_PAYLOAD   (64u * 1024)
@@ -43,6 +56,7 @@
 #define PROTO_MAX_ARGS      256u
 #define PROTO_MAX_ENV       64u
 #define PROTO_MAX_ALLOW     512u
+#define PROTO_MAX_STAGES    2u
 
 /* Conventions the host and the guest must agree on, beyond the frames:
  * defined here once, compiled into vmrun, the agent and vmm. */
@@ -81,6 +95,16 @@ enum proto_tag {
 	PROTO_T_NPROC = 5,
 	PROTO_T_NOFILE = 6,
 	PROTO_T_FSIZE = 7,
+	PROTO_T_STAGE = 8,
+	PROTO_T_CPU_MS = 9,
+	PROTO_T_MEMORY_KIB = 10,
+};
+
+/* What a stage is for: a COMPILE stage that does not exit 0 ends the
+ * session (a compile error); the RUN stage is the command. */
+enum proto_stage_kind {
+	PROTO_STAGE_COMPILE = 1,
+	PROTO_STAGE_RUN = 2,
 };
 
 /* How the command ended (EXIT.kind). */
@@ -97,7 +121,12 @@ enum proto_end {
  * exited (the rest was never read). */
 #define PROTO_EXIT_STDOUT_TRUNCATED 1u
 #define PROTO_EXIT_STDERR_TRUNCATED 2u
-#define PROTO_EXIT_LEN 48u
+/* The stage's memory limit was hit: its cgroup saw an OOM kill. */
+#define PROTO_EXIT_OOM_KILLED       4u
+/* The stage was killed for using up its CPU time limit. */
+#define PROTO_EXIT_CPU_EXCEEDED     8u
+#define PROTO_EXIT_FLAGS            15u
+#define PROTO_EXIT_LEN 56u
 #define PROTO_MAX_SIGNAL 64       /* Linux's highest signal number */
 
 /* cpu_ms and max_rss_kib are the command's own wait4() usage: the process
@@ -108,20 +137,31 @@ struct proto_exit {
 	uint32_t kind;            /* enum proto_end */
 	int32_t code;             /* exit status when EXITED: 0..255 (else the frame is malformed) */
 	int32_t signal;           /* signal number when SIGNALED: 1..PROTO_MAX_SIGNAL */
-	uint32_t flags;           /* PROTO_EXIT_*_TRUNCATED */
+	uint32_t flags;           /* PROTO_EXIT_* */
+	uint32_t stage;           /* which stage of the REQUEST this ends: 0.. */
+	uint32_t zero;            /* must be 0 */
 	uint64_t cpu_ms;          /* user + system time, ms (see above) */
 	uint64_t max_rss_kib;     /* peak resident set, KiB (see above) */
 	uint64_t stdout_bytes, stderr_bytes;   /* produced, including dropped */
 };
 
+/* One stage of a request. */
+struct proto_stage {
+	uint32_t kind;                     /* enum proto_stage_kind */
+	unsigned argc;
+	char *argv[PROTO_MAX_ARGS + 1];    /* NULL-terminated */
+	uint64_t cpu_ms;                   /* 0: no CPU time limit */
+	uint64_t memory_kib;               /* 0: no memory limit but the VM's */
+};
+
 /* A decoded request. Strings point into storage and are NUL-terminated. */
 struct proto_request {
-	unsigned argc, envc, nallow;
-	char *argv[PROTO_MAX_ARGS + 1];    /* NULL-terminated */
+	unsigned nstages, envc, nallow;
+	struct proto_stage stage[PROTO_MAX_STAGES];
 	char *env[PROTO_MAX_ENV + 1];      /* NULL-terminated */
 	char *allow[PROTO_MAX_ALLOW];
 	uint64_t max_output, nproc, nofile, fsize;
-	char storage[PROTO_MAX_PAYLOAD + PROTO_MAX_ARGS + PROTO_MAX_ENV + PROTO_MAX_ALLOW];
+	char storage[PROTO_MAX_PAYLOAD + PROTO_MAX_STAGES * PROTO_MAX_ARGS + PROTO_MAX_ENV + PROTO_MAX_ALLOW];
 };
 
 /* Incremental frame parser over bytes read from a stream. */
@@ -162,16 +202,23 @@ int proto_decode_hello(const uint8_t *p, uint32_t len, uint32_t *version, char *
 /* Whether s (n bytes) is "NAME=VALUE" with NAME a valid variable name. */
 bool proto_valid_env(const char *s, size_t n);
 
-/* Encode r (argv, env, allow and the limits) into buf. Returns the payload
- * length, or 0 when r breaks a limit or does not fit cap. */
+/* Encode r (its version, the stages, env, allow and the limits) into buf.
+ * Returns the payload length, or 0 when r breaks a limit or a stage rule,
+ * or does not fit cap. */
 size_t proto_encode_request(const struct proto_request *r, uint8_t *buf, size_t cap);
 
-/* Decode and validate a REQUEST payload into r. Returns 0, or -1 with a
- * reason in err. */
+/* Decode and validate a REQUEST payload into r: a version other than
+ * PROTO_VERSION is refused. Returns 0, or -1 with a reason in err. */
 int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r, char *err, size_t errlen);
 
-/* Fixed-layout EXIT payload (PROTO_EXIT_LEN bytes). */
+/* Fixed-layout EXIT payload (PROTO_EXIT_LEN bytes). Decoding checks the
+ * fields' ranges, not which stage the session is at. */
 void proto_encode_exit(const struct proto_exit *e, uint8_t *buf);
 int proto_decode_exit(const uint8_t *p, uint32_t len, struct proto_exit *e, char *err, size_t errlen);
+
+/* Whether the session goes on to the stage after the one e ended: there
+ * is one, and e ended a stage that exited 0. The one rule both sides
+ * follow. Pure. */
+bool proto_stage_continues(const struct proto_request *r, const struct proto_exit *e);
 
 #endif
