@@ -264,6 +264,14 @@ $(BUILD)/fuzz/fuzz_proto: tests/fuzz/fuzz_proto.c guest-agent/proto.c guest-agen
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Iguest-agent tests/fuzz/fuzz_proto.c guest-agent/proto.c -o $@
 
+# The host's side of a session: the agent's frames (guest input) for a
+# two-stage request.
+$(BUILD)/fuzz/fuzz_session: tests/fuzz/fuzz_session.c host/session.c host/errmsg.c guest-agent/proto.c \
+		$(wildcard host/*.h guest-agent/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Iguest-agent tests/fuzz/fuzz_session.c host/session.c host/errmsg.c \
+		guest-agent/proto.c -o $@
+
 # The --policy parser (client input), with the error formatter it reports through.
 $(BUILD)/fuzz/fuzz_policy: tests/fuzz/fuzz_policy.c host/policy.c host/textfile.c host/errmsg.c $(wildcard host/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)

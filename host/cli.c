@@ -15,6 +15,7 @@
 
 static const char usage[] =
 	"usage: vmrun [OPTIONS] [--] PROGRAM [ARG...]\n"
+	"       vmrun --runtime NAME [OPTIONS] --source FILE [FILE...] [-- ARG...]\n"
 	"       vmrun runtimes [--json]\n"
 	"Runs PROGRAM in a fresh microVM and reports how it ended.\n"
 	"  -w, --workspace DIR     copy DIR's contents into /workspace (the command's cwd)\n"
@@ -32,6 +33,13 @@ static const char usage[] =
 	"      --kernel FILE       guest kernel (default: the built one)\n"
 	"      --rootfs FILE       guest root image (default: the built one)\n"
 	"      --runtime NAME      a language runtime's image and allowlist (see `vmrun runtimes`)\n"
+	"      --source FILE...    source mode: copy the files into /workspace, run the runtime's\n"
+	"                          compile stage (if it has one), then its run stage with ARGs\n"
+	"      --compile-timeout SEC, --compile-memory MIB, --compile-cpu-time SEC\n"
+	"      --run-timeout SEC, --run-memory MIB, --run-cpu-time SEC\n"
+	"                          a stage's own limits (default: the runtime's); in source\n"
+	"                          mode --timeout defaults to 10 s plus the stages' timeouts\n"
+	"                          and --memory to the largest stage memory plus 64 MiB\n"
 	"      --allow-weaker-jail without root, run even where no cgroup v2 subtree is\n"
 	"                          delegated to you (no memory or pids limit for vmm)\n"
 	"  -v, --verbose           phases and the guest console on stderr\n"
@@ -59,13 +67,73 @@ static int number(char *err, size_t errlen, const char *opt, const char *s, uint
 	return 0;
 }
 
+static int seconds(char *err, size_t errlen, const char *opt, const char *s, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || *end || !*s || !isfinite(v) || v <= 0 || v > 86400)
+		return bad(err, errlen, opt, s, "a number of seconds above 0 and at most 86400");
+	*out = v;
+	return 0;
+}
+
 static bool valid_grant(const char *s)
 {
 	size_t n = strlen(s);
 	return n <= PROTO_MAX_STR && proto_valid_env(s, n);
 }
 
-enum { O_DISK = 256, O_MAX_OUTPUT, O_POLICY, O_JSON, O_KERNEL, O_ROOTFS, O_WEAKER, O_RUNTIME, O_HELP, O_VERSION };
+enum {
+	O_DISK = 256, O_MAX_OUTPUT, O_POLICY, O_JSON, O_KERNEL, O_ROOTFS, O_WEAKER, O_RUNTIME, O_HELP, O_VERSION,
+	O_SOURCE, O_C_TIMEOUT, O_C_MEMORY, O_C_CPU, O_R_TIMEOUT, O_R_MEMORY, O_R_CPU,
+};
+
+/* A stage limit option: which stage, which limit. */
+static int stage_option(int c, const char *name, const char *v, struct vmrun_opts *o, char *err, size_t errlen)
+{
+	struct run_stage_request *st = c <= O_C_CPU ? &o->compile : &o->run;
+	double sec;
+	switch (c) {
+	case O_C_TIMEOUT:
+	case O_R_TIMEOUT:
+		return seconds(err, errlen, name, v, &st->timeout_s);
+	case O_C_MEMORY:
+	case O_R_MEMORY:
+		return number(err, errlen, name, v, 16, 65536, &st->memory_mib);
+	default:
+		if (seconds(err, errlen, name, v, &sec))
+			return -1;
+		st->cpu_time_ms = (uint64_t)(sec * 1000.0 + 0.5);
+		return 0;
+	}
+}
+
+static int add_source(struct vmrun_opts *o, const char *path, char *err, size_t errlen)
+{
+	if (o->nsources == RUN_MAX_SOURCES)
+		return errf(err, errlen, "--source: at most %d files", RUN_MAX_SOURCES);
+	o->sources[o->nsources++] = path;
+	return 0;
+}
+
+/* Source mode's operands: more files up to "--" (unless getopt took it
+ * already), then the run stage's arguments. */
+static int source_operands(int argc, char **argv, int at, struct vmrun_opts *o, char *err, size_t errlen)
+{
+	bool args = at > 0 && !strcmp(argv[at - 1], "--");
+	for (; !args && at < argc; at++) {
+		if (!strcmp(argv[at], "--")) {
+			at++;
+			break;
+		}
+		if (add_source(o, argv[at], err, errlen))
+			return -1;
+	}
+	o->argv = argv + at;
+	o->argc = argc - at;
+	return 0;
+}
 
 int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t errlen)
 {
@@ -79,19 +147,37 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t err
 		{ "kernel", required_argument, NULL, O_KERNEL }, { "rootfs", required_argument, NULL, O_ROOTFS },
 		{ "allow-weaker-jail", no_argument, NULL, O_WEAKER }, { "runtime", required_argument, NULL, O_RUNTIME },
 		{ "verbose", no_argument, NULL, 'v' },         { "help", no_argument, NULL, O_HELP },
-		{ "version", no_argument, NULL, O_VERSION },   { NULL, 0, NULL, 0 },
+		{ "version", no_argument, NULL, O_VERSION },   { "source", required_argument, NULL, O_SOURCE },
+		{ "compile-timeout", required_argument, NULL, O_C_TIMEOUT },
+		{ "compile-memory", required_argument, NULL, O_C_MEMORY },
+		{ "compile-cpu-time", required_argument, NULL, O_C_CPU },
+		{ "run-timeout", required_argument, NULL, O_R_TIMEOUT },
+		{ "run-memory", required_argument, NULL, O_R_MEMORY },
+		{ "run-cpu-time", required_argument, NULL, O_R_CPU }, { NULL, 0, NULL, 0 },
 	};
 	*o = (struct vmrun_opts){
-		.timeout_s = VMRUN_DEFAULT_TIMEOUT_S, .memory_mib = VMRUN_DEFAULT_MEMORY_MIB,
 		.cpus = VMRUN_DEFAULT_CPUS, .disk_mib = VMRUN_DEFAULT_DISK_MIB, .max_output = VMRUN_DEFAULT_MAX_OUTPUT,
 	};
+	const char *stage_opt = NULL;   /* a stage limit given, for the message without --source */
+	int oi = -1;
 	optind = 0;
 	opterr = 0;
 	int c;
-	char *end;
 	/* '+': options end at PROGRAM, so its own options are its own. */
-	while ((c = getopt_long(argc, argv, "+:w:a:t:m:c:e:i:v", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:w:a:t:m:c:e:i:v", opts, &oi)) != -1) {
+		if (c >= O_C_TIMEOUT && c <= O_R_CPU) {
+			stage_opt = opts[oi].name;
+			char name[40];
+			snprintf(name, sizeof(name), "--%s", opts[oi].name);
+			if (stage_option(c, name, optarg, o, err, errlen))
+				return -1;
+			continue;
+		}
 		switch (c) {
+		case O_SOURCE:
+			if (add_source(o, optarg, err, errlen))
+				return -1;
+			break;
 		case 'w': o->workspace = optarg; break;
 		case 'a': o->artifacts = optarg; break;
 		case 'i': o->stdin_file = optarg; break;
@@ -103,11 +189,8 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t err
 		case O_RUNTIME: o->runtime = optarg; break;
 		case 'v': o->verbose = true; break;
 		case 't':
-			errno = 0;
-			o->timeout_s = strtod(optarg, &end);
-			if (errno || *end || !*optarg || !isfinite(o->timeout_s) || o->timeout_s <= 0 ||
-			    o->timeout_s > 86400)
-				return bad(err, errlen, "--timeout", optarg, "a number of seconds above 0 and at most 86400");
+			if (seconds(err, errlen, "--timeout", optarg, &o->timeout_s))
+				return -1;
 			break;
 		case 'm':
 			if (number(err, errlen, "--memory", optarg, 16, 65536, &o->memory_mib))
@@ -143,11 +226,19 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t err
 			return errf(err, errlen, "unknown option '%.200s' (see --help)", argv[optind - 1]);
 		}
 	}
-	if (optind >= argc) {
+	if (o->nsources) {
+		if (!o->runtime)
+			return errf(err, errlen, "--source needs --runtime (see `vmrun runtimes`)");
+		if (source_operands(argc, argv, optind, o, err, errlen))
+			return -1;
+	} else if (stage_opt) {
+		return errf(err, errlen, "--%s is a source-mode limit: it needs --source", stage_opt);
+	} else if (optind >= argc) {
 		return errf(err, errlen, "no PROGRAM given (see --help)");
+	} else {
+		o->argv = argv + optind;
+		o->argc = argc - optind;
 	}
-	o->argv = argv + optind;
-	o->argc = argc - optind;
 	if (o->argc > (int)PROTO_MAX_ARGS) {
 		return errf(err, errlen, "at most %u program arguments", PROTO_MAX_ARGS);
 	}

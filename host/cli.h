@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "proto.h"
+#include "run.h"
 
 struct vmrun_opts {
 	const char *workspace;     /* -w: copied into /workspace */
@@ -15,18 +16,20 @@ struct vmrun_opts {
 	const char *policy;        /* --policy */
 	const char *kernel, *rootfs;
 	const char *runtime;       /* --runtime NAME */
-	double timeout_s;          /* -t, whole run, boot included */
-	uint64_t memory_mib, cpus, disk_mib, max_output;
+	double timeout_s;          /* -t, whole run, boot included; 0: not given */
+	uint64_t memory_mib;       /* -m; 0: not given */
+	uint64_t cpus, disk_mib, max_output;
+	const char *sources[RUN_MAX_SOURCES];   /* --source FILE... */
+	unsigned nsources;
+	struct run_stage_request compile, run;  /* --compile-*, --run-* */
 	const char *env[PROTO_MAX_ENV];
 	unsigned nenv;
 	bool json, verbose;
 	bool allow_weaker_jail;    /* rootless: accept a jail without cgroup limits */
-	char **argv;               /* PROGRAM ARG..., NULL-terminated */
+	char **argv;               /* PROGRAM ARG..., NULL-terminated; with --source, the ARGS */
 	int argc;
 };
 
-#define VMRUN_DEFAULT_TIMEOUT_S  10
-#define VMRUN_DEFAULT_MEMORY_MIB 256
 #define VMRUN_DEFAULT_CPUS       1
 #define VMRUN_DEFAULT_DISK_MIB   64
 #define VMRUN_DEFAULT_MAX_OUTPUT (1024 * 1024)

@@ -49,11 +49,12 @@ static void on_log(void *ctx, bool console, const char *text)
 	fprintf(stderr, "  | %s\n", text);
 }
 
-/* Streamed output goes straight to our stdout and stderr. */
-static void on_output(void *ctx, uint16_t type, const uint8_t *data, size_t len)
+/* Streamed output goes straight to our stdout and stderr; a compile
+ * stage's, both streams, to stderr, as a compiler's diagnostics would. */
+static void on_output(void *ctx, uint32_t kind, uint16_t type, const uint8_t *data, size_t len)
 {
 	(void)ctx;
-	int fd = type == PROTO_STDOUT ? 1 : 2;
+	int fd = type == PROTO_STDOUT && kind == PROTO_STAGE_RUN ? 1 : 2;
 	while (len) {
 		ssize_t k = write(fd, data, len);
 		if (k < 0 && errno == EINTR)
@@ -115,7 +116,8 @@ static void request_from(const struct vmrun_opts *o, const struct cli_run *c, st
 		.memory_mib = o->memory_mib, .cpus = o->cpus, .disk_mib = o->disk_mib, .max_output = o->max_output,
 		.workspace = o->workspace, .artifacts = o->artifacts, .stdin_file = o->stdin_file, .policy = o->policy,
 		.kernel = o->kernel, .rootfs = o->rootfs, .vmm = c->vmm, .guest_dir = c->guest,
-		.allow_weaker_jail = o->allow_weaker_jail, .runtime = o->runtime,
+		.allow_weaker_jail = o->allow_weaker_jail, .runtime = o->runtime, .sources = o->sources,
+		.nsources = o->nsources, .compile = o->compile, .run = o->run,
 	};
 }
 
@@ -125,7 +127,7 @@ static void print(const struct vmrun_opts *o, const struct run_result *r)
 		result_print_json(stdout, r);
 		return;
 	}
-	if (r->message[0] && r->term != TERM_EXITED && r->term != TERM_SIGNALED)
+	if (r->message[0] && r->term != TERM_EXITED && r->term != TERM_SIGNALED)   /* compile_error too */
 		say("%s: %s", result_termination_name(r->term), r->message);
 	else if (r->message[0])
 		say("%s", r->message);

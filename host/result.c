@@ -60,17 +60,35 @@ void result_add_message(struct run_result *r, const char *fmt, ...)
 
 void result_free(struct run_result *r)
 {
-	free(r->out.data);
-	free(r->err.data);
-	r->out = r->err = (struct outbuf){ 0 };
+	for (unsigned i = 0; i < PROTO_MAX_STAGES; i++) {
+		free(r->stage[i].out.data);
+		free(r->stage[i].err.data);
+		r->stage[i].out = r->stage[i].err = (struct outbuf){ 0 };
+	}
 	artifacts_result_free(&r->artifacts);
+}
+
+struct run_stage *result_final_mut(struct run_result *r)
+{
+	unsigned n = r->nstages ? r->nstages : 1;
+	for (unsigned i = n; i-- > 0;)
+		if (r->stage[i].started)
+			return &r->stage[i];
+	return &r->stage[n - 1];
+}
+
+const struct run_stage *result_final(const struct run_result *r)
+{
+	return result_final_mut((struct run_result *)r);
 }
 
 int result_exit_status(const struct run_result *r)
 {
-	switch (r->term) {
-	case TERM_EXITED: return r->exit_code;
-	case TERM_SIGNALED: return 128 + r->signal;
+	const struct run_stage *s = result_final(r);
+	enum termination t = r->term == TERM_COMPILE_ERROR ? s->term : r->term;
+	switch (t) {
+	case TERM_EXITED: return s->exit_code;
+	case TERM_SIGNALED: return 128 + s->signal;
 	case TERM_TIMEOUT: return 124;
 	case TERM_DENIED: return 126;
 	case TERM_NOT_FOUND: return 127;
@@ -80,7 +98,9 @@ int result_exit_status(const struct run_result *r)
 
 const char *result_termination_name(enum termination t)
 {
-	static const char *const names[] = { "exited", "signaled", "timeout", "denied", "not_found", "vm_failed", "error" };
+	static const char *const names[] = { "exited",    "signaled", "timeout", "denied",
+					     "not_found", "vm_failed", "error",  "compile_error" };
+	_Static_assert(sizeof(names) / sizeof(names[0]) == TERM_COMPILE_ERROR + 1, "a name per termination");
 	return names[t];
 }
 
@@ -142,37 +162,80 @@ static void json_cstr(FILE *f, const char *s)
 	json_string(f, (const uint8_t *)s, strlen(s));
 }
 
+/* A stage's outcome fields, shared by the top level and the stage
+ * objects: termination (given), exit_code, signal, timed_out, stdout,
+ * stderr and their truncation flags. */
+static void print_outcome(FILE *f, enum termination term, const struct run_stage *s)
+{
+	json_cstr(f, result_termination_name(term));
+	if (s->term == TERM_EXITED)
+		fprintf(f, ",\"exit_code\":%d", s->exit_code);
+	else
+		fputs(",\"exit_code\":null", f);
+	if (s->term == TERM_SIGNALED && sigabbrev_np(s->signal))
+		fprintf(f, ",\"signal\":\"SIG%s\"", sigabbrev_np(s->signal));
+	else if (s->term == TERM_SIGNALED)
+		fprintf(f, ",\"signal\":\"%d\"", s->signal);
+	else
+		fputs(",\"signal\":null", f);
+	fprintf(f, ",\"timed_out\":%s,\"stdout\":", s->term == TERM_TIMEOUT ? "true" : "false");
+	json_string(f, s->out.data ? s->out.data : (const uint8_t *)"", s->out.len);
+	fputs(",\"stderr\":", f);
+	json_string(f, s->err.data ? s->err.data : (const uint8_t *)"", s->err.len);
+	/* dropped by the agent (its EXIT flags) or by the host's own cap */
+	fprintf(f, ",\"stdout_truncated\":%s,\"stderr_truncated\":%s",
+		s->out_truncated || s->out.truncated ? "true" : "false",
+		s->err_truncated || s->err.truncated ? "true" : "false");
+}
+
+static void print_usage(FILE *f, const struct run_stage *s)
+{
+	fprintf(f, ",\"usage\":{\"cpu_ms\":%llu,\"max_rss_kib\":%llu}", (unsigned long long)s->cpu_ms,
+		(unsigned long long)s->max_rss_kib);
+}
+
+/* "compile" or "run": one stage's object, or null. */
+static void print_stage(FILE *f, const char *key, const struct run_stage *s)
+{
+	fprintf(f, ",\"%s\":", key);
+	if (!s || !s->started) {
+		fputs("null", f);
+		return;
+	}
+	fputs("{\"termination\":", f);
+	print_outcome(f, s->term, s);
+	fprintf(f, ",\"oom_killed\":%s,\"cpu_time_exceeded\":%s,\"duration_ms\":%lld",
+		s->oom_killed ? "true" : "false", s->cpu_exceeded ? "true" : "false", (long long)s->wall_ms);
+	print_usage(f, s);
+	fprintf(f, ",\"limits\":{\"timeout_s\":%g,\"memory_mib\":%llu,\"cpu_time_ms\":%llu}}",
+		s->limits.timeout_s, (unsigned long long)s->limits.memory_mib,
+		(unsigned long long)s->limits.cpu_time_ms);
+}
+
 void result_print_json(FILE *f, const struct run_result *r)
 {
+	const struct run_stage *fin = result_final(r);
 	fputs("{\"run_id\":", f);
 	json_cstr(f, r->run_id);
 	fputs(",\"termination\":", f);
-	json_cstr(f, result_termination_name(r->term));
-	if (r->term == TERM_EXITED)
-		fprintf(f, ",\"exit_code\":%d", r->exit_code);
-	else
-		fputs(",\"exit_code\":null", f);
-	if (r->term == TERM_SIGNALED && sigabbrev_np(r->signal))
-		fprintf(f, ",\"signal\":\"SIG%s\"", sigabbrev_np(r->signal));
-	else if (r->term == TERM_SIGNALED)
-		fprintf(f, ",\"signal\":\"%d\"", r->signal);
-	else
-		fputs(",\"signal\":null", f);
-	fprintf(f, ",\"timed_out\":%s,\"stdout\":", r->term == TERM_TIMEOUT ? "true" : "false");
-	json_string(f, r->out.data ? r->out.data : (const uint8_t *)"", r->out.len);
-	fputs(",\"stderr\":", f);
-	json_string(f, r->err.data ? r->err.data : (const uint8_t *)"", r->err.len);
-	/* dropped by the agent (its EXIT flags) or by the host's own cap */
-	fprintf(f, ",\"stdout_truncated\":%s,\"stderr_truncated\":%s",
-		r->out_truncated || r->out.truncated ? "true" : "false",
-		r->err_truncated || r->err.truncated ? "true" : "false");
+	print_outcome(f, r->term, fin);
 	fprintf(f,
 		",\"durations_ms\":{\"prepare\":%lld,\"boot\":%lld,\"run\":%lld,\"teardown\":%lld,\"extract\":%lld,"
 		"\"total\":%lld}",
 		(long long)r->prepare, (long long)r->boot, (long long)r->run, (long long)r->teardown,
 		(long long)r->extract, (long long)r->total);
-	fprintf(f, ",\"usage\":{\"cpu_ms\":%llu,\"max_rss_kib\":%llu}", (unsigned long long)r->cpu_ms,
-		(unsigned long long)r->max_rss_kib);
+	print_usage(f, fin);
+	if (r->runtime[0]) {
+		fputs(",\"runtime\":{\"name\":", f);
+		json_cstr(f, r->runtime);
+		fputs(",\"version\":", f);
+		json_cstr(f, r->runtime_version);
+		fputc('}', f);
+	}
+	if (r->source) {
+		print_stage(f, "compile", r->nstages > 1 ? &r->stage[0] : NULL);
+		print_stage(f, "run", &r->stage[r->nstages - 1]);
+	}
 	fputs(",\"artifacts\":[", f);
 	for (size_t i = 0; i < r->artifacts.nfiles; i++) {
 		fputs(i ? ",{\"path\":" : "{\"path\":", f);

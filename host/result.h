@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "artifacts.h"
+#include "proto.h"
 
 enum termination {
 	TERM_EXITED,
@@ -17,6 +18,7 @@ enum termination {
 	TERM_NOT_FOUND,
 	TERM_VM_FAILED,
 	TERM_ERROR,
+	TERM_COMPILE_ERROR,   /* the run as a whole: its compile stage failed */
 };
 
 /* One output stream of the command, on the host. vmrun caps each stream
@@ -30,16 +32,35 @@ struct outbuf {
 	bool truncated;           /* the host dropped some */
 };
 
-struct run_result {
-	char run_id[33];
-	enum termination term;
+/* One stage of a run: source mode's compile stage, or the run stage (the
+ * command; the only stage outside source mode). */
+struct run_stage {
+	bool started;             /* the agent was asked to start it */
+	enum termination term;    /* how this stage ended (never COMPILE_ERROR) */
 	int exit_code;            /* when EXITED */
 	int signal;               /* when SIGNALED */
 	struct outbuf out, err;
 	bool out_truncated, err_truncated;   /* the agent's flags; the JSON's also count out/err.truncated */
+	bool oom_killed;          /* its memory limit was hit */
+	bool cpu_exceeded;        /* its CPU time limit was hit */
+	int64_t wall_ms;          /* from its start to its EXIT (or the run's end) */
+	uint64_t cpu_ms, max_rss_kib;
+	struct {
+		double timeout_s;     /* 0: only the run's own */
+		uint64_t memory_mib;  /* 0: only the VM's */
+		uint64_t cpu_time_ms; /* 0: none */
+	} limits;
+};
+
+struct run_result {
+	char run_id[33];
+	enum termination term;    /* how the run ended: the final stage's, or COMPILE_ERROR */
+	bool source;              /* source mode: stages from a runtime's templates */
+	unsigned nstages;         /* 1, or 2 with a compile stage; the run stage is last */
+	struct run_stage stage[PROTO_MAX_STAGES];
+	char runtime[64], runtime_version[64];   /* "" without --runtime */
 	/* durations in ms */
 	int64_t prepare, boot, run, teardown, extract, total;
-	uint64_t cpu_ms, max_rss_kib;
 	struct artifacts_result artifacts;
 	struct {
 		double timeout_s;
@@ -75,17 +96,25 @@ size_t outbuf_take(struct outbuf *b, size_t n);
  * something was dropped. */
 bool outbuf_append(struct outbuf *b, const uint8_t *p, size_t n);
 
-/* Free both output buffers and the artifact lists. */
+/* Free the stages' output buffers and the artifact lists. */
 void result_free(struct run_result *r);
 
-/* vmrun's exit status for r: the command's own, 128+N, 124, 126, 127, 125. */
+/* The stage that ended the run: the last one started (the run stage when
+ * none was). Its exit code, signal and output are the result's own. */
+const struct run_stage *result_final(const struct run_result *r);
+struct run_stage *result_final_mut(struct run_result *r);
+
+/* vmrun's exit status for r: the command's own, 128+N, 124, 126, 127, 125;
+ * on a compile error the compiler's own (or 128+N). */
 int result_exit_status(const struct run_result *r);
 
 /* The termination's name as DESIGN spells it. */
 const char *result_termination_name(enum termination t);
 
 /* Print r as one JSON object (valid UTF-8: invalid bytes in the output
- * become U+FFFD) and a newline. */
+ * become U+FFFD) and a newline: the final stage's fields at the top, and
+ * in source mode a "compile" object (null without a compile stage) and a
+ * "run" object (null when it never started). */
 void result_print_json(FILE *f, const struct run_result *r);
 
 #endif

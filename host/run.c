@@ -141,10 +141,16 @@ static int prepare(struct exec *x, char *err, size_t errlen)
 {
 	struct run_plan *plan = x->plan;
 	struct workspace_stats ws;
-	struct workspace_source src = { .dirfd = plan->workspace_fd, .name = "--workspace", .as = &plan->caller };
+	struct workspace_file files[RUN_MAX_SOURCES];
+	for (unsigned i = 0; i < plan->nsources; i++)
+		files[i] = (struct workspace_file){ plan->source_fd[i], plan->source_name[i] };
+	struct workspace_source src = { .dirfd = plan->workspace_fd, .as = &plan->caller, .files = files,
+					.nfiles = plan->nsources,
+					.name = plan->workspace_fd >= 0 ? "--workspace" : "the source files" };
+	bool copy = plan->workspace_fd >= 0 || plan->nsources;
 	if (make_run_dir(&x->p, &plan->caller, plan->run_id, err, errlen) ||
-	    workspace_create(x->p.image, plan->disk_mib, plan->workspace_fd >= 0 ? &src : NULL, PROTO_SANDBOX_UID,
-			     PROTO_SANDBOX_GID, &ws, err, errlen))
+	    workspace_create(x->p.image, plan->disk_mib, copy ? &src : NULL, PROTO_SANDBOX_UID, PROTO_SANDBOX_GID, &ws,
+			     err, errlen))
 		return -1;
 	x->js = (struct jail_spec){
 		.run_dir = x->p.dir, .vmm = plan->vmm, .kernel_fd = plan->kernel_fd, .rootfs_fd = plan->rootfs_fd,
@@ -210,17 +216,20 @@ static void reap_vmm(struct exec *x, int64_t deadline_ms)
 /* The command's output: capped here per stream at max_output whoever
  * reads it (outbuf_take), since a guest need not honour the cap it was
  * sent; streamed through the plan's output, or kept for the result. */
-static void on_output(void *ctx, uint16_t type, const uint8_t *data, uint32_t len)
+static void on_output(void *ctx, unsigned stage, uint16_t type, const uint8_t *data, uint32_t len)
 {
 	struct exec *x = ctx;
-	struct outbuf *b = type == PROTO_STDOUT ? &x->r->out : &x->r->err;
+	if (stage >= x->r->nstages)
+		return;   /* the session refuses a stage past the request's first */
+	struct run_stage *st = &x->r->stage[stage];
+	struct outbuf *b = type == PROTO_STDOUT ? &st->out : &st->err;
 	if (!x->plan->output) {
 		outbuf_append(b, data, len);
 		return;
 	}
 	size_t n = outbuf_take(b, len);
 	if (n)
-		x->plan->output(x->plan->ctx, type, data, n);
+		x->plan->output(x->plan->ctx, x->plan->proto.stage[stage].kind, type, data, n);
 }
 
 /* From vmm's start in its jail to its exit: the facts for run_classify. */
@@ -250,6 +259,7 @@ static void run_vm(struct exec *x)
 	r->jail.cgroup_delegated = x->jail.cgroup_delegated;
 	logf_(x, "vmm started (pid %d), deadline in %g s", (int)x->jail.pid, plan->timeout_s);
 	struct session_io io = { .stdin_fd = plan->stdin_fd, .cancel_fd = plan->cancel_fd, .output = on_output, .ctx = x };
+	memcpy(io.stage_timeout_ms, plan->stage_timeout_ms, sizeof(io.stage_timeout_ms));
 	int64_t exit_at = 0;
 	int pidfd = (int)syscall(SYS_pidfd_open, x->jail.pid, 0);
 	int conn = session_accept(x->listen_fd, pidfd, plan->cancel_fd, deadline, x->sr.error, sizeof(x->sr.error));
@@ -266,6 +276,7 @@ static void run_vm(struct exec *x)
 		f->session = SESSION_TIMEOUT;
 	}
 	f->cancelled = f->session == SESSION_CANCELLED;
+	f->ended_ms = exit_at ? exit_at : session_now_ms();
 	r->boot = (x->sr.hello_ms ? x->sr.hello_ms : session_now_ms()) - start;
 	r->run = x->sr.hello_ms ? (exit_at ? exit_at : session_now_ms()) - x->sr.hello_ms : 0;
 	int64_t teardown_from = session_now_ms();
@@ -306,8 +317,9 @@ static void extract(struct exec *x)
 {
 	struct run_plan *plan = x->plan;
 	struct run_result *r = x->r;
-	if (plan->artifacts_fd < 0 || (r->term != TERM_EXITED && r->term != TERM_SIGNALED) || x->facts.vmm_lost ||
-	    cancelled(plan))
+	if (plan->artifacts_fd < 0 ||
+	    (r->term != TERM_EXITED && r->term != TERM_SIGNALED && r->term != TERM_COMPILE_ERROR) ||
+	    x->facts.vmm_lost || cancelled(plan))
 		return;
 	int64_t t0 = session_now_ms();
 	char err[512];
@@ -392,42 +404,98 @@ static const char *sig_name(int sig)
 	return n ? n : "?";
 }
 
-/* The agent's EXIT: how the command ended. */
-static void classify_exit(const struct proto_exit *e, struct run_result *r)
+/* One stage's EXIT: how it ended, into st. Returns the message for a
+ * stage that never started its program, else NULL. */
+static const char *classify_exit(const struct proto_exit *e, struct run_stage *st, char *why, size_t len)
 {
-	r->cpu_ms = e->cpu_ms;
-	r->max_rss_kib = e->max_rss_kib;
-	r->out_truncated = e->flags & PROTO_EXIT_STDOUT_TRUNCATED;
-	r->err_truncated = e->flags & PROTO_EXIT_STDERR_TRUNCATED;
+	st->cpu_ms = e->cpu_ms;
+	st->max_rss_kib = e->max_rss_kib;
+	st->out_truncated = e->flags & PROTO_EXIT_STDOUT_TRUNCATED;
+	st->err_truncated = e->flags & PROTO_EXIT_STDERR_TRUNCATED;
+	st->oom_killed = e->flags & PROTO_EXIT_OOM_KILLED;
+	st->cpu_exceeded = e->flags & PROTO_EXIT_CPU_EXCEEDED;
 	switch (e->kind) {
-	case PROTO_END_EXITED: r->term = TERM_EXITED; r->exit_code = e->code; break;
-	case PROTO_END_SIGNALED: r->term = TERM_SIGNALED; r->signal = e->signal; break;
-	case PROTO_END_DENIED: r->term = TERM_DENIED; result_message(r, "the agent refused the program"); break;
-	case PROTO_END_NOT_FOUND: r->term = TERM_NOT_FOUND; result_message(r, "no such program in the guest"); break;
+	case PROTO_END_EXITED: st->term = TERM_EXITED; st->exit_code = e->code; return NULL;
+	case PROTO_END_SIGNALED: st->term = TERM_SIGNALED; st->signal = e->signal; return NULL;
+	case PROTO_END_DENIED: st->term = TERM_DENIED; return "the agent refused the program";
+	case PROTO_END_NOT_FOUND: st->term = TERM_NOT_FOUND; return "no such program in the guest";
 	default:
-		r->term = TERM_ERROR;
-		result_message(r, "the agent could not start the program: %s", strerror(e->code));
+		st->term = TERM_ERROR;
+		snprintf(why, len, "the agent could not start the program: %s", strerror(e->code));
+		return why;
 	}
+}
+
+/* The stages the agent reported on: each one's outcome and duration. The
+ * one still running when the session ended gets its duration only.
+ * Returns the index of the stage the last EXIT ended, or -1. */
+static int classify_stages(const struct run_facts *f, struct run_result *r)
+{
+	const struct session_result *sr = f->sr;
+	int last = -1;
+	for (unsigned i = 0; sr && i < sr->stages && i < r->nstages; i++) {
+		struct run_stage *st = &r->stage[i];
+		st->started = true;
+		st->wall_ms = (i < sr->exits ? sr->stage_end_ms[i] : f->ended_ms) - sr->stage_start_ms[i];
+		if (i < sr->exits) {
+			char why[300];
+			const char *msg = classify_exit(&sr->exit[i], st, why, sizeof(why));
+			if (msg)
+				result_message(r, "%s%s", i + 1 < r->nstages ? "compile stage: " : "", msg);
+			last = (int)i;
+		}
+	}
+	return last;
+}
+
+/* How a session that reached its end (SESSION_DONE) ended the run. */
+static void classify_done(const struct run_facts *f, struct run_result *r, int last)
+{
+	if (last < 0) {
+		r->term = TERM_VM_FAILED;
+		result_message(r, "the session ended without an EXIT");
+		return;
+	}
+	const struct run_stage *st = &r->stage[last];
+	bool compile = (unsigned)last + 1 < r->nstages;
+	if (compile && (st->term == TERM_EXITED || st->term == TERM_SIGNALED)) {
+		r->term = TERM_COMPILE_ERROR;
+		if (st->term == TERM_EXITED)
+			result_message(r, "the compile stage failed with status %d", st->exit_code);
+		else
+			result_message(r, "the compile stage was killed by SIG%s", sigabbrev_np(st->signal) ?
+				       sigabbrev_np(st->signal) : "?");
+	} else {
+		r->term = st->term;
+	}
+	if (f->vmm_killed)
+		result_add_message(r, "the VM did not reset after the run and was killed");
 }
 
 void run_classify(const struct run_facts *f, struct run_result *r)
 {
 	const int vst = f->vmm_status;
 	r->cancelled = f->cancelled;
+	int last = f->start_error ? -1 : classify_stages(f, r);
+	struct run_stage *fin = result_final_mut(r);
+	unsigned at = (unsigned)(fin - r->stage);
+	const char *which = r->nstages > 1 ? (at + 1 < r->nstages ? "the compile stage" : "the run stage") : NULL;
 	if (f->cancelled) {
 		r->term = TERM_ERROR;
 		result_message(r, "%s", f->start_error ? f->start_error : "cancelled; the VM was killed");
 	} else if (f->start_error) {
 		r->term = TERM_ERROR;
 		result_message(r, "%s", f->start_error);
+		fin->term = r->term;
 		return;
+	} else if (f->session == SESSION_TIMEOUT && f->sr && f->sr->stage_timeout && which) {
+		r->term = TERM_TIMEOUT;
+		result_message(r, "%s exceeded its %g s limit; the VM was killed", which, fin->limits.timeout_s);
 	} else if (f->session == SESSION_TIMEOUT) {
 		r->term = TERM_TIMEOUT;
 		result_message(r, "the run exceeded its %g s limit; the VM was killed", f->timeout_s);
 	} else if (f->session == SESSION_DONE) {
-		classify_exit(&f->sr->exit, r);
-		if (f->vmm_killed)
-			result_add_message(r, "the VM did not reset after the run and was killed");
+		classify_done(f, r, last);
 	} else {
 		r->term = TERM_VM_FAILED;
 		if (WIFEXITED(vst) && WEXITSTATUS(vst) != 0 && f->vmm_said && f->vmm_said[0])
@@ -437,6 +505,9 @@ void run_classify(const struct run_facts *f, struct run_result *r)
 		else
 			result_message(r, "%s", f->sr && f->sr->error[0] ? f->sr->error : "the VM ended without a result");
 	}
+	/* The stage the run ended in, when no EXIT of its own says how. */
+	if (f->session != SESSION_DONE || last < 0)
+		fin->term = r->term;
 	if (f->vmm_lost)
 		result_add_message(r, "vmm (pid %d) did not die within %d ms of SIGKILL and was left behind",
 				   (int)f->vmm_pid, RUN_REAP_AFTER_KILL_MS);

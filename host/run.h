@@ -23,6 +23,7 @@
 #include "policy.h"
 #include "proto.h"
 #include "result.h"
+#include "runtime.h"
 #include "session.h"
 
 #define RUN_CONSOLE_LIMIT     "262144"   /* bytes of guest console vmm keeps */
@@ -31,15 +32,38 @@
 #define RUN_REAP_AFTER_KILL_MS 10000     /* after the cgroup was killed, how long vmm gets to die */
 #define RUN_VMM_ARGC_MAX      32
 
+#define RUN_DEFAULT_TIMEOUT_S 10           /* a run without source mode, boot included */
+#define RUN_DEFAULT_MEMORY_MIB 256
+#define RUN_BOOT_ALLOWANCE_S  10           /* source mode: the run's limit is this plus the stages' */
+#define RUN_STAGE_MEMORY_SLACK_MIB 64      /* source mode: VM memory over the largest stage's limit */
+#define RUN_MAX_SOURCES       64
+#define RUN_DEFAULT_COMPILE_TIMEOUT_S 30   /* when the runtime's manifest names none */
+#define RUN_DEFAULT_RUN_TIMEOUT_S 10
+
+/* A source-mode stage's limits; 0 for each: the runtime's default. */
+struct run_stage_request {
+	double timeout_s;
+	uint64_t memory_mib, cpu_time_ms;
+};
+
 /* What a caller asks for: the CLI fills it from its options. Paths are the
  * caller's and opened with the caller's rights; NULL for none. */
 struct run_request {
-	char *const *argv;           /* PROGRAM ARG... */
+	char *const *argv;           /* PROGRAM ARG...; in source mode the run stage's {args} */
 	int argc;
 	const char *const *env;      /* NAME=VALUE grants */
 	unsigned nenv;
-	double timeout_s;
-	uint64_t memory_mib, cpus, disk_mib, max_output;
+	double timeout_s;            /* 0: RUN_DEFAULT_TIMEOUT_S, or in source mode the
+				      * boot allowance plus the stages' limits */
+	uint64_t memory_mib;         /* 0: RUN_DEFAULT_MEMORY_MIB, or in source mode enough
+				      * for the largest stage limit */
+	uint64_t cpus, disk_mib, max_output;
+	/* Source mode (needs runtime): these files are copied into the
+	 * workspace's top directory, and the runtime's compile and run
+	 * templates make the stages. */
+	const char *const *sources;
+	unsigned nsources;
+	struct run_stage_request compile, run;
 	const char *workspace;       /* directory copied into the workspace */
 	const char *artifacts;       /* directory created for the artifacts */
 	const char *stdin_file;
@@ -55,9 +79,9 @@ struct run_request {
 #define RUN_SYSTEM_POLICY "/etc/vmrun/policy"
 
 /* Where a run's output goes as it arrives (NULL: collected in the result
- * for --json). type is PROTO_STDOUT or PROTO_STDERR; what the host's cap
- * lets pass only. */
-typedef void (*run_output_fn)(void *ctx, uint16_t type, const uint8_t *data, size_t len);
+ * for --json). kind is the stage's (enum proto_stage_kind), type
+ * PROTO_STDOUT or PROTO_STDERR; what the host's cap lets pass only. */
+typedef void (*run_output_fn)(void *ctx, uint32_t kind, uint16_t type, const uint8_t *data, size_t len);
 
 /* Progress for -v (NULL: none): one line, no newline; console is set for
  * the guest console's lines (made printable), shown after the run. */
@@ -69,6 +93,12 @@ struct run_plan {
 	struct caller caller;
 	struct policy pol;
 	struct proto_request proto;          /* the agent's REQUEST, built once */
+	char stage_store[RUNTIME_STORE_MAX]; /* source mode: the stages' expanded argv */
+	int64_t stage_timeout_ms[PROTO_MAX_STAGES];
+	int source_fd[RUN_MAX_SOURCES];      /* source mode's files, opened as the caller */
+	char source_name[RUN_MAX_SOURCES][NAME_MAX + 1];
+	unsigned nsources;
+	bool nstages_built;                  /* source mode: proto's stages came from a runtime */
 	double timeout_s;
 	uint64_t memory_mib, cpus, disk_mib, max_output;
 	/* opened with the caller's rights; -1 for none */
@@ -89,7 +119,8 @@ struct run_plan {
 };
 
 /* Set r up for a run of req: a fresh run id, the limits asked for, the
- * host's output caps, and TERM_ERROR until the run says otherwise. */
+ * host's output caps, and TERM_ERROR until the run says otherwise. The
+ * plan fills in what it derives (source mode's stages and limits). */
 void run_result_init(struct run_result *r, const struct run_request *req);
 
 /* Check req against the policy and prepare to run it: into plan (zeroed
@@ -126,10 +157,13 @@ struct run_facts {
 	pid_t vmm_pid;
 	const char *vmm_said;                /* the last line vmm wrote to stderr, printable, or "" */
 	double timeout_s;
+	int64_t ended_ms;                    /* monotonic: when the session ended */
 };
 
-/* How the run ended: termination, exit code or signal, usage and the
- * message, into r. Pure. */
+/* How the run ended, into r: each stage the agent reported on (its
+ * termination, exit code or signal, usage, flags, duration), the run's
+ * termination (a compile stage that failed is COMPILE_ERROR) and the
+ * message. r's nstages and stage limits come from the plan. Pure. */
 void run_classify(const struct run_facts *f, struct run_result *r);
 
 #endif

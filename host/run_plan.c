@@ -14,6 +14,7 @@
 
 #include "errmsg.h"
 #include "jail.h"
+#include "run_stages.h"
 #include "runtime.h"
 
 static void new_run_id(char *id)
@@ -30,9 +31,13 @@ void run_result_init(struct run_result *r, const struct run_request *req)
 	memset(r, 0, sizeof(*r));
 	new_run_id(r->run_id);
 	r->term = TERM_ERROR;
-	r->out.limit = r->err.limit = req->max_output;
-	r->limits.timeout_s = req->timeout_s;
-	r->limits.memory_mib = req->memory_mib;
+	r->nstages = 1;
+	for (unsigned i = 0; i < PROTO_MAX_STAGES; i++) {
+		r->stage[i].term = TERM_ERROR;
+		r->stage[i].out.limit = r->stage[i].err.limit = req->max_output;
+	}
+	r->limits.timeout_s = req->timeout_s > 0 ? req->timeout_s : RUN_DEFAULT_TIMEOUT_S;
+	r->limits.memory_mib = req->memory_mib ? req->memory_mib : RUN_DEFAULT_MEMORY_MIB;
 	r->limits.cpus = req->cpus;
 	r->limits.disk_mib = req->disk_mib;
 	r->limits.max_output = req->max_output;
@@ -71,11 +76,10 @@ static int open_as_caller(const struct run_plan *plan, const char *opt, const ch
 /* The guest's files: --kernel and --rootfs as the caller gives them, else
  * the built ones (a --runtime's image), which the caller must be able to
  * read as well. The program manifest sits next to the root image. */
-static int open_guest(struct run_plan *plan, const struct run_request *req, FILE **manifest, char *manifest_name,
-		      size_t namelen, char *err, size_t errlen)
+static int open_guest(struct run_plan *plan, const struct run_request *req, struct runtime *rt, FILE **manifest,
+		      char *manifest_name, size_t namelen, char *err, size_t errlen)
 {
 	char kernel[PATH_MAX], rootfs[PATH_MAX], runtimes[PATH_MAX];
-	struct runtime rt;
 	snprintf(kernel, sizeof(kernel), "%s", req->kernel ? req->kernel : "");
 	snprintf(rootfs, sizeof(rootfs), "%s", req->rootfs ? req->rootfs : "");
 	if (!req->kernel)
@@ -84,11 +88,11 @@ static int open_guest(struct run_plan *plan, const struct run_request *req, FILE
 		if (req->rootfs)
 			return errf(err, errlen, "--runtime and --rootfs name two root images; give one");
 		snprintf(runtimes, sizeof(runtimes), "%.4000s/runtimes", req->guest_dir);
-		if (runtime_find(runtimes, req->runtime, &rt, err, errlen))
+		if (runtime_find(runtimes, req->runtime, rt, err, errlen))
 			return -1;
-		snprintf(rootfs, sizeof(rootfs), "%s", rt.image);
-		snprintf(plan->runtime, sizeof(plan->runtime), "%s", rt.name);
-		snprintf(plan->runtime_version, sizeof(plan->runtime_version), "%s", rt.version);
+		snprintf(rootfs, sizeof(rootfs), "%s", rt->image);
+		snprintf(plan->runtime, sizeof(plan->runtime), "%s", rt->name);
+		snprintf(plan->runtime_version, sizeof(plan->runtime_version), "%s", rt->version);
 	} else if (!req->rootfs) {
 		snprintf(rootfs, sizeof(rootfs), "%.4000s/rootfs.ext4", req->guest_dir);
 	}
@@ -102,7 +106,7 @@ static int open_guest(struct run_plan *plan, const struct run_request *req, FILE
 	 * whose own --rootfs must not bring its own list along. */
 	char *slash = strrchr(rootfs, '/');
 	if (req->runtime)
-		snprintf(manifest_name, namelen, "%s", rt.programs);
+		snprintf(manifest_name, namelen, "%s", rt->programs);
 	else if (req->rootfs && plan->caller.uid == 0)
 		snprintf(manifest_name, namelen, "%.*s/programs.txt", slash ? (int)(slash - rootfs) : 1,
 			 slash ? rootfs : ".");
@@ -188,22 +192,51 @@ int run_check_limits(const struct run_request *req, const struct policy *pol, ch
 	return 0;
 }
 
-/* The program against the allowlist: 0, or -1 with r's termination and
- * message set. */
-static int check_program(const struct run_plan *plan, const struct run_request *req, struct run_result *r)
+/* A stage's program against the allowlist: 0, or -1 with r's termination
+ * and message set. The program a compile stage writes (compiled) is not
+ * in the image; it is allowed as the compile stage's output. */
+static int check_program(const struct run_plan *plan, const char *prog, const char *compiled, struct run_result *r)
 {
 	char resolved[POLICY_PATH_MAX];
-	switch (policy_check_program(&plan->pol, req->argv[0], resolved, sizeof(resolved))) {
+	if (compiled && !strcmp(prog, compiled))
+		return 0;
+	switch (policy_check_program(&plan->pol, prog, resolved, sizeof(resolved))) {
 	case POLICY_DENIED:
 		r->term = TERM_DENIED;
-		result_message(r, "%s is not in the allowlist", resolved[0] ? resolved : req->argv[0]);
+		result_message(r, "%s is not in the allowlist", resolved[0] ? resolved : prog);
 		return -1;
 	case POLICY_NOT_FOUND:
 		r->term = TERM_NOT_FOUND;
-		result_message(r, "%s: no such program in the guest image", req->argv[0]);
+		result_message(r, "%s: no such program in the guest image", prog);
 		return -1;
 	case POLICY_ALLOWED:
 		break;
+	}
+	return 0;
+}
+
+/* What a source file is called in the workspace: its path's last part. */
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
+/* Source mode's files, as the caller, each under its base name. */
+static int open_sources(struct run_plan *plan, const struct run_request *req, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < req->nsources; i++) {
+		const char *path = req->sources[i], *base = base_name(path);
+		if (!*base || strlen(base) > NAME_MAX || !strcmp(base, ".") || !strcmp(base, "..") ||
+		    !strcmp(base, PROTO_ARTIFACTS_DIR))
+			return errf(err, errlen, "--source %.300s: not a file name the workspace can hold", path);
+		for (unsigned j = 0; j < i; j++)
+			if (!strcmp(plan->source_name[j], base))
+				return errf(err, errlen, "--source: two files named %.300s", base);
+		snprintf(plan->source_name[i], sizeof(plan->source_name[i]), "%s", base);
+		if ((plan->source_fd[i] = open_as_caller(plan, "--source", path, WANT_FILE, err, errlen)) < 0)
+			return -1;
+		plan->nsources = i + 1;
 	}
 	return 0;
 }
@@ -219,6 +252,8 @@ static int open_io(struct run_plan *plan, const struct run_request *req, char *e
 	if (req->workspace &&
 	    (plan->workspace_fd = open_as_caller(plan, "--workspace", req->workspace, WANT_DIR, err, errlen)) < 0)
 		return -1;
+	if (open_sources(plan, req, err, errlen))
+		return -1;
 	if (!req->artifacts)
 		return 0;
 	if (strlen(req->artifacts) >= sizeof(plan->artifacts))
@@ -231,22 +266,52 @@ static int open_io(struct run_plan *plan, const struct run_request *req, char *e
 	return 0;
 }
 
-static void build_request(struct run_plan *plan, const struct run_request *req)
+/* The agent's REQUEST: argv mode's one stage (source mode's were built by
+ * run_stages_build), the grants, the allowlist and the limits. */
+static void build_request(struct run_plan *plan, const struct run_request *req, const char *compiled)
 {
 	struct proto_request *p = &plan->proto;
-	p->argc = (unsigned)req->argc;
-	for (int i = 0; i < req->argc; i++)
-		p->argv[i] = req->argv[i];
+	if (!plan->nstages_built) {
+		p->nstages = 1;
+		p->stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_RUN, .argc = (unsigned)req->argc };
+		for (int i = 0; i < req->argc; i++)
+			p->stage[0].argv[i] = req->argv[i];
+	}
 	p->envc = req->nenv;
 	for (unsigned i = 0; i < req->nenv; i++)
 		p->env[i] = (char *)req->env[i];
 	p->nallow = plan->pol.nallow;
 	for (unsigned i = 0; i < plan->pol.nallow; i++)
 		p->allow[i] = plan->pol.allow[i];
+	if (compiled && p->nallow < PROTO_MAX_ALLOW)
+		p->allow[p->nallow++] = (char *)compiled;
 	p->max_output = req->max_output;
 	p->nproc = plan->pol.nproc;
 	p->nofile = plan->pol.nofile;
 	p->fsize = plan->pol.fsize;
+}
+
+/* Source mode: the stages from the runtime's templates, and the run's
+ * limits derived from them, into plan, eff (the request as checked) and r. */
+static int plan_stages(struct run_plan *plan, const struct run_request *req, const struct runtime *rt,
+		       struct run_request *eff, const char **compiled, struct run_result *r, char *err, size_t errlen)
+{
+	if (!req->runtime)
+		return errf(err, errlen, "--source needs --runtime (see `vmrun runtimes`)");
+	if (req->nsources > RUN_MAX_SOURCES)
+		return errf(err, errlen, "--source: at most %d files", RUN_MAX_SOURCES);
+	const char *names[RUN_MAX_SOURCES];
+	for (unsigned i = 0; i < req->nsources; i++)
+		names[i] = base_name(req->sources[i]);
+	struct run_stages st = { .proto = &plan->proto, .store = plan->stage_store, .storelen = sizeof(plan->stage_store) };
+	if (run_stages_build(&st, req, rt, names, req->nsources, r, err, errlen))
+		return -1;
+	memcpy(plan->stage_timeout_ms, st.stage_timeout_ms, sizeof(plan->stage_timeout_ms));
+	eff->timeout_s = st.timeout_s;
+	eff->memory_mib = st.memory_mib;
+	*compiled = st.compiled;
+	plan->nstages_built = true;
+	return 0;
 }
 
 /* vmm's command line, every path as the jail shows it. */
@@ -266,36 +331,49 @@ int run_plan_build(struct run_plan *plan, const struct run_request *req, struct 
 {
 	memset(plan, 0, sizeof(*plan));
 	plan->kernel_fd = plan->rootfs_fd = plan->stdin_fd = plan->workspace_fd = plan->artifacts_fd = -1;
+	for (unsigned i = 0; i < RUN_MAX_SOURCES; i++)
+		plan->source_fd[i] = -1;
 	plan->cancel_fd = -1;
 	plan->live = true;
 	memcpy(plan->run_id, r->run_id, sizeof(plan->run_id));
-	plan->timeout_s = req->timeout_s;
-	plan->memory_mib = req->memory_mib;
-	plan->cpus = req->cpus;
-	plan->disk_mib = req->disk_mib;
-	plan->max_output = req->max_output;
+	struct run_request eff = *req;   /* with the limits the plan derives */
+	eff.timeout_s = r->limits.timeout_s;
+	eff.memory_mib = r->limits.memory_mib;
 	snprintf(plan->vmm, sizeof(plan->vmm), "%s", req->vmm);
 	plan->allow_weaker_jail = req->allow_weaker_jail;
 	char err[512], manifest_name[PATH_MAX + 16];
+	struct runtime rt = { 0 };
+	const char *compiled = NULL;
 	FILE *manifest = NULL;
 	int rc = -1;
 	if (caller_identify(&plan->caller, err, sizeof(err)) ||
-	    open_guest(plan, req, &manifest, manifest_name, sizeof(manifest_name), err, sizeof(err)) ||
+	    open_guest(plan, req, &rt, &manifest, manifest_name, sizeof(manifest_name), err, sizeof(err)) ||
+	    (req->nsources && plan_stages(plan, req, &rt, &eff, &compiled, r, err, sizeof(err))) ||
 	    load_policy(plan, req, manifest, manifest_name, err, sizeof(err)) ||
-	    run_check_limits(req, &plan->pol, err, sizeof(err))) {
+	    run_check_limits(&eff, &plan->pol, err, sizeof(err))) {
 		result_message(r, "%s", err);
 		goto out;
 	}
+	snprintf(r->runtime, sizeof(r->runtime), "%s", plan->runtime);
+	snprintf(r->runtime_version, sizeof(r->runtime_version), "%s", plan->runtime_version);
+	plan->timeout_s = r->limits.timeout_s = eff.timeout_s;
+	plan->memory_mib = r->limits.memory_mib = eff.memory_mib;
+	plan->cpus = req->cpus;
+	plan->disk_mib = req->disk_mib;
+	plan->max_output = req->max_output;
 	r->limits.nproc = plan->pol.nproc;
 	r->limits.nofile = plan->pol.nofile;
 	r->limits.fsize = plan->pol.fsize;
-	if (check_program(plan, req, r))
+	for (unsigned i = 0; plan->nstages_built && i < plan->proto.nstages; i++)
+		if (check_program(plan, plan->proto.stage[i].argv[0], compiled, r))
+			goto out;
+	if ((!plan->nstages_built && check_program(plan, req->argv[0], NULL, r)))
 		goto out;
 	if (open_io(plan, req, err, sizeof(err))) {
 		result_message(r, "%s", err);
 		goto out;
 	}
-	build_request(plan, req);
+	build_request(plan, req, compiled);
 	build_vmm_argv(plan);
 	rc = 0;
 out:
@@ -316,6 +394,12 @@ void run_plan_release(struct run_plan *plan)
 			close(*fds[i]);
 		*fds[i] = -1;
 	}
+	for (unsigned i = 0; i < plan->nsources; i++) {
+		if (plan->source_fd[i] >= 0)
+			close(plan->source_fd[i]);
+		plan->source_fd[i] = -1;
+	}
+	plan->nsources = 0;
 	/* A destination made for a run that never got to extraction goes
 	 * again (rmdir: only while it is empty). */
 	if (plan->artifacts[0] && !plan->extracted)

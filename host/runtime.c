@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,4 +180,76 @@ int runtime_find(const char *dir, const char *name, struct runtime *rt, char *er
 	}
 	free(list);
 	return rc;
+}
+
+/* Append n bytes of text to the word being built. */
+static int put_text(char *store, size_t storelen, size_t *used, const char *t, size_t n)
+{
+	if (n >= storelen - *used)
+		return -1;
+	memcpy(store + *used, t, n);
+	*used += n;
+	return 0;
+}
+
+/* One template word, with {file} and {stem} replaced, into store as a
+ * NUL-terminated string. */
+static int expand_word(const char *w, size_t wl, const char *file, char *store, size_t storelen, size_t *used,
+		       char *err, size_t errlen)
+{
+	const char *stem_end = file ? strrchr(file, '.') : NULL;
+	size_t stem = file ? (stem_end && stem_end != file ? (size_t)(stem_end - file) : strlen(file)) : 0;
+	for (size_t i = 0; i < wl;) {
+		const char *ph = w[i] == '{' ? memchr(w + i, '}', wl - i) : NULL;
+		size_t pl = ph ? (size_t)(ph - (w + i)) + 1 : 0;
+		int rc;
+		if (pl == 6 && !memcmp(w + i, "{file}", 6) && file)
+			rc = put_text(store, storelen, used, file, strlen(file));
+		else if (pl == 6 && !memcmp(w + i, "{stem}", 6) && file)
+			rc = put_text(store, storelen, used, file, stem);
+		else if (pl)
+			return errf(err, errlen, "template word '%.*s': %.*s is not {file} or {stem} here (or no file)",
+				    (int)wl, w, (int)pl, w + i);
+		else
+			rc = put_text(store, storelen, used, w + i, 1);
+		if (rc)
+			return errf(err, errlen, "template expands past %zu bytes", storelen);
+		i += pl ? pl : 1;
+	}
+	if (put_text(store, storelen, used, "", 1))
+		return errf(err, errlen, "template expands past %zu bytes", storelen);
+	return 0;
+}
+
+int runtime_expand(const char *tmpl, const char *const *files, unsigned nfiles, char *const *args, unsigned nargs,
+		   char **argv, unsigned max, char *store, size_t storelen, char *err, size_t errlen)
+{
+	unsigned n = 0;
+	size_t used = 0;
+	for (const char *p = tmpl; *p;) {
+		p += strspn(p, " ");
+		size_t wl = strcspn(p, " ");
+		if (!wl)
+			break;
+		bool all_files = wl == 7 && !memcmp(p, "{files}", 7), all_args = wl == 6 && !memcmp(p, "{args}", 6);
+		unsigned k = all_files ? nfiles : all_args ? nargs : 1;
+		if (k > max - 1 - n)
+			return errf(err, errlen, "template '%.200s' expands to more than %u words", tmpl, max - 1);
+		for (unsigned i = 0; i < k; i++) {
+			const char *whole = all_files ? files[i] : all_args ? args[i] : NULL;
+			argv[n] = store + used;
+			if (whole ? put_text(store, storelen, &used, whole, strlen(whole) + 1) :
+				    expand_word(p, wl, nfiles ? files[0] : NULL, store, storelen, &used, err, errlen)) {
+				if (whole)
+					errf(err, errlen, "template expands past %zu bytes", storelen);
+				return -1;
+			}
+			n++;
+		}
+		p += wl;
+	}
+	argv[n] = NULL;
+	if (!n || !argv[0][0])
+		return errf(err, errlen, "template '%.200s' names no program", tmpl);
+	return (int)n;
 }

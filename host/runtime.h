@@ -9,6 +9,7 @@
  *   extension: py                 its source files'
  *   compile: gcc -o prog {files}  optional
  *   run: python3 {file} {args}
+ *   (templates: words split at spaces, no shell; see runtime_expand)
  *   run-timeout: 10, run-memory: 256, compile-timeout:, compile-memory:
  *
  * Other keys (packages, check, ...) are the build's and are skipped. */
@@ -18,6 +19,8 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "proto.h"
 
 #define RUNTIME_NAME_MAX 64
 #define RUNTIME_MAX      64     /* runtimes listed from one directory at most */
@@ -31,6 +34,21 @@ struct runtime {
 	uint64_t run_timeout_s, run_memory_mib, compile_timeout_s, compile_memory_mib;   /* 0: not set */
 	char image[PATH_MAX], programs[PATH_MAX];   /* NAME.ext4 and NAME.programs beside it */
 };
+
+/* Most words one template expands to, and bytes of their text. */
+#define RUNTIME_ARGV_MAX  PROTO_MAX_ARGS
+#define RUNTIME_STORE_MAX (PROTO_MAX_PAYLOAD / 2)
+
+/* Expand a compile or run template into argv (at most max words and a
+ * NULL), the words' text in store (storelen bytes). Words are split at
+ * spaces; in each, {file} is the first source file's name and {stem} that
+ * name without its last extension; a word that is exactly {files} becomes
+ * every file's name, and exactly {args} every argument (no other word may
+ * hold those two). Nothing is run through a shell. Returns the word count,
+ * or -1 with a one-line reason in err (an unknown placeholder, no program,
+ * too many or too long words). Pure. */
+int runtime_expand(const char *tmpl, const char *const *files, unsigned nfiles, char *const *args, unsigned nargs,
+		   char **argv, unsigned max, char *store, size_t storelen, char *err, size_t errlen);
 
 /* Whether s is a valid runtime name or alias. Pure. */
 int runtime_valid_name(const char *s);

@@ -121,9 +121,27 @@ static void next_stdin(struct outbox *o, const struct session_io *io)
 	queue_frame(o, PROTO_STDIN, o->buf + PROTO_HDR_LEN, (uint32_t)k);
 }
 
+/* An EXIT: the current stage's, then the next stage starts or the
+ * session is done. Returns -1 to continue, else a status. */
+static int stage_exit(const struct proto_request *req, const uint8_t *p, uint32_t len, struct session_result *res)
+{
+	char err[256];
+	struct proto_exit e;
+	if (proto_decode_exit(p, len, &e, err, sizeof(err)))
+		return failed(res, "bad EXIT: %s", err);
+	if (e.stage != res->exits || res->exits >= req->nstages)
+		return failed(res, "EXIT for stage %u while stage %u runs", e.stage, res->exits);
+	res->exit[res->exits] = e;
+	res->stage_end_ms[res->exits++] = session_now_ms();
+	if (!proto_stage_continues(req, &e))
+		return SESSION_DONE;
+	res->stage_start_ms[res->stages++] = session_now_ms();
+	return -1;
+}
+
 /* Handle one frame from the agent. Returns -1 to continue, else a status. */
-static int agent_frame(uint16_t type, const uint8_t *p, uint32_t len, bool *hello, const struct session_io *io,
-		       struct session_result *res)
+static int agent_frame(uint16_t type, const uint8_t *p, uint32_t len, bool *hello, const struct proto_request *req,
+		       const struct session_io *io, struct session_result *res)
 {
 	char err[256];
 	if (!*hello) {
@@ -140,13 +158,13 @@ static int agent_frame(uint16_t type, const uint8_t *p, uint32_t len, bool *hell
 	switch (type) {
 	case PROTO_STDOUT:
 	case PROTO_STDERR:
+		if (!res->stages)
+			return failed(res, "output from the agent before the request");
 		if (io->output)
-			io->output(io->ctx, type, p, len);
+			io->output(io->ctx, res->stages - 1, type, p, len);
 		return -1;
 	case PROTO_EXIT:
-		if (proto_decode_exit(p, len, &res->exit, err, sizeof(err)))
-			return failed(res, "bad EXIT: %s", err);
-		return SESSION_DONE;
+		return stage_exit(req, p, len, res);
 	case PROTO_ERROR: {
 		char text[401];
 		return failed(res, "agent: %s", session_printable(text, sizeof(text), p, len));
@@ -154,6 +172,32 @@ static int agent_frame(uint16_t type, const uint8_t *p, uint32_t len, bool *hell
 	default:
 		return failed(res, "unexpected frame type %u from the agent", type);
 	}
+}
+
+/* The deadline in force: the session's, or the current stage's own limit
+ * when that comes first. */
+static int64_t deadline_now(int64_t deadline_ms, const struct session_io *io, const struct session_result *res)
+{
+	if (!res->stages)
+		return deadline_ms;
+	unsigned i = res->stages - 1;
+	int64_t lim = io->stage_timeout_ms[i];
+	if (lim > 0 && res->stage_start_ms[i] + lim < deadline_ms)
+		return res->stage_start_ms[i] + lim;
+	return deadline_ms;
+}
+
+/* The REQUEST into the (empty) outbox; the first stage starts now. */
+static int queue_request(struct outbox *out, const struct proto_request *req, struct session_result *res)
+{
+	size_t n = proto_encode_request(req, out->buf + PROTO_HDR_LEN, PROTO_MAX_PAYLOAD);
+	if (!n) {
+		failed(res, "the request does not fit one frame");
+		return -1;
+	}
+	queue_frame(out, PROTO_REQUEST, out->buf + PROTO_HDR_LEN, (uint32_t)n);
+	res->stage_start_ms[res->stages++] = session_now_ms();
+	return 0;
 }
 
 /* The conversation's buffers: 128 KiB, so on the heap, one pair per
@@ -189,13 +233,6 @@ static enum session_status converse(int fd, const struct proto_request *req, con
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	bool hello = false, request_sent = false;
 	for (;;) {
-		if (hello && !request_sent && !out->len) {
-			size_t n = proto_encode_request(req, out->buf + PROTO_HDR_LEN, PROTO_MAX_PAYLOAD);
-			if (!n)
-				return failed(res, "the request does not fit one frame");
-			queue_frame(out, PROTO_REQUEST, out->buf + PROTO_HDR_LEN, (uint32_t)n);
-			request_sent = true;
-		}
 		bool want_stdin = request_sent && !out->len && !out->stdin_done;
 		if (want_stdin && io->stdin_fd < 0)
 			next_stdin(out, io);   /* no stdin: end of input at once */
@@ -206,9 +243,12 @@ static enum session_status converse(int fd, const struct proto_request *req, con
 		struct pollfd fds[3] = { { fd, POLLIN | (out->len ? POLLOUT : 0), 0 },
 					 { io->cancel_fd, POLLIN, 0 },
 					 { want_stdin ? io->stdin_fd : -1, POLLIN, 0 } };
-		if (session_now_ms() >= deadline_ms)
+		int64_t due = deadline_now(deadline_ms, io, res);
+		if (session_now_ms() >= due) {
+			res->stage_timeout = due < deadline_ms;
 			return SESSION_TIMEOUT;
-		int n = poll(fds, 3, session_left_ms(deadline_ms));
+		}
+		int n = poll(fds, 3, session_left_ms(due));
 		if (n < 0 && errno != EINTR)
 			return failed(res, "poll: %s", strerror(errno));
 		if (n <= 0)
@@ -245,9 +285,16 @@ static enum session_status converse(int fd, const struct proto_request *req, con
 		uint32_t len;
 		int r;
 		while ((r = proto_reader_next(rd, &type, &payload, &len, res->error, sizeof(res->error))) == 1) {
-			int st = agent_frame(type, payload, len, &hello, io, res);
+			int st = agent_frame(type, payload, len, &hello, req, io, res);
 			if (st >= 0)
 				return (enum session_status)st;
+			/* Queued at HELLO, before any other frame read with it:
+			 * the first stage starts with the request. */
+			if (hello && !request_sent) {
+				if (queue_request(out, req, res))
+					return SESSION_FAILED;
+				request_sent = true;
+			}
 		}
 		if (r < 0)
 			return SESSION_FAILED;

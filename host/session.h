@@ -17,18 +17,26 @@ enum session_status {
 	SESSION_CANCELLED = 3, /* the cancel fd became readable */
 };
 
-/* Output as it arrives: type is PROTO_STDOUT or PROTO_STDERR. */
-typedef void (*session_output_fn)(void *ctx, uint16_t type, const uint8_t *data, uint32_t len);
+/* Output as it arrives: of stage (0..), type PROTO_STDOUT or PROTO_STDERR. */
+typedef void (*session_output_fn)(void *ctx, unsigned stage, uint16_t type, const uint8_t *data, uint32_t len);
 
 struct session_io {
 	int stdin_fd;                 /* the command's stdin, read to EOF; -1 for none */
 	int cancel_fd;                /* readable: give up at once; -1 for never */
 	session_output_fn output;
 	void *ctx;
+	/* Each stage's own wall-clock limit from its start (the REQUEST for
+	 * the first, the previous stage's EXIT for the next), in ms; 0: only
+	 * the session's deadline. */
+	int64_t stage_timeout_ms[PROTO_MAX_STAGES];
 };
 
 struct session_result {
-	struct proto_exit exit;
+	unsigned stages;              /* stages the agent was asked to start so far */
+	unsigned exits;               /* EXIT frames received, one per stage in order */
+	struct proto_exit exit[PROTO_MAX_STAGES];
+	int64_t stage_start_ms[PROTO_MAX_STAGES], stage_end_ms[PROTO_MAX_STAGES];   /* monotonic */
+	bool stage_timeout;           /* SESSION_TIMEOUT came from the stage's own limit */
 	char agent[64];               /* the agent's name from HELLO, made printable */
 	int64_t hello_ms;             /* monotonic ms when HELLO arrived, 0 if never */
 	char error[512];              /* why, when SESSION_FAILED; the agent's text made printable */
@@ -54,9 +62,11 @@ int session_left_ms(int64_t deadline_ms);
  * (reason in err). */
 int session_accept(int listen_fd, int watch_fd, int cancel_fd, int64_t deadline_ms, char *err, size_t errlen);
 
-/* Run the conversation on fd: HELLO, REQUEST, stdin, output, EXIT.
- * Never blocks past deadline_ms, nor past io's cancel_fd becoming
- * readable. Does not close fd. Reentrant: its state is its own. */
+/* Run the conversation on fd: HELLO, REQUEST, stdin, then each stage's
+ * output and EXIT until proto_stage_continues says the session is over
+ * (SESSION_DONE). Never blocks past deadline_ms, nor past the current
+ * stage's own limit, nor past io's cancel_fd becoming readable. Does not
+ * close fd. Reentrant: its state is its own. */
 enum session_status session_run(int fd, const struct proto_request *req, const struct session_io *io,
 				int64_t deadline_ms, struct session_result *res);
 

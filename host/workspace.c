@@ -438,36 +438,24 @@ static int src_fstatat(struct ws *w, int dfd, const char *name, struct stat *sb)
 	return rc;
 }
 
-static int copy_file(struct ws *w, int dfd, const char *name, ext2_ino_t dir, const struct stat *sb)
+/* A new regular file name in dir with fd's contents (fst: its fstat). */
+static int add_file(struct ws *w, int fd, const char *name, ext2_ino_t dir, const struct stat *fst)
 {
-	/* O_NONBLOCK: a FIFO swapped in since the fstatat cannot block us. */
-	int fd = src_openat(w, dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-	struct stat fst;
-	if (fd < 0)
-		return fail(w, "%s: %s", rel(w), strerror(errno));
-	if (fstat(fd, &fst) || !S_ISREG(fst.st_mode) || fst.st_ino != sb->st_ino || fst.st_dev != sb->st_dev) {
-		close(fd);
-		return fail(w, "%s: changed while being copied", rel(w));
-	}
 	/* Blocks for the data, and the extent tree's, counted generously:
 	 * refusing here saves writing a large file that cannot fit. */
-	uint64_t blocks = ((uint64_t)fst.st_size + BLOCK_SIZE - 1) / BLOCK_SIZE;
-	if (blocks + blocks / 256 > ext2fs_free_blocks_count(w->fs->super)) {
-		close(fd);
+	uint64_t blocks = ((uint64_t)fst->st_size + BLOCK_SIZE - 1) / BLOCK_SIZE;
+	if (blocks + blocks / 256 > ext2fs_free_blocks_count(w->fs->super))
 		return no_room(w);
-	}
 	ext2_ino_t ino;
 	errcode_t e = ext2fs_new_inode(w->fs, dir, LINUX_S_IFREG | 0644, NULL, &ino);
 	if (!e)
 		e = link_in(w->fs, dir, name, ino, EXT2_FT_REG_FILE);
-	if (e) {
-		close(fd);
+	if (e)
 		return fs_fail(w, e);
-	}
 	ext2fs_inode_alloc_stats2(w->fs, ino, +1, 0);
 	struct ext2_inode_large in;
 	memset(&in, 0, sizeof(in));
-	set_owner(w, &in, LINUX_S_IFREG | (fst.st_mode & 0777), fst.st_mtim);
+	set_owner(w, &in, LINUX_S_IFREG | (fst->st_mode & 0777), fst->st_mtim);
 	in.i_links_count = 1;
 	in.i_extra_isize = sizeof(in) - EXT2_GOOD_OLD_INODE_SIZE;
 	/* An empty extent tree in i_block, which file writes then fill. */
@@ -476,11 +464,58 @@ static int copy_file(struct ws *w, int dfd, const char *name, ext2_ino_t dir, co
 		ext2fs_extent_free(h);
 	if (!e)
 		e = write_large(w->fs, ino, &in);
-	int rc = e ? fs_fail(w, e) : copy_data(w, fd, ino, &in, (uint64_t)fst.st_size);
-	close(fd);
+	int rc = e ? fs_fail(w, e) : copy_data(w, fd, ino, &in, (uint64_t)fst->st_size);
 	if (!rc)
 		w->st->files++;
 	return rc;
+}
+
+static int copy_file(struct ws *w, int dfd, const char *name, ext2_ino_t dir, const struct stat *sb)
+{
+	/* O_NONBLOCK: a FIFO swapped in since the fstatat cannot block us. */
+	int fd = src_openat(w, dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	struct stat fst;
+	if (fd < 0)
+		return fail(w, "%s: %s", rel(w), strerror(errno));
+	int rc;
+	if (fstat(fd, &fst) || !S_ISREG(fst.st_mode) || fst.st_ino != sb->st_ino || fst.st_dev != sb->st_dev)
+		rc = fail(w, "%s: changed while being copied", rel(w));
+	else
+		rc = add_file(w, fd, name, dir, &fst);
+	close(fd);
+	return rc;
+}
+
+/* The caller's files, into the top directory, each once. */
+static int copy_files(struct ws *w)
+{
+	for (unsigned i = 0; i < w->src->nfiles; i++) {
+		const struct workspace_file *f = &w->src->files[i];
+		char shown[MAX_NAME + 1];
+		struct stat fst;
+		ext2_ino_t old;
+		printable(shown, sizeof(shown), f->name);
+		if (!*f->name || strchr(f->name, '/') || !strcmp(f->name, ".") || !strcmp(f->name, "..") ||
+		    strlen(f->name) > MAX_NAME)
+			return fail(w, "'%s' is not a file name", shown);
+		if (!ext2fs_lookup(w->fs, EXT2_ROOT_INO, f->name, (int)strlen(f->name), NULL, &old))
+			return fail(w, "%s: the workspace already holds a file of that name", shown);
+		if (fstat(f->fd, &fst) < 0)
+			return fail(w, "%s: %s", shown, strerror(errno));
+		if (!S_ISREG(fst.st_mode))
+			return fail(w, "%s: not a regular file", shown);
+		/* pread-free copy: a file given twice would share its offset */
+		if (lseek(f->fd, 0, SEEK_SET) < 0)
+			return fail(w, "%s: %s", shown, strerror(errno));
+		snprintf(w->rel, sizeof(w->rel), "%s", f->name);
+		w->rlen = strlen(w->rel);
+		int rc = add_file(w, f->fd, f->name, EXT2_ROOT_INO, &fst);
+		w->rel[0] = '\0';
+		w->rlen = 0;
+		if (rc)
+			return -1;
+	}
+	return 0;
 }
 
 static int copy_tree(struct ws *w, int dfd, ext2_ino_t dir, unsigned depth);
@@ -640,7 +675,8 @@ int workspace_create(const char *image, uint64_t size_mib, const struct workspac
 	int fd = create_image(image, size_mib, err, errlen);
 	if (fd < 0)
 		goto out;
-	if (make_fs(w, fd) || (src && copy_source(w)) || make_artifacts(w) || close_fs(w))
+	if (make_fs(w, fd) || (src && src->dirfd >= 0 && copy_source(w)) || (src && copy_files(w)) ||
+	    make_artifacts(w) || close_fs(w))
 		goto out;
 	rc = 0;
 out:

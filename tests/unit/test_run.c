@@ -32,26 +32,36 @@ static struct run_facts facts(enum session_status st)
 {
 	memset(&r, 0, sizeof(r));
 	memset(&sr, 0, sizeof(sr));
+	r.nstages = 1;
+	for (unsigned i = 0; i < PROTO_MAX_STAGES; i++)
+		r.stage[i].term = TERM_ERROR;   /* as run_result_init leaves them */
 	return (struct run_facts){ .session = st, .sr = &sr, .timeout_s = 2.5, .vmm_pid = 77, .vmm_said = "" };
+}
+
+/* The agent's one EXIT, of the run stage. */
+static void one_exit(struct proto_exit e)
+{
+	sr.stages = sr.exits = 1;
+	sr.exit[0] = e;
 }
 
 static void classify_exited_and_signaled(void **state)
 {
 	(void)state;
 	struct run_facts f = facts(SESSION_DONE);
-	sr.exit = (struct proto_exit){ .kind = PROTO_END_EXITED, .code = 3, .cpu_ms = 12, .max_rss_kib = 900,
-				      .flags = PROTO_EXIT_STDERR_TRUNCATED };
+	one_exit((struct proto_exit){ .kind = PROTO_END_EXITED, .code = 3, .cpu_ms = 12, .max_rss_kib = 900,
+				      .flags = PROTO_EXIT_STDERR_TRUNCATED });
 	run_classify(&f, &r);
 	assert_int_equal(r.term, TERM_EXITED);
-	assert_int_equal(r.exit_code, 3);
+	assert_int_equal(r.stage[0].exit_code, 3);
 	assert_int_equal(result_exit_status(&r), 3);
-	assert_int_equal(r.cpu_ms, 12);
-	assert_int_equal(r.max_rss_kib, 900);
-	assert_false(r.out_truncated);
-	assert_true(r.err_truncated);
+	assert_int_equal(r.stage[0].cpu_ms, 12);
+	assert_int_equal(r.stage[0].max_rss_kib, 900);
+	assert_false(r.stage[0].out_truncated);
+	assert_true(r.stage[0].err_truncated);
 	assert_string_equal(r.message, "");
 	f = facts(SESSION_DONE);
-	sr.exit = (struct proto_exit){ .kind = PROTO_END_SIGNALED, .signal = SIGKILL };
+	one_exit((struct proto_exit){ .kind = PROTO_END_SIGNALED, .signal = SIGKILL });
 	run_classify(&f, &r);
 	assert_int_equal(r.term, TERM_SIGNALED);
 	assert_int_equal(result_exit_status(&r), 128 + SIGKILL);
@@ -67,7 +77,7 @@ static void classify_agent_refusals(void **state)
 	};
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
 		struct run_facts f = facts(SESSION_DONE);
-		sr.exit = (struct proto_exit){ .kind = c[i].kind, .code = c[i].code };
+		one_exit((struct proto_exit){ .kind = c[i].kind, .code = c[i].code });
 		run_classify(&f, &r);
 		assert_int_equal(r.term, c[i].want);
 		assert_int_equal(result_exit_status(&r), c[i].status);
@@ -79,7 +89,7 @@ static void classify_no_reset_and_lost(void **state)
 {
 	(void)state;
 	struct run_facts f = facts(SESSION_DONE);
-	sr.exit = (struct proto_exit){ .kind = PROTO_END_EXITED };
+	one_exit((struct proto_exit){ .kind = PROTO_END_EXITED });
 	f.vmm_killed = true;
 	f.vmm_lost = true;
 	run_classify(&f, &r);
@@ -244,8 +254,8 @@ static void plan_builds_once(void **state)
 	assert_int_equal(build(f), 0);
 	assert_true(f->plan.kernel_fd >= 0 && f->plan.rootfs_fd >= 0);
 	assert_int_equal(f->plan.stdin_fd, -1);
-	assert_int_equal(f->plan.proto.argc, 3);
-	assert_string_equal(f->plan.proto.argv[2], "echo hi");
+	assert_int_equal(f->plan.proto.stage[0].argc, 3);
+	assert_string_equal(f->plan.proto.stage[0].argv[2], "echo hi");
 	assert_int_equal(f->plan.proto.envc, 1);
 	assert_int_equal(f->plan.proto.nallow, 3);   /* the manifest */
 	assert_int_equal(f->plan.proto.nproc, 256);
@@ -444,6 +454,175 @@ static void plan_runtime(void **state)
 	assert_refused(f, "--runtime and --rootfs name two root images; give one");
 }
 
+/* A c runtime with a compile stage, installed into f's guest directory. */
+static void install_c(struct fx *f)
+{
+	char rt[192], path[256];
+	snprintf(rt, sizeof(rt), "%s/runtimes", f->guest);
+	assert_int_equal(mkdir(rt, 0755), 0);
+	snprintf(path, sizeof(path), "%s/c.runtime", rt);
+	write_file(path,
+		   "name: c\nversion: 12.2.0\ncompile: gcc -O2 -o /tmp/prog {files}\nrun: /tmp/prog {args}\n"
+		   "compile-timeout: 30\ncompile-memory: 512\nrun-timeout: 5\nrun-memory: 128\n",
+		   0644);
+	snprintf(path, sizeof(path), "%s/c.ext4", rt);
+	write_file(path, "image", 0644);
+	snprintf(path, sizeof(path), "%s/c.programs", rt);
+	write_file(path, "/bin/sh\n/usr/bin/gcc\n", 0644);
+}
+
+/* --source: the runtime's templates become a compile and a run stage, with
+ * their limits, and the run's own limits follow from them. */
+static void plan_source_mode(void **state)
+{
+	struct fx *f = *state;
+	install_c(f);
+	char a[192], b[192];
+	snprintf(a, sizeof(a), "%s/main.c", f->dir);
+	snprintf(b, sizeof(b), "%s/util.c", f->priv);
+	write_file(a, "int main(void){return 0;}\n", 0644);
+	write_file(b, "int x;\n", 0644);
+	const char *sources[] = { a, b };
+	char *args[] = { "x", "y z" };
+	f->req.runtime = "c";
+	f->req.sources = sources;
+	f->req.nsources = 2;
+	f->req.argv = args;
+	f->req.argc = 2;
+	f->req.timeout_s = 0;
+	f->req.memory_mib = 0;
+	f->req.run.cpu_time_ms = 1500;
+	assert_int_equal(build(f), 0);
+	struct proto_request *p = &f->plan.proto;
+	assert_int_equal(p->nstages, 2);
+	assert_int_equal(p->stage[0].kind, PROTO_STAGE_COMPILE);
+	assert_int_equal(p->stage[0].argc, 6);
+	assert_string_equal(p->stage[0].argv[0], "gcc");
+	assert_string_equal(p->stage[0].argv[4], "main.c");   /* as named in the workspace */
+	assert_string_equal(p->stage[0].argv[5], "util.c");
+	assert_int_equal(p->stage[0].memory_kib, 512 * 1024);
+	assert_int_equal(p->stage[1].kind, PROTO_STAGE_RUN);
+	assert_int_equal(p->stage[1].argc, 3);
+	assert_string_equal(p->stage[1].argv[2], "y z");
+	assert_int_equal(p->stage[1].cpu_ms, 1500);
+	assert_string_equal(p->allow[p->nallow - 1], "/tmp/prog");   /* the compile stage's output */
+	assert_int_equal(f->plan.stage_timeout_ms[0], 30000);
+	assert_int_equal(f->plan.stage_timeout_ms[1], 5000);
+	assert_true(f->plan.timeout_s == 10 + 30 + 5);   /* boot allowance plus the stages' */
+	assert_int_equal(f->plan.memory_mib, 512 + 64);
+	assert_int_equal(f->plan.nsources, 2);
+	assert_true(r.source);
+	assert_int_equal(r.nstages, 2);
+	assert_int_equal(r.stage[1].limits.memory_mib, 128);
+	run_plan_release(&f->plan);
+	/* a stage memory above the VM's; a compile limit without a compile
+	 * stage is caught by the runtime check below */
+	f->req.memory_mib = 256;
+	assert_refused(f, "the compile stage's memory limit of 512 MiB exceeds the VM's 256 MiB (--memory)");
+	f->req.memory_mib = 0;
+	f->req.compile.timeout_s = 400;
+	assert_refused(f, "--timeout 415 exceeds the policy's ceiling of 300 s");
+	f->req.compile.timeout_s = 0;
+	/* two files of one name; one the caller cannot read; --source without
+	 * --runtime */
+	sources[1] = "/nonexistent/main.c";
+	assert_refused(f, "--source: two files named main.c");
+	snprintf(b, sizeof(b), "%s/main.c", f->priv);
+	as_caller();
+	f->req.nsources = 1;
+	sources[0] = b;
+	write_file(b, "secret", 0600);
+	assert_refused(f, "--source ");
+	assert_non_null(strstr(r.message, "Permission denied"));
+	f->req.runtime = NULL;
+	assert_refused(f, "--source needs --runtime");
+}
+
+/* Facts of a two-stage run: the compile stage's EXIT decides. */
+static struct run_facts two_stage(enum session_status st, unsigned stages, unsigned exits)
+{
+	struct run_facts f = facts(st);
+	r.nstages = 2;
+	r.source = true;
+	r.stage[0].limits.timeout_s = 30;
+	r.stage[1].limits.timeout_s = 5;
+	sr.stages = stages;
+	sr.exits = exits;
+	for (unsigned i = 0; i < 2; i++) {
+		sr.stage_start_ms[i] = 1000 * (i + 1);
+		sr.stage_end_ms[i] = 1000 * (i + 1) + 400;
+	}
+	f.ended_ms = 9000;
+	return f;
+}
+
+static void classify_stages(void **state)
+{
+	(void)state;
+	/* compiled, ran, exited 4 */
+	struct run_facts f = two_stage(SESSION_DONE, 2, 2);
+	sr.exit[0] = (struct proto_exit){ .kind = PROTO_END_EXITED, .stage = 0, .cpu_ms = 300 };
+	sr.exit[1] = (struct proto_exit){ .kind = PROTO_END_EXITED, .code = 4, .stage = 1,
+					  .flags = PROTO_EXIT_CPU_EXCEEDED };
+	run_classify(&f, &r);
+	assert_int_equal(r.term, TERM_EXITED);
+	assert_int_equal(result_exit_status(&r), 4);
+	assert_true(r.stage[0].started && r.stage[1].started);
+	assert_int_equal(r.stage[0].cpu_ms, 300);
+	assert_int_equal(r.stage[1].wall_ms, 400);
+	assert_true(r.stage[1].cpu_exceeded);
+	assert_ptr_equal(result_final(&r), &r.stage[1]);
+	/* a compile error: the compiler's status, no run stage */
+	f = two_stage(SESSION_DONE, 1, 1);
+	sr.exit[0] = (struct proto_exit){ .kind = PROTO_END_EXITED, .code = 1, .flags = PROTO_EXIT_OOM_KILLED };
+	run_classify(&f, &r);
+	assert_int_equal(r.term, TERM_COMPILE_ERROR);
+	assert_int_equal(r.stage[0].term, TERM_EXITED);
+	assert_true(r.stage[0].oom_killed);
+	assert_false(r.stage[1].started);
+	assert_int_equal(result_exit_status(&r), 1);
+	assert_string_equal(r.message, "the compile stage failed with status 1");
+	assert_ptr_equal(result_final(&r), &r.stage[0]);
+	/* the compiler killed by a signal */
+	f = two_stage(SESSION_DONE, 1, 1);
+	sr.exit[0] = (struct proto_exit){ .kind = PROTO_END_SIGNALED, .signal = SIGKILL };
+	run_classify(&f, &r);
+	assert_int_equal(r.term, TERM_COMPILE_ERROR);
+	assert_int_equal(result_exit_status(&r), 128 + SIGKILL);
+	/* the compiler not in the image: not a compile error */
+	f = two_stage(SESSION_DONE, 1, 1);
+	sr.exit[0] = (struct proto_exit){ .kind = PROTO_END_NOT_FOUND };
+	run_classify(&f, &r);
+	assert_int_equal(r.term, TERM_NOT_FOUND);
+	assert_string_equal(r.message, "compile stage: no such program in the guest");
+	/* the compile stage's own limit: a timeout of that stage, the run
+	 * stage never started */
+	f = two_stage(SESSION_TIMEOUT, 1, 0);
+	sr.stage_timeout = true;
+	run_classify(&f, &r);
+	assert_int_equal(r.term, TERM_TIMEOUT);
+	assert_int_equal(r.stage[0].term, TERM_TIMEOUT);
+	assert_int_equal(r.stage[0].wall_ms, 9000 - 1000);
+	assert_false(r.stage[1].started);
+	assert_int_equal(result_exit_status(&r), 124);
+	assert_string_equal(r.message, "the compile stage exceeded its 30 s limit; the VM was killed");
+	/* the run stage's */
+	f = two_stage(SESSION_TIMEOUT, 2, 1);
+	sr.exit[0] = (struct proto_exit){ .kind = PROTO_END_EXITED };
+	sr.stage_timeout = true;
+	run_classify(&f, &r);
+	assert_int_equal(r.stage[0].term, TERM_EXITED);
+	assert_int_equal(r.stage[1].term, TERM_TIMEOUT);
+	assert_string_equal(r.message, "the run stage exceeded its 5 s limit; the VM was killed");
+	/* the VM died during the run stage */
+	f = two_stage(SESSION_FAILED, 2, 1);
+	sr.exit[0] = (struct proto_exit){ .kind = PROTO_END_EXITED };
+	run_classify(&f, &r);
+	assert_int_equal(r.term, TERM_VM_FAILED);
+	assert_int_equal(r.stage[1].term, TERM_VM_FAILED);
+	assert_int_equal(result_exit_status(&r), 125);
+}
+
 static void plan_refuses_existing_destination(void **state)
 {
 	struct fx *f = *state;
@@ -486,6 +665,7 @@ int main(void)
 		cmocka_unit_test(classify_timeout),
 		cmocka_unit_test(classify_vm_failures),
 		cmocka_unit_test(classify_cancel_and_start_error),
+		cmocka_unit_test(classify_stages),
 		cmocka_unit_test(caller_decisions),
 		cmocka_unit_test_setup_teardown(plan_builds_once, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(plan_refuses_program_and_limits, fx_setup, fx_teardown),
@@ -495,6 +675,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(plan_custom_rootfs_keeps_the_manifest, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(plan_fifo_and_zeroed, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(plan_runtime, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(plan_source_mode, fx_setup, fx_teardown),
 	};
 	return cmocka_run_group_tests_name("run", tests, NULL, NULL);
 }

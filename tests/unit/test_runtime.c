@@ -125,12 +125,50 @@ static void refuses_bad_files(void **state)
 	unlink(path);
 }
 
+/* runtime_expand: {files} and {args} as whole words, {file} and {stem}
+ * anywhere in one; nothing else is a placeholder, no shell. */
+static void expands_templates(void **state)
+{
+	(void)state;
+	const char *files[] = { "Main.java", "util.java" };
+	char *args[] = { "a b", "$(x)" };
+	char *argv[16], store[256], err[256];
+	assert_int_equal(runtime_expand("javac -d /tmp/c {files}", files, 2, NULL, 0, argv, 16, store, sizeof(store), err,
+					sizeof(err)), 5);
+	assert_string_equal(argv[3], "Main.java");
+	assert_string_equal(argv[4], "util.java");
+	assert_null(argv[5]);
+	assert_int_equal(runtime_expand("java  -cp /tmp/c {stem} {args}", files, 2, args, 2, argv, 16, store, sizeof(store),
+					err, sizeof(err)), 6);
+	assert_string_equal(argv[3], "Main");
+	assert_string_equal(argv[4], "a b");
+	assert_string_equal(argv[5], "$(x)");
+	assert_int_equal(runtime_expand("rustc -o/tmp/{stem}.bin {file} {args}", files, 1, args, 0, argv, 16, store,
+					sizeof(store), err, sizeof(err)), 3);
+	assert_string_equal(argv[1], "-o/tmp/Main.bin");
+	const char *dotless[] = { "Makefile" };
+	assert_int_equal(runtime_expand("x {stem}", dotless, 1, NULL, 0, argv, 16, store, sizeof(store), err, sizeof(err)), 2);
+	assert_string_equal(argv[1], "Makefile");
+	/* refusals */
+	assert_int_equal(runtime_expand("x {nope}", files, 1, NULL, 0, argv, 16, store, sizeof(store), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "{nope} is not {file} or {stem}"));
+	assert_int_equal(runtime_expand("x -{files}", files, 1, NULL, 0, argv, 16, store, sizeof(store), err, sizeof(err)), -1);
+	assert_int_equal(runtime_expand("x {file}", NULL, 0, NULL, 0, argv, 16, store, sizeof(store), err, sizeof(err)), -1);
+	assert_int_equal(runtime_expand("  ", NULL, 0, NULL, 0, argv, 16, store, sizeof(store), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "names no program"));
+	assert_int_equal(runtime_expand("x {args}", files, 1, args, 2, argv, 3, store, sizeof(store), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "more than 2 words"));
+	assert_int_equal(runtime_expand("x {files}", files, 2, NULL, 0, argv, 16, store, 12, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "expands past 12 bytes"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(loads_and_lists, setup, teardown),
 		cmocka_unit_test_setup_teardown(finds_by_name_or_alias, setup, teardown),
 		cmocka_unit_test_setup_teardown(refuses_bad_files, setup, teardown),
+		cmocka_unit_test(expands_templates),
 	};
 	return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }

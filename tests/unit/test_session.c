@@ -36,8 +36,8 @@ static enum session_status scripted(const uint8_t *script, size_t n)
 	assert_int_equal(write(sv[1], script, n), (ssize_t)n);
 	close(sv[1]);
 	memset(&rq, 0, sizeof(rq));
-	rq.argc = 1;
-	rq.argv[0] = "true";
+	rq.nstages = 1;
+	rq.stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_RUN, .argc = 1, .argv = { "true" } };
 	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1 };
 	enum session_status st = session_run(sv[0], &rq, &io, session_now_ms() + 5000, &res);
 	close(sv[0]);
@@ -106,11 +106,103 @@ static void hostile_hello_and_error(void **state)
 	assert_printable(res.agent);
 }
 
+static size_t hello_frame(uint8_t *buf)
+{
+	uint8_t hello[16];
+	uint32_t v = PROTO_VERSION;
+	memcpy(hello, &v, 4);
+	memcpy(hello + 4, "test", 4);
+	return put_frame(buf, PROTO_HELLO, hello, 8);
+}
+
+static size_t exit_frame(uint8_t *buf, uint32_t stage, uint32_t kind, int32_t code)
+{
+	struct proto_exit e = { .kind = kind, .code = code, .stage = stage };
+	uint8_t p[PROTO_EXIT_LEN];
+	proto_encode_exit(&e, p);
+	return put_frame(buf, PROTO_EXIT, p, sizeof(p));
+}
+
+/* Collected output: "<stage><type letter>data" per frame. */
+static char seen[256];
+static void collect(void *ctx, unsigned stage, uint16_t type, const uint8_t *data, uint32_t len)
+{
+	(void)ctx;
+	size_t n = strlen(seen);
+	snprintf(seen + n, sizeof(seen) - n, "%u%c%.*s;", stage, type == PROTO_STDOUT ? 'o' : 'e', (int)len,
+		 (const char *)data);
+}
+
+/* session_run of a two-stage request against the script; keep_open: the
+ * agent's end stays open (until the deadline) instead of closing. */
+static enum session_status staged(const uint8_t *script, size_t n, int64_t stage0_ms, int64_t within_ms)
+{
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(write(sv[1], script, n), (ssize_t)n);
+	memset(&rq, 0, sizeof(rq));
+	rq.nstages = 2;
+	rq.stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_COMPILE, .argc = 1, .argv = { "cc" } };
+	rq.stage[1] = (struct proto_stage){ .kind = PROTO_STAGE_RUN, .argc = 1, .argv = { "/tmp/prog" } };
+	seen[0] = '\0';
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .output = collect, .stage_timeout_ms = { stage0_ms, 0 } };
+	enum session_status st = session_run(sv[0], &rq, &io, session_now_ms() + within_ms, &res);
+	close(sv[0]);
+	close(sv[1]);
+	return st;
+}
+
+/* Stages in order: output goes to the stage that runs, each EXIT ends its
+ * stage, a failed compile stage ends the session; an EXIT out of order and
+ * output before any stage are the agent's fault; a stage's own limit ends
+ * it as a timeout of that stage. */
+static void stages(void **state)
+{
+	(void)state;
+	static uint8_t s[4096];
+	size_t n = hello_frame(s);
+	n += put_frame(s + n, PROTO_STDERR, "warn", 4);
+	n += exit_frame(s + n, 0, PROTO_END_EXITED, 0);
+	n += put_frame(s + n, PROTO_STDOUT, "hi", 2);
+	n += exit_frame(s + n, 1, PROTO_END_EXITED, 3);
+	enum session_status got = staged(s, n, 0, 5000);
+	if (got != SESSION_DONE)
+		fail_msg("status %d: %s", got, res.error);
+	assert_int_equal(res.stages, 2);
+	assert_int_equal(res.exits, 2);
+	assert_int_equal(res.exit[1].code, 3);
+	assert_string_equal(seen, "0ewarn;1ohi;");
+	assert_true(res.stage_end_ms[0] >= res.stage_start_ms[0] && res.stage_start_ms[1] >= res.stage_end_ms[0]);
+	/* a compile error: done after the first EXIT, the rest unread */
+	n = hello_frame(s);
+	n += exit_frame(s + n, 0, PROTO_END_EXITED, 1);
+	n += put_frame(s + n, PROTO_STDOUT, "never", 5);
+	assert_int_equal(staged(s, n, 0, 5000), SESSION_DONE);
+	assert_int_equal(res.stages, 1);
+	assert_int_equal(res.exits, 1);
+	assert_string_equal(seen, "");
+	/* the run stage's EXIT first */
+	n = hello_frame(s);
+	n += exit_frame(s + n, 1, PROTO_END_EXITED, 0);
+	assert_int_equal(staged(s, n, 0, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "EXIT for stage 1 while stage 0 runs");
+	/* the first stage's limit, well before the session's deadline */
+	n = hello_frame(s);
+	int64_t t0 = session_now_ms();
+	assert_int_equal(staged(s, n, 100, 5000), SESSION_TIMEOUT);
+	assert_true(res.stage_timeout);
+	assert_true(session_now_ms() - t0 < 4000);
+	/* the session's own deadline */
+	assert_int_equal(staged(s, n, 0, 100), SESSION_TIMEOUT);
+	assert_false(res.stage_timeout);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(printable_helper),
 		cmocka_unit_test(hostile_hello_and_error),
+		cmocka_unit_test(stages),
 	};
 	return cmocka_run_group_tests_name("session", tests, NULL, NULL);
 }

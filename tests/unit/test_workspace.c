@@ -515,6 +515,48 @@ static void test_source_artifacts_kept(void **state)
 	assert_int_equal(count_entries(f, "/"), 2);
 }
 
+/* Source mode's files: added to the top directory beside the copied tree,
+ * under their names; a name the tree holds already, or one that is not a
+ * plain name, is refused and leaves no image. */
+static void test_adds_files(void **state)
+{
+	struct fx *f = *state;
+	put_file(f, "in.txt", "input\n", 6, 0644);
+	char main_c[400];
+	snprintf(main_c, sizeof(main_c), "%s/main.c", f->dir);
+	int fd = open(main_c, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "int main;\n", 10), 10);   /* its offset now at the end */
+	struct workspace_file files[] = { { fd, "main.c" } };
+	struct workspace_source ws = { .dirfd = open(f->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC), .name = "src",
+				       .files = files, .nfiles = 1 };
+	assert_int_equal(workspace_create(f->image, 16, &ws, UID, GID, &f->st, f->err, sizeof(f->err)), 0);
+	assert_fsck_clean(f);
+	assert_content(f, "/main.c", "int main;\n", 10);
+	assert_inode(f, "/main.c", "regular", 0640, UID, GID);
+	assert_content(f, "/in.txt", "input\n", 6);
+	assert_int_equal(f->st.files, 2);
+	unlink(f->image);
+	/* no directory, files only */
+	ws.dirfd = -1;
+	assert_int_equal(workspace_create(f->image, 16, &ws, UID, GID, &f->st, f->err, sizeof(f->err)), 0);
+	assert_content(f, "/main.c", "int main;\n", 10);
+	unlink(f->image);
+	/* clashes and bad names */
+	ws.dirfd = open(f->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	files[0].name = "in.txt";
+	assert_refused(f, workspace_create(f->image, 16, &ws, UID, GID, &f->st, f->err, sizeof(f->err)),
+		       "in.txt: the workspace already holds a file of that name");
+	const char *bad[] = { "a/b", "..", "" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		files[0].name = bad[i];
+		assert_refused(f, workspace_create(f->image, 16, &ws, UID, GID, &f->st, f->err, sizeof(f->err)),
+			       "is not a file name");
+	}
+	close(ws.dirfd);
+	close(fd);
+}
+
 static void test_deep_tree(void **state)
 {
 	struct fx *f = *state;
@@ -825,6 +867,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_many_dirs, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_source_artifacts_kept, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_deep_tree, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_adds_files, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_large_ids, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_smallest_and_sizes, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_refuses_existing_image, fx_setup, fx_teardown),

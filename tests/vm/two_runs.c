@@ -37,9 +37,10 @@ struct job {
 };
 
 /* A's output as it arrives: kept, and the first line cancels A. */
-static void cancel_on_output(void *ctx, uint16_t type, const uint8_t *data, size_t len)
+static void cancel_on_output(void *ctx, uint32_t kind, uint16_t type, const uint8_t *data, size_t len)
 {
 	struct job *j = ctx;
+	(void)kind;
 	(void)type;
 	size_t n = len < sizeof(j->seen) - j->nseen ? len : sizeof(j->seen) - j->nseen;
 	memcpy(j->seen + j->nseen, data, n);
@@ -79,7 +80,7 @@ static void check(int ok, const char *what, const struct job *j)
 	if (!ok)
 		printf(" (run %s: term %s, status %d, message \"%s\", stdout \"%.*s\")", j->name,
 		       result_termination_name(j->r.term), result_exit_status(&j->r), j->r.message,
-		       (int)j->r.out.len, (const char *)j->r.out.data);
+		       (int)result_final(&j->r)->out.len, (const char *)result_final(&j->r)->out.data);
 	printf("\n");
 	failures += !ok;
 }
@@ -114,8 +115,8 @@ int main(int argc, char **argv)
 	}
 	pthread_join(ta, NULL);
 	pthread_join(tb, NULL);
-	check(b.built && b.r.term == TERM_EXITED && b.r.exit_code == 3, "run B exited 3 beside run A", &b);
-	check(b.r.out.len == 4 && !memcmp(b.r.out.data, "two\n", 4), "run B's stdout is its own", &b);
+	check(b.built && b.r.term == TERM_EXITED && b.r.stage[0].exit_code == 3, "run B exited 3 beside run A", &b);
+	check(b.r.stage[0].out.len == 4 && !memcmp(b.r.stage[0].out.data, "two\n", 4), "run B's stdout is its own", &b);
 	check(a.built && a.r.cancelled && a.r.term == TERM_ERROR && a.r.jail.built,
 	      "run A, once its VM ran, ended cancelled (not timed out)", &a);
 	check(a.nseen == 8 && !memcmp(a.seen, "started\n", 8), "run A's output reached its own callback", &a);
@@ -127,8 +128,8 @@ int main(int argc, char **argv)
 	close(a.cancel_fd);
 	setup(c, argv[1], "C", "echo three", 40);
 	drive(c);
-	check(c->r.term == TERM_EXITED && c->r.exit_code == 0 && c->r.out.len == 6 &&
-		      !memcmp(c->r.out.data, "three\n", 6), "a third run after them, on reused memory", c);
+	check(c->r.term == TERM_EXITED && c->r.stage[0].exit_code == 0 && c->r.stage[0].out.len == 6 &&
+		      !memcmp(c->r.stage[0].out.data, "three\n", 6), "a third run after them, on reused memory", c);
 	result_free(&b.r);
 	result_free(&c->r);
 	printf("two_runs: %d failed\n", failures);

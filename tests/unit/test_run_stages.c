@@ -1,0 +1,106 @@
+/* Source mode's stages (host/run_stages.c): the templates of a runtime
+ * with and without a compile stage, the limits each stage gets and the
+ * run's own limits derived from them, and the refusals. Pure: no files. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "run_stages.h"
+
+static struct proto_request proto;
+static char store[RUNTIME_STORE_MAX];
+static struct run_result r;
+static char err[512];
+
+static int build(const struct run_request *req, const struct runtime *rt, struct run_stages *out)
+{
+	static const char *files[] = { "main.py", "lib.py" };
+	memset(&proto, 0, sizeof(proto));
+	memset(&r, 0, sizeof(r));
+	*out = (struct run_stages){ .proto = &proto, .store = store, .storelen = sizeof(store) };
+	err[0] = '\0';
+	return run_stages_build(out, req, rt, files, 2, &r, err, sizeof(err));
+}
+
+/* An interpreter: one run stage, the runtime's limits, VM memory at least
+ * the default, the run's timeout the boot allowance plus the stage's. */
+static void interpreted(void **state)
+{
+	(void)state;
+	struct runtime rt = { .name = "python", .run = "python3 {file} {args}", .run_timeout_s = 7, .run_memory_mib = 100 };
+	char *args[] = { "-v" };
+	struct run_request req = { .argv = args, .argc = 1 };
+	struct run_stages st;
+	assert_int_equal(build(&req, &rt, &st), 0);
+	assert_int_equal(proto.nstages, 1);
+	assert_int_equal(proto.stage[0].kind, PROTO_STAGE_RUN);
+	assert_int_equal(proto.stage[0].argc, 3);
+	assert_string_equal(proto.stage[0].argv[1], "main.py");
+	assert_string_equal(proto.stage[0].argv[2], "-v");
+	assert_int_equal(proto.stage[0].memory_kib, 100 * 1024);
+	assert_int_equal(proto.stage[0].cpu_ms, 0);
+	assert_int_equal(st.stage_timeout_ms[0], 7000);
+	assert_true(st.timeout_s == RUN_BOOT_ALLOWANCE_S + 7);
+	assert_int_equal(st.memory_mib, RUN_DEFAULT_MEMORY_MIB);   /* 100 + slack is less */
+	assert_null(st.compiled);
+	assert_true(r.source);
+	assert_int_equal(r.nstages, 1);
+	/* asked-for limits win; no limits at all in the runtime: the defaults */
+	struct runtime bare = { .name = "bash", .run = "bash {file}" };
+	req.run = (struct run_stage_request){ .memory_mib = 1024, .cpu_time_ms = 250 };
+	req.timeout_s = 3;
+	assert_int_equal(build(&req, &bare, &st), 0);
+	assert_int_equal(st.stage_timeout_ms[0], RUN_DEFAULT_RUN_TIMEOUT_S * 1000);
+	assert_true(st.timeout_s == 3);
+	assert_int_equal(st.memory_mib, 1024 + RUN_STAGE_MEMORY_SLACK_MIB);
+	assert_int_equal(proto.stage[0].cpu_ms, 250);
+	/* compile limits where there is nothing to compile */
+	req.compile.timeout_s = 5;
+	assert_int_equal(build(&req, &bare, &st), -1);
+	assert_string_equal(err, "bash has no compile stage: its limits cannot be set");
+}
+
+/* A compiler: its output is the run program only when the compile stage
+ * names it; a template that does not expand is the runtime's fault. */
+static void compiled(void **state)
+{
+	(void)state;
+	struct runtime rt = { .name = "c", .compile = "gcc -o /tmp/prog {files}", .run = "/tmp/prog {args}" };
+	struct run_request req = { 0 };
+	struct run_stages st;
+	assert_int_equal(build(&req, &rt, &st), 0);
+	assert_int_equal(proto.nstages, 2);
+	assert_int_equal(proto.stage[0].kind, PROTO_STAGE_COMPILE);
+	assert_int_equal(proto.stage[0].argc, 5);
+	assert_int_equal(proto.stage[1].argc, 1);
+	assert_string_equal(st.compiled, "/tmp/prog");
+	assert_int_equal(st.stage_timeout_ms[0], RUN_DEFAULT_COMPILE_TIMEOUT_S * 1000);
+	assert_true(st.timeout_s == RUN_BOOT_ALLOWANCE_S + RUN_DEFAULT_COMPILE_TIMEOUT_S + RUN_DEFAULT_RUN_TIMEOUT_S);
+	/* a run program the compile stage does not name is not its output */
+	snprintf(rt.run, sizeof(rt.run), "/tmp/other");
+	assert_int_equal(build(&req, &rt, &st), 0);
+	assert_null(st.compiled);
+	snprintf(rt.compile, sizeof(rt.compile), "gcc {bogus}");
+	assert_int_equal(build(&req, &rt, &st), -1);
+	assert_non_null(strstr(err, "c's compile template: template word '{bogus}'"));
+	/* a stage memory above the VM's */
+	snprintf(rt.compile, sizeof(rt.compile), "gcc -o /tmp/prog {files}");
+	req.memory_mib = 128;
+	req.compile.memory_mib = 512;
+	assert_int_equal(build(&req, &rt, &st), -1);
+	assert_string_equal(err, "the compile stage's memory limit of 512 MiB exceeds the VM's 128 MiB (--memory)");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(interpreted),
+		cmocka_unit_test(compiled),
+	};
+	return cmocka_run_group_tests_name("run_stages", tests, NULL, NULL);
+}
