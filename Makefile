@@ -18,7 +18,7 @@ VMM_OBJS  := $(VMM_SRCS:%.c=$(BUILD)/obj/%.o)
 # format (guest-agent/proto.c, which vmrun compiles too) are also built for
 # the host, for the unit tests.
 AGENT_SRCS := $(wildcard guest-agent/*.c)
-AGENT_LIB  := guest-agent/agent.c guest-agent/proto.c
+AGENT_LIB  := guest-agent/agent.c guest-agent/stage.c guest-agent/cgroup.c guest-agent/proto.c
 MUSL_CC    := musl-gcc -static $(CSTD) $(WARN) -O2 -idirafter /usr/include \
 	-idirafter /usr/include/x86_64-linux-gnu
 # vmrun: host/*.c and the wire format.

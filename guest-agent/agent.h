@@ -16,14 +16,20 @@ struct agent_config {
 	const char *home;     /* its HOME */
 	uid_t uid;            /* user to run as; (uid_t)-1 keeps ours */
 	gid_t gid;
-	bool kill_all;        /* PID 1: afterwards kill every other process */
+	bool kill_all;        /* PID 1: after each stage kill every other process */
+	/* A mounted cgroup2 hierarchy with the memory controller enabled for
+	 * its children, where a memory-limited stage gets its group; NULL: no
+	 * cgroups, and a request with a memory limit ends in an ERROR. */
+	const char *cgroup_root;
+	const char *cgroup_error;   /* why cgroup_root is NULL, for that ERROR; may be NULL */
 };
 
 /* Serve one session on the connected stream fd: HELLO, read the REQUEST,
- * check the program, run it, stream its output, send EXIT. Any failure of
- * the agent itself, a malformed frame included, is sent as an ERROR frame
- * (when the socket still works). Returns 0 when EXIT was sent, -1 otherwise
- * with the reason in err. */
+ * then for each stage in order check its program, run it, stream its
+ * output and send its EXIT, going on while proto_stage_continues. Any
+ * failure of the agent itself, a malformed frame included, is sent as an
+ * ERROR frame (when the socket still works). Returns 0 when the session's
+ * last EXIT was sent, -1 otherwise with the reason in err. */
 int agent_session(int fd, const struct agent_config *cfg, char *err, size_t errlen);
 
 /* Find prog as execve would be given it: a name with a '/' relative to cwd,

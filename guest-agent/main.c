@@ -1,5 +1,6 @@
-/* The guest agent as PID 1: bring up the guest's filesystems, connect to
- * the host over vsock, serve one run (agent.c), then sync, unmount the
+/* The guest agent as PID 1: bring up the guest's filesystems (and cgroup2
+ * for per-stage memory limits, where the kernel has it), connect to the
+ * host over vsock, serve one run (agent.c), then sync, unmount the
  * workspace and reset the VM. Whatever fails is reported to the host as an
  * ERROR frame when the connection exists, and on the console otherwise;
  * the VM is reset in every case, never left hanging. */
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "cgroup.h"
 #include "proto.h"
 
 /* /tmp is RAM: capped so a command cannot take the guest's memory with it. */
@@ -94,8 +96,13 @@ static void wait_host_close(int fd)
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
-	char why[256], err[512];
+	char why[256], err[512], cgroup_why[256] = "not PID 1";
 	const char *mount_err = mount_all(why, sizeof(why));
+	/* Without cgroup2 (an old kernel) everything but memory limits works:
+	 * not an error until a request asks for one, so nothing on the console. */
+	const char *cgroup_root = NULL;
+	if (!mount_err && getpid() == 1 && cgroup_init(CGROUP_DIR, cgroup_why, sizeof(cgroup_why)) == 0)
+		cgroup_root = CGROUP_DIR;
 	int fd = connect_host();
 	if (fd < 0) {
 		console("cannot reach the host over vsock: %s", strerror(errno));
@@ -105,6 +112,7 @@ int main(void)
 	} else {
 		const struct agent_config cfg = {
 			.cwd = PROTO_WORKSPACE_DIR, .home = PROTO_WORKSPACE_DIR, .uid = PROTO_SANDBOX_UID, .gid = PROTO_SANDBOX_GID, .kill_all = true,
+			.cgroup_root = cgroup_root, .cgroup_error = cgroup_root ? NULL : cgroup_why,
 		};
 		if (agent_session(fd, &cfg, err, sizeof(err)))
 			console("%s", err);

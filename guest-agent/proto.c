@@ -216,7 +216,10 @@ size_t proto_encode_request(const struct proto_request *r, uint8_t *buf, size_t 
 	return at;
 }
 
-/* A u64 field of the current stage (CPU_MS, MEMORY_KIB): once each. */
+/* A u64 field of the current stage (CPU_MS, MEMORY_KIB): once each, and
+ * not 0, which is "no limit" and spelled by leaving the field out (the
+ * encoder does; accepting an explicit 0 would give a request two
+ * encodings). */
 static int stage_limit(struct proto_stage *st, uint16_t tag, const uint8_t *v, uint16_t n, unsigned *seen,
 		       char *err, size_t errlen)
 {
@@ -224,7 +227,11 @@ static int stage_limit(struct proto_stage *st, uint16_t tag, const uint8_t *v, u
 	if (n != 8 || (*seen & bit))
 		return fail(err, errlen, "stage limit field %u: bad length or repeated", tag);
 	*seen |= bit;
-	memcpy(tag == PROTO_T_CPU_MS ? &st->cpu_ms : &st->memory_kib, v, 8);
+	uint64_t x;
+	memcpy(&x, v, 8);
+	if (x == 0)
+		return fail(err, errlen, "stage limit field %u of 0 (no limit is no field)", tag);
+	*(tag == PROTO_T_CPU_MS ? &st->cpu_ms : &st->memory_kib) = x;
 	return 0;
 }
 
@@ -233,6 +240,9 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 	r->nstages = r->envc = r->nallow = 0;
 	if (len < 4)
 		return fail(err, errlen, "REQUEST of %u bytes has no version", len);
+	/* storage holds one frame's strings: a longer payload could overrun it */
+	if (len > PROTO_MAX_PAYLOAD)
+		return fail(err, errlen, "REQUEST of %u bytes exceeds the %u-byte maximum", len, PROTO_MAX_PAYLOAD);
 	uint32_t version = get32(p);
 	if (version != PROTO_VERSION)
 		return fail(err, errlen, "host speaks protocol version %u, this agent %u", version, PROTO_VERSION);
@@ -333,8 +343,10 @@ int proto_decode_exit(const uint8_t *p, uint32_t len, struct proto_exit *e, char
 		return fail(err, errlen, "EXIT with exit code %d outside 0..255", e->code);
 	if (e->kind == PROTO_END_SIGNALED && (e->signal < 1 || e->signal > PROTO_MAX_SIGNAL))
 		return fail(err, errlen, "EXIT with signal %d outside 1..%d", e->signal, PROTO_MAX_SIGNAL);
-	if ((e->flags & ~PROTO_EXIT_FLAGS) || e->zero)
-		return fail(err, errlen, "EXIT with unknown flags %#x or a nonzero reserved field", e->flags);
+	if (e->flags & ~PROTO_EXIT_FLAGS)
+		return fail(err, errlen, "EXIT with unknown flags %#x", e->flags & ~PROTO_EXIT_FLAGS);
+	if (e->zero)
+		return fail(err, errlen, "EXIT with a nonzero reserved field (%#x)", e->zero);
 	if (e->stage >= PROTO_MAX_STAGES)
 		return fail(err, errlen, "EXIT of stage %u", e->stage);
 	return 0;
@@ -342,5 +354,6 @@ int proto_decode_exit(const uint8_t *p, uint32_t len, struct proto_exit *e, char
 
 bool proto_stage_continues(const struct proto_request *r, const struct proto_exit *e)
 {
-	return e->stage + 1 < r->nstages && e->kind == PROTO_END_EXITED && e->code == 0;
+	/* 64-bit: a stage of UINT32_MAX must not wrap around to 0 */
+	return (uint64_t)e->stage + 1 < r->nstages && e->kind == PROTO_END_EXITED && e->code == 0;
 }

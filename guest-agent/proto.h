@@ -30,8 +30,10 @@
  *                          COMPILE stages come first, the RUN stage last
  *   of the stage it follows:
  *     ARG (repeated, >= 1) one argv element, no NUL, at most PROTO_MAX_STR
- *     CPU_MS               u64 CPU time limit (RLIMIT_CPU), at most once
- *     MEMORY_KIB           u64 memory limit (a cgroup's memory.max), at most once
+ *     CPU_MS               u64 CPU time limit in ms (RLIMIT_CPU, rounded up
+ *                          to whole seconds), at most once, not 0
+ *     MEMORY_KIB           u64 memory limit (a cgroup's memory.max), at most
+ *                          once, not 0 (no field: no limit)
  *   of the whole run:
  *     ENV (repeated)       "NAME=VALUE" granted to the command
  *     ALLOW (repeated)     an absolute program path a stage may start

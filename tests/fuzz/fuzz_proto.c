@@ -11,18 +11,24 @@
  * hold the promises of proto.h:
  *   - a frame: a known type, at most PROTO_MAX_PAYLOAD bytes;
  *   - HELLO: the version is PROTO_VERSION, 4..4+PROTO_MAX_STR bytes;
- *   - EXIT: 48 bytes, a known kind;
- *   - REQUEST: argv NULL-terminated with argc in 1..PROTO_MAX_ARGS and a
- *     non-empty argv[0], env NULL-terminated, counts within their limits,
- *     every string inside the request's storage, NUL-free (re-encoding
- *     gives back exactly as many bytes) and at most PROTO_MAX_STR long,
- *     env entries NAME=VALUE, allow entries absolute; re-encoding succeeds,
- *     decodes to the same request and encodes to the same bytes again.
+ *   - EXIT: PROTO_EXIT_LEN bytes, a known kind, only known flags, the
+ *     reserved word 0, a stage below PROTO_MAX_STAGES;
+ *   - REQUEST (version PROTO_VERSION): 1..PROTO_MAX_STAGES stages, COMPILE
+ *     ones first and one RUN stage last, each with argv NULL-terminated,
+ *     argc in 1..PROTO_MAX_ARGS and a non-empty argv[0]; env
+ *     NULL-terminated, counts within their limits, every string inside
+ *     the request's storage, NUL-free (re-encoding gives back exactly as
+ *     many bytes) and at most PROTO_MAX_STR long, env entries NAME=VALUE,
+ *     allow entries absolute; re-encoding succeeds, decodes to the same
+ *     request and encodes to the same bytes again;
+ *   - proto_stage_continues, on any EXIT bytes (decoded or not), only says
+ *     yes for a stage that exited 0 and has a stage after it.
  *
  * A well-formed REQUEST is too deep for libFuzzer to reach from nothing in
  * a short run, so when the first corpus directory on the command line is
  * empty the harness first writes a few seeds into it: a whole session, a
- * request frame, bare HELLO / REQUEST / EXIT payloads.
+ * request frame, bare HELLO / REQUEST (one stage, and compile + run with
+ * limits) / EXIT payloads.
  *
  * Build and run: make fuzz-smoke (short) or make fuzz (FUZZ_TIME seconds). */
 #include <dirent.h>
@@ -62,12 +68,14 @@ static void write_seed(const char *dir, const char *name, size_t len)
 static void write_seeds(const char *dir)
 {
 	static struct proto_request r;
-	static uint8_t rq[PROTO_MAX_PAYLOAD], small[PROTO_MAX_PAYLOAD];
+	static uint8_t rq[PROTO_MAX_PAYLOAD], small[PROTO_MAX_PAYLOAD], two[PROTO_MAX_PAYLOAD];
 	static char *argv[] = { "sh", "-c", "echo \"$X\" | wc -c", "" };
 	static char *env[] = { "X=granted", "LANG=fr_FR.UTF-8" };
 	static char *allow[] = { "/usr/bin/sh", "/bin/cat" };
-	r.argc = 4;
-	memcpy(r.argv, argv, sizeof(argv));
+	r.nstages = 1;
+	r.stage[0].kind = PROTO_STAGE_RUN;
+	r.stage[0].argc = 4;
+	memcpy(r.stage[0].argv, argv, sizeof(argv));
 	r.envc = 2;
 	memcpy(r.env, env, sizeof(env));
 	r.nallow = 2;
@@ -76,14 +84,25 @@ static void write_seeds(const char *dir)
 	r.nproc = r.nofile = 256;
 	r.fsize = 64 << 20;
 	size_t rn = proto_encode_request(&r, rq, sizeof(rq));
+	/* compile, then run, each with its limits */
+	static char *cc[] = { "/usr/bin/gcc", "-o", "p", "p.c" };
+	r.nstages = 2;
+	r.stage[1] = r.stage[0];
+	r.stage[1].cpu_ms = 1500;
+	r.stage[1].memory_kib = 65536;
+	r.stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_COMPILE, .argc = 4, .cpu_ms = 10000, .memory_kib = 1 << 20 };
+	memcpy(r.stage[0].argv, cc, sizeof(cc));
+	size_t tn = proto_encode_request(&r, two, sizeof(two));
 	memset(&r, 0, sizeof(r));
-	r.argc = 1;
-	r.argv[0] = "x";
+	r.nstages = 1;
+	r.stage[0].kind = PROTO_STAGE_RUN;
+	r.stage[0].argc = 1;
+	r.stage[0].argv[0] = "x";
 	size_t sn = proto_encode_request(&r, small, sizeof(small));
 	uint8_t hello[64], ex[PROTO_EXIT_LEN];
 	size_t hn = proto_encode_hello(hello, sizeof(hello), "vmrun-agent 0.1.0");
 	struct proto_exit e = { .kind = PROTO_END_EXITED, .code = 3, .flags = PROTO_EXIT_STDOUT_TRUNCATED,
-				.cpu_ms = 12, .max_rss_kib = 3456, .stdout_bytes = 100000, .stderr_bytes = 20 };
+				.stage = 1, .cpu_ms = 12, .max_rss_kib = 3456, .stdout_bytes = 100000, .stderr_bytes = 20 };
 	proto_encode_exit(&e, ex);
 
 	/* schedules: one byte at a time, all at once, mixed */
@@ -108,6 +127,8 @@ static void write_seeds(const char *dir)
 	write_seed(dir, "request-raw", 2 + rn);
 	memcpy(seed + 2, small, sn);
 	write_seed(dir, "request-min", 2 + sn);
+	memcpy(seed + 2, two, tn);
+	write_seed(dir, "request-two-stages", 2 + tn);
 	memcpy(seed + 2, ex, sizeof(ex));
 	write_seed(dir, "exit-raw", 2 + sizeof(ex));
 	memcpy(seed + 2, hello, hn);
@@ -147,7 +168,7 @@ static void check(int cond, const char *what)
 	}
 }
 
-static struct proto_request req, again;
+static struct proto_request req, again, shape;
 static uint8_t enc[PROTO_MAX_PAYLOAD], enc2[PROTO_MAX_PAYLOAD];
 static char err[256];
 
@@ -171,16 +192,22 @@ static bool valid_name(const char *s)
 
 static void check_request(const struct proto_request *r)
 {
-	check(r->argc >= 1 && r->argc <= PROTO_MAX_ARGS, "argc in 1..PROTO_MAX_ARGS");
-	check(r->argv[r->argc] == NULL, "argv NULL-terminated");
+	check(r->nstages >= 1 && r->nstages <= PROTO_MAX_STAGES, "nstages in 1..PROTO_MAX_STAGES");
+	for (unsigned s = 0; s < r->nstages; s++) {
+		const struct proto_stage *st = &r->stage[s];
+		check(st->kind == (s + 1 == r->nstages ? PROTO_STAGE_RUN : PROTO_STAGE_COMPILE),
+		      "compile stages first, the run stage last");
+		check(st->argc >= 1 && st->argc <= PROTO_MAX_ARGS, "argc in 1..PROTO_MAX_ARGS");
+		check(st->argv[st->argc] == NULL, "argv NULL-terminated");
+		for (unsigned i = 0; i < st->argc; i++) {
+			check(st->argv[i] && in_storage(r, st->argv[i]), "argv strings lie in the storage");
+			check(strlen(st->argv[i]) <= PROTO_MAX_STR, "argv strings within PROTO_MAX_STR");
+		}
+		check(st->argv[0][0] != '\0', "argv[0] is not empty");
+	}
 	check(r->envc <= PROTO_MAX_ENV, "envc within PROTO_MAX_ENV");
 	check(r->env[r->envc] == NULL, "env NULL-terminated");
 	check(r->nallow <= PROTO_MAX_ALLOW, "nallow within PROTO_MAX_ALLOW");
-	for (unsigned i = 0; i < r->argc; i++) {
-		check(r->argv[i] && in_storage(r, r->argv[i]), "argv strings lie in the storage");
-		check(strlen(r->argv[i]) <= PROTO_MAX_STR, "argv strings within PROTO_MAX_STR");
-	}
-	check(r->argv[0][0] != '\0', "argv[0] is not empty");
 	for (unsigned i = 0; i < r->envc; i++) {
 		check(r->env[i] && in_storage(r, r->env[i]), "env strings lie in the storage");
 		check(strlen(r->env[i]) <= PROTO_MAX_STR, "env strings within PROTO_MAX_STR");
@@ -195,9 +222,14 @@ static void check_request(const struct proto_request *r)
 
 static void check_same(const struct proto_request *a, const struct proto_request *b)
 {
-	check(a->argc == b->argc && a->envc == b->envc && a->nallow == b->nallow, "re-decoded counts");
-	for (unsigned i = 0; i < a->argc; i++)
-		check(strcmp(a->argv[i], b->argv[i]) == 0, "re-decoded argv");
+	check(a->nstages == b->nstages && a->envc == b->envc && a->nallow == b->nallow, "re-decoded counts");
+	for (unsigned s = 0; s < a->nstages; s++) {
+		const struct proto_stage *x = &a->stage[s], *y = &b->stage[s];
+		check(x->kind == y->kind && x->argc == y->argc, "re-decoded stage");
+		check(x->cpu_ms == y->cpu_ms && x->memory_kib == y->memory_kib, "re-decoded stage limits");
+		for (unsigned i = 0; i < x->argc; i++)
+			check(strcmp(x->argv[i], y->argv[i]) == 0, "re-decoded argv");
+	}
 	for (unsigned i = 0; i < a->envc; i++)
 		check(strcmp(a->env[i], b->env[i]) == 0, "re-decoded env");
 	for (unsigned i = 0; i < a->nallow; i++)
@@ -224,10 +256,22 @@ static void decode_all(const uint8_t *p, uint32_t len)
 
 	struct proto_exit e;
 	err[0] = '\0';
-	if (proto_decode_exit(copy, len, &e, err, sizeof(err)) == 0)
+	if (proto_decode_exit(copy, len, &e, err, sizeof(err)) == 0) {
 		check(len == PROTO_EXIT_LEN && e.kind >= PROTO_END_EXITED && e.kind <= PROTO_END_ERROR, "accepted EXIT");
-	else
+		check(!(e.flags & ~PROTO_EXIT_FLAGS) && e.zero == 0 && e.stage < PROTO_MAX_STAGES,
+		      "accepted EXIT: known flags, reserved 0, a stage there can be");
+	} else {
 		check(err[0] != '\0', "a refused EXIT says why");
+	}
+	/* proto_stage_continues is pure over any EXIT, decoded or not */
+	if (len >= PROTO_EXIT_LEN) {
+		memcpy(&e, copy, PROTO_EXIT_LEN);
+		for (unsigned n = 0; n <= PROTO_MAX_STAGES + 1; n++) {
+			shape.nstages = n;   /* all of the request it reads */
+			bool want = e.kind == PROTO_END_EXITED && e.code == 0 && (uint64_t)e.stage + 1 < n;
+			check(proto_stage_continues(&shape, &e) == want, "proto_stage_continues: an exit 0 with a stage after it");
+		}
+	}
 
 	err[0] = '\0';
 	if (proto_decode_request(copy, len, &req, err, sizeof(err)) == 0) {

@@ -1,8 +1,12 @@
-/* The guest agent's session (guest-agent/agent.c) as an ordinary process:
- * a forked child serves one session over a socketpair with the real
- * programs of this machine, the test plays the host with host/session.c
- * (or, for hostile hosts, by hand). Also agent_resolve, agent_allowed and
- * agent_environment directly.
+/* The guest agent's session (guest-agent/agent.c, stage.c) as an ordinary
+ * process: a forked child serves one session over a socketpair with the
+ * real programs of this machine, the test plays the host, with a small
+ * host of its own (host_converse: the REQUEST, stdin, each stage's output
+ * and EXIT; the agent is tested apart from vmrun's host/session.c) or,
+ * for hostile hosts, frame by frame. Sessions of one stage and of two
+ * (compile, then run), with per-stage limits. Also agent_resolve,
+ * agent_allowed, agent_environment, and the pure parts of cgroup.c (the
+ * rest needs PID 1 of a guest).
  *
  * The test process is a child subreaper, so whatever a command leaves
  * behind ends up as its child: each test ends by checking that no process
@@ -23,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -32,8 +35,8 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "cgroup.h"
 #include "proto.h"
-#include "session.h"
 
 #define DEADLINE_MS 30000
 #define MIB (1u << 20)
@@ -74,11 +77,17 @@ static bool exists_in_tmp(const char *name)
 
 static int64_t now_ms(void)
 {
-	return session_now_ms();
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* The request the host sends; request() resets it. */
+/* The request the host sends; REQUEST() resets it to one RUN stage,
+ * COMPILE() then puts a compile stage before that. */
 static struct proto_request rq;
+
+/* The run stage (the last). */
+#define RUN_STAGE (rq.stage[rq.nstages - 1])
 
 static void allow(const char *path)
 {
@@ -88,8 +97,10 @@ static void allow(const char *path)
 static void request_v(const char *const *argv)
 {
 	memset(&rq, 0, sizeof(rq));
+	rq.nstages = 1;
+	rq.stage[0].kind = PROTO_STAGE_RUN;
 	for (; *argv; argv++)
-		rq.argv[rq.argc++] = (char *)*argv;
+		rq.stage[0].argv[rq.stage[0].argc++] = (char *)*argv;
 	rq.max_output = 4 * MIB;
 	rq.nproc = 4096;
 	rq.nofile = 256;
@@ -105,16 +116,52 @@ static void request_v(const char *const *argv)
 		request_v(argv_);                                      \
 	} while (0)
 
+/* Make the request compile-then-run: argv becomes stage 0. */
+static void compile_v(const char *const *argv)
+{
+	assert_int_equal(rq.nstages, 1);
+	rq.stage[1] = rq.stage[0];
+	rq.stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_COMPILE };
+	for (; *argv; argv++)
+		rq.stage[0].argv[rq.stage[0].argc++] = (char *)*argv;
+	rq.nstages = 2;
+}
+
+#define COMPILE(...)                                                   \
+	do {                                                           \
+		const char *const argv_[] = { __VA_ARGS__, NULL };        \
+		compile_v(argv_);                                      \
+	} while (0)
+
+/* How a session ended, for the host. */
+enum host_status {
+	HOST_DONE,     /* the EXIT of the last stage, or of one that did not continue */
+	HOST_FAILED,   /* an ERROR frame, or the connection ended first */
+};
+
+struct host_result {
+	struct proto_exit exit;                    /* the last EXIT */
+	struct proto_exit exits[PROTO_MAX_STAGES]; /* each stage's, in order */
+	unsigned nexits;
+	char agent[64];                            /* HELLO's name */
+	int64_t hello_ms;                          /* when HELLO came; 0: never */
+	char error[PROTO_MAX_STR + 1];             /* the ERROR's text, or why the host gave up */
+};
+
 /* What one run produced. */
 struct run {
-	enum session_status st;
-	struct session_result res;
+	enum host_status st;
+	struct host_result res;
 	int agent_rc;
 	char agent_err[512];
 	int64_t ms;
-	size_t out_len, err_len;
+	size_t out_len, err_len;                   /* all stages' output */
+	size_t stage_out[PROTO_MAX_STAGES], stage_err[PROTO_MAX_STAGES];   /* each stage's part */
 	size_t out_frames, max_frame;
+	unsigned frames_after;                     /* frames sent after the session's end */
 };
+
+typedef void (*output_fn)(void *ctx, uint16_t type, const uint8_t *data, uint32_t len);
 
 static struct run R;
 static uint8_t out_buf[3 * MIB], err_buf[3 * MIB];
@@ -199,35 +246,147 @@ static void finish_agent(pid_t pid, int report, struct run *r)
 	close(report);
 }
 
-/* A memfd holding the command's stdin. */
-static int stdin_fd(const void *data, size_t len)
+/* ---- the host --------------------------------------------------------------- */
+
+static uint8_t host_out[2 * MIB];   /* what the host sends after HELLO */
+static struct proto_reader crd;
+
+static size_t put_frame(uint8_t *buf, uint16_t type, const void *p, uint32_t len)
 {
-	int fd = memfd_create("stdin", MFD_CLOEXEC);
-	assert_true(fd >= 0);
-	size_t off = 0;
-	while (off < len) {
-		ssize_t k = write(fd, (const uint8_t *)data + off, len - off);
-		assert_true(k > 0);
-		off += (size_t)k;
-	}
-	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
-	return fd;
+	proto_header(buf, type, len);
+	if (len)
+		memcpy(buf + PROTO_HDR_LEN, p, len);
+	return PROTO_HDR_LEN + len;
 }
 
-/* One run of rq through session_run with output going to fn: in == NULL
- * means no stdin at all. */
-static void run_output_to(const void *in, size_t inlen, session_output_fn fn)
+/* The host's side of the conversation into host_out: the REQUEST, then in
+ * (in == NULL: none) as STDIN frames, then end of input. */
+static size_t host_script(const void *in, size_t inlen)
+{
+	static uint8_t req[PROTO_MAX_PAYLOAD];
+	size_t n = proto_encode_request(&rq, req, sizeof(req));
+	assert_int_not_equal(n, 0);
+	size_t at = put_frame(host_out, PROTO_REQUEST, req, (uint32_t)n);
+	for (size_t off = 0; in && off < inlen;) {
+		size_t k = inlen - off < PROTO_MAX_PAYLOAD ? inlen - off : PROTO_MAX_PAYLOAD;
+		assert_true(at + PROTO_HDR_LEN + k + PROTO_HDR_LEN <= sizeof(host_out));
+		at += put_frame(host_out + at, PROTO_STDIN, (const uint8_t *)in + off, (uint32_t)k);
+		off += k;
+	}
+	return at + put_frame(host_out + at, PROTO_STDIN, NULL, 0);
+}
+
+/* One frame from the agent. Returns true when it ended the session. */
+static bool host_takes(uint16_t type, const uint8_t *p, uint32_t len, output_fn fn)
+{
+	struct host_result *res = &R.res;
+	uint32_t version;
+	if (type != PROTO_HELLO && !res->hello_ms)
+		fail_msg("frame of type %u before HELLO", type);
+	switch (type) {
+	case PROTO_HELLO:
+		if (res->hello_ms)
+			fail_msg("a second HELLO");
+		if (proto_decode_hello(p, len, &version, errbuf, sizeof(errbuf)))
+			fail_msg("bad HELLO: %s", errbuf);
+		snprintf(res->agent, sizeof(res->agent), "%.*s", (int)(len - 4), (const char *)p + 4);
+		res->hello_ms = now_ms();
+		return false;
+	case PROTO_STDOUT:
+	case PROTO_STDERR:
+		if (res->nexits >= rq.nstages)
+			fail_msg("output after the last stage's EXIT");
+		(type == PROTO_STDOUT ? R.stage_out : R.stage_err)[res->nexits] += len;
+		fn(&R, type, p, len);
+		return false;
+	case PROTO_EXIT: {
+		struct proto_exit e;
+		if (proto_decode_exit(p, len, &e, errbuf, sizeof(errbuf)))
+			fail_msg("bad EXIT: %s", errbuf);
+		if (e.stage != res->nexits)
+			fail_msg("EXIT of stage %u where stage %u's was due", e.stage, res->nexits);
+		res->exits[res->nexits++] = e;
+		res->exit = e;
+		R.st = HOST_DONE;
+		return !proto_stage_continues(&rq, &e);
+	}
+	case PROTO_ERROR:
+		snprintf(res->error, sizeof(res->error), "%.*s", (int)len, (const char *)p);
+		R.st = HOST_FAILED;
+		return true;
+	default:
+		fail_msg("the agent sent a frame of type %u", type);
+	}
+	return true;
+}
+
+/* Play the host on fd (nonblocking, so that stdin and output move at
+ * once) until the session ends, then count what else comes until the
+ * agent closes. */
+static void host_converse(int fd, const void *in, size_t inlen, output_fn fn)
+{
+	size_t total = host_script(in, inlen), sent = 0;
+	bool done = false, sending = true;
+	int64_t until = now_ms() + DEADLINE_MS;
+	assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+	proto_reader_init(&crd);
+	R.st = HOST_FAILED;
+	for (;;) {
+		bool want_out = !done && sending && R.res.hello_ms && sent < total;
+		struct pollfd pf = { fd, (short)(POLLIN | (want_out ? POLLOUT : 0)), 0 };
+		int64_t left = until - now_ms();
+		if (left <= 0)
+			fail_msg("the session did not end within %d ms", DEADLINE_MS);
+		if (poll(&pf, 1, (int)left) < 0 && errno != EINTR)
+			fail_msg("poll: %s", strerror(errno));
+		if (want_out && (pf.revents & POLLOUT)) {
+			ssize_t k = send(fd, host_out + sent, total - sent, MSG_NOSIGNAL);
+			if (k > 0)
+				sent += (size_t)k;
+			else if (k < 0 && errno != EAGAIN && errno != EINTR)
+				sending = false;   /* the agent is gone; its frames may still be there */
+		}
+		if (!(pf.revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		size_t room;
+		uint8_t *dst = proto_reader_space(&crd, &room);
+		ssize_t k = read(fd, dst, room);
+		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (k <= 0) {   /* EOF, or ECONNRESET: the agent closed with stdin unread */
+			if (!done) {
+				snprintf(R.res.error, sizeof(R.res.error), "the agent's connection ended before EXIT");
+				R.st = HOST_FAILED;
+			}
+			return;
+		}
+		proto_reader_fed(&crd, (size_t)k);
+		uint16_t type;
+		const uint8_t *p;
+		uint32_t len;
+		int r;
+		while ((r = proto_reader_next(&crd, &type, &p, &len, errbuf, sizeof(errbuf))) == 1) {
+			if (done)
+				R.frames_after++;
+			else
+				done = host_takes(type, p, len, fn);
+		}
+		if (r < 0)
+			fail_msg("the agent sent a malformed stream: %s", errbuf);
+	}
+}
+
+/* One run of rq with output going to fn: in == NULL means no stdin at
+ * all. */
+static void run_output_to(const void *in, size_t inlen, output_fn fn)
 {
 	memset(&R, 0, sizeof(R));
 	int host, report;
 	int64_t t0 = now_ms();
 	pid_t pid = start_agent(&host, &report);
-	struct session_io io = { .cancel_fd = -1, .stdin_fd = in ? stdin_fd(in, inlen) : -1, .output = fn, .ctx = &R };
-	R.st = session_run(host, &rq, &io, t0 + DEADLINE_MS, &R.res);
+	host_converse(host, in, inlen, fn);
 	R.ms = now_ms() - t0;
 	close(host);
-	if (io.stdin_fd >= 0)
-		close(io.stdin_fd);
 	finish_agent(pid, report, &R);
 	out_buf[R.out_len < sizeof(out_buf) ? R.out_len : 0] = '\0';
 	err_buf[R.err_len] = '\0';
@@ -246,8 +405,9 @@ static void run(void)
 /* A run that reached EXIT, the agent content. */
 static void assert_done(void)
 {
-	if (R.st != SESSION_DONE)
+	if (R.st != HOST_DONE)
 		fail_msg("session status %d: %s (agent: %d %s)", R.st, R.res.error, R.agent_rc, R.agent_err);
+	assert_int_equal(R.frames_after, 0);
 	assert_int_equal(R.agent_rc, 0);
 	assert_string_equal(R.res.agent, AGENT_NAME);
 	assert_true(R.res.hello_ms > 0);
@@ -282,6 +442,13 @@ static void assert_stdout(const char *want)
 	if (R.out_len != strlen(want) || memcmp(out_buf, want, R.out_len) != 0)
 		fail_msg("stdout \"%s\" (%zu bytes), want \"%s\"", (char *)out_buf, R.out_len, want);
 	assert_int_equal(R.res.exit.stdout_bytes, strlen(want));
+}
+
+/* All of stdout, every stage's. */
+static void assert_stdout_all(const char *want)
+{
+	if (R.out_len != strlen(want) || memcmp(out_buf, want, R.out_len) != 0)
+		fail_msg("stdout \"%s\" (%zu bytes), want \"%s\"", (char *)out_buf, R.out_len, want);
 }
 
 static void assert_stderr(const char *want)
@@ -757,10 +924,10 @@ static void argv_verbatim(void **state)
 	static char longest[PROTO_MAX_STR + 1];
 	memset(longest, 'L', PROTO_MAX_STR);
 	REQUEST("printf", "%.1s");
-	for (unsigned i = rq.argc; i < PROTO_MAX_ARGS; i++)
-		rq.argv[i] = i % 2 ? "a" : "b";
-	rq.argc = PROTO_MAX_ARGS;
-	rq.argv[PROTO_MAX_ARGS - 1] = longest;
+	for (unsigned i = RUN_STAGE.argc; i < PROTO_MAX_ARGS; i++)
+		RUN_STAGE.argv[i] = i % 2 ? "a" : "b";
+	RUN_STAGE.argc = PROTO_MAX_ARGS;
+	RUN_STAGE.argv[PROTO_MAX_ARGS - 1] = longest;
 	run();
 	assert_exited(0);
 	assert_int_equal(R.out_len, PROTO_MAX_ARGS - 2);
@@ -1068,10 +1235,15 @@ static void orphans_killed(void **state)
 static void on_output_counted(void *ctx, uint16_t type, const uint8_t *data, uint32_t len)
 {
 	struct run *r = ctx;
-	if (type == PROTO_STDOUT)
+	if (type == PROTO_STDOUT) {
 		r->out_len += len;
-	else
+		/* A slow host, so that the agent waits on the socket while the
+		 * writer refills the pipe: the drain's cut-off then surely finds
+		 * bytes in it (a fast host can empty it just before). */
+		usleep(2000);
+	} else {
 		on_output(ctx, type, data, len);
+	}
 }
 
 /* Kill the process whose pid the command wrote first on stderr. */
@@ -1308,17 +1480,27 @@ static void bad_request(void **state)
 	REQUEST("true");
 	static uint8_t buf[PROTO_MAX_PAYLOAD];
 	size_t n = proto_encode_request(&rq, buf, sizeof(buf));
-	buf[n] = 9;
+	buf[n] = 11;
 	buf[n + 1] = 0;
 	buf[n + 2] = 0;
 	buf[n + 3] = 0;
 	pid = hostile_start(&fd, &report);
 	assert_int_equal(proto_send(fd, PROTO_REQUEST, buf, (uint32_t)n + 4), 0);
-	expect_error(fd, pid, report, "malformed request: unknown field 9");
-	/* an empty request */
+	expect_error(fd, pid, report, "malformed request: unknown field 11");
+	/* an empty request, one with only the version */
 	pid = hostile_start(&fd, &report);
 	assert_int_equal(proto_send(fd, PROTO_REQUEST, NULL, 0), 0);
+	expect_error(fd, pid, report, "malformed request: REQUEST of 0 bytes has no version");
+	pid = hostile_start(&fd, &report);
+	assert_int_equal(proto_send(fd, PROTO_REQUEST, buf, 4), 0);
 	expect_error(fd, pid, report, "malformed request: no program");
+	/* another version: refused, naming both */
+	uint32_t v1 = 1;
+	memcpy(buf, &v1, 4);
+	pid = hostile_start(&fd, &report);
+	assert_int_equal(proto_send(fd, PROTO_REQUEST, buf, (uint32_t)n), 0);
+	expect_error(fd, pid, report, "malformed request: host speaks protocol version 1, this agent 2");
+	n = proto_encode_request(&rq, buf, sizeof(buf));
 	/* a limit missing (cut off the last field) */
 	pid = hostile_start(&fd, &report);
 	assert_int_equal(proto_send(fd, PROTO_REQUEST, buf, (uint32_t)n - 12), 0);
@@ -1416,239 +1598,510 @@ static void host_closes_during_run(void **state)
 	expect_error(fd, pid, report, "the host closed the connection during the run");
 }
 
-/* session_run's promise: never blocks past deadline_ms. Here its stdin is
- * a pipe that stays open and empty; the run must end in SESSION_TIMEOUT
- * about when the deadline passes. (Run in a child with an alarm, so that a
- * session_run that blocks cannot hang the test.) */
-static void host_deadline_with_idle_stdin(void **state)
+/* ---- stages ------------------------------------------------------------------ */
+
+/* The output of stage i (out_buf holds every stage's, in order). */
+static const uint8_t *stage_stdout(unsigned i)
 {
-	(void)state;
-	int fd, report;
-	REQUEST("cat");
-	pid_t agent = start_agent(&fd, &report);
-	int sp[2];
-	assert_int_equal(pipe2(sp, O_CLOEXEC), 0);
-	fflush(NULL);
-	pid_t host = fork();
-	assert_true(host >= 0);
-	if (host == 0) {
-		close(sp[1]);
-		alarm(5);
-		static struct session_result res;
-		struct session_io io = { .cancel_fd = -1, .stdin_fd = sp[0], .output = NULL };
-		enum session_status st = session_run(fd, &rq, &io, now_ms() + 300, &res);
-		_exit(st == SESSION_TIMEOUT ? 0 : 10 + (int)st);
-	}
-	close(sp[0]);
-	close(fd);
-	int64_t t0 = now_ms();
-	bool to;
-	int status = wait_child(host, 10000, &to);
-	int64_t ms = now_ms() - t0;
-	close(sp[1]);
-	finish_agent(agent, report, &R);
-	assert_false(to);
-	if (WIFSIGNALED(status))
-		fail_msg("session_run was still blocked %lld ms after a 300 ms deadline (signal %d)", (long long)ms,
-			 WTERMSIG(status));
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
-	assert_true(ms < 3000);
+	size_t at = 0;
+	for (unsigned k = 0; k < i; k++)
+		at += R.stage_out[k];
+	return out_buf + at;
 }
 
-/* The agent goes away without reading all stdin: session_run comes back
- * with SESSION_FAILED and why. Here the agent reads the REQUEST and closes
- * while the host still has most of 1 MiB of stdin to send. The host
- * ignores SIGPIPE, as vmrun's main does: session_run writes with write(),
- * so a caller that does not would die of it. */
-static void host_survives_agent_closing(void **state)
+static void assert_stage_exited(unsigned i, int code)
+{
+	assert_true(R.res.nexits > i);
+	const struct proto_exit *e = &R.res.exits[i];
+	if (e->kind != PROTO_END_EXITED || e->code != code)
+		fail_msg("stage %u: kind %u code %d signal %d (want exited %d); stderr: %s", i, e->kind, e->code,
+			 e->signal, code, (char *)err_buf);
+	assert_int_equal(e->stage, i);
+}
+
+/* Compile exits 0: the run stage follows in the same session, with the
+ * host's stdin and what the compile stage left in the working directory. */
+static void two_stages_in_order(void **state)
+{
+	(void)state;
+	REQUEST("sh", "-c", "printf run:; cat; cat artifact");
+	COMPILE("sh", "-c", "printf compiled; printf cerr >&2; printf built > artifact");
+	run_with("input;", 6);
+	assert_done();
+	assert_int_equal(R.res.nexits, 2);
+	assert_stage_exited(0, 0);
+	assert_stage_exited(1, 0);
+	assert_int_equal(R.res.exits[0].stdout_bytes, 8);
+	assert_int_equal(R.res.exits[0].stderr_bytes, 4);
+	assert_int_equal(R.res.exits[1].stdout_bytes, 15);
+	assert_int_equal(R.res.exits[1].stderr_bytes, 0);
+	assert_int_equal(R.stage_out[0], 8);
+	assert_int_equal(R.stage_out[1], 15);
+	assert_int_equal(R.stage_err[0], 4);
+	assert_memory_equal(stage_stdout(1), "run:input;built", 15);
+	assert_stdout_all("compiledrun:input;built");
+	assert_string_equal((char *)err_buf, "cerr");
+	assert_int_equal(R.agent_rc, 0);
+}
+
+/* Compile fails, is refused or is killed: its EXIT ends the session, the
+ * run stage's program never starts. */
+static void compile_failure_ends_session(void **state)
+{
+	(void)state;
+	char marker[PATH_MAX];
+	path_in_tmp(marker, sizeof(marker), "marker");
+	/* the proof that the run stage would make the marker */
+	REQUEST(p_touch, marker);
+	allow(p_touch);
+	COMPILE("true");
+	run();
+	assert_int_equal(R.res.nexits, 2);
+	assert_stage_exited(1, 0);
+	assert_true(exists_in_tmp("marker"));
+	assert_int_equal(unlink(marker), 0);
+
+	/* exit 1: a compile error */
+	REQUEST(p_touch, marker);
+	allow(p_touch);
+	COMPILE("sh", "-c", "printf 'error: x' >&2; exit 1");
+	run_with("stdin for the run stage", 23);
+	assert_done();
+	assert_int_equal(R.res.nexits, 1);
+	assert_stage_exited(0, 1);
+	assert_int_equal(R.res.exit.stage, 0);
+	assert_string_equal((char *)err_buf, "error: x");
+	assert_int_equal(R.agent_rc, 0);
+	assert_false(exists_in_tmp("marker"));
+
+	/* killed by a signal */
+	REQUEST(p_touch, marker);
+	allow(p_touch);
+	COMPILE("sh", "-c", "kill -TERM $$");
+	run();
+	assert_done();
+	assert_int_equal(R.res.nexits, 1);
+	assert_int_equal(R.res.exit.kind, PROTO_END_SIGNALED);
+	assert_int_equal(R.res.exit.signal, SIGTERM);
+	assert_false(exists_in_tmp("marker"));
+
+	/* the compiler is not allowed, or not there: refused as stage 0 */
+	REQUEST(p_touch, marker);
+	rq.nallow = 0;
+	allow(p_touch);   /* one allowlist for the whole request: sh is not on it */
+	COMPILE(p_sh, "-c", "touch compiler-ran");
+	run();
+	assert_done();
+	assert_int_equal(R.res.nexits, 1);
+	assert_int_equal(R.res.exit.kind, PROTO_END_DENIED);
+	assert_int_equal(R.res.exit.stage, 0);
+	assert_false(exists_in_tmp("compiler-ran"));
+	assert_false(exists_in_tmp("marker"));
+	REQUEST(p_touch, marker);
+	allow(p_touch);
+	COMPILE("no-such-compiler-here");
+	run();
+	assert_done();
+	assert_int_equal(R.res.nexits, 1);
+	assert_int_equal(R.res.exit.kind, PROTO_END_NOT_FOUND);
+	assert_int_equal(R.res.exit.stage, 0);
+	assert_false(exists_in_tmp("marker"));
+
+	/* compile fine, the run stage's program refused: its EXIT is stage 1's */
+	REQUEST(p_touch, marker);
+	COMPILE("true");
+	run();
+	assert_done();
+	assert_int_equal(R.res.nexits, 2);
+	assert_stage_exited(0, 0);
+	assert_int_equal(R.res.exits[1].kind, PROTO_END_DENIED);
+	assert_int_equal(R.res.exits[1].stage, 1);
+	assert_false(exists_in_tmp("marker"));
+}
+
+/* A compile stage's stdin is /dev/null although the host sent its STDIN
+ * frames right behind the REQUEST (in the agent's first read with it):
+ * they wait, whole, for the run stage. */
+static void compile_stdin_is_dev_null(void **state)
 {
 	(void)state;
 	fill_big_in();
 	REQUEST("cat");
-	int sv[2];
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	fflush(NULL);
-	pid_t host = fork();
-	assert_true(host >= 0);
-	if (host == 0) {
-		close(sv[1]);
-		alarm(10);
-		static struct session_result res;
-		struct session_io io = { .cancel_fd = -1, .stdin_fd = stdin_fd(big_in, sizeof(big_in)), .output = NULL };
-		enum session_status st = session_run(sv[0], &rq, &io, now_ms() + 5000, &res);
-		if (st != SESSION_FAILED)
-			_exit(10 + (int)st);
-		if (strcmp(res.error, "the agent's connection ended before EXIT") != 0 || strcmp(res.agent, "fake") != 0)
-			_exit(20);
-		_exit(0);
-	}
-	close(sv[0]);
-	/* a minimal agent: HELLO, the REQUEST, then gone */
-	uint8_t hello[64];
-	size_t n = proto_encode_hello(hello, sizeof(hello), "fake");
-	assert_int_equal(proto_send(sv[1], PROTO_HELLO, hello, (uint32_t)n), 0);
-	proto_reader_init(&hrd);
-	uint16_t type;
-	const uint8_t *p;
-	uint32_t len;
-	assert_int_equal(host_frame(sv[1], &type, &p, &len), 1);
-	assert_int_equal(type, PROTO_REQUEST);
-	usleep(100000);   /* let the host fill the socket */
-	close(sv[1]);
-	bool to;
-	int status = wait_child(host, 15000, &to);
-	assert_false(to);
-	if (WIFSIGNALED(status))
-		fail_msg("session_run's process was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	COMPILE("sh", "-c", "wc -c; readlink /proc/self/fd/0");
+	run_with(big_in, sizeof(big_in));
+	assert_done();
+	assert_stage_exited(0, 0);
+	assert_stage_exited(1, 0);
+	assert_int_equal(R.stage_out[0], 12);
+	assert_memory_equal(stage_stdout(0), "0\n/dev/null\n", 12);
+	assert_int_equal(R.stage_out[1], sizeof(big_in));
+	assert_memory_equal(stage_stdout(1), big_in, sizeof(big_in));
+	assert_int_equal(R.res.exits[1].stdout_bytes, sizeof(big_in));
+	/* small stdin, surely in the same read as the REQUEST */
+	REQUEST("cat");
+	COMPILE("wc", "-c");
+	run_with("abc", 3);
+	assert_done();
+	assert_memory_equal(stage_stdout(0), "0\n", 2);
+	assert_int_equal(R.stage_out[1], 3);
+	assert_memory_equal(stage_stdout(1), "abc", 3);
 }
 
-/* ---- session_run against scripted agents ----------------------------------- */
-
-static size_t put_frame(uint8_t *buf, uint16_t type, const void *p, uint32_t len)
-{
-	proto_header(buf, type, len);
-	if (len)
-		memcpy(buf + PROTO_HDR_LEN, p, len);
-	return PROTO_HDR_LEN + len;
-}
-
-/* session_run on a socket where the "agent" already wrote `script` (and
- * closed its end when `close_after`). */
-static enum session_status scripted(const uint8_t *script, size_t n, bool close_after, int64_t deadline_ms)
-{
-	int sv[2];
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	if (n)
-		send_raw(sv[1], script, n);
-	if (close_after)
-		close(sv[1]);
-	memset(&R, 0, sizeof(R));
-	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .output = on_output, .ctx = &R };
-	enum session_status st = session_run(sv[0], &rq, &io, now_ms() + deadline_ms, &R.res);
-	close(sv[0]);
-	if (!close_after)
-		close(sv[1]);
-	out_buf[R.out_len] = '\0';
-	err_buf[R.err_len] = '\0';
-	return st;
-}
-
-static void session_run_scripted_agents(void **state)
+/* The agent does not read the host while a compile stage runs: what the
+ * host sends then (here a frame the agent refuses, or the end of the
+ * connection) is only seen once the run stage starts, after stage 0's
+ * EXIT. */
+static void compile_does_not_read_host(void **state)
 {
 	(void)state;
-	static uint8_t s[4 * PROTO_MAX_PAYLOAD];
-	uint8_t hello[64], ex[PROTO_EXIT_LEN];
-	uint32_t hn = (uint32_t)proto_encode_hello(hello, sizeof(hello), "fake agent");
-	struct proto_exit e = { .kind = PROTO_END_EXITED, .code = 7, .cpu_ms = 5, .stdout_bytes = 3, .stderr_bytes = 4 };
-	proto_encode_exit(&e, ex);
-	size_t n;
+	for (int variant = 0; variant < 2; variant++) {
+		int fd, report;
+		REQUEST("cat");
+		COMPILE("sh", "-c", "sleep 0.2; printf compiled");
+		pid_t pid = hostile_start(&fd, &report);
+		send_request(fd);
+		if (variant == 0)
+			assert_int_equal(proto_send(fd, PROTO_STDOUT, "xyz", 3), 0);
+		else
+			assert_int_equal(shutdown(fd, SHUT_WR), 0);
+		uint16_t type;
+		const uint8_t *p;
+		uint32_t len;
+		assert_int_equal(host_frame(fd, &type, &p, &len), 1);
+		assert_int_equal(type, PROTO_STDOUT);
+		assert_int_equal(len, 8);
+		assert_memory_equal(p, "compiled", 8);
+		assert_int_equal(host_frame(fd, &type, &p, &len), 1);
+		if (type != PROTO_EXIT)
+			fail_msg("frame of type %u before stage 0's EXIT (%.*s)", type, (int)len, (const char *)p);
+		struct proto_exit e;
+		assert_int_equal(proto_decode_exit(p, len, &e, errbuf, sizeof(errbuf)), 0);
+		assert_int_equal(e.stage, 0);
+		assert_int_equal(e.kind, PROTO_END_EXITED);
+		assert_int_equal(e.code, 0);
+		expect_error(fd, pid, report,
+			     variant == 0 ? "unexpected frame type 4 during the run"
+					  : "the host closed the connection during the run");
+	}
+}
+
+/* max_output holds for each stream of each stage. */
+static void per_stage_output_caps(void **state)
+{
+	(void)state;
+	REQUEST("sh", "-c", "head -c 150 /dev/zero | tr '\\0' r; head -c 100 /dev/zero | tr '\\0' s >&2");
+	COMPILE("sh", "-c", "head -c 150 /dev/zero | tr '\\0' c; head -c 30 /dev/zero | tr '\\0' d >&2");
+	rq.max_output = 100;
+	run();
+	assert_done();
+	assert_stage_exited(0, 0);
+	assert_stage_exited(1, 0);
+	const struct proto_exit *c = &R.res.exits[0], *r = &R.res.exits[1];
+	assert_int_equal(c->flags, PROTO_EXIT_STDOUT_TRUNCATED);
+	assert_int_equal(c->stdout_bytes, 150);
+	assert_int_equal(c->stderr_bytes, 30);
+	assert_int_equal(R.stage_out[0], 100);
+	assert_int_equal(R.stage_err[0], 30);
+	/* the run stage starts with its own full allowance */
+	assert_int_equal(r->flags, PROTO_EXIT_STDOUT_TRUNCATED);
+	assert_int_equal(r->stdout_bytes, 150);
+	assert_int_equal(r->stderr_bytes, 100);
+	assert_int_equal(R.stage_out[1], 100);
+	assert_int_equal(R.stage_err[1], 100);
+	for (size_t i = 0; i < 200; i++)
+		assert_int_equal(out_buf[i], i < 100 ? 'c' : 'r');
+}
+
+/* What a compile stage leaves running is dead before the run stage
+ * starts. */
+static void leftovers_killed_between_stages(void **state)
+{
+	(void)state;
+	/* a zombie (not reaped yet: it is the test's, as subreaper) or no
+	 * process at all is dead */
+	REQUEST("sh", "-c", "p=$(cat pid); s=$(cut -d' ' -f3 /proc/$p/stat 2>/dev/null); "
+			    "if [ -z \"$s\" ] || [ \"$s\" = Z ]; then echo dead; else echo alive $s; fi");
+	COMPILE("sh", "-c", "sleep 1000 & echo $! > pid");
+	run();
+	assert_done();
+	assert_stage_exited(0, 0);
+	assert_stage_exited(1, 0);
+	assert_int_equal(R.stage_out[1], 5);
+	assert_memory_equal(stage_stdout(1), "dead\n", 5);
+}
+
+/* /proc/self/limits' "Max cpu time" soft and hard values. */
+static void assert_cpu_limits_at(const uint8_t *text, const char *soft_want, const char *hard_want)
+{
+	char *l = strstr((const char *)text, "Max cpu time");
+	assert_non_null(l);
+	char soft[32], hard[32];
+	assert_int_equal(sscanf(l + strlen("Max cpu time"), " %31s %31s", soft, hard), 2);
+	assert_string_equal(soft, soft_want);
+	assert_string_equal(hard, hard_want);
+}
+
+/* cpu_ms: RLIMIT_CPU of whole seconds rounded up, hard a second later,
+ * each stage its own. */
+static void cpu_limit_set(void **state)
+{
+	(void)state;
+	REQUEST("cat", "/proc/self/limits");
+	COMPILE("cat", "/proc/self/limits");
+	rq.stage[0].cpu_ms = 1;
+	rq.stage[1].cpu_ms = 1500;
+	run();
+	assert_done();
+	assert_stage_exited(0, 0);
+	assert_stage_exited(1, 0);
+	assert_cpu_limits_at(stage_stdout(1), "2", "3");
+	out_buf[R.stage_out[0]] = '\0';   /* stage 0's part alone */
+	assert_cpu_limits_at(stage_stdout(0), "1", "2");
+	REQUEST("cat", "/proc/self/limits");
+	RUN_STAGE.cpu_ms = 3000;
+	run();
+	assert_exited(0);
+	assert_cpu_limits_at(out_buf, "3", "4");
+	REQUEST("cat", "/proc/self/limits");
+	run();
+	assert_exited(0);
+	assert_cpu_limits_at(out_buf, "unlimited", "unlimited");
+}
+
+/* A stage that uses up its CPU time ends by SIGXCPU, or by SIGKILL at the
+ * hard limit when it ignores SIGXCPU, and its EXIT says so. */
+static void cpu_limit_exceeded(void **state)
+{
+	(void)state;
+	REQUEST("sh", "-c", "while :; do :; done");
+	RUN_STAGE.cpu_ms = 1000;
+	run();
+	assert_done();
+	assert_int_equal(R.res.exit.kind, PROTO_END_SIGNALED);
+	assert_int_equal(R.res.exit.signal, SIGXCPU);
+	assert_int_equal(R.res.exit.flags, PROTO_EXIT_CPU_EXCEEDED);
+	/* (wait4's usage may read up to ~50 ms under the kernel's own sample) */
+	if (R.res.exit.cpu_ms < 900 || R.res.exit.cpu_ms > 1500)
+		fail_msg("cpu_ms %llu for a limit of 1000", (unsigned long long)R.res.exit.cpu_ms);
+
+	/* SIGXCPU ignored: SIGKILL a second later */
+	REQUEST("sh", "-c", "trap '' XCPU; while :; do :; done");
+	RUN_STAGE.cpu_ms = 1000;
+	run();
+	assert_done();
+	assert_int_equal(R.res.exit.kind, PROTO_END_SIGNALED);
+	assert_int_equal(R.res.exit.signal, SIGKILL);
+	assert_int_equal(R.res.exit.flags, PROTO_EXIT_CPU_EXCEEDED);
+	/* the hard limit is at 2 s; past the 1 s asked for, whatever the slop */
+	if (R.res.exit.cpu_ms < 1000 || R.res.exit.cpu_ms > 2500)
+		fail_msg("cpu_ms %llu when killed at the hard limit", (unsigned long long)R.res.exit.cpu_ms);
+
+	/* a SIGKILL well under the limit is not the limit's doing */
+	REQUEST("sh", "-c", "kill -KILL $$");
+	RUN_STAGE.cpu_ms = 60000;
+	run();
+	assert_done();
+	assert_int_equal(R.res.exit.signal, SIGKILL);
+	assert_int_equal(R.res.exit.flags, 0);
+	/* nor is a SIGXCPU in a stage without a limit */
+	REQUEST("sh", "-c", "kill -XCPU $$");
+	run();
+	assert_done();
+	assert_int_equal(R.res.exit.signal, SIGXCPU);
+	assert_int_equal(R.res.exit.flags, 0);
+	/* and a stage within its limit is not flagged */
 	REQUEST("true");
+	RUN_STAGE.cpu_ms = 1000;
+	run();
+	assert_exited(0);
+	assert_int_equal(R.res.exit.flags, 0);
+}
 
-	/* a good run: output, then EXIT; what follows EXIT is not read */
-	n = put_frame(s, PROTO_HELLO, hello, hn);
-	n += put_frame(s + n, PROTO_STDOUT, "out", 3);
-	n += put_frame(s + n, PROTO_STDERR, "errs", 4);
-	n += put_frame(s + n, PROTO_EXIT, ex, sizeof(ex));
-	n += put_frame(s + n, 99, NULL, 0);
-	assert_int_equal(scripted(s, n, true, 5000), SESSION_DONE);
-	assert_string_equal(R.res.agent, "fake agent");
-	assert_true(R.res.hello_ms > 0);
-	assert_memory_equal(&R.res.exit, &e, sizeof(e));
-	assert_string_equal((char *)out_buf, "out");
-	assert_string_equal((char *)err_buf, "errs");
-
-	/* the first frame must be HELLO, of this version */
-	n = put_frame(s, PROTO_STDOUT, "out", 3);
-	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(R.res.error, "the agent's first frame is type 4, not HELLO");
-	assert_int_equal(R.out_len, 0);
-	uint8_t v2[8] = { 2, 0, 0, 0, 'x' };
-	n = put_frame(s, PROTO_HELLO, v2, 5);
-	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(R.res.error, "bad HELLO: agent speaks protocol version 2, this host 1");
-	assert_int_equal(R.res.hello_ms, 0);
-
-	/* ERROR ends the run, its text (up to 400 bytes) kept */
-	n = put_frame(s, PROTO_HELLO, hello, hn);
-	n += put_frame(s + n, PROTO_STDOUT, "partial", 7);
-	n += put_frame(s + n, PROTO_ERROR, "boom", 4);
-	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(R.res.error, "agent: boom");
-	assert_string_equal((char *)out_buf, "partial");
-	static char longmsg[1000], want[500];
-	memset(longmsg, 'm', sizeof(longmsg));
-	n = put_frame(s, PROTO_HELLO, hello, hn);
-	n += put_frame(s + n, PROTO_ERROR, longmsg, sizeof(longmsg));
-	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
-	snprintf(want, sizeof(want), "agent: %.400s", longmsg);
+/* A memory limit without cgroups (an agent run as an ordinary process, or
+ * a kernel without cgroup2): an ERROR before anything runs. */
+static void memory_limit_without_cgroups(void **state)
+{
+	(void)state;
+	char marker[PATH_MAX];
+	path_in_tmp(marker, sizeof(marker), "marker");
+	REQUEST(p_touch, marker);
+	allow(p_touch);
+	RUN_STAGE.memory_kib = 65536;
+	run();
+	assert_int_equal(R.st, HOST_FAILED);
+	assert_int_equal(R.res.nexits, 0);
+	const char *want = "stage 0 has a memory limit, but the agent has no cgroups (none configured)";
 	assert_string_equal(R.res.error, want);
+	assert_int_equal(R.agent_rc, -1);
+	assert_string_equal(R.agent_err, want);
+	assert_false(exists_in_tmp("marker"));
 
-	/* a bad EXIT, a frame the agent does not send, a malformed stream */
-	n = put_frame(s, PROTO_HELLO, hello, hn);
-	n += put_frame(s + n, PROTO_EXIT, ex, sizeof(ex) - 1);
-	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(R.res.error, "bad EXIT: EXIT of 47 bytes");
-	/* an exit status vmrun could not pass on: 128 + signal would overflow */
-	struct proto_exit bad = { .kind = PROTO_END_SIGNALED, .signal = INT32_MAX };
-	uint8_t badex[PROTO_EXIT_LEN];
-	proto_encode_exit(&bad, badex);
-	n = put_frame(s, PROTO_HELLO, hello, hn);
-	n += put_frame(s + n, PROTO_EXIT, badex, sizeof(badex));
-	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(R.res.error, "bad EXIT: EXIT with signal 2147483647 outside 1..64");
-	bad = (struct proto_exit){ .kind = PROTO_END_EXITED, .code = 256 };
-	proto_encode_exit(&bad, badex);
-	n = put_frame(s, PROTO_HELLO, hello, hn);
-	n += put_frame(s + n, PROTO_EXIT, badex, sizeof(badex));
-	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(R.res.error, "bad EXIT: EXIT with exit code 256 outside 0..255");
-	n = put_frame(s, PROTO_HELLO, hello, hn);
-	n += put_frame(s + n, PROTO_REQUEST, "", 0);
-	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(R.res.error, "unexpected frame type 2 from the agent");
-	n = put_frame(s, PROTO_HELLO, hello, hn);
-	n += put_frame(s + n, PROTO_STDIN, "in", 2);
-	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(R.res.error, "unexpected frame type 3 from the agent");
-	n = put_frame(s, PROTO_HELLO, hello, hn);
-	n += put_frame(s + n, 9, NULL, 0);
-	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(R.res.error, "unknown frame type 9");
-	n = put_frame(s, PROTO_HELLO, hello, hn);
-	proto_header(s + n, PROTO_STDOUT, PROTO_MAX_PAYLOAD + 1);
-	n += PROTO_HDR_LEN;
-	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(R.res.error, "frame of 65537 bytes exceeds the 65536-byte maximum");
+	/* on the run stage only: the compile stage does not run either */
+	REQUEST(p_touch, marker);
+	allow(p_touch);
+	COMPILE(p_touch, marker);
+	RUN_STAGE.memory_kib = 1;
+	cfg.cgroup_error = "mount cgroup2 on /sys/fs/cgroup: No such device";
+	run();
+	cfg.cgroup_error = NULL;
+	assert_int_equal(R.st, HOST_FAILED);
+	assert_int_equal(R.res.nexits, 0);
+	assert_string_equal(R.res.error, "stage 1 has a memory limit, but the agent has no cgroups "
+					 "(mount cgroup2 on /sys/fs/cgroup: No such device)");
+	assert_false(exists_in_tmp("marker"));
+}
 
-	/* the connection ends: before HELLO, after it, in the middle of EXIT */
-	assert_int_equal(scripted(s, 0, true, 5000), SESSION_FAILED);
-	assert_string_equal(R.res.error, "the agent's connection ended before HELLO");
-	n = put_frame(s, PROTO_HELLO, hello, hn);
-	assert_int_equal(scripted(s, n, true, 5000), SESSION_FAILED);
-	assert_string_equal(R.res.error, "the agent's connection ended before EXIT");
-	n = put_frame(s, PROTO_HELLO, hello, hn);
-	n += put_frame(s + n, PROTO_EXIT, ex, sizeof(ex)) - 1;
-	assert_int_equal(scripted(s, n, true, 5000), SESSION_FAILED);
-	assert_string_equal(R.res.error, "the agent's connection ended before EXIT");
+/* A cgroup root that is not one (here a plain directory, or none): the
+ * stage that needs it ends the session with an ERROR saying what failed,
+ * after the stages before it ran; nothing is left in the directory. */
+static void memory_limit_unusable_cgroup(void **state)
+{
+	(void)state;
+	char root[PATH_MAX], want[2 * PATH_MAX];
+	path_in_tmp(root, sizeof(root), "notcg");
+	assert_int_equal(mkdir(root, 0755), 0);
+	cfg.cgroup_root = root;
+	REQUEST("true");
+	COMPILE("sh", "-c", "printf compiled");
+	RUN_STAGE.memory_kib = 1024;
+	run();
+	assert_int_equal(R.st, HOST_FAILED);
+	assert_int_equal(R.res.nexits, 1);
+	assert_stage_exited(0, 0);
+	assert_stdout_all("compiled");
+	snprintf(want, sizeof(want), "stage 1's memory limit: setting memory.max of cgroup %s/vmrun-stage1: %s", root,
+		 strerror(ENOENT));
+	assert_string_equal(R.res.error, want);
+	assert_string_equal(R.agent_err, want);
+	assert_int_equal(rmdir(root), 0);   /* empty: the group was removed */
 
-	/* silence: the deadline, on time */
-	n = put_frame(s, PROTO_HELLO, hello, hn);
+	path_in_tmp(root, sizeof(root), "nonexistent");
+	REQUEST("true");
+	RUN_STAGE.memory_kib = 1024;
+	run();
+	cfg.cgroup_root = NULL;
+	assert_int_equal(R.st, HOST_FAILED);
+	snprintf(want, sizeof(want), "stage 0's memory limit: creating cgroup %s/vmrun-stage0: %s", root,
+		 strerror(ENOENT));
+	assert_string_equal(R.res.error, want);
+}
+
+/* ---- cgroup.c: the parts that need no cgroup ---------------------------------- */
+
+static void cgroup_keyed_values(void **state)
+{
+	(void)state;
+	const char *events = "low 0\nhigh 0\nmax 12\noom 3\noom_kill 2\noom_group_kill 1\n";
+	uint64_t v = 99;
+	assert_int_equal(cgroup_keyed_value(events, "oom_kill", &v), 0);
+	assert_int_equal(v, 2);
+	assert_int_equal(cgroup_keyed_value(events, "oom", &v), 0);   /* not oom_kill's line */
+	assert_int_equal(v, 3);
+	assert_int_equal(cgroup_keyed_value(events, "low", &v), 0);   /* the first line */
+	assert_int_equal(v, 0);
+	assert_int_equal(cgroup_keyed_value(events, "oom_group_kill", &v), 0);   /* the last */
+	assert_int_equal(v, 1);
+	assert_int_equal(cgroup_keyed_value("populated 1\nfrozen 0\n", "populated", &v), 0);
+	assert_int_equal(v, 1);
+	assert_int_equal(cgroup_keyed_value("populated 0", "populated", &v), 0);   /* no newline at the end */
+	assert_int_equal(v, 0);
+	assert_int_equal(cgroup_keyed_value("x 18446744073709551615\n", "x", &v), 0);
+	assert_true(v == UINT64_MAX);
+	/* missing, a prefix or suffix of the key, no number, trailing junk, too big */
+	v = 77;
+	static const struct { const char *text, *key; } bad[] = {
+		{ "", "oom_kill" }, { "oom 3\n", "oom_kill" }, { "oom_kil 3\n", "oom_kill" }, { "xoom_kill 5\n", "oom_kill" },
+		{ "oom_killer 5\n", "oom_kill" }, { "oom_kill\n", "oom_kill" }, { "oom_kill \n", "oom_kill" },
+		{ "oom_kill x\n", "oom_kill" }, { "oom_kill -1\n", "oom_kill" }, { "oom_kill 5x\n", "oom_kill" },
+		{ "oom_kill 5 6\n", "oom_kill" }, { "oom_kill 18446744073709551616\n", "oom_kill" },
+		{ "oom_kill 99999999999999999999\n", "oom_kill" }, { " oom_kill 1\n", "oom_kill" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (cgroup_keyed_value(bad[i].text, bad[i].key, &v) != -1)
+			fail_msg("\"%s\" gave %s = %llu", bad[i].text, bad[i].key, (unsigned long long)v);
+	assert_int_equal(v, 77);
+	/* a bad line before the key's does not matter */
+	assert_int_equal(cgroup_keyed_value("junk\n\nmax x\noom_kill 4\n", "oom_kill", &v), 0);
+	assert_int_equal(v, 4);
+}
+
+static void cgroup_memory_max_text(void **state)
+{
+	(void)state;
+	char buf[32];
+	assert_int_equal(cgroup_memory_max(1, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "1024");
+	assert_int_equal(cgroup_memory_max(65536, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "67108864");
+	assert_int_equal(cgroup_memory_max(UINT64_MAX / 1024, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "18446744073709550592");
+	assert_int_equal(cgroup_memory_max(UINT64_MAX / 1024 + 1, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "max");
+	assert_int_equal(cgroup_memory_max(UINT64_MAX, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "max");
+	/* room: exactly, one short */
+	assert_int_equal(cgroup_memory_max(1, buf, 5), 0);
+	assert_string_equal(buf, "1024");
+	assert_int_equal(cgroup_memory_max(1, buf, 4), -1);
+}
+
+/* The file work on a directory that only looks like a group: reading
+ * memory.events, joining through the procs fd, the bounded wait for an
+ * empty group, refusing a root that is not a cgroup. */
+static void cgroup_files(void **state)
+{
+	(void)state;
+	struct cgroup g = { .procs_fd = -1 };
+	char err[512];
+	path_in_tmp(g.path, sizeof(g.path), "fake");
+	assert_int_equal(mkdir(g.path, 0755), 0);
+	uint64_t n = 99;
+	assert_int_equal(cgroup_oom_kills(&g, &n, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "memory.events"));
+	write_file("fake/memory.events", "low 0\nhigh 0\nmax 5\noom 2\noom_kill 2\noom_group_kill 1\n", 0644);
+	assert_int_equal(cgroup_oom_kills(&g, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 2);
+	write_file("fake/memory.events", "oom 0\noom_kill 0\n", 0644);
+	assert_int_equal(cgroup_oom_kills(&g, &n, err, sizeof(err)), 0);
+	assert_int_equal(n, 0);
+
+	/* joining writes "0" (the writer) to cgroup.procs */
+	write_file("fake/cgroup.procs", "", 0644);
+	char procs[PATH_MAX];
+	path_in_tmp(procs, sizeof(procs), "fake/cgroup.procs");
+	g.procs_fd = open(procs, O_WRONLY | O_CLOEXEC);
+	assert_true(g.procs_fd >= 0);
+	assert_int_equal(cgroup_join(&g), 0);
+	char got[8] = "";
+	int fd = open(procs, O_RDONLY | O_CLOEXEC);
+	assert_int_equal(read(fd, got, sizeof(got)), 1);
+	close(fd);
+	assert_int_equal(got[0], '0');
+
+	/* still populated: the wait ends at its bound, and says so */
+	write_file("fake/cgroup.events", "populated 1\nfrozen 0\n", 0644);
 	int64_t t0 = now_ms();
-	assert_int_equal(scripted(s, n, false, 200), SESSION_TIMEOUT);
+	assert_int_equal(cgroup_destroy(&g, 100, err, sizeof(err)), -1);
 	int64_t ms = now_ms() - t0;
-	assert_true(ms >= 200 && ms < 1500);
-	t0 = now_ms();
-	assert_int_equal(scripted(s, 0, false, 0), SESSION_TIMEOUT);
-	assert_true(now_ms() - t0 < 500);
+	assert_int_equal(g.procs_fd, -1);   /* closed either way */
+	assert_true(ms >= 100 && ms < 1000);
+	assert_non_null(strstr(err, "still has processes 100 ms after they were killed"));
+	/* empty: on to rmdir (which a real group allows with its files in it) */
+	write_file("fake/cgroup.events", "populated 0\nfrozen 0\n", 0644);
+	assert_int_equal(cgroup_destroy(&g, 100, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "removing cgroup"));
 
-	/* a request that cannot be encoded is not sent */
-	rq.argc = 0;
-	n = put_frame(s, PROTO_HELLO, hello, hn);
-	assert_int_equal(scripted(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(R.res.error, "the request does not fit one frame");
+	/* cgroup_create on what is not a cgroup: refused, nothing left */
+	char root[PATH_MAX];
+	path_in_tmp(root, sizeof(root), "plain");
+	assert_int_equal(mkdir(root, 0755), 0);
+	struct cgroup h;
+	assert_int_equal(cgroup_create(root, "g", 1024, &h, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "memory.max"));
+	assert_int_equal(h.procs_fd, -1);
+	assert_int_equal(rmdir(root), 0);   /* g was removed */
+	assert_int_equal(cgroup_create(root, "g", 1024, &h, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "creating cgroup"));
 }
 
 int main(void)
@@ -1679,14 +2132,24 @@ int main(void)
 		T(cpu_time),
 		T(runs_as_user),
 		T(start_failures),
+		T(two_stages_in_order),
+		T(compile_failure_ends_session),
+		T(compile_stdin_is_dev_null),
+		T(per_stage_output_caps),
+		T(leftovers_killed_between_stages),
+		T(cpu_limit_set),
+		T(cpu_limit_exceeded),
+		T(memory_limit_without_cgroups),
+		T(memory_limit_unusable_cgroup),
+		T(cgroup_keyed_values),
+		T(cgroup_memory_max_text),
+		T(cgroup_files),
 		T(garbage_instead_of_request),
 		T(bad_request),
 		T(bad_frame_during_run),
 		T(host_closes_early),
 		T(host_closes_during_run),
-		T(host_deadline_with_idle_stdin),
-		T(host_survives_agent_closing),
-		T(session_run_scripted_agents),
+		T(compile_does_not_read_host),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1,6 +1,7 @@
 /* The host-agent wire format (guest-agent/proto.c): the three payloads
- * encoded and decoded, the frame reader over any split of the stream, and
- * everything hostile that either side must refuse. */
+ * encoded and decoded (a REQUEST's version and stages among them), the
+ * rule for going on to the next stage, the frame reader over any split of
+ * the stream, and everything hostile that either side must refuse. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -51,6 +52,28 @@ static void pb_u64(struct pb *p, uint16_t tag, uint64_t v)
 	pb_field(p, tag, &v, 8);
 }
 
+/* An empty payload but for the version word every REQUEST starts with. */
+static void pb_begin(struct pb *p)
+{
+	memset(p, 0, sizeof(*p));
+	uint32_t v = PROTO_VERSION;
+	memcpy(p->b, &v, 4);
+	p->n = 4;
+}
+
+static void pb_stage(struct pb *p, uint32_t kind)
+{
+	pb_field(p, PROTO_T_STAGE, &kind, 4);
+}
+
+/* The version, then a RUN stage with its program. */
+static void pb_run(struct pb *p, const char *prog)
+{
+	pb_begin(p);
+	pb_stage(p, PROTO_STAGE_RUN);
+	pb_str(p, PROTO_T_ARG, prog);
+}
+
 static void pb_limits(struct pb *p)
 {
 	pb_u64(p, PROTO_T_MAX_OUTPUT, 1000);
@@ -80,20 +103,35 @@ static int decode_pb(void)
 static int setup(void **state)
 {
 	(void)state;
-	memset(&pb, 0, sizeof(pb));
+	pb_begin(&pb);
 	memset(&req, 0, sizeof(req));
 	memset(&req2, 0, sizeof(req2));
 	return 0;
 }
 
+/* Make r a request of one RUN stage; returns that stage. */
+static struct proto_stage *run_stage(struct proto_request *r)
+{
+	r->nstages = 1;
+	r->stage[0].kind = PROTO_STAGE_RUN;
+	return &r->stage[0];
+}
+
 /* Field-by-field equality of two decoded (or hand-built) requests. */
 static void assert_same_request(const struct proto_request *a, const struct proto_request *b)
 {
-	assert_int_equal(a->argc, b->argc);
+	assert_int_equal(a->nstages, b->nstages);
 	assert_int_equal(a->envc, b->envc);
 	assert_int_equal(a->nallow, b->nallow);
-	for (unsigned i = 0; i < a->argc; i++)
-		assert_string_equal(a->argv[i], b->argv[i]);
+	for (unsigned s = 0; s < a->nstages; s++) {
+		const struct proto_stage *x = &a->stage[s], *y = &b->stage[s];
+		assert_int_equal(x->kind, y->kind);
+		assert_int_equal(x->argc, y->argc);
+		for (unsigned i = 0; i < x->argc; i++)
+			assert_string_equal(x->argv[i], y->argv[i]);
+		assert_true(x->cpu_ms == y->cpu_ms);
+		assert_true(x->memory_kib == y->memory_kib);
+	}
 	for (unsigned i = 0; i < a->envc; i++)
 		assert_string_equal(a->env[i], b->env[i]);
 	for (unsigned i = 0; i < a->nallow; i++)
@@ -113,7 +151,7 @@ static void hello_round_trip(void **state)
 	memset(buf, 0xee, sizeof(buf));
 	size_t n = proto_encode_hello(buf, sizeof(buf), "vmrun-agent 0.1.0");
 	assert_int_equal(n, 4 + 17);
-	static const uint8_t want[] = { 1, 0, 0, 0, 'v', 'm', 'r', 'u', 'n', '-', 'a', 'g', 'e', 'n', 't',
+	static const uint8_t want[] = { 2, 0, 0, 0, 'v', 'm', 'r', 'u', 'n', '-', 'a', 'g', 'e', 'n', 't',
 					' ', '0', '.', '1', '.', '0' };
 	assert_memory_equal(buf, want, sizeof(want));
 	assert_int_equal(buf[n], 0xee);   /* no NUL written after the name */
@@ -156,8 +194,8 @@ static void hello_refused(void **state)
 	assert_int_equal(proto_decode_hello(buf, 4 + PROTO_MAX_STR + 1, &version, err, sizeof(err)), -1);
 	assert_string_equal(err, "HELLO of 4101 bytes");
 
-	/* wrong versions: 0, 2, a byte-swapped 1 */
-	const uint32_t bad[] = { 0, 2, 0x01000000u, UINT32_MAX };
+	/* wrong versions: 0, the last one, the next one, a byte-swapped 2 */
+	const uint32_t bad[] = { 0, 1, 3, 0x02000000u, UINT32_MAX };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memcpy(buf, &bad[i], 4);
 		memcpy(buf + 4, "agent", 5);
@@ -166,10 +204,10 @@ static void hello_refused(void **state)
 		assert_int_equal(version, bad[i]);
 		assert_non_null(strstr(err, "protocol version"));
 	}
-	v = 2;
+	v = 1;
 	memcpy(buf, &v, 4);
 	assert_int_equal(proto_decode_hello(buf, 4, &version, err, sizeof(err)), -1);
-	assert_string_equal(err, "agent speaks protocol version 2, this host 1");
+	assert_string_equal(err, "agent speaks protocol version 1, this host 2");
 }
 
 /* ---- EXIT ----------------------------------------------------------------- */
@@ -179,21 +217,23 @@ static void exit_round_trip(void **state)
 	(void)state;
 	const struct proto_exit e = {
 		.kind = PROTO_END_SIGNALED, .code = -7, .signal = 9,
-		.flags = PROTO_EXIT_STDOUT_TRUNCATED | PROTO_EXIT_STDERR_TRUNCATED,
-		.cpu_ms = 0x0102030405060708ull, .max_rss_kib = 123456, .stdout_bytes = UINT64_MAX,
+		.flags = PROTO_EXIT_STDOUT_TRUNCATED | PROTO_EXIT_STDERR_TRUNCATED | PROTO_EXIT_OOM_KILLED |
+			 PROTO_EXIT_CPU_EXCEEDED,
+		.stage = 1, .cpu_ms = 0x0102030405060708ull, .max_rss_kib = 123456, .stdout_bytes = UINT64_MAX,
 		.stderr_bytes = 1ull << 40,
 	};
 	uint8_t buf[PROTO_EXIT_LEN + 4];
 	memset(buf, 0xee, sizeof(buf));
 	proto_encode_exit(&e, buf);
 	for (size_t i = PROTO_EXIT_LEN; i < sizeof(buf); i++)
-		assert_int_equal(buf[i], 0xee);   /* exactly 48 bytes written */
-	/* the layout, little-endian */
-	static const uint8_t head[] = { 2, 0, 0, 0, 0xf9, 0xff, 0xff, 0xff, 9, 0, 0, 0, 3, 0, 0, 0,
-					8, 7, 6, 5, 4, 3, 2, 1 };
+		assert_int_equal(buf[i], 0xee);   /* exactly 56 bytes written */
+	/* the layout, little-endian: kind, code, signal, flags, stage, zero, then the u64s */
+	static const uint8_t head[] = { 2, 0, 0, 0, 0xf9, 0xff, 0xff, 0xff, 9, 0, 0, 0, 15, 0, 0, 0,
+					1, 0, 0, 0, 0, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1 };
 	assert_memory_equal(buf, head, sizeof(head));
-	assert_int_equal(buf[32], 0xff);
-	assert_int_equal(buf[40 + 5], 1);   /* 1 << 40 */
+	assert_int_equal(buf[32], 123456 & 0xff);
+	assert_int_equal(buf[40], 0xff);
+	assert_int_equal(buf[48 + 5], 1);   /* 1 << 40 */
 
 	struct proto_exit d;
 	memset(&d, 0x5a, sizeof(d));
@@ -222,8 +262,8 @@ static void exit_refused(void **state)
 		assert_int_equal(proto_decode_exit(buf, lens[i], &d, err, sizeof(err)), -1);
 		assert_non_null(strstr(err, "EXIT of"));
 	}
-	assert_int_equal(proto_decode_exit(buf, 47, &d, err, sizeof(err)), -1);
-	assert_string_equal(err, "EXIT of 47 bytes");
+	assert_int_equal(proto_decode_exit(buf, 55, &d, err, sizeof(err)), -1);
+	assert_string_equal(err, "EXIT of 55 bytes");
 
 	const uint32_t kinds[] = { 0, PROTO_END_ERROR + 1, 0x100, UINT32_MAX };
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
@@ -236,6 +276,94 @@ static void exit_refused(void **state)
 	proto_encode_exit(&x, buf);
 	assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), -1);
 	assert_string_equal(err, "EXIT with unknown kind 6");
+}
+
+/* v2's fields: the flags known, the reserved word 0, a stage a request
+ * can have. */
+static void exit_stage_and_flags(void **state)
+{
+	(void)state;
+	uint8_t buf[PROTO_EXIT_LEN];
+	struct proto_exit d;
+	/* every known flag, alone and together, in either stage */
+	const uint32_t good[] = { 0, PROTO_EXIT_STDOUT_TRUNCATED, PROTO_EXIT_STDERR_TRUNCATED, PROTO_EXIT_OOM_KILLED,
+				  PROTO_EXIT_CPU_EXCEEDED, PROTO_EXIT_FLAGS };
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		for (uint32_t st = 0; st < PROTO_MAX_STAGES; st++) {
+			struct proto_exit x = { .kind = PROTO_END_SIGNALED, .signal = 9, .flags = good[i], .stage = st };
+			proto_encode_exit(&x, buf);
+			assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), 0);
+			assert_int_equal(d.flags, good[i]);
+			assert_int_equal(d.stage, st);
+		}
+	assert_int_equal(PROTO_EXIT_FLAGS, 15);
+	/* unknown flags, with or without known ones */
+	const uint32_t bad[] = { 16, 16 | PROTO_EXIT_OOM_KILLED, 0x80000000u, UINT32_MAX };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct proto_exit x = { .kind = PROTO_END_EXITED, .flags = bad[i] };
+		proto_encode_exit(&x, buf);
+		assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "EXIT with unknown flags"));
+	}
+	struct proto_exit x = { .kind = PROTO_END_EXITED, .flags = 16 | PROTO_EXIT_CPU_EXCEEDED };
+	proto_encode_exit(&x, buf);
+	assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), -1);
+	assert_string_equal(err, "EXIT with unknown flags 0x10");
+	/* the reserved field */
+	const uint32_t zeros[] = { 1, 0x100, UINT32_MAX };
+	for (size_t i = 0; i < sizeof(zeros) / sizeof(zeros[0]); i++) {
+		x = (struct proto_exit){ .kind = PROTO_END_EXITED, .zero = zeros[i] };
+		proto_encode_exit(&x, buf);
+		assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "nonzero reserved field"));
+	}
+	/* a stage no request has */
+	const uint32_t stages[] = { PROTO_MAX_STAGES, PROTO_MAX_STAGES + 1, 0x01000000u, UINT32_MAX };
+	for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++) {
+		x = (struct proto_exit){ .kind = PROTO_END_EXITED, .stage = stages[i] };
+		proto_encode_exit(&x, buf);
+		assert_int_equal(proto_decode_exit(buf, PROTO_EXIT_LEN, &d, err, sizeof(err)), -1);
+		char want[64];
+		snprintf(want, sizeof(want), "EXIT of stage %u", stages[i]);
+		assert_string_equal(err, want);
+	}
+}
+
+/* proto_stage_continues: on only after a stage that exited 0 and is not
+ * the last. */
+static void stage_continues_table(void **state)
+{
+	(void)state;
+	struct proto_request one = { .nstages = 1 }, two = { .nstages = 2 }, none = { .nstages = 0 };
+	static const struct {
+		uint32_t kind;
+		int32_t code;
+		uint32_t stage;
+		bool one, two;   /* continues in a request of one stage, of two */
+	} t[] = {
+		{ PROTO_END_EXITED, 0, 0, false, true },
+		{ PROTO_END_EXITED, 0, 1, false, false },    /* the last stage of two */
+		{ PROTO_END_EXITED, 1, 0, false, false },    /* a compile error */
+		{ PROTO_END_EXITED, 255, 0, false, false },
+		{ PROTO_END_SIGNALED, 0, 0, false, false },  /* code is not looked at, the kind is */
+		{ PROTO_END_DENIED, 0, 0, false, false },
+		{ PROTO_END_NOT_FOUND, 0, 0, false, false },
+		{ PROTO_END_ERROR, 0, 0, false, false },
+		{ PROTO_END_EXITED, 0, 2, false, false },    /* past the end */
+		{ PROTO_END_EXITED, 0, UINT32_MAX, false, false },   /* no wrap to stage 0 */
+		{ PROTO_END_EXITED, 0, UINT32_MAX - 1, false, false },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct proto_exit e = { .kind = t[i].kind, .code = t[i].code, .stage = t[i].stage };
+		if (proto_stage_continues(&one, &e) != t[i].one || proto_stage_continues(&two, &e) != t[i].two)
+			fail_msg("row %zu: kind %u code %d stage %u: continues %d/%d, want %d/%d", i, t[i].kind, t[i].code,
+				 t[i].stage, proto_stage_continues(&one, &e), proto_stage_continues(&two, &e), t[i].one,
+				 t[i].two);
+		assert_false(proto_stage_continues(&none, &e));
+	}
+	/* the flags do not matter: a truncated compile stage that exited 0 goes on */
+	struct proto_exit e = { .kind = PROTO_END_EXITED, .flags = PROTO_EXIT_FLAGS };
+	assert_true(proto_stage_continues(&two, &e));
 }
 
 /* What the host turns into its own exit status must be one: an exit code
@@ -288,16 +416,19 @@ static void exit_status_ranges(void **state)
 static void request_exact_bytes(void **state)
 {
 	(void)state;
-	req.argc = 1;
-	req.argv[0] = "a";
+	struct proto_stage *st = run_stage(&req);
+	st->argc = 1;
+	st->argv[0] = "a";
 	req.max_output = 1;
 	req.nproc = 2;
 	req.nofile = 3;
 	req.fsize = 0x1122334455667788ull;
 	memset(enc, 0xee, sizeof(enc));
 	size_t n = proto_encode_request(&req, enc, sizeof(enc));
-	assert_int_equal(n, 5 + 4 * 12);
+	assert_int_equal(n, 4 + 8 + 5 + 4 * 12);
 	static const uint8_t want[] = {
+		2, 0, 0, 0,
+		8, 0, 4, 0, 2, 0, 0, 0,
 		1, 0, 1, 0, 'a',
 		4, 0, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0,
 		5, 0, 8, 0, 2, 0, 0, 0, 0, 0, 0, 0,
@@ -308,8 +439,32 @@ static void request_exact_bytes(void **state)
 	assert_int_equal(enc[n], 0xee);
 	assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), 0);
 	assert_same_request(&req, &req2);
-	assert_null(req2.argv[1]);
+	assert_null(req2.stage[0].argv[1]);
 	assert_null(req2.env[0]);
+
+	/* two stages with their limits: each stage's fields after its STAGE */
+	memset(&req, 0, sizeof(req));
+	req.nstages = 2;
+	req.stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_COMPILE, .argc = 1, .argv = { "c" },
+					     .cpu_ms = 0x0102, .memory_kib = 3 };
+	req.stage[1] = (struct proto_stage){ .kind = PROTO_STAGE_RUN, .argc = 1, .argv = { "r" }, .memory_kib = 4 };
+	memset(enc, 0xee, sizeof(enc));
+	n = proto_encode_request(&req, enc, sizeof(enc));
+	static const uint8_t want2[] = {
+		2, 0, 0, 0,
+		8, 0, 4, 0, 1, 0, 0, 0,
+		1, 0, 1, 0, 'c',
+		9, 0, 8, 0, 2, 1, 0, 0, 0, 0, 0, 0,
+		10, 0, 8, 0, 3, 0, 0, 0, 0, 0, 0, 0,
+		8, 0, 4, 0, 2, 0, 0, 0,
+		1, 0, 1, 0, 'r',
+		10, 0, 8, 0, 4, 0, 0, 0, 0, 0, 0, 0,
+	};
+	assert_int_equal(n, sizeof(want2) + 4 * 12);
+	assert_memory_equal(enc, want2, sizeof(want2));
+	assert_int_equal(enc[n], 0xee);
+	assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), 0);
+	assert_same_request(&req, &req2);
 }
 
 static void request_round_trip(void **state)
@@ -324,8 +479,9 @@ static void request_round_trip(void **state)
 	};
 	char *env[] = { "X=granted", "EMPTY=", "_UNDER_1=a=b=c", "lower=case", "UTF=\xc3\xa9", "LANG=fr_FR.UTF-8" };
 	char *allow[] = { "/usr/bin/printf", "/", "/a b/c", "/usr/bin/../bin/x", "/\xc3\xa9" };
-	req.argc = sizeof(argv) / sizeof(argv[0]);
-	memcpy(req.argv, argv, sizeof(argv));
+	struct proto_stage *st = run_stage(&req);
+	st->argc = sizeof(argv) / sizeof(argv[0]);
+	memcpy(st->argv, argv, sizeof(argv));
 	req.envc = sizeof(env) / sizeof(env[0]);
 	memcpy(req.env, env, sizeof(env));
 	req.nallow = sizeof(allow) / sizeof(allow[0]);
@@ -339,10 +495,10 @@ static void request_round_trip(void **state)
 	memset(&req2, 0x5a, sizeof(req2));
 	assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), 0);
 	assert_same_request(&req, &req2);
-	assert_null(req2.argv[req2.argc]);
+	assert_null(req2.stage[0].argv[req2.stage[0].argc]);
 	assert_null(req2.env[req2.envc]);
-	assert_int_equal(strlen(req2.argv[16]), PROTO_MAX_STR);
-	assert_string_equal(req2.argv[3], "");
+	assert_int_equal(strlen(req2.stage[0].argv[16]), PROTO_MAX_STR);
+	assert_string_equal(req2.stage[0].argv[3], "");
 
 	/* the decoded copy re-encodes to the same bytes */
 	size_t n2 = proto_encode_request(&req2, enc2, sizeof(enc2));
@@ -350,23 +506,298 @@ static void request_round_trip(void **state)
 	assert_memory_equal(enc, enc2, n);
 }
 
-/* Fields in any order, limits first: decoding does not care. */
+/* A compile stage and the run stage, each with limits, the extremes
+ * among them, round trip; the re-encoding is byte for byte the same. */
+static void request_two_stage_round_trip(void **state)
+{
+	(void)state;
+	char *cc[] = { "/usr/bin/gcc", "-O2", "-o", "prog", "prog.c", "" };
+	char *run[] = { "./prog", "arg one" };
+	req.nstages = 2;
+	req.stage[0].kind = PROTO_STAGE_COMPILE;
+	req.stage[0].argc = sizeof(cc) / sizeof(cc[0]);
+	memcpy(req.stage[0].argv, cc, sizeof(cc));
+	req.stage[0].cpu_ms = 10000;
+	req.stage[0].memory_kib = 512 * 1024;
+	req.stage[1].kind = PROTO_STAGE_RUN;
+	req.stage[1].argc = 2;
+	memcpy(req.stage[1].argv, run, sizeof(run));
+	req.stage[1].cpu_ms = UINT64_MAX;
+	req.stage[1].memory_kib = 1;
+	char *env[] = { "X=1" };
+	char *allow[] = { "/usr/bin/gcc", "/workspace/prog" };
+	req.envc = 1;
+	memcpy(req.env, env, sizeof(env));
+	req.nallow = 2;
+	memcpy(req.allow, allow, sizeof(allow));
+	req.max_output = 100;
+	req.nproc = 10;
+	req.nofile = 20;
+	req.fsize = 30;
+	size_t n = proto_encode_request(&req, enc, sizeof(enc));
+	assert_int_not_equal(n, 0);
+	memset(&req2, 0x5a, sizeof(req2));
+	assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), 0);
+	assert_same_request(&req, &req2);
+	assert_int_equal(req2.nstages, 2);
+	assert_int_equal(req2.stage[0].kind, PROTO_STAGE_COMPILE);
+	assert_int_equal(req2.stage[1].kind, PROTO_STAGE_RUN);
+	assert_string_equal(req2.stage[0].argv[4], "prog.c");
+	assert_null(req2.stage[0].argv[6]);
+	assert_string_equal(req2.stage[1].argv[1], "arg one");
+	assert_null(req2.stage[1].argv[2]);
+	assert_true(req2.stage[0].cpu_ms == 10000);
+	assert_true(req2.stage[0].memory_kib == 512 * 1024);
+	assert_true(req2.stage[1].cpu_ms == UINT64_MAX);
+	assert_true(req2.stage[1].memory_kib == 1);
+	size_t n2 = proto_encode_request(&req2, enc2, sizeof(enc2));
+	assert_int_equal(n2, n);
+	assert_memory_equal(enc, enc2, n);
+
+	/* limits on one stage only stay there */
+	req.stage[0].cpu_ms = req.stage[0].memory_kib = 0;
+	n = proto_encode_request(&req, enc, sizeof(enc));
+	assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), 0);
+	assert_true(req2.stage[0].cpu_ms == 0 && req2.stage[0].memory_kib == 0);
+	assert_true(req2.stage[1].cpu_ms == UINT64_MAX && req2.stage[1].memory_kib == 1);
+	/* and each stage takes up to PROTO_MAX_ARGS arguments of its own */
+	for (unsigned s = 0; s < 2; s++) {
+		for (unsigned i = 0; i < PROTO_MAX_ARGS; i++)
+			req.stage[s].argv[i] = s ? "r" : "c";
+		req.stage[s].argc = PROTO_MAX_ARGS;
+	}
+	n = proto_encode_request(&req, enc, sizeof(enc));
+	assert_int_not_equal(n, 0);
+	assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), 0);
+	assert_same_request(&req, &req2);
+}
+
+/* A REQUEST starts with the version, and only this one is taken. */
+static void request_version(void **state)
+{
+	(void)state;
+	pb_begin(&pb);
+	pb_stage(&pb, PROTO_STAGE_RUN);
+	pb_str(&pb, PROTO_T_ARG, "prog");
+	pb_limits(&pb);
+	assert_int_equal(decode_pb(), 0);
+	const uint32_t bad[] = { 0, 1, 3, 0x02000000u, UINT32_MAX };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memcpy(pb.b, &bad[i], 4);
+		char want[96];
+		snprintf(want, sizeof(want), "host speaks protocol version %u, this agent 2", bad[i]);
+		assert_int_equal(decode_pb(), -1);
+		assert_string_equal(err, want);
+	}
+	/* a v1 request (no version word: it starts with its first ARG) */
+	memset(&pb, 0, sizeof(pb));
+	pb_str(&pb, PROTO_T_ARG, "ls");
+	pb_limits(&pb);
+	assert_refused("host speaks protocol version 131073, this agent 2");   /* 01 00 02 00 */
+	/* too short for a version */
+	for (size_t n = 0; n < 4; n++) {
+		pb.n = n;
+		char want[64];
+		snprintf(want, sizeof(want), "REQUEST of %zu bytes has no version", n);
+		assert_refused(want);
+	}
+	/* the version alone: no program */
+	pb_begin(&pb);
+	assert_refused("no program");
+	/* more than a frame is refused outright (the storage holds one) */
+	pb_run(&pb, "prog");
+	pb_limits(&pb);
+	pb.n = PROTO_MAX_PAYLOAD + 1;
+	assert_refused("REQUEST of 65537 bytes exceeds the 65536-byte maximum");
+}
+
+/* 1..PROTO_MAX_STAGES stages, COMPILE before RUN, each with a program;
+ * a stage's fields after its STAGE, each at most once. */
+static void request_stage_rules(void **state)
+{
+	(void)state;
+	/* no stage: limits only, or an ARG with no STAGE before it */
+	pb_begin(&pb);
+	pb_limits(&pb);
+	assert_refused("no program");
+	pb_begin(&pb);
+	pb_str(&pb, PROTO_T_ARG, "prog");
+	pb_limits(&pb);
+	assert_refused("ARG before any STAGE");
+	/* CPU_MS or MEMORY_KIB before any STAGE */
+	static const uint16_t lim[] = { PROTO_T_CPU_MS, PROTO_T_MEMORY_KIB };
+	for (size_t i = 0; i < 2; i++) {
+		pb_begin(&pb);
+		pb_u64(&pb, lim[i], 1000);
+		pb_stage(&pb, PROTO_STAGE_RUN);
+		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_limits(&pb);
+		char want[64];
+		snprintf(want, sizeof(want), "field %u before any STAGE", lim[i]);
+		assert_refused(want);
+	}
+	/* three stages */
+	pb_begin(&pb);
+	for (int i = 0; i < 3; i++) {
+		pb_stage(&pb, i < 2 ? PROTO_STAGE_COMPILE : PROTO_STAGE_RUN);
+		pb_str(&pb, PROTO_T_ARG, "prog");
+	}
+	pb_limits(&pb);
+	assert_refused("more than 2 stages");
+	/* the kinds in the wrong order, or the wrong kind alone */
+	static const struct { unsigned n; uint32_t kinds[2]; const char *why; } order[] = {
+		{ 2, { PROTO_STAGE_RUN, PROTO_STAGE_COMPILE }, "stage 0 is of kind 2, not 1" },
+		{ 2, { PROTO_STAGE_RUN, PROTO_STAGE_RUN }, "stage 0 is of kind 2, not 1" },
+		{ 2, { PROTO_STAGE_COMPILE, PROTO_STAGE_COMPILE }, "stage 1 is of kind 1, not 2" },
+		{ 1, { PROTO_STAGE_COMPILE }, "stage 0 is of kind 1, not 2" },
+		{ 1, { 0 }, "stage 0 is of kind 0, not 2" },
+		{ 1, { 3 }, "stage 0 is of kind 3, not 2" },
+		{ 2, { PROTO_STAGE_COMPILE, UINT32_MAX }, "stage 1 is of kind 4294967295, not 2" },
+	};
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		pb_begin(&pb);
+		for (unsigned k = 0; k < order[i].n; k++) {
+			pb_stage(&pb, order[i].kinds[k]);
+			pb_str(&pb, PROTO_T_ARG, "prog");
+		}
+		pb_limits(&pb);
+		assert_refused(order[i].why);
+	}
+	/* a stage without ARG: first, last, or with only limits */
+	pb_begin(&pb);
+	pb_stage(&pb, PROTO_STAGE_COMPILE);
+	pb_stage(&pb, PROTO_STAGE_RUN);
+	pb_str(&pb, PROTO_T_ARG, "prog");
+	pb_limits(&pb);
+	assert_refused("stage 0 has no program");
+	pb_begin(&pb);
+	pb_stage(&pb, PROTO_STAGE_COMPILE);
+	pb_str(&pb, PROTO_T_ARG, "cc");
+	pb_stage(&pb, PROTO_STAGE_RUN);
+	pb_u64(&pb, PROTO_T_CPU_MS, 5);
+	pb_limits(&pb);
+	assert_refused("stage 1 has no program");
+	/* CPU_MS or MEMORY_KIB twice in one stage (even the same value) */
+	for (size_t i = 0; i < 2; i++) {
+		pb_run(&pb, "prog");
+		pb_u64(&pb, lim[i], 7);
+		pb_limits(&pb);
+		assert_int_equal(decode_pb(), 0);
+		pb_u64(&pb, lim[i], 7);
+		char want[64];
+		snprintf(want, sizeof(want), "stage limit field %u: bad length or repeated", lim[i]);
+		assert_refused(want);
+		/* once in each of two stages is fine, each its own */
+		pb_begin(&pb);
+		pb_stage(&pb, PROTO_STAGE_COMPILE);
+		pb_str(&pb, PROTO_T_ARG, "cc");
+		pb_u64(&pb, lim[i], 1);
+		pb_stage(&pb, PROTO_STAGE_RUN);
+		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_u64(&pb, lim[i], 2);
+		pb_limits(&pb);
+		assert_int_equal(decode_pb(), 0);
+		uint64_t a = lim[i] == PROTO_T_CPU_MS ? req.stage[0].cpu_ms : req.stage[0].memory_kib;
+		uint64_t b = lim[i] == PROTO_T_CPU_MS ? req.stage[1].cpu_ms : req.stage[1].memory_kib;
+		assert_true(a == 1 && b == 2);
+		/* a bad length */
+		static const size_t lens[] = { 0, 4, 7, 9 };
+		uint8_t z[16] = { 1 };
+		for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+			pb_run(&pb, "prog");
+			pb_field(&pb, lim[i], z, lens[l]);
+			pb_limits(&pb);
+			assert_refused(want);
+		}
+		/* 0 is no limit, which is spelled by leaving the field out */
+		pb_run(&pb, "prog");
+		pb_u64(&pb, lim[i], 0);
+		pb_limits(&pb);
+		snprintf(want, sizeof(want), "stage limit field %u of 0", lim[i]);
+		assert_refused(want);
+	}
+	/* a STAGE field of a bad length */
+	static const size_t slens[] = { 0, 1, 3, 5, 8 };
+	uint8_t kind[8] = { PROTO_STAGE_RUN };
+	for (size_t l = 0; l < sizeof(slens) / sizeof(slens[0]); l++) {
+		pb_begin(&pb);
+		pb_field(&pb, PROTO_T_STAGE, kind, slens[l]);
+		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_limits(&pb);
+		char want[64];
+		snprintf(want, sizeof(want), "STAGE field of %zu bytes", slens[l]);
+		assert_refused(want);
+	}
+	/* and the good two-stage request these were cut from */
+	pb_begin(&pb);
+	pb_stage(&pb, PROTO_STAGE_COMPILE);
+	pb_str(&pb, PROTO_T_ARG, "cc");
+	pb_stage(&pb, PROTO_STAGE_RUN);
+	pb_str(&pb, PROTO_T_ARG, "prog");
+	pb_limits(&pb);
+	assert_int_equal(decode_pb(), 0);
+	assert_int_equal(req.nstages, 2);
+}
+
+/* The encoder holds a request to the same stage rules. */
+static void encode_stage_rules(void **state)
+{
+	(void)state;
+	req.nstages = 2;
+	req.stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_COMPILE, .argc = 1, .argv = { "cc" } };
+	req.stage[1] = (struct proto_stage){ .kind = PROTO_STAGE_RUN, .argc = 1, .argv = { "prog" } };
+	assert_int_not_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.nstages = 0;
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.nstages = 3;
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.nstages = 1;   /* a lone COMPILE stage */
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.nstages = 2;
+	req.stage[0].kind = PROTO_STAGE_RUN;
+	req.stage[1].kind = PROTO_STAGE_COMPILE;
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.stage[0].kind = PROTO_STAGE_COMPILE;
+	req.stage[1].kind = PROTO_STAGE_RUN;
+	req.stage[0].argc = 0;
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.stage[0].argc = 1;
+	req.stage[1].argv[0] = "";
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.stage[1].argv[0] = "prog";
+	req.stage[1].argc = PROTO_MAX_ARGS + 1;
+	for (unsigned i = 0; i <= PROTO_MAX_ARGS; i++)
+		req.stage[1].argv[i] = "a";
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.stage[1].argc = 1;
+	assert_int_not_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	/* a cap too small for the version word */
+	for (size_t cap = 0; cap < 4; cap++)
+		assert_int_equal(proto_encode_request(&req, enc, cap), 0);
+}
+
+/* Fields in any order, limits first: decoding does not care, but for a
+ * stage's own fields coming after its STAGE. */
 static void request_any_order(void **state)
 {
 	(void)state;
 	pb_u64(&pb, PROTO_T_FSIZE, 4);
 	pb_str(&pb, PROTO_T_ALLOW, "/bin/true");
+	pb_stage(&pb, PROTO_STAGE_RUN);
 	pb_str(&pb, PROTO_T_ARG, "true");
 	pb_u64(&pb, PROTO_T_NOFILE, 3);
 	pb_str(&pb, PROTO_T_ENV, "A=1");
 	pb_u64(&pb, PROTO_T_NPROC, 2);
 	pb_str(&pb, PROTO_T_ARG, "x");
 	pb_u64(&pb, PROTO_T_MAX_OUTPUT, 1);
+	pb_u64(&pb, PROTO_T_CPU_MS, 9);
 	assert_int_equal(decode_pb(), 0);
-	assert_int_equal(req.argc, 2);
-	assert_string_equal(req.argv[0], "true");
-	assert_string_equal(req.argv[1], "x");
-	assert_null(req.argv[2]);
+	assert_int_equal(req.nstages, 1);
+	assert_int_equal(req.stage[0].argc, 2);
+	assert_string_equal(req.stage[0].argv[0], "true");
+	assert_string_equal(req.stage[0].argv[1], "x");
+	assert_null(req.stage[0].argv[2]);
+	assert_true(req.stage[0].cpu_ms == 9);
 	assert_int_equal(req.envc, 1);
 	assert_string_equal(req.env[0], "A=1");
 	assert_int_equal(req.nallow, 1);
@@ -380,11 +811,11 @@ static void request_any_order(void **state)
 static void request_truncated_and_overrun(void **state)
 {
 	(void)state;
-	pb_str(&pb, PROTO_T_ARG, "ls");
+	pb_run(&pb, "ls");
 	pb_limits(&pb);
 	assert_int_equal(decode_pb(), 0);
-	size_t good = pb.n;   /* 6 + 48 = 54 */
-	assert_int_equal(good, 54);
+	size_t good = pb.n;   /* 4 + 8 + 6 + 48 = 66 */
+	assert_int_equal(good, 66);
 	/* 1..3 stray bytes: a truncated field header */
 	for (int extra = 1; extra <= 3; extra++) {
 		pb.n = good;
@@ -393,7 +824,7 @@ static void request_truncated_and_overrun(void **state)
 			pb.b[pb.n++] = 0;
 		if (extra > 2)
 			pb.b[pb.n++] = 1;
-		assert_refused("truncated field header at byte 54");
+		assert_refused("truncated field header at byte 66");
 	}
 	/* a field whose length runs past the payload, by one byte or many */
 	pb.n = good;
@@ -406,15 +837,15 @@ static void request_truncated_and_overrun(void **state)
 	pb.n += 4;
 	assert_refused("overruns");
 	/* a limit whose 8 bytes are cut */
-	memset(&pb, 0, sizeof(pb));
-	pb_str(&pb, PROTO_T_ARG, "ls");
+	pb_run(&pb, "ls");
 	pb_limits(&pb);
 	pb.n -= 1;
 	assert_refused("overruns");
 	/* the payload shorter than it claims: decode only reads len bytes
 	 * (a field at the end cut by the length given) */
-	memset(&pb, 0, sizeof(pb));
+	pb_begin(&pb);
 	pb_limits(&pb);
+	pb_stage(&pb, PROTO_STAGE_RUN);
 	pb_str(&pb, PROTO_T_ARG, "ls");
 	pb.n -= 2;
 	assert_refused("overruns");
@@ -435,8 +866,7 @@ static void request_bad_strings(void **state)
 			memcpy(b, v, at[k]);
 			b[at[k]] = '\0';
 			memcpy(b + at[k] + 1, v + at[k], vl - at[k]);
-			memset(&pb, 0, sizeof(pb));
-			pb_str(&pb, PROTO_T_ARG, "prog");
+			pb_run(&pb, "prog");
 			pb_field(&pb, tags[t], b, vl + 1);
 			pb_limits(&pb);
 			assert_refused("string too long or with a NUL");
@@ -446,14 +876,12 @@ static void request_bad_strings(void **state)
 		memset(s, 'x', sizeof(s) - 1);
 		memcpy(s, ok_value[t], strlen(ok_value[t]));
 		s[PROTO_MAX_STR] = '\0';
-		memset(&pb, 0, sizeof(pb));
-		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_run(&pb, "prog");
 		pb_str(&pb, tags[t], s);
 		pb_limits(&pb);
 		assert_int_equal(decode_pb(), 0);
 		s[PROTO_MAX_STR] = 'x';
-		memset(&pb, 0, sizeof(pb));
-		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_run(&pb, "prog");
 		pb_field(&pb, tags[t], s, PROTO_MAX_STR + 1);
 		pb_limits(&pb);
 		assert_refused("string too long or with a NUL");
@@ -470,28 +898,33 @@ static void request_counts(void **state)
 		{ PROTO_T_ALLOW, PROTO_MAX_ALLOW, "/" },
 	};
 	for (size_t k = 0; k < 3; k++) {
-		memset(&pb, 0, sizeof(pb));
+		pb_begin(&pb);
+		pb_stage(&pb, PROTO_STAGE_RUN);
 		if (kinds[k].tag != PROTO_T_ARG)
 			pb_str(&pb, PROTO_T_ARG, "prog");
 		for (unsigned i = 0; i < kinds[k].max; i++)
 			pb_str(&pb, kinds[k].tag, kinds[k].value);
 		pb_limits(&pb);
 		assert_int_equal(decode_pb(), 0);
-		unsigned got = kinds[k].tag == PROTO_T_ARG ? req.argc : kinds[k].tag == PROTO_T_ENV ? req.envc : req.nallow;
+		unsigned got = kinds[k].tag == PROTO_T_ARG ? req.stage[0].argc : kinds[k].tag == PROTO_T_ENV ? req.envc : req.nallow;
 		assert_int_equal(got, kinds[k].max);
-		assert_null(req.argv[req.argc]);
+		assert_null(req.stage[0].argv[req.stage[0].argc]);
 		assert_null(req.env[req.envc]);
 		pb_str(&pb, kinds[k].tag, kinds[k].value);
 		char why[64];
 		snprintf(why, sizeof(why), "too many fields of type %u", kinds[k].tag);
 		assert_refused(why);
 	}
-	/* all three at their maximum at once, with long strings: the storage holds it */
-	memset(&pb, 0, sizeof(pb));
+	/* all three at their maximum at once, in both stages, with long
+	 * strings: the storage holds it */
+	pb_begin(&pb);
 	static char s[PROTO_MAX_STR + 1];
 	memset(s, 's', 60);
-	for (unsigned i = 0; i < PROTO_MAX_ARGS; i++)
-		pb_field(&pb, PROTO_T_ARG, s, 20);
+	for (unsigned k = 0; k < PROTO_MAX_STAGES; k++) {
+		pb_stage(&pb, k + 1 < PROTO_MAX_STAGES ? PROTO_STAGE_COMPILE : PROTO_STAGE_RUN);
+		for (unsigned i = 0; i < PROTO_MAX_ARGS; i++)
+			pb_field(&pb, PROTO_T_ARG, s, 20);
+	}
 	s[0] = 'E';
 	s[1] = '=';
 	for (unsigned i = 0; i < PROTO_MAX_ENV; i++)
@@ -502,14 +935,16 @@ static void request_counts(void **state)
 	pb_limits(&pb);
 	assert_true(pb.n <= PROTO_MAX_PAYLOAD);
 	assert_int_equal(decode_pb(), 0);
-	assert_int_equal(req.argc, PROTO_MAX_ARGS);
+	assert_int_equal(req.stage[0].argc, PROTO_MAX_ARGS);
+	assert_int_equal(req.stage[1].argc, PROTO_MAX_ARGS);
 	assert_int_equal(req.envc, PROTO_MAX_ENV);
 	assert_int_equal(req.nallow, PROTO_MAX_ALLOW);
 	assert_int_equal(strlen(req.allow[PROTO_MAX_ALLOW - 1]), 60);
 	/* and a full frame of one-byte strings (the most NULs storage needs) */
-	memset(&pb, 0, sizeof(pb));
+	pb_begin(&pb);
 	for (unsigned i = 0; i < PROTO_MAX_ALLOW; i++)
 		pb_str(&pb, PROTO_T_ALLOW, "/");
+	pb_stage(&pb, PROTO_STAGE_RUN);
 	pb_str(&pb, PROTO_T_ARG, "prog");
 	memset(s, 'y', PROTO_MAX_STR);
 	for (unsigned i = 1; i < PROTO_MAX_ARGS && pb.n + 4 + PROTO_MAX_STR + 48 <= PROTO_MAX_PAYLOAD; i++)
@@ -525,8 +960,7 @@ static void request_limits(void **state)
 	static const uint16_t lim[] = { PROTO_T_MAX_OUTPUT, PROTO_T_NPROC, PROTO_T_NOFILE, PROTO_T_FSIZE };
 	for (size_t miss = 0; miss < 4; miss++) {
 		/* one missing */
-		memset(&pb, 0, sizeof(pb));
-		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_run(&pb, "prog");
 		for (size_t i = 0; i < 4; i++)
 			if (i != miss)
 				pb_u64(&pb, lim[i], 1);
@@ -540,8 +974,7 @@ static void request_limits(void **state)
 		static const size_t lens[] = { 0, 4, 7, 9, 16 };
 		uint8_t z[16] = { 0 };
 		for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
-			memset(&pb, 0, sizeof(pb));
-			pb_str(&pb, PROTO_T_ARG, "prog");
+			pb_run(&pb, "prog");
 			for (size_t i = 0; i < 4; i++)
 				if (i == miss)
 					pb_field(&pb, lim[i], z, lens[l]);
@@ -553,18 +986,16 @@ static void request_limits(void **state)
 		}
 	}
 	/* none at all */
-	memset(&pb, 0, sizeof(pb));
-	pb_str(&pb, PROTO_T_ARG, "prog");
+	pb_run(&pb, "prog");
 	assert_refused("a limit is missing");
 }
 
 static void request_unknown_tag(void **state)
 {
 	(void)state;
-	static const uint16_t bad[] = { 0, 8, 9, 0x100, 0x8001, 0xffff };
+	static const uint16_t bad[] = { 0, PROTO_T_MEMORY_KIB + 1, 12, 0x100, 0x8001, 0xffff };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		memset(&pb, 0, sizeof(pb));
-		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_run(&pb, "prog");
 		pb_limits(&pb);
 		pb_field(&pb, bad[i], "", 0);
 		char why[64];
@@ -572,11 +1003,10 @@ static void request_unknown_tag(void **state)
 		assert_refused(why);
 	}
 	/* an unknown tag with 8 bytes is not taken for a limit either */
-	memset(&pb, 0, sizeof(pb));
-	pb_str(&pb, PROTO_T_ARG, "prog");
+	pb_run(&pb, "prog");
 	pb_limits(&pb);
-	pb_u64(&pb, 8, 1);
-	assert_refused("unknown field 8");
+	pb_u64(&pb, 11, 1);
+	assert_refused("unknown field 11");
 }
 
 static void request_no_program(void **state)
@@ -588,19 +1018,17 @@ static void request_no_program(void **state)
 	pb_limits(&pb);
 	assert_refused("no program");
 	/* an empty argv[0], even with more arguments after it */
-	memset(&pb, 0, sizeof(pb));
-	pb_str(&pb, PROTO_T_ARG, "");
+	pb_run(&pb, "");
 	pb_str(&pb, PROTO_T_ARG, "x");
 	pb_limits(&pb);
 	assert_refused("no program");
 	/* an empty argv[1] is fine */
-	memset(&pb, 0, sizeof(pb));
-	pb_str(&pb, PROTO_T_ARG, "x");
+	pb_run(&pb, "x");
 	pb_str(&pb, PROTO_T_ARG, "");
 	pb_limits(&pb);
 	assert_int_equal(decode_pb(), 0);
-	assert_int_equal(req.argc, 2);
-	assert_string_equal(req.argv[1], "");
+	assert_int_equal(req.stage[0].argc, 2);
+	assert_string_equal(req.stage[0].argv[1], "");
 }
 
 static void request_bad_env(void **state)
@@ -610,8 +1038,7 @@ static void request_bad_env(void **state)
 		"FOO", "", "=", "=x", "1A=x", "A-B=x", "A B=x", "A.B=x", "\xc3\x84=x", "A\n=x", "$A=x", " A=x",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		memset(&pb, 0, sizeof(pb));
-		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_run(&pb, "prog");
 		pb_str(&pb, PROTO_T_ENV, "GOOD=1");
 		pb_str(&pb, PROTO_T_ENV, bad[i]);
 		pb_limits(&pb);
@@ -621,8 +1048,7 @@ static void request_bad_env(void **state)
 	}
 	static const char *const good[] = { "_=x", "A1=", "a=b=c", "Z_9=\n", "x==" };
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-		memset(&pb, 0, sizeof(pb));
-		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_run(&pb, "prog");
 		pb_str(&pb, PROTO_T_ENV, good[i]);
 		pb_limits(&pb);
 		if (decode_pb() != 0)
@@ -636,8 +1062,7 @@ static void request_relative_allow(void **state)
 	(void)state;
 	static const char *const bad[] = { "bin/sh", "", "./x", "~/x", " /x" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		memset(&pb, 0, sizeof(pb));
-		pb_str(&pb, PROTO_T_ARG, "prog");
+		pb_run(&pb, "prog");
 		pb_str(&pb, PROTO_T_ALLOW, "/ok");
 		pb_str(&pb, PROTO_T_ALLOW, "/ok2");
 		pb_str(&pb, PROTO_T_ALLOW, bad[i]);
@@ -653,22 +1078,23 @@ static void encode_refusals(void **state)
 	(void)state;
 	static char longest[PROTO_MAX_STR + 2];
 	static char *many[PROTO_MAX_ALLOW + 2];
-	req.argc = 1;
-	req.argv[0] = "prog";
+	run_stage(&req);
+	req.stage[0].argc = 1;
+	req.stage[0].argv[0] = "prog";
 	assert_int_not_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
 
 	/* no argv, too many args / env / allow entries */
-	req.argc = 0;
+	req.stage[0].argc = 0;
 	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
 	for (unsigned i = 0; i <= PROTO_MAX_ALLOW; i++)
 		many[i] = "/";
-	req.argc = PROTO_MAX_ARGS + 1;
+	req.stage[0].argc = PROTO_MAX_ARGS + 1;
 	for (unsigned i = 0; i <= PROTO_MAX_ARGS; i++)
-		req.argv[i] = "a";
+		req.stage[0].argv[i] = "a";
 	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
-	req.argc = PROTO_MAX_ARGS;
+	req.stage[0].argc = PROTO_MAX_ARGS;
 	assert_int_not_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
-	req.argc = 1;
+	req.stage[0].argc = 1;
 	req.envc = PROTO_MAX_ENV + 1;
 	for (unsigned i = 0; i < PROTO_MAX_ENV; i++)
 		req.env[i] = "A=";
@@ -706,12 +1132,12 @@ static void encode_refusals(void **state)
 
 	/* strings over PROTO_MAX_STR, in each kind of field */
 	memset(longest, 'x', PROTO_MAX_STR + 1);
-	req.argv[0] = longest;
+	req.stage[0].argv[0] = longest;
 	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
 	longest[PROTO_MAX_STR] = '\0';
-	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 4 + PROTO_MAX_STR + 48);
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 4 + 8 + 4 + PROTO_MAX_STR + 48);
 	longest[PROTO_MAX_STR] = 'x';
-	req.argv[0] = "prog";
+	req.stage[0].argv[0] = "prog";
 	longest[0] = 'E';
 	longest[1] = '=';
 	req.envc = 1;
@@ -730,9 +1156,10 @@ static void encode_refusals(void **state)
 static void encode_refuses_empty_program(void **state)
 {
 	(void)state;
-	req.argc = 2;
-	req.argv[0] = "";
-	req.argv[1] = "x";
+	run_stage(&req);
+	req.stage[0].argc = 2;
+	req.stage[0].argv[0] = "";
+	req.stage[0].argv[1] = "x";
 	size_t n = proto_encode_request(&req, enc, sizeof(enc));
 	if (n)   /* show that the decoder refuses what was encoded */
 		assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), -1);
@@ -742,11 +1169,12 @@ static void encode_refuses_empty_program(void **state)
 static void encode_fit(void **state)
 {
 	(void)state;
-	req.argc = 2;
-	req.argv[0] = "prog";
-	req.argv[1] = "argument";
+	run_stage(&req);
+	req.stage[0].argc = 2;
+	req.stage[0].argv[0] = "prog";
+	req.stage[0].argv[1] = "argument";
 	size_t need = proto_encode_request(&req, enc, sizeof(enc));
-	assert_int_equal(need, 8 + 12 + 48);
+	assert_int_equal(need, 4 + 8 + 8 + 12 + 48);
 	/* exactly enough room, one byte short, far too short */
 	memset(enc2, 0xee, sizeof(enc2));
 	assert_int_equal(proto_encode_request(&req, enc2, need), need);
@@ -763,23 +1191,23 @@ static void encode_fit(void **state)
 	/* more than one frame holds, whatever cap says */
 	static char s[PROTO_MAX_STR + 1];
 	memset(s, 'z', PROTO_MAX_STR);
-	req.argc = 0;
+	req.stage[0].argc = 0;
 	for (unsigned i = 0; i < 16; i++)
-		req.argv[req.argc++] = s;
-	/* 16 * 4100 + 48 = 65648 > 65536 */
+		req.stage[0].argv[req.stage[0].argc++] = s;
+	/* 12 + 16 * 4100 + 48 = 65660 > 65536 */
 	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
-	req.argc = 15;
+	req.stage[0].argc = 15;
 	size_t n = proto_encode_request(&req, enc, sizeof(enc));
-	assert_int_equal(n, 15 * (4 + PROTO_MAX_STR) + 48);
+	assert_int_equal(n, 12 + 15 * (4 + PROTO_MAX_STR) + 48);
 	/* and filling the frame to the byte: 65536 exactly */
 	size_t rest = PROTO_MAX_PAYLOAD - n - 4;
 	static char t[PROTO_MAX_STR + 1];
 	memset(t, 't', rest);
-	req.argv[req.argc++] = t;
+	req.stage[0].argv[req.stage[0].argc++] = t;
 	n = proto_encode_request(&req, enc, sizeof(enc));
 	assert_int_equal(n, PROTO_MAX_PAYLOAD);
 	assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), 0);
-	assert_int_equal(req2.argc, 16);
+	assert_int_equal(req2.stage[0].argc, 16);
 	t[rest] = 't';
 	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
 }
@@ -819,10 +1247,11 @@ static void build_stream(void)
 	size_t n = proto_encode_hello(buf, sizeof(buf), "vmrun-agent 0.1.0");
 	add_frame(PROTO_HELLO, buf, (uint32_t)n);
 	memset(&req, 0, sizeof(req));
-	req.argc = 3;
-	req.argv[0] = "sh";
-	req.argv[1] = "-c";
-	req.argv[2] = "cat";
+	run_stage(&req);
+	req.stage[0].argc = 3;
+	req.stage[0].argv[0] = "sh";
+	req.stage[0].argv[1] = "-c";
+	req.stage[0].argv[2] = "cat";
 	n = proto_encode_request(&req, enc, sizeof(enc));
 	add_frame(PROTO_REQUEST, enc, (uint32_t)n);
 	add_frame(PROTO_STDIN, "abc", 3);
@@ -1183,8 +1612,14 @@ int main(void)
 		cmocka_unit_test_setup(exit_round_trip, setup),
 		cmocka_unit_test_setup(exit_refused, setup),
 		cmocka_unit_test_setup(exit_status_ranges, setup),
+		cmocka_unit_test_setup(exit_stage_and_flags, setup),
+		cmocka_unit_test_setup(stage_continues_table, setup),
 		cmocka_unit_test_setup(request_exact_bytes, setup),
 		cmocka_unit_test_setup(request_round_trip, setup),
+		cmocka_unit_test_setup(request_two_stage_round_trip, setup),
+		cmocka_unit_test_setup(request_version, setup),
+		cmocka_unit_test_setup(request_stage_rules, setup),
+		cmocka_unit_test_setup(encode_stage_rules, setup),
 		cmocka_unit_test_setup(request_any_order, setup),
 		cmocka_unit_test_setup(request_truncated_and_overrun, setup),
 		cmocka_unit_test_setup(request_bad_strings, setup),

@@ -4,10 +4,12 @@
  * and runs host/session.c.
  *
  *   agent_client UDS ALLOWLIST_FILE [-o MAX_OUTPUT] [-i STDIN_FILE]
- *                [-e NAME=VALUE]... [-t SECONDS] -- PROGRAM [ARG...]
+ *                [-e NAME=VALUE]... [-t SECONDS] [-c CPU_MS] [-m MEMORY_KIB]
+ *                -- PROGRAM [ARG...]
  *
- * The command's stdout and stderr go to ours; one "agent_client: ..." line
- * on stderr reports the end. Exit status as vmrun's: the command's status,
+ * The request has one stage, RUN, with the CPU and memory limits given
+ * (none by default). The command's stdout and stderr go to ours; one
+ * "agent_client: ..." line on stderr reports the end. Exit status as vmrun's: the command's status,
  * 128+N for signal N, 126 denied, 127 not found, 124 timeout, 125 failure. */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,11 +46,14 @@ static int load_allowlist(const char *file, struct proto_request *r)
 
 int main(int argc, char **argv)
 {
-	static struct proto_request req = { .max_output = 1 << 20, .nproc = 256, .nofile = 256, .fsize = 64 << 20 };
+	static struct proto_request req = { .nstages = 1, .stage = { { .kind = PROTO_STAGE_RUN } },
+					    .max_output = 1 << 20, .nproc = 256, .nofile = 256, .fsize = 64 << 20 };
+	struct proto_stage *run = &req.stage[0];
 	int64_t start = session_now_ms();
 	signal(SIGPIPE, SIG_IGN);   /* a closed connection is an error return, as in vmrun */
 	if (argc < 5) {
-		fprintf(stderr, "usage: agent_client UDS ALLOWLIST [-o N] [-i FILE] [-e N=V]... [-t S] -- PROG [ARG...]\n");
+		fprintf(stderr, "usage: agent_client UDS ALLOWLIST [-o N] [-i FILE] [-e N=V]... [-t S] [-c MS] [-m KIB] "
+				"-- PROG [ARG...]\n");
 		return 125;
 	}
 	const char *uds = argv[1];
@@ -69,9 +74,13 @@ int main(int argc, char **argv)
 			req.env[req.envc++] = argv[i + 1];
 		else if (!strcmp(argv[i], "-t"))
 			timeout = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "-c"))
+			run->cpu_ms = strtoull(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "-m"))
+			run->memory_kib = strtoull(argv[i + 1], NULL, 10);
 	}
-	for (i++; i < argc && req.argc < PROTO_MAX_ARGS; i++)
-		req.argv[req.argc++] = argv[i];
+	for (i++; i < argc && run->argc < PROTO_MAX_ARGS; i++)
+		run->argv[run->argc++] = argv[i];
 
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s_%u", uds, PROTO_VSOCK_PORT);
@@ -108,10 +117,11 @@ int main(int argc, char **argv)
 	static const char *kinds[] = { "?", "exited", "signaled", "denied", "not_found", "error" };
 	fprintf(stderr,
 		"agent_client: %s code=%d signal=%d cpu_ms=%llu max_rss_kib=%llu stdout_bytes=%llu stderr_bytes=%llu "
-		"stdout_truncated=%d stderr_truncated=%d\n",
+		"stdout_truncated=%d stderr_truncated=%d oom_killed=%d cpu_exceeded=%d\n",
 		kinds[e->kind], e->code, e->signal, (unsigned long long)e->cpu_ms, (unsigned long long)e->max_rss_kib,
 		(unsigned long long)e->stdout_bytes, (unsigned long long)e->stderr_bytes,
-		!!(e->flags & PROTO_EXIT_STDOUT_TRUNCATED), !!(e->flags & PROTO_EXIT_STDERR_TRUNCATED));
+		!!(e->flags & PROTO_EXIT_STDOUT_TRUNCATED), !!(e->flags & PROTO_EXIT_STDERR_TRUNCATED),
+		!!(e->flags & PROTO_EXIT_OOM_KILLED), !!(e->flags & PROTO_EXIT_CPU_EXCEEDED));
 	switch (e->kind) {
 	case PROTO_END_EXITED: return e->code;
 	case PROTO_END_SIGNALED: return 128 + e->signal;
