@@ -1,16 +1,23 @@
 /* The host side of a run (host/session.c) against scripted, hostile
  * agents: guest text (the HELLO name, an ERROR frame's text) reaches the
- * result only made printable, and session_printable itself. The
- * conversation with the real agent is tested in test_agent.c. */
+ * result only made printable, and session_printable itself; scripted
+ * agents' good and malformed streams, stages, deadlines with idle stdin,
+ * and an agent that goes away mid-stdin. The agent's side is tested in
+ * test_agent.c. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "proto.h"
@@ -197,12 +204,256 @@ static void stages(void **state)
 	assert_false(res.stage_timeout);
 }
 
+
+/* A "agent" that already wrote script, closing its end when close_after;
+ * output collected into out_buf/err_buf. */
+static uint8_t out_buf[1 << 16], err_buf[1 << 16];
+static size_t out_len, err_len;
+
+static void on_output(void *ctx, unsigned stage, uint16_t type, const uint8_t *data, uint32_t len)
+{
+	(void)ctx;
+	(void)stage;
+	uint8_t *b = type == PROTO_STDOUT ? out_buf : err_buf;
+	size_t *n = type == PROTO_STDOUT ? &out_len : &err_len;
+	if (*n + len < sizeof(out_buf)) {
+		memcpy(b + *n, data, len);
+		*n += len;
+	}
+}
+
+static void request_true(void)
+{
+	memset(&rq, 0, sizeof(rq));
+	rq.nstages = 1;
+	rq.stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_RUN, .argc = 1, .argv = { "true" } };
+}
+
+static void send_raw(int fd, const void *p, size_t n)
+{
+	for (size_t off = 0; off < n;) {
+		ssize_t k = write(fd, (const uint8_t *)p + off, n - off);
+		assert_true(k > 0);
+		off += (size_t)k;
+	}
+}
+
+static enum session_status scripted2(const uint8_t *script, size_t n, bool close_after, int64_t deadline_ms)
+{
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	if (n)
+		send_raw(sv[1], script, n);
+	if (close_after)
+		close(sv[1]);
+	out_len = err_len = 0;
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .output = on_output };
+	enum session_status st = session_run(sv[0], &rq, &io, session_now_ms() + deadline_ms, &res);
+	close(sv[0]);
+	if (!close_after)
+		close(sv[1]);
+	out_buf[out_len] = '\0';
+	err_buf[err_len] = '\0';
+	return st;
+}
+
+static void scripted_agents(void **state)
+{
+	(void)state;
+	static uint8_t s[4 * PROTO_MAX_PAYLOAD];
+	uint8_t hello[64], ex[PROTO_EXIT_LEN];
+	uint32_t hn = (uint32_t)proto_encode_hello(hello, sizeof(hello), "fake agent");
+	struct proto_exit e = { .kind = PROTO_END_EXITED, .code = 7, .cpu_ms = 5, .stdout_bytes = 3, .stderr_bytes = 4 };
+	proto_encode_exit(&e, ex);
+	size_t n;
+	request_true();
+
+	/* a good run: output, then EXIT; what follows EXIT is not read */
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	n += put_frame(s + n, PROTO_STDOUT, "out", 3);
+	n += put_frame(s + n, PROTO_STDERR, "errs", 4);
+	n += put_frame(s + n, PROTO_EXIT, ex, sizeof(ex));
+	n += put_frame(s + n, 99, NULL, 0);
+	assert_int_equal(scripted2(s, n, true, 5000), SESSION_DONE);
+	assert_string_equal(res.agent, "fake agent");
+	assert_true(res.hello_ms > 0);
+	assert_memory_equal(&res.exit[0], &e, sizeof(e));
+	assert_int_equal(res.exits, 1);
+	assert_string_equal((char *)out_buf, "out");
+	assert_string_equal((char *)err_buf, "errs");
+
+	/* the first frame must be HELLO, of this version */
+	n = put_frame(s, PROTO_STDOUT, "out", 3);
+	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "the agent's first frame is type 4, not HELLO");
+	assert_int_equal(out_len, 0);
+	uint8_t v3[8] = { PROTO_VERSION + 1, 0, 0, 0, 'x' };
+	n = put_frame(s, PROTO_HELLO, v3, 5);
+	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "bad HELLO: agent speaks protocol version 3, this host 2");
+	assert_int_equal(res.hello_ms, 0);
+
+	/* ERROR ends the run, its text (up to 400 bytes) kept */
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	n += put_frame(s + n, PROTO_STDOUT, "partial", 7);
+	n += put_frame(s + n, PROTO_ERROR, "boom", 4);
+	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "agent: boom");
+	assert_string_equal((char *)out_buf, "partial");
+	static char longmsg[1000], want[500];
+	memset(longmsg, 'm', sizeof(longmsg));
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	n += put_frame(s + n, PROTO_ERROR, longmsg, sizeof(longmsg));
+	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
+	snprintf(want, sizeof(want), "agent: %.400s", longmsg);
+	assert_string_equal(res.error, want);
+
+	/* a bad EXIT, a frame the agent does not send, a malformed stream */
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	n += put_frame(s + n, PROTO_EXIT, ex, sizeof(ex) - 1);
+	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "bad EXIT: EXIT of 55 bytes");
+	/* an exit status vmrun could not pass on: 128 + signal would overflow */
+	struct proto_exit bad = { .kind = PROTO_END_SIGNALED, .signal = INT32_MAX };
+	uint8_t badex[PROTO_EXIT_LEN];
+	proto_encode_exit(&bad, badex);
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	n += put_frame(s + n, PROTO_EXIT, badex, sizeof(badex));
+	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "bad EXIT: EXIT with signal 2147483647 outside 1..64");
+	bad = (struct proto_exit){ .kind = PROTO_END_EXITED, .code = 256 };
+	proto_encode_exit(&bad, badex);
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	n += put_frame(s + n, PROTO_EXIT, badex, sizeof(badex));
+	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "bad EXIT: EXIT with exit code 256 outside 0..255");
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	n += put_frame(s + n, PROTO_REQUEST, "", 0);
+	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "unexpected frame type 2 from the agent");
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	n += put_frame(s + n, PROTO_STDIN, "in", 2);
+	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "unexpected frame type 3 from the agent");
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	n += put_frame(s + n, 9, NULL, 0);
+	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "unknown frame type 9");
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	proto_header(s + n, PROTO_STDOUT, PROTO_MAX_PAYLOAD + 1);
+	n += PROTO_HDR_LEN;
+	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "frame of 65537 bytes exceeds the 65536-byte maximum");
+
+	/* the connection ends: before HELLO, after it, in the middle of EXIT */
+	assert_int_equal(scripted2(s, 0, true, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "the agent's connection ended before HELLO");
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	assert_int_equal(scripted2(s, n, true, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "the agent's connection ended before EXIT");
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	n += put_frame(s + n, PROTO_EXIT, ex, sizeof(ex)) - 1;
+	assert_int_equal(scripted2(s, n, true, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "the agent's connection ended before EXIT");
+
+	/* silence: the deadline, on time */
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	int64_t t0 = session_now_ms();
+	assert_int_equal(scripted2(s, n, false, 200), SESSION_TIMEOUT);
+	int64_t ms = session_now_ms() - t0;
+	assert_true(ms >= 200 && ms < 1500);
+	t0 = session_now_ms();
+	assert_int_equal(scripted2(s, 0, false, 0), SESSION_TIMEOUT);
+	assert_true(session_now_ms() - t0 < 500);
+
+	/* a request that cannot be encoded is not sent */
+	rq.nstages = 0;
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "the request does not fit one frame");
+}
+
+
+/* The command's stdin is a pipe that stays open and empty, and the agent
+ * says nothing after HELLO: session_run still ends in SESSION_TIMEOUT when
+ * the deadline passes (an alarm fails the test if it blocks instead). */
+static void deadline_with_idle_stdin(void **state)
+{
+	(void)state;
+	request_true();
+	int sv[2], sp[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(pipe2(sp, O_CLOEXEC), 0);
+	uint8_t hello[64];
+	size_t n = proto_encode_hello(hello, sizeof(hello), "fake");
+	assert_int_equal(proto_send(sv[1], PROTO_HELLO, hello, (uint32_t)n), 0);
+	alarm(5);
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = sp[0] };
+	int64_t t0 = session_now_ms();
+	assert_int_equal(session_run(sv[0], &rq, &io, t0 + 300, &res), SESSION_TIMEOUT);
+	alarm(0);
+	int64_t ms = session_now_ms() - t0;
+	assert_true(ms >= 300 && ms < 3000);
+	close(sv[0]);
+	close(sv[1]);
+	close(sp[0]);
+	close(sp[1]);
+}
+
+/* The agent goes away without reading all stdin: session_run comes back
+ * with SESSION_FAILED and why, and its process survives (SIGPIPE is
+ * ignored, as vmrun's main does; session_run sends with MSG_NOSIGNAL). */
+static void survives_agent_closing(void **state)
+{
+	(void)state;
+	request_true();
+	static uint8_t big[1 << 20];
+	memset(big, 'x', sizeof(big));
+	char path[] = "/tmp/test_session.XXXXXX";
+	int in = mkstemp(path);
+	assert_true(in >= 0);
+	unlink(path);
+	send_raw(in, big, sizeof(big));
+	assert_int_equal(lseek(in, 0, SEEK_SET), 0);
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	uint8_t hello[64];
+	size_t n = proto_encode_hello(hello, sizeof(hello), "fake");
+	assert_int_equal(proto_send(sv[1], PROTO_HELLO, hello, (uint32_t)n), 0);
+	fflush(NULL);
+	pid_t agent = fork();
+	assert_true(agent >= 0);
+	if (agent == 0) {
+		/* read the REQUEST's start, let the host fill the socket, go */
+		uint8_t buf[256];
+		close(sv[0]);
+		if (read(sv[1], buf, sizeof(buf)) <= 0)
+			_exit(1);
+		usleep(100000);
+		_exit(0);
+	}
+	close(sv[1]);
+	alarm(10);
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = in };
+	assert_int_equal(session_run(sv[0], &rq, &io, session_now_ms() + 5000, &res), SESSION_FAILED);
+	alarm(0);
+	assert_string_equal(res.error, "the agent's connection ended before EXIT");
+	assert_string_equal(res.agent, "fake");
+	int st;
+	assert_int_equal(waitpid(agent, &st, 0), agent);
+	close(sv[0]);
+	close(in);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(printable_helper),
 		cmocka_unit_test(hostile_hello_and_error),
 		cmocka_unit_test(stages),
+		cmocka_unit_test(scripted_agents),
+		cmocka_unit_test(deadline_with_idle_stdin),
+		cmocka_unit_test(survives_agent_closing),
 	};
 	return cmocka_run_group_tests_name("session", tests, NULL, NULL);
 }
