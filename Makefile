@@ -173,6 +173,7 @@ vm-test: all payloads guest $(VM_TEST_BINS)
 	@./scripts/on-kvm-host.sh --limit 900 "e2e tests" tests/e2e/run.sh
 	@./scripts/on-kvm-host.sh --limit 300 "jail tests" tests/e2e/jail.sh
 	@./scripts/on-kvm-host.sh --limit 600 "runtime tests" tests/e2e/runtimes.sh
+	@./scripts/on-kvm-host.sh --limit 1500 "source mode tests" tests/e2e/source.sh
 
 check:
 	@start=$$(date +%s); ./scripts/deps.sh && \

@@ -14,7 +14,8 @@ PROGRAMS=$PWD/tests/e2e/programs
 DEADLINE=600
 # Compilers under an emulated KVM host take tens of seconds: generous
 # stage limits here, the manifests' own defaults are for real hardware.
-SLOW="--compile-timeout 300 --run-timeout 120"
+SLOW="--timeout 290 --run-timeout 60"
+slow() { grep -q '^compile: ' "build/guest/runtimes/$1.runtime" && echo "$SLOW --compile-timeout 220" || echo "$SLOW"; }
 pass=0
 fail=0
 tmp=$(mktemp -d /tmp/source.XXXXXX)
@@ -51,7 +52,7 @@ while read -r rt ext; do
 	ws=$tmp/ws-$rt
 	mkdir -p "$ws"
 	echo "from workspace" >"$ws/in.txt"
-	v --runtime "$rt" $SLOW --json -w "$ws" -a "$tmp/art-$rt" -i "$tmp/stdin-file" --source "$PROGRAMS/$prog" -- a "b c"
+	v --runtime "$rt" $(slow "$rt") --json -w "$ws" -a "$tmp/art-$rt" -i "$tmp/stdin-file" --source "$PROGRAMS/$prog" -- a "b c"
 	rc=$?
 	compiled=$(sed -n 's/^compile: .*/yes/p' "build/guest/runtimes/$rt.runtime")
 	[ $rc -eq 0 ] && json "j['termination']=='exited' and j['run']['stdout']=='''$want\n''' and j['stdout']==j['run']['stdout'] and j['runtime']['name']=='$rt' and ((j['compile'] is not None and j['compile']['exit_code']==0) == ('$compiled'=='yes'))" &&
@@ -83,7 +84,7 @@ while read -r rt ext; do
 	file=$1
 	shift
 	diag="$*"
-	v --runtime "$rt" $SLOW --json --source "$tmp/bad-$rt/$file"
+	v --runtime "$rt" $(slow "$rt") --json --source "$tmp/bad-$rt/$file"
 	rc=$?
 	[ $rc -ne 0 ] && [ $rc -lt 124 ] &&
 		json "j['termination']=='compile_error' and j['compile']['termination']=='exited' and j['compile']['exit_code']==$rc and j['run'] is None and '''$diag''' in j['compile']['stdout']+j['compile']['stderr'] and j['exit_code']==$rc" &&
@@ -92,7 +93,7 @@ while read -r rt ext; do
 	if [ "$rt" = c ]; then
 		cp "$tmp/out" "$tmp/compile-error.json"
 		# streamed: the diagnostics on stderr, vmrun's line last
-		v --runtime c $SLOW --source "$tmp/bad-c/bad.c"
+		v --runtime c $(slow c) --source "$tmp/bad-c/bad.c"
 		rc=$?
 		[ $rc -eq 1 ] && [ ! -s "$tmp/out" ] && grep -q "error: 'missing' undeclared" "$tmp/err" &&
 			tail -n 1 "$tmp/err" | grep -q "^vmrun: compile_error: the compile stage failed with status 1$" &&
@@ -123,7 +124,7 @@ json "j['run']['oom_killed'] and j['run']['termination']=='signaled' and j['limi
 	ok "--run-memory 64: the stage's cgroup kills the allocation, flagged oom_killed (status $rc)" ||
 	not_ok "memory limit (status $rc)"
 printf '#include <unistd.h>\nint main(void) { sleep(600); return 0; }\n' >"$tmp/sleep.c"
-v --runtime c --compile-timeout 300 --run-timeout 3 --json --source "$tmp/sleep.c"
+v --runtime c --compile-timeout 220 --run-timeout 3 --json --source "$tmp/sleep.c"
 rc=$?
 [ $rc -eq 124 ] && json "j['termination']=='timeout' and j['compile']['exit_code']==0 and j['run']['termination']=='timeout' and 'the run stage exceeded its 3 s limit' in j['message'] and j['run']['duration_ms']<20000" &&
 	ok "--run-timeout 3: the run stage times out after a good compile stage (124)" || not_ok "run-stage timeout (status $rc)"

@@ -23,9 +23,10 @@
 
 #include "session.h"
 
-static void output(void *ctx, uint16_t type, const uint8_t *data, uint32_t len)
+static void output(void *ctx, unsigned stage, uint16_t type, const uint8_t *data, uint32_t len)
 {
 	(void)ctx;
+	(void)stage;
 	(void)!write(type == PROTO_STDOUT ? 1 : 2, data, len);
 }
 
@@ -113,7 +114,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "agent_client: failed: %s\n", res.error);
 		return 125;
 	}
-	const struct proto_exit *e = &res.exit;
+	const struct proto_exit *e = &res.exit[0];
 	static const char *kinds[] = { "?", "exited", "signaled", "denied", "not_found", "error" };
 	fprintf(stderr,
 		"agent_client: %s code=%d signal=%d cpu_ms=%llu max_rss_kib=%llu stdout_bytes=%llu stderr_bytes=%llu "
