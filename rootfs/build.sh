@@ -147,9 +147,28 @@ chown 1000:1000 "$stage/home/sandbox" 2>/dev/null || true
 	while read -r f; do [ -x "$f" ] && echo "/$f"; done) >"$stage/etc/vmrun/programs"
 
 # A smoke test where we can chroot: the manifest's check (the interpreter
-# and its libraries load).
+# and its libraries load, a compiler builds and runs a program). It runs as
+# the guest runs a command: as the sandbox user, in /workspace, with the
+# guest's environment, its /proc (the java launcher finds the JDK through
+# /proc/self/exe), the device nodes of its devtmpfs that programs open (go
+# needs /dev/null) and tmpfs on /tmp, /workspace and /home/sandbox (where
+# the JVM writes its font cache), so that nothing it writes reaches the
+# image. The mounts live in a mount and PID namespace of their
+# own and end with it, as does any process the check leaves.
 if [ "$(id -u)" = 0 ] && [ -n "$(key check)" ]; then
-	chroot "$stage" /bin/sh -c "$(key check)" >/dev/null ||
+	unshare --mount --propagation private --pid --fork --mount-proc="$stage/proc" /bin/sh -ec '
+		mount -t tmpfs -o mode=0755,size=1m vmrun-dev "$1/dev"
+		mknod -m 0666 "$1/dev/null" c 1 3
+		mknod -m 0666 "$1/dev/zero" c 1 5
+		mknod -m 0666 "$1/dev/full" c 1 7
+		mknod -m 0666 "$1/dev/random" c 1 8
+		mknod -m 0666 "$1/dev/urandom" c 1 9
+		mount -t tmpfs -o mode=1777,size=64m vmrun-tmp "$1/tmp"
+		mount -t tmpfs -o mode=0755,uid=1000,gid=1000 vmrun-workspace "$1/workspace"
+		mount -t tmpfs -o mode=0755,uid=1000,gid=1000 vmrun-home "$1/home/sandbox"
+		exec chroot --userspec=1000:1000 "$1" /bin/busybox env -i PATH=/usr/local/bin:/usr/bin:/bin \
+			HOME=/workspace LANG=C.UTF-8 PYTHONIOENCODING=utf-8 /bin/sh -c "cd /workspace && $2"' \
+		sh "$stage" "$(key check)" >/dev/null ||
 		{ echo "rootfs: $name's check fails in the staged root: $(key check)" >&2; exit 1; }
 fi
 
