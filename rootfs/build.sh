@@ -7,8 +7,11 @@
 #   the runtime    the closure of the manifest's Debian packages (apt-get
 #                  download, dependencies resolved by apt-cache against the
 #                  archives, never this machine's installed versions),
-#                  unpacked without maintainer scripts; Python's standard
-#                  library byte-compiled where the manifest says so
+#                  unpacked without maintainer scripts, less the paths
+#                  the manifest's `remove` names and with the links its
+#                  `links` names (those update-alternatives would make);
+#                  Python's standard library byte-compiled where the
+#                  manifest says so
 #   /etc/passwd, /etc/group with the unprivileged `sandbox` user
 #   /etc/vmrun/programs  the manifest of programs offered, which is also
 #                  written next to the image as NAME.programs: the
@@ -39,6 +42,9 @@ APT_CACHE="apt-cache -o Dir::State::status=/dev/null"
 
 # key: the value of one "key: value" line of the manifest ("" when absent).
 key() { sed -n "s/^$1:[[:space:]]*//p" "$manifest" | head -n 1; }
+# keys: the values of every "key: value" line of a list-valued key
+# (exclude, remove, links), which may span several lines.
+keys() { sed -n "s/^$1:[[:space:]]*//p" "$manifest" | tr '\n' ' '; }
 
 [ -f "$manifest" ] || { echo "rootfs: no runtime manifest $manifest" >&2; exit 1; }
 name=$(key name)
@@ -51,7 +57,7 @@ ROOTS=$(key packages)
 # `exclude` names (the libraries only those tools need, where the runtime
 # does not).
 EXCLUDE=" dpkg install-info tar perl perl-base perl-modules-5.36 libperl5.36 libgdbm-compat4 mailcap
-	mime-support $(key exclude) "
+	mime-support $(keys exclude) "
 
 [ -x "$BUSYBOX" ] && "$BUSYBOX" --list >/dev/null 2>&1 ||
 	{ echo "rootfs: $BUSYBOX missing (run 'make deps')" >&2; exit 1; }
@@ -117,6 +123,33 @@ done
 # Documentation and package metadata are of no use in the sandbox.
 rm -rf "$stage/usr/share/doc" "$stage/usr/share/man" "$stage/usr/share/lintian" "$stage/usr/share/info" \
 	"$stage/etc/cron.daily"
+# What the manifest's `remove` names: parts of its packages that nothing run
+# in the sandbox uses (go's prebuilt toolchain internals, the JDK's jmods).
+# Each must be there, so that a manifest outliving its package fails here.
+# (Paths, never patterns: no globbing while these lists are split.)
+plain_path() { case $1 in /*/*) ;; *) return 1 ;; esac; case $1/ in */../*|*/./*|*//*) return 1 ;; esac; }
+set -f
+for p in $(keys remove); do
+	plain_path "$p" || { echo "rootfs: remove: $p is not an absolute path below /" >&2; exit 1; }
+	[ -e "$stage$p" ] || [ -L "$stage$p" ] || { echo "rootfs: remove: $p is not in $name's packages" >&2; exit 1; }
+	rm -rf "${stage:?}$p"
+done
+# The manifest's `links` (LINK=TARGET): what update-alternatives makes in
+# the maintainer scripts that are not run here (/usr/bin/java,
+# /usr/bin/cc). Never over a file a package installed, never to nothing.
+for l in $(keys links); do
+	link=${l%%=*}
+	target=${l#*=}
+	[ "$link" != "$l" ] && [ -n "$target" ] && plain_path "$link" ||
+		{ echo "rootfs: links: $l: not LINK=TARGET with an absolute LINK" >&2; exit 1; }
+	! [ -e "$stage$link" ] && ! [ -L "$stage$link" ] ||
+		{ echo "rootfs: links: $link is a file of $name's packages" >&2; exit 1; }
+	case $target in /*) t=$stage$target ;; *) t=$stage$(dirname "$link")/$target ;; esac
+	[ -e "$t" ] || { echo "rootfs: links: $link: $target is not in $name's packages" >&2; exit 1; }
+	mkdir -p "$stage$(dirname "$link")"
+	ln -s "$target" "$stage$link"
+done
+set +f
 if [ -n "$(key compileall)" ]; then
 	"$PYTHON" -m compileall -q -j 0 --invalidation-mode unchecked-hash -s "$stage" -p / \
 		"$stage$(key compileall)" >/dev/null
