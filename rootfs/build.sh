@@ -7,8 +7,11 @@
 #   the runtime    the closure of the manifest's Debian packages (apt-get
 #                  download, dependencies resolved by apt-cache against the
 #                  archives, never this machine's installed versions),
-#                  unpacked without maintainer scripts; Python's standard
-#                  library byte-compiled where the manifest says so
+#                  unpacked without maintainer scripts, less the paths
+#                  the manifest's `remove` names and with the links its
+#                  `links` names (those update-alternatives would make);
+#                  Python's standard library byte-compiled where the
+#                  manifest says so
 #   /etc/passwd, /etc/group with the unprivileged `sandbox` user
 #   /etc/vmrun/programs  the manifest of programs offered, which is also
 #                  written next to the image as NAME.programs: the
@@ -39,6 +42,9 @@ APT_CACHE="apt-cache -o Dir::State::status=/dev/null"
 
 # key: the value of one "key: value" line of the manifest ("" when absent).
 key() { sed -n "s/^$1:[[:space:]]*//p" "$manifest" | head -n 1; }
+# keys: the values of every "key: value" line of a list-valued key
+# (exclude, remove, links), which may span several lines.
+keys() { sed -n "s/^$1:[[:space:]]*//p" "$manifest" | tr '\n' ' '; }
 
 [ -f "$manifest" ] || { echo "rootfs: no runtime manifest $manifest" >&2; exit 1; }
 name=$(key name)
@@ -51,7 +57,7 @@ ROOTS=$(key packages)
 # `exclude` names (the libraries only those tools need, where the runtime
 # does not).
 EXCLUDE=" dpkg install-info tar perl perl-base perl-modules-5.36 libperl5.36 libgdbm-compat4 mailcap
-	mime-support $(key exclude) "
+	mime-support $(keys exclude) "
 
 [ -x "$BUSYBOX" ] && "$BUSYBOX" --list >/dev/null 2>&1 ||
 	{ echo "rootfs: $BUSYBOX missing (run 'make deps')" >&2; exit 1; }
@@ -117,6 +123,33 @@ done
 # Documentation and package metadata are of no use in the sandbox.
 rm -rf "$stage/usr/share/doc" "$stage/usr/share/man" "$stage/usr/share/lintian" "$stage/usr/share/info" \
 	"$stage/etc/cron.daily"
+# What the manifest's `remove` names: parts of its packages that nothing run
+# in the sandbox uses (go's prebuilt toolchain internals, the JDK's jmods).
+# Each must be there, so that a manifest outliving its package fails here.
+# (Paths, never patterns: no globbing while these lists are split.)
+plain_path() { case $1 in /*/*) ;; *) return 1 ;; esac; case $1/ in */../*|*/./*|*//*) return 1 ;; esac; }
+set -f
+for p in $(keys remove); do
+	plain_path "$p" || { echo "rootfs: remove: $p is not an absolute path below /" >&2; exit 1; }
+	[ -e "$stage$p" ] || [ -L "$stage$p" ] || { echo "rootfs: remove: $p is not in $name's packages" >&2; exit 1; }
+	rm -rf "${stage:?}$p"
+done
+# The manifest's `links` (LINK=TARGET): what update-alternatives makes in
+# the maintainer scripts that are not run here (/usr/bin/java,
+# /usr/bin/cc). Never over a file a package installed, never to nothing.
+for l in $(keys links); do
+	link=${l%%=*}
+	target=${l#*=}
+	[ "$link" != "$l" ] && [ -n "$target" ] && plain_path "$link" ||
+		{ echo "rootfs: links: $l: not LINK=TARGET with an absolute LINK" >&2; exit 1; }
+	! [ -e "$stage$link" ] && ! [ -L "$stage$link" ] ||
+		{ echo "rootfs: links: $link is a file of $name's packages" >&2; exit 1; }
+	case $target in /*) t=$stage$target ;; *) t=$stage$(dirname "$link")/$target ;; esac
+	[ -e "$t" ] || { echo "rootfs: links: $link: $target is not in $name's packages" >&2; exit 1; }
+	mkdir -p "$stage$(dirname "$link")"
+	ln -s "$target" "$stage$link"
+done
+set +f
 if [ -n "$(key compileall)" ]; then
 	"$PYTHON" -m compileall -q -j 0 --invalidation-mode unchecked-hash -s "$stage" -p / \
 		"$stage$(key compileall)" >/dev/null
@@ -147,9 +180,28 @@ chown 1000:1000 "$stage/home/sandbox" 2>/dev/null || true
 	while read -r f; do [ -x "$f" ] && echo "/$f"; done) >"$stage/etc/vmrun/programs"
 
 # A smoke test where we can chroot: the manifest's check (the interpreter
-# and its libraries load).
+# and its libraries load, a compiler builds and runs a program). It runs as
+# the guest runs a command: as the sandbox user, in /workspace, with the
+# guest's environment, its /proc (the java launcher finds the JDK through
+# /proc/self/exe), the device nodes of its devtmpfs that programs open (go
+# needs /dev/null) and tmpfs on /tmp, /workspace and /home/sandbox (where
+# the JVM writes its font cache), so that nothing it writes reaches the
+# image. The mounts live in a mount and PID namespace of their
+# own and end with it, as does any process the check leaves.
 if [ "$(id -u)" = 0 ] && [ -n "$(key check)" ]; then
-	chroot "$stage" /bin/sh -c "$(key check)" >/dev/null ||
+	unshare --mount --propagation private --pid --fork --mount-proc="$stage/proc" /bin/sh -ec '
+		mount -t tmpfs -o mode=0755,size=1m vmrun-dev "$1/dev"
+		mknod -m 0666 "$1/dev/null" c 1 3
+		mknod -m 0666 "$1/dev/zero" c 1 5
+		mknod -m 0666 "$1/dev/full" c 1 7
+		mknod -m 0666 "$1/dev/random" c 1 8
+		mknod -m 0666 "$1/dev/urandom" c 1 9
+		mount -t tmpfs -o mode=1777,size=64m vmrun-tmp "$1/tmp"
+		mount -t tmpfs -o mode=0755,uid=1000,gid=1000 vmrun-workspace "$1/workspace"
+		mount -t tmpfs -o mode=0755,uid=1000,gid=1000 vmrun-home "$1/home/sandbox"
+		exec chroot --userspec=1000:1000 "$1" /bin/busybox env -i PATH=/usr/local/bin:/usr/bin:/bin \
+			HOME=/workspace LANG=C.UTF-8 PYTHONIOENCODING=utf-8 /bin/sh -c "cd /workspace && $2"' \
+		sh "$stage" "$(key check)" >/dev/null ||
 		{ echo "rootfs: $name's check fails in the staged root: $(key check)" >&2; exit 1; }
 fi
 

@@ -2,8 +2,9 @@
 # The language runtimes (rootfs/runtimes/, vmrun --runtime), on a KVM host
 # that runs Linux guests (scripts/on-kvm-host.sh decides where): in each
 # one, a program from the workspace prints hello, its argv and its stdin,
-# reads a workspace file and writes an artifact (c and c++ compile it in
-# the guest first); a compile error; a runtime's allowlist
+# reads a workspace file and writes an artifact (c, c++, java, go and rust
+# compile it in the guest first, with their manifests' compile and run
+# commands); a compile error in each compiler; a runtime's allowlist
 # does not offer another's programs; `vmrun runtimes` lists them. Also
 # prints (not asserts) boot to HELLO in the smallest and the largest image.
 # Ends with "runtimes: N passed, N failed".
@@ -29,8 +30,9 @@ json() { python3 -c "import json,sys; j=json.load(open('$tmp/out')); sys.exit(0 
 echo "from stdin" >"$tmp/stdin-file"
 : >"$tmp/stdin"
 want=$(printf 'hello\na b\nfrom stdin\nfrom workspace')
-for rt in python bash javascript c c++; do
+for rt in python bash javascript c c++ java go rust; do
 	ws=$tmp/ws-$rt
+	mem=256
 	mkdir -p "$ws"
 	echo "from workspace" >"$ws/in.txt"
 	case $rt in
@@ -101,22 +103,98 @@ int main(int argc, char **argv)
 }
 CPP
 		cmd="sh -c 'g++ -std=c++17 -O2 -o /tmp/prog main.cpp && exec /tmp/prog \"\$@\"' main a b" ;;
+	java)
+		cat >"$ws/Main.java" <<'JAVA'
+import java.nio.file.Files;
+import java.nio.file.Path;
+public class Main {
+	public static void main(String[] args) throws Exception {
+		System.out.println("hello");
+		System.out.println(String.join(" ", args));
+		System.out.println(new String(System.in.readAllBytes()).trim());
+		System.out.println(Files.readString(Path.of("in.txt")).trim());
+		Files.writeString(Path.of("artifacts/out.txt"), "made by java\n");
+	}
+}
+JAVA
+		# java, go and rust get their compile-memory, as source mode would.
+		mem=512
+		cmd="sh -c 'javac -J-XX:TieredStopAtLevel=1 -d /tmp/classes Main.java && exec java -cp /tmp/classes Main \"\$@\"' main a b" ;;
+	go)
+		cat >"$ws/main.go" <<'GO'
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+)
+
+func main() {
+	fmt.Println("hello")
+	fmt.Println(strings.Join(os.Args[1:], " "))
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	fmt.Println(strings.TrimSpace(line))
+	b, err := os.ReadFile("in.txt")
+	if err != nil {
+		os.Exit(1)
+	}
+	fmt.Println(strings.TrimSpace(string(b)))
+	if os.WriteFile("artifacts/out.txt", []byte("made by go\n"), 0o644) != nil {
+		os.Exit(1)
+	}
+}
+GO
+		mem=512
+		cmd="sh -c 'go build -o /tmp/prog main.go && exec /tmp/prog \"\$@\"' main a b" ;;
+	rust)
+		cat >"$ws/main.rs" <<'RS'
+use std::io::Read;
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    println!("hello");
+    println!("{}", args.join(" "));
+    let mut s = String::new();
+    std::io::stdin().read_to_string(&mut s).unwrap();
+    println!("{}", s.trim());
+    println!("{}", std::fs::read_to_string("in.txt").unwrap().trim());
+    std::fs::write("artifacts/out.txt", "made by rust\n").unwrap();
+}
+RS
+		mem=512
+		cmd="sh -c 'rustc --edition 2021 -O -C strip=debuginfo -o /tmp/prog main.rs && exec /tmp/prog \"\$@\"' main a b" ;;
 	esac
 	eval "set -- $cmd"
-	v --runtime $rt -t 120 -w "$ws" -a "$tmp/art-$rt" -i "$tmp/stdin-file" -- "$@"
+	v --runtime $rt -t 120 -m $mem -w "$ws" -a "$tmp/art-$rt" -i "$tmp/stdin-file" -- "$@"
 	rc=$?
 	[ $rc -eq 0 ] && [ "$(cat "$tmp/out")" = "$want" ] && [ "$(cat "$tmp/art-$rt/out.txt" 2>/dev/null)" = "made by $rt" ] &&
 		ok "$rt: hello, argv, stdin, a workspace file and an artifact" || not_ok "$rt (status $rc)"
 done
 
-# A compile error: the compiler's own status and diagnostics (source
+# A compile error: each compiler's own status and diagnostic (source
 # mode, with a stage of its own, is still to come).
 mkdir -p "$tmp/bad"
 printf 'int main(void) { return missing; }\n' >"$tmp/bad/bad.c"
-v --runtime c -t 120 -w "$tmp/bad" -- gcc -c bad.c
-rc=$?
-[ $rc -eq 1 ] && grep -q "error: 'missing' undeclared" "$tmp/err" && ok "c: a compile error is gcc's: status 1, its diagnostic" ||
-	not_ok "c compile error (status $rc)"
+printf 'public class Bad { public static void main(String[] a) { int x = missing; } }\n' >"$tmp/bad/Bad.java"
+printf 'package main\n\nfunc main() { _ = missing }\n' >"$tmp/bad/bad.go"
+printf 'fn main() { let _x = missing; }\n' >"$tmp/bad/bad.rs"
+for rt in c java go rust; do
+	mem=512
+	case $rt in
+	c) mem=256 want_rc=1 diag="error: 'missing' undeclared" cmd="gcc -c bad.c" ;;
+	java) want_rc=1 diag="Bad.java:1: error: cannot find symbol"
+		cmd="javac -J-XX:TieredStopAtLevel=1 -d /tmp/classes Bad.java" ;;
+	go) want_rc=2 diag="./bad.go:3:19: undefined: missing" cmd="go build -o /tmp/prog bad.go" ;;
+	rust) want_rc=1 diag="error[E0425]: cannot find value \`missing\` in this scope"
+		cmd="rustc --edition 2021 -O -C strip=debuginfo -o /tmp/prog bad.rs" ;;
+	esac
+	# shellcheck disable=SC2086 # the command's words
+	v --runtime $rt -t 120 -m $mem -w "$tmp/bad" -- $cmd
+	rc=$?
+	[ $rc -eq $want_rc ] && grep -qF -- "$diag" "$tmp/err" &&
+		ok "$rt: a compile error is ${cmd%% *}'s: status $want_rc, its diagnostic" || not_ok "$rt compile error (status $rc)"
+done
 
 v --runtime javascript -- python3 -c 1
 rc=$?
@@ -128,20 +206,26 @@ rc=$?
 v --runtime py -- node -e 1
 rc=$?
 [ $rc -eq 127 ] && ok "python (by its alias py) does not offer node (127)" || not_ok "python without node (status $rc)"
+v --runtime golang -- gcc --version
+rc=$?
+[ $rc -eq 127 ] && grep -q "gcc: no such program in the guest image" "$tmp/err" &&
+	ok "go (by its alias golang) offers no C compiler (127)" || not_ok "go without gcc (status $rc)"
 v --runtime ruby -- true
 rc=$?
-[ $rc -eq 125 ] && grep -q "no such runtime (installed: bash, c, c++, javascript, python)" "$tmp/err" &&
+[ $rc -eq 125 ] && grep -q "no such runtime (installed: bash, c, c++, go, java, javascript, python, rust)" "$tmp/err" &&
 	ok "an unknown runtime: 125, naming the installed ones" || not_ok "unknown runtime (status $rc)"
 
 "$VMRUN" runtimes >"$tmp/out" 2>"$tmp/err"
 rc=$?
-[ $rc -eq 0 ] && [ "$(awk '{print $1}' "$tmp/out" | tr '\n' ' ')" = "bash c c++ javascript python " ] &&
-	grep -q "^python  *3\.11\." "$tmp/out" && ok "vmrun runtimes lists them with versions" || not_ok "vmrun runtimes"
-"$VMRUN" runtimes --json >"$tmp/out" 2>"$tmp/err" && json '[r["name"] for r in j]==["bash","c","c++","javascript","python"] and "js" in j[3]["aliases"] and "cpp" in j[2]["aliases"]' &&
+[ $rc -eq 0 ] && [ "$(awk '{print $1}' "$tmp/out" | tr '\n' ' ')" = "bash c c++ go java javascript python rust " ] &&
+	grep -q "^python  *3\.11\." "$tmp/out" && grep -q "^java  *17\." "$tmp/out" && grep -q "^go  *1\.19\." "$tmp/out" &&
+	grep -q "^rust  *1\.63\." "$tmp/out" && ok "vmrun runtimes lists them with versions" || not_ok "vmrun runtimes"
+"$VMRUN" runtimes --json >"$tmp/out" 2>"$tmp/err" &&
+	json '[r["name"] for r in j]==["bash","c","c++","go","java","javascript","python","rust"] and "js" in j[5]["aliases"] and "cpp" in j[2]["aliases"] and "golang" in j[3]["aliases"] and "rs" in j[7]["aliases"]' &&
 	ok "vmrun runtimes --json" || not_ok "vmrun runtimes --json"
 
 # Boot to HELLO, smallest image against largest: printed, not judged.
-for rt in bash c++; do
+for rt in $(cd build/guest/runtimes && ls -S ./*.ext4 | sed -n '$p; 1p' | sed 's|^\./||; s|\.ext4$||'); do
 	size=$(stat -c %s build/guest/runtimes/$rt.ext4)
 	boots=
 	for i in 1 2 3; do
