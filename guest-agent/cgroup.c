@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,15 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
+#include "proto.h"
+
 
 static void close_fd(int *fd)
 {
@@ -59,10 +51,10 @@ static int get_keyed(const char *dir, const char *file, const char *key, uint64_
 	char p[PATH_MAX], text[4096];
 	int n = snprintf(p, sizeof(p), "%s/%s", dir, file);
 	if (n < 0 || (size_t)n >= sizeof(p))
-		return fail(err, errlen, "cgroup path %s/%s too long", dir, file);
+		return proto_errf(err, errlen, "cgroup path %s/%s too long", dir, file);
 	int fd = open(p, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return fail(err, errlen, "reading %s: %s", p, strerror(errno));
+		return proto_errf(err, errlen, "reading %s: %s", p, strerror(errno));
 	size_t have = 0;
 	ssize_t k;
 	while (have < sizeof(text) - 1 && (k = read(fd, text + have, sizeof(text) - 1 - have)) > 0)
@@ -70,7 +62,7 @@ static int get_keyed(const char *dir, const char *file, const char *key, uint64_
 	close(fd);
 	text[have] = '\0';
 	if (cgroup_keyed_value(text, key, value) < 0)
-		return fail(err, errlen, "%s has no number for %s", p, key);
+		return proto_errf(err, errlen, "%s has no number for %s", p, key);
 	return 0;
 }
 
@@ -107,9 +99,9 @@ int cgroup_memory_max(uint64_t kib, char *buf, size_t len)
 int cgroup_init(const char *dir, char *err, size_t errlen)
 {
 	if (mount("cgroup2", dir, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		return fail(err, errlen, "mount cgroup2 on %s: %s", dir, strerror(errno));
+		return proto_errf(err, errlen, "mount cgroup2 on %s: %s", dir, strerror(errno));
 	if (put(dir, "cgroup.subtree_control", "+memory") < 0)
-		return fail(err, errlen, "enabling the memory controller in %s: %s", dir, strerror(errno));
+		return proto_errf(err, errlen, "enabling the memory controller in %s: %s", dir, strerror(errno));
 	return 0;
 }
 
@@ -119,9 +111,9 @@ int cgroup_create(const char *root, const char *name, uint64_t memory_kib, struc
 	g->procs_fd = -1;
 	int n = snprintf(g->path, sizeof(g->path), "%s/%s", root, name);
 	if (n < 0 || (size_t)n >= sizeof(g->path))
-		return fail(err, errlen, "cgroup path %s/%s too long", root, name);
+		return proto_errf(err, errlen, "cgroup path %s/%s too long", root, name);
 	if (mkdir(g->path, 0755) < 0)
-		return fail(err, errlen, "creating cgroup %s: %s", g->path, strerror(errno));
+		return proto_errf(err, errlen, "creating cgroup %s: %s", g->path, strerror(errno));
 	char max[32];
 	const char *step = "memory.max";
 	if (cgroup_memory_max(memory_kib, max, sizeof(max)) < 0 || put(g->path, step, max) < 0 ||
@@ -137,7 +129,7 @@ int cgroup_create(const char *root, const char *name, uint64_t memory_kib, struc
 		goto undo;
 	return 0;
 undo:
-	fail(err, errlen, "setting %s of cgroup %s: %s", step, g->path, strerror(errno));
+	proto_errf(err, errlen, "setting %s of cgroup %s: %s", step, g->path, strerror(errno));
 	rmdir(g->path);
 	return -1;
 }
@@ -156,7 +148,7 @@ int cgroup_kill(const struct cgroup *g, char *err, size_t errlen)
 {
 	/* cgroup.kill is Linux 5.14 and later */
 	if (put(g->path, "cgroup.kill", "1") < 0 && errno != ENOENT)
-		return fail(err, errlen, "killing cgroup %s: %s", g->path, strerror(errno));
+		return proto_errf(err, errlen, "killing cgroup %s: %s", g->path, strerror(errno));
 	return 0;
 }
 
@@ -176,11 +168,11 @@ int cgroup_destroy(struct cgroup *g, int timeout_ms, char *err, size_t errlen)
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		long ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
 		if (ms >= timeout_ms)
-			return fail(err, errlen, "cgroup %s still has processes %d ms after they were killed", g->path,
+			return proto_errf(err, errlen, "cgroup %s still has processes %d ms after they were killed", g->path,
 				    timeout_ms);
 		nanosleep(&(struct timespec){ 0, 2 * 1000 * 1000 }, NULL);
 	}
 	if (rmdir(g->path) < 0)
-		return fail(err, errlen, "removing cgroup %s: %s", g->path, strerror(errno));
+		return proto_errf(err, errlen, "removing cgroup %s: %s", g->path, strerror(errno));
 	return 0;
 }

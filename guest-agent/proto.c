@@ -11,13 +11,14 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "fields are copied in 
 _Static_assert(PROTO_MAX_STR <= UINT16_MAX, "a field length fits its u16");
 _Static_assert(sizeof(struct proto_exit) == PROTO_EXIT_LEN, "EXIT has a fixed layout");
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+int proto_errf(char *err, size_t errlen, const char *fmt, ...)
 {
+	char msg[1024];   /* the arguments may point into err */
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	snprintf(err, errlen, "%s", msg);
 	return -1;
 }
 
@@ -60,9 +61,9 @@ int proto_reader_next(struct proto_reader *r, uint16_t *type, const uint8_t **pa
 	uint32_t n = get32(r->buf);
 	uint16_t t = get16(r->buf + 4);
 	if (n > PROTO_MAX_PAYLOAD)
-		return fail(err, errlen, "frame of %u bytes exceeds the %u-byte maximum", n, PROTO_MAX_PAYLOAD);
+		return proto_errf(err, errlen, "frame of %u bytes exceeds the %u-byte maximum", n, PROTO_MAX_PAYLOAD);
 	if (t < PROTO_HELLO || t > PROTO_ERROR || get16(r->buf + 6))
-		return fail(err, errlen, "unknown frame type %u", t);
+		return proto_errf(err, errlen, "unknown frame type %u", t);
 	if (r->have < PROTO_HDR_LEN + n)
 		return 0;
 	*type = t;
@@ -126,10 +127,10 @@ size_t proto_encode_hello(uint8_t *buf, size_t cap, const char *name)
 int proto_decode_hello(const uint8_t *p, uint32_t len, uint32_t *version, char *err, size_t errlen)
 {
 	if (len < 4 || len > 4 + PROTO_MAX_STR)
-		return fail(err, errlen, "HELLO of %u bytes", len);
+		return proto_errf(err, errlen, "HELLO of %u bytes", len);
 	*version = get32(p);
 	if (*version != PROTO_VERSION)
-		return fail(err, errlen, "agent speaks protocol version %u, this host %u", *version, PROTO_VERSION);
+		return proto_errf(err, errlen, "agent speaks protocol version %u, this host %u", *version, PROTO_VERSION);
 	return 0;
 }
 
@@ -163,15 +164,15 @@ bool proto_valid_env(const char *s, size_t n)
 static int check_stages(const struct proto_request *r, char *err, size_t errlen)
 {
 	if (r->nstages == 0 || r->nstages > PROTO_MAX_STAGES)
-		return fail(err, errlen, "%u stages (1 to %u)", r->nstages, PROTO_MAX_STAGES);
+		return proto_errf(err, errlen, "%u stages (1 to %u)", r->nstages, PROTO_MAX_STAGES);
 	for (unsigned i = 0; i < r->nstages; i++) {
 		const struct proto_stage *st = &r->stage[i];
 		uint32_t want = i + 1 == r->nstages ? PROTO_STAGE_RUN : PROTO_STAGE_COMPILE;
 		if (st->kind != want)
-			return fail(err, errlen, "stage %u is of kind %u, not %u (compile stages first, run last)", i,
+			return proto_errf(err, errlen, "stage %u is of kind %u, not %u (compile stages first, run last)", i,
 				    st->kind, want);
 		if (st->argc == 0 || st->argc > PROTO_MAX_ARGS || !st->argv[0] || !st->argv[0][0])
-			return fail(err, errlen, "stage %u has no program", i);
+			return proto_errf(err, errlen, "stage %u has no program", i);
 	}
 	return 0;
 }
@@ -225,12 +226,12 @@ static int stage_limit(struct proto_stage *st, uint16_t tag, const uint8_t *v, u
 {
 	unsigned bit = tag == PROTO_T_CPU_MS ? 1u : 2u;
 	if (n != 8 || (*seen & bit))
-		return fail(err, errlen, "stage limit field %u: bad length or repeated", tag);
+		return proto_errf(err, errlen, "stage limit field %u: bad length or repeated", tag);
 	*seen |= bit;
 	uint64_t x;
 	memcpy(&x, v, 8);
 	if (x == 0)
-		return fail(err, errlen, "stage limit field %u of 0 (no limit is no field)", tag);
+		return proto_errf(err, errlen, "stage limit field %u of 0 (no limit is no field)", tag);
 	*(tag == PROTO_T_CPU_MS ? &st->cpu_ms : &st->memory_kib) = x;
 	return 0;
 }
@@ -239,13 +240,13 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 {
 	r->nstages = r->envc = r->nallow = 0;
 	if (len < 4)
-		return fail(err, errlen, "REQUEST of %u bytes has no version", len);
+		return proto_errf(err, errlen, "REQUEST of %u bytes has no version", len);
 	/* storage holds one frame's strings: a longer payload could overrun it */
 	if (len > PROTO_MAX_PAYLOAD)
-		return fail(err, errlen, "REQUEST of %u bytes exceeds the %u-byte maximum", len, PROTO_MAX_PAYLOAD);
+		return proto_errf(err, errlen, "REQUEST of %u bytes exceeds the %u-byte maximum", len, PROTO_MAX_PAYLOAD);
 	uint32_t version = get32(p);
 	if (version != PROTO_VERSION)
-		return fail(err, errlen, "host speaks protocol version %u, this agent %u", version, PROTO_VERSION);
+		return proto_errf(err, errlen, "host speaks protocol version %u, this agent %u", version, PROTO_VERSION);
 	unsigned seen = 0;         /* run-wide limit tags present, as bits */
 	unsigned stage_seen = 0;   /* the current stage's limit fields */
 	struct proto_stage *st = NULL;
@@ -253,15 +254,15 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 	uint32_t at = 4;
 	while (at < len) {
 		if (len - at < 4)
-			return fail(err, errlen, "truncated field header at byte %u", at);
+			return proto_errf(err, errlen, "truncated field header at byte %u", at);
 		uint16_t tag = get16(p + at), n = get16(p + at + 2);
 		const uint8_t *v = p + at + 4;
 		if (n > len - at - 4)
-			return fail(err, errlen, "field %u of %u bytes overruns the request", tag, n);
+			return proto_errf(err, errlen, "field %u of %u bytes overruns the request", tag, n);
 		at += 4u + n;
 		if (tag >= PROTO_T_MAX_OUTPUT && tag <= PROTO_T_FSIZE) {
 			if (n != 8 || (seen & (1u << tag)))
-				return fail(err, errlen, "limit field %u: bad length or repeated", tag);
+				return proto_errf(err, errlen, "limit field %u: bad length or repeated", tag);
 			seen |= 1u << tag;
 			uint64_t x;
 			memcpy(&x, v, 8);
@@ -271,9 +272,9 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 		}
 		if (tag == PROTO_T_STAGE) {
 			if (n != 4)
-				return fail(err, errlen, "STAGE field of %u bytes", n);
+				return proto_errf(err, errlen, "STAGE field of %u bytes", n);
 			if (r->nstages == PROTO_MAX_STAGES)
-				return fail(err, errlen, "more than %u stages", PROTO_MAX_STAGES);
+				return proto_errf(err, errlen, "more than %u stages", PROTO_MAX_STAGES);
 			st = &r->stage[r->nstages++];
 			*st = (struct proto_stage){ .kind = get32(v) };
 			stage_seen = 0;
@@ -281,21 +282,21 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 		}
 		if (tag == PROTO_T_CPU_MS || tag == PROTO_T_MEMORY_KIB) {
 			if (!st)
-				return fail(err, errlen, "field %u before any STAGE", tag);
+				return proto_errf(err, errlen, "field %u before any STAGE", tag);
 			if (stage_limit(st, tag, v, n, &stage_seen, err, errlen))
 				return -1;
 			continue;
 		}
 		if (tag < PROTO_T_ARG || tag > PROTO_T_ALLOW)
-			return fail(err, errlen, "unknown field %u", tag);
+			return proto_errf(err, errlen, "unknown field %u", tag);
 		if (n > PROTO_MAX_STR || memchr(v, '\0', n))
-			return fail(err, errlen, "field %u: string too long or with a NUL", tag);
+			return proto_errf(err, errlen, "field %u: string too long or with a NUL", tag);
 		if (tag == PROTO_T_ARG && !st)
-			return fail(err, errlen, "ARG before any STAGE");
+			return proto_errf(err, errlen, "ARG before any STAGE");
 		/* Counts first: storage has room for one NUL per allowed string. */
 		if ((tag == PROTO_T_ARG && st->argc == PROTO_MAX_ARGS) || (tag == PROTO_T_ENV && r->envc == PROTO_MAX_ENV) ||
 		    (tag == PROTO_T_ALLOW && r->nallow == PROTO_MAX_ALLOW))
-			return fail(err, errlen, "too many fields of type %u", tag);
+			return proto_errf(err, errlen, "too many fields of type %u", tag);
 		char *s = r->storage + used;
 		memcpy(s, v, n);
 		s[n] = '\0';
@@ -304,22 +305,22 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 			st->argv[st->argc++] = s;
 		} else if (tag == PROTO_T_ENV) {
 			if (!proto_valid_env(s, n))
-				return fail(err, errlen, "environment grant %u is not NAME=VALUE", r->envc);
+				return proto_errf(err, errlen, "environment grant %u is not NAME=VALUE", r->envc);
 			r->env[r->envc++] = s;
 		} else {
 			if (s[0] != '/')
-				return fail(err, errlen, "allowlist entry %u is not an absolute path", r->nallow);
+				return proto_errf(err, errlen, "allowlist entry %u is not an absolute path", r->nallow);
 			r->allow[r->nallow++] = s;
 		}
 	}
 	for (unsigned i = 0; i < r->nstages; i++)
 		r->stage[i].argv[r->stage[i].argc] = NULL;
 	if (r->nstages == 0)
-		return fail(err, errlen, "no program");
+		return proto_errf(err, errlen, "no program");
 	if (check_stages(r, err, errlen))
 		return -1;
 	if (seen != ((1u << PROTO_T_MAX_OUTPUT) | (1u << PROTO_T_NPROC) | (1u << PROTO_T_NOFILE) | (1u << PROTO_T_FSIZE)))
-		return fail(err, errlen, "a limit is missing");
+		return proto_errf(err, errlen, "a limit is missing");
 	r->env[r->envc] = NULL;
 	return 0;
 }
@@ -332,23 +333,23 @@ void proto_encode_exit(const struct proto_exit *e, uint8_t *buf)
 int proto_decode_exit(const uint8_t *p, uint32_t len, struct proto_exit *e, char *err, size_t errlen)
 {
 	if (len != PROTO_EXIT_LEN)
-		return fail(err, errlen, "EXIT of %u bytes", len);
+		return proto_errf(err, errlen, "EXIT of %u bytes", len);
 	memcpy(e, p, PROTO_EXIT_LEN);
 	if (e->kind < PROTO_END_EXITED || e->kind > PROTO_END_ERROR)
-		return fail(err, errlen, "EXIT with unknown kind %u", e->kind);
+		return proto_errf(err, errlen, "EXIT with unknown kind %u", e->kind);
 	/* The host passes these on as its own exit status (code, 128 +
 	 * signal): a value no process can end with is a malformed frame, not
 	 * something to clamp into a plausible status. */
 	if (e->kind == PROTO_END_EXITED && (e->code < 0 || e->code > 255))
-		return fail(err, errlen, "EXIT with exit code %d outside 0..255", e->code);
+		return proto_errf(err, errlen, "EXIT with exit code %d outside 0..255", e->code);
 	if (e->kind == PROTO_END_SIGNALED && (e->signal < 1 || e->signal > PROTO_MAX_SIGNAL))
-		return fail(err, errlen, "EXIT with signal %d outside 1..%d", e->signal, PROTO_MAX_SIGNAL);
+		return proto_errf(err, errlen, "EXIT with signal %d outside 1..%d", e->signal, PROTO_MAX_SIGNAL);
 	if (e->flags & ~PROTO_EXIT_FLAGS)
-		return fail(err, errlen, "EXIT with unknown flags %#x", e->flags & ~PROTO_EXIT_FLAGS);
+		return proto_errf(err, errlen, "EXIT with unknown flags %#x", e->flags & ~PROTO_EXIT_FLAGS);
 	if (e->zero)
-		return fail(err, errlen, "EXIT with a nonzero reserved field (%#x)", e->zero);
+		return proto_errf(err, errlen, "EXIT with a nonzero reserved field (%#x)", e->zero);
 	if (e->stage >= PROTO_MAX_STAGES)
-		return fail(err, errlen, "EXIT of stage %u", e->stage);
+		return proto_errf(err, errlen, "EXIT of stage %u", e->stage);
 	return 0;
 }
 

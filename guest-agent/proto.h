@@ -173,6 +173,11 @@ struct proto_reader {
 	size_t consumed;   /* bytes of buf taken by the last frame returned */
 };
 
+/* Format a one-line reason into err (errlen bytes; the arguments may point
+ * into err itself) and return -1: the agent's one formatter, so that a
+ * failing function ends with "return proto_errf(err, errlen, ...)". */
+int proto_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Start (or restart) a reader with nothing buffered. */
 void proto_reader_init(struct proto_reader *r);
 

@@ -5,7 +5,6 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,17 +18,6 @@
 
 #include "cgroup.h"
 
-static int fail(const struct stage_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(const struct stage_ctx *c, const char *fmt, ...)
-{
-	char msg[512];   /* the arguments may point into c->err */
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	snprintf(c->err, c->errlen, "%s", msg);
-	return -1;
-}
 
 static void close_fd(int *fd)
 {
@@ -167,7 +155,7 @@ static int buffered_frame(const struct stage_ctx *c, struct input *in)
 	if (r <= 0)
 		return r;
 	if (type != PROTO_STDIN)
-		return fail(c, "unexpected frame type %u during the run", type);
+		return proto_errf(c->err, c->errlen, "unexpected frame type %u during the run", type);
 	if (len == 0) {
 		in->eof = true;
 		close_fd(&in->pipe);
@@ -188,7 +176,7 @@ static int host_read(const struct stage_ctx *c)
 	if (k < 0 && (errno == EINTR || errno == EAGAIN))
 		return 0;
 	if (k <= 0)
-		return fail(c, "the host closed the connection during the run");
+		return proto_errf(c->err, c->errlen, "the host closed the connection during the run");
 	proto_reader_fed(c->rd, (size_t)k);
 	return 0;
 }
@@ -242,17 +230,17 @@ static int start(const struct stage_ctx *c, struct child_spec *k, bool run_stage
 	int rc = -1;
 	/* A compile stage reads /dev/null; the host's stdin is the run stage's. */
 	if (!run_stage && (pin[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
-		rc = fail(c, "opening /dev/null: %s", strerror(errno));
+		rc = proto_errf(c->err, c->errlen, "opening /dev/null: %s", strerror(errno));
 		goto out;
 	}
 	if ((run_stage && pipe2(pin, O_CLOEXEC)) || pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC) ||
 	    pipe2(pex, O_CLOEXEC)) {
-		rc = fail(c, "pipe: %s", strerror(errno));
+		rc = proto_errf(c->err, c->errlen, "pipe: %s", strerror(errno));
 		goto out;
 	}
 	p->pid = fork();
 	if (p->pid < 0) {
-		rc = fail(c, "fork: %s", strerror(errno));
+		rc = proto_errf(c->err, c->errlen, "fork: %s", strerror(errno));
 		goto out;
 	}
 	if (p->pid == 0) {
@@ -327,12 +315,12 @@ static int supervise(const struct stage_ctx *c, struct child_proc *p, int *statu
 			break;
 		}
 		if (poll(fds, (nfds_t)n, timeout) < 0 && errno != EINTR) {
-			fail(c, "poll: %s", strerror(errno));
+			proto_errf(c->err, c->errlen, "poll: %s", strerror(errno));
 			goto killed;
 		}
 		if ((i_out >= 0 && fds[i_out].revents && pump_output(c, &p->out) < 0) ||
 		    (i_err >= 0 && fds[i_err].revents && pump_output(c, &p->err) < 0)) {
-			fail(c, "sending output to the host: %s", strerror(errno));
+			proto_errf(c->err, c->errlen, "sending output to the host: %s", strerror(errno));
 			goto killed;
 		}
 		if (i_in >= 0 && fds[i_in].revents)
@@ -419,12 +407,12 @@ int stage_run(const struct stage_ctx *c, unsigned i, const char *path, struct pr
 	if (!st->memory_kib)
 		return run_process(c, i, path, NULL, ex);
 	if (!c->cfg->cgroup_root)
-		return fail(c, "stage %u has a memory limit, but the agent has no cgroups", i);
+		return proto_errf(c->err, c->errlen, "stage %u has a memory limit, but the agent has no cgroups", i);
 	struct cgroup g;
 	char name[32];
 	snprintf(name, sizeof(name), "vmrun-stage%u", i);
 	if (cgroup_create(c->cfg->cgroup_root, name, st->memory_kib, &g, c->err, c->errlen) < 0)
-		return fail(c, "stage %u's memory limit: %s", i, c->err);
+		return proto_errf(c->err, c->errlen, "stage %u's memory limit: %s", i, c->err);
 	int r = run_process(c, i, path, &g, ex);
 	uint64_t kills = 0;
 	if (r == 0 && cgroup_oom_kills(&g, &kills, c->err, c->errlen) < 0)

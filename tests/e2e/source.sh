@@ -9,28 +9,14 @@
 # Ends with "source: N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
-VMRUN=$PWD/build/bin/vmrun
+. tests/e2e/lib.sh
+e2e_init source
 PROGRAMS=$PWD/tests/e2e/programs
 DEADLINE=600
 # Compilers under an emulated KVM host take tens of seconds: generous
 # stage limits here, the manifests' own defaults are for real hardware.
 SLOW="--timeout 290 --run-timeout 60"
 slow() { grep -q '^compile: ' "build/guest/runtimes/$1.runtime" && echo "$SLOW --compile-timeout 220" || echo "$SLOW"; }
-pass=0
-fail=0
-tmp=$(mktemp -d /tmp/source.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-export TMPDIR=$tmp/runs
-mkdir -p "$TMPDIR"
-ok() { echo "ok - $1"; pass=$((pass + 1)); }
-not_ok() {
-	echo "not ok - $1"
-	fail=$((fail + 1))
-	for f in "$tmp/out" "$tmp/err"; do [ -s "$f" ] && sed "s|^|    $(basename "$f"): |" "$f" | cut -c1-300 | head -n 15; done
-}
-v() { timeout -k 5 $DEADLINE "$VMRUN" "$@" <"$tmp/stdin" >"$tmp/out" 2>"$tmp/err"; }
-json() { python3 -c "import json,sys; j=json.load(open('$tmp/out')); sys.exit(0 if ($1) else 1)" 2>/dev/null; }
-: >"$tmp/stdin"
 printf 'from stdin\nsecond line\n' >"$tmp/stdin-file"
 
 program() {
@@ -72,7 +58,7 @@ bad() {
 	c++) printf 'int main() { return missing; }\n' >"$2/bad.cpp"; echo "bad.cpp 'missing' was not declared" ;;
 	java) printf 'public class Main { public static void main(String[] a) { int x = "s"; } }\n' >"$2/Main.java"
 		echo "Main.java incompatible types" ;;
-	go) printf 'package main\nfunc main() { return missing }\n' >"$2/bad.go"; echo "bad.go undefined: missing" ;;
+	go) printf 'package main\n\nfunc main() { _ = missing }\n' >"$2/bad.go"; echo "bad.go undefined: missing" ;;
 	rust) printf 'fn main() { let x: i32 = "s"; }\n' >"$2/bad.rs"; echo "bad.rs mismatched types" ;;
 	esac
 }
@@ -143,7 +129,4 @@ rc=$?
 [ $rc -eq 125 ] && grep -q "bash has no compile stage" "$tmp/err" &&
 	ok "a compile limit for a runtime without a compile stage: refused" || not_ok "compile limit for bash (status $rc)"
 
-left=$(ls -A "$TMPDIR")
-[ -z "$left" ] && ok "no run directory left behind" || not_ok "leftovers: $left"
-echo "source: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish source
