@@ -230,6 +230,9 @@ static int open_sources(struct run_plan *plan, const struct run_request *req, ch
 		if (!*base || strlen(base) > NAME_MAX || !strcmp(base, ".") || !strcmp(base, "..") ||
 		    !strcmp(base, PROTO_ARTIFACTS_DIR))
 			return errf(err, errlen, "--source %.300s: not a file name the workspace can hold", path);
+		/* It becomes a word of the compile or run command. */
+		if (base[0] == '-')
+			return errf(err, errlen, "--source %.300s: a name starting with '-' would read as an option", path);
 		for (unsigned j = 0; j < i; j++)
 			if (!strcmp(plan->source_name[j], base))
 				return errf(err, errlen, "--source: two files named %.300s", base);

@@ -527,6 +527,10 @@ static void plan_source_mode(void **state)
 	 * --runtime */
 	sources[1] = "/nonexistent/main.c";
 	assert_refused(f, "--source: two files named main.c");
+	sources[1] = "/nonexistent/-o";
+	assert_refused(f, "--source /nonexistent/-o: a name starting with '-' would read as an option");
+	sources[1] = "/nonexistent/artifacts";
+	assert_refused(f, "--source /nonexistent/artifacts: not a file name the workspace can hold");
 	snprintf(b, sizeof(b), "%s/main.c", f->priv);
 	as_caller();
 	f->req.nsources = 1;
