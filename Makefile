@@ -25,11 +25,16 @@ MUSL_CC    := musl-gcc -static $(CSTD) $(WARN) -O2 -idirafter /usr/include \
 HOST_SRCS := $(wildcard host/*.c) guest-agent/proto.c
 HOST_LIB  := $(filter-out host/main.c,$(wildcard host/*.c))
 HOST_LIBS := -lext2fs -lcom_err -lseccomp
+# vmrund (host/vmrund/): the service, its per-run worker, and the modules
+# both use; HTTP by libmicrohttpd, JSON by jansson, state in SQLite.
+VMRUND_SRCS := $(wildcard host/vmrund/*.c)
+VMRUND_LIB  := $(filter-out host/vmrund/main.c host/vmrund/worker.c,$(VMRUND_SRCS))
+VMRUND_LIBS := -lmicrohttpd -ljansson -lsqlite3
 # Unit tests link every vmm module but main, the agent's library and vmrun's
 # modules, built again with sanitizers.
 VMM_LIB   := $(filter-out vmm/main.c,$(VMM_SRCS))
 ASAN_OBJS := $(sort $(VMM_LIB:%.c=$(BUILD)/asan/%.o) $(AGENT_LIB:%.c=$(BUILD)/asan/%.o) \
-	$(HOST_LIB:%.c=$(BUILD)/asan/%.o))
+	$(HOST_LIB:%.c=$(BUILD)/asan/%.o) $(VMRUND_LIB:%.c=$(BUILD)/asan/%.o))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 PAYLOAD_SRCS := $(wildcard tests/payloads/*.S)
@@ -39,7 +44,7 @@ BENCH_BINS := $(BUILD)/tests/bench_vmm
 .PHONY: all deps guest kernel rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots \
 	bench-vmm bench-boot bench-virtio bench-vmrun bench-workspace clean fuzz fuzz-smoke
 
-all: $(BUILD)/bin/vmm $(BUILD)/bin/vmrun
+all: $(BUILD)/bin/vmm $(BUILD)/bin/vmrun $(BUILD)/bin/vmrund $(BUILD)/bin/vmrund-worker
 
 deps:
 	@./scripts/deps.sh
@@ -48,9 +53,9 @@ $(BUILD)/obj/%.o: %.c $(wildcard vmm/*.h) guest-agent/proto.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 
-$(BUILD)/asan/%.o: %.c $(wildcard vmm/*.h guest-agent/*.h host/*.h)
+$(BUILD)/asan/%.o: %.c $(wildcard vmm/*.h guest-agent/*.h host/*.h host/vmrund/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Iguest-agent -Ihost -c $< -o $@
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Iguest-agent -Ihost -Ihost/vmrund -c $< -o $@
 
 # Keep the sanitizer objects between runs (make would delete them as intermediates).
 .SECONDARY: $(ASAN_OBJS)
@@ -58,6 +63,20 @@ $(BUILD)/asan/%.o: %.c $(wildcard vmm/*.h guest-agent/*.h host/*.h)
 $(BUILD)/obj/host/%.o: host/%.c $(wildcard host/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+
+$(BUILD)/obj/host/vmrund/%.o: host/vmrund/%.c $(wildcard host/*.h host/vmrund/*.h guest-agent/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost -Ihost/vmrund -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+
+$(BUILD)/bin/vmrund: $(BUILD)/obj/host/vmrund/main.o $(VMRUND_LIB:%.c=$(BUILD)/obj/%.o) \
+		$(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/guest-agent/proto.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ $(VMRUND_LIBS) $(HOST_LIBS) -pthread -o $@
+
+$(BUILD)/bin/vmrund-worker: $(BUILD)/obj/host/vmrund/worker.o $(VMRUND_LIB:%.c=$(BUILD)/obj/%.o) \
+		$(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/guest-agent/proto.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ $(VMRUND_LIBS) $(HOST_LIBS) -pthread -o $@
 
 $(BUILD)/obj/guest-agent/proto.o: guest-agent/proto.c guest-agent/proto.h
 	@mkdir -p $(dir $@)
@@ -120,8 +139,8 @@ rootfs-test: rootfs
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_OBJS) $(wildcard tests/common/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost -Itests/common $(filter %.c %.o,$^) \
-		-lcmocka $(HOST_LIBS) -pthread -o $@
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost -Ihost/vmrund -Itests/common $(filter %.c %.o,$^) \
+		-lcmocka $(HOST_LIBS) $(VMRUND_LIBS) -pthread -o $@
 
 unit: $(UNIT_BINS)
 	@./tests/run-all.sh unit $(UNIT_BINS)

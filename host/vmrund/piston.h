@@ -1,0 +1,49 @@
+/* Piston v2 compatibility (https://github.com/engineer-man/piston, its
+ * api/v2): POST /api/v2/execute and GET /api/v2/runtimes, translated to and
+ * from vmrund's own request (host/vmrund/request.h) and vmrun's result
+ * JSON (host/result.h, result_print_json). Pure: no I/O, no globals.
+ *
+ * Piston's meaning is kept: language is a runtime's name or alias; version
+ * a semver selector ("3.11.2", "3.x", "3", "*", ">=3.10 <4", "^3.9",
+ * "~3.11"); compile_timeout and run_timeout are each stage's own wall-clock
+ * limit in ms, cpu_time in ms, memory limits in bytes, -1 or absent for
+ * the runtime's default. A runtime without a compile stage ignores the
+ * compile_* fields, as Piston does. */
+#ifndef VMRUND_PISTON_H
+#define VMRUND_PISTON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "request.h"
+#include "runtime.h"
+
+/* Whether version satisfies the semver selector (node-semver's range
+ * grammar for the forms above, space-separated comparators ANDed, "||"
+ * alternatives ORed). A malformed selector matches nothing. Pure. */
+bool piston_version_match(const char *version, const char *selector);
+
+/* Translate an execute body into rq, choosing the runtime from the n
+ * installed ones in rts (the newest version that matches, by name or
+ * alias); *chosen points at it. Returns 0; or -1 with Piston's message in
+ * err ("python-9.x runtime is unknown", "files: must be a non-empty array")
+ * and rq empty. */
+int piston_parse(const json_t *body, const struct runtime *rts, size_t n, struct req *rq,
+		 const struct runtime **chosen, char *err, size_t errlen);
+
+/* The execute response for rt from a run's result (result_print_json's
+ * object): {language, version, run, compile?}, each stage {stdout, stderr,
+ * output, code, signal, message, status, cpu_time, wall_time, memory}.
+ * status: null when the stage exited 0, else RE (non-zero exit), SG
+ * (signal), TO (its time limit), OL / EL (stdout / stderr over the output
+ * cap), XX (anything else: the VM failed, the run was denied). output[i]
+ * is stage i's (0 compile, 1 run) stdout and stderr interleaved as they
+ * arrived, or NULL for stdout then stderr. NULL when out of memory. */
+json_t *piston_response(const struct runtime *rt, const json_t *result, const char *const output[2]);
+
+/* GET /api/v2/runtimes: [{language, version, aliases, runtime?}]. */
+json_t *piston_runtimes(const struct runtime *rts, size_t n);
+
+#endif
