@@ -215,7 +215,8 @@ static void reap_vmm(struct exec *x, int64_t deadline_ms)
 
 /* The command's output: capped here per stream at max_output whoever
  * reads it (outbuf_take), since a guest need not honour the cap it was
- * sent; streamed through the plan's output, or kept for the result. */
+ * sent; streamed through the plan's output, kept for the result, or both
+ * (vmrund's worker streams it and keeps it). */
 static void on_output(void *ctx, unsigned stage, uint16_t type, const uint8_t *data, uint32_t len)
 {
 	struct exec *x = ctx;
@@ -223,12 +224,15 @@ static void on_output(void *ctx, unsigned stage, uint16_t type, const uint8_t *d
 		return;   /* the session refuses a stage past the request's first */
 	struct run_stage *st = &x->r->stage[stage];
 	struct outbuf *b = type == PROTO_STDOUT ? &st->out : &st->err;
-	if (!x->plan->output) {
+	size_t n;
+	if (!x->plan->output || x->plan->keep_output) {
+		uint64_t before = b->passed;
 		outbuf_append(b, data, len);
-		return;
+		n = (size_t)(b->passed - before);
+	} else {
+		n = outbuf_take(b, len);
 	}
-	size_t n = outbuf_take(b, len);
-	if (n)
+	if (n && x->plan->output)
 		x->plan->output(x->plan->ctx, x->plan->proto.stage[stage].kind, type, data, n);
 }
 

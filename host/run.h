@@ -113,6 +113,7 @@ struct run_plan {
 	char *vmm_argv[RUN_VMM_ARGC_MAX];
 	/* how the run reports and is stopped */
 	run_output_fn output;
+	bool keep_output;                    /* with output: also keep it in the result */
 	run_log_fn log;
 	void *ctx;
 	int cancel_fd;                       /* readable: stop the run (-1: never) */

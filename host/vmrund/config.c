@@ -1,0 +1,207 @@
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errmsg.h"
+
+void config_defaults(struct vmrund_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	snprintf(c->listen_host, sizeof(c->listen_host), "127.0.0.1");
+	c->listen_port = 8080;
+	snprintf(c->state_db, sizeof(c->state_db), "/var/lib/vmrun/state.db");
+	snprintf(c->run_dir, sizeof(c->run_dir), "/var/lib/vmrun/runs");
+	snprintf(c->keys, sizeof(c->keys), "/etc/vmrun/keys");
+	snprintf(c->audit_log, sizeof(c->audit_log), "/var/log/vmrun/audit.jsonl");
+	c->queue_max = 256;
+	c->max_body = 16u << 20;
+	c->max_connections = 256;
+	c->connection_timeout_s = 30;
+	c->wait_max_s = 300;
+	c->retention_s = 86400;
+	c->slot_memory_mib = 512;
+}
+
+static int parse_uint(const char *v, unsigned long long max, unsigned long long *out)
+{
+	char *end;
+	errno = 0;
+	if (*v < '0' || *v > '9')
+		return -1;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (errno || *end || n > max)
+		return -1;
+	*out = n;
+	return 0;
+}
+
+/* HOST:PORT, [V6]:PORT; the host numeric, so that what we bind is what
+ * the file says, with no resolver in between. */
+static int parse_listen(struct vmrund_config *c, const char *v)
+{
+	const char *colon = strrchr(v, ':');
+	if (!colon || colon == v)
+		return -1;
+	char host[64];
+	size_t hl = (size_t)(colon - v);
+	if (v[0] == '[') {
+		if (hl < 3 || v[hl - 1] != ']')
+			return -1;
+		v++;
+		hl -= 2;
+	}
+	if (hl >= sizeof(host))
+		return -1;
+	memcpy(host, v, hl);
+	host[hl] = '\0';
+	unsigned char buf[16];
+	unsigned long long port;
+	if ((inet_pton(AF_INET, host, buf) != 1 && inet_pton(AF_INET6, host, buf) != 1) ||
+	    parse_uint(colon + 1, 65535, &port) || port == 0)
+		return -1;
+	snprintf(c->listen_host, sizeof(c->listen_host), "%s", host);
+	c->listen_port = (unsigned)port;
+	return 0;
+}
+
+static int set_path(char *dst, size_t cap, const char *v, bool empty_ok)
+{
+	if ((!*v && !empty_ok) || (*v && *v != '/') || strlen(v) >= cap)
+		return -1;
+	snprintf(dst, cap, "%s", v);
+	return 0;
+}
+
+/* One key: 0, or -1 with the reason in err (without the line number). */
+static int apply(struct vmrund_config *c, const char *k, const char *v, char *err, size_t errlen)
+{
+	unsigned long long n;
+	struct {
+		const char *key;
+		unsigned *dst;
+		unsigned long long min, max;
+	} nums[] = {
+		{ "slots", &c->slots, 0, 4096 },
+		{ "queue_max", &c->queue_max, 1, 1000000 },
+		{ "max_connections", &c->max_connections, 1, 100000 },
+		{ "connection_timeout_s", &c->connection_timeout_s, 1, 3600 },
+		{ "wait_max_s", &c->wait_max_s, 0, 86400 },
+		{ "retention_s", &c->retention_s, 0, 100u * 86400 },
+		{ "slot_memory_mib", &c->slot_memory_mib, 64, 1u << 20 },
+	};
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		if (strcmp(k, nums[i].key))
+			continue;
+		if (parse_uint(v, nums[i].max, &n) || n < nums[i].min)
+			return errf(err, errlen, "%s: a whole number from %llu to %llu, not \"%.64s\"", k, nums[i].min,
+				    nums[i].max, v);
+		*nums[i].dst = (unsigned)n;
+		return 0;
+	}
+	struct {
+		const char *key;
+		char *dst;
+		size_t cap;
+		bool empty_ok;
+	} paths[] = {
+		{ "state_db", c->state_db, sizeof(c->state_db), false },
+		{ "run_dir", c->run_dir, sizeof(c->run_dir), false },
+		{ "keys", c->keys, sizeof(c->keys), false },
+		{ "audit_log", c->audit_log, sizeof(c->audit_log), true },
+		{ "worker", c->worker, sizeof(c->worker), true },
+		{ "guest_dir", c->guest_dir, sizeof(c->guest_dir), true },
+	};
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		if (strcmp(k, paths[i].key))
+			continue;
+		if (set_path(paths[i].dst, paths[i].cap, v, paths[i].empty_ok))
+			return errf(err, errlen, "%s: an absolute path%s", k, paths[i].empty_ok ? ", or nothing" : "");
+		return 0;
+	}
+	if (!strcmp(k, "listen"))
+		return parse_listen(c, v) ? errf(err, errlen, "listen: a numeric ADDRESS:PORT, not \"%.64s\"", v) : 0;
+	if (!strcmp(k, "max_body")) {
+		if (parse_uint(v, 1u << 30, &n) || n < 1024)
+			return errf(err, errlen, "max_body: bytes from 1024 to %u", 1u << 30);
+		c->max_body = (size_t)n;
+		return 0;
+	}
+	if (!strcmp(k, "anonymous_tenant")) {
+		if (strlen(v) >= sizeof(c->anonymous_tenant))
+			return errf(err, errlen, "anonymous_tenant: too long");
+		snprintf(c->anonymous_tenant, sizeof(c->anonymous_tenant), "%s", v);
+		return 0;
+	}
+	if (!strcmp(k, "anonymous_from")) {
+		if (strcmp(v, "loopback") && strcmp(v, "any"))
+			return errf(err, errlen, "anonymous_from: loopback or any");
+		c->anonymous_any = !strcmp(v, "any");
+		return 0;
+	}
+	return errf(err, errlen, "unknown key \"%.64s\"", k);
+}
+
+static char *trim(char *s)
+{
+	while (*s == ' ' || *s == '\t')
+		s++;
+	size_t n = strlen(s);
+	while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+		s[--n] = '\0';
+	return s;
+}
+
+int config_parse(struct vmrund_config *c, const char *text, size_t len, char *err, size_t errlen)
+{
+	char line[PATH_MAX + 128], why[256];
+	unsigned lineno = 0;
+	for (size_t pos = 0; pos < len;) {
+		const char *nl = memchr(text + pos, '\n', len - pos);
+		size_t n = nl ? (size_t)(nl - (text + pos)) : len - pos;
+		lineno++;
+		if (n >= sizeof(line) || memchr(text + pos, '\0', n))
+			return errf(err, errlen, "%u: line too long or not text", lineno);
+		memcpy(line, text + pos, n);
+		line[n] = '\0';
+		pos += n + 1;
+		char *l = trim(line);
+		if (!*l || *l == '#')
+			continue;
+		char *eq = strchr(l, '=');
+		if (!eq)
+			return errf(err, errlen, "%u: expected KEY = VALUE", lineno);
+		*eq = '\0';
+		if (apply(c, trim(l), trim(eq + 1), why, sizeof(why)))
+			return errf(err, errlen, "%u: %s", lineno, why);
+	}
+	return 0;
+}
+
+int config_load(struct vmrund_config *c, const char *path, bool optional, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return optional && errno == ENOENT ? 0 : errf(err, errlen, "%s: %s", path, strerror(errno));
+	char buf[65536], why[400];
+	size_t n = fread(buf, 1, sizeof(buf), f);
+	bool big = n == sizeof(buf), bad = ferror(f);
+	fclose(f);
+	if (big || bad)
+		return errf(err, errlen, "%s: %s", path, bad ? "read error" : "over 64 KiB");
+	if (config_parse(c, buf, n, why, sizeof(why)))
+		return errf(err, errlen, "%s:%s", path, why);
+	return 0;
+}
+
+unsigned config_slots(const struct vmrund_config *c, unsigned cpus, uint64_t mem_mib)
+{
+	if (c->slots)
+		return c->slots;
+	uint64_t by_mem = mem_mib / (c->slot_memory_mib ? c->slot_memory_mib : 512);
+	uint64_t n = cpus < by_mem ? cpus : by_mem;
+	return n ? (unsigned)n : 1;
+}

@@ -1,0 +1,52 @@
+/* vmrund's configuration: a file of "key = value" lines (# comments),
+ * every key optional, documented in the README and in
+ * packaging/vmrund.conf. Parsed by a pure function, so every key and every
+ * error is unit tested without a daemon. */
+#ifndef VMRUND_CONFIG_H
+#define VMRUND_CONFIG_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VMRUND_CONFIG_PATH "/etc/vmrun/vmrund.conf"
+
+struct vmrund_config {
+	char listen_host[64];         /* listen = HOST:PORT; the host a numeric IPv4 or IPv6 address */
+	unsigned listen_port;
+	char state_db[PATH_MAX];      /* the SQLite store */
+	char run_dir[PATH_MAX];       /* one directory per running run, artifacts kept after */
+	char keys[PATH_MAX];          /* the API keys: root-owned (host/vmrund/tenants.h) */
+	char audit_log[PATH_MAX];     /* JSON lines; "" for none */
+	char worker[PATH_MAX];        /* the per-run worker; "" for vmrund-worker beside vmrund */
+	char guest_dir[PATH_MAX];     /* kernel and images; "" for ../guest beside vmrund */
+	unsigned slots;               /* runs at once; 0: from the host's CPUs and memory */
+	unsigned queue_max;           /* queued runs, all tenants together */
+	size_t max_body;              /* bytes of a request body */
+	unsigned max_connections;
+	unsigned connection_timeout_s;   /* idle time before a connection is dropped */
+	unsigned wait_max_s;          /* the longest ?wait= and Piston execute */
+	unsigned retention_s;         /* kept artifacts are removed this long after their run ended */
+	char anonymous_tenant[64];    /* requests with no key act as this tenant; "" refuses them */
+	bool anonymous_any;           /* anonymous_from = any: not only from loopback */
+	unsigned slot_memory_mib;     /* host memory one slot counts (slots = 0) */
+};
+
+/* The defaults, before any file. */
+void config_defaults(struct vmrund_config *c);
+
+/* Apply the text of a config file (len bytes) over c. Returns 0, or -1
+ * with "LINE: reason" in err and c unspecified. Pure. */
+int config_parse(struct vmrund_config *c, const char *text, size_t len, char *err, size_t errlen);
+
+/* Read path and config_parse it; a missing file is an error unless
+ * optional. Returns 0 or -1 with "PATH:LINE: reason". */
+int config_load(struct vmrund_config *c, const char *path, bool optional, char *err, size_t errlen);
+
+/* Slots from the host's CPUs and memory (MiB) when c->slots is 0: one per
+ * CPU, and no more than the memory holds at slot_memory_mib each, at
+ * least 1. Pure. */
+unsigned config_slots(const struct vmrund_config *c, unsigned cpus, uint64_t mem_mib);
+
+#endif

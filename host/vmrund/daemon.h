@@ -1,0 +1,106 @@
+/* vmrund's core: everything the service owns hangs off one struct vmrund
+ * (no globals), shared by the HTTP threads and the scheduler loop under
+ * one lock. The HTTP side (host/vmrund/http.c) calls submit, cancel and
+ * wait; the main thread runs vmrund_loop, which starts a worker process
+ * per run (vmrund-worker), reaps them, and records how each run ended.
+ * Every state change reaches the store before anyone is told of it. */
+#ifndef VMRUND_DAEMON_H
+#define VMRUND_DAEMON_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "metrics.h"
+#include "request.h"
+#include "runtime.h"
+#include "sched.h"
+#include "store.h"
+#include "tenants.h"
+
+/* A run that has a worker. */
+struct vmrund_active {
+	bool used;
+	char id[SCHED_ID_MAX];
+	unsigned tenant;
+	pid_t pid;
+	int64_t created_ms, started_ms;
+	bool cancel;                  /* DELETE asked: it ends cancelled */
+};
+
+struct vmrund {
+	struct vmrund_config cfg;
+	struct tenants ts;
+	int anonymous;                /* the tenant keyless requests act as, or -1 */
+	struct store *store;
+	struct runtime *rts;          /* installed runtimes, read at start */
+	size_t nrts;
+	char worker[PATH_MAX], vmm[PATH_MAX], guest[PATH_MAX];
+
+	pthread_mutex_t lock;         /* everything below, and every store call */
+	pthread_cond_t changed;       /* broadcast when a run changes state */
+	struct sched sched;
+	struct vmrund_active *active; /* sched.slots of them */
+	struct metrics m;
+	FILE *audit;
+	int wake_fd;                  /* eventfd: the loop has work */
+	bool stopping;
+};
+
+/* What submit and cancel answer: an HTTP status, and for 429/503 the
+ * seconds to wait. */
+struct vmrund_answer {
+	unsigned status;
+	unsigned retry_after_s;
+	char message[256];
+};
+
+/* Set d up from cfg: store, keys, runtimes, slots, recovery of what a
+ * previous vmrund left (queued runs queue again, running ones end lost,
+ * their leftovers are swept). 0, or -1 with one line in err. */
+int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *bindir, char *err, size_t errlen);
+
+/* Release everything; safe after a failed open. */
+void vmrund_close(struct vmrund *d);
+
+/* Accept rq for tenant: persisted queued, then queued. 202 with its id,
+ * or 429 / 503 (Retry-After), or 500. */
+struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const struct req *rq, char id[SCHED_ID_MAX]);
+
+/* Cancel tenant's run id: a queued one ends cancelled now, a running
+ * one's worker is told to destroy its VM and this waits (at most
+ * wait_ms) for it to end. 200, 202 (still ending), 404, 409 (already
+ * ended), 500. */
+struct vmrund_answer vmrund_cancel(struct vmrund *d, unsigned tenant, const char *id, int64_t wait_ms);
+
+/* Wait until run id has ended or until deadline_ms (monotonic). Returns
+ * true when it has ended. */
+bool vmrund_wait(struct vmrund *d, const char *id, int64_t deadline_ms);
+
+/* Take one request from tenant's rate: 0, or the seconds to wait. */
+unsigned vmrund_rate(struct vmrund *d, unsigned tenant);
+
+/* Whether KVM and the guest images are usable, with the reason if not. */
+bool vmrund_ready(struct vmrund *d, char *why, size_t whylen);
+
+/* The scheduler: start runs into free slots, reap workers, record their
+ * ends, remove kept artifacts past their retention, until SIGTERM or
+ * SIGINT; then start nothing more and wait for the running runs to end.
+ * Returns 0, or -1 with a reason. */
+int vmrund_loop(struct vmrund *d, char *err, size_t errlen);
+
+/* Wake the loop (a run was queued or cancelled). */
+void vmrund_wake(struct vmrund *d);
+
+/* Monotonic and wall-clock ms. */
+int64_t vmrund_now_ms(void);
+int64_t vmrund_wall_ms(void);
+
+/* A run's directory: run_dir/ID (into buf). */
+void vmrund_run_path(const struct vmrund *d, const char *id, const char *file, char *buf, size_t len);
+
+#endif

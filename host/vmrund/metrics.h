@@ -1,0 +1,52 @@
+/* vmrund's counters and histograms, rendered in Prometheus' text format
+ * at /metrics. Plain data under the daemon's lock; the gauges (queue
+ * depth, slots) are read from the scheduler when rendered. */
+#ifndef VMRUND_METRICS_H
+#define VMRUND_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "store.h"
+
+#define METRICS_BUCKETS 12
+#define METRICS_TERMS   8     /* vmrun's terminations (host/result.h) */
+#define METRICS_CODES   16
+
+struct histogram {
+	uint64_t count, bucket[METRICS_BUCKETS];
+	double sum;               /* seconds */
+};
+
+/* The phases a run's result times (its "durations_ms" keys), histograms. */
+enum metrics_phase { PH_QUEUE, PH_PREPARE, PH_BOOT, PH_RUN, PH_TEARDOWN, PH_EXTRACT, PH_TOTAL, PH_COUNT };
+
+struct metrics {
+	uint64_t ended[RS_COUNT];           /* runs by final state */
+	uint64_t term[METRICS_TERMS];       /* by termination */
+	uint64_t limit_timeout, limit_memory, limit_cpu, limit_output;
+	uint64_t accepted, refused_rate, refused_tenant, refused_queue;
+	unsigned code[METRICS_CODES];       /* the status codes below */
+	uint64_t code_count[METRICS_CODES];
+	struct histogram phase[PH_COUNT];
+};
+
+/* Count a run that ended in state, with its result (NULL: none) and how
+ * long it queued. */
+void metrics_run_ended(struct metrics *m, enum run_state state, const json_t *result, int64_t queue_ms);
+
+/* Count one HTTP answer. */
+void metrics_http(struct metrics *m, unsigned status);
+
+/* The limits a result says it hit, by name ("timeout", "memory",
+ * "cpu_time", "output") into names (at most 4), their count returned:
+ * for the metrics and the audit log alike. Pure. */
+unsigned metrics_limits_hit(const json_t *result, const char *names[4]);
+
+/* The text for /metrics (malloc'd; NULL out of memory), with the gauges. */
+char *metrics_render(const struct metrics *m, size_t queued, unsigned running, unsigned slots,
+		     const uint64_t state_count[RS_COUNT]);
+
+#endif

@@ -1,0 +1,69 @@
+/* A run's directory under the config's run_dir: the contract between
+ * vmrund and its per-run worker (vmrund-worker), the one place both read
+ * their file names and formats from.
+ *
+ *   ID/request.json   the canonical request (host/vmrund/request.h); vmrund
+ *   ID/output         the output as it arrives: records (below); worker
+ *   ID/result.json    vmrun's result object, renamed into place; worker
+ *   ID/vm-id          the run library's run id (its cgroup's name); worker
+ *   ID/worker.log     the worker's own stderr
+ *   ID/tmp/           TMPDIR for the run library's run directory
+ *   ID/files/         the request's files, written out by the worker
+ *   ID/artifacts/     what the run left, when the request keeps it
+ *
+ * When the run ends vmrund keeps artifacts/ (and removes it after the
+ * retention time) and deletes the rest. */
+#ifndef VMRUND_SPOOL_H
+#define VMRUND_SPOOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "store.h"
+
+#define SPOOL_REQUEST   "request.json"
+#define SPOOL_OUTPUT    "output"
+#define SPOOL_RESULT    "result.json"
+#define SPOOL_VM_ID     "vm-id"
+#define SPOOL_LOG       "worker.log"
+#define SPOOL_TMP       "tmp"
+#define SPOOL_FILES     "files"
+#define SPOOL_ARTIFACTS "artifacts"
+
+/* One output record's header, then len bytes of data. */
+struct spool_record {
+	uint8_t stage;     /* enum proto_stage_kind */
+	uint8_t stream;    /* PROTO_STDOUT or PROTO_STDERR */
+	uint16_t zero;
+	uint32_t len;
+};
+_Static_assert(sizeof(struct spool_record) == 8, "the output file's record header is 8 bytes");
+
+#define SPOOL_RECORD_MAX (1u << 20)   /* data bytes in one record at most */
+
+/* Append one record to fd (O_APPEND) in one write, so that a reader never
+ * sees half a header. 0, or -1 with errno. */
+int spool_append(int fd, unsigned stage, unsigned stream, const uint8_t *data, size_t len);
+
+/* The complete records at the start of buf (len bytes), each to fn; stops
+ * at a partial one. Returns the bytes consumed, or -1 when a header is
+ * malformed (the file is not ours). Pure. */
+long spool_parse(const uint8_t *buf, size_t len,
+		 void (*fn)(void *ctx, unsigned stage, unsigned stream, const uint8_t *data, size_t n), void *ctx);
+
+/* The state a run ended in, from its result object (NULL: the worker left
+ * none) and whether it was cancelled: succeeded when the command exited
+ * 0, timed_out on the run's or a stage's time limit, failed otherwise.
+ * Pure. */
+enum run_state spool_state_of(const json_t *result, bool cancelled);
+
+
+/* Remove the run directory dir, or everything in it but artifacts/ when
+ * keep_artifacts (then dir stays for it). No symlink is followed. 0, or
+ * -1 with errno when something could not be removed. */
+int spool_clean(const char *dir, bool keep_artifacts);
+
+#endif

@@ -1,0 +1,246 @@
+/* vmrund-worker: one run of vmrund, in its own process, so that one run's
+ * failure cannot take down the others or the daemon.
+ *
+ *   vmrund-worker RUN_DIR VMM GUEST_DIR
+ *
+ * Reads RUN_DIR/request.json (host/vmrund/spool.h), writes the request's
+ * files and stdin next to it, runs it through the run library with the
+ * output streamed to RUN_DIR/output and kept for the result, and writes
+ * the result to RUN_DIR/result.json. SIGTERM (vmrund cancelling the run,
+ * or vmrund dying: it is our parent-death signal) stops the run through
+ * its cancel fd: the VM is killed and everything cleaned up as always.
+ * Plan, acquire, run, tear down; every message gets "vmrund-worker: ". */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "request.h"
+#include "result.h"
+#include "run.h"
+#include "spool.h"
+
+struct worker {
+	const char *dir, *vmm, *guest;
+	struct req rq;
+	int output_fd, sigfd;
+	char files_dir[PATH_MAX], stdin_path[PATH_MAX], artifacts[PATH_MAX];
+	char *source_paths[REQ_MAX_FILES];
+	bool output_failed;
+};
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("vmrund-worker: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static int write_file(const char *path, const unsigned char *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	while (len) {
+		ssize_t k = write(fd, data, len);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			close(fd);
+			return -1;
+		}
+		data += k;
+		len -= (size_t)k;
+	}
+	return close(fd);
+}
+
+static int read_request(struct worker *w, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/" SPOOL_REQUEST, w->dir);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return snprintf(err, errlen, "%s: %s", path, strerror(errno)), -1;
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	for (size_t n; buf && (n = fread(buf + len, 1, cap - len, f)) > 0;) {
+		len += n;
+		if (len == cap) {
+			char *b = cap < (64u << 20) ? realloc(buf, cap *= 2) : NULL;
+			if (!b) {
+				free(buf);
+				buf = NULL;
+			}
+			buf = b;
+		}
+	}
+	fclose(f);
+	if (!buf)
+		return snprintf(err, errlen, "%s: out of memory or too large", path), -1;
+	char why[400];
+	int rc = req_parse_text(buf, len, &w->rq, why, sizeof(why));
+	free(buf);
+	if (rc)
+		snprintf(err, errlen, "%s: %s", path, why);
+	return rc;
+}
+
+/* The request's files into RUN_DIR/files, its stdin beside them. */
+static int write_inputs(struct worker *w, char *err, size_t errlen)
+{
+	snprintf(w->files_dir, sizeof(w->files_dir), "%s/" SPOOL_FILES, w->dir);
+	if (mkdir(w->files_dir, 0755) < 0)
+		return snprintf(err, errlen, "%s: %s", w->files_dir, strerror(errno)), -1;
+	for (unsigned i = 0; i < w->rq.nfiles; i++) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/%s", w->files_dir, w->rq.files[i].name);
+		if (write_file(path, w->rq.files[i].data, w->rq.files[i].len) < 0)
+			return snprintf(err, errlen, "%s: %s", path, strerror(errno)), -1;
+		if (!(w->source_paths[i] = strdup(path)))
+			return snprintf(err, errlen, "out of memory"), -1;
+	}
+	if (w->rq.has_stdin) {
+		snprintf(w->stdin_path, sizeof(w->stdin_path), "%s/stdin", w->dir);
+		if (write_file(w->stdin_path, w->rq.stdin_data, w->rq.stdin_len) < 0)
+			return snprintf(err, errlen, "%s: %s", w->stdin_path, strerror(errno)), -1;
+	}
+	return 0;
+}
+
+static void build_request(const struct worker *w, struct run_request *req)
+{
+	const struct req *rq = &w->rq;
+	*req = (struct run_request){
+		.argv = rq->argv, .argc = (int)rq->argc, .env = (const char *const *)rq->env, .nenv = rq->nenv,
+		.timeout_s = rq->timeout_s, .memory_mib = rq->memory_mib, .cpus = rq->cpus, .disk_mib = rq->disk_mib,
+		.max_output = rq->max_output, .runtime = rq->runtime[0] ? rq->runtime : NULL, .vmm = w->vmm,
+		.guest_dir = w->guest, .system_policy = NULL,
+		.compile = { rq->compile.timeout_s, rq->compile.memory_mib, rq->compile.cpu_time_ms },
+		.run = { rq->run.timeout_s, rq->run.memory_mib, rq->run.cpu_time_ms },
+		.stdin_file = rq->has_stdin ? w->stdin_path : NULL,
+		.artifacts = rq->keep_artifacts ? w->artifacts : NULL,
+	};
+	if (rq->source) {
+		req->sources = (const char *const *)w->source_paths;
+		req->nsources = rq->nfiles;
+	} else if (rq->nfiles) {
+		req->workspace = w->files_dir;
+	}
+}
+
+static void on_output(void *ctx, uint32_t kind, uint16_t type, const uint8_t *data, size_t len)
+{
+	struct worker *w = ctx;
+	if (!w->output_failed && spool_append(w->output_fd, kind, type, data, len) < 0) {
+		say("%s/" SPOOL_OUTPUT ": %s; the rest of the output is in the result only", w->dir, strerror(errno));
+		w->output_failed = true;
+	}
+}
+
+static int write_result(const struct worker *w, const struct run_result *r)
+{
+	char tmp[PATH_MAX], path[PATH_MAX];
+	snprintf(tmp, sizeof(tmp), "%s/" SPOOL_RESULT ".tmp", w->dir);
+	snprintf(path, sizeof(path), "%s/" SPOOL_RESULT, w->dir);
+	FILE *f = fopen(tmp, "we");
+	if (!f) {
+		say("%s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	result_print_json(f, r);
+	if (fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, path)) {
+		say("%s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void write_vm_id(const struct worker *w, const char *id)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/" SPOOL_VM_ID, w->dir);
+	if (write_file(path, (const unsigned char *)id, strlen(id)) < 0)
+		say("%s: %s", path, strerror(errno));
+}
+
+static int take_signals(void)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	signal(SIGPIPE, SIG_IGN);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -1;
+	return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4) {
+		say("usage: vmrund-worker RUN_DIR VMM GUEST_DIR (vmrund starts it)");
+		return 2;
+	}
+	struct worker w = { .dir = argv[1], .vmm = argv[2], .guest = argv[3], .output_fd = -1 };
+	if ((w.sigfd = take_signals()) < 0 || prctl(PR_SET_PDEATHSIG, SIGTERM) < 0) {
+		say("signals: %s", strerror(errno));
+		return 1;
+	}
+	char err[600], path[PATH_MAX];
+	snprintf(w.artifacts, sizeof(w.artifacts), "%s/" SPOOL_ARTIFACTS, w.dir);
+	snprintf(path, sizeof(path), "%s/" SPOOL_OUTPUT, w.dir);
+	w.output_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	struct run_result *r = malloc(sizeof(*r));
+	struct run_plan *plan = malloc(sizeof(*plan));
+	if (w.output_fd < 0 || !r || !plan) {
+		say("%s: %s", path, w.output_fd < 0 ? strerror(errno) : "out of memory");
+		return 1;
+	}
+	int status = 1;
+	if (read_request(&w, err, sizeof(err))) {
+		say("%s", err);
+		goto out;
+	}
+	struct run_request req;
+	int inputs = write_inputs(&w, err, sizeof(err));
+	build_request(&w, &req);
+	int64_t t0 = session_now_ms();
+	run_result_init(r, &req);
+	if (inputs) {
+		result_message(r, "%s", err);
+	} else if (run_plan_build(plan, &req, r) == 0) {
+		write_vm_id(&w, plan->run_id);
+		plan->output = on_output;
+		plan->keep_output = true;
+		plan->ctx = &w;
+		plan->cancel_fd = w.sigfd;
+		run_execute(plan, r);
+		run_plan_release(plan);
+	}
+	r->total = session_now_ms() - t0;
+	status = write_result(&w, r) ? 1 : 0;
+	result_free(r);
+out:
+	for (unsigned i = 0; i < REQ_MAX_FILES; i++)
+		free(w.source_paths[i]);
+	req_free(&w.rq);
+	free(r);
+	free(plan);
+	close(w.output_fd);
+	close(w.sigfd);
+	return status;
+}
