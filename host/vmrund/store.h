@@ -44,26 +44,35 @@ struct store_run {
 struct store;
 
 struct store_ops {
-	/* Insert a new run (state queued). -1 with a reason on failure (a
-	 * duplicate id is one). */
+	/* Insert a new run (state queued): only id, tenant, created_ms and
+	 * request are taken from run; the store assigns seq. 0 done, -1 with
+	 * a reason on failure (a duplicate id is one). */
 	int (*insert)(struct store *s, const struct store_run *run, char *err, size_t errlen);
 	/* The run with this id and tenant into *out (the caller frees it with
 	 * store_run_free): 1 found, 0 not (another tenant's is not found),
-	 * -1 error. tenant NULL: any tenant's. */
+	 * -1 error; *out is zeroed unless found. tenant NULL: any tenant's. */
 	int (*get)(struct store *s, const char *id, const char *tenant, struct store_run *out, char *err, size_t errlen);
-	/* queued -> running at started_ms. 1 done, 0 the run was not queued. */
+	/* queued -> running at started_ms. 1 done, 0 the run was not queued
+	 * (or does not exist), -1 error. */
 	int (*start)(struct store *s, const char *id, int64_t started_ms, char *err, size_t errlen);
 	/* Any non-terminal state -> a terminal one, with result (NULL: none)
-	 * and message. 1 done, 0 the run was already terminal. */
+	 * and message (NULL: none). 1 done, 0 the run was already terminal
+	 * (or does not exist), -1 error (a state that is not terminal is
+	 * one). */
 	int (*finish)(struct store *s, const char *id, enum run_state state, int64_t finished_ms, const char *result,
 		      const char *message, char *err, size_t errlen);
 	/* Call fn for every run in state, oldest (seq) first; fn returns 0 to
-	 * go on. The row passed is valid only during the call. */
+	 * go on. The row passed is a copy, valid only during the call, and no
+	 * query is open while fn runs, so fn may call the store (to finish
+	 * the run it was given, say; what it changes is durable at once).
+	 * Runs that enter state during the walk may be visited. 0 when every
+	 * run was visited, fn's value when it stopped the walk, -1 error. */
 	int (*each)(struct store *s, enum run_state state, int (*fn)(void *ctx, const struct store_run *run),
 		    void *ctx, char *err, size_t errlen);
-	/* How many runs are in each state, into count[RS_COUNT]. */
+	/* How many runs are in each state, into count[RS_COUNT]. 0 done, -1
+	 * error. */
 	int (*count)(struct store *s, uint64_t count[RS_COUNT], char *err, size_t errlen);
-	/* Close and free; safe on NULL. */
+	/* Close and free (store_close is the call that is safe on NULL). */
 	void (*close)(struct store *s);
 };
 
@@ -71,15 +80,20 @@ struct store {
 	const struct store_ops *ops;
 };
 
-/* Open (creating, with its schema) the SQLite store at path. NULL with a
- * one-line reason on failure. */
+/* Open (creating, with its schema) the SQLite store at path, whose
+ * directory must exist. NULL with a one-line reason on failure (a file
+ * that is not SQLite, or a schema newer than this vmrund's, is one). */
 struct store *store_sqlite_open(const char *path, char *err, size_t errlen);
+
+/* s->ops->close(s), and nothing for NULL, so that cleanup paths need not
+ * check. */
+void store_close(struct store *s);
 
 /* Free what a row holds (request, result) and zero it; safe twice. */
 void store_run_free(struct store_run *run);
 
-/* The state's name as the API spells it ("timed_out"), and back: -1 for
- * an unknown name. */
+/* The state's name as the API spells it ("timed_out"), NULL for a value
+ * that is no state; and back: -1 for an unknown name (or NULL). */
 const char *store_state_name(enum run_state st);
 int store_state_parse(const char *name);
 

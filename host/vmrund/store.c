@@ -1,0 +1,49 @@
+/* What every store backend shares: the rows' memory and the states'
+ * names. The names are the API's and also what the backends keep on disk,
+ * so changing one is a schema change. */
+#include "store.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const state_names[RS_COUNT] = {
+	[RS_QUEUED] = "queued",       [RS_RUNNING] = "running",     [RS_SUCCEEDED] = "succeeded",
+	[RS_FAILED] = "failed",       [RS_TIMED_OUT] = "timed_out", [RS_CANCELLED] = "cancelled",
+	[RS_LOST] = "lost",
+};
+
+void store_run_free(struct store_run *run)
+{
+	free(run->request);
+	free(run->result);
+	memset(run, 0, sizeof(*run));
+}
+
+void store_close(struct store *s)
+{
+	if (s)
+		s->ops->close(s);
+}
+
+const char *store_state_name(enum run_state st)
+{
+	/* Cast: an enum may be unsigned, and a corrupt value must not index. */
+	if ((int)st < 0 || (int)st >= RS_COUNT)
+		return NULL;
+	return state_names[st];
+}
+
+int store_state_parse(const char *name)
+{
+	if (!name)
+		return -1;
+	for (int i = 0; i < RS_COUNT; i++)
+		if (!strcmp(name, state_names[i]))
+			return i;
+	return -1;
+}
+
+bool store_state_terminal(enum run_state st)
+{
+	return (int)st >= RS_SUCCEEDED && (int)st < RS_COUNT;
+}
