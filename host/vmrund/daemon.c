@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -39,6 +40,14 @@ int64_t vmrund_wall_ms(void)
 void vmrund_run_path(const struct vmrund *d, const char *id, const char *file, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/%s%s%s", d->cfg.run_dir, id, file ? "/" : "", file ? file : "");
+}
+
+void vmrund_closing(struct vmrund *d)
+{
+	pthread_mutex_lock(&d->lock);
+	d->closing = true;
+	pthread_cond_broadcast(&d->changed);
+	pthread_mutex_unlock(&d->lock);
 }
 
 void vmrund_wake(struct vmrund *d)
@@ -138,6 +147,8 @@ static bool wait_locked(struct vmrund *d, const char *id, int64_t deadline_ms)
 	for (;;) {
 		if (ended(d, id))
 			return true;
+		if (d->closing)
+			return false;
 		int64_t left = deadline_ms - vmrund_now_ms();
 		if (left <= 0)
 			return false;

@@ -18,7 +18,7 @@
 #include "metrics.h"
 #include "request.h"
 #include "runtime.h"
-#include "sched.h"
+#include "scheduler.h"
 #include "store.h"
 #include "tenants.h"
 
@@ -48,7 +48,8 @@ struct vmrund {
 	struct metrics m;
 	FILE *audit;
 	int wake_fd;                  /* eventfd: the loop has work */
-	bool stopping;
+	bool stopping;                /* SIGTERM: start nothing more, refuse new runs */
+	bool closing;                 /* the loop is over: waits and streams end now */
 };
 
 /* What submit and cancel answer: an HTTP status, and for 429/503 the
@@ -92,6 +93,10 @@ bool vmrund_ready(struct vmrund *d, char *why, size_t whylen);
  * SIGINT; then start nothing more and wait for the running runs to end.
  * Returns 0, or -1 with a reason. */
 int vmrund_loop(struct vmrund *d, char *err, size_t errlen);
+
+/* After vmrund_loop: end every wait and stream, so the HTTP server can
+ * stop. */
+void vmrund_closing(struct vmrund *d);
 
 /* Wake the loop (a run was queued or cancelled). */
 void vmrund_wake(struct vmrund *d);

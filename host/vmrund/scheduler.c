@@ -1,4 +1,4 @@
-#include "sched.h"
+#include "scheduler.h"
 
 #include <stdlib.h>
 #include <string.h>

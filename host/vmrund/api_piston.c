@@ -1,0 +1,55 @@
+/* Piston v2's endpoints (host/vmrund/piston.h has the translation):
+ * execute waits for the run, as Piston does, bounded by wait_max_s. */
+#include "http.h"
+
+#include <string.h>
+
+#include "piston.h"
+
+static enum MHD_Result execute(struct http_req *r)
+{
+	json_t *body = http_body_json(r);
+	if (!body)
+		return MHD_YES;
+	struct req rq;
+	const struct runtime *rt = NULL;
+	char err[400], id[SCHED_ID_MAX];
+	int rc = piston_parse(body, r->d->rts, r->d->nrts, &rq, &rt, err, sizeof(err));
+	json_decref(body);
+	if (rc) {
+		req_free(&rq);
+		return http_error(r, 400, 0, "%s", err);
+	}
+	rc = api_submit(r, &rq, id);
+	req_free(&rq);
+	if (rc)
+		return MHD_YES;
+	if (!vmrund_wait(r->d, id, vmrund_now_ms() + (int64_t)r->d->cfg.wait_max_s * 1000))
+		return http_error(r, 504, 0, "run %s has not ended in %u s; GET /v1/runs/%s has it", id,
+				  r->d->cfg.wait_max_s, id);
+	struct store_run run;
+	pthread_mutex_lock(&r->d->lock);
+	int found = r->d->store->ops->get(r->d->store, id, NULL, &run, err, sizeof(err));
+	pthread_mutex_unlock(&r->d->lock);
+	if (found != 1)
+		return http_error(r, 500, 0, "%s", found < 0 ? err : "the run vanished");
+	json_t *result = run.result ? json_loads(run.result, 0, NULL) : NULL;
+	enum MHD_Result res;
+	if (!result)
+		res = http_error(r, 500, 0, "run %s ended %s: %s", id, store_state_name(run.state), run.message);
+	else
+		res = http_json(r, 200, piston_response(rt, result, NULL));
+	json_decref(result);
+	store_run_free(&run);
+	return res;
+}
+
+enum MHD_Result api_piston(struct http_req *r, const char *p)
+{
+	if (!strcmp(p, "/runtimes"))
+		return strcmp(r->method, "GET") ? http_error(r, 405, 0, "only GET here")
+						: http_json(r, 200, piston_runtimes(r->d->rts, r->d->nrts));
+	if (!strcmp(p, "/execute"))
+		return strcmp(r->method, "POST") ? http_error(r, 405, 0, "only POST here") : execute(r);
+	return http_error(r, 404, 0, "no such endpoint: /api/v2%.200s", p);
+}

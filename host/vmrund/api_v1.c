@@ -1,0 +1,296 @@
+/* vmrund's native API under /v1 (README, "vmrund"; openapi.yaml). */
+#include "http.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "spool.h"
+#include "stream.h"
+
+static json_t *iso_time(int64_t ms)
+{
+	if (!ms)
+		return json_null();
+	char buf[40];
+	time_t secs = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&secs, &tm);
+	size_t k = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + k, sizeof(buf) - k, ".%03dZ", (int)(ms % 1000));
+	return json_string(buf);
+}
+
+json_t *api_run_view(const struct store_run *run)
+{
+	json_t *o = run->result ? json_loads(run->result, 0, NULL) : NULL;
+	if (!json_is_object(o)) {
+		json_decref(o);
+		o = json_object();
+	}
+	/* The result's run_id is the run library's (its cgroup's name): the
+	 * API's id is ours. */
+	json_object_del(o, "run_id");
+	json_object_set_new(o, "id", json_string(run->id));
+	json_object_set_new(o, "state", json_string(store_state_name(run->state)));
+	json_object_set_new(o, "tenant", json_string(run->tenant));
+	json_object_set_new(o, "created_at", iso_time(run->created_ms));
+	json_object_set_new(o, "started_at", iso_time(run->started_ms));
+	json_object_set_new(o, "finished_at", iso_time(run->finished_ms));
+	json_object_set_new(o, "queue_ms", run->started_ms ? json_integer(run->started_ms - run->created_ms) : json_null());
+	if (run->message[0] || !json_object_get(o, "message"))
+		json_object_set_new(o, "message", json_string(run->message));
+	return o;
+}
+
+/* The run, if the tenant may see it: 1, or 0 after answering 404/500. */
+static int find_run(struct http_req *r, const char *id, struct store_run *run)
+{
+	char err[300];
+	if (strlen(id) != STORE_ID_LEN || strspn(id, "0123456789abcdef") != STORE_ID_LEN) {
+		http_error(r, 404, 0, "no run %.64s", id);
+		return 0;
+	}
+	pthread_mutex_lock(&r->d->lock);
+	int found = r->d->store->ops->get(r->d->store, id, r->d->ts.t[r->tenant].name, run, err, sizeof(err));
+	pthread_mutex_unlock(&r->d->lock);
+	if (found < 0)
+		http_error(r, 500, 0, "%s", err);
+	else if (!found)
+		http_error(r, 404, 0, "no run %s", id);
+	return found == 1;
+}
+
+static enum MHD_Result answer_run(struct http_req *r, unsigned status, const char *id)
+{
+	struct store_run run;
+	if (!find_run(r, id, &run))
+		return MHD_YES;
+	json_t *v = api_run_view(&run);
+	store_run_free(&run);
+	return http_json(r, status, v);
+}
+
+/* ?wait=SECONDS, capped by the config; 0 when absent; -1 after a 400. */
+int api_wait_seconds(struct http_req *r)
+{
+	const char *w = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "wait");
+	if (!w)
+		return 0;
+	char *end;
+	errno = 0;
+	long s = strtol(w, &end, 10);
+	if (errno || *end || !*w || s < 0) {
+		http_error(r, 400, 0, "wait: a whole number of seconds");
+		return -1;
+	}
+	return s > (long)r->d->cfg.wait_max_s ? (int)r->d->cfg.wait_max_s : (int)s;
+}
+
+/* Queue rq for the asking tenant: the id, or "" after answering. */
+int api_submit(struct http_req *r, struct req *rq, char id[SCHED_ID_MAX])
+{
+	if (rq->runtime[0]) {
+		bool known = false;
+		for (size_t i = 0; i < r->d->nrts && !known; i++) {
+			known = !strcmp(r->d->rts[i].name, rq->runtime);
+			for (const char *a = r->d->rts[i].aliases; !known && *(a += strspn(a, " "));) {
+				size_t n = strcspn(a, " ");
+				known = n == strlen(rq->runtime) && !strncmp(a, rq->runtime, n);
+				a += n;
+			}
+		}
+		if (!known) {
+			http_error(r, 400, 0, "runtime %s is not installed (GET /v1/runtimes lists them)", rq->runtime);
+			return -1;
+		}
+	}
+	struct vmrund_answer a = vmrund_submit(r->d, (unsigned)r->tenant, rq, id);
+	if (a.status != 202) {
+		http_error(r, a.status, a.retry_after_s, "%s", a.message);
+		return -1;
+	}
+	return 0;
+}
+
+static enum MHD_Result create(struct http_req *r)
+{
+	int wait = api_wait_seconds(r);
+	if (wait < 0)
+		return MHD_YES;
+	json_t *body = http_body_json(r);
+	if (!body)
+		return MHD_YES;
+	struct req rq;
+	char err[400], id[SCHED_ID_MAX];
+	int rc = req_parse(body, &rq, err, sizeof(err));
+	json_decref(body);
+	if (rc) {
+		req_free(&rq);
+		return http_error(r, 400, 0, "%s", err);
+	}
+	rc = api_submit(r, &rq, id);
+	req_free(&rq);
+	if (rc)
+		return MHD_YES;
+	bool done = wait > 0 && vmrund_wait(r->d, id, vmrund_now_ms() + (int64_t)wait * 1000);
+	return answer_run(r, done ? 200 : 202, id);
+}
+
+static enum MHD_Result cancel(struct http_req *r, const char *id)
+{
+	struct store_run run;
+	if (!find_run(r, id, &run))
+		return MHD_YES;
+	store_run_free(&run);
+	struct vmrund_answer a = vmrund_cancel(r->d, (unsigned)r->tenant, id, 20000);
+	if (a.status != 200 && a.status != 202)
+		return http_error(r, a.status, a.retry_after_s, "%s", a.message);
+	return answer_run(r, a.status, id);
+}
+
+static enum MHD_Result runtimes(struct http_req *r)
+{
+	json_t *list = json_array();
+	for (size_t i = 0; i < r->d->nrts; i++) {
+		const struct runtime *rt = &r->d->rts[i];
+		json_t *aliases = json_array();
+		for (const char *a = rt->aliases; *(a += strspn(a, " "));) {
+			size_t n = strcspn(a, " ");
+			json_array_append_new(aliases, json_stringn(a, n));
+			a += n;
+		}
+		json_array_append_new(list, json_pack("{s:s,s:s,s:s,s:o,s:b}", "name", rt->name, "version", rt->version,
+						      "extension", rt->extension, "aliases", aliases, "compiled",
+						      rt->compile[0] != '\0'));
+	}
+	return http_json(r, 200, list);
+}
+
+/* ---- artifacts ---------------------------------------------------------- */
+
+static bool kept(struct http_req *r, const struct store_run *run, char *dir, size_t len)
+{
+	vmrund_run_path(r->d, run->id, SPOOL_ARTIFACTS, dir, len);
+	struct stat st;
+	return store_state_terminal(run->state) && lstat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static enum MHD_Result artifact_list(struct http_req *r, const struct store_run *run)
+{
+	char dir[PATH_MAX];
+	json_t *res = run->result ? json_loads(run->result, 0, NULL) : NULL;
+	json_t *list = json_object_get(res, "artifacts");
+	enum MHD_Result rc;
+	if (!store_state_terminal(run->state))
+		rc = http_error(r, 409, 0, "run %s has not ended: its artifacts come when it does", run->id);
+	else if (!kept(r, run, dir, sizeof(dir)))
+		rc = http_error(r, 404, 0, "run %s kept no artifacts (keep_artifacts), or they expired", run->id);
+	else
+		rc = http_json(r, 200, json_pack("{s:O,s:O}", "artifacts", list ? list : json_array(), "skipped",
+						 json_object_get(res, "artifacts_skipped") ?: json_array()));
+	json_decref(res);
+	return rc;
+}
+
+/* One kept file, opened beneath the run's artifacts with no symlink and
+ * no ".." followed (the tree was extracted by our own walk, regular files
+ * and directories only; this holds even if something else put one there). */
+static int open_beneath(const char *dir, const char *rel)
+{
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dfd < 0)
+		return -1;
+	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+	int fd = (int)syscall(SYS_openat2, dfd, rel, &how, sizeof(how));
+	int e = errno;
+	close(dfd);
+	errno = e;
+	return fd;
+}
+
+static enum MHD_Result artifact_file(struct http_req *r, const struct store_run *run, const char *rel)
+{
+	char dir[PATH_MAX];
+	if (!kept(r, run, dir, sizeof(dir)))
+		return http_error(r, 404, 0, "run %s kept no artifacts, or they expired", run->id);
+	int fd = *rel && rel[0] != '/' && !strstr(rel, "..") ? open_beneath(dir, rel) : -1;
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		if (fd >= 0)
+			close(fd);
+		return http_error(r, 404, 0, "no artifact %.300s", rel);
+	}
+	struct MHD_Response *resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
+	if (!resp) {
+		close(fd);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+	return http_queue(r, 200, resp);
+}
+
+static enum MHD_Result artifacts(struct http_req *r, const char *id, const char *rest)
+{
+	struct store_run run;
+	if (!find_run(r, id, &run))
+		return MHD_YES;
+	enum MHD_Result rc;
+	char dir[PATH_MAX];
+	if (!*rest)
+		rc = artifact_list(r, &run);
+	else if (!strcmp(rest, ".tar"))
+		rc = kept(r, &run, dir, sizeof(dir)) ? stream_tar(r, &run, dir)
+						      : http_error(r, 404, 0, "run %s kept no artifacts, or they expired", id);
+	else
+		rc = artifact_file(r, &run, rest + 1);
+	store_run_free(&run);
+	return rc;
+}
+
+/* /runs/ID[/output|/artifacts[.tar|/PATH]] */
+static enum MHD_Result run_path(struct http_req *r, const char *p)
+{
+	char id[STORE_ID_LEN + 2];
+	size_t n = strcspn(p, "/.");
+	snprintf(id, sizeof(id), "%.*s", (int)(n < sizeof(id) - 1 ? n : sizeof(id) - 1), p);
+	const char *rest = p + n;
+	bool get = !strcmp(r->method, "GET");
+	if (!*rest) {
+		if (get)
+			return answer_run(r, 200, id);
+		if (!strcmp(r->method, "DELETE"))
+			return cancel(r, id);
+		return http_error(r, 405, 0, "GET or DELETE here");
+	}
+	if (!get)
+		return http_error(r, 405, 0, "only GET here");
+	if (!strcmp(rest, "/output")) {
+		struct store_run run;
+		if (!find_run(r, id, &run))
+			return MHD_YES;
+		store_run_free(&run);
+		return stream_output(r, id);
+	}
+	if (!strncmp(rest, "/artifacts", 10) && (rest[10] == '\0' || rest[10] == '/' || !strcmp(rest + 10, ".tar")))
+		return artifacts(r, id, rest + 10);
+	return http_error(r, 404, 0, "no such endpoint");
+}
+
+enum MHD_Result api_v1(struct http_req *r, const char *p)
+{
+	if (!strcmp(p, "/runs"))
+		return strcmp(r->method, "POST") ? http_error(r, 405, 0, "only POST here") : create(r);
+	if (!strncmp(p, "/runs/", 6))
+		return run_path(r, p + 6);
+	if (!strcmp(p, "/runtimes"))
+		return strcmp(r->method, "GET") ? http_error(r, 405, 0, "only GET here") : runtimes(r);
+	return http_error(r, 404, 0, "no such endpoint: /v1%.200s", p);
+}

@@ -1,0 +1,65 @@
+/* vmrund's HTTP side, on libmicrohttpd: one thread per connection (so a
+ * handler may wait for a run, and a stream may wait for output), a cap on
+ * connections and on idle time (a slowloris holds one thread until its
+ * timeout and no more than max_connections of them), bodies capped at
+ * max_body. http.c owns the server, authentication and routing; the
+ * endpoints live in api_v1.c (native) and api_piston.c (Piston v2), and
+ * answer through the helpers here. Every error is JSON {"message": ...}. */
+#ifndef VMRUND_HTTP_H
+#define VMRUND_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "daemon.h"
+
+/* One request as the endpoints see it. */
+struct http_req {
+	struct vmrund *d;
+	struct MHD_Connection *conn;
+	const char *method, *path;
+	const char *body;             /* the whole body, NUL-terminated */
+	size_t body_len;
+	int tenant;                   /* who is asking (authenticated), or -1 before */
+};
+
+/* Start serving on the config's address. NULL with a reason in err. */
+struct MHD_Daemon *http_start(struct vmrund *d, char *err, size_t errlen);
+
+/* Stop: no new connections; waits for the threads. */
+void http_stop(struct MHD_Daemon *h);
+
+/* Answer with a JSON value (taken: decref'd here). */
+enum MHD_Result http_json(struct http_req *r, unsigned status, json_t *v);
+
+/* Answer {"message": ...}, with Retry-After when retry_s > 0. */
+enum MHD_Result http_error(struct http_req *r, unsigned status, unsigned retry_s, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Answer with a body from memory (copied), of this content type. */
+enum MHD_Result http_bytes(struct http_req *r, unsigned status, const char *type, const void *data, size_t len);
+
+/* Queue a response the endpoint built (a stream), counted like the rest;
+ * destroys it. */
+enum MHD_Result http_queue(struct http_req *r, unsigned status, struct MHD_Response *resp);
+
+/* The body as JSON: NULL after answering 415 (not application/json) or
+ * 400 (malformed, too deep) already. */
+json_t *http_body_json(struct http_req *r);
+
+/* Shared by both APIs: a stored run as the API shows it (the result's
+ * fields, state, tenant, times, queue_ms); ?wait= in seconds (0 absent,
+ * -1 after a 400); queue rq for the asking tenant (0, or -1 after
+ * answering: an unknown runtime, 429, 503). */
+json_t *api_run_view(const struct store_run *run);
+int api_wait_seconds(struct http_req *r);
+int api_submit(struct http_req *r, struct req *rq, char id[SCHED_ID_MAX]);
+
+/* Endpoints. path is past the prefix ("/v1", "/api/v2"). Each answers. */
+enum MHD_Result api_v1(struct http_req *r, const char *path);
+enum MHD_Result api_piston(struct http_req *r, const char *path);
+
+#endif

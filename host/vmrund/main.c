@@ -1,0 +1,117 @@
+/* vmrund: the run service. Parse, load, recover, serve, drain, tear down:
+ * the work is the daemon's (host/vmrund/daemon.h) and the HTTP side's
+ * (host/vmrund/http.h); every message of ours gets "vmrund: " here. */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "daemon.h"
+#include "http.h"
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("vmrund: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static const char usage[] =
+	"usage: vmrund [--config FILE]\n"
+	"\n"
+	"Serve vmrun's API: runs queued per tenant, each in a fresh microVM.\n"
+	"  --config FILE   key = value settings (default " VMRUND_CONFIG_PATH ", if present)\n"
+	"  --help, --version\n"
+	"Endpoints: /v1/runs, /v1/runtimes, /api/v2/execute, /api/v2/runtimes (Piston),\n"
+	"/healthz, /readyz, /metrics. See the README and openapi.yaml.\n";
+
+/* The options: 0 to go on, 1 when done (help), -1 on a bad one. */
+static int parse(int argc, char **argv, const char **config)
+{
+	*config = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(usage, stdout);
+			return 1;
+		}
+		if (!strcmp(argv[i], "--version")) {
+			printf("vmrund %s\n", VMRUN_VERSION);
+			return 1;
+		}
+		if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+			*config = argv[++i];
+			continue;
+		}
+		say("unknown option %s (vmrund --help)", argv[i]);
+		return -1;
+	}
+	return 0;
+}
+
+/* Signals the loop reads from its signalfd: blocked before any thread
+ * starts, so every thread inherits the mask. */
+static int block_signals(void)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	signal(SIGPIPE, SIG_IGN);
+	return sigprocmask(SIG_BLOCK, &set, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	const char *config_path;
+	int p = parse(argc, argv, &config_path);
+	if (p)
+		return p > 0 ? 0 : 2;
+	struct vmrund_config cfg;
+	char err[800], exe[PATH_MAX];
+	config_defaults(&cfg);
+	if (config_load(&cfg, config_path ? config_path : VMRUND_CONFIG_PATH, !config_path, err, sizeof(err))) {
+		say("%s", err);
+		return 1;
+	}
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n < 0 || block_signals() < 0) {
+		say("%s: %s", n < 0 ? "/proc/self/exe" : "sigprocmask", strerror(errno));
+		return 1;
+	}
+	exe[n] = '\0';
+	struct vmrund *d = calloc(1, sizeof(*d));
+	if (!d) {
+		say("out of memory");
+		return 1;
+	}
+	int status = 1;
+	struct MHD_Daemon *h = NULL;
+	if (vmrund_open(d, &cfg, dirname(exe), err, sizeof(err)) || !(h = http_start(d, err, sizeof(err)))) {
+		say("%s", err);
+		goto out;
+	}
+	say("listening on %s:%u, %u slots, queue of %u, %zu tenants, %zu runtimes", cfg.listen_host, cfg.listen_port,
+	    d->sched.slots, cfg.queue_max, d->ts.n, d->nrts);
+	if (vmrund_loop(d, err, sizeof(err)))
+		say("%s", err);
+	else
+		status = 0;
+	vmrund_closing(d);
+	say("stopped");
+out:
+	http_stop(h);
+	vmrund_close(d);
+	free(d);
+	return status;
+}

@@ -1,0 +1,307 @@
+/* vmrund_open and vmrund_close (host/vmrund/daemon.h): the daemon's
+ * resources, and recovery from what a previous vmrund left behind, which
+ * may have been killed at any instant: runs it had started end lost, their
+ * workers, VMs, cgroups and directories are swept, and its queued runs
+ * queue again in the order they were accepted. */
+#include "daemon.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "errmsg.h"
+#include "spool.h"
+
+#define SWEEP_GRACE_MS 15000   /* a worker left running gets this long to destroy its VM itself */
+#define CGROUP_PARENT "/sys/fs/cgroup/vmrun"
+
+/* The ids of runs in one state (each's rows are valid only in the call). */
+struct idlist {
+	char (*id)[SCHED_ID_MAX];
+	char (*tenant)[STORE_TENANT_MAX];
+	size_t n, cap;
+};
+
+static int collect(void *ctx, const struct store_run *run)
+{
+	struct idlist *l = ctx;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		void *a = realloc(l->id, cap * sizeof(*l->id)), *b = a ? realloc(l->tenant, cap * sizeof(*l->tenant)) : NULL;
+		if (a)
+			l->id = a;
+		if (!a || !b)
+			return 1;
+		l->tenant = b;
+		l->cap = cap;
+	}
+	snprintf(l->id[l->n], SCHED_ID_MAX, "%s", run->id);
+	snprintf(l->tenant[l->n++], STORE_TENANT_MAX, "%s", run->tenant);
+	return 0;
+}
+
+static int list_state(struct vmrund *d, enum run_state st, struct idlist *l, char *err, size_t errlen)
+{
+	memset(l, 0, sizeof(*l));
+	int rc = d->store->ops->each(d->store, st, collect, l, err, errlen);
+	if (rc > 0)
+		errf(err, errlen, "out of memory listing %s runs", store_state_name(st));
+	return rc ? -1 : 0;
+}
+
+static void idlist_free(struct idlist *l)
+{
+	free(l->id);
+	free(l->tenant);
+}
+
+/* Whether pid is a worker of this run directory: its command line is
+ * "WORKER DIR ...", so a pid reused by anything else is left alone. */
+static bool is_worker(struct vmrund *d, pid_t pid, const char *dir)
+{
+	char path[64], cmd[2 * PATH_MAX + 2];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, cmd, sizeof(cmd) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	cmd[n] = '\0';
+	size_t wl = strlen(cmd);
+	return !strcmp(cmd, d->worker) && (size_t)n > wl + 1 && !strcmp(cmd + wl + 1, dir);
+}
+
+static void sweep_worker(struct vmrund *d, const char *dir)
+{
+	char path[PATH_MAX + 16], text[24] = "";
+	snprintf(path, sizeof(path), "%s/worker.pid", dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	pid_t pid = n > 0 ? (pid_t)atoi(text) : 0;
+	if (pid <= 1 || !is_worker(d, pid, dir))
+		return;
+	/* SIGTERM is its cancel: it kills its VM and cleans up as always. */
+	kill(pid, SIGTERM);
+	for (int64_t end = vmrund_now_ms() + SWEEP_GRACE_MS; vmrund_now_ms() < end && is_worker(d, pid, dir);)
+		usleep(20000);
+	if (is_worker(d, pid, dir))
+		kill(pid, SIGKILL);
+}
+
+/* The run library's cgroup for the run, if its worker left one. */
+static void sweep_cgroup(const char *dir)
+{
+	char path[PATH_MAX + 16], id[40] = "";
+	snprintf(path, sizeof(path), "%s/" SPOOL_VM_ID, dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n = fd >= 0 ? read(fd, id, sizeof(id) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n != 32 || strspn(id, "0123456789abcdef") != 32)
+		return;
+	char cg[PATH_MAX];
+	snprintf(cg, sizeof(cg), CGROUP_PARENT "/%s", id);
+	snprintf(path, sizeof(path), "%s/cgroup.kill", cg);
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) >= 0) {
+		if (write(fd, "1", 1) < 0)
+			fprintf(stderr, "vmrund: %s: %s\n", path, strerror(errno));
+		close(fd);
+	}
+	for (int i = 0; i < 100 && rmdir(cg) < 0 && errno == EBUSY; i++)
+		usleep(20000);
+}
+
+static int recover_running(struct vmrund *d, char *err, size_t errlen)
+{
+	struct idlist l;
+	if (list_state(d, RS_RUNNING, &l, err, errlen))
+		return -1;
+	for (size_t i = 0; i < l.n; i++) {
+		char dir[PATH_MAX];
+		vmrund_run_path(d, l.id[i], NULL, dir, sizeof(dir));
+		sweep_worker(d, dir);
+		sweep_cgroup(dir);
+		spool_clean(dir, false);
+		if (d->store->ops->finish(d->store, l.id[i], RS_LOST, vmrund_wall_ms(), NULL,
+					  "lost: vmrund stopped while the run was running; its VM was destroyed", err,
+					  errlen) < 0) {
+			idlist_free(&l);
+			return -1;
+		}
+		d->m.ended[RS_LOST]++;
+	}
+	if (l.n)
+		fprintf(stderr, "vmrund: %zu runs were running when vmrund stopped: they ended lost\n", l.n);
+	idlist_free(&l);
+	return 0;
+}
+
+static int recover_queued(struct vmrund *d, char *err, size_t errlen)
+{
+	struct idlist l;
+	if (list_state(d, RS_QUEUED, &l, err, errlen))
+		return -1;
+	int rc = 0;
+	for (size_t i = 0; i < l.n && !rc; i++) {
+		int t = tenants_by_name(&d->ts, l.tenant[i]);
+		if (t >= 0 && sched_enqueue(&d->sched, (unsigned)t, l.id[i]) == 0)
+			continue;
+		rc = d->store->ops->finish(d->store, l.id[i], RS_FAILED, vmrund_wall_ms(), NULL,
+					   t < 0 ? "its tenant is no longer in the keys file" : "out of memory", err,
+					   errlen) < 0 ? -1 : 0;
+	}
+	if (l.n)
+		fprintf(stderr, "vmrund: %zu queued runs queued again\n", l.n);
+	idlist_free(&l);
+	return rc;
+}
+
+/* Directories in run_dir that no live run owns: a terminal run keeps its
+ * artifacts only, anything else goes. */
+static void sweep_run_dir(struct vmrund *d)
+{
+	DIR *dir = opendir(d->cfg.run_dir);
+	if (!dir)
+		return;
+	for (struct dirent *e; (e = readdir(dir));) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		struct store_run run;
+		char err[300], path[PATH_MAX];
+		vmrund_run_path(d, e->d_name, NULL, path, sizeof(path));
+		int found = strlen(e->d_name) == STORE_ID_LEN
+				    ? d->store->ops->get(d->store, e->d_name, NULL, &run, err, sizeof(err)) : 0;
+		spool_clean(path, found == 1 && store_state_terminal(run.state));
+		if (found == 1)
+			store_run_free(&run);
+	}
+	closedir(dir);
+}
+
+static int mkdirs(const char *path, mode_t mode)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s", path);
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, 0755) < 0 && errno != EEXIST)
+			return -1;
+		*s = '/';
+	}
+	return mkdir(p, mode) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static void parent_dir(const char *path, char *out, size_t len)
+{
+	snprintf(out, len, "%s", path);
+	char *slash = strrchr(out, '/');
+	if (slash && slash != out)
+		*slash = '\0';
+}
+
+static unsigned host_slots(const struct vmrund_config *cfg)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t mem_mib = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz >> 20 : 1024;
+	return config_slots(cfg, cpus > 0 ? (unsigned)cpus : 1, mem_mib);
+}
+
+static int open_files(struct vmrund *d, char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	parent_dir(d->cfg.state_db, dir, sizeof(dir));
+	if (mkdirs(dir, 0700) < 0 || mkdirs(d->cfg.run_dir, 0700) < 0)
+		return errf(err, errlen, "%s: %s", mkdirs(dir, 0700) < 0 ? dir : d->cfg.run_dir, strerror(errno));
+	if (!(d->store = store_sqlite_open(d->cfg.state_db, err, errlen)))
+		return -1;
+	if (d->cfg.audit_log[0]) {
+		parent_dir(d->cfg.audit_log, dir, sizeof(dir));
+		int fd = mkdirs(dir, 0700) < 0 ? -1
+						: open(d->cfg.audit_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0 || !(d->audit = fdopen(fd, "a"))) {
+			if (fd >= 0)
+				close(fd);
+			return errf(err, errlen, "audit log %s: %s", d->cfg.audit_log, strerror(errno));
+		}
+	}
+	return 0;
+}
+
+static int load_runtimes(struct vmrund *d, char *err, size_t errlen)
+{
+	char dir[PATH_MAX + 16];
+	snprintf(dir, sizeof(dir), "%s/runtimes", d->guest);
+	if (!(d->rts = calloc(RUNTIME_MAX, sizeof(*d->rts))))
+		return errf(err, errlen, "out of memory");
+	int n = runtime_list(dir, d->rts, RUNTIME_MAX, err, errlen);
+	if (n < 0)
+		return -1;
+	d->nrts = (size_t)n;
+	return 0;
+}
+
+int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *bindir, char *err, size_t errlen)
+{
+	memset(d, 0, sizeof(*d));
+	d->cfg = *cfg;
+	d->wake_fd = -1;
+	d->anonymous = -1;
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d->changed, &ca);
+	pthread_condattr_destroy(&ca);
+	snprintf(d->worker, sizeof(d->worker), "%.4000s%s", cfg->worker[0] ? cfg->worker : bindir,
+		 cfg->worker[0] ? "" : "/vmrund-worker");
+	snprintf(d->vmm, sizeof(d->vmm), "%.4000s/vmm", bindir);
+	snprintf(d->guest, sizeof(d->guest), "%.4000s%s", cfg->guest_dir[0] ? cfg->guest_dir : bindir,
+		 cfg->guest_dir[0] ? "" : "/../guest");
+	if (tenants_load(&d->ts, cfg->keys, err, errlen))
+		return -1;
+	if (cfg->anonymous_tenant[0] && (d->anonymous = tenants_by_name(&d->ts, cfg->anonymous_tenant)) < 0)
+		return errf(err, errlen, "anonymous_tenant %s: not a tenant in %s", cfg->anonymous_tenant, cfg->keys);
+	if (load_runtimes(d, err, errlen) || open_files(d, err, errlen))
+		return -1;
+	unsigned slots = host_slots(cfg);
+	if (sched_init(&d->sched, &d->ts, slots, cfg->queue_max) ||
+	    !(d->active = calloc(slots, sizeof(*d->active))) ||
+	    (d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
+		return errf(err, errlen, "out of memory");
+	if (recover_running(d, err, errlen) || recover_queued(d, err, errlen))
+		return -1;
+	sweep_run_dir(d);
+	return 0;
+}
+
+void vmrund_close(struct vmrund *d)
+{
+	store_close(d->store);
+	d->store = NULL;
+	if (d->audit)
+		fclose(d->audit);
+	d->audit = NULL;
+	if (d->wake_fd >= 0)
+		close(d->wake_fd);
+	d->wake_fd = -1;
+	sched_free(&d->sched);
+	free(d->active);
+	d->active = NULL;
+	free(d->rts);
+	d->rts = NULL;
+	tenants_free(&d->ts);
+	pthread_cond_destroy(&d->changed);
+	pthread_mutex_destroy(&d->lock);
+}

@@ -1,0 +1,396 @@
+/* Streamed answers (host/vmrund/stream.h): output as Server-Sent Events,
+ * artifacts as a tar. Each is a libmicrohttpd content reader that runs
+ * on its connection's own thread, so it may wait. */
+#include "stream.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "proto.h"
+#include "spool.h"
+
+#define STREAM_BLOCK   65536
+#define STREAM_PING_MS 10000
+
+char *stream_utf8(const uint8_t *p, size_t n, size_t *outlen)
+{
+	char *out = malloc(n * 3 + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		uint8_t c = p[i];
+		size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+		bool ok = len > 0 && i + len <= n;
+		uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+		for (size_t k = 1; ok && k < len; k++) {
+			ok = (p[i + k] & 0xc0) == 0x80;
+			cp = (cp << 6) | (p[i + k] & 0x3f);
+		}
+		/* Overlong forms, surrogates and past U+10FFFF are invalid too. */
+		ok = ok && !(len == 2 && cp < 0x80) && !(len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) &&
+		     !(len == 4 && (cp < 0x10000 || cp > 0x10ffff)) && !(len == 1 && c == 0);
+		if (ok) {
+			memcpy(o, p + i, len);
+			o += len;
+			i += len;
+		} else {
+			memcpy(o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		}
+	}
+	*o = '\0';
+	*outlen = (size_t)(o - out);
+	return out;
+}
+
+/* ---- output as Server-Sent Events --------------------------------------- */
+
+struct out_stream {
+	struct vmrund *d;
+	char id[SCHED_ID_MAX], path[PATH_MAX];
+	int fd;
+	uint8_t *raw;                 /* file bytes not yet a whole record */
+	size_t rawlen;
+	char *pend;                   /* events ready to send */
+	size_t plen, pcap, poff;
+	bool terminal, done;
+	char state[24];
+	int64_t last_ms;
+};
+
+static void pend(struct out_stream *s, const char *text, size_t n)
+{
+	if (s->plen + n > s->pcap) {
+		size_t cap = (s->plen + n) * 2;
+		char *p = realloc(s->pend, cap);
+		if (!p)
+			return;   /* out of memory: this event is lost, the stream goes on */
+		s->pend = p;
+		s->pcap = cap;
+	}
+	memcpy(s->pend + s->plen, text, n);
+	s->plen += n;
+}
+
+static void event(struct out_stream *s, const char *name, json_t *data)
+{
+	char *text = json_dumps(data, JSON_COMPACT);
+	json_decref(data);
+	if (!text)
+		return;
+	pend(s, "event: ", 7);
+	pend(s, name, strlen(name));
+	pend(s, "\ndata: ", 7);
+	pend(s, text, strlen(text));
+	pend(s, "\n\n", 2);
+	free(text);
+}
+
+static void on_record(void *ctx, unsigned stage, unsigned stream, const uint8_t *data, size_t n)
+{
+	struct out_stream *s = ctx;
+	size_t len;
+	char *text = stream_utf8(data, n, &len);
+	if (!text)
+		return;
+	event(s, stream == PROTO_STDOUT ? "stdout" : "stderr",
+	      json_pack("{s:s,s:s%}", "stage", stage == PROTO_STAGE_COMPILE ? "compile" : "run", "text", text, len));
+	free(text);
+}
+
+/* New records from the output file: true when there were bytes. */
+static bool read_more(struct out_stream *s)
+{
+	if (s->fd < 0 && (s->fd = open(s->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return false;
+	uint8_t *raw = realloc(s->raw, s->rawlen + STREAM_BLOCK);
+	if (!raw)
+		return false;
+	s->raw = raw;
+	ssize_t n = read(s->fd, s->raw + s->rawlen, STREAM_BLOCK);
+	if (n <= 0)
+		return false;
+	s->rawlen += (size_t)n;
+	long used = spool_parse(s->raw, s->rawlen, on_record, s);
+	if (used < 0) {
+		s->rawlen = 0;   /* not ours: say nothing more of it */
+		return true;
+	}
+	memmove(s->raw, s->raw + used, s->rawlen - (size_t)used);
+	s->rawlen -= (size_t)used;
+	return true;
+}
+
+static void replay(struct out_stream *s, const char *result)
+{
+	json_t *r = json_loads(result, 0, NULL);
+	json_t *run = json_object_get(r, "run");
+	json_t *stages[2] = { json_object_get(r, "compile"), json_is_object(run) ? run : r };
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 2; k++) {
+			const char *key = k ? "stderr" : "stdout";
+			json_t *text = json_object_get(stages[i], key);
+			if (json_string_length(text))
+				event(s, key, json_pack("{s:s,s:O}", "stage", i ? "run" : "compile", "text", text));
+		}
+	json_decref(r);
+}
+
+/* Whether the run has ended (its state kept for the end event); its
+ * output replayed from the result when the stream never saw the file. */
+static bool check_end(struct out_stream *s)
+{
+	struct store_run run;
+	char err[300];
+	pthread_mutex_lock(&s->d->lock);
+	int found = s->d->store->ops->get(s->d->store, s->id, NULL, &run, err, sizeof(err));
+	pthread_mutex_unlock(&s->d->lock);
+	bool ended = found != 1 || store_state_terminal(run.state);
+	snprintf(s->state, sizeof(s->state), "%s", found == 1 ? store_state_name(run.state) : "lost");
+	if (ended && s->fd < 0 && found == 1 && run.result)
+		replay(s, run.result);
+	if (found == 1)
+		store_run_free(&run);
+	return ended;
+}
+
+static ssize_t out_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	struct out_stream *s = cls;
+	for (;;) {
+		if (s->poff < s->plen) {
+			size_t n = s->plen - s->poff < max ? s->plen - s->poff : max;
+			memcpy(buf, s->pend + s->poff, n);
+			s->poff += n;
+			if (s->poff == s->plen)
+				s->poff = s->plen = 0;
+			s->last_ms = vmrund_now_ms();
+			return (ssize_t)n;
+		}
+		if (s->done || s->d->closing)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (read_more(s))
+			continue;
+		/* The worker wrote all its output before the run could end, so
+		 * reading on to the end of the file after seeing the end drains
+		 * it; then the end event. */
+		if (s->terminal) {
+			s->done = true;
+			event(s, "end", json_pack("{s:s}", "state", s->state));
+			continue;
+		}
+		if (check_end(s)) {
+			s->terminal = true;
+			continue;
+		}
+		if (vmrund_now_ms() - s->last_ms >= STREAM_PING_MS)
+			pend(s, ": waiting\n\n", 11);
+		else
+			vmrund_wait(s->d, s->id, vmrund_now_ms() + 200);
+	}
+}
+
+static void out_free(void *cls)
+{
+	struct out_stream *s = cls;
+	if (s->fd >= 0)
+		close(s->fd);
+	free(s->raw);
+	free(s->pend);
+	free(s);
+}
+
+enum MHD_Result stream_output(struct http_req *r, const char *id)
+{
+	struct out_stream *s = calloc(1, sizeof(*s));
+	if (!s)
+		return http_error(r, 500, 0, "out of memory");
+	s->d = r->d;
+	s->fd = -1;
+	s->last_ms = vmrund_now_ms();
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	vmrund_run_path(r->d, id, SPOOL_OUTPUT, s->path, sizeof(s->path));
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, out_reader, s, out_free);
+	if (!resp) {
+		out_free(s);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+	return http_queue(r, 200, resp);
+}
+
+/* ---- artifacts as a tar ------------------------------------------------- */
+
+struct tar_stream {
+	json_t *list;
+	size_t next;
+	int dirfd, fd;
+	uint64_t left;                /* data bytes of the current file to send */
+	size_t pad;                   /* zeros after it */
+	char hdr[2048];               /* a pax header when the name is long, then the ustar one */
+	size_t hoff, hlen;
+	size_t trailer;               /* zeros at the end */
+};
+
+static void octal(char *field, size_t width, uint64_t v)
+{
+	snprintf(field, width, "%0*llo", (int)(width - 1), (unsigned long long)v);
+}
+
+static void ustar_header(char *h, const char *name, char type, uint64_t size, int64_t mtime)
+{
+	memset(h, 0, 512);
+	size_t n = strlen(name);
+	const char *slash = n > 100 ? memchr(name + (n > 100 ? n - 100 : 0) - 1, '/', 101) : NULL;
+	if (n <= 100) {
+		memcpy(h, name, n);
+	} else if (slash && slash - name <= 155 && n - (size_t)(slash - name) - 1 <= 100) {
+		memcpy(h + 345, name, (size_t)(slash - name));
+		memcpy(h, slash + 1, n - (size_t)(slash - name) - 1);
+	} else {
+		memcpy(h, name, 100);   /* the pax header before it has the whole name */
+	}
+	octal(h + 100, 8, 0644);
+	octal(h + 108, 8, 0);
+	octal(h + 116, 8, 0);
+	octal(h + 124, 12, size);
+	octal(h + 136, 12, mtime > 0 ? (uint64_t)mtime : 0);
+	h[156] = type;
+	memcpy(h + 257, "ustar", 6);
+	memcpy(h + 263, "00", 2);
+	memset(h + 148, ' ', 8);
+	unsigned sum = 0;
+	for (int i = 0; i < 512; i++)
+		sum += (unsigned char)h[i];
+	snprintf(h + 148, 8, "%06o", sum);
+	h[155] = ' ';
+}
+
+/* The next file's headers: false at the end of the list. */
+static bool tar_next(struct tar_stream *t)
+{
+	while (t->next < json_array_size(t->list)) {
+		const char *path = json_string_value(json_object_get(json_array_get(t->list, t->next++), "path"));
+		if (!path || path[0] == '/' || strstr(path, ".."))
+			continue;
+		struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
+					.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+		int fd = (int)syscall(SYS_openat2, t->dirfd, path, &how, sizeof(how));
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		size_t n = strlen(path);
+		t->hlen = 0;
+		if (n > 100) {
+			/* pax "path" record: "LEN path=NAME\n", LEN counting itself */
+			char rec[1200];
+			size_t body = n + 7, len = body + 1;
+			while (len != (size_t)snprintf(NULL, 0, "%zu", len) + body)
+				len = (size_t)snprintf(NULL, 0, "%zu", len) + body;
+			snprintf(rec, sizeof(rec), "%zu path=%s\n", len, path);
+			ustar_header(t->hdr, "././@PaxHeader", 'x', len, st.st_mtime);
+			memset(t->hdr + 512, 0, 1024);
+			memcpy(t->hdr + 512, rec, len);
+			t->hlen = 512 + ((len + 511) / 512) * 512;
+		}
+		ustar_header(t->hdr + t->hlen, path, '0', (uint64_t)st.st_size, st.st_mtime);
+		t->hlen += 512;
+		t->hoff = 0;
+		t->fd = fd;
+		t->left = (uint64_t)st.st_size;
+		t->pad = (size_t)((512 - st.st_size % 512) % 512);
+		return true;
+	}
+	return false;
+}
+
+static ssize_t tar_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	struct tar_stream *t = cls;
+	for (;;) {
+		if (t->hoff < t->hlen) {
+			size_t n = t->hlen - t->hoff < max ? t->hlen - t->hoff : max;
+			memcpy(buf, t->hdr + t->hoff, n);
+			t->hoff += n;
+			return (ssize_t)n;
+		}
+		if (t->left) {
+			size_t want = t->left < max ? (size_t)t->left : max;
+			ssize_t n = t->fd >= 0 ? read(t->fd, buf, want) : 0;
+			if (n <= 0) {
+				/* Shorter than its header said: zeros keep the archive whole. */
+				memset(buf, 0, want);
+				n = (ssize_t)want;
+			}
+			t->left -= (uint64_t)n;
+			return n;
+		}
+		if (t->pad) {
+			size_t n = t->pad < max ? t->pad : max;
+			memset(buf, 0, n);
+			t->pad -= n;
+			return (ssize_t)n;
+		}
+		if (t->fd >= 0) {
+			close(t->fd);
+			t->fd = -1;
+		}
+		if (tar_next(t))
+			continue;
+		if (!t->trailer)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		size_t n = t->trailer < max ? t->trailer : max;
+		memset(buf, 0, n);
+		t->trailer -= n;
+		return (ssize_t)n;
+	}
+}
+
+static void tar_free(void *cls)
+{
+	struct tar_stream *t = cls;
+	if (t->fd >= 0)
+		close(t->fd);
+	if (t->dirfd >= 0)
+		close(t->dirfd);
+	json_decref(t->list);
+	free(t);
+}
+
+enum MHD_Result stream_tar(struct http_req *r, const struct store_run *run, const char *dir)
+{
+	struct tar_stream *t = calloc(1, sizeof(*t));
+	json_t *res = run->result ? json_loads(run->result, 0, NULL) : NULL;
+	if (!t) {
+		json_decref(res);
+		return http_error(r, 500, 0, "out of memory");
+	}
+	t->fd = -1;
+	t->trailer = 1024;
+	t->list = json_incref(json_object_get(res, "artifacts"));
+	json_decref(res);
+	t->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (t->dirfd < 0) {
+		tar_free(t);
+		return http_error(r, 404, 0, "run %s kept no artifacts, or they expired", run->id);
+	}
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, tar_reader, t, tar_free);
+	if (!resp) {
+		tar_free(t);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-tar");
+	return http_queue(r, 200, resp);
+}
