@@ -39,7 +39,10 @@ int64_t vmrund_wall_ms(void)
 
 void vmrund_run_path(const struct vmrund *d, const char *id, const char *file, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/%s%s%s", d->cfg.run_dir, id, file ? "/" : "", file ? file : "");
+	/* Every path here is well under PATH_MAX (run_dir is checked at load,
+	 * ids are 32 characters); one that did not fit would be empty. */
+	if (snprintf(buf, len, "%s/%s%s%s", d->cfg.run_dir, id, file ? "/" : "", file ? file : "") >= (int)len)
+		buf[0] = '\0';
 }
 
 void vmrund_closing(struct vmrund *d)
@@ -187,13 +190,8 @@ struct vmrund_answer vmrund_cancel(struct vmrund *d, unsigned tenant, const char
 	} else if (store_state_terminal(run.state)) {
 		a = answer(409, 0, "run %s already ended: %s", id, store_state_name(run.state));
 	} else if (sched_dequeue(&d->sched, id)) {
-		int done = d->store->ops->finish(d->store, id, RS_CANCELLED, vmrund_wall_ms(), NULL,
-						 "cancelled while queued; it never started", err, sizeof(err));
-		a = done < 0 ? answer(500, 0, "%s", err) : answer(200, 0, "cancelled");
-		if (done == 1) {
-			d->m.ended[RS_CANCELLED]++;
-			pthread_cond_broadcast(&d->changed);
-		}
+		vmrund_end_run(d, id, RS_CANCELLED, NULL, "cancelled while queued; it never started");
+		a = answer(200, 0, "cancelled");
 	} else {
 		struct vmrund_active *x = active_by_id(d, id);
 		if (x && !x->cancel) {
@@ -315,8 +313,6 @@ fail:
 	return -1;
 }
 
-static void end_run(struct vmrund *d, const char *id, enum run_state st, const char *result, const char *message,
-		    int64_t created_ms);
 
 /* Start the run the scheduler picked; lock held. */
 static void start_run(struct vmrund *d, const char *id, unsigned tenant)
@@ -352,7 +348,7 @@ static void start_run(struct vmrund *d, const char *id, unsigned tenant)
 	if (pid < 0) {
 		sched_finished(&d->sched, tenant);
 		spool_clean(dir, false);
-		end_run(d, id, RS_FAILED, NULL, err, run.created_ms);
+		vmrund_end_run(d, id, RS_FAILED, NULL, err);
 		goto out;
 	}
 	char pidtext[24];
@@ -454,9 +450,7 @@ static void audit(struct vmrund *d, const char *id, const char *tenant, enum run
 	json_decref(rq);
 }
 
-/* Record a run's end: store, metrics, audit, waiters; lock held. */
-static void end_run(struct vmrund *d, const char *id, enum run_state st, const char *result, const char *message,
-		    int64_t created_ms)
+void vmrund_end_run(struct vmrund *d, const char *id, enum run_state st, const char *result, const char *message)
 {
 	char err[300];
 	struct store_run run = { 0 };
@@ -466,7 +460,7 @@ static void end_run(struct vmrund *d, const char *id, enum run_state st, const c
 		fprintf(stderr, "vmrund: run %s: %s\n", id, err);
 	if (done == 1) {
 		json_t *r = result ? json_loads(result, 0, NULL) : NULL;
-		int64_t queue_ms = found == 1 && run.started_ms ? run.started_ms - created_ms : 0;
+		int64_t queue_ms = found == 1 && run.started_ms ? run.started_ms - run.created_ms : 0;
 		metrics_run_ended(&d->m, st, r, queue_ms);
 		audit(d, id, found == 1 ? run.tenant : "", st, r, found == 1 ? run.request : NULL, queue_ms, message);
 		json_decref(r);
@@ -501,7 +495,7 @@ static void reap(struct vmrund *d, struct vmrund_active *x, int status)
 	bool keep = json_array_size(arts) > 0 && st != RS_CANCELLED;
 	if (spool_clean(dir, keep) < 0)
 		fprintf(stderr, "vmrund: run %s: cleaning %s: %s\n", x->id, dir, strerror(errno));
-	end_run(d, x->id, st, result ? text : NULL, message, x->created_ms);
+	vmrund_end_run(d, x->id, st, result ? text : NULL, message);
 	sched_finished(&d->sched, x->tenant);
 	json_decref(result);
 	free(text);

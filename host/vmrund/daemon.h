@@ -98,6 +98,12 @@ int vmrund_loop(struct vmrund *d, char *err, size_t errlen);
  * stop. */
 void vmrund_closing(struct vmrund *d);
 
+/* Record that run id ended in st (result JSON text or NULL, a message):
+ * the store, metrics, the audit log, then every waiter. Lock held (or
+ * no other thread yet, at recovery). A run that had already ended is
+ * left as it was. */
+void vmrund_end_run(struct vmrund *d, const char *id, enum run_state st, const char *result, const char *message);
+
 /* Wake the loop (a run was queued or cancelled). */
 void vmrund_wake(struct vmrund *d);
 

@@ -132,13 +132,8 @@ static int recover_running(struct vmrund *d, char *err, size_t errlen)
 		sweep_worker(d, dir);
 		sweep_cgroup(dir);
 		spool_clean(dir, false);
-		if (d->store->ops->finish(d->store, l.id[i], RS_LOST, vmrund_wall_ms(), NULL,
-					  "lost: vmrund stopped while the run was running; its VM was destroyed", err,
-					  errlen) < 0) {
-			idlist_free(&l);
-			return -1;
-		}
-		d->m.ended[RS_LOST]++;
+		vmrund_end_run(d, l.id[i], RS_LOST, NULL,
+			       "lost: vmrund stopped while the run was running; its VM was destroyed");
 	}
 	if (l.n)
 		fprintf(stderr, "vmrund: %zu runs were running when vmrund stopped: they ended lost\n", l.n);
@@ -156,9 +151,8 @@ static int recover_queued(struct vmrund *d, char *err, size_t errlen)
 		int t = tenants_by_name(&d->ts, l.tenant[i]);
 		if (t >= 0 && sched_enqueue(&d->sched, (unsigned)t, l.id[i]) == 0)
 			continue;
-		rc = d->store->ops->finish(d->store, l.id[i], RS_FAILED, vmrund_wall_ms(), NULL,
-					   t < 0 ? "its tenant is no longer in the keys file" : "out of memory", err,
-					   errlen) < 0 ? -1 : 0;
+		vmrund_end_run(d, l.id[i], RS_FAILED, NULL,
+			       t < 0 ? "its tenant is no longer in the keys file" : "out of memory");
 	}
 	if (l.n)
 		fprintf(stderr, "vmrund: %zu queued runs queued again\n", l.n);

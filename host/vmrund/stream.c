@@ -240,9 +240,14 @@ struct tar_stream {
 	size_t trailer;               /* zeros at the end */
 };
 
+/* width - 1 octal digits and a NUL: a value too large for them (a file
+ * over 8 GiB in a 12-byte field) keeps only its low digits, which the
+ * artifact caps never reach. */
 static void octal(char *field, size_t width, uint64_t v)
 {
-	snprintf(field, width, "%0*llo", (int)(width - 1), (unsigned long long)v);
+	field[width - 1] = '\0';
+	for (size_t i = width - 1; i-- > 0; v >>= 3)
+		field[i] = (char)('0' + (v & 7));
 }
 
 static void ustar_header(char *h, const char *name, char type, uint64_t size, int64_t mtime)

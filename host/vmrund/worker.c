@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "errmsg.h"
 #include "request.h"
 #include "result.h"
 #include "run.h"
@@ -73,7 +74,7 @@ static int read_request(struct worker *w, char *err, size_t errlen)
 	snprintf(path, sizeof(path), "%s/" SPOOL_REQUEST, w->dir);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return snprintf(err, errlen, "%s: %s", path, strerror(errno)), -1;
+		return errf(err, errlen, "%.300s: %s", path, strerror(errno)), -1;
 	size_t cap = 1 << 16, len = 0;
 	char *buf = malloc(cap);
 	for (size_t n; buf && (n = fread(buf + len, 1, cap - len, f)) > 0;) {
@@ -89,12 +90,12 @@ static int read_request(struct worker *w, char *err, size_t errlen)
 	}
 	fclose(f);
 	if (!buf)
-		return snprintf(err, errlen, "%s: out of memory or too large", path), -1;
+		return errf(err, errlen, "%s: out of memory or too large", path), -1;
 	char why[400];
 	int rc = req_parse_text(buf, len, &w->rq, why, sizeof(why));
 	free(buf);
 	if (rc)
-		snprintf(err, errlen, "%s: %s", path, why);
+		errf(err, errlen, "%.300s: %s", path, why);
 	return rc;
 }
 
@@ -103,19 +104,20 @@ static int write_inputs(struct worker *w, char *err, size_t errlen)
 {
 	snprintf(w->files_dir, sizeof(w->files_dir), "%s/" SPOOL_FILES, w->dir);
 	if (mkdir(w->files_dir, 0755) < 0)
-		return snprintf(err, errlen, "%s: %s", w->files_dir, strerror(errno)), -1;
+		return errf(err, errlen, "%.300s: %s", w->files_dir, strerror(errno)), -1;
 	for (unsigned i = 0; i < w->rq.nfiles; i++) {
 		char path[PATH_MAX];
-		snprintf(path, sizeof(path), "%s/%s", w->files_dir, w->rq.files[i].name);
+		if (snprintf(path, sizeof(path), "%s/%s", w->files_dir, w->rq.files[i].name) >= (int)sizeof(path))
+			return errf(err, errlen, "%s: path too long", w->files_dir), -1;
 		if (write_file(path, w->rq.files[i].data, w->rq.files[i].len) < 0)
-			return snprintf(err, errlen, "%s: %s", path, strerror(errno)), -1;
+			return errf(err, errlen, "%.300s: %s", path, strerror(errno)), -1;
 		if (!(w->source_paths[i] = strdup(path)))
-			return snprintf(err, errlen, "out of memory"), -1;
+			return errf(err, errlen, "out of memory"), -1;
 	}
 	if (w->rq.has_stdin) {
 		snprintf(w->stdin_path, sizeof(w->stdin_path), "%s/stdin", w->dir);
 		if (write_file(w->stdin_path, w->rq.stdin_data, w->rq.stdin_len) < 0)
-			return snprintf(err, errlen, "%s: %s", w->stdin_path, strerror(errno)), -1;
+			return errf(err, errlen, "%.300s: %s", w->stdin_path, strerror(errno)), -1;
 	}
 	return 0;
 }

@@ -1,0 +1,233 @@
+#!/bin/bash
+# vmrund's API, driven by curl, with the stand-in worker
+# (tests/vmrund/standin_worker.py) in place of vmrund-worker: every
+# endpoint and error, cancellation queued and running, two tenants kept
+# apart, fairness under a flood, and a kill -9 and restart with runs
+# queued and running. No VM: the real worker is tests/vmrund/vm.sh's.
+# Runs as root (the keys file must be root's). Every curl has a deadline.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/e2e/lib.sh
+e2e_init vmrund-api
+VMRUND=$PWD/build/bin/vmrund
+PORT=$((20000 + RANDOM % 20000))
+BASE=http://127.0.0.1:$PORT
+KA=key-alice-0123456789abcdef
+KB=key-bob-0123456789abcdef00
+mkdir -p "$tmp/etc" "$tmp/lib"
+cat >"$tmp/etc/keys" <<KEYS
+tenant alice concurrent=2 queued=40 rate=1000 burst=1000
+tenant bob concurrent=2 queued=5 rate=1000 burst=1000
+tenant slow concurrent=1 queued=1 rate=1 burst=2
+tenant anon concurrent=1 queued=2 rate=1000 burst=1000
+key $KA alice
+key $KB bob
+key key-slow-0123456789abcdef slow
+KEYS
+chmod 600 "$tmp/etc/keys"
+cat >"$tmp/etc/vmrund.conf" <<CONF
+listen = 127.0.0.1:$PORT
+state_db = $tmp/lib/state.db
+run_dir = $tmp/lib/runs
+keys = $tmp/etc/keys
+audit_log = $tmp/lib/audit.jsonl
+worker = $PWD/tests/vmrund/standin_worker.py
+slots = 2
+queue_max = 30
+max_body = 65536
+connection_timeout_s = 5
+anonymous_tenant = anon
+CONF
+
+start() {
+	"$VMRUND" --config "$tmp/etc/vmrund.conf" >>"$tmp/vmrund.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 100); do
+		curl -fs -m 2 "$BASE/healthz" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	return 1
+}
+# c KEY ARGS...: curl with the key (- for none); body to $tmp/out, status in $code
+c() {
+	local key=$1
+	shift
+	local auth=()
+	[ "$key" != - ] && auth=(-H "Authorization: Bearer $key")
+	code=$(curl -s -m 30 -o "$tmp/out" -w '%{http_code}' "${auth[@]}" "$@" 2>"$tmp/err")
+}
+post() { c "$1" -X POST -H 'Content-Type: application/json' --data-binary "$2" "$BASE$3"; }
+field() { python3 -c "import json,sys; print(json.load(open('$tmp/out')).get('$1'))" 2>/dev/null; }
+expect() { # NAME CODE [python condition over j]
+	if [ "$code" = "$2" ] && { [ -z "${3:-}" ] || json "$3"; }; then ok "$1"; else
+		echo "    status $code" >>"$tmp/err"; not_ok "$1"; fi
+}
+state_of() { c "$1" "$BASE/v1/runs/$2"; field state; }
+wait_state() { # KEY ID STATE...: poll until one of them (10 s)
+	local k=$1 id=$2 s
+	shift 2
+	for _ in $(seq 100); do
+		s=$(state_of "$k" "$id")
+		for want in "$@"; do [ "$s" = "$want" ] && return 0; done
+		sleep 0.1
+	done
+	return 1
+}
+
+start && ok "vmrund starts and answers /healthz" || { not_ok "vmrund did not start"; cat "$tmp/vmrund.log"; exit 1; }
+
+# ---- every endpoint ---------------------------------------------------------
+post "$KA" '{"argv":["echo","hello","api"]}' "/v1/runs?wait=10"
+expect "POST /v1/runs?wait= answers the final result" 200 "j['state']=='succeeded' and j['stdout']=='hello api\n' and j['tenant']=='alice' and j['queue_ms']>=0 and j['created_at'] and j['finished_at']"
+id=$(field id)
+c "$KA" "$BASE/v1/runs/$id"
+expect "GET /v1/runs/ID" 200 "j['id']=='$id' and j['state']=='succeeded' and 'durations_ms' in j"
+c "$KA" "$BASE/v1/runs/$id/output"
+grep -q '^event: stdout' "$tmp/out" && grep -q '"text":"hello api\\n"' "$tmp/out" && grep -q '^event: end' "$tmp/out" &&
+	ok "GET output of an ended run replays it as events" || not_ok "output replay"
+post "$KA" '{"argv":["sleep","1.5"]}' /v1/runs
+expect "POST /v1/runs answers 202 queued" 202 "j['state'] in ('queued','running')"
+id=$(field id)
+c "$KA" -N "$BASE/v1/runs/$id/output"
+grep -q '"state":"succeeded"' "$tmp/out" && ok "GET output streams until the run ends" || not_ok "output stream"
+c "$KA" "$BASE/v1/runs/$id/artifacts"
+expect "artifacts of a run that kept none: 404" 404 "'message' in j"
+c "$KA" "$BASE/v1/runtimes"
+expect "GET /v1/runtimes lists the runtimes" 200 "isinstance(j, list)"
+c - "$BASE/api/v2/runtimes"
+expect "GET /api/v2/runtimes without a key (anonymous tenant, loopback)" 200 "isinstance(j, list)"
+c - "$BASE/metrics"
+[ "$code" = 200 ] && grep -q '^vmrund_runs_ended_total{state="succeeded"} [1-9]' "$tmp/out" &&
+	grep -q '^vmrund_phase_seconds_bucket{phase="queue"' "$tmp/out" && ok "GET /metrics" || not_ok "metrics"
+c - "$BASE/readyz"
+if [ -r /dev/kvm ] && [ -x build/bin/vmm ] && [ -f build/guest/vmlinux ] && [ -f build/guest/rootfs.ext4 ]; then
+	expect "GET /readyz with KVM and images: ready" 200
+else
+	expect "GET /readyz without KVM or images: 503 with the reason" 503
+fi
+
+# ---- every error ------------------------------------------------------------
+post "$KA" '{"argv":' /v1/runs
+expect "malformed JSON: 400 with a message" 400 "'malformed JSON' in j['message']"
+post "$KA" '{"argv":["echo"],"bogus":1}' /v1/runs
+expect "an unknown field: 400" 400 "'bogus' in j['message']"
+post "$KA" '{"argv":["echo"],"files":[{"name":"../x","content":"a"}]}' /v1/runs
+expect "a file name with a path: 400" 400
+post "$KA" '{"runtime":"cobol","argv":["x"]}' /v1/runs
+expect "an unknown runtime: 400" 400 "'cobol' in j['message']"
+post "$KA" "$(python3 -c 'print("["*10000)')" /v1/runs
+expect "JSON nested 10000 deep: 400, no crash" 400
+c "$KA" -X POST -H 'Content-Type: text/plain' --data '{}' "$BASE/v1/runs"
+expect "a body that is not application/json: 415" 415
+head -c 70000 /dev/zero | tr '\0' ' ' >"$tmp/big"
+c "$KA" -X POST -H 'Content-Type: application/json' --data-binary @"$tmp/big" "$BASE/v1/runs"
+expect "a body over max_body: 413" 413
+c - "$BASE/v1/runs/$id"
+expect "no key: the anonymous tenant, which cannot see alice's run: 404" 404
+c "wrong-key-0123456789abcdef" "$BASE/v1/runs/$id"
+expect "an unknown key: 401" 401
+c "$KB" "$BASE/v1/runs/$id"
+expect "bob cannot see alice's run: 404" 404
+c "$KB" -X DELETE "$BASE/v1/runs/$id"
+expect "bob cannot cancel alice's run: 404" 404
+c "$KA" "$BASE/v1/runs/0123456789abcdef0123456789abcdef"
+expect "an id that does not exist: 404" 404
+c "$KA" -X DELETE "$BASE/v1/runs/$id"
+expect "cancelling a run that ended: 409" 409 "'already ended' in j['message']"
+c "$KA" -X PUT "$BASE/v1/runs"
+expect "a method an endpoint does not take: 405" 405
+for i in 1 2 3; do post key-slow-0123456789abcdef '{"argv":["echo","x"]}' /v1/runs; done
+[ "$code" = 429 ] && grep -qi '^retry-after' <(curl -s -m 5 -D - -o /dev/null -H "Authorization: Bearer key-slow-0123456789abcdef" "$BASE/v1/runtimes") &&
+	ok "over the tenant's request rate: 429 with Retry-After" || not_ok "rate 429 (last status $code)"
+
+# ---- cancellation -----------------------------------------------------------
+for i in 1 2; do post "$KB" '{"argv":["sleep","30"]}' /v1/runs; done
+busy=$(field id)
+post "$KB" '{"argv":["sleep","30"]}' /v1/runs
+queued=$(field id)
+wait_state "$KB" "$busy" running && ok "bob's two runs run" || not_ok "bob's runs did not start"
+[ "$(state_of "$KB" "$queued")" = queued ] && ok "bob's third run waits (concurrent=2)" || not_ok "third run not queued"
+c "$KB" -X DELETE "$BASE/v1/runs/$queued"
+expect "cancel while queued: 200 cancelled" 200 "j['state']=='cancelled' and j['started_at'] is None"
+c "$KB" -X DELETE "$BASE/v1/runs/$busy"
+expect "cancel while running: 200 cancelled" 200 "j['state']=='cancelled' and 'destroyed' in j['message']"
+[ ! -e "$tmp/lib/runs/$busy" ] && [ ! -e "$tmp/lib/runs/$queued" ] && ok "a cancelled run leaves no directory" || not_ok "run directory left"
+for i in 1 2 3 4 5 6 7 8; do post "$KB" '{"argv":["sleep","30"]}' /v1/runs; done
+expect "past bob's concurrent+queued (2+5): 429 with a message" 429 "'limit' in j['message']"
+for i in $(seq 40); do post "$KA" '{"argv":["sleep","30"]}' /v1/runs; [ "$code" = 503 ] && break; done
+expect "a full queue (queue_max=30): 503" 503 "'queue is full' in j['message']"
+grep -q '^vmrund_queue_depth [1-9]' <(curl -s -m 5 "$BASE/metrics") && ok "metrics show the queue depth" || not_ok "queue depth"
+
+# ---- kill -9 and restart with runs queued and running ------------------------
+running=$(python3 - "$tmp/lib/state.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+print(" ".join(r[0] for r in db.execute("select id from runs where state='running'")))
+PY
+)
+nqueued=$(python3 -c "import sqlite3,sys; print(sqlite3.connect('$tmp/lib/state.db').execute(\"select count(*) from runs where state='queued'\").fetchone()[0])")
+kill -9 "$pid"
+wait "$pid" 2>/dev/null
+t0=$(date +%s%N)
+start && ok "vmrund restarts after kill -9" || not_ok "no restart"
+echo "    restart: $(( ($(date +%s%N) - t0) / 1000000 )) ms to answer again; $(echo $running | wc -w) runs were running, $nqueued queued"
+lost=0
+for id in $running; do
+	s=$(state_of "$KA" "$id")
+	[ "$s" = lost ] || s=$(state_of "$KB" "$id")
+	[ "$s" = lost ] && lost=$((lost + 1))
+done
+[ "$lost" -eq "$(echo $running | wc -w)" ] && [ "$lost" -gt 0 ] && ok "every run that was running ended lost ($lost)" || not_ok "lost: $lost of $running"
+c "$KB" "$BASE/v1/runs/$(echo $running | cut -d' ' -f1)"
+json "'vmrund stopped' in j['message']" && ok "a lost run says why" || not_ok "lost message"
+sleep 1
+left=$(pgrep -f standin_worker.py | wc -l)
+[ "$left" -le 2 ] && ok "no worker of the killed vmrund is left ($left of the new one's)" || not_ok "$left workers"
+python3 - "$tmp/lib/state.db" "$nqueued" <<'PY' && ok "no queued run was lost: each is queued, running or ended" || not_ok "queued runs lost"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+n = dict(db.execute("select state, count(*) from runs group by state").fetchall())
+sys.exit(0 if n.get("queued", 0) + n.get("running", 0) >= int(sys.argv[2]) - 2 else 1)
+PY
+# end everything quickly: cancel every non-terminal run
+for k in "$KA" "$KB"; do
+	for id in $(python3 -c "import sqlite3; print(' '.join(r[0] for r in sqlite3.connect('$tmp/lib/state.db').execute(\"select id from runs where state in ('queued','running')\")))"); do
+		c "$k" -X DELETE "$BASE/v1/runs/$id"
+	done
+done
+python3 -c "import sqlite3,sys; sys.exit(sqlite3.connect('$tmp/lib/state.db').execute(\"select count(*) from runs where state in ('queued','running')\").fetchone()[0])" &&
+	ok "after the restart every run reaches a terminal state" || not_ok "runs left non-terminal"
+
+# ---- fairness: alice floods, bob's runs still get slots ---------------------
+: >"$tmp/lib/standin.log"
+for i in $(seq 20); do post "$KA" '{"argv":["sleep","0.3"]}' /v1/runs; done
+t_flood=$(date +%s%N)
+bobs=""
+for i in 1 2 3; do post "$KB" '{"argv":["sleep","0.3"]}' /v1/runs; bobs="$bobs $(field id)"; done
+for id in $bobs; do wait_state "$KB" "$id" succeeded; done
+ms=$(( ($(date +%s%N) - t_flood) / 1000000 ))
+pos=$(python3 - "$tmp/lib/standin.log" $bobs <<'PY'
+import sys
+order = [l.split()[0] for l in open(sys.argv[1])]
+print(max(order.index(b) for b in sys.argv[2:]) + 1 if all(b in order for b in sys.argv[2:]) else 99)
+PY
+)
+echo "    fairness: bob's 3 runs queued behind alice's 20 all ended in $ms ms; the last started $pos of $(wc -l <"$tmp/lib/standin.log")"
+[ "$pos" -le 9 ] && ok "fair: bob's runs start among the first 9, not after alice's 20" || not_ok "unfair: bob's last started $pos"
+
+# ---- audit ------------------------------------------------------------------
+cp "$tmp/lib/audit.jsonl" "$tmp/out"
+python3 - "$tmp/lib/audit.jsonl" <<'PY' && ok "the audit log has a JSON line per ended run" || not_ok "audit log"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+need = {"time", "tenant", "run_id", "state", "argv", "limits_hit", "queue_ms", "durations_ms"}
+sys.exit(0 if len(lines) >= 20 and all(need <= set(l) for l in lines if l["state"] == "succeeded") else 1)
+PY
+kill -TERM "$pid"
+wait "$pid" 2>/dev/null
+st=$?
+[ "$st" = 0 ] && ok "SIGTERM: vmrund drains and exits 0" || not_ok "exit status $st"
+left=$(ls -A "$tmp/lib/runs")
+[ -z "$left" ] && ok "no run directory left in run_dir" || not_ok "left in run_dir: $left"
+echo "vmrund api tests: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

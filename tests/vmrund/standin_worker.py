@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""A stand-in for vmrund-worker in the scheduler and API tests: the same
+contract (host/vmrund/spool.h: RUN_DIR/request.json in; output records and
+result.json out; SIGTERM cancels) with no VM, so that queueing, fairness,
+cancellation and restarts are tested in seconds on any machine. It runs
+nothing of the request: argv ["sleep", "S"] sleeps S seconds, ["echo",
+...] writes its words; the result says what it did. The real worker is
+tested by tests/vmrund/vm.sh."""
+import json, os, signal, struct, sys, time
+
+run_dir = sys.argv[1]
+req = json.load(open(os.path.join(run_dir, "request.json")))
+argv = req.get("argv") or ["echo", "source"]
+out = os.open(os.path.join(run_dir, "output"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+# a marker for the tests: where this worker ran, and when
+with open(os.path.join(run_dir, "..", "..", "standin.log"), "a") as log:
+    log.write("%s %s %.3f\n" % (os.path.basename(run_dir), os.getpid(), time.time()))
+
+cancelled = False
+def on_term(sig, frame):
+    global cancelled
+    cancelled = True
+signal.signal(signal.SIGTERM, on_term)
+
+def emit(text, stream=4):
+    data = text.encode()
+    os.write(out, struct.pack("<BBHI", 2, stream, 0, len(data)) + data)
+
+t0 = time.time()
+stdout = ""
+if argv[0] == "sleep":
+    end = t0 + float(argv[1])
+    while time.time() < end and not cancelled:
+        time.sleep(0.02)
+elif argv[0] == "echo":
+    stdout = " ".join(argv[1:]) + "\n"
+    emit(stdout)
+    emit("to stderr\n", 5)
+ms = int((time.time() - t0) * 1000)
+result = {
+    "run_id": "0" * 32, "termination": "signaled" if cancelled else "exited",
+    "exit_code": None if cancelled else 0, "signal": "SIGKILL" if cancelled else None,
+    "timed_out": False, "stdout": stdout, "stderr": "to stderr\n" if argv[0] == "echo" else "",
+    "stdout_truncated": False, "stderr_truncated": False,
+    "usage": {"cpu_ms": 0, "max_rss_kib": 0},
+    "durations_ms": {"prepare": 0, "boot": 0, "run": ms, "teardown": 0, "extract": 0, "total": ms},
+    "artifacts": [], "artifacts_skipped": [], "message": "stand-in worker",
+}
+with open(os.path.join(run_dir, "result.json.tmp"), "w") as f:
+    json.dump(result, f)
+os.rename(os.path.join(run_dir, "result.json.tmp"), os.path.join(run_dir, "result.json"))
