@@ -41,7 +41,7 @@ PAYLOAD_SRCS := $(wildcard tests/payloads/*.S)
 PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
-.PHONY: all deps guest kernel rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots \
+.PHONY: vmrund-test all deps guest kernel rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots \
 	bench-vmm bench-boot bench-virtio bench-vmrun bench-workspace clean fuzz fuzz-smoke
 
 all: $(BUILD)/bin/vmm $(BUILD)/bin/vmrun $(BUILD)/bin/vmrund $(BUILD)/bin/vmrund-worker
@@ -193,11 +193,16 @@ vm-test: all payloads guest $(VM_TEST_BINS)
 	@./scripts/on-kvm-host.sh --limit 300 "jail tests" tests/e2e/jail.sh
 	@./scripts/on-kvm-host.sh --limit 600 "runtime tests" tests/e2e/runtimes.sh
 	@./scripts/on-kvm-host.sh --limit 1500 "source mode tests" tests/e2e/source.sh
+	@./scripts/on-kvm-host.sh --limit 600 "vmrund vm tests" tests/vmrund/vm.sh
+
+# vmrund's API, scheduler and recovery with a stand-in worker: no KVM, here.
+vmrund-test: all
+	@timeout -k 5 300 ./tests/vmrund/api.sh
 
 check:
 	@start=$$(date +%s); ./scripts/deps.sh && \
 	$(MAKE) --no-print-directory all payloads guest $(UNIT_BINS) $(FUZZ_BINS) $(VM_TEST_BINS) && \
-	$(MAKE) --no-print-directory unit fuzz-smoke rootfs-test payload-test vm-test; st=$$?; \
+	$(MAKE) --no-print-directory unit fuzz-smoke vmrund-test rootfs-test payload-test vm-test; st=$$?; \
 	echo "check: $$(( $$(date +%s) - start )) s in all, status $$st"; exit $$st
 
 # The agent boot loop that measured the emulated host's hang rate (issue 11):

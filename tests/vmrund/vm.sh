@@ -1,0 +1,76 @@
+#!/bin/bash
+# vmrund with its real worker, on a KVM host that runs Linux guests
+# (scripts/on-kvm-host.sh decides where): a native run with stdin, output
+# and kept artifacts (list, one file, the tar), a source-mode run, the
+# Piston execute endpoint, and a cancel while the VM runs, after which no
+# vmm, cgroup or run directory is left. Every curl has a deadline.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/e2e/lib.sh
+e2e_init vmrund-vm
+PORT=$((20000 + RANDOM % 20000))
+BASE=http://127.0.0.1:$PORT
+K=key-vm-test-0123456789abcdef
+mkdir -p "$tmp/etc"
+printf 'tenant t concurrent=2 queued=8 rate=100\nkey %s t\n' "$K" >"$tmp/etc/keys"
+chmod 600 "$tmp/etc/keys"
+cat >"$tmp/etc/vmrund.conf" <<CONF
+listen = 127.0.0.1:$PORT
+state_db = $tmp/lib/state.db
+run_dir = $tmp/lib/runs
+keys = $tmp/etc/keys
+audit_log = $tmp/lib/audit.jsonl
+slots = 2
+anonymous_tenant = t
+CONF
+build/bin/vmrund --config "$tmp/etc/vmrund.conf" >"$tmp/vmrund.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do curl -fs -m 2 "$BASE/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+c() { code=$(curl -s -m 280 -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $K" "$@" 2>"$tmp/err"); }
+post() { c -X POST -H 'Content-Type: application/json' --data-binary "$1" "$BASE$2"; }
+expect() { if [ "$code" = "$2" ] && { [ -z "${3:-}" ] || json "$3"; }; then ok "$1"; else
+	echo "    status $code" >>"$tmp/err"; not_ok "$1"; fi; }
+
+c "$BASE/readyz"
+expect "/readyz: KVM and the images are usable" 200
+t0=$(date +%s%N)
+post '{"argv":["python3","-c","import sys; print(sys.stdin.read().upper()); print(\"e\", file=sys.stderr); open(\"/workspace/artifacts/a.txt\",\"w\").write(\"art\")"],"stdin":"from stdin","keep_artifacts":true,"limits":{"timeout_s":120}}' "/v1/runs?wait=200"
+echo "    a native run through vmrund: $(( ($(date +%s%N) - t0) / 1000000 )) ms, boot $(python3 -c "import json; print(json.load(open('$tmp/out'))['durations_ms']['boot'])" 2>/dev/null) ms"
+expect "a native run: stdin, stdout, stderr, succeeded" 200 "j['state']=='succeeded' and j['stdout']=='FROM STDIN\n' and j['stderr']=='e\n' and j['jail']['built']"
+id=$(python3 -c "import json; print(json.load(open('$tmp/out'))['id'])" 2>/dev/null)
+c "$BASE/v1/runs/$id/artifacts"
+expect "its artifacts are listed" 200 "[a['path'] for a in j['artifacts']]==['a.txt']"
+c "$BASE/v1/runs/$id/artifacts/a.txt"
+[ "$code" = 200 ] && [ "$(cat "$tmp/out")" = art ] && ok "one artifact by its path" || not_ok "artifact file ($code)"
+c "$BASE/v1/runs/$id/artifacts/../../state.db"
+[ "$code" = 404 ] && ok "a path out of the artifacts: 404" || not_ok "escape ($code)"
+c "$BASE/v1/runs/$id/artifacts.tar"
+[ "$code" = 200 ] && tar -xOf "$tmp/out" a.txt 2>/dev/null | grep -qx art && ok "all artifacts as a tar" || not_ok "tar ($code)"
+
+post '{"runtime":"python","files":[{"name":"main.py","content":"print(input()[::-1])"}],"stdin":"olleh\n","run":{"timeout_s":60}}' "/v1/runs?wait=200"
+expect "source mode through the native API" 200 "j['state']=='succeeded' and j['run']['stdout']=='hello\n'"
+
+t0=$(date +%s%N)
+c -X POST -H 'Content-Type: application/json' --data-binary '{"language":"py","version":"3.x","files":[{"content":"import sys\nprint(1+1)\nsys.exit(3)"}],"run_timeout":60000,"compile_timeout":10000}' "$BASE/api/v2/execute"
+echo "    a Piston execute: $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+expect "Piston execute: language, version, run stage with code and status" 200 "j['language']=='python' and j['run']['stdout']=='2\n' and j['run']['code']==3 and j['run']['status']=='RE' and 'compile' not in j"
+
+post '{"argv":["sleep","100"],"limits":{"timeout_s":200}}' "/v1/runs"
+id=$(python3 -c "import json; print(json.load(open('$tmp/out'))['id'])" 2>/dev/null)
+for _ in $(seq 300); do
+	c "$BASE/v1/runs/$id"
+	json "j['state']=='running'" && [ -s "$tmp/lib/runs/$id/vm-id" ] && break
+	sleep 0.2
+done
+sleep 3
+vmid=$(cat "$tmp/lib/runs/$id/vm-id" 2>/dev/null)
+c -X DELETE "$BASE/v1/runs/$id"
+expect "cancel while the VM runs: cancelled" 200 "j['state']=='cancelled'"
+sleep 1
+[ -n "$vmid" ] && [ ! -e "/sys/fs/cgroup/vmrun/$vmid" ] && ! pgrep -f "build/bin/vmm" >/dev/null &&
+	[ -z "$(ls -A "$tmp/lib/runs")" ] && ok "after the cancel: no vmm, no cgroup, no run directory" ||
+	not_ok "leftovers after cancel (vm $vmid): $(pgrep -af build/bin/vmm) $(ls -A "$tmp/lib/runs")"
+kill -TERM "$pid"
+wait "$pid"
+[ $? = 0 ] && ok "vmrund stops on SIGTERM" || not_ok "vmrund exit status"
+finish "vmrund vm tests"
