@@ -302,6 +302,20 @@ $(BUILD)/fuzz/fuzz_policy: tests/fuzz/fuzz_policy.c host/policy.c host/textfile.
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Iguest-agent tests/fuzz/fuzz_policy.c host/policy.c host/textfile.c host/errmsg.c -o $@
 
+# vmrund's request bodies, native and Piston's (client input), through jansson.
+FUZZ_REQUEST_SRCS := host/vmrund/request.c host/vmrund/piston.c host/runtime.c host/textfile.c host/errmsg.c
+$(BUILD)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRCS) $(wildcard host/*.h host/vmrund/*.h \
+		guest-agent/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRCS) \
+		-ljansson -o $@
+
+# Seeds: a native body of each mode and a Piston body.
+$(BUILD)/fuzz/seeds-request.stamp: $(wildcard tests/fuzz/seeds-request/*)
+	@rm -rf $(BUILD)/fuzz/seeds-request && mkdir -p $(BUILD)/fuzz/seeds-request
+	cp tests/fuzz/seeds-request/* $(BUILD)/fuzz/seeds-request/
+	@touch $@
+
 $(BUILD)/fuzz/mkseeds_loader: tests/fuzz/mkseeds_loader.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O1 -g $< -o $@
@@ -313,7 +327,7 @@ $(BUILD)/fuzz/seeds-loader.stamp: $(BUILD)/fuzz/mkseeds_loader $(wildcard $(BUIL
 	@for f in $(wildcard $(BUILD)/payloads/*.elf); do cp $$f $(BUILD)/fuzz/seeds-loader/; done
 	@touch $@
 
-FUZZ_SEEDS := $(BUILD)/fuzz/seeds-loader.stamp
+FUZZ_SEEDS := $(BUILD)/fuzz/seeds-loader.stamp $(BUILD)/fuzz/seeds-request.stamp
 
 fuzz-smoke: $(FUZZ_BINS) $(FUZZ_SEEDS)
 	@./tests/fuzz/run.sh $(FUZZ_SMOKE_TIME) $(BUILD) $(FUZZ_BINS)

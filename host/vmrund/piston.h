@@ -28,7 +28,8 @@ bool piston_version_match(const char *version, const char *selector);
 /* Translate an execute body into rq, choosing the runtime from the n
  * installed ones in rts (the newest version that matches, by name or
  * alias); *chosen points at it. Returns 0; or -1 with Piston's message in
- * err ("python-9.x runtime is unknown", "files: must be a non-empty array")
+ * err ("python-9.x runtime is unknown", "files is required as an array"),
+ * or req_parse's for what only the native request checks (a file's name),
  * and rq empty. */
 int piston_parse(const json_t *body, const struct runtime *rts, size_t n, struct req *rq,
 		 const struct runtime **chosen, char *err, size_t errlen);

@@ -1,0 +1,430 @@
+/* vmrund's native request (host/vmrund/request.c): argv and source mode,
+ * every refusal as one line naming its field, the encodings, the caps, and
+ * the canonical form read back into the same request. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "request.h"
+
+static char err[512];
+
+static int parse(const char *text, struct req *rq)
+{
+	err[0] = '\0';
+	return req_parse_text(text, strlen(text), rq, err, sizeof(err));
+}
+
+/* text is refused with a message containing want, and rq is left empty. */
+static void refused(const char *text, const char *want)
+{
+	struct req rq;
+	int rc = parse(text, &rq);
+	if (rc != -1 || !strstr(err, want))
+		fail_msg("%.200s\n  gave rc %d, \"%s\"; wanted \"%s\"", text, rc, err, want);
+	assert_null(strchr(err, '\n'));
+	assert_null(rq.argv);
+	assert_null(rq.files);
+	assert_int_equal(rq.nfiles, 0);
+	req_free(&rq);
+}
+
+static void argv_mode(void **state)
+{
+	(void)state;
+	struct req rq;
+	assert_int_equal(
+		parse("{\"argv\": [\"python3\", \"-c\", \"print(1)\"], \"runtime\": \"python\","
+		      " \"env\": {\"A\": \"1\", \"_B2\": \"x=y\"}, \"stdin\": \"hi\\n\","
+		      " \"files\": [{\"name\": \"data.bin\", \"content\": \"AAEC\", \"encoding\": \"base64\"}],"
+		      " \"limits\": {\"timeout_s\": 2.5, \"memory_mib\": 512, \"cpus\": 2, \"disk_mib\": 128,"
+		      " \"max_output\": 1e3}, \"keep_artifacts\": true}",
+		      &rq),
+		0);
+	assert_false(rq.source);
+	assert_string_equal(rq.runtime, "python");
+	assert_int_equal(rq.argc, 3);
+	assert_string_equal(rq.argv[0], "python3");
+	assert_string_equal(rq.argv[2], "print(1)");
+	assert_null(rq.argv[3]);
+	assert_int_equal(rq.nenv, 2);
+	assert_string_equal(rq.env[0], "A=1");
+	assert_string_equal(rq.env[1], "_B2=x=y");
+	assert_true(rq.has_stdin);
+	assert_int_equal(rq.stdin_len, 3);
+	assert_memory_equal(rq.stdin_data, "hi\n", 3);
+	assert_int_equal(rq.nfiles, 1);
+	assert_string_equal(rq.files[0].name, "data.bin");
+	assert_int_equal(rq.files[0].len, 3);
+	assert_memory_equal(rq.files[0].data, "\0\1\2", 3);
+	assert_true(rq.timeout_s == 2.5);
+	assert_int_equal(rq.memory_mib, 512);
+	assert_int_equal(rq.cpus, 2);
+	assert_int_equal(rq.disk_mib, 128);
+	assert_int_equal(rq.max_output, 1000);
+	assert_true(rq.keep_artifacts);
+	req_free(&rq);
+	req_free(&rq); /* twice is safe */
+
+	assert_int_equal(parse("{\"argv\": [\"true\"]}", &rq), 0);
+	assert_int_equal(rq.argc, 1);
+	assert_string_equal(rq.runtime, "");
+	assert_false(rq.has_stdin);
+	req_free(&rq);
+}
+
+static void source_mode(void **state)
+{
+	(void)state;
+	struct req rq;
+	assert_int_equal(parse("{\"runtime\": \"c\", \"files\": [{\"name\": \"main.c\", \"content\": \"int main(){}\"},"
+			       " {\"name\": \"util.h\", \"content\": \"2f2f\", \"encoding\": \"hex\"}],"
+			       " \"args\": [\"a\", \"\"], \"compile\": {\"timeout_s\": 30, \"memory_mib\": 512},"
+			       " \"run\": {\"cpu_time_ms\": 1500}}",
+			       &rq),
+			 0);
+	assert_true(rq.source);
+	assert_string_equal(rq.runtime, "c");
+	assert_int_equal(rq.nfiles, 2);
+	assert_int_equal(rq.files[0].len, 12);
+	assert_memory_equal(rq.files[1].data, "//", 2);
+	assert_int_equal(rq.argc, 2);
+	assert_string_equal(rq.argv[1], "");
+	assert_true(rq.compile.timeout_s == 30);
+	assert_int_equal(rq.compile.memory_mib, 512);
+	assert_int_equal(rq.run.cpu_time_ms, 1500);
+	req_free(&rq);
+
+	/* an empty file has no data */
+	assert_int_equal(parse("{\"runtime\": \"bash\", \"files\": [{\"name\": \"x.sh\", \"content\": \"\"}]}", &rq),
+			 0);
+	assert_null(rq.files[0].data);
+	assert_int_equal(rq.files[0].len, 0);
+	req_free(&rq);
+}
+
+static void refuses_shape(void **state)
+{
+	(void)state;
+	refused("[1]", "must be a JSON object");
+	refused("{\"argv\": [\"x\"]", "malformed JSON at line 1 column");
+	refused("{\"argv\": [\"x\"], \"argv\": [\"y\"]}", "malformed JSON");
+	refused("{}", "argv or files is required");
+	refused("{\"argv\": [\"x\"], \"foo\": 1}", "unknown field \"foo\"");
+	refused("{\"argv\": [\"x\"], \"fo\\no\": 1}", "unknown field \"fo?o\"");
+	refused("{\"argv\": [\"x\"], \"args\": [\"y\"]}", "args: only without argv");
+	refused("{\"argv\": [\"x\"], \"compile\": {}}", "compile: only without argv");
+	refused("{\"argv\": [\"x\"], \"run\": {}}", "run: only without argv");
+	refused("{\"files\": [{\"name\": \"a\", \"content\": \"\"}]}", "runtime: is required");
+	refused("{\"runtime\": \"c\", \"files\": []}", "files: must not be empty");
+	refused("{\"argv\": [\"x\"], \"limits\": {\"a\": {\"b\": {\"c\": {\"d\": {\"e\": {\"f\": {\"g\": {\"h\": "
+		"1}}}}}}}}}",
+		"JSON nested deeper than 8");
+	refused("{\"argv\": [\"x\"], \"keep_artifacts\": 1}", "keep_artifacts: must be true or false");
+}
+
+static void refuses_types(void **state)
+{
+	(void)state;
+	refused("{\"argv\": \"ls\"}", "argv: must be an array of strings");
+	refused("{\"argv\": []}", "argv: must not be empty");
+	refused("{\"argv\": [\"\"]}", "argv[0]: must not be empty");
+	refused("{\"argv\": [\"ls\", 3]}", "argv[1]: must be a string");
+	refused("{\"runtime\": \"c\", \"files\": [{\"name\": \"a\", \"content\": \"\"}], \"args\": [null]}",
+		"args[0]: must be a string");
+	refused("{\"argv\": [\"x\"], \"runtime\": 3}", "runtime: must be a string");
+	refused("{\"argv\": [\"x\"], \"runtime\": \"Python\"}", "runtime: not a runtime name");
+	refused("{\"argv\": [\"x\"], \"runtime\": \"\"}", "runtime: not a runtime name");
+	refused("{\"argv\": [\"x\"], \"stdin\": 1}", "stdin: must be a string");
+	refused("{\"argv\": [\"x\"], \"stdin_encoding\": \"hex\"}", "stdin_encoding: given without stdin");
+	refused("{\"argv\": [\"x\"], \"env\": []}", "env: must be an object");
+	refused("{\"argv\": [\"x\"], \"env\": {\"1A\": \"x\"}}", "env: \"1A\" is not a variable name");
+	refused("{\"argv\": [\"x\"], \"env\": {\"A-B\": \"x\"}}", "is not a variable name");
+	refused("{\"argv\": [\"x\"], \"env\": {\"A\": 1}}", "env.A: must be a string");
+	refused("{\"argv\": [\"x\"], \"limits\": []}", "limits: must be an object");
+	refused("{\"argv\": [\"x\"], \"limits\": {\"timeout\": 1}}", "limits: unknown field \"timeout\"");
+	refused("{\"argv\": [\"x\"], \"limits\": {\"timeout_s\": \"1\"}}", "limits.timeout_s: must be a number");
+	refused("{\"argv\": [\"x\"], \"limits\": {\"timeout_s\": 0}}", "limits.timeout_s: must be above 0");
+	refused("{\"argv\": [\"x\"], \"limits\": {\"timeout_s\": 86401}}", "limits.timeout_s: must be above 0");
+	refused("{\"argv\": [\"x\"], \"limits\": {\"memory_mib\": -1}}", "limits.memory_mib: must not be negative");
+	refused("{\"argv\": [\"x\"], \"limits\": {\"memory_mib\": 1.5}}", "limits.memory_mib: must be a whole number");
+	refused("{\"argv\": [\"x\"], \"limits\": {\"memory_mib\": 1048577}}", "limits.memory_mib: must be at most");
+	refused("{\"argv\": [\"x\"], \"limits\": {\"cpus\": true}}", "limits.cpus: must be a whole number");
+	refused("{\"argv\": [\"x\"], \"limits\": {\"max_output\": 1e300}}", "limits.max_output: must be at most");
+	const char *src = "{\"runtime\": \"c\", \"files\": [{\"name\": \"a\", \"content\": \"\"}], ";
+	char text[256];
+	snprintf(text, sizeof(text), "%s\"run\": {\"memory\": 1}}", src);
+	refused(text, "run: unknown field \"memory\"");
+	snprintf(text, sizeof(text), "%s\"compile\": {\"cpu_time_ms\": -5}}", src);
+	refused(text, "compile.cpu_time_ms: must not be negative");
+	snprintf(text, sizeof(text), "%s\"compile\": {\"timeout_s\": null}}", src);
+	refused(text, "compile.timeout_s: must be a number");
+	snprintf(text, sizeof(text), "%s\"run\": 5}", src);
+	refused(text, "run: must be an object");
+}
+
+static void refuses_files(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *file, *want;
+	} cases[] = {
+		{ "3", "files[0]: must be an object" },
+		{ "{\"content\": \"\"}", "files[0].name: is required" },
+		{ "{\"name\": \"a\"}", "files[0].content: is required" },
+		{ "{\"name\": \"a\", \"content\": 1}", "files[0].content: must be a string" },
+		{ "{\"name\": \"a\", \"content\": \"\", \"mode\": 1}", "files[0]: unknown field \"mode\"" },
+		{ "{\"name\": \"a/b\", \"content\": \"\"}", "files[0].name: must not contain '/'" },
+		{ "{\"name\": \"\", \"content\": \"\"}", "files[0].name: must not be empty" },
+		{ "{\"name\": \".\", \"content\": \"\"}", "files[0].name: must not be \".\" or \"..\"" },
+		{ "{\"name\": \"..\", \"content\": \"\"}", "files[0].name: must not be \".\" or \"..\"" },
+		{ "{\"name\": \"artifacts\", \"content\": \"\"}", "files[0].name: \"artifacts\" is the artifacts" },
+		{ "{\"name\": \"-rf\", \"content\": \"\"}", "files[0].name: must not start with '-'" },
+		{ "{\"name\": \"a\\tb\", \"content\": \"\"}", "files[0].name: must not contain control characters" },
+		{ "{\"name\": 7, \"content\": \"\"}", "files[0].name: must be a string" },
+		{ "{\"name\": \"a\", \"content\": \"\", \"encoding\": \"latin1\"}",
+		  "files[0].encoding: must be utf8, base64 or hex" },
+		{ "{\"name\": \"a\", \"content\": \"\", \"encoding\": 2}", "files[0].encoding: must be a string" },
+		{ "{\"name\": \"a\", \"content\": \"abc\", \"encoding\": \"hex\"}", "files[0].content: not valid hex" },
+		{ "{\"name\": \"a\", \"content\": \"zz\", \"encoding\": \"hex\"}", "files[0].content: not valid hex" },
+		{ "{\"name\": \"a\", \"content\": \"QQ=!\", \"encoding\": \"base64\"}",
+		  "files[0].content: not valid base64" },
+		{ "{\"name\": \"a\", \"content\": \"QUJDR\", \"encoding\": \"base64\"}",
+		  "files[0].content: not valid base64" },
+	};
+	char text[512];
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(text, sizeof(text), "{\"runtime\": \"c\", \"files\": [%s]}", cases[i].file);
+		refused(text, cases[i].want);
+	}
+	refused("{\"argv\": [\"x\"], \"files\": {}}", "files: must be an array of objects");
+	refused("{\"argv\": [\"x\"], \"files\": [{\"name\": \"a\", \"content\": \"\"}, {\"name\": \"a\", \"content\": "
+		"\"\"}]}",
+		"files[1].name: \"a\" is given twice");
+	char name[300];
+	memset(name, 'n', 256);
+	name[256] = '\0';
+	snprintf(text, sizeof(text), "{\"argv\": [\"x\"], \"files\": [{\"name\": \"%s\", \"content\": \"\"}]}", name);
+	refused(text, "files[0].name: longer than 255 bytes");
+}
+
+/* A body with n files of size bytes each and a stdin of in bytes. */
+static char *big_body(unsigned n, size_t size, size_t in)
+{
+	size_t cap = n * (size + 64) + in + 128;
+	char *t = malloc(cap), *p = t;
+	p += sprintf(p, "{\"argv\": [\"x\"], \"files\": [");
+	for (unsigned i = 0; i < n; i++) {
+		p += sprintf(p, "%s{\"name\": \"f%u\", \"content\": \"", i ? "," : "", i);
+		memset(p, 'a', size);
+		p += size;
+		p += sprintf(p, "\"}");
+	}
+	p += sprintf(p, "], \"stdin\": \"");
+	memset(p, 'b', in);
+	p += in;
+	sprintf(p, "\"}");
+	return t;
+}
+
+static void caps(void **state)
+{
+	(void)state;
+	char *t = big_body(1, REQ_MAX_FILE_BYTES + 1, 0);
+	refused(t, "files[0].content: over 8388608 bytes");
+	free(t);
+	t = big_body(2, 7u << 20, 0);
+	refused(t, "files[1]: files and stdin over 12582912 bytes in all");
+	free(t);
+	t = big_body(1, 6u << 20, (6u << 20) + 1);
+	refused(t, "stdin: files and stdin over");
+	free(t);
+	struct req rq;
+	t = big_body(1, REQ_MAX_FILE_BYTES, 4u << 20);
+	assert_int_equal(parse(t, &rq), 0);
+	req_free(&rq);
+	free(t);
+	t = big_body(REQ_MAX_FILES + 1, 1, 0);
+	refused(t, "files: at most 64 files");
+	free(t);
+
+	char text[16384], *p = text;
+	p += sprintf(p, "{\"argv\": [");
+	for (int i = 0; i <= REQ_MAX_ARGS; i++)
+		p += sprintf(p, "%s\"a\"", i ? "," : "");
+	sprintf(p, "]}");
+	refused(text, "argv: at most 256 arguments");
+	p = text + sprintf(text, "{\"argv\": [\"x\"], \"env\": {");
+	for (int i = 0; i <= REQ_MAX_ENV; i++)
+		p += sprintf(p, "%s\"V%d\": \"\"", i ? "," : "", i);
+	sprintf(p, "}}");
+	refused(text, "env: at most 64 variables");
+	p = text + sprintf(text, "{\"argv\": [\"x\", \"");
+	memset(p, 'a', REQ_MAX_ARG_LEN + 1);
+	sprintf(p + REQ_MAX_ARG_LEN + 1, "\"]}");
+	refused(text, "argv[1]: longer than 4096 bytes");
+	p = text + sprintf(text, "{\"argv\": [\"x\"], \"env\": {\"AB\": \"");
+	memset(p, 'a', REQ_MAX_ENV_LEN - 2);
+	sprintf(p + REQ_MAX_ENV_LEN - 2, "\"}}");
+	refused(text, "env.AB: NAME=VALUE longer than 4096 bytes");
+}
+
+/* A NUL inside a string can come only from a json_t built by hand. */
+static void refuses_nul(void **state)
+{
+	(void)state;
+	json_t *body = json_pack("{s:[s,s%]}", "argv", "ls", "a\0b", (size_t)3);
+	struct req rq;
+	assert_int_equal(req_parse(body, &rq, err, sizeof(err)), -1);
+	assert_string_equal(err, "argv[1]: must not contain a NUL byte");
+	json_decref(body);
+	body = json_pack("{s:[s],s:[{s:s%,s:s}]}", "argv", "ls", "files", "name", "a\0b", (size_t)3, "content", "");
+	assert_int_equal(req_parse(body, &rq, err, sizeof(err)), -1);
+	assert_string_equal(err, "files[0].name: must not contain a NUL byte");
+	json_decref(body);
+}
+
+static void decodes(void **state)
+{
+	(void)state;
+	unsigned char *out;
+	size_t len;
+	static const struct {
+		const char *in, *enc, *want;
+		size_t n;
+	} ok[] = {
+		{ "", "base64", "", 0 },
+		{ "QQ==", "base64", "A", 1 },
+		{ "QQ", "base64", "A", 1 },
+		{ "QUI=", "base64", "AB", 2 },
+		{ "QUI", "base64", "AB", 2 },
+		{ "QUJD", "base64", "ABC", 3 },
+		{ "+/8=", "base64", "\xfb\xff", 2 },
+		{ "00fFaB", "hex", "\x00\xff\xab", 3 },
+		{ "", "hex", "", 0 },
+		{ "h\xc3\xa9", "utf8", "h\xc3\xa9", 3 },
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		assert_int_equal(req_decode(ok[i].in, strlen(ok[i].in), ok[i].enc, 100, &out, &len, err, sizeof(err)),
+				 0);
+		assert_int_equal(len, ok[i].n);
+		if (!len)
+			assert_null(out);
+		else
+			assert_memory_equal(out, ok[i].want, len);
+		free(out);
+	}
+	static const struct {
+		const char *in, *enc;
+	} bad[] = {
+		{ "Q", "base64" },    { "Q===", "base64" },     { "QQ=", "base64" },
+		{ "Q Q=", "base64" }, { "QQ==QQ==", "base64" }, { "QQ\n", "base64" },
+		{ "0", "hex" },       { "0g", "hex" },          { "ab", "utf-8" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		out = (unsigned char *)"x";
+		assert_int_equal(
+			req_decode(bad[i].in, strlen(bad[i].in), bad[i].enc, 100, &out, &len, err, sizeof(err)), -1);
+		assert_null(out);
+	}
+	assert_int_equal(req_decode("QUJD", 4, "base64", 2, &out, &len, err, sizeof(err)), -1);
+	assert_string_equal(err, "over 2 bytes");
+	assert_int_equal(req_decode("abc", 3, "utf8", 2, &out, &len, err, sizeof(err)), -1);
+	assert_int_equal(req_decode("abcdef", 6, "hex", 2, &out, &len, err, sizeof(err)), -1);
+}
+
+static void same_req(const struct req *a, const struct req *b)
+{
+	assert_string_equal(a->runtime, b->runtime);
+	assert_int_equal(a->source, b->source);
+	assert_int_equal(a->argc, b->argc);
+	for (unsigned i = 0; i < a->argc; i++)
+		assert_string_equal(a->argv[i], b->argv[i]);
+	assert_int_equal(a->nfiles, b->nfiles);
+	for (unsigned i = 0; i < a->nfiles; i++) {
+		assert_string_equal(a->files[i].name, b->files[i].name);
+		assert_int_equal(a->files[i].len, b->files[i].len);
+		if (a->files[i].len)
+			assert_memory_equal(a->files[i].data, b->files[i].data, a->files[i].len);
+	}
+	assert_int_equal(a->has_stdin, b->has_stdin);
+	assert_int_equal(a->stdin_len, b->stdin_len);
+	if (a->stdin_len)
+		assert_memory_equal(a->stdin_data, b->stdin_data, a->stdin_len);
+	assert_int_equal(a->nenv, b->nenv);
+	for (unsigned i = 0; i < a->nenv; i++)
+		assert_string_equal(a->env[i], b->env[i]);
+	assert_true(a->timeout_s == b->timeout_s);
+	assert_int_equal(a->memory_mib, b->memory_mib);
+	assert_int_equal(a->cpus, b->cpus);
+	assert_int_equal(a->disk_mib, b->disk_mib);
+	assert_int_equal(a->max_output, b->max_output);
+	const struct req_stage *sa[] = { &a->compile, &a->run }, *sb[] = { &b->compile, &b->run };
+	for (int i = 0; i < 2; i++) {
+		assert_true(sa[i]->timeout_s == sb[i]->timeout_s);
+		assert_int_equal(sa[i]->memory_mib, sb[i]->memory_mib);
+		assert_int_equal(sa[i]->cpu_time_ms, sb[i]->cpu_time_ms);
+	}
+	assert_int_equal(a->keep_artifacts, b->keep_artifacts);
+}
+
+static void round_trip(void **state)
+{
+	(void)state;
+	static const char *const bodies[] = {
+		"{\"argv\": [\"true\"]}",
+		"{\"argv\": [\"sh\", \"-c\", \"cat\"], \"stdin\": \"\", \"env\": {\"Z\": \"\", \"A\": \"1\"},"
+		" \"files\": [{\"name\": \"e\", \"content\": \"\"}, {\"name\": \"b\", \"content\": \"/w==\", "
+		"\"encoding\": \"base64\"}],"
+		" \"limits\": {\"timeout_s\": 0.1, \"max_output\": 7}, \"keep_artifacts\": false}",
+		"{\"runtime\": \"c\", \"files\": [{\"name\": \"m.c\", \"content\": \"x\\u00e9\\n\"}], \"args\": [],"
+		" \"compile\": {\"timeout_s\": 1e-3}, \"run\": {\"memory_mib\": 0, \"cpu_time_ms\": 3}, "
+		"\"keep_artifacts\": true}",
+		"{\"runtime\": \"python\", \"files\": [{\"name\": \"a b\", \"content\": \"01\", \"encoding\": "
+		"\"hex\"}],"
+		" \"args\": [\"1\"], \"stdin\": \"ff00\", \"stdin_encoding\": \"hex\", \"limits\": {\"cpus\": 3, "
+		"\"disk_mib\": 9,"
+		" \"memory_mib\": 100}}",
+	};
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		struct req a, b;
+		if (parse(bodies[i], &a))
+			fail_msg("%s: %s", bodies[i], err);
+		json_t *j = req_to_json(&a);
+		assert_non_null(j);
+		char *text = json_dumps(j, JSON_COMPACT);
+		assert_non_null(text);
+		if (parse(text, &b))
+			fail_msg("%s: %s", text, err);
+		same_req(&a, &b);
+		free(text);
+		json_decref(j);
+		req_free(&a);
+		req_free(&b);
+	}
+	/* the canonical form leaves out what is not set */
+	struct req a;
+	assert_int_equal(parse("{\"argv\": [\"x\"]}", &a), 0);
+	json_t *j = req_to_json(&a);
+	char *text = json_dumps(j, JSON_COMPACT);
+	assert_string_equal(text, "{\"argv\":[\"x\"]}");
+	free(text);
+	json_decref(j);
+	req_free(&a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(argv_mode),     cmocka_unit_test(source_mode),   cmocka_unit_test(refuses_shape),
+		cmocka_unit_test(refuses_types), cmocka_unit_test(refuses_files), cmocka_unit_test(caps),
+		cmocka_unit_test(refuses_nul),   cmocka_unit_test(decodes),       cmocka_unit_test(round_trip),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
