@@ -271,7 +271,7 @@ static pid_t spawn_worker(struct vmrund *d, const char *dir, char *err, size_t e
 {
 	char log[PATH_MAX + 16], tmpdir[PATH_MAX + 16];
 	snprintf(log, sizeof(log), "%s/" SPOOL_LOG, dir);
-	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s/" SPOOL_TMP, dir);
+	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=" SPOOL_LIB_TMP);
 	char *argv[] = { d->worker, (char *)dir, d->vmm, d->guest, NULL };
 	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", tmpdir, NULL };
 	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -335,11 +335,9 @@ static void start_run(struct vmrund *d, const char *id, unsigned tenant)
 	}
 	pid_t pid = -1;
 	vmrund_run_path(d, id, SPOOL_REQUEST, path, sizeof(path));
-	char tmp[PATH_MAX];
-	vmrund_run_path(d, id, SPOOL_TMP, tmp, sizeof(tmp));
 	if (!x)
 		errf(err, sizeof(err), "no free slot record");
-	else if (mkdir(dir, 0700) < 0 || mkdir(tmp, 0700) < 0)
+	else if (mkdir(dir, 0700) < 0)
 		errf(err, sizeof(err), "%s: %s", dir, strerror(errno));
 	else if (write_all(path, run.request, strlen(run.request)) < 0)
 		errf(err, sizeof(err), "%s: %s", path, strerror(errno));

@@ -119,6 +119,17 @@ static void sweep_cgroup(const char *dir)
 	}
 	for (int i = 0; i < 100 && rmdir(cg) < 0 && errno == EBUSY; i++)
 		usleep(20000);
+	/* and the run library's own run directory, named for the same id */
+	char prefix[24];
+	snprintf(prefix, sizeof(prefix), "vmrun-%.12s-", id);
+	DIR *t = opendir(SPOOL_LIB_TMP);
+	for (struct dirent *e; t && (e = readdir(t));)
+		if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+			snprintf(path, sizeof(path), SPOOL_LIB_TMP "/%s", e->d_name);
+			spool_clean(path, false);
+		}
+	if (t)
+		closedir(t);
 }
 
 static int recover_running(struct vmrund *d, char *err, size_t errlen)
@@ -216,8 +227,10 @@ static int open_files(struct vmrund *d, char *err, size_t errlen)
 {
 	char dir[PATH_MAX];
 	parent_dir(d->cfg.state_db, dir, sizeof(dir));
-	if (mkdirs(dir, 0700) < 0 || mkdirs(d->cfg.run_dir, 0700) < 0)
-		return errf(err, errlen, "%s: %s", mkdirs(dir, 0700) < 0 ? dir : d->cfg.run_dir, strerror(errno));
+	const char *dirs[] = { dir, d->cfg.run_dir, SPOOL_LIB_TMP };
+	for (size_t i = 0; i < 3; i++)
+		if (mkdirs(dirs[i], i == 2 ? 0755 : 0700) < 0)
+			return errf(err, errlen, "%s: %s", dirs[i], strerror(errno));
 	if (!(d->store = store_sqlite_open(d->cfg.state_db, err, errlen)))
 		return -1;
 	if (d->cfg.audit_log[0]) {

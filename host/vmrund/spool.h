@@ -7,7 +7,6 @@
  *   ID/result.json    vmrun's result object, renamed into place; worker
  *   ID/vm-id          the run library's run id (its cgroup's name); worker
  *   ID/worker.log     the worker's own stderr
- *   ID/tmp/           TMPDIR for the run library's run directory
  *   ID/files/         the request's files, written out by the worker
  *   ID/artifacts/     what the run left, when the request keeps it
  *
@@ -29,7 +28,10 @@
 #define SPOOL_RESULT    "result.json"
 #define SPOOL_VM_ID     "vm-id"
 #define SPOOL_LOG       "worker.log"
-#define SPOOL_TMP       "tmp"
+/* The worker's TMPDIR, where the run library makes its own run
+ * directory (vmrun-IDPREFIX-XXXXXX): short, since the vsock Unix socket's
+ * path inside it must fit sun_path, and root's, mode 0755. */
+#define SPOOL_LIB_TMP   "/run/vmrun/runs"
 #define SPOOL_FILES     "files"
 #define SPOOL_ARTIFACTS "artifacts"
 

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "errmsg.h"
 #include "request.h"
 #include "result.h"
@@ -127,8 +128,11 @@ static void build_request(const struct worker *w, struct run_request *req)
 	const struct req *rq = &w->rq;
 	*req = (struct run_request){
 		.argv = rq->argv, .argc = (int)rq->argc, .env = (const char *const *)rq->env, .nenv = rq->nenv,
-		.timeout_s = rq->timeout_s, .memory_mib = rq->memory_mib, .cpus = rq->cpus, .disk_mib = rq->disk_mib,
-		.max_output = rq->max_output, .runtime = rq->runtime[0] ? rq->runtime : NULL, .vmm = w->vmm,
+		.timeout_s = rq->timeout_s, .memory_mib = rq->memory_mib,
+		/* 0 is "not given" in a request: vmrun's own defaults then */
+		.cpus = rq->cpus ? rq->cpus : VMRUN_DEFAULT_CPUS,
+		.disk_mib = rq->disk_mib ? rq->disk_mib : VMRUN_DEFAULT_DISK_MIB,
+		.max_output = rq->max_output ? rq->max_output : VMRUN_DEFAULT_MAX_OUTPUT, .runtime = rq->runtime[0] ? rq->runtime : NULL, .vmm = w->vmm,
 		.guest_dir = w->guest, .system_policy = NULL,
 		.compile = { rq->compile.timeout_s, rq->compile.memory_mib, rq->compile.cpu_time_ms },
 		.run = { rq->run.timeout_s, rq->run.memory_mib, rq->run.cpu_time_ms },
