@@ -185,7 +185,7 @@ $(BUILD)/tests/two_runs: tests/vm/two_runs.c $(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(
 
 # Linux guests: directly where the local KVM runs them, else on an emulated
 # KVM host; scripts/on-kvm-host.sh probes and says which, in one line.
-vm-test: all payloads guest $(VM_TEST_BINS)
+vm-test: all payloads guest $(VM_TEST_BINS) $(PISTON_CLIENT)
 	@./scripts/on-kvm-host.sh --limit 300 "vm tests" tests/vm/boot.sh
 	@./scripts/on-kvm-host.sh --limit 300 "virtio tests" tests/vm/virtio.sh
 	@./scripts/on-kvm-host.sh --limit 600 "agent tests" tests/vm/agent.sh
@@ -195,13 +195,22 @@ vm-test: all payloads guest $(VM_TEST_BINS)
 	@./scripts/on-kvm-host.sh --limit 1500 "source mode tests" tests/e2e/source.sh
 	@./scripts/on-kvm-host.sh --limit 600 "vmrund vm tests" tests/vmrund/vm.sh
 
+# An existing Piston client, unchanged, for the Piston endpoint's test
+# (tests/vmrund/vm.sh): piston-api-client from npm (no dependencies of its
+# own; Node's fetch), kept in the cache so a clean clone fetches it once.
+PISTON_CLIENT := $(BUILD)/npm/node_modules/piston-api-client/package.json
+$(PISTON_CLIENT):
+	@mkdir -p $(BUILD)/npm
+	npm install --silent --no-save --no-audit --no-fund --prefer-offline \
+		--cache $${VMRUN_CACHE:-/var/cache/vmrun}/npm --prefix $(BUILD)/npm piston-api-client@2.0.1
+
 # vmrund's API, scheduler and recovery with a stand-in worker: no KVM, here.
 vmrund-test: all
 	@timeout -k 5 300 ./tests/vmrund/api.sh
 
 check:
 	@start=$$(date +%s); ./scripts/deps.sh && \
-	$(MAKE) --no-print-directory all payloads guest $(UNIT_BINS) $(FUZZ_BINS) $(VM_TEST_BINS) && \
+	$(MAKE) --no-print-directory all payloads guest $(UNIT_BINS) $(FUZZ_BINS) $(VM_TEST_BINS) $(PISTON_CLIENT) && \
 	$(MAKE) --no-print-directory unit fuzz-smoke vmrund-test rootfs-test payload-test vm-test; st=$$?; \
 	echo "check: $$(( $$(date +%s) - start )) s in all, status $$st"; exit $$st
 

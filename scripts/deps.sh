@@ -10,6 +10,11 @@ musl-tools linux-source-6.1 busybox-static qemu-system-x86 flex bison
 libelf-dev bc libssl-dev clang libclang-rt-14-dev cpio e2fsprogs kmod
 xz-utils zstd python3 file procps"
 
+# node and npm: npm fetches the Piston client vmrund's test uses, node runs
+# it. Debian's own unless a node with npm is there already (NodeSource's
+# nodejs package brings npm and conflicts with Debian's).
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
+
 missing=""
 for p in $PKGS; do
 	st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)

@@ -55,6 +55,14 @@ c -X POST -H 'Content-Type: application/json' --data-binary '{"language":"py","v
 echo "    a Piston execute: $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 expect "Piston execute: language, version, run stage with code and status" 200 "j['language']=='python' and j['run']['stdout']=='2\n' and j['run']['code']==3 and j['run']['status']=='RE' and 'compile' not in j"
 
+# An existing Piston client, unchanged (its own ok/not ok lines).
+PISTON_CLIENT_DIR=$PWD/build/npm timeout -k 5 400 node tests/vmrund/piston_client.js "$BASE" >"$tmp/pc" 2>&1
+cat "$tmp/pc"
+pass=$((pass + $(grep -c '^ok' "$tmp/pc")))
+fail=$((fail + $(grep -c '^not ok' "$tmp/pc")))
+grep -q '^\(not \)\?ok' "$tmp/pc" || not_ok "the Piston client ran no check"
+
+
 post '{"argv":["sleep","100"],"limits":{"timeout_s":200}}' "/v1/runs"
 id=$(python3 -c "import json; print(json.load(open('$tmp/out'))['id'])" 2>/dev/null)
 for _ in $(seq 300); do
