@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The longest wait sched_rate_take reports: about 68 years. */
+#define SCHED_WAIT_MAX_MS ((int64_t)INT32_MAX * 1000)
+
 int sched_init(struct sched *s, const struct tenants *ts, unsigned slots, unsigned queue_max)
 {
 	memset(s, 0, sizeof(*s));
@@ -41,7 +44,13 @@ int64_t sched_rate_take(struct sched *s, unsigned tenant, int64_t now_ms)
 		t->tokens -= 1;
 		return 0;
 	}
-	int64_t wait = (int64_t)((1 - t->tokens) * 1000.0 / lim->rate) + 1;
+	/* A rate low enough (tenants allow any above 0) puts the wait past
+	 * what int64 holds: converting that would be undefined. Capped, so
+	 * that the caller's seconds still fit an unsigned too. */
+	double w = (1 - t->tokens) * 1000.0 / lim->rate;
+	if (!(w < (double)SCHED_WAIT_MAX_MS))
+		return SCHED_WAIT_MAX_MS;
+	int64_t wait = (int64_t)w + 1;
 	return wait > 0 ? wait : 1;
 }
 
@@ -63,14 +72,14 @@ int sched_enqueue(struct sched *s, unsigned tenant, const char *id)
 {
 	if (strlen(id) >= SCHED_ID_MAX || tenant >= s->ts->n)
 		return -1;
-	if (s->nq == s->queue_max) {
+	if (s->nq >= s->queue_max) {
 		/* Only recovery queues past the bound (runs accepted before a
-		 * restart): grow rather than lose one. */
+		 * restart): grow rather than lose one. The bound itself stays,
+		 * so admission refuses at it again once the queue drains. */
 		struct sched_entry *q = realloc(s->q, (s->nq + 1) * sizeof(*q));
 		if (!q)
 			return -1;
 		s->q = q;
-		s->queue_max = (unsigned)s->nq + 1;
 	}
 	memcpy(s->q[s->nq].id, id, strlen(id) + 1);
 	s->q[s->nq++].tenant = tenant;

@@ -38,7 +38,9 @@ static int tenant_option(struct tenant *t, const char *opt, char *err, size_t er
 		return errf(err, errlen, "expected OPTION=NUMBER, not \"%.64s\"", opt);
 	errno = 0;
 	double v = strtod(eq + 1, &end);
-	if (errno || *end || eq[1] == '\0' || v < 0 || v > 1e6)
+	/* !(in range), so that a NaN (strtod takes "nan") is refused here too:
+	 * converting one to unsigned below would be undefined */
+	if (errno || *end || eq[1] == '\0' || !(v >= 0 && v <= 1e6))
 		return errf(err, errlen, "%.*s: a number from 0 to 1000000", (int)(eq - opt), opt);
 	size_t kl = (size_t)(eq - opt);
 	bool whole = v == (double)(unsigned)v;

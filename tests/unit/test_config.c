@@ -1,0 +1,377 @@
+/* vmrund's configuration (host/vmrund/config.c): the defaults, every key
+ * with its forms and ranges, comments and blank lines, refusals as
+ * "LINE: reason", config_load on a missing file, and the slots derived
+ * from the host's CPUs and memory. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+static char err[1024];
+
+/* Parse text over the defaults into c: config_parse's value. */
+static int parse(struct vmrund_config *c, const char *text)
+{
+	config_defaults(c);
+	err[0] = '\0';
+	return config_parse(c, text, strlen(text), err, sizeof(err));
+}
+
+/* Whether text, a single line, is refused with line 1's "1: " and want in the reason. */
+static void refused(const char *text, const char *want)
+{
+	struct vmrund_config c;
+	if (parse(&c, text) != -1)
+		fail_msg("accepted: %s", text);
+	if (strncmp(err, "1: ", 3) || !strstr(err, want))
+		fail_msg("%s: err \"%s\", wanted \"1: ...%s...\"", text, err, want);
+}
+
+static void defaults(void **state)
+{
+	(void)state;
+	struct vmrund_config c;
+	memset(&c, 0x5a, sizeof(c));
+	config_defaults(&c);
+	assert_string_equal(c.listen_host, "127.0.0.1");
+	assert_int_equal(c.listen_port, 8080);
+	assert_string_equal(c.state_db, "/var/lib/vmrun/state.db");
+	assert_string_equal(c.run_dir, "/var/lib/vmrun/runs");
+	assert_string_equal(c.keys, "/etc/vmrun/keys");
+	assert_string_equal(c.audit_log, "/var/log/vmrun/audit.jsonl");
+	assert_string_equal(c.worker, "");
+	assert_string_equal(c.guest_dir, "");
+	assert_int_equal(c.slots, 0);
+	assert_int_equal(c.queue_max, 256);
+	assert_int_equal(c.max_body, 16u << 20);
+	assert_int_equal(c.max_connections, 256);
+	assert_int_equal(c.connection_timeout_s, 30);
+	assert_int_equal(c.wait_max_s, 300);
+	assert_int_equal(c.retention_s, 86400);
+	assert_string_equal(c.anonymous_tenant, "");
+	assert_false(c.anonymous_any);
+	assert_int_equal(c.slot_memory_mib, 512);
+	/* an empty text changes nothing */
+	assert_int_equal(parse(&c, ""), 0);
+	assert_int_equal(c.listen_port, 8080);
+}
+
+static void listen_forms(void **state)
+{
+	(void)state;
+	struct vmrund_config c;
+	assert_int_equal(parse(&c, "listen = 0.0.0.0:9000\n"), 0);
+	assert_string_equal(c.listen_host, "0.0.0.0");
+	assert_int_equal(c.listen_port, 9000);
+	assert_int_equal(parse(&c, "listen = [::1]:443\n"), 0);
+	assert_string_equal(c.listen_host, "::1");
+	assert_int_equal(c.listen_port, 443);
+	assert_int_equal(parse(&c, "listen=[2001:db8::7]:65535"), 0);
+	assert_string_equal(c.listen_host, "2001:db8::7");
+	assert_int_equal(c.listen_port, 65535);
+	assert_int_equal(parse(&c, "listen = 10.1.2.3:1"), 0);
+	assert_string_equal(c.listen_host, "10.1.2.3");
+	assert_int_equal(c.listen_port, 1);
+
+	const char *bad[] = {
+		"listen = 127.0.0.1",          /* no port */
+		"listen = :8080",              /* no host */
+		"listen = 127.0.0.1:",         /* empty port */
+		"listen = 127.0.0.1:0",        /* port 0 */
+		"listen = 127.0.0.1:65536",    /* past 65535 */
+		"listen = 127.0.0.1:-1",
+		"listen = 127.0.0.1:+80",
+		"listen = 127.0.0.1:80x",
+		"listen = localhost:8080",     /* not numeric */
+		"listen = 256.0.0.1:80",
+		"listen = []:80",
+		"listen = [::1:80",            /* no closing bracket */
+		"listen = [::1]80",            /* no colon after it */
+		"listen = [127.0.0.1:80",
+		"listen = [zz::1]:80",
+		"listen = ",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		refused(bad[i], "listen: a numeric ADDRESS:PORT");
+	/* a refused listen leaves line 1's number in the message */
+	assert_int_equal(parse(&c, "\n\nlisten = nowhere\n"), -1);
+	assert_string_equal(err, "3: listen: a numeric ADDRESS:PORT, not \"nowhere\"");
+}
+
+static void numbers(void **state)
+{
+	(void)state;
+	struct vmrund_config c;
+	struct {
+		const char *key;
+		unsigned long long min, max;
+	} keys[] = {
+		{ "slots", 0, 4096 },
+		{ "queue_max", 1, 1000000 },
+		{ "max_connections", 1, 100000 },
+		{ "connection_timeout_s", 1, 3600 },
+		{ "wait_max_s", 0, 86400 },
+		{ "retention_s", 0, 100ull * 86400 },
+		{ "slot_memory_mib", 64, 1ull << 20 },
+	};
+	char line[128], want[128];
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const char *k = keys[i].key;
+		unsigned long long edge[2] = { keys[i].min, keys[i].max };
+		for (int e = 0; e < 2; e++) {
+			snprintf(line, sizeof(line), "%s = %llu\n", k, edge[e]);
+			assert_int_equal(parse(&c, line), 0);
+			unsigned got = !strcmp(k, "slots")                  ? c.slots
+				       : !strcmp(k, "queue_max")            ? c.queue_max
+				       : !strcmp(k, "max_connections")      ? c.max_connections
+				       : !strcmp(k, "connection_timeout_s") ? c.connection_timeout_s
+				       : !strcmp(k, "wait_max_s")           ? c.wait_max_s
+				       : !strcmp(k, "retention_s")          ? c.retention_s
+									    : c.slot_memory_mib;
+			assert_int_equal(got, edge[e]);
+		}
+		snprintf(want, sizeof(want), "%s: a whole number from %llu to %llu", k, keys[i].min, keys[i].max);
+		snprintf(line, sizeof(line), "%s = %llu", k, keys[i].max + 1);
+		refused(line, want);
+		if (keys[i].min > 0) {
+			snprintf(line, sizeof(line), "%s = %llu", k, keys[i].min - 1);
+			refused(line, want);
+		}
+		const char *junk[] = { "-1", "+1", "1.5", "12abc", "abc", "", " 7x", "0x10", "99999999999999999999999" };
+		for (size_t j = 0; j < sizeof(junk) / sizeof(junk[0]); j++) {
+			snprintf(line, sizeof(line), "%s = %s", k, junk[j]);
+			refused(line, want);
+		}
+	}
+	/* max_body: bytes, from 1 KiB to 1 GiB */
+	assert_int_equal(parse(&c, "max_body = 1024"), 0);
+	assert_int_equal(c.max_body, 1024);
+	assert_int_equal(parse(&c, "max_body = 1073741824"), 0);
+	assert_int_equal(c.max_body, 1u << 30);
+	refused("max_body = 1023", "max_body: bytes from 1024 to 1073741824");
+	refused("max_body = 1073741825", "max_body: bytes from 1024");
+	refused("max_body = 1k", "max_body: bytes from 1024");
+	refused("max_body =", "max_body: bytes from 1024");
+}
+
+static void paths(void **state)
+{
+	(void)state;
+	struct vmrund_config c;
+	assert_int_equal(parse(&c, "state_db = /srv/state.db\nrun_dir = /srv/runs\nkeys = /srv/keys\n"
+				   "audit_log = /srv/audit.jsonl\nworker = /opt/vmrun/bin/vmrund-worker\n"
+				   "guest_dir = /opt/vmrun/guest\n"),
+			 0);
+	assert_string_equal(c.state_db, "/srv/state.db");
+	assert_string_equal(c.run_dir, "/srv/runs");
+	assert_string_equal(c.keys, "/srv/keys");
+	assert_string_equal(c.audit_log, "/srv/audit.jsonl");
+	assert_string_equal(c.worker, "/opt/vmrun/bin/vmrund-worker");
+	assert_string_equal(c.guest_dir, "/opt/vmrun/guest");
+
+	/* relative paths refused everywhere; empty only where it means something */
+	const char *required[] = { "state_db", "run_dir", "keys" };
+	const char *optional[] = { "audit_log", "worker", "guest_dir" };
+	char line[128], want[128];
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(want, sizeof(want), "%s: an absolute path", required[i]);
+		snprintf(line, sizeof(line), "%s = relative/path", required[i]);
+		refused(line, want);
+		snprintf(line, sizeof(line), "%s =", required[i]);
+		refused(line, want);
+		snprintf(line, sizeof(line), "%s = ", required[i]);
+		refused(line, want);
+		assert_null(strstr(err, "or nothing"));
+	}
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(want, sizeof(want), "%s: an absolute path, or nothing", optional[i]);
+		snprintf(line, sizeof(line), "%s = ./x", optional[i]);
+		refused(line, want);
+		snprintf(line, sizeof(line), "%s =", optional[i]);
+		assert_int_equal(parse(&c, line), 0);
+	}
+	assert_int_equal(parse(&c, "audit_log =\nworker =\nguest_dir=\n"), 0);
+	assert_string_equal(c.audit_log, "");
+	assert_string_equal(c.worker, "");
+	assert_string_equal(c.guest_dir, "");
+	/* a path as long as PATH_MAX does not fit */
+	char *longline = malloc(PATH_MAX + 64);
+	assert_non_null(longline);
+	int n = snprintf(longline, PATH_MAX + 64, "run_dir = /");
+	memset(longline + n, 'a', PATH_MAX - 1);
+	longline[n + PATH_MAX - 1] = '\0';
+	assert_int_equal(parse(&c, longline), -1);
+	assert_non_null(strstr(err, "run_dir: an absolute path"));
+	longline[n + PATH_MAX - 2] = '\0';   /* PATH_MAX - 1 bytes: fits */
+	assert_int_equal(parse(&c, longline), 0);
+	assert_int_equal(strlen(c.run_dir), PATH_MAX - 1);
+	free(longline);
+}
+
+static void anonymous(void **state)
+{
+	(void)state;
+	struct vmrund_config c;
+	assert_int_equal(parse(&c, "anonymous_tenant = public\n"), 0);
+	assert_string_equal(c.anonymous_tenant, "public");
+	assert_false(c.anonymous_any);
+	assert_int_equal(parse(&c, "anonymous_tenant = public\nanonymous_tenant =\n"), 0);
+	assert_string_equal(c.anonymous_tenant, "");
+	char line[128];
+	snprintf(line, sizeof(line), "anonymous_tenant = %063d", 7);   /* 63 characters fit */
+	assert_int_equal(parse(&c, line), 0);
+	assert_int_equal(strlen(c.anonymous_tenant), 63);
+	snprintf(line, sizeof(line), "anonymous_tenant = %064d", 7);
+	refused(line, "anonymous_tenant: too long");
+
+	assert_int_equal(parse(&c, "anonymous_from = any"), 0);
+	assert_true(c.anonymous_any);
+	assert_int_equal(parse(&c, "anonymous_from = any\nanonymous_from = loopback"), 0);
+	assert_false(c.anonymous_any);
+	refused("anonymous_from = everyone", "anonymous_from: loopback or any");
+	refused("anonymous_from =", "anonymous_from: loopback or any");
+	refused("anonymous_from = ANY", "anonymous_from: loopback or any");
+}
+
+static void layout_and_errors(void **state)
+{
+	(void)state;
+	struct vmrund_config c;
+	/* comments, blank lines, spaces and tabs around key and value, CRLF,
+	 * and a last line without a newline */
+	assert_int_equal(parse(&c, "# vmrund.conf\n"
+				   "\n"
+				   "   \t\n"
+				   "  # indented comment = not a key\n"
+				   "\tslots\t=\t3 \t\r\n"
+				   "queue_max=9\r\n"
+				   "listen = [::]:8081\n"
+				   "retention_s = 60"),
+			 0);
+	assert_int_equal(c.slots, 3);
+	assert_int_equal(c.queue_max, 9);
+	assert_string_equal(c.listen_host, "::");
+	assert_int_equal(c.listen_port, 8081);
+	assert_int_equal(c.retention_s, 60);
+	/* a later line wins */
+	assert_int_equal(parse(&c, "slots = 3\nslots = 5\n"), 0);
+	assert_int_equal(c.slots, 5);
+
+	assert_int_equal(parse(&c, "# ok\nslots = 2\nfrobnicate = 1\n"), -1);
+	assert_string_equal(err, "3: unknown key \"frobnicate\"");
+	assert_int_equal(parse(&c, "slots = 2\njust words\n"), -1);
+	assert_string_equal(err, "2: expected KEY = VALUE");
+	assert_int_equal(parse(&c, "Slots = 2\n"), -1);   /* keys are case sensitive */
+	assert_string_equal(err, "1: unknown key \"Slots\"");
+	assert_int_equal(parse(&c, "= 2\n"), -1);
+	assert_string_equal(err, "1: unknown key \"\"");
+	/* a NUL inside a line is not text */
+	const char nul[] = "slots = 2\nqueue_max\0 = 3\n";
+	config_defaults(&c);
+	assert_int_equal(config_parse(&c, nul, sizeof(nul) - 1, err, sizeof(err)), -1);
+	assert_string_equal(err, "2: line too long or not text");
+	/* len bounds the text: what follows is not read */
+	const char *text = "slots = 2\nbogus";
+	config_defaults(&c);
+	assert_int_equal(config_parse(&c, text, 10, err, sizeof(err)), 0);
+	assert_int_equal(c.slots, 2);
+}
+
+static void load(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/test_config.XXXXXX", path[64], err2[1024];
+	assert_non_null(mkdtemp(dir));
+	struct vmrund_config c;
+
+	/* missing: fine when optional (nothing changes), else an error naming the path */
+	snprintf(path, sizeof(path), "%s/missing.conf", dir);
+	config_defaults(&c);
+	assert_int_equal(config_load(&c, path, true, err, sizeof(err)), 0);
+	assert_int_equal(c.listen_port, 8080);
+	assert_int_equal(config_load(&c, path, false, err, sizeof(err)), -1);
+	snprintf(err2, sizeof(err2), "%s: No such file or directory", path);
+	assert_string_equal(err, err2);
+	/* a directory is not missing: refused even when optional */
+	assert_int_equal(config_load(&c, dir, true, err, sizeof(err)), -1);
+
+	snprintf(path, sizeof(path), "%s/vmrund.conf", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("# test\nlisten = 127.0.0.1:9999\nslots = 7\n", f);
+	fclose(f);
+	config_defaults(&c);
+	assert_int_equal(config_load(&c, path, false, err, sizeof(err)), 0);
+	assert_int_equal(c.listen_port, 9999);
+	assert_int_equal(c.slots, 7);
+	assert_int_equal(c.queue_max, 256);   /* the defaults stay under the file */
+
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("slots = 7\n\nnope = 1\n", f);
+	fclose(f);
+	config_defaults(&c);
+	assert_int_equal(config_load(&c, path, true, err, sizeof(err)), -1);
+	snprintf(err2, sizeof(err2), "%s:3: unknown key \"nope\"", path);
+	assert_string_equal(err, err2);
+
+	/* over 64 KiB */
+	f = fopen(path, "w");
+	assert_non_null(f);
+	for (int i = 0; i < 70000 / 16; i++)
+		fputs("#..............\n", f);
+	fclose(f);
+	assert_int_equal(config_load(&c, path, false, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "over 64 KiB"));
+
+	unlink(path);
+	assert_int_equal(rmdir(dir), 0);
+}
+
+static void slots(void **state)
+{
+	(void)state;
+	struct vmrund_config c;
+	config_defaults(&c);
+	c.slots = 6;   /* explicit: the host does not matter */
+	assert_int_equal(config_slots(&c, 1, 100), 6);
+	assert_int_equal(config_slots(&c, 64, 1 << 20), 6);
+	c.slots = 0;
+	/* by CPUs: memory for more */
+	assert_int_equal(config_slots(&c, 4, 16384), 4);
+	/* by memory: 2048 MiB at 512 each */
+	assert_int_equal(config_slots(&c, 16, 2048), 4);
+	assert_int_equal(config_slots(&c, 16, 2047), 3);
+	c.slot_memory_mib = 1024;
+	assert_int_equal(config_slots(&c, 16, 8192), 8);
+	/* at least 1 */
+	assert_int_equal(config_slots(&c, 16, 100), 1);
+	assert_int_equal(config_slots(&c, 0, 1 << 20), 1);
+	assert_int_equal(config_slots(&c, 0, 0), 1);
+	/* no overflow with a lot of memory */
+	c.slot_memory_mib = 64;
+	assert_int_equal(config_slots(&c, 4096, UINT64_MAX), 4096);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(defaults),
+		cmocka_unit_test(listen_forms),
+		cmocka_unit_test(numbers),
+		cmocka_unit_test(paths),
+		cmocka_unit_test(anonymous),
+		cmocka_unit_test(layout_and_errors),
+		cmocka_unit_test(load),
+		cmocka_unit_test(slots),
+	};
+	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}

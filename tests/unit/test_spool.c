@@ -1,0 +1,443 @@
+/* A run's directory (host/vmrund/spool.c): output records appended and
+ * read back (whole, split across reads, over SPOOL_RECORD_MAX), malformed
+ * headers, the state a run ended in from its result object, and removing
+ * the directory without following a symlink, keeping artifacts/ when
+ * asked. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proto.h"
+#include "spool.h"
+
+static char dir[64];
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/test_spool.XXXXXX");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	char cmd[96];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd);
+}
+
+/* What spool_parse handed fn: the records, their data concatenated. */
+struct seen {
+	unsigned n;
+	unsigned stage[16], stream[16];
+	size_t len[16];
+	uint8_t *data;
+	size_t total;
+};
+
+static void collect(void *ctx, unsigned stage, unsigned stream, const uint8_t *data, size_t n)
+{
+	struct seen *s = ctx;
+	assert_true(s->n < 16);
+	s->stage[s->n] = stage;
+	s->stream[s->n] = stream;
+	s->len[s->n++] = n;
+	s->data = realloc(s->data, s->total + n + 1);
+	assert_non_null(s->data);
+	memcpy(s->data + s->total, data, n);
+	s->total += n;
+}
+
+static void never(void *ctx, unsigned stage, unsigned stream, const uint8_t *data, size_t n)
+{
+	(void)ctx, (void)stage, (void)stream, (void)data, (void)n;
+	fail_msg("a record from a malformed buffer");
+}
+
+/* The whole file at path, its length in *len. */
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	uint8_t *buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+static int open_output(char *path, size_t cap)
+{
+	snprintf(path, cap, "%s/%s", dir, SPOOL_OUTPUT);
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+static void append_and_parse(void **state)
+{
+	(void)state;
+	char path[128];
+	int fd = open_output(path, sizeof(path));
+	const uint8_t bin[] = { 0, 1, 2, 0xff, '\n' };
+	assert_int_equal(spool_append(fd, PROTO_STAGE_COMPILE, PROTO_STDERR, (const uint8_t *)"warning\n", 8), 0);
+	assert_int_equal(spool_append(fd, PROTO_STAGE_RUN, PROTO_STDOUT, (const uint8_t *)"hello ", 6), 0);
+	assert_int_equal(spool_append(fd, PROTO_STAGE_RUN, PROTO_STDOUT, bin, sizeof(bin)), 0);
+	assert_int_equal(spool_append(fd, PROTO_STAGE_RUN, PROTO_STDERR, (const uint8_t *)"oops", 4), 0);
+	assert_int_equal(spool_append(fd, PROTO_STAGE_RUN, PROTO_STDOUT, NULL, 0), 0);   /* nothing: no record */
+	close(fd);
+
+	size_t len;
+	uint8_t *buf = slurp(path, &len);
+	assert_int_equal(len, 4 * sizeof(struct spool_record) + 8 + 6 + sizeof(bin) + 4);
+	/* the header as the contract lays it out */
+	struct spool_record h;
+	memcpy(&h, buf, sizeof(h));
+	assert_int_equal(h.stage, PROTO_STAGE_COMPILE);
+	assert_int_equal(h.stream, PROTO_STDERR);
+	assert_int_equal(h.zero, 0);
+	assert_int_equal(h.len, 8);
+
+	struct seen s = { 0 };
+	assert_int_equal(spool_parse(buf, len, collect, &s), (long)len);
+	assert_int_equal(s.n, 4);
+	assert_int_equal(s.stage[0], PROTO_STAGE_COMPILE);
+	assert_int_equal(s.stream[0], PROTO_STDERR);
+	assert_int_equal(s.len[0], 8);
+	assert_int_equal(s.stage[1], PROTO_STAGE_RUN);
+	assert_int_equal(s.stream[1], PROTO_STDOUT);
+	assert_int_equal(s.len[1], 6);
+	assert_int_equal(s.stream[2], PROTO_STDOUT);
+	assert_int_equal(s.len[2], sizeof(bin));
+	assert_int_equal(s.stream[3], PROTO_STDERR);
+	assert_int_equal(s.total, 8 + 6 + sizeof(bin) + 4);
+	assert_memory_equal(s.data, "warning\nhello \0\1\2\xff\noops", s.total);
+	free(s.data);
+
+	/* an empty buffer, or less than a header: nothing, nothing consumed */
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(spool_parse(buf, 0, collect, &s), 0);
+	assert_int_equal(spool_parse(buf, sizeof(struct spool_record) - 1, collect, &s), 0);
+	assert_int_equal(s.n, 0);
+	free(buf);
+}
+
+/* The file read in pieces of every size: a record cut anywhere waits for
+ * the rest, and the records come out the same. */
+static void split_reads(void **state)
+{
+	(void)state;
+	char path[128];
+	int fd = open_output(path, sizeof(path));
+	assert_int_equal(spool_append(fd, PROTO_STAGE_RUN, PROTO_STDOUT, (const uint8_t *)"first", 5), 0);
+	assert_int_equal(spool_append(fd, PROTO_STAGE_RUN, PROTO_STDERR, (const uint8_t *)"second!", 7), 0);
+	assert_int_equal(spool_append(fd, PROTO_STAGE_RUN, PROTO_STDOUT, (const uint8_t *)"3", 1), 0);
+	close(fd);
+	size_t len;
+	uint8_t *file = slurp(path, &len);
+	size_t first = sizeof(struct spool_record) + 5, second = first + sizeof(struct spool_record) + 7;
+
+	/* cut inside the second record's header, then inside its data */
+	struct seen s = { 0 };
+	assert_int_equal(spool_parse(file, first + 3, collect, &s), (long)first);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(spool_parse(file, second - 1, collect, &s), (long)first);
+	assert_int_equal(s.n, 2);   /* the first again: the caller re-reads from what was consumed */
+	free(s.data);
+
+	for (size_t chunk = 1; chunk <= len; chunk++) {
+		/* like a reader of a growing file: a buffer of what is not consumed yet */
+		uint8_t buf[256];
+		size_t have = 0, off = 0;
+		memset(&s, 0, sizeof(s));
+		while (off < len || have) {
+			size_t n = len - off < chunk ? len - off : chunk;
+			memcpy(buf + have, file + off, n);
+			have += n;
+			off += n;
+			long used = spool_parse(buf, have, collect, &s);
+			assert_true(used >= 0 && (size_t)used <= have);
+			memmove(buf, buf + used, have - (size_t)used);
+			have -= (size_t)used;
+			if (off == len && have) {
+				fail_msg("chunk %zu: %zu bytes left unparsed", chunk, have);
+			}
+		}
+		assert_int_equal(s.n, 3);
+		assert_int_equal(s.len[0], 5);
+		assert_int_equal(s.stream[1], PROTO_STDERR);
+		assert_int_equal(s.len[2], 1);
+		assert_memory_equal(s.data, "firstsecond!3", 13);
+		free(s.data);
+	}
+	free(file);
+}
+
+static void malformed(void **state)
+{
+	(void)state;
+	uint8_t buf[64] = { 0 };
+	struct spool_record good = { .stage = PROTO_STAGE_RUN, .stream = PROTO_STDOUT, .len = 2 };
+	struct spool_record bad[] = {
+		{ .stage = PROTO_STAGE_RUN, .stream = PROTO_STDOUT, .zero = 1, .len = 2 },
+		{ .stage = 0, .stream = PROTO_STDOUT, .len = 2 },
+		{ .stage = 3, .stream = PROTO_STDOUT, .len = 2 },
+		{ .stage = PROTO_STAGE_RUN, .stream = 0, .len = 2 },
+		{ .stage = PROTO_STAGE_RUN, .stream = PROTO_EXIT, .len = 2 },
+		{ .stage = PROTO_STAGE_COMPILE, .stream = PROTO_STDERR, .len = SPOOL_RECORD_MAX + 1 },
+		{ .stage = 0xff, .stream = 0xff, .zero = 0xffff, .len = 0xffffffff },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memcpy(buf, &bad[i], sizeof(bad[i]));
+		assert_int_equal(spool_parse(buf, sizeof(buf), never, NULL), -1);
+		/* a header whose data is not all there is still judged */
+		assert_int_equal(spool_parse(buf, sizeof(struct spool_record), never, NULL), -1);
+		/* behind a good record: still the file is not ours */
+		memcpy(buf, &good, sizeof(good));
+		memcpy(buf + sizeof(good) + 2, &bad[i], sizeof(bad[i]));
+		struct seen s = { 0 };
+		assert_int_equal(spool_parse(buf, sizeof(buf), collect, &s), -1);
+		free(s.data);
+		memset(buf, 0, sizeof(buf));
+	}
+	/* SPOOL_RECORD_MAX itself is a header's largest length: it waits for its data */
+	struct spool_record max = { .stage = PROTO_STAGE_RUN, .stream = PROTO_STDERR, .len = SPOOL_RECORD_MAX };
+	memcpy(buf, &max, sizeof(max));
+	assert_int_equal(spool_parse(buf, sizeof(buf), never, NULL), 0);
+}
+
+static void big_record_split(void **state)
+{
+	(void)state;
+	char path[128];
+	int fd = open_output(path, sizeof(path));
+	size_t n = 2 * SPOOL_RECORD_MAX + 12345;
+	uint8_t *data = malloc(n);
+	assert_non_null(data);
+	for (size_t i = 0; i < n; i++)
+		data[i] = (uint8_t)(i * 31 + (i >> 16));
+	assert_int_equal(spool_append(fd, PROTO_STAGE_RUN, PROTO_STDERR, data, n), 0);
+	assert_int_equal(spool_append(fd, PROTO_STAGE_RUN, PROTO_STDOUT, data, SPOOL_RECORD_MAX), 0);   /* exactly one */
+	close(fd);
+	size_t len;
+	uint8_t *buf = slurp(path, &len);
+	assert_int_equal(len, 4 * sizeof(struct spool_record) + n + SPOOL_RECORD_MAX);
+	struct seen s = { 0 };
+	assert_int_equal(spool_parse(buf, len, collect, &s), (long)len);
+	assert_int_equal(s.n, 4);
+	assert_int_equal(s.len[0], SPOOL_RECORD_MAX);
+	assert_int_equal(s.len[1], SPOOL_RECORD_MAX);
+	assert_int_equal(s.len[2], 12345);
+	assert_int_equal(s.len[3], SPOOL_RECORD_MAX);
+	for (unsigned i = 0; i < 3; i++) {
+		assert_int_equal(s.stage[i], PROTO_STAGE_RUN);
+		assert_int_equal(s.stream[i], PROTO_STDERR);
+	}
+	assert_int_equal(s.stream[3], PROTO_STDOUT);
+	assert_memory_equal(s.data, data, n);
+	assert_memory_equal(s.data + n, data, SPOOL_RECORD_MAX);
+	free(s.data);
+	free(buf);
+	free(data);
+
+	/* a write error is -1 with errno */
+	assert_int_equal(spool_append(-1, PROTO_STAGE_RUN, PROTO_STDOUT, (const uint8_t *)"x", 1), -1);
+}
+
+static void state_of(void **state)
+{
+	(void)state;
+	assert_int_equal(spool_state_of(NULL, false), RS_FAILED);
+	assert_int_equal(spool_state_of(NULL, true), RS_CANCELLED);
+
+	json_t *ok = json_pack("{s:s, s:i, s:n, s:b}", "termination", "exited", "exit_code", 0, "signal", "timed_out", 0);
+	json_t *one = json_pack("{s:s, s:i, s:n, s:b}", "termination", "exited", "exit_code", 1, "signal", "timed_out", 0);
+	json_t *timeout = json_pack("{s:s, s:n, s:n, s:b}", "termination", "timeout", "exit_code", "signal", "timed_out", 1);
+	json_t *sig = json_pack("{s:s, s:n, s:s, s:b}", "termination", "signaled", "exit_code", "signal", "SIGKILL",
+				"timed_out", 0);
+	/* source mode: the compile stage ran out of time, the run never started */
+	json_t *compile = json_pack("{s:s, s:n, s:n, s:b, s:{s:s, s:n, s:n, s:b}, s:n}", "termination", "compile_error",
+				    "exit_code", "signal", "timed_out", 0, "compile", "termination", "timeout",
+				    "exit_code", "signal", "timed_out", 1, "run");
+	/* source mode: compiled, then ran and exited 0 */
+	json_t *compiled = json_pack("{s:s, s:i, s:n, s:b, s:{s:s, s:i, s:b}, s:{s:s, s:i, s:b}}", "termination",
+				     "exited", "exit_code", 0, "signal", "timed_out", 0, "compile", "termination",
+				     "exited", "exit_code", 0, "timed_out", 0, "run", "termination", "exited",
+				     "exit_code", 0, "timed_out", 0);
+	json_t *compile_failed = json_pack("{s:s, s:i, s:b, s:{s:s, s:i, s:b}, s:n}", "termination",
+					   "compile_error", "exit_code", 1, "timed_out", 0, "compile", "termination",
+					   "exited", "exit_code", 1, "timed_out", 0, "run");
+	json_t *vm_failed = json_pack("{s:s, s:n}", "termination", "vm_failed", "exit_code");
+	json_t *empty = json_object();
+	json_t *no_code = json_pack("{s:s}", "termination", "exited");
+	json_t *str_code = json_pack("{s:s, s:s}", "termination", "exited", "exit_code", "0");
+	json_t *not_object = json_pack("[s]", "exited");
+	assert_non_null(ok), assert_non_null(one), assert_non_null(timeout), assert_non_null(sig);
+	assert_non_null(compile), assert_non_null(compiled), assert_non_null(compile_failed);
+	assert_non_null(vm_failed), assert_non_null(no_code), assert_non_null(str_code), assert_non_null(not_object);
+
+	assert_int_equal(spool_state_of(ok, false), RS_SUCCEEDED);
+	assert_int_equal(spool_state_of(one, false), RS_FAILED);
+	assert_int_equal(spool_state_of(timeout, false), RS_TIMED_OUT);
+	assert_int_equal(spool_state_of(compile, false), RS_TIMED_OUT);
+	assert_int_equal(spool_state_of(sig, false), RS_FAILED);
+	assert_int_equal(spool_state_of(compiled, false), RS_SUCCEEDED);
+	assert_int_equal(spool_state_of(compile_failed, false), RS_FAILED);
+	assert_int_equal(spool_state_of(vm_failed, false), RS_FAILED);
+	assert_int_equal(spool_state_of(empty, false), RS_FAILED);
+	assert_int_equal(spool_state_of(no_code, false), RS_FAILED);
+	assert_int_equal(spool_state_of(str_code, false), RS_FAILED);
+	assert_int_equal(spool_state_of(not_object, false), RS_FAILED);
+	/* cancelled wins over whatever the result says */
+	assert_int_equal(spool_state_of(ok, true), RS_CANCELLED);
+	assert_int_equal(spool_state_of(timeout, true), RS_CANCELLED);
+	/* the result is not changed */
+	assert_int_equal(json_object_size(ok), 4);
+
+	json_t *all[] = { ok, one, timeout, sig, compile, compiled, compile_failed, vm_failed, empty, no_code, str_code,
+			  not_object };
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		json_decref(all[i]);
+}
+
+static void put(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0;
+}
+
+/* A run's directory under dir/run, with a symlink to outside and one to
+ * its own artifacts; outside/ with a file that must survive. */
+static void make_tree(char *run, size_t cap, char *outside, size_t ocap)
+{
+	char p[256];
+	snprintf(run, cap, "%s/run", dir);
+	snprintf(outside, ocap, "%s/outside", dir);
+	mkdir(outside, 0755);
+	snprintf(p, sizeof(p), "%s/precious", outside);
+	put(p, "keep me\n");
+	assert_int_equal(mkdir(run, 0755), 0);
+	const char *dirs[] = { "tmp", "tmp/run.x", "tmp/run.x/deep", "files", "files/sub", "artifacts", "artifacts/out" };
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", run, dirs[i]);
+		assert_int_equal(mkdir(p, 0755), 0);
+	}
+	const char *files[] = { SPOOL_REQUEST, SPOOL_OUTPUT, SPOOL_RESULT, SPOOL_VM_ID, SPOOL_LOG,
+				"tmp/run.x/deep/f", "files/main.py", "files/sub/data", "artifacts/a.txt",
+				"artifacts/out/b.bin" };
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", run, files[i]);
+		put(p, "x");
+	}
+	/* symlinks to a directory and a file outside the tree, and a dangling one */
+	snprintf(p, sizeof(p), "%s/files/escape", run);
+	assert_int_equal(symlink(outside, p), 0);
+	snprintf(p, sizeof(p), "%s/tmp/run.x/deep/escape-file", run);
+	char target[256];
+	snprintf(target, sizeof(target), "%s/precious", outside);
+	assert_int_equal(symlink(target, p), 0);
+	snprintf(p, sizeof(p), "%s/dangling", run);
+	assert_int_equal(symlink("/nonexistent/nowhere", p), 0);
+	/* an unwritable directory: root removes it anyway */
+	snprintf(p, sizeof(p), "%s/tmp/run.x", run);
+	chmod(p, 0500);
+}
+
+static void clean_all(void **state)
+{
+	(void)state;
+	char run[128], outside[128], p[256];
+	make_tree(run, sizeof(run), outside, sizeof(outside));
+	assert_int_equal(spool_clean(run, false), 0);
+	assert_false(exists(run));
+	snprintf(p, sizeof(p), "%s/precious", outside);
+	assert_true(exists(p));   /* the symlinks' targets survive */
+	assert_true(exists(outside));
+	/* gone already: nothing to do */
+	assert_int_equal(spool_clean(run, false), 0);
+	assert_int_equal(spool_clean(run, true), 0);
+
+	/* the run directory itself a symlink: the link goes, not its target */
+	assert_int_equal(symlink(outside, run), 0);
+	assert_int_equal(spool_clean(run, false), 0);
+	assert_false(exists(run));
+	assert_true(exists(p));
+}
+
+static void clean_keep_artifacts(void **state)
+{
+	(void)state;
+	char run[128], outside[128], p[256];
+	make_tree(run, sizeof(run), outside, sizeof(outside));
+	/* a symlink inside artifacts/ stays with it, untouched */
+	snprintf(p, sizeof(p), "%s/artifacts/link", run);
+	assert_int_equal(symlink(outside, p), 0);
+	assert_int_equal(spool_clean(run, true), 0);
+	assert_true(exists(run));
+	const char *kept[] = { "artifacts", "artifacts/a.txt", "artifacts/out/b.bin", "artifacts/link" };
+	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", run, kept[i]);
+		if (!exists(p))
+			fail_msg("%s removed", kept[i]);
+	}
+	const char *gone[] = { SPOOL_REQUEST, SPOOL_OUTPUT, SPOOL_RESULT, SPOOL_VM_ID, SPOOL_LOG, SPOOL_TMP,
+			       SPOOL_FILES, "dangling" };
+	for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", run, gone[i]);
+		if (exists(p))
+			fail_msg("%s kept", gone[i]);
+	}
+	snprintf(p, sizeof(p), "%s/precious", outside);
+	assert_true(exists(p));
+	/* again: only artifacts/ there, nothing to do */
+	assert_int_equal(spool_clean(run, true), 0);
+	snprintf(p, sizeof(p), "%s/artifacts/a.txt", run);
+	assert_true(exists(p));
+	/* then the retention time is over */
+	assert_int_equal(spool_clean(run, false), 0);
+	assert_false(exists(run));
+	snprintf(p, sizeof(p), "%s/precious", outside);
+	assert_true(exists(p));
+
+	/* keep_artifacts on a run directory that is a symlink: not followed */
+	assert_int_equal(symlink(outside, run), 0);
+	assert_int_equal(spool_clean(run, true), -1);
+	assert_true(exists(p));
+	unlink(run);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(append_and_parse, setup, teardown),
+		cmocka_unit_test_setup_teardown(split_reads, setup, teardown),
+		cmocka_unit_test(malformed),
+		cmocka_unit_test_setup_teardown(big_record_split, setup, teardown),
+		cmocka_unit_test(state_of),
+		cmocka_unit_test_setup_teardown(clean_all, setup, teardown),
+		cmocka_unit_test_setup_teardown(clean_keep_artifacts, setup, teardown),
+	};
+	return cmocka_run_group_tests_name("spool", tests, NULL, NULL);
+}
