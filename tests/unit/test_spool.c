@@ -402,7 +402,7 @@ static void clean_keep_artifacts(void **state)
 		if (!exists(p))
 			fail_msg("%s removed", kept[i]);
 	}
-	const char *gone[] = { SPOOL_REQUEST, SPOOL_OUTPUT, SPOOL_RESULT, SPOOL_VM_ID, SPOOL_LOG, SPOOL_TMP,
+	const char *gone[] = { SPOOL_REQUEST, SPOOL_OUTPUT, SPOOL_RESULT, SPOOL_VM_ID, SPOOL_LOG,
 			       SPOOL_FILES, "dangling" };
 	for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++) {
 		snprintf(p, sizeof(p), "%s/%s", run, gone[i]);
