@@ -42,7 +42,7 @@ PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
 .PHONY: vmrund-test all deps guest kernel rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots \
-	bench-vmm bench-boot bench-virtio bench-vmrun bench-workspace clean fuzz fuzz-smoke
+	bench-vmm bench-boot bench-virtio bench-vmrun bench-vmrund bench-workspace clean fuzz fuzz-smoke
 
 all: $(BUILD)/bin/vmm $(BUILD)/bin/vmrun $(BUILD)/bin/vmrund $(BUILD)/bin/vmrund-worker
 
@@ -237,6 +237,14 @@ bench-virtio: all guest $(VM_TEST_BINS)
 # hardware KVM host).
 bench-vmrun: all guest
 	@./scripts/on-kvm-host.sh --limit 900 bench-vmrun tests/bench/vmrun_true.sh
+
+# vmrund: API overhead (a request denied before any VM) and queue latency
+# at 4x overload here, with no VM; runs per second at saturation where
+# Linux guests boot.
+bench-vmrund: all guest
+	@./tests/bench/vmrund.py api
+	@./tests/bench/vmrund.py overload
+	@./scripts/on-kvm-host.sh --limit 1500 bench-vmrund tests/bench/vmrund.py saturation 8
 
 # The workspace image: 64 MiB with 100 files (target <= 10 ms).
 BENCH_WS_SRCS := tests/bench/bench_workspace.c host/workspace.c host/caller.c host/errmsg.c

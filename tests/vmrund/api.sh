@@ -140,6 +140,20 @@ for i in 1 2 3; do post key-slow-0123456789abcdef '{"argv":["echo","x"]}' /v1/ru
 [ "$code" = 429 ] && grep -qi '^retry-after' <(curl -s -m 5 -D - -o /dev/null -H "Authorization: Bearer key-slow-0123456789abcdef" "$BASE/v1/runtimes") &&
 	ok "over the tenant's request rate: 429 with Retry-After" || not_ok "rate 429 (last status $code)"
 
+# A slowloris: headers that never end are dropped after connection_timeout_s
+# (5 here), and a connection past max_connections is refused, not queued.
+python3 - "$PORT" <<'PY' && ok "a connection that never finishes its headers is dropped after the idle timeout" || not_ok "slowloris"
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=15)
+s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+t0 = time.time()
+try:
+    data = s.recv(100)
+except socket.timeout:
+    data = None
+sys.exit(0 if data == b"" and 3 <= time.time() - t0 <= 12 else 1)
+PY
+
 # ---- cancellation -----------------------------------------------------------
 for i in 1 2; do post "$KB" '{"argv":["sleep","30"]}' /v1/runs; done
 busy=$(field id)

@@ -36,7 +36,7 @@ expect "/readyz: KVM and the images are usable" 200
 t0=$(date +%s%N)
 post '{"argv":["python3","-c","import sys; print(sys.stdin.read().upper()); print(\"e\", file=sys.stderr); open(\"/workspace/artifacts/a.txt\",\"w\").write(\"art\")"],"stdin":"from stdin","keep_artifacts":true,"limits":{"timeout_s":120}}' "/v1/runs?wait=200"
 echo "    a native run through vmrund: $(( ($(date +%s%N) - t0) / 1000000 )) ms, boot $(python3 -c "import json; print(json.load(open('$tmp/out'))['durations_ms']['boot'])" 2>/dev/null) ms"
-expect "a native run: stdin, stdout, stderr, succeeded" 200 "j['state']=='succeeded' and j['stdout']=='FROM STDIN\n' and j['stderr']=='e\n' and j['jail']['built']"
+expect "a native run: stdin, stdout, stderr, succeeded" 200 "j['state']=='succeeded' and j['stdout']=='FROM STDIN\n' and j['stderr']=='e\n' and j['jail']['seccomp'] and j['jail']['uid']=='own'"
 id=$(python3 -c "import json; print(json.load(open('$tmp/out'))['id'])" 2>/dev/null)
 c "$BASE/v1/runs/$id/artifacts"
 expect "its artifacts are listed" 200 "[a['path'] for a in j['artifacts']]==['a.txt']"
@@ -76,8 +76,9 @@ c -X DELETE "$BASE/v1/runs/$id"
 expect "cancel while the VM runs: cancelled" 200 "j['state']=='cancelled'"
 sleep 1
 [ -n "$vmid" ] && [ ! -e "/sys/fs/cgroup/vmrun/$vmid" ] && ! pgrep -f "build/bin/vmm" >/dev/null &&
-	[ -z "$(ls -A "$tmp/lib/runs")" ] && ok "after the cancel: no vmm, no cgroup, no run directory" ||
-	not_ok "leftovers after cancel (vm $vmid): $(pgrep -af build/bin/vmm) $(ls -A "$tmp/lib/runs")"
+	[ ! -e "$tmp/lib/runs/$id" ] && [ -z "$(ls -A /run/vmrun/runs)" ] &&
+	ok "after the cancel: no vmm, no cgroup, no run directory (vmrund's or the run library's)" ||
+	not_ok "leftovers after cancel (vm $vmid): $(pgrep -af build/bin/vmm) $(ls -A "$tmp/lib/runs" /run/vmrun/runs)"
 kill -TERM "$pid"
 wait "$pid"
 [ $? = 0 ] && ok "vmrund stops on SIGTERM" || not_ok "vmrund exit status"

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""make bench-vmrund: vmrund's figures, printed and never asserted.
+
+  vmrund.py api                 p50/p99 of requests denied before any VM
+                                (no key: 401; an unknown runtime: 400), on
+                                one kept-alive connection and on fresh ones
+  vmrund.py overload            queue latency at 4x overload, with the
+                                stand-in worker (0.5 s runs, 2 slots)
+  vmrund.py saturation [N]      runs per second at saturation with the real
+                                worker (N runs of `true`, slots = CPUs),
+                                against `vmrun -- true` in a shell loop;
+                                needs a KVM host that boots Linux
+
+Each starts its own vmrund on loopback with a config and keys in a temp
+directory, and stops it."""
+import http.client, json, os, random, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+KEY = "bench-key-0123456789abcdef"
+
+
+def start(tmp, worker=None, slots=2, queue_max=1024, concurrent=1024):
+    port = random.randint(20000, 40000)
+    os.makedirs(tmp + "/etc")
+    with open(tmp + "/etc/keys", "w") as f:
+        f.write("tenant bench concurrent=%d queued=100000 rate=1000000 burst=1000000\nkey %s bench\n"
+                % (concurrent, KEY))
+    os.chmod(tmp + "/etc/keys", 0o600)
+    conf = ["listen = 127.0.0.1:%d" % port, "state_db = %s/state.db" % tmp, "run_dir = %s/runs" % tmp,
+            "keys = %s/etc/keys" % tmp, "audit_log =", "slots = %d" % slots, "queue_max = %d" % queue_max]
+    if worker:
+        conf.append("worker = " + worker)
+    with open(tmp + "/etc/vmrund.conf", "w") as f:
+        f.write("\n".join(conf) + "\n")
+    p = subprocess.Popen([ROOT + "/build/bin/vmrund", "--config", tmp + "/etc/vmrund.conf"],
+                         stdout=subprocess.DEVNULL, stderr=open(tmp + "/log", "w"))
+    for _ in range(200):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/healthz")
+            if c.getresponse().status == 200:
+                return p, port
+        except OSError:
+            time.sleep(0.05)
+    sys.exit("bench-vmrund: vmrund did not start: " + open(tmp + "/log").read())
+
+
+def stop(p):
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=120)
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def call(conn, method, path, body=None, key=True):
+    h = {"Content-Type": "application/json"}
+    if key:
+        h["Authorization"] = "Bearer " + KEY
+    conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
+    r = conn.getresponse()
+    return r.status, r.read()
+
+
+def api(tmp):
+    p, port = start(tmp)
+    try:
+        for name, method, path, body, key, want in [
+            ("no key (401)", "GET", "/v1/runs/" + "0" * 32, None, False, 401),
+            ("unknown runtime (400)", "POST", "/v1/runs", {"runtime": "cobol", "argv": ["x"]}, True, 400),
+        ]:
+            for mode in ("kept-alive", "fresh"):
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                ms = []
+                for i in range(2200):
+                    if mode == "fresh":
+                        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                    t0 = time.perf_counter()
+                    st, _ = call(conn, method, path, body, key)
+                    ms.append((time.perf_counter() - t0) * 1000)
+                    if st != want:
+                        sys.exit("bench-vmrund: %s answered %d" % (name, st))
+                    if mode == "fresh":
+                        conn.close()
+                ms = ms[200:]   # warm-up
+                print("bench-vmrund api: %-22s %-10s n=%d p50 %.3f ms p99 %.3f ms" %
+                      (name, mode, len(ms), pct(ms, 0.5), pct(ms, 0.99)))
+    finally:
+        stop(p)
+
+
+def submit(port, body):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    st, out = call(conn, "POST", "/v1/runs", body)
+    if st != 202:
+        sys.exit("bench-vmrund: POST answered %d %s" % (st, out[:200]))
+    return json.loads(out)["id"]
+
+
+def wait_all(port, ids, limit_s):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    end = time.time() + limit_s
+    runs = {}
+    while ids and time.time() < end:
+        for i in list(ids):
+            st, out = call(conn, "GET", "/v1/runs/" + i)
+            j = json.loads(out)
+            if j["state"] not in ("queued", "running"):
+                runs[i] = j
+                ids.remove(i)
+        time.sleep(0.05)
+    if ids:
+        sys.exit("bench-vmrund: %d runs had not ended after %d s" % (len(ids), limit_s))
+    return runs
+
+
+def overload(tmp):
+    run_s, slots, secs = 0.5, 2, 5
+    service = slots / run_s                      # runs per second the slots serve
+    rate = 4 * service
+    p, port = start(tmp, worker=ROOT + "/tests/vmrund/standin_worker.py", slots=slots)
+    try:
+        ids = []
+        t0 = time.time()
+        for k in range(int(rate * secs)):
+            while time.time() < t0 + k / rate:
+                time.sleep(0.001)
+            ids.append(submit(port, {"argv": ["sleep", str(run_s)]}))
+        runs = wait_all(port, list(ids), 600)
+        q = [runs[i]["queue_ms"] for i in ids]
+        print("bench-vmrund overload: %d runs of %.1f s at %.0f/s into %d slots (4x their %.0f/s): queue_ms p50 %d "
+              "p99 %d max %d; the last waited %d ms (ideal, with no overhead: %d)" %
+              (len(ids), run_s, rate, slots, service, pct(q, 0.5), pct(q, 0.99), max(q), q[-1],
+               int((len(ids) / service - secs) * 1000)))
+    finally:
+        stop(p)
+
+
+def saturation(tmp, n):
+    cpus = os.cpu_count() or 1
+    p, port = start(tmp, slots=cpus)
+    try:
+        t0 = time.time()
+        ids = [submit(port, {"argv": ["true"]}) for _ in range(n)]
+        runs = wait_all(port, list(ids), 1800)
+        wall = time.time() - t0
+        bad = [i for i in ids if runs[i]["state"] != "succeeded"]
+        if bad:
+            sys.exit("bench-vmrund: %d runs did not succeed: %s" % (len(bad), runs[bad[0]].get("message")))
+        med = statistics.median(runs[i]["durations_ms"]["total"] for i in ids) / 1000
+    finally:
+        stop(p)
+    t0 = time.time()
+    for _ in range(n):
+        subprocess.run([ROOT + "/build/bin/vmrun", "--", "true"], check=True, stdout=subprocess.DEVNULL)
+    loop = time.time() - t0
+    print("bench-vmrund saturation: %d runs of true, %d slots: vmrund %.2f runs/s (%.1f s), median run %.2f s, "
+          "so slots/median %.2f runs/s: %.2fx of it; vmrun in a shell loop %.2f runs/s (%.1f s)" %
+          (n, cpus, n / wall, wall, med, cpus / med, (n / wall) / (cpus / med), n / loop, loop))
+
+
+def main():
+    what = sys.argv[1] if len(sys.argv) > 1 else "api"
+    tmp = tempfile.mkdtemp(prefix="bench-vmrund.")
+    try:
+        if what == "api":
+            api(tmp)
+        elif what == "overload":
+            overload(tmp)
+        elif what == "saturation":
+            saturation(tmp, int(sys.argv[2]) if len(sys.argv) > 2 else 8)
+        else:
+            sys.exit("usage: vmrund.py api|overload|saturation [N]")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+main()
