@@ -83,21 +83,6 @@ static int locate(struct cli_run *c)
 	return 0;
 }
 
-/* SIGINT, SIGTERM and SIGHUP end the run through its cancel fd: blocked,
- * and read from a signalfd. No handler, so no state shared with one. */
-static int take_signals(void)
-{
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	signal(SIGPIPE, SIG_IGN);
-	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-		return -1;
-	return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-}
-
 /* After a cancelled run: which signal it was, for the message. */
 static void name_signal(int sigfd, struct run_result *r)
 {
@@ -192,7 +177,7 @@ int main(int argc, char **argv)
 		return parsed > 0 ? 0 : 125;
 	if (locate(&c))
 		return 125;
-	if ((c.sigfd = take_signals()) < 0) {
+	if ((c.sigfd = run_cancel_signals()) < 0) {
 		say("signalfd: %s", strerror(errno));
 		return 125;
 	}

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -515,4 +516,17 @@ void run_classify(const struct run_facts *f, struct run_result *r)
 	if (f->vmm_lost)
 		result_add_message(r, "vmm (pid %d) did not die within %d ms of SIGKILL and was left behind",
 				   (int)f->vmm_pid, RUN_REAP_AFTER_KILL_MS);
+}
+
+int run_cancel_signals(void)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	signal(SIGPIPE, SIG_IGN);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -1;
+	return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }

@@ -146,6 +146,12 @@ void run_plan_release(struct run_plan *plan);
  * over; any number may run at once on different threads. */
 void run_execute(struct run_plan *plan, struct run_result *r);
 
+/* For a front end that is one run (vmrun, vmrund-worker): SIGINT, SIGTERM
+ * and SIGHUP blocked and read from a signalfd, which is the run's cancel
+ * fd; SIGPIPE ignored. No handler, so no state shared with one. The fd, or
+ * -1 with errno. */
+int run_cancel_signals(void);
+
 /* The facts of a run's end, as execute saw them. */
 struct run_facts {
 	enum session_status session;         /* how the conversation ended */

@@ -182,19 +182,6 @@ static void write_vm_id(const struct worker *w, const char *id)
 		say("%s: %s", path, strerror(errno));
 }
 
-static int take_signals(void)
-{
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	signal(SIGPIPE, SIG_IGN);
-	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-		return -1;
-	return signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-}
-
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
@@ -202,7 +189,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	struct worker w = { .dir = argv[1], .vmm = argv[2], .guest = argv[3], .output_fd = -1 };
-	if ((w.sigfd = take_signals()) < 0 || prctl(PR_SET_PDEATHSIG, SIGTERM) < 0) {
+	if ((w.sigfd = run_cancel_signals()) < 0 || prctl(PR_SET_PDEATHSIG, SIGTERM) < 0) {
 		say("signals: %s", strerror(errno));
 		return 1;
 	}
