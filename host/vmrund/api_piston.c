@@ -1,10 +1,14 @@
 /* Piston v2's endpoints (host/vmrund/piston.h has the translation):
- * execute waits for the run, as Piston does, bounded by wait_max_s. */
+ * execute waits for the run, as Piston does, bounded by wait_max_s; each
+ * stage's "output" is its streams as they interleaved, from the run's
+ * output file. */
 #include "http.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "piston.h"
+#include "spool.h"
 
 static enum MHD_Result execute(struct http_req *r)
 {
@@ -16,13 +20,7 @@ static enum MHD_Result execute(struct http_req *r)
 	char err[400], id[SCHED_ID_MAX];
 	int rc = piston_parse(body, r->d->rts, r->d->nrts, &rq, &rt, err, sizeof(err));
 	json_decref(body);
-	if (rc) {
-		req_free(&rq);
-		return http_error(r, 400, 0, "%s", err);
-	}
-	rc = api_submit(r, &rq, id);
-	req_free(&rq);
-	if (rc)
+	if (api_accept(r, rc, &rq, err, id))
 		return MHD_YES;
 	if (!vmrund_wait(r->d, id, vmrund_now_ms() + (int64_t)r->d->cfg.wait_max_s * 1000))
 		return http_error(r, 504, 0, "run %s has not ended in %u s; GET /v1/runs/%s has it", id,
@@ -34,11 +32,17 @@ static enum MHD_Result execute(struct http_req *r)
 	if (found != 1)
 		return http_error(r, 500, 0, "%s", found < 0 ? err : "the run vanished");
 	json_t *result = run.result ? json_loads(run.result, 0, NULL) : NULL;
+	char path[PATH_MAX], *output[2];
+	vmrund_run_path(r->d, id, SPOOL_OUTPUT, path, sizeof(path));
+	spool_output_text(path, output);
 	enum MHD_Result res;
 	if (!result)
 		res = http_error(r, 500, 0, "run %s ended %s: %s", id, store_state_name(run.state), run.message);
 	else
-		res = http_json(r, 200, piston_response(rt, result, NULL));
+		res = http_json(r, 200,
+				piston_response(rt, result, output[0] && output[1] ? (const char *const *)output : NULL));
+	free(output[0]);
+	free(output[1]);
 	json_decref(result);
 	store_run_free(&run);
 	return res;

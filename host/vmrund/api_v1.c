@@ -93,7 +93,13 @@ int api_wait_seconds(struct http_req *r)
 	return s > (long)r->d->cfg.wait_max_s ? (int)r->d->cfg.wait_max_s : (int)s;
 }
 
-/* Queue rq for the asking tenant: the id, or "" after answering. */
+int api_accept(struct http_req *r, int parsed, struct req *rq, const char *err, char id[SCHED_ID_MAX])
+{
+	int rc = parsed ? http_error(r, 400, 0, "%s", err), -1 : api_submit(r, rq, id);
+	req_free(rq);
+	return rc;
+}
+
 int api_submit(struct http_req *r, struct req *rq, char id[SCHED_ID_MAX])
 {
 	if (rq->runtime[0]) {
@@ -131,13 +137,7 @@ static enum MHD_Result create(struct http_req *r)
 	char err[400], id[SCHED_ID_MAX];
 	int rc = req_parse(body, &rq, err, sizeof(err));
 	json_decref(body);
-	if (rc) {
-		req_free(&rq);
-		return http_error(r, 400, 0, "%s", err);
-	}
-	rc = api_submit(r, &rq, id);
-	req_free(&rq);
-	if (rc)
+	if (api_accept(r, rc, &rq, err, id))
 		return MHD_YES;
 	bool done = wait > 0 && vmrund_wait(r->d, id, vmrund_now_ms() + (int64_t)wait * 1000);
 	return answer_run(r, done ? 200 : 202, id);

@@ -489,9 +489,7 @@ static void reap(struct vmrund *d, struct vmrund_active *x, int status)
 			 WIFSIGNALED(status) ? "signal" : "status",
 			 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), *line ? ": " : "", line);
 	}
-	json_t *arts = json_object_get(result, "artifacts");
-	bool keep = json_array_size(arts) > 0 && st != RS_CANCELLED;
-	if (spool_clean(dir, keep) < 0)
+	if (spool_clean(dir, st != RS_CANCELLED) < 0)
 		fprintf(stderr, "vmrund: run %s: cleaning %s: %s\n", x->id, dir, strerror(errno));
 	vmrund_end_run(d, x->id, st, result ? text : NULL, message);
 	sched_finished(&d->sched, x->tenant);
@@ -522,7 +520,8 @@ static void start_queued(struct vmrund *d)
 	pthread_mutex_unlock(&d->lock);
 }
 
-/* Kept artifacts past the retention: removed, the run's row stays. */
+/* Kept output and artifacts past the retention: removed, the run's row
+ * stays. */
 static void expire_artifacts(struct vmrund *d)
 {
 	DIR *dir = opendir(d->cfg.run_dir);

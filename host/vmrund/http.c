@@ -54,14 +54,12 @@ enum MHD_Result http_json(struct http_req *r, unsigned status, json_t *v)
 	json_decref(v);
 	if (!text)
 		return http_bytes(r, 500, "application/json", "{\"message\":\"out of memory\"}", 27);
-	size_t n = strlen(text);
-	text[n] = '\0';
 	/* A newline after the object, as curl users expect of a JSON API. */
+	size_t n = strlen(text);
 	char *line = realloc(text, n + 2);
 	if (line) {
 		text = line;
 		text[n++] = '\n';
-		text[n] = '\0';
 	}
 	enum MHD_Result rc = http_bytes(r, status, "application/json", text, n);
 	free(text);

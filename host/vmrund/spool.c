@@ -3,7 +3,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -91,9 +93,9 @@ static int remove_at(int dirfd, const char *name, int depth)
 	return unlinkat(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? rc : -1;
 }
 
-int spool_clean(const char *dir, bool keep_artifacts)
+int spool_clean(const char *dir, bool keep)
 {
-	if (!keep_artifacts)
+	if (!keep)
 		return remove_at(AT_FDCWD, dir, 0);
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -105,8 +107,84 @@ int spool_clean(const char *dir, bool keep_artifacts)
 	int rc = 0;
 	for (struct dirent *e; (e = readdir(d));)
 		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, SPOOL_ARTIFACTS) &&
-		    remove_at(fd, e->d_name, 1))
+		    strcmp(e->d_name, SPOOL_OUTPUT) && remove_at(fd, e->d_name, 1))
 			rc = -1;
 	closedir(d);
 	return rc;
+}
+
+char *spool_utf8(const uint8_t *p, size_t n, size_t *outlen)
+{
+	char *out = malloc(n * 3 + 1), *o = out;
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		uint8_t c = p[i];
+		size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+		bool ok = len > 0 && i + len <= n;
+		uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+		for (size_t k = 1; ok && k < len; k++) {
+			ok = (p[i + k] & 0xc0) == 0x80;
+			cp = (cp << 6) | (p[i + k] & 0x3f);
+		}
+		/* Overlong forms, surrogates and past U+10FFFF are invalid too. */
+		ok = ok && !(len == 2 && cp < 0x80) && !(len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) &&
+		     !(len == 4 && (cp < 0x10000 || cp > 0x10ffff)) && !(len == 1 && c == 0);
+		if (ok) {
+			memcpy(o, p + i, len);
+			o += len;
+			i += len;
+		} else {
+			memcpy(o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		}
+	}
+	*o = '\0';
+	*outlen = (size_t)(o - out);
+	return out;
+}
+
+struct text_pair {
+	uint8_t *p[2];
+	size_t len[2];
+	bool failed;
+};
+
+static void add_record(void *ctx, unsigned stage, unsigned stream, const uint8_t *data, size_t n)
+{
+	(void)stream;
+	struct text_pair *t = ctx;
+	int i = stage == PROTO_STAGE_COMPILE ? 0 : 1;
+	uint8_t *q = t->failed ? NULL : realloc(t->p[i], t->len[i] + n + 1);
+	if (!q) {
+		t->failed = true;
+		return;
+	}
+	memcpy(q + t->len[i], data, n);
+	t->p[i] = q;
+	t->len[i] += n;
+}
+
+void spool_output_text(const char *path, char *out[2])
+{
+	out[0] = out[1] = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	if (fd < 0)
+		return;
+	/* Bounded by the run's output caps; refuse anything absurd anyway. */
+	uint8_t *buf = fstat(fd, &st) == 0 && st.st_size < (1LL << 30) ? malloc((size_t)st.st_size + 1) : NULL;
+	ssize_t n = buf ? read(fd, buf, (size_t)st.st_size) : -1;
+	close(fd);
+	struct text_pair t = { 0 };
+	if (n >= 0)
+		spool_parse(buf, (size_t)n, add_record, &t);
+	free(buf);
+	for (int i = 0; i < 2 && n >= 0 && !t.failed; i++) {
+		size_t len;
+		out[i] = spool_utf8(t.p[i] ? t.p[i] : (const uint8_t *)"", t.len[i], &len);
+	}
+	free(t.p[0]);
+	free(t.p[1]);
 }

@@ -10,8 +10,10 @@
  *   ID/files/         the request's files, written out by the worker
  *   ID/artifacts/     what the run left, when the request keeps it
  *
- * When the run ends vmrund keeps artifacts/ (and removes it after the
- * retention time) and deletes the rest. */
+ * When the run ends vmrund keeps output (the order in which the streams
+ * interleaved, for replays and Piston's "output") and artifacts/, removes
+ * them after the retention time, and deletes the rest at once; a
+ * cancelled run keeps nothing. */
 #ifndef VMRUND_SPOOL_H
 #define VMRUND_SPOOL_H
 
@@ -63,9 +65,21 @@ long spool_parse(const uint8_t *buf, size_t len,
 enum run_state spool_state_of(const json_t *result, bool cancelled);
 
 
-/* Remove the run directory dir, or everything in it but artifacts/ when
- * keep_artifacts (then dir stays for it). No symlink is followed. 0, or
+/* Remove the run directory dir, or when keep everything in it but output
+ * and artifacts/ (then dir stays for them). No symlink is followed. 0, or
  * -1 with errno when something could not be removed. */
-int spool_clean(const char *dir, bool keep_artifacts);
+int spool_clean(const char *dir, bool keep);
+
+/* Text of n bytes with every invalid UTF-8 sequence (and NUL) replaced by
+ * U+FFFD, NUL-terminated, in a malloc'd buffer (NULL: out of memory), its
+ * length in *outlen: what jansson, which takes only valid UTF-8, may
+ * carry. Pure. */
+char *spool_utf8(const uint8_t *p, size_t n, size_t *outlen);
+
+/* The output file's text per stage, its streams interleaved as they
+ * arrived (invalid UTF-8 as U+FFFD): out[0] the compile stage's, out[1]
+ * the run stage's, each malloc'd (NULL when the file is not there or
+ * memory ran out; free both). */
+void spool_output_text(const char *path, char *out[2]);
 
 #endif

@@ -18,38 +18,6 @@
 #define STREAM_BLOCK   65536
 #define STREAM_PING_MS 10000
 
-char *stream_utf8(const uint8_t *p, size_t n, size_t *outlen)
-{
-	char *out = malloc(n * 3 + 1), *o = out;
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n;) {
-		uint8_t c = p[i];
-		size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-		bool ok = len > 0 && i + len <= n;
-		uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-		for (size_t k = 1; ok && k < len; k++) {
-			ok = (p[i + k] & 0xc0) == 0x80;
-			cp = (cp << 6) | (p[i + k] & 0x3f);
-		}
-		/* Overlong forms, surrogates and past U+10FFFF are invalid too. */
-		ok = ok && !(len == 2 && cp < 0x80) && !(len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) &&
-		     !(len == 4 && (cp < 0x10000 || cp > 0x10ffff)) && !(len == 1 && c == 0);
-		if (ok) {
-			memcpy(o, p + i, len);
-			o += len;
-			i += len;
-		} else {
-			memcpy(o, "\xef\xbf\xbd", 3);
-			o += 3;
-			i++;
-		}
-	}
-	*o = '\0';
-	*outlen = (size_t)(o - out);
-	return out;
-}
-
 /* ---- output as Server-Sent Events --------------------------------------- */
 
 struct out_stream {
@@ -97,7 +65,7 @@ static void on_record(void *ctx, unsigned stage, unsigned stream, const uint8_t 
 {
 	struct out_stream *s = ctx;
 	size_t len;
-	char *text = stream_utf8(data, n, &len);
+	char *text = spool_utf8(data, n, &len);
 	if (!text)
 		return;
 	event(s, stream == PROTO_STDOUT ? "stdout" : "stderr",

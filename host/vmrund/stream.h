@@ -17,8 +17,4 @@ enum MHD_Result stream_output(struct http_req *r, const char *id);
  * run's result lists, read beneath dir. */
 enum MHD_Result stream_tar(struct http_req *r, const struct store_run *run, const char *dir);
 
-/* Text of n bytes with every invalid UTF-8 sequence replaced by U+FFFD,
- * NUL-terminated, into a malloc'd buffer (NULL: out of memory). Pure. */
-char *stream_utf8(const uint8_t *p, size_t n, size_t *outlen);
-
 #endif

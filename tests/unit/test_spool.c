@@ -386,7 +386,7 @@ static void clean_all(void **state)
 	assert_true(exists(p));
 }
 
-static void clean_keep_artifacts(void **state)
+static void clean_keep(void **state)
 {
 	(void)state;
 	char run[128], outside[128], p[256];
@@ -396,14 +396,13 @@ static void clean_keep_artifacts(void **state)
 	assert_int_equal(symlink(outside, p), 0);
 	assert_int_equal(spool_clean(run, true), 0);
 	assert_true(exists(run));
-	const char *kept[] = { "artifacts", "artifacts/a.txt", "artifacts/out/b.bin", "artifacts/link" };
+	const char *kept[] = { "artifacts", "artifacts/a.txt", "artifacts/out/b.bin", "artifacts/link", SPOOL_OUTPUT };
 	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
 		snprintf(p, sizeof(p), "%s/%s", run, kept[i]);
 		if (!exists(p))
 			fail_msg("%s removed", kept[i]);
 	}
-	const char *gone[] = { SPOOL_REQUEST, SPOOL_OUTPUT, SPOOL_RESULT, SPOOL_VM_ID, SPOOL_LOG,
-			       SPOOL_FILES, "dangling" };
+	const char *gone[] = { SPOOL_REQUEST, SPOOL_RESULT, SPOOL_VM_ID, SPOOL_LOG, SPOOL_FILES, "dangling" };
 	for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++) {
 		snprintf(p, sizeof(p), "%s/%s", run, gone[i]);
 		if (exists(p))
@@ -411,7 +410,7 @@ static void clean_keep_artifacts(void **state)
 	}
 	snprintf(p, sizeof(p), "%s/precious", outside);
 	assert_true(exists(p));
-	/* again: only artifacts/ there, nothing to do */
+	/* again: only output and artifacts/ there, nothing to do */
 	assert_int_equal(spool_clean(run, true), 0);
 	snprintf(p, sizeof(p), "%s/artifacts/a.txt", run);
 	assert_true(exists(p));
@@ -428,6 +427,58 @@ static void clean_keep_artifacts(void **state)
 	unlink(run);
 }
 
+/* Each stage's streams in the order they arrived, invalid bytes made
+ * U+FFFD: Piston's "output". */
+static void output_text(void **state)
+{
+	(void)state;
+	char path[128], *out[2];
+	snprintf(path, sizeof(path), "%s/" SPOOL_OUTPUT, dir);
+	spool_output_text(path, out);
+	assert_null(out[0]);
+	assert_null(out[1]);
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(spool_append(fd, PROTO_STAGE_RUN, PROTO_STDOUT, (const uint8_t *)"a\n", 2), 0);
+	assert_int_equal(spool_append(fd, PROTO_STAGE_COMPILE, PROTO_STDERR, (const uint8_t *)"warn\n", 5), 0);
+	assert_int_equal(spool_append(fd, PROTO_STAGE_RUN, PROTO_STDERR, (const uint8_t *)"b\xff\n", 3), 0);
+	assert_int_equal(spool_append(fd, PROTO_STAGE_RUN, PROTO_STDOUT, (const uint8_t *)"c\n", 2), 0);
+	close(fd);
+	spool_output_text(path, out);
+	assert_string_equal(out[0], "warn\n");
+	assert_string_equal(out[1], "a\nb\xef\xbf\xbd\nc\n");
+	free(out[0]);
+	free(out[1]);
+}
+
+static void utf8(void **state)
+{
+	(void)state;
+	struct {
+		const char *in;
+		size_t n;
+		const char *out;
+	} cases[] = {
+		{ "plain", 5, "plain" },
+		{ "\xc3\xa9t\xc3\xa9", 5, "\xc3\xa9t\xc3\xa9" },             /* valid two-byte forms */
+		{ "\xf0\x9f\x98\x80", 4, "\xf0\x9f\x98\x80" },             /* a four-byte one */
+		{ "\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd" },               /* overlong '/' */
+		{ "\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* a surrogate */
+		{ "\xf4\x90\x80\x80", 4,
+		  "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },            /* past U+10FFFF */
+		{ "ab\xe2\x82", 4, "ab\xef\xbf\xbd\xef\xbf\xbd" },            /* cut short at the end */
+		{ "a\0b", 3, "a\xef\xbf\xbd" "b" },                          /* NUL */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len;
+		char *t = spool_utf8((const uint8_t *)cases[i].in, cases[i].n, &len);
+		assert_non_null(t);
+		assert_string_equal(t, cases[i].out);
+		assert_int_equal(len, strlen(cases[i].out));
+		free(t);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -437,7 +488,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(big_record_split, setup, teardown),
 		cmocka_unit_test(state_of),
 		cmocka_unit_test_setup_teardown(clean_all, setup, teardown),
-		cmocka_unit_test_setup_teardown(clean_keep_artifacts, setup, teardown),
+		cmocka_unit_test_setup_teardown(clean_keep, setup, teardown),
+		cmocka_unit_test_setup_teardown(output_text, setup, teardown),
+		cmocka_unit_test(utf8),
 	};
 	return cmocka_run_group_tests_name("spool", tests, NULL, NULL);
 }

@@ -51,9 +51,9 @@ post '{"runtime":"python","files":[{"name":"main.py","content":"print(input()[::
 expect "source mode through the native API" 200 "j['state']=='succeeded' and j['run']['stdout']=='hello\n'"
 
 t0=$(date +%s%N)
-c -X POST -H 'Content-Type: application/json' --data-binary '{"language":"py","version":"3.x","files":[{"content":"import sys\nprint(1+1)\nsys.exit(3)"}],"run_timeout":60000,"compile_timeout":10000}' "$BASE/api/v2/execute"
+c -X POST -H 'Content-Type: application/json' --data-binary '{"language":"py","version":"3.x","files":[{"content":"import sys\nprint(1+1, flush=True)\nprint(\"e\", file=sys.stderr, flush=True)\nprint(3, flush=True)\nsys.exit(3)"}],"run_timeout":60000,"compile_timeout":10000}' "$BASE/api/v2/execute"
 echo "    a Piston execute: $(( ($(date +%s%N) - t0) / 1000000 )) ms"
-expect "Piston execute: language, version, run stage with code and status" 200 "j['language']=='python' and j['run']['stdout']=='2\n' and j['run']['code']==3 and j['run']['status']=='RE' and 'compile' not in j"
+expect "Piston execute: language, version, run stage with code, status and the streams interleaved in output" 200 "j['language']=='python' and j['run']['stdout']=='2\n3\n' and j['run']['stderr']=='e\n' and j['run']['output']=='2\ne\n3\n' and j['run']['code']==3 and j['run']['status']=='RE' and 'compile' not in j"
 
 # An existing Piston client, unchanged (its own ok/not ok lines).
 PISTON_CLIENT_DIR=$PWD/build/npm timeout -k 5 400 node tests/vmrund/piston_client.js "$BASE" >"$tmp/pc" 2>&1
@@ -79,6 +79,27 @@ sleep 1
 	[ ! -e "$tmp/lib/runs/$id" ] && [ -z "$(ls -A /run/vmrun/runs)" ] &&
 	ok "after the cancel: no vmm, no cgroup, no run directory (vmrund's or the run library's)" ||
 	not_ok "leftovers after cancel (vm $vmid): $(pgrep -af build/bin/vmm) $(ls -A "$tmp/lib/runs" /run/vmrun/runs)"
+# kill -9 with a VM running: the worker destroys its VM (its parent died),
+# and the restarted vmrund ends the run lost and sweeps what is left.
+post '{"argv":["sleep","100"],"limits":{"timeout_s":200}}' "/v1/runs"
+id=$(python3 -c "import json; print(json.load(open('$tmp/out'))['id'])" 2>/dev/null)
+for _ in $(seq 300); do
+	[ -s "$tmp/lib/runs/$id/vm-id" ] && pgrep -f build/bin/vmm >/dev/null && break
+	sleep 0.2
+done
+vmid=$(cat "$tmp/lib/runs/$id/vm-id" 2>/dev/null)
+kill -9 "$pid"
+wait "$pid" 2>/dev/null
+build/bin/vmrund --config "$tmp/etc/vmrund.conf" >>"$tmp/vmrund.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do curl -fs -m 2 "$BASE/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+c "$BASE/v1/runs/$id"
+expect "kill -9 while a VM runs, restart: the run ended lost, with a message" 200 "j['state']=='lost' and 'vmrund stopped' in j['message']"
+for _ in $(seq 50); do pgrep -f build/bin/vmm >/dev/null || break; sleep 0.2; done
+[ -n "$vmid" ] && [ ! -e "/sys/fs/cgroup/vmrun/$vmid" ] && ! pgrep -f build/bin/vmm >/dev/null &&
+	[ ! -e "$tmp/lib/runs/$id" ] && [ -z "$(ls -A /run/vmrun/runs)" ] &&
+	ok "after the restart: no vmm, cgroup or run directory of the lost run" ||
+	not_ok "leftovers after kill -9 (vm $vmid): $(pgrep -af build/bin/vmm) $(ls -A "$tmp/lib/runs" /run/vmrun/runs)"
 kill -TERM "$pid"
 wait "$pid"
 [ $? = 0 ] && ok "vmrund stops on SIGTERM" || not_ok "vmrund exit status"
