@@ -17,7 +17,7 @@ static const char usage[] =
 	"usage: vmm --kernel FILE [--cmdline STR] [--no-default-cmdline] [--memory MIB]\n"
 	"           [--cpus N] [--console stdout|FILE|none] [--console-limit BYTES]\n"
 	"           [--disk FILE[,ro]]... [--vsock-uds PATH] [--kvm-fd N] [--accept-emulated-kvm]\n"
-	"           [--stats]\n"
+	"           [--stats] [--probe]\n"
 	"Boots one microVM on /dev/kvm and exits when the guest resets or powers off.\n"
 	"  --kernel FILE          ELF vmlinux or bzImage (x86_64, 64-bit boot protocol)\n"
 	"  --cmdline STR          appended to the default kernel command line:\n"
@@ -37,6 +37,8 @@ static const char usage[] =
 	"  --accept-emulated-kvm  run even where KVM emulates guest kernel code (PVM hosts;\n"
 	"                         only tiny test payloads are usable there)\n"
 	"  --stats                print timing and memory figures on stderr at exit\n"
+	"  --probe                check that this host's KVM runs a Linux guest (the kernel\n"
+	"                         is loaded, the guest never starts): exit 0 if it does\n"
 	"A virtio-rng device fed from the host's getrandom() is always present.\n"
 	"exit status: 0 guest reset or powered off; 1 setup failure; 2 guest failure\n"
 	"             (triple fault, emulation failure); 3 stopped by SIGTERM/SIGINT/SIGHUP\n";
@@ -76,7 +78,7 @@ static int parse_disk(const char *arg, struct vmm_config *cfg)
 	return 0;
 }
 
-enum { OPT_CONSOLE_LIMIT = 256, OPT_DISK, OPT_VSOCK_UDS, OPT_KVM_FD, OPT_NO_DEFAULT_CMDLINE, OPT_ACCEPT_EMULATED, OPT_STATS, OPT_VERSION };
+enum { OPT_CONSOLE_LIMIT = 256, OPT_DISK, OPT_VSOCK_UDS, OPT_KVM_FD, OPT_NO_DEFAULT_CMDLINE, OPT_ACCEPT_EMULATED, OPT_STATS, OPT_PROBE, OPT_VERSION };
 
 int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 {
@@ -90,6 +92,7 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 		{ "console-limit", required_argument, NULL, OPT_CONSOLE_LIMIT },
 		{ "accept-emulated-kvm", no_argument, NULL, OPT_ACCEPT_EMULATED },
 		{ "stats", no_argument, NULL, OPT_STATS },
+		{ "probe", no_argument, NULL, OPT_PROBE },
 		{ "disk", required_argument, NULL, OPT_DISK },
 		{ "vsock-uds", required_argument, NULL, OPT_VSOCK_UDS },
 		{ "kvm-fd", required_argument, NULL, OPT_KVM_FD },
@@ -144,6 +147,7 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 			break;
 		case OPT_ACCEPT_EMULATED: cfg->accept_emulated = true; break;
 		case OPT_STATS: cfg->stats = true; break;
+		case OPT_PROBE: cfg->probe_only = true; break;
 		case OPT_DISK:
 			if (parse_disk(optarg, cfg))
 				return -1;

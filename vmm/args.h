@@ -30,6 +30,7 @@ struct vmm_config {
 	uint64_t console_limit;
 	bool accept_emulated;        /* run even where KVM emulates guest kernel code */
 	bool stats;                  /* print timing and memory figures at exit */
+	bool probe_only;             /* --probe: the host check, then exit (vmrund's /readyz) */
 	struct vmm_disk disks[VMM_MAX_DISKS];   /* vda, vdb, ... in order */
 	unsigned ndisks;
 	const char *vsock_uds;       /* NULL: no vsock device */

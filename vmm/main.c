@@ -173,6 +173,10 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t.first_run);
 	if (probe_and_enter(&vm, &cfg, k.entry))
 		goto out;
+	if (cfg.probe_only) {
+		status = VMM_EXIT_CLEAN;
+		goto out;
+	}
 	if (vm_start_vcpus(&vm) == 0)
 		vm_wait(&vm, sig_fd);
 	int stuck = vm_join_vcpus(&vm, VCPU_JOIN_TIMEOUT_MS);

@@ -219,6 +219,10 @@ unsigned vmrund_rate(struct vmrund *d, unsigned tenant)
 
 bool vmrund_ready(struct vmrund *d, char *why, size_t whylen)
 {
+	if (!d->kvm_ok) {
+		snprintf(why, whylen, "%s", d->kvm_why);
+		return false;
+	}
 	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		snprintf(why, whylen, "/dev/kvm: %s", strerror(errno));

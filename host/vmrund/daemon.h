@@ -40,6 +40,8 @@ struct vmrund {
 	struct runtime *rts;          /* installed runtimes, read at start */
 	size_t nrts;
 	char worker[PATH_MAX], vmm[PATH_MAX], guest[PATH_MAX];
+	bool kvm_ok;                  /* vmm --probe passed at start: KVM runs a Linux guest here */
+	char kvm_why[300];            /* else what it said */
 
 	pthread_mutex_t lock;         /* everything below, and every store call */
 	pthread_cond_t changed;       /* broadcast when a run changes state */
@@ -85,7 +87,9 @@ bool vmrund_wait(struct vmrund *d, const char *id, int64_t deadline_ms);
 /* Take one request from tenant's rate: 0, or the seconds to wait. */
 unsigned vmrund_rate(struct vmrund *d, unsigned tenant);
 
-/* Whether KVM and the guest images are usable, with the reason if not. */
+/* Whether KVM and the guest images are usable, with the reason if not:
+ * vmm's host check at start passed, and /dev/kvm, vmm, the worker and
+ * the images are there now. */
 bool vmrund_ready(struct vmrund *d, char *why, size_t whylen);
 
 /* The scheduler: start runs into free slots, reap workers, record their

@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -259,6 +261,41 @@ static int load_runtimes(struct vmrund *d, char *err, size_t errlen)
 	return 0;
 }
 
+/* Whether this host's KVM runs a Linux guest: vmm's own host check
+ * (--probe loads the kernel, runs the probe, never starts the guest), once
+ * at start, for /readyz; what it said when not. */
+static void probe_kvm(struct vmrund *d)
+{
+	char kernel[PATH_MAX + 16];
+	snprintf(kernel, sizeof(kernel), "%s/vmlinux", d->guest);
+	char *argv[] = { d->vmm, "--probe", "--kernel", kernel, "--memory", "32", "--console", "none", NULL };
+	char *envp[] = { NULL };
+	int p[2];
+	snprintf(d->kvm_why, sizeof(d->kvm_why), "vmm --probe did not run");
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 2);
+	pid_t pid;
+	int rc = posix_spawn(&pid, d->vmm, &fa, NULL, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	close(p[1]);
+	char said[512] = "";
+	size_t n = 0;
+	for (ssize_t k; rc == 0 && n < sizeof(said) - 1 && (k = read(p[0], said + n, sizeof(said) - 1 - n)) > 0;)
+		n += (size_t)k;
+	said[n] = '\0';
+	close(p[0]);
+	int status = 0;
+	if (rc == 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		d->kvm_ok = true;
+		return;
+	}
+	said[strcspn(said, "\n")] = '\0';
+	snprintf(d->kvm_why, sizeof(d->kvm_why), "%s", rc ? strerror(rc) : *said ? said : "vmm --probe failed");
+}
+
 int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *bindir, char *err, size_t errlen)
 {
 	memset(d, 0, sizeof(*d));
@@ -290,6 +327,9 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 	if (recover_running(d, err, errlen) || recover_queued(d, err, errlen))
 		return -1;
 	sweep_run_dir(d);
+	probe_kvm(d);
+	if (!d->kvm_ok)
+		fprintf(stderr, "vmrund: not ready: %s\n", d->kvm_why);
 	return 0;
 }
 
