@@ -152,5 +152,17 @@ else
 	bad "host probe" "exit $st: $(cat "$tmp/err")"
 fi
 
+# --probe: the same decision, and the guest never starts (hello prints
+# nothing); with --accept-emulated-kvm it passes on either kind of host.
+timeout 60 "$VMM" --probe --memory 16 --kernel $P/hello.elf >"$tmp/out" 2>"$tmp/err"
+st=$?
+if grep -q 'instruction emulator' "$tmp/err"; then
+	[ "$st" = 1 ] && ok "--probe: an emulating host fails it, in one line" || bad "--probe refusal" "exit $st"
+else
+	[ "$st" = 0 ] && [ ! -s "$tmp/out" ] && ok "--probe: a hardware host passes it" || bad "--probe" "exit $st: $(cat "$tmp/err")"
+fi
+run "--probe never starts the guest" 0 '' --probe --kernel $P/hello.elf
+grep -q hello "$tmp/out" && bad "--probe started the guest" "$(cat "$tmp/out")"
+
 echo "payloads: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
