@@ -293,7 +293,7 @@ static void probe_kvm(struct vmrund *d)
 		return;
 	}
 	said[strcspn(said, "\n")] = '\0';
-	snprintf(d->kvm_why, sizeof(d->kvm_why), "%s", rc ? strerror(rc) : *said ? said : "vmm --probe failed");
+	snprintf(d->kvm_why, sizeof(d->kvm_why), "%.290s", rc ? strerror(rc) : *said ? said : "vmm --probe failed");
 }
 
 int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *bindir, char *err, size_t errlen)
