@@ -263,15 +263,6 @@ static bool is_string_eq(const json_t *j, const char *s)
 	return json_is_string(j) && !strcmp(json_string_value(j), s);
 }
 
-/* s quoted safely in a one-line message (printable ASCII, at most cap - 1). */
-static const char *printable(char *dst, size_t cap, const char *s)
-{
-	size_t i = 0;
-	for (; s[i] && i + 1 < cap; i++)
-		dst[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
-	dst[i] = '\0';
-	return dst;
-}
 
 static bool has_alias(const char *aliases, const char *name)
 {
@@ -507,8 +498,8 @@ int piston_parse(const json_t *body, const struct runtime *rts, size_t n, struct
 	const struct runtime *rt = choose(rts, n, language, version);
 	if (!rt) {
 		char l[72], v[72];
-		return errf(err, errlen, "%s-%s runtime is unknown", printable(l, sizeof(l), language),
-			    printable(v, sizeof(v), version));
+		return errf(err, errlen, "%s-%s runtime is unknown", req_printable(l, sizeof(l), language),
+			    req_printable(v, sizeof(v), version));
 	}
 	const json_t *files = json_object_get(body, "files");
 	bool any_utf8 = false;
