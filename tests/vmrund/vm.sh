@@ -50,8 +50,10 @@ c "$BASE/v1/runs/$id/artifacts.tar"
 post '{"runtime":"python","files":[{"name":"main.py","content":"print(input()[::-1])"}],"stdin":"olleh\n","run":{"timeout_s":60}}' "/v1/runs?wait=200"
 expect "source mode through the native API" 200 "j['state']=='succeeded' and j['run']['stdout']=='hello\n'"
 
+# The pauses: stdout and stderr are two pipes with no order between
+# them, so output keeps the order of writes that are apart in time.
 t0=$(date +%s%N)
-c -X POST -H 'Content-Type: application/json' --data-binary '{"language":"py","version":"3.x","files":[{"content":"import sys\nprint(1+1, flush=True)\nprint(\"e\", file=sys.stderr, flush=True)\nprint(3, flush=True)\nsys.exit(3)"}],"run_timeout":60000,"compile_timeout":10000}' "$BASE/api/v2/execute"
+c -X POST -H 'Content-Type: application/json' --data-binary '{"language":"py","version":"3.x","files":[{"content":"import sys, time\nprint(1+1, flush=True)\ntime.sleep(0.5)\nprint(\"e\", file=sys.stderr, flush=True)\ntime.sleep(0.5)\nprint(3, flush=True)\nsys.exit(3)"}],"run_timeout":60000,"compile_timeout":10000}' "$BASE/api/v2/execute"
 echo "    a Piston execute: $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 expect "Piston execute: language, version, run stage with code, status and the streams interleaved in output" 200 "j['language']=='python' and j['run']['stdout']=='2\n3\n' and j['run']['stderr']=='e\n' and j['run']['output']=='2\ne\n3\n' and j['run']['code']==3 and j['run']['status']=='RE' and 'compile' not in j"
 
