@@ -237,6 +237,13 @@ static void on_output(void *ctx, unsigned stage, uint16_t type, const uint8_t *d
 		x->plan->output(x->plan->ctx, x->plan->proto.stage[stage].kind, type, data, n);
 }
 
+/* The plan's gate, in the session's terms. */
+static int on_gate(void *ctx)
+{
+	struct exec *x = ctx;
+	return x->plan->gate(x->plan->ctx);
+}
+
 /* From vmm's start in its jail to its exit: the facts for run_classify. */
 static void run_vm(struct exec *x)
 {
@@ -263,7 +270,8 @@ static void run_vm(struct exec *x)
 	r->jail.cgroup_version = x->jail.cgroup_version;
 	r->jail.cgroup_delegated = x->jail.cgroup_delegated;
 	logf_(x, "vmm started (pid %d), deadline in %g s", (int)x->jail.pid, plan->timeout_s);
-	struct session_io io = { .stdin_fd = plan->stdin_fd, .cancel_fd = plan->cancel_fd, .output = on_output, .ctx = x };
+	struct session_io io = { .stdin_fd = plan->stdin_fd, .cancel_fd = plan->cancel_fd, .output = on_output,
+				 .gate = plan->gate ? on_gate : NULL, .ctx = x };
 	memcpy(io.stage_timeout_ms, plan->stage_timeout_ms, sizeof(io.stage_timeout_ms));
 	int64_t exit_at = 0;
 	int pidfd = (int)syscall(SYS_pidfd_open, x->jail.pid, 0);

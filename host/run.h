@@ -115,6 +115,9 @@ struct run_plan {
 	run_output_fn output;
 	bool keep_output;                    /* with output: also keep it in the result */
 	run_log_fn log;
+	/* Before the command starts, in the booted VM (NULL: none): 0 lets
+	 * it start, else the run ends cancelled with nothing started. */
+	int (*gate)(void *ctx);
 	void *ctx;
 	int cancel_fd;                       /* readable: stop the run (-1: never) */
 };

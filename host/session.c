@@ -291,6 +291,8 @@ static enum session_status converse(int fd, const struct proto_request *req, con
 			/* Queued at HELLO, before any other frame read with it:
 			 * the first stage starts with the request. */
 			if (hello && !request_sent) {
+				if (io->gate && io->gate(io->ctx))
+					return SESSION_CANCELLED;
 				if (queue_request(out, req, res))
 					return SESSION_FAILED;
 				request_sent = true;

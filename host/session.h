@@ -24,6 +24,12 @@ struct session_io {
 	int stdin_fd;                 /* the command's stdin, read to EOF; -1 for none */
 	int cancel_fd;                /* readable: give up at once; -1 for never */
 	session_output_fn output;
+	/* Called once, after the agent's HELLO and before the REQUEST that
+	 * starts the command: 0 lets it start, anything else ends the
+	 * session SESSION_CANCELLED with nothing started (NULL: always
+	 * start). It may block; the deadline still runs. vmrund records
+	 * here, durably, that the command may have had effects. */
+	int (*gate)(void *ctx);
 	void *ctx;
 	/* Each stage's own wall-clock limit from its start (the REQUEST for
 	 * the first, the previous stage's EXIT for the next), in ms; 0: only
