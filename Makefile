@@ -26,10 +26,15 @@ HOST_SRCS := $(wildcard host/*.c) guest-agent/proto.c
 HOST_LIB  := $(filter-out host/main.c,$(wildcard host/*.c))
 HOST_LIBS := -lext2fs -lcom_err -lseccomp
 # vmrund (host/vmrund/): the service, its per-run worker, and the modules
-# both use; HTTP by libmicrohttpd, JSON by jansson, state in SQLite.
+# both use; HTTP by libmicrohttpd, JSON by jansson, state in SQLite or
+# PostgreSQL (libpq).
 VMRUND_SRCS := $(wildcard host/vmrund/*.c)
 VMRUND_LIB  := $(filter-out host/vmrund/main.c host/vmrund/worker.c,$(VMRUND_SRCS))
-VMRUND_LIBS := -lmicrohttpd -ljansson -lsqlite3
+VMRUND_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lpq
+# Per-module flags, by the source's name: libpq's header, which Debian keeps
+# in a directory of its own, for the PostgreSQL store (its two files) only.
+VMRUND_CFLAGS_store_pg := -I/usr/include/postgresql
+VMRUND_CFLAGS_store_pg_conn := $(VMRUND_CFLAGS_store_pg)
 # Unit tests link every vmm module but main, the agent's library and vmrun's
 # modules, built again with sanitizers.
 VMM_LIB   := $(filter-out vmm/main.c,$(VMM_SRCS))
@@ -42,7 +47,7 @@ PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
 .PHONY: vmrund-test all deps guest kernel rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots \
-	bench-vmm bench-boot bench-virtio bench-vmrun bench-vmrund bench-workspace clean fuzz fuzz-smoke
+	bench-vmm bench-boot bench-virtio bench-vmrun bench-vmrund bench-queue bench-workspace clean fuzz fuzz-smoke
 
 all: $(BUILD)/bin/vmm $(BUILD)/bin/vmrun $(BUILD)/bin/vmrund $(BUILD)/bin/vmrund-worker
 
@@ -55,7 +60,7 @@ $(BUILD)/obj/%.o: %.c $(wildcard vmm/*.h) guest-agent/proto.h
 
 $(BUILD)/asan/%.o: %.c $(wildcard vmm/*.h guest-agent/*.h host/*.h host/vmrund/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Iguest-agent -Ihost -Ihost/vmrund -c $< -o $@
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Iguest-agent -Ihost -Ihost/vmrund $(VMRUND_CFLAGS_$(notdir $*)) -c $< -o $@
 
 # Keep the sanitizer objects between runs (make would delete them as intermediates).
 .SECONDARY: $(ASAN_OBJS)
@@ -66,7 +71,8 @@ $(BUILD)/obj/host/%.o: host/%.c $(wildcard host/*.h guest-agent/*.h)
 
 $(BUILD)/obj/host/vmrund/%.o: host/vmrund/%.c $(wildcard host/*.h host/vmrund/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost -Ihost/vmrund -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost -Ihost/vmrund $(VMRUND_CFLAGS_$*) -DVMRUN_VERSION='"$(VERSION)"' \
+		-c $< -o $@
 
 $(BUILD)/bin/vmrund: $(BUILD)/obj/host/vmrund/main.o $(VMRUND_LIB:%.c=$(BUILD)/obj/%.o) \
 		$(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/guest-agent/proto.o
@@ -204,9 +210,13 @@ $(PISTON_CLIENT):
 	npm install --silent --no-save --no-audit --no-fund --prefer-offline \
 		--cache $${VMRUN_CACHE:-/var/cache/vmrun}/npm --prefix $(BUILD)/npm piston-api-client@2.0.1
 
-# vmrund's API, scheduler and recovery with a stand-in worker: no KVM, here.
-vmrund-test: all
+# vmrund's API, scheduler and recovery with a stand-in worker: no KVM, here;
+# then three nodes sharing a PostgreSQL server the test starts, and the
+# store's conformance suite run against that server too.
+vmrund-test: all $(BUILD)/tests/test_store
 	@timeout -k 5 300 ./tests/vmrund/api.sh
+	@timeout -k 5 400 ./tests/vmrund/cluster.sh
+	@timeout -k 5 300 ./tests/vmrund/store_pg.sh $(BUILD)/tests/test_store
 
 check:
 	@start=$$(date +%s); ./scripts/deps.sh && \
@@ -245,6 +255,15 @@ bench-vmrund: all guest
 	@./tests/bench/vmrund.py api
 	@./tests/bench/vmrund.py overload
 	@./scripts/on-kvm-host.sh --limit 1500 bench-vmrund tests/bench/vmrund.py saturation 8
+
+# The queue alone (claims, no VM): SQLite, and 1 and 3 nodes on PostgreSQL.
+$(BUILD)/tests/bench_queue: tests/bench/bench_queue.c $(VMRUND_LIB:%.c=$(BUILD)/obj/%.o) \
+		$(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/guest-agent/proto.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 -g -Ihost -Ihost/vmrund $^ $(VMRUND_LIBS) $(HOST_LIBS) -pthread -o $@
+
+bench-queue: $(BUILD)/tests/bench_queue
+	@./tests/bench/queue.sh
 
 # The workspace image: 64 MiB with 100 files (target <= 10 ms).
 BENCH_WS_SRCS := tests/bench/bench_workspace.c host/workspace.c host/caller.c host/errmsg.c

@@ -47,3 +47,46 @@ bool store_state_terminal(enum run_state st)
 {
 	return (int)st >= RS_SUCCEEDED && (int)st < RS_COUNT;
 }
+
+bool store_is_pg(const char *spec)
+{
+	return !strncmp(spec, "postgresql://", 13) || !strncmp(spec, "postgres://", 11);
+}
+
+struct store *store_open(const char *spec, char *err, size_t errlen)
+{
+	return store_is_pg(spec) ? store_pg_open(spec, err, errlen) : store_sqlite_open(spec, err, errlen);
+}
+
+bool store_blob_name_ok(const char *name)
+{
+	if (!strcmp(name, "output"))
+		return true;
+	if (strncmp(name, "artifacts/", 10))
+		return false;
+	const char *p = name + 10;
+	if (!*p)
+		return false;
+	for (;;) {
+		size_t n = strcspn(p, "/");
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return false;
+		if (!p[n])
+			return true;
+		p += n + 1;
+	}
+}
+
+void store_copy_text(char *dst, size_t cap, const char *src)
+{
+	const unsigned char *u = (const unsigned char *)src;
+	size_t n = src ? strlen(src) : 0;
+	if (n >= cap) {
+		n = cap - 1;
+		while (n > 0 && (u[n] & 0xc0) == 0x80)
+			n--;
+	}
+	if (n)
+		memcpy(dst, src, n);
+	dst[n] = '\0';
+}

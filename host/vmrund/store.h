@@ -1,18 +1,36 @@
-/* vmrund's durable state: the runs, by id, with their state, request and
- * result. An ops table, so that the SQLite backend (store_sqlite.c, one
- * machine) and the PostgreSQL one (many machines) are interchangeable; the
- * daemon sees only these calls. Every call that changes a run is durable
- * when it returns (the API answers only after it).
+/* vmrund's durable state, which is also its queue: the runs, by id, with
+ * their state, request, result, the node that holds each running one, and
+ * what the run left (output, artifacts) as blobs. An ops table, so that
+ * the SQLite backend (store_sqlite.c, one machine) and the PostgreSQL one
+ * (store_pg.c, any number of nodes sharing one server) are
+ * interchangeable; the daemon sees only these calls. Every call that
+ * changes a run is durable when it returns (the API answers only after
+ * it), and every decision that must hold for the whole cluster (a
+ * tenant's limits, which run starts next, which node holds a run) is
+ * taken inside the backend's transaction, by scheduler.h's pure
+ * functions over the counts it read there.
  *
  * States: queued -> running -> succeeded | failed | timed_out | cancelled
- * | lost; and queued -> cancelled. Times are Unix ms. Calls are not
- * thread-safe: the daemon serializes them. */
+ * | lost; queued -> cancelled; and running -> queued when the node that
+ * held it died before the run's command started (expire). A run is
+ * "running" from its claim by a node; its command_ms is set when that
+ * node lets the command start, which is the line between "may run again
+ * elsewhere" and "may have had effects: ends lost".
+ *
+ * Times are Unix ms from the calling node's clock, except leases, which
+ * the backend measures on one clock of its own (the database server's),
+ * so that nodes whose clocks disagree still agree on who is alive. Calls
+ * on one struct store are not thread-safe: the daemon serializes them.
+ * A backend that loses its server reconnects on the next call; a call
+ * that fails for that returns -1 and changes nothing. */
 #ifndef VMRUND_STORE_H
 #define VMRUND_STORE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "tenants.h"
 
 enum run_state {
 	RS_QUEUED,
@@ -27,6 +45,7 @@ enum run_state {
 
 #define STORE_ID_LEN     32        /* hex */
 #define STORE_TENANT_MAX 64
+#define STORE_NODE_MAX   64
 
 /* One run's row. request and result are JSON text (malloc'd, owned by the
  * row; result NULL until the run ends); message a one-line reason. */
@@ -34,33 +53,78 @@ struct store_run {
 	char id[STORE_ID_LEN + 1];
 	char tenant[STORE_TENANT_MAX];
 	enum run_state state;
-	int64_t created_ms, started_ms, finished_ms;   /* 0: not yet */
+	int64_t created_ms, started_ms, command_ms, finished_ms;   /* 0: not yet */
 	char *request;
 	char *result;
 	char message[512];
-	int64_t seq;                                    /* order of acceptance */
+	int64_t seq;                  /* order of acceptance */
+	char node[STORE_NODE_MAX];    /* the node that holds it (running), or last held it; "" none */
+	bool cancel;                  /* a cancel was asked while it ran */
 };
+
+/* What the backend tells a node without being asked (notifications). */
+enum store_note {
+	STORE_NOTE_QUEUED,            /* a run was queued: claim */
+	STORE_NOTE_CANCEL,            /* a cancel was asked for a running run: its holder stops it */
+	STORE_NOTE_ENDED,             /* a run ended: its waiters look */
+};
+
+typedef void (*store_note_fn)(void *ctx, enum store_note note, const char *id);
 
 struct store;
 
 struct store_ops {
-	/* Insert a new run (state queued): only id, tenant, created_ms and
-	 * request are taken from run; the store assigns seq. 0 done, -1 with
-	 * a reason on failure (a duplicate id is one). */
-	int (*insert)(struct store *s, const struct store_run *run, char *err, size_t errlen);
+	/* Queue a new run if admission lets it (sched_admit with lim, over
+	 * the tenant's open runs and all queued runs, counted in the same
+	 * transaction as the insert, so that two nodes cannot both take the
+	 * last place): id, tenant, created_ms and request are taken from run;
+	 * the store assigns seq. Returns the verdict (SCHED_ACCEPT: it is
+	 * stored), or -1 with a reason (a duplicate id is one). */
+	int (*submit)(struct store *s, const struct store_run *run, const struct tenant *lim, unsigned queue_max,
+		      char *err, size_t errlen);
 	/* The run with this id and tenant into *out (the caller frees it with
 	 * store_run_free): 1 found, 0 not (another tenant's is not found),
 	 * -1 error; *out is zeroed unless found. tenant NULL: any tenant's. */
 	int (*get)(struct store *s, const char *id, const char *tenant, struct store_run *out, char *err, size_t errlen);
-	/* queued -> running at started_ms. 1 done, 0 the run was not queued
-	 * (or does not exist), -1 error. */
-	int (*start)(struct store *s, const char *id, int64_t started_ms, char *err, size_t errlen);
-	/* Any non-terminal state -> a terminal one, with result (NULL: none)
-	 * and message (NULL: none). 1 done, 0 the run was already terminal
-	 * (or does not exist), -1 error (a state that is not terminal is
-	 * one). */
-	int (*finish)(struct store *s, const char *id, enum run_state state, int64_t finished_ms, const char *result,
-		      const char *message, char *err, size_t errlen);
+	/* Claim up to n queued runs for node: sched_choose over every
+	 * tenant of ts (counts of the whole store), each tenant's oldest
+	 * first; they become running, held by node, started_ms now_ms. Runs
+	 * of tenants not in ts are never claimed. out[0..n) receives the
+	 * claimed rows (free each). Returns how many, or -1. */
+	int (*claim)(struct store *s, const char *node, unsigned n, const struct tenants *ts, int64_t now_ms,
+		     struct store_run *out, char *err, size_t errlen);
+	/* node is about to start run id's command: records command_ms. 1 when
+	 * it may (the run is running, held by node, no cancel asked), 0 when
+	 * it may not, -1 error (then it may not either). */
+	int (*command)(struct store *s, const char *id, const char *node, int64_t now_ms, char *err, size_t errlen);
+	/* A non-terminal run -> a terminal state, with result (NULL: none) and
+	 * message (NULL: none). node non-NULL: only while node holds the run
+	 * (a run requeued and claimed elsewhere is not this node's to end).
+	 * 1 done, 0 not (already terminal, not found, another node's), -1
+	 * error (a state that is not terminal is one). */
+	int (*finish)(struct store *s, const char *id, const char *node, enum run_state state, int64_t finished_ms,
+		      const char *result, const char *message, char *err, size_t errlen);
+	/* Cancel run id of tenant (NULL: any): a queued one ends cancelled
+	 * now (returns 1); a running one is marked and its holder notified
+	 * (returns 2, the holder's name in node[STORE_NODE_MAX]); 3 when it
+	 * had already ended, 0 no such run, -1 error. */
+	int (*cancel)(struct store *s, const char *id, const char *tenant, int64_t now_ms, char *node, char *err,
+		      size_t errlen);
+	/* node is alive: its lease runs lease_ms from now on the backend's
+	 * clock. fn (may be NULL) is called for each run node holds whose
+	 * cancel was asked, in case the notification was missed. 0, -1. */
+	int (*heartbeat)(struct store *s, const char *node, int64_t lease_ms, void (*fn)(void *ctx, const char *id),
+			 void *ctx, char *err, size_t errlen);
+	/* The running runs of dead nodes: node NULL, every node whose lease
+	 * ran out; else that node, whatever its lease (itself at start, its
+	 * previous life's runs). A run whose command had not started (and
+	 * whose cancel was not asked) is queued again, node cleared; a
+	 * cancelled one ends cancelled; the rest end lost, with a message
+	 * naming the node. fn (may be NULL) is called after the change with
+	 * each run that ended, and with each requeued one. Returns how many
+	 * runs changed, or -1. */
+	int (*expire)(struct store *s, const char *node, int64_t now_ms, void (*fn)(void *ctx, const struct store_run *run),
+		      void *ctx, char *err, size_t errlen);
 	/* Call fn for every run in state, oldest (seq) first; fn returns 0 to
 	 * go on. The row passed is a copy, valid only during the call, and no
 	 * query is open while fn runs, so fn may call the store (to finish
@@ -72,6 +136,28 @@ struct store_ops {
 	/* How many runs are in each state, into count[RS_COUNT]. 0 done, -1
 	 * error. */
 	int (*count)(struct store *s, uint64_t count[RS_COUNT], char *err, size_t errlen);
+	/* Keep len bytes as run id's blob name ("output", "artifacts/PATH"),
+	 * replacing one of that name. 0, -1. */
+	int (*put_blob)(struct store *s, const char *id, const char *name, const uint8_t *data, size_t len, char *err,
+			size_t errlen);
+	/* Call fn with each of run id's blobs, by name; fn returns 0 to go
+	 * on (the data is valid only during the call). 0 done (none is
+	 * done too), fn's value when it stopped, -1 error. */
+	int (*blobs)(struct store *s, const char *id,
+		     int (*fn)(void *ctx, const char *name, const uint8_t *data, size_t len), void *ctx, char *err,
+		     size_t errlen);
+	/* Remove the blobs of runs that ended before before_ms (retention);
+	 * the rows stay. How many blobs went, or -1. */
+	long (*drop_blobs)(struct store *s, int64_t before_ms, char *err, size_t errlen);
+	/* A descriptor that turns readable when notifications may be waiting
+	 * (poll it, then call notes), or -1 when this backend has none (one
+	 * node: the daemon knows everything itself) or is not connected
+	 * now. It may change after a reconnect: ask again each time. */
+	int (*note_fd)(struct store *s);
+	/* Deliver every notification waiting, each to fn. 0, -1 (the
+	 * connection was lost: notifications may have been missed, so the
+	 * caller looks at everything once more). */
+	int (*notes)(struct store *s, store_note_fn fn, void *ctx, char *err, size_t errlen);
 	/* Close and free (store_close is the call that is safe on NULL). */
 	void (*close)(struct store *s);
 };
@@ -80,10 +166,20 @@ struct store {
 	const struct store_ops *ops;
 };
 
-/* Open (creating, with its schema) the SQLite store at path, whose
- * directory must exist. NULL with a one-line reason on failure (a file
- * that is not SQLite, or a schema newer than this vmrund's, is one). */
+/* Open the store spec names: "postgresql://..." or "postgres://..." (a
+ * libpq connection URI), else the path of a SQLite file whose directory
+ * must exist. Either is created with its schema, or migrated to this
+ * vmrund's (by one node at a time). NULL with a one-line reason on
+ * failure (a file that is not SQLite, a server that cannot be reached, a
+ * schema newer than this vmrund's). */
+struct store *store_open(const char *spec, char *err, size_t errlen);
+
+/* The backends' own opens (store_open picks one). */
 struct store *store_sqlite_open(const char *path, char *err, size_t errlen);
+struct store *store_pg_open(const char *uri, char *err, size_t errlen);
+
+/* Whether spec names a PostgreSQL server rather than a SQLite file. */
+bool store_is_pg(const char *spec);
 
 /* s->ops->close(s), and nothing for NULL, so that cleanup paths need not
  * check. */
@@ -99,5 +195,28 @@ int store_state_parse(const char *name);
 
 /* Whether st is terminal (succeeded and after). */
 bool store_state_terminal(enum run_state st);
+
+/* Whether name is a blob name a run may have: "output", or "artifacts/"
+ * and a relative path with no empty, "." or ".." component. Pure. */
+bool store_blob_name_ok(const char *name);
+
+/* Copy text (NULL: "") into a fixed field of cap bytes, cut at a
+ * character boundary so that what the API later writes out of it is
+ * still valid UTF-8. The backends' reading of a row. */
+void store_copy_text(char *dst, size_t cap, const char *src);
+
+/* The messages the store writes itself (%s: the node's name); the
+ * PostgreSQL backend spells the two with a node in SQL, as these read. */
+#define STORE_MSG_CANCELLED_QUEUED "cancelled while queued; it never started"
+#define STORE_MSG_CANCELLED_NODE   "cancelled; node %s stopped before it ended"
+#define STORE_MSG_LOST_NODE \
+	"lost: node %s stopped while the run was running; its command may have had effects, so it is not run again"
+
+/* The SQL every backend shares where the dialects agree: the columns a
+ * row is read from, in store_run's order (id, tenant, state, created_ms,
+ * started_ms, command_ms, finished_ms, request, result, message, seq,
+ * node, cancel). */
+#define STORE_COLS \
+	"id, tenant, state, created_ms, started_ms, command_ms, finished_ms, request, result, message, seq, node, cancel"
 
 #endif

@@ -1,55 +1,94 @@
-/* The SQLite store: one file on one machine, one connection, every call a
- * transaction of its own (autocommit), and the statements prepared once at
- * open. WAL with synchronous=FULL makes each commit reach the disk before
- * the call returns, so an accepted run survives kill -9 and power loss. */
-#include "store.h"
+/* The SQLite store: one file on one machine, one connection, and the
+ * statements prepared once at open. A call that only reads, or changes one
+ * row in one statement, is a transaction of its own (autocommit); a call
+ * that decides from what it counts (submit, claim) or changes several rows
+ * (cancel, expire) holds BEGIN IMMEDIATE from its first read, so that
+ * another connection to the file (a second vmrund, an operator's tool)
+ * cannot change the counts between the read and the write. WAL with
+ * synchronous=FULL makes each commit reach the disk before the call
+ * returns, so an accepted run survives kill -9 and power loss. */
+#include "store_sqlite.h"
 
+#include <limits.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "errmsg.h"
+#include "request.h"
+#include "scheduler.h"
 
-#define SCHEMA_VERSION  1
-#define BUSY_TIMEOUT_MS 5000
-
-/* seq is the rowid; AUTOINCREMENT so that it never goes back even if the
- * newest rows are deleted one day, as the order of acceptance must not.
- * STRICT: a value of the wrong type is refused rather than kept. The CHECK
- * lists store.c's names, which is also what the rows hold. */
-static const char schema_sql[] =
-	"CREATE TABLE runs ("
-	" seq INTEGER PRIMARY KEY AUTOINCREMENT,"
-	" id TEXT NOT NULL UNIQUE,"
-	" tenant TEXT NOT NULL,"
-	" state TEXT NOT NULL CHECK (state IN"
-	"  ('queued','running','succeeded','failed','timed_out','cancelled','lost')),"
-	" created_ms INTEGER NOT NULL,"
-	" started_ms INTEGER,"
-	" finished_ms INTEGER,"
-	" request TEXT NOT NULL,"
-	" result TEXT,"
-	" message TEXT"
-	") STRICT;"
-	"CREATE INDEX runs_state_seq ON runs (state, seq);"
-	"CREATE INDEX runs_tenant ON runs (tenant);"
-	"PRAGMA user_version = 1;";   /* SCHEMA_VERSION */
-
-/* The columns read_row reads, in its order. */
-#define COLS "id, tenant, state, created_ms, started_ms, finished_ms, request, result, message, seq"
-
-enum stmt_id { ST_INSERT, ST_GET, ST_START, ST_FINISH, ST_EACH, ST_COUNT, ST_N };
+enum stmt_id {
+	ST_BEGIN,
+	ST_COMMIT,
+	ST_ROLLBACK,
+	ST_ADMIT,
+	ST_INSERT,
+	ST_GET,
+	ST_STAT,
+	ST_TAKE,
+	ST_COMMAND,
+	ST_FINISH,
+	ST_PEEK,
+	ST_MARK,
+	ST_LEASE,
+	ST_ASKED,
+	ST_DEAD,
+	ST_REQUEUE,
+	ST_EACH,
+	ST_COUNT,
+	ST_PUT_BLOB,
+	ST_BLOB,
+	ST_DROP_BLOBS,
+	ST_N
+};
 
 static const char *const stmt_sql[ST_N] = {
+	[ST_BEGIN] = "BEGIN IMMEDIATE",
+	[ST_COMMIT] = "COMMIT",
+	[ST_ROLLBACK] = "ROLLBACK",
+	/* The tenant's open runs, and the whole queue. */
+	[ST_ADMIT] = "SELECT (SELECT count(*) FROM runs WHERE state IN ('queued', 'running') AND tenant = ?1),"
+		     " (SELECT count(*) FROM runs WHERE state = 'queued')",
 	[ST_INSERT] = "INSERT INTO runs (id, tenant, state, created_ms, request) VALUES (?1, ?2, 'queued', ?3, ?4)",
-	[ST_GET] = "SELECT " COLS " FROM runs WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
-	[ST_START] = "UPDATE runs SET state = 'running', started_ms = ?2 WHERE id = ?1 AND state = 'queued'",
+	[ST_GET] = "SELECT " STORE_COLS " FROM runs WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
+	/* A tenant's standing for sched_choose; max over every run it ever
+	 * started, which the (tenant, started_ms) index answers in one step. */
+	[ST_STAT] = "SELECT (SELECT count(*) FROM runs WHERE state = 'running' AND tenant = ?1),"
+		    " (SELECT count(*) FROM runs WHERE state = 'queued' AND tenant = ?1),"
+		    " (SELECT max(started_ms) FROM runs WHERE tenant = ?1)",
+	[ST_TAKE] = "UPDATE runs SET state = 'running', node = ?2, started_ms = ?3"
+		    " WHERE seq IN (SELECT seq FROM runs WHERE state = 'queued' AND tenant = ?1 ORDER BY seq LIMIT ?4)"
+		    " RETURNING " STORE_COLS,
+	/* A second call keeps the first time: the command may have had
+	 * effects since then. */
+	[ST_COMMAND] = "UPDATE runs SET command_ms = coalesce(command_ms, ?3)"
+		       " WHERE id = ?1 AND state = 'running' AND node = ?2 AND cancel = 0",
 	[ST_FINISH] = "UPDATE runs SET state = ?2, finished_ms = ?3, result = ?4, message = ?5"
-		      " WHERE id = ?1 AND state IN ('queued', 'running')",
+		      " WHERE id = ?1 AND state IN ('queued', 'running') AND (?6 IS NULL OR node = ?6)",
+	[ST_PEEK] = "SELECT state, node FROM runs WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
+	[ST_MARK] = "UPDATE runs SET cancel = 1 WHERE id = ?1 AND state = 'running'",
+	[ST_LEASE] = "INSERT INTO nodes (name, lease_until_ms) VALUES (?1, ?2)"
+		     " ON CONFLICT (name) DO UPDATE SET lease_until_ms = excluded.lease_until_ms",
+	[ST_ASKED] = "SELECT id FROM runs WHERE state = 'running' AND node = ?1 AND cancel = 1 ORDER BY seq",
+	[ST_DEAD] = "SELECT " STORE_COLS " FROM runs WHERE state = 'running' AND (node = ?1 OR (?1 IS NULL AND node IN"
+		    " (SELECT name FROM nodes WHERE lease_until_ms < ?2))) ORDER BY seq",
+	/* started_ms goes too: the run has not started anywhere now. */
+	[ST_REQUEUE] = "UPDATE runs SET state = 'queued', node = NULL, started_ms = NULL"
+		       " WHERE id = ?1 AND state = 'running' AND node = ?2",
 	/* One row per query, after the last one seen, so that no query is
 	 * open while each's callback runs (see each). */
-	[ST_EACH] = "SELECT " COLS " FROM runs WHERE state = ?1 AND seq > ?2 ORDER BY seq LIMIT 1",
+	[ST_EACH] = "SELECT " STORE_COLS " FROM runs WHERE state = ?1 AND seq > ?2 ORDER BY seq LIMIT 1",
 	[ST_COUNT] = "SELECT state, count(*) FROM runs GROUP BY state",
+	/* Only for a run that exists: a blob of no run would never be
+	 * dropped, since drop_blobs goes by the runs' ends. */
+	[ST_PUT_BLOB] = "INSERT INTO blobs (id, name, data) SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM runs WHERE id = ?1)"
+			" ON CONFLICT (id, name) DO UPDATE SET data = excluded.data",
+	/* One per query, as ST_EACH, for the same reason. */
+	[ST_BLOB] = "SELECT name, data FROM blobs WHERE id = ?1 AND name > ?2 ORDER BY name LIMIT 1",
+	[ST_DROP_BLOBS] = "DELETE FROM blobs WHERE id IN (SELECT id FROM runs WHERE finished_ms < ?1)",
 };
 
 struct store_sqlite {
@@ -77,19 +116,12 @@ static void release(sqlite3_stmt *st)
 	sqlite3_clear_bindings(st);
 }
 
-/* Copy text into a fixed field, cut at a character boundary so that what
- * the API later writes out of it is still valid UTF-8. */
-static void copy_text(char *dst, size_t cap, const unsigned char *src)
+/* A bind failed (only out of memory or a bad index): say why, let go. */
+static int bind_err(struct store_sqlite *s, sqlite3_stmt *st, char *err, size_t errlen)
 {
-	size_t n = src ? strlen((const char *)src) : 0;
-	if (n >= cap) {
-		n = cap - 1;
-		while (n > 0 && (src[n] & 0xc0) == 0x80)
-			n--;
-	}
-	if (n)
-		memcpy(dst, src, n);
-	dst[n] = '\0';
+	db_err(s, err, errlen);
+	release(st);
+	return -1;
 }
 
 /* A malloc'd copy of a text column; NULL stays NULL. */
@@ -107,25 +139,28 @@ static int dup_column(sqlite3_stmt *st, int col, char **out)
 	return 0;
 }
 
-/* The current row (COLS) into *out, which owns copies of everything. */
+/* The current row (STORE_COLS) into *out, which owns copies of everything. */
 static int read_row(sqlite3_stmt *st, struct store_run *out, char *err, size_t errlen)
 {
 	memset(out, 0, sizeof(*out));
-	copy_text(out->id, sizeof(out->id), sqlite3_column_text(st, 0));
-	copy_text(out->tenant, sizeof(out->tenant), sqlite3_column_text(st, 1));
+	store_copy_text(out->id, sizeof(out->id), (const char *)sqlite3_column_text(st, 0));
+	store_copy_text(out->tenant, sizeof(out->tenant), (const char *)sqlite3_column_text(st, 1));
 	int state = store_state_parse((const char *)sqlite3_column_text(st, 2));
 	if (state < 0)
 		return errf(err, errlen, "state db: run %s has an unknown state", out->id);
 	out->state = (enum run_state)state;
 	out->created_ms = sqlite3_column_int64(st, 3);
 	out->started_ms = sqlite3_column_int64(st, 4);   /* NULL reads as 0, "not yet" */
-	out->finished_ms = sqlite3_column_int64(st, 5);
-	if (dup_column(st, 6, &out->request) < 0 || dup_column(st, 7, &out->result) < 0) {
+	out->command_ms = sqlite3_column_int64(st, 5);
+	out->finished_ms = sqlite3_column_int64(st, 6);
+	if (dup_column(st, 7, &out->request) < 0 || dup_column(st, 8, &out->result) < 0) {
 		store_run_free(out);
 		return errf(err, errlen, "state db: out of memory reading run");
 	}
-	copy_text(out->message, sizeof(out->message), sqlite3_column_text(st, 8));
-	out->seq = sqlite3_column_int64(st, 9);
+	store_copy_text(out->message, sizeof(out->message), (const char *)sqlite3_column_text(st, 9));
+	out->seq = sqlite3_column_int64(st, 10);
+	store_copy_text(out->node, sizeof(out->node), (const char *)sqlite3_column_text(st, 11));   /* NULL: "" */
+	out->cancel = sqlite3_column_int(st, 12) != 0;
 	return 0;
 }
 
@@ -144,7 +179,8 @@ static int fetch_one(struct store_sqlite *s, sqlite3_stmt *st, struct store_run 
 	return rc;
 }
 
-/* Run a bound write to its end (its commit): the rows it changed, or -1. */
+/* Run a bound write to its end (its commit, outside a transaction): the
+ * rows it changed, or -1. */
 static int step_write(struct store_sqlite *s, sqlite3_stmt *st, char *err, size_t errlen)
 {
 	int rc = sqlite3_step(st) == SQLITE_DONE ? sqlite3_changes(s->db) : db_err(s, err, errlen);
@@ -159,17 +195,92 @@ static int bind_text(sqlite3_stmt *st, int i, const char *text)
 	return sqlite3_bind_text(st, i, text, -1, SQLITE_STATIC);
 }
 
-static int sq_insert(struct store *base, const struct store_run *run, char *err, size_t errlen)
+/* A count column as the scheduler's unsigned: the store cannot hold more
+ * runs than that in practice, but a clamp costs nothing. */
+static unsigned column_count(sqlite3_stmt *st, int col)
 {
-	struct store_sqlite *s = backend(base);
-	sqlite3_stmt *st = s->stmt[ST_INSERT];
-	if (bind_text(st, 1, run->id) || bind_text(st, 2, run->tenant) || sqlite3_bind_int64(st, 3, run->created_ms) ||
-	    bind_text(st, 4, run->request)) {
-		db_err(s, err, errlen);
-		release(st);
+	sqlite3_int64 v = sqlite3_column_int64(st, col);
+	return v < 0 ? 0 : v > UINT_MAX ? UINT_MAX : (unsigned)v;
+}
+
+static int begin(struct store_sqlite *s, char *err, size_t errlen)
+{
+	return step_write(s, s->stmt[ST_BEGIN], err, errlen) < 0 ? -1 : 0;
+}
+
+/* Undo whatever the open transaction did; nothing when none is open (an
+ * error may have rolled it back already). */
+static void rollback(struct store_sqlite *s)
+{
+	if (!sqlite3_get_autocommit(s->db)) {
+		sqlite3_step(s->stmt[ST_ROLLBACK]);
+		release(s->stmt[ST_ROLLBACK]);
+	}
+}
+
+/* A COMMIT that fails leaves the transaction open: roll it back, so that
+ * the next call does not find itself inside it. */
+static int commit(struct store_sqlite *s, char *err, size_t errlen)
+{
+	if (step_write(s, s->stmt[ST_COMMIT], err, errlen) < 0) {
+		rollback(s);
 		return -1;
 	}
-	return step_write(s, st, err, errlen) < 0 ? -1 : 0;
+	return 0;
+}
+
+/* The backend's clock, on which leases are measured: this machine's, the
+ * only one that uses the file. */
+static int64_t backend_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A node's name as the rows keep it: what fits the row's field, and not
+ * "", which a row reads as "no node". */
+static int node_ok(const char *node, char *err, size_t errlen)
+{
+	if (!node || !*node || strlen(node) >= STORE_NODE_MAX)
+		return errf(err, errlen, "state db: a node's name is 1 to %d bytes", STORE_NODE_MAX - 1);
+	return 0;
+}
+
+static int sq_submit(struct store *base, const struct store_run *run, const struct tenant *lim, unsigned queue_max,
+		     char *err, size_t errlen)
+{
+	struct store_sqlite *s = backend(base);
+	sqlite3_stmt *st = s->stmt[ST_ADMIT];
+	if (begin(s, err, errlen) < 0)
+		return -1;
+	if (bind_text(st, 1, run->tenant)) {
+		bind_err(s, st, err, errlen);
+		goto fail;
+	}
+	if (sqlite3_step(st) != SQLITE_ROW) {
+		db_err(s, err, errlen);
+		release(st);
+		goto fail;
+	}
+	enum sched_verdict v = sched_admit(lim, column_count(st, 0), column_count(st, 1), queue_max);
+	release(st);
+	if (v != SCHED_ACCEPT) {
+		rollback(s);   /* nothing was written: nothing to make durable */
+		return (int)v;
+	}
+	st = s->stmt[ST_INSERT];
+	if (bind_text(st, 1, run->id) || bind_text(st, 2, run->tenant) || sqlite3_bind_int64(st, 3, run->created_ms) ||
+	    bind_text(st, 4, run->request)) {
+		bind_err(s, st, err, errlen);
+		goto fail;
+	}
+	if (step_write(s, st, err, errlen) < 0 || commit(s, err, errlen) < 0)
+		goto fail;
+	return SCHED_ACCEPT;
+fail:
+	rollback(s);
+	return -1;
 }
 
 static int sq_get(struct store *base, const char *id, const char *tenant, struct store_run *out, char *err,
@@ -179,27 +290,117 @@ static int sq_get(struct store *base, const char *id, const char *tenant, struct
 	sqlite3_stmt *st = s->stmt[ST_GET];
 	if (bind_text(st, 1, id) || bind_text(st, 2, tenant)) {
 		memset(out, 0, sizeof(*out));
-		db_err(s, err, errlen);
-		release(st);
-		return -1;
+		return bind_err(s, st, err, errlen);
 	}
 	return fetch_one(s, st, out, err, errlen);
 }
 
-static int sq_start(struct store *base, const char *id, int64_t started_ms, char *err, size_t errlen)
+/* Every tenant's standing into st[ts->n]. */
+static int read_stats(struct store_sqlite *s, const struct tenants *ts, struct sched_stat *stat, char *err,
+		      size_t errlen)
+{
+	sqlite3_stmt *st = s->stmt[ST_STAT];
+	for (size_t i = 0; i < ts->n; i++) {
+		if (bind_text(st, 1, ts->t[i].name))
+			return bind_err(s, st, err, errlen);
+		if (sqlite3_step(st) != SQLITE_ROW) {
+			db_err(s, err, errlen);
+			release(st);
+			return -1;
+		}
+		stat[i].running = column_count(st, 0);
+		stat[i].queued = column_count(st, 1);
+		stat[i].concurrent = ts->t[i].concurrent;
+		stat[i].last_start_ms = sqlite3_column_int64(st, 2);   /* none: NULL, 0 "never" */
+		release(st);
+	}
+	return 0;
+}
+
+/* Tenant's oldest k queued runs -> running, held by node, appended to
+ * out[*got..]. */
+static int take(struct store_sqlite *s, const char *tenant, unsigned k, const char *node, int64_t now_ms,
+		struct store_run *out, unsigned *got, unsigned cap, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = s->stmt[ST_TAKE];
+	if (bind_text(st, 1, tenant) || bind_text(st, 2, node) || sqlite3_bind_int64(st, 3, now_ms) ||
+	    sqlite3_bind_int64(st, 4, k))
+		return bind_err(s, st, err, errlen);
+	int rc;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (*got == cap) {   /* LIMIT makes this impossible; the bound is out's */
+			release(st);
+			return errf(err, errlen, "state db: claimed more runs than asked");
+		}
+		if (read_row(st, &out[*got], err, errlen) < 0) {
+			release(st);
+			return -1;
+		}
+		(*got)++;
+	}
+	rc = rc == SQLITE_DONE ? 0 : db_err(s, err, errlen);
+	release(st);
+	return rc;
+}
+
+static int by_seq(const void *a, const void *b)
+{
+	const struct store_run *x = a, *y = b;
+	return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static int sq_claim(struct store *base, const char *node, unsigned n, const struct tenants *ts, int64_t now_ms,
+		    struct store_run *out, char *err, size_t errlen)
 {
 	struct store_sqlite *s = backend(base);
-	sqlite3_stmt *st = s->stmt[ST_START];
-	if (bind_text(st, 1, id) || sqlite3_bind_int64(st, 2, started_ms)) {
-		db_err(s, err, errlen);
-		release(st);
+	if (node_ok(node, err, errlen) < 0)
 		return -1;
+	if (!n || !ts->n)
+		return 0;
+	struct sched_stat *stat = calloc(ts->n, sizeof(*stat));
+	unsigned *picks = calloc(ts->n, sizeof(*picks));
+	unsigned got = 0;
+	int rc = -1;
+	if (!stat || !picks) {
+		errf(err, errlen, "state db: out of memory claiming runs");
+		goto out;
 	}
+	if (begin(s, err, errlen) < 0)
+		goto out;
+	if (read_stats(s, ts, stat, err, errlen) < 0)
+		goto out;
+	sched_choose(stat, ts->n, n, picks);
+	for (size_t i = 0; i < ts->n; i++)
+		if (picks[i] && take(s, ts->t[i].name, picks[i], node, now_ms, out, &got, n, err, errlen) < 0)
+			goto out;
+	if (commit(s, err, errlen) < 0)
+		goto out;
+	/* Acceptance order across tenants, as each tenant's already is. */
+	qsort(out, got, sizeof(*out), by_seq);
+	rc = (int)got;
+out:
+	if (rc < 0) {
+		rollback(s);
+		for (unsigned i = 0; i < got; i++)
+			store_run_free(&out[i]);
+	}
+	free(stat);
+	free(picks);
+	return rc;
+}
+
+static int sq_command(struct store *base, const char *id, const char *node, int64_t now_ms, char *err,
+		      size_t errlen)
+{
+	struct store_sqlite *s = backend(base);
+	sqlite3_stmt *st = s->stmt[ST_COMMAND];
+	if (bind_text(st, 1, id) || bind_text(st, 2, node) || sqlite3_bind_int64(st, 3, now_ms))
+		return bind_err(s, st, err, errlen);
 	int n = step_write(s, st, err, errlen);
 	return n < 0 ? -1 : n == 1;
 }
 
-static int sq_finish(struct store *base, const char *id, enum run_state state, int64_t finished_ms,
+static int sq_finish(struct store *base, const char *id, const char *node, enum run_state state, int64_t finished_ms,
 		     const char *result, const char *message, char *err, size_t errlen)
 {
 	struct store_sqlite *s = backend(base);
@@ -208,13 +409,223 @@ static int sq_finish(struct store *base, const char *id, enum run_state state, i
 	if (!store_state_terminal(state))
 		return errf(err, errlen, "state db: run %s: %s is not a terminal state", id, name ? name : "(invalid)");
 	if (bind_text(st, 1, id) || bind_text(st, 2, name) || sqlite3_bind_int64(st, 3, finished_ms) ||
-	    bind_text(st, 4, result) || bind_text(st, 5, message)) {
-		db_err(s, err, errlen);
-		release(st);
-		return -1;
-	}
+	    bind_text(st, 4, result) || bind_text(st, 5, message) || bind_text(st, 6, node))
+		return bind_err(s, st, err, errlen);
 	int n = step_write(s, st, err, errlen);
 	return n < 0 ? -1 : n == 1;
+}
+
+/* The read and the change in one transaction: a run claimed between them
+ * would otherwise be ended as if still queued. */
+static int sq_cancel(struct store *base, const char *id, const char *tenant, int64_t now_ms, char *node, char *err,
+		     size_t errlen)
+{
+	struct store_sqlite *s = backend(base);
+	sqlite3_stmt *st = s->stmt[ST_PEEK];
+	if (node)
+		node[0] = '\0';
+	if (begin(s, err, errlen) < 0)
+		return -1;
+	if (bind_text(st, 1, id) || bind_text(st, 2, tenant)) {
+		bind_err(s, st, err, errlen);
+		goto fail;
+	}
+	int step = sqlite3_step(st);
+	if (step == SQLITE_DONE) {
+		release(st);
+		rollback(s);
+		return 0;
+	}
+	if (step != SQLITE_ROW) {
+		db_err(s, err, errlen);
+		release(st);
+		goto fail;
+	}
+	int state = store_state_parse((const char *)sqlite3_column_text(st, 0));
+	char holder[STORE_NODE_MAX];
+	store_copy_text(holder, sizeof(holder), (const char *)sqlite3_column_text(st, 1));
+	release(st);
+	int rc;
+	if (state == RS_QUEUED) {
+		st = s->stmt[ST_FINISH];
+		if (bind_text(st, 1, id) || bind_text(st, 2, "cancelled") || sqlite3_bind_int64(st, 3, now_ms) ||
+		    bind_text(st, 4, NULL) || bind_text(st, 5, STORE_MSG_CANCELLED_QUEUED) || bind_text(st, 6, NULL)) {
+			bind_err(s, st, err, errlen);
+			goto fail;
+		}
+		rc = 1;
+	} else if (state == RS_RUNNING) {
+		st = s->stmt[ST_MARK];
+		if (bind_text(st, 1, id)) {
+			bind_err(s, st, err, errlen);
+			goto fail;
+		}
+		rc = 2;
+	} else if (state >= 0) {
+		rollback(s);
+		return 3;
+	} else {
+		errf(err, errlen, "state db: run %s has an unknown state", id);
+		goto fail;
+	}
+	if (step_write(s, st, err, errlen) < 0 || commit(s, err, errlen) < 0)
+		goto fail;
+	if (rc == 2 && node)
+		memcpy(node, holder, sizeof(holder));
+	return rc;
+fail:
+	rollback(s);
+	return -1;
+}
+
+/* Grow a list of ids or rows by one place; -1 out of memory. */
+static int grow(void **p, size_t *cap, size_t n, size_t size)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 8;
+	void *q = realloc(*p, c * size);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
+static int sq_heartbeat(struct store *base, const char *node, int64_t lease_ms, void (*fn)(void *ctx, const char *id),
+			void *ctx, char *err, size_t errlen)
+{
+	struct store_sqlite *s = backend(base);
+	if (node_ok(node, err, errlen) < 0)
+		return -1;
+	int64_t now = backend_now_ms();
+	int64_t until = lease_ms > INT64_MAX - now ? INT64_MAX : now + lease_ms;
+	sqlite3_stmt *st = s->stmt[ST_LEASE];
+	if (bind_text(st, 1, node) || sqlite3_bind_int64(st, 2, until))
+		return bind_err(s, st, err, errlen);
+	if (step_write(s, st, err, errlen) < 0)
+		return -1;
+	if (!fn)
+		return 0;
+	/* The ids first, fn after: fn may well call the store. */
+	st = s->stmt[ST_ASKED];
+	char (*ids)[STORE_ID_LEN + 1] = NULL;
+	size_t n = 0, cap = 0;
+	int rc;
+	if (bind_text(st, 1, node))
+		return bind_err(s, st, err, errlen);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (grow((void **)&ids, &cap, n, sizeof(*ids)) < 0) {
+			release(st);
+			free(ids);
+			return errf(err, errlen, "state db: out of memory");
+		}
+		store_copy_text(ids[n++], sizeof(*ids), (const char *)sqlite3_column_text(st, 0));
+	}
+	rc = rc == SQLITE_DONE ? 0 : db_err(s, err, errlen);
+	release(st);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		fn(ctx, ids[i]);
+	free(ids);
+	return rc;
+}
+
+/* One dead node's run to where expire sends it, in the open transaction;
+ * *run becomes the row as it is now. 1 changed, 0 not, -1 error. */
+static int expire_one(struct store_sqlite *s, struct store_run *run, int64_t now_ms, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	char msg[sizeof(run->message)];
+	enum run_state to;
+	if (!run->cancel && !run->command_ms) {
+		st = s->stmt[ST_REQUEUE];
+		if (bind_text(st, 1, run->id) || bind_text(st, 2, run->node))
+			return bind_err(s, st, err, errlen);
+		to = RS_QUEUED;
+	} else {
+		to = run->cancel ? RS_CANCELLED : RS_LOST;
+		snprintf(msg, sizeof(msg), run->cancel ? STORE_MSG_CANCELLED_NODE : STORE_MSG_LOST_NODE, run->node);
+		st = s->stmt[ST_FINISH];
+		if (bind_text(st, 1, run->id) || bind_text(st, 2, store_state_name(to)) ||
+		    sqlite3_bind_int64(st, 3, now_ms) || bind_text(st, 4, NULL) || bind_text(st, 5, msg) ||
+		    bind_text(st, 6, run->node))
+			return bind_err(s, st, err, errlen);
+	}
+	int n = step_write(s, st, err, errlen);
+	if (n <= 0)
+		return n;
+	run->state = to;
+	if (to == RS_QUEUED) {
+		run->node[0] = '\0';
+		run->started_ms = 0;
+	} else {
+		run->finished_ms = now_ms;
+		free(run->result);
+		run->result = NULL;
+		memcpy(run->message, msg, sizeof(msg));
+	}
+	return 1;
+}
+
+static int sq_expire(struct store *base, const char *node, int64_t now_ms,
+		     void (*fn)(void *ctx, const struct store_run *run), void *ctx, char *err, size_t errlen)
+{
+	struct store_sqlite *s = backend(base);
+	sqlite3_stmt *st = s->stmt[ST_DEAD];
+	struct store_run *runs = NULL;
+	size_t n = 0, cap = 0;
+	int changed = 0, rc;
+	if (begin(s, err, errlen) < 0)
+		return -1;
+	if (bind_text(st, 1, node) || sqlite3_bind_int64(st, 2, backend_now_ms())) {
+		bind_err(s, st, err, errlen);
+		goto fail;
+	}
+	/* All of them read before any changes: ST_DEAD's own rows change. */
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (grow((void **)&runs, &cap, n, sizeof(*runs)) < 0) {
+			errf(err, errlen, "state db: out of memory");
+			release(st);
+			goto fail;
+		}
+		if (read_row(st, &runs[n], err, errlen) < 0) {
+			release(st);
+			goto fail;
+		}
+		n++;
+	}
+	if (rc != SQLITE_DONE) {
+		db_err(s, err, errlen);
+		release(st);
+		goto fail;
+	}
+	release(st);
+	/* Changed rows first, so that fn sees only those. */
+	for (size_t i = 0; i < n; i++) {
+		struct store_run tmp;
+		rc = expire_one(s, &runs[i], now_ms, err, errlen);
+		if (rc < 0)
+			goto fail;
+		if (rc == 1) {
+			tmp = runs[changed];
+			runs[changed++] = runs[i];
+			runs[i] = tmp;
+		}
+	}
+	if (commit(s, err, errlen) < 0)
+		goto fail;
+	for (int i = 0; fn && i < changed; i++)
+		fn(ctx, &runs[i]);
+	for (size_t i = 0; i < n; i++)
+		store_run_free(&runs[i]);
+	free(runs);
+	return changed;
+fail:
+	rollback(s);
+	for (size_t i = 0; i < n; i++)
+		store_run_free(&runs[i]);
+	free(runs);
+	return -1;
 }
 
 /* The oldest run in state after seq: 1 and a copy in *out, 0 none, -1. */
@@ -224,9 +635,7 @@ static int next_in_state(struct store_sqlite *s, const char *state, int64_t afte
 	sqlite3_stmt *st = s->stmt[ST_EACH];
 	if (bind_text(st, 1, state) || sqlite3_bind_int64(st, 2, after)) {
 		memset(out, 0, sizeof(*out));
-		db_err(s, err, errlen);
-		release(st);
-		return -1;
+		return bind_err(s, st, err, errlen);
 	}
 	return fetch_one(s, st, out, err, errlen);
 }
@@ -276,6 +685,120 @@ static int sq_count(struct store *base, uint64_t count[RS_COUNT], char *err, siz
 	return rc;
 }
 
+static int sq_put_blob(struct store *base, const char *id, const char *name, const uint8_t *data, size_t len,
+		       char *err, size_t errlen)
+{
+	struct store_sqlite *s = backend(base);
+	if (!store_blob_name_ok(name)) {
+		/* The name came from a guest's file list: printable only, so
+		 * that the message stays one line. */
+		char shown[65];
+		req_printable(shown, sizeof(shown), name);
+		return errf(err, errlen, "state db: run %s: blob name \"%s\" is not output or artifacts/ and a relative path",
+			    id, shown);
+	}
+	if ((uint64_t)len > INT_MAX)
+		return errf(err, errlen, "state db: run %s: blob %s is over %d bytes", id, name, INT_MAX);
+	sqlite3_stmt *st = s->stmt[ST_PUT_BLOB];
+	/* A zero-length blob binds as one, not as NULL (which data NULL
+	 * would bind, and NOT NULL refuse). */
+	int brc = len ? sqlite3_bind_blob(st, 3, data, (int)len, SQLITE_STATIC) : sqlite3_bind_zeroblob(st, 3, 0);
+	if (bind_text(st, 1, id) || bind_text(st, 2, name) || brc)
+		return bind_err(s, st, err, errlen);
+	int n = step_write(s, st, err, errlen);
+	if (n < 0)
+		return -1;
+	if (n == 0)
+		return errf(err, errlen, "state db: run %s: no such run for blob %s", id, name);
+	return 0;
+}
+
+/* One blob of run id after name (NULL: the first) as malloc'd copies: 1,
+ * 0 none left, -1. */
+static int next_blob(struct store_sqlite *s, const char *id, const char *after, char **name, uint8_t **data,
+		     size_t *len, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = s->stmt[ST_BLOB];
+	*name = NULL;
+	*data = NULL;
+	*len = 0;
+	/* "" sorts before every name, and no name is "". */
+	if (bind_text(st, 1, id) || bind_text(st, 2, after ? after : ""))
+		return bind_err(s, st, err, errlen);
+	int rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		rc = rc == SQLITE_DONE ? 0 : db_err(s, err, errlen);
+		release(st);
+		return rc;
+	}
+	const unsigned char *text = sqlite3_column_text(st, 0);
+	const void *blob = sqlite3_column_blob(st, 1);
+	int n = sqlite3_column_bytes(st, 1);
+	*name = text ? strdup((const char *)text) : NULL;
+	*data = malloc(n > 0 ? (size_t)n : 1);
+	if (!*name || !*data) {
+		release(st);
+		free(*name);
+		free(*data);
+		*name = NULL;
+		*data = NULL;
+		return errf(err, errlen, "state db: out of memory reading blobs of run %s", id);
+	}
+	if (n > 0)
+		memcpy(*data, blob, (size_t)n);
+	*len = (size_t)(n > 0 ? n : 0);
+	release(st);
+	return 1;
+}
+
+/* Copies, one query per blob, so that no read is open while fn runs: as
+ * in each, fn may then call the store and what it writes commits. */
+static int sq_blobs(struct store *base, const char *id,
+		    int (*fn)(void *ctx, const char *name, const uint8_t *data, size_t len), void *ctx, char *err,
+		    size_t errlen)
+{
+	struct store_sqlite *s = backend(base);
+	char *prev = NULL;
+	for (;;) {
+		char *name;
+		uint8_t *data;
+		size_t len;
+		int rc = next_blob(s, id, prev, &name, &data, &len, err, errlen);
+		free(prev);
+		if (rc <= 0)
+			return rc;
+		rc = fn(ctx, name, data, len);
+		free(data);
+		prev = name;
+		if (rc) {
+			free(prev);
+			return rc;
+		}
+	}
+}
+
+static long sq_drop_blobs(struct store *base, int64_t before_ms, char *err, size_t errlen)
+{
+	struct store_sqlite *s = backend(base);
+	sqlite3_stmt *st = s->stmt[ST_DROP_BLOBS];
+	if (sqlite3_bind_int64(st, 1, before_ms))
+		return bind_err(s, st, err, errlen);
+	return step_write(s, st, err, errlen);
+}
+
+/* One node: the daemon itself made every change there is to hear of. */
+static int sq_note_fd(struct store *base)
+{
+	(void)base;
+	return -1;
+}
+
+static int sq_notes(struct store *base, store_note_fn fn, void *ctx, char *err, size_t errlen)
+{
+	(void)base, (void)fn, (void)ctx, (void)err, (void)errlen;
+	return 0;
+}
+
 /* Also the cleanup of a half-done open: every field may still be NULL. */
 static void sq_close(struct store *base)
 {
@@ -287,102 +810,29 @@ static void sq_close(struct store *base)
 }
 
 static const struct store_ops sqlite_ops = {
-	.insert = sq_insert,
+	.submit = sq_submit,
 	.get = sq_get,
-	.start = sq_start,
+	.claim = sq_claim,
+	.command = sq_command,
 	.finish = sq_finish,
+	.cancel = sq_cancel,
+	.heartbeat = sq_heartbeat,
+	.expire = sq_expire,
 	.each = sq_each,
 	.count = sq_count,
+	.put_blob = sq_put_blob,
+	.blobs = sq_blobs,
+	.drop_blobs = sq_drop_blobs,
+	.note_fd = sq_note_fd,
+	.notes = sq_notes,
 	.close = sq_close,
 };
-
-/* Open's failures name the file, which the daemon's operator must find. */
-static int open_err(struct store_sqlite *s, const char *path, char *err, size_t errlen)
-{
-	return errf(err, errlen, "state db %s: %s", path, sqlite3_errmsg(s->db));
-}
-
-static int exec(struct store_sqlite *s, const char *sql, const char *path, char *err, size_t errlen)
-{
-	return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : open_err(s, path, err, errlen);
-}
-
-/* A PRAGMA's one value, as text. */
-static int pragma(struct store_sqlite *s, const char *sql, char *out, size_t cap, const char *path, char *err,
-		  size_t errlen)
-{
-	sqlite3_stmt *st = NULL;
-	int rc = -1;
-	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
-		open_err(s, path, err, errlen);
-		goto out;
-	}
-	int step = sqlite3_step(st);
-	if (step != SQLITE_ROW) {
-		if (step == SQLITE_DONE)
-			errf(err, errlen, "state db %s: %s gave no value", path, sql);
-		else
-			open_err(s, path, err, errlen);
-		goto out;
-	}
-	copy_text(out, cap, sqlite3_column_text(st, 0));
-	rc = 0;
-out:
-	sqlite3_finalize(st);
-	return rc;
-}
-
-/* The connection's settings; journal_mode is the first read of the file,
- * so it is also where a file that is not SQLite is found. */
-static int configure(struct store_sqlite *s, const char *path, char *err, size_t errlen)
-{
-	char mode[16];
-	sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
-	if (pragma(s, "PRAGMA journal_mode = WAL", mode, sizeof(mode), path, err, errlen) < 0)
-		return -1;
-	/* Not WAL (a file system without shared memory, say): FULL below
-	 * would still be durable, but the file would be in a mode nobody
-	 * tested, so say so instead. */
-	if (strcmp(mode, "wal"))
-		return errf(err, errlen, "state db %s: journal mode is %s, not wal", path, mode);
-	return exec(s, "PRAGMA synchronous = FULL", path, err, errlen);
-}
-
-/* Create the schema in a new file, or check an existing file's version.
- * In one write transaction, so that two daemons started at once on a new
- * file do not both create it. */
-static int schema(struct store_sqlite *s, const char *path, char *err, size_t errlen)
-{
-	char text[32];
-	int rc = -1;
-	if (exec(s, "BEGIN IMMEDIATE", path, err, errlen) < 0)
-		return -1;
-	if (pragma(s, "PRAGMA user_version", text, sizeof(text), path, err, errlen) < 0)
-		goto out;
-	long version = strtol(text, NULL, 10);
-	if (version > SCHEMA_VERSION) {
-		errf(err, errlen, "state db %s: schema version %ld is newer than this vmrund's (%d); use a newer vmrund",
-		     path, version, SCHEMA_VERSION);
-		goto out;
-	}
-	if (version < 0) {
-		errf(err, errlen, "state db %s: unknown schema version %ld", path, version);
-		goto out;
-	}
-	if (version == 0 && exec(s, schema_sql, path, err, errlen) < 0)
-		goto out;
-	rc = exec(s, "COMMIT", path, err, errlen);
-out:
-	if (!sqlite3_get_autocommit(s->db))
-		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-	return rc;
-}
 
 static int prepare_all(struct store_sqlite *s, const char *path, char *err, size_t errlen)
 {
 	for (int i = 0; i < ST_N; i++)
 		if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[i], NULL) != SQLITE_OK)
-			return open_err(s, path, err, errlen);
+			return errf(err, errlen, "state db %s: %s", path, sqlite3_errmsg(s->db));
 	return 0;
 }
 
@@ -400,8 +850,7 @@ struct store *store_sqlite_open(const char *path, char *err, size_t errlen)
 		errf(err, errlen, "state db %s: %s", path, s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
 		goto fail;
 	}
-	if (configure(s, path, err, errlen) < 0 || schema(s, path, err, errlen) < 0 ||
-	    prepare_all(s, path, err, errlen) < 0)
+	if (store_sqlite_setup(s->db, path, err, errlen) < 0 || prepare_all(s, path, err, errlen) < 0)
 		goto fail;
 	return &s->base;
 fail:

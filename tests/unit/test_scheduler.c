@@ -1,14 +1,17 @@
-/* vmrund's scheduler (host/vmrund/scheduler.c): admission against the
- * tenant's and the queue's bounds, picks within slots and per-tenant
- * concurrency, fairness between a tenant flooding the queue and one that
- * comes after it, dequeue, the rate's token bucket on an injected clock,
- * and the queue growing past its bound for recovered runs. */
+/* vmrund's scheduler (host/vmrund/scheduler.c), as the pure decisions the
+ * store calls: admission against the tenant's and the queue's bounds (and
+ * which verdict wins), how slots are shared (fewest running first, ties
+ * to the least recent start, within each tenant's concurrency, its queue
+ * and the slots), fairness between a tenant flooding the queue and one
+ * that comes after it over many rounds, and the rate's token bucket on an
+ * injected clock. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,285 +26,198 @@ static void load(struct tenants *ts, const char *text)
 		fail_msg("tenants: %s", err);
 }
 
-static void enqueue(struct sched *s, unsigned tenant, const char *id)
+static struct tenant lim(unsigned concurrent, unsigned queued)
 {
-	assert_int_equal(sched_enqueue(s, tenant, id), 0);
+	struct tenant t = { .name = "t", .concurrent = concurrent, .queued = queued, .rate = 1, .burst = 1 };
+	return t;
 }
 
-/* Pick one and check it is id of tenant. */
-static void picks(struct sched *s, const char *id, unsigned tenant)
-{
-	char got[SCHED_ID_MAX];
-	unsigned t = 99;
-	if (sched_pick(s, got, &t) != 1)
-		fail_msg("nothing picked, wanted %s", id);
-	if (strcmp(got, id) || t != tenant)
-		fail_msg("picked %s of %u, wanted %s of %u", got, t, id, tenant);
-}
-
-static void picks_none(struct sched *s)
-{
-	char got[SCHED_ID_MAX];
-	unsigned t;
-	if (sched_pick(s, got, &t) != 0)
-		fail_msg("picked %s", got);
-}
-
-static void init_and_free(void **state)
+static void admit_tenant_bound(void **state)
 {
 	(void)state;
-	struct tenants ts;
-	load(&ts, "tenant a rate=2 burst=5\ntenant b\n");
-	struct sched s;
-	assert_int_equal(sched_init(&s, &ts, 0, 8), 0);
-	assert_int_equal(s.slots, 1);   /* 0 slots would never start anything */
-	assert_int_equal(s.queue_max, 8);
-	assert_int_equal(s.nq, 0);
-	assert_int_equal(s.running, 0);
-	assert_true(s.t[0].tokens == 5);   /* every bucket full */
-	assert_true(s.t[1].tokens == 20);
-	assert_int_equal(s.t[0].last_start, 0);
-	picks_none(&s);
-	sched_free(&s);
-	assert_null(s.t);
-	assert_null(s.q);
-	sched_free(&s);
-
-	/* no tenants at all */
-	struct tenants none = { 0 };
-	assert_int_equal(sched_init(&s, &none, 2, 4), 0);
-	assert_int_equal(sched_enqueue(&s, 0, "x"), -1);   /* no such tenant */
-	picks_none(&s);
-	sched_free(&s);
-	tenants_free(&ts);
+	/* 2 at once and 3 waiting: 5 open at most, running or queued alike
+	 * (the caller counts both as open). */
+	struct tenant t = lim(2, 3);
+	for (unsigned open = 0; open < 5; open++)
+		assert_int_equal(sched_admit(&t, open, 0, 100), SCHED_ACCEPT);
+	assert_int_equal(sched_admit(&t, 5, 0, 100), SCHED_TENANT_FULL);
+	assert_int_equal(sched_admit(&t, 6, 0, 100), SCHED_TENANT_FULL);   /* past it: recovered runs */
+	/* No waiting room: only what may run at once. */
+	t = lim(1, 0);
+	assert_int_equal(sched_admit(&t, 0, 0, 100), SCHED_ACCEPT);
+	assert_int_equal(sched_admit(&t, 1, 0, 100), SCHED_TENANT_FULL);
+	/* Limits whose sum is past unsigned's: no wrap to a small bound. */
+	t = lim(UINT_MAX, UINT_MAX);
+	assert_int_equal(sched_admit(&t, UINT_MAX, 0, 100), SCHED_ACCEPT);
+	t = lim(UINT_MAX, 1);
+	assert_int_equal(sched_admit(&t, UINT_MAX - 1, 0, 100), SCHED_ACCEPT);
+	assert_int_equal(sched_admit(&t, UINT_MAX, 0, 100), SCHED_ACCEPT);
 }
 
-static void admission(void **state)
+static void admit_queue_bound(void **state)
 {
 	(void)state;
-	struct tenants ts;
-	/* a: 2 at once and 3 waiting; b: 1 and 0 */
-	load(&ts, "tenant a concurrent=2 queued=3\ntenant b concurrent=1 queued=0\n");
-	struct sched s;
-	assert_int_equal(sched_init(&s, &ts, 8, 100), 0);
-	char id[16];
-	for (int i = 0; i < 5; i++) {
-		assert_int_equal(sched_admit(&s, 0), SCHED_ACCEPT);
-		snprintf(id, sizeof(id), "a%d", i);
-		enqueue(&s, 0, id);
-	}
-	/* 5 queued: concurrent + queued */
-	assert_int_equal(sched_admit(&s, 0), SCHED_TENANT_FULL);
-	/* running or queued, they count the same */
-	picks(&s, "a0", 0);
-	picks(&s, "a1", 0);
-	picks_none(&s);   /* a at its concurrency, slots free */
-	assert_int_equal(s.t[0].running, 2);
-	assert_int_equal(s.t[0].queued, 3);
-	assert_int_equal(sched_admit(&s, 0), SCHED_TENANT_FULL);
-	sched_finished(&s, 0);
-	assert_int_equal(sched_admit(&s, 0), SCHED_ACCEPT);
-	assert_true(sched_dequeue(&s, "a4"));
-	enqueue(&s, 0, "a5");
-	enqueue(&s, 0, "a6");
-	assert_int_equal(sched_admit(&s, 0), SCHED_TENANT_FULL);
-	/* another tenant is not held by a's */
-	assert_int_equal(sched_admit(&s, 1), SCHED_ACCEPT);
-	enqueue(&s, 1, "b0");
-	assert_int_equal(sched_admit(&s, 1), SCHED_TENANT_FULL);   /* 1 + 0 */
-	sched_free(&s);
-
-	/* the queue's bound counts only runs that would wait */
-	assert_int_equal(sched_init(&s, &ts, 2, 1), 0);
-	assert_int_equal(sched_admit(&s, 0), SCHED_ACCEPT);   /* would start at once */
-	enqueue(&s, 0, "a0");
-	assert_int_equal(sched_admit(&s, 0), SCHED_QUEUE_FULL);   /* behind a0 */
-	assert_int_equal(sched_admit(&s, 1), SCHED_QUEUE_FULL);
-	picks(&s, "a0", 0);
-	assert_int_equal(sched_admit(&s, 0), SCHED_ACCEPT);   /* a slot and a's concurrency free */
-	enqueue(&s, 0, "a1");
-	picks(&s, "a1", 0);
-	/* a at its concurrency: its next run waits, and the queue has room for one */
-	assert_int_equal(sched_admit(&s, 0), SCHED_ACCEPT);
-	enqueue(&s, 0, "a2");
-	assert_int_equal(sched_admit(&s, 0), SCHED_QUEUE_FULL);
-	/* slots full: every run waits */
-	assert_int_equal(sched_admit(&s, 1), SCHED_QUEUE_FULL);
-	assert_true(sched_dequeue(&s, "a2"));
-	assert_int_equal(s.running, 2);
-	assert_int_equal(sched_admit(&s, 1), SCHED_ACCEPT);   /* waits, and there is room */
-	enqueue(&s, 1, "b0");
-	picks_none(&s);   /* no slot */
-	assert_int_equal(sched_admit(&s, 1), SCHED_TENANT_FULL);   /* before the queue's verdict */
-	sched_finished(&s, 0);
-	picks(&s, "b0", 1);
-	sched_free(&s);
-	tenants_free(&ts);
+	struct tenant t = lim(100, 100);
+	/* Every run passes through the queue, even one a slot is free for. */
+	assert_int_equal(sched_admit(&t, 0, 0, 1), SCHED_ACCEPT);
+	assert_int_equal(sched_admit(&t, 0, 1, 1), SCHED_QUEUE_FULL);
+	assert_int_equal(sched_admit(&t, 0, 7, 8), SCHED_ACCEPT);
+	assert_int_equal(sched_admit(&t, 0, 8, 8), SCHED_QUEUE_FULL);
+	assert_int_equal(sched_admit(&t, 0, 9, 8), SCHED_QUEUE_FULL);   /* past it: recovered runs */
+	assert_int_equal(sched_admit(&t, 0, 0, 0), SCHED_QUEUE_FULL);    /* no queue at all */
+	/* The tenant's verdict comes first, when both would refuse. */
+	t = lim(1, 1);
+	assert_int_equal(sched_admit(&t, 2, 8, 8), SCHED_TENANT_FULL);
+	assert_int_equal(sched_admit(&t, 2, 0, 8), SCHED_TENANT_FULL);
+	assert_int_equal(sched_admit(&t, 1, 8, 8), SCHED_QUEUE_FULL);
+	assert_int_equal(sched_admit(&t, 1, 7, 8), SCHED_ACCEPT);
 }
 
-static void slots_and_concurrency(void **state)
+static struct sched_stat stat(unsigned running, unsigned queued, unsigned concurrent, int64_t last)
 {
-	(void)state;
-	struct tenants ts;
-	load(&ts, "tenant a concurrent=1\ntenant b concurrent=2\n");
-	struct sched s;
-	assert_int_equal(sched_init(&s, &ts, 3, 100), 0);
-	enqueue(&s, 0, "a0");
-	enqueue(&s, 0, "a1");
-	enqueue(&s, 1, "b0");
-	enqueue(&s, 1, "b1");
-	enqueue(&s, 1, "b2");
-	picks(&s, "a0", 0);   /* tie on 0 running, never started: the first */
-	picks(&s, "b0", 1);
-	picks(&s, "b1", 1);   /* a is at its concurrency */
-	picks_none(&s);
-	sched_finished(&s, 1);   /* b at 1 of 2: b2 may start, a may not */
-	picks(&s, "b2", 1);
-	picks_none(&s);
-	sched_finished(&s, 0);
-	picks(&s, "a1", 0);
-	assert_int_equal(s.nq, 0);
-	picks_none(&s);
-	assert_int_equal(s.running, 3);
-	assert_int_equal(s.starts, 5);
-	sched_finished(&s, 0);
-	assert_int_equal(s.t[0].running, 0);
-	assert_int_equal(s.running, 2);
-	sched_finished(&s, 1);
-	sched_finished(&s, 1);
-	assert_int_equal(s.running, 0);
-	assert_int_equal(s.t[1].running, 0);
-	/* finishing more than ran does not wrap */
-	sched_finished(&s, 0);
-	sched_finished(&s, 1);
-	assert_int_equal(s.running, 0);
-	assert_int_equal(s.t[0].running, 0);
-	assert_int_equal(s.t[1].running, 0);
-	sched_free(&s);
-	tenants_free(&ts);
+	struct sched_stat s = { .running = running, .queued = queued, .concurrent = concurrent, .last_start_ms = last };
+	return s;
 }
 
-static void fairness(void **state)
+/* sched_choose over st, checking the sum it returns against picks. */
+static unsigned choose(const struct sched_stat *st, size_t n, unsigned slots, unsigned *picks)
+{
+	memset(picks, 0xff, n * sizeof(*picks));   /* every one must be written */
+	unsigned total = sched_choose(st, n, slots, picks);
+	unsigned sum = 0;
+	for (size_t i = 0; i < n; i++)
+		sum += picks[i];
+	assert_int_equal(total, sum);
+	assert_true(total <= slots);
+	return total;
+}
+
+static void choose_shares(void **state)
 {
 	(void)state;
-	struct tenants ts;
-	load(&ts, "tenant a concurrent=4 queued=100\ntenant b concurrent=4 queued=100\n");
-	struct sched s;
-	assert_int_equal(sched_init(&s, &ts, 2, 1000), 0);
-	char id[SCHED_ID_MAX];
-	for (int i = 0; i < 20; i++) {
-		snprintf(id, sizeof(id), "a%02d", i);
-		enqueue(&s, 0, id);
-	}
-	for (int i = 0; i < 3; i++) {
-		snprintf(id, sizeof(id), "b%02d", i);
-		enqueue(&s, 1, id);
-	}
-	/* Simulate: fill the slots, then end the oldest running run and fill
-	 * again, until the queue is empty. */
-	struct {
-		char id[SCHED_ID_MAX];
-		unsigned tenant;
-	} running[2], started[23];
-	size_t nrun = 0, nstarted = 0;
-	while (nstarted < 23) {
-		unsigned t;
-		while (sched_pick(&s, id, &t) == 1) {
-			assert_true(nrun < 2);   /* never past the slots */
-			assert_true(nstarted < 23);
-			memcpy(running[nrun].id, id, SCHED_ID_MAX);
-			running[nrun++].tenant = t;
-			memcpy(started[nstarted].id, id, SCHED_ID_MAX);
-			started[nstarted++].tenant = t;
+	unsigned p[3];
+	/* Nobody running, nobody ever started: the slots go round. */
+	struct sched_stat st[3] = { stat(0, 10, 4, 0), stat(0, 10, 4, 0), stat(0, 10, 4, 0) };
+	assert_int_equal(choose(st, 3, 7, p), 7);
+	assert_int_equal(p[0], 3);   /* ties among equals to the first */
+	assert_int_equal(p[1], 2);
+	assert_int_equal(p[2], 2);
+	/* Fewest running first, until they are even. */
+	st[0] = stat(3, 10, 8, 0);
+	st[1] = stat(0, 10, 8, 0);
+	st[2] = stat(1, 10, 8, 0);
+	assert_int_equal(choose(st, 3, 3, p), 3);
+	assert_int_equal(p[0], 0);
+	assert_int_equal(p[1], 2);
+	assert_int_equal(p[2], 1);
+	/* Once even, round by round, the least recent first (a: never). */
+	assert_int_equal(choose(st, 3, 6, p), 6);
+	assert_int_equal(p[0], 1);
+	assert_int_equal(p[1], 3);
+	assert_int_equal(p[2], 2);
+	assert_int_equal(choose(st, 3, 9, p), 9);
+	assert_int_equal(p[0], 2);
+	assert_int_equal(p[1], 4);
+	assert_int_equal(p[2], 3);
+}
+
+static void choose_caps(void **state)
+{
+	(void)state;
+	unsigned p[4];
+	/* Each tenant's concurrency: 0 has none left, 1 one more, and the
+	 * rest of the slots stay free rather than going past it. */
+	struct sched_stat st[4] = { stat(2, 5, 2, 0), stat(1, 5, 2, 0), stat(0, 5, 1, 0), stat(0, 0, 9, 0) };
+	assert_int_equal(choose(st, 4, 10, p), 2);
+	assert_int_equal(p[0], 0);
+	assert_int_equal(p[1], 1);
+	assert_int_equal(p[2], 1);
+	assert_int_equal(p[3], 0);   /* none queued: nothing */
+	/* Each tenant's queue: no more than it has queued. */
+	st[0] = stat(0, 1, 10, 0);
+	st[1] = stat(0, 2, 10, 0);
+	st[2] = stat(0, 0, 10, 0);
+	st[3] = stat(0, 3, 10, 0);
+	assert_int_equal(choose(st, 4, 100, p), 6);
+	assert_int_equal(p[0], 1);
+	assert_int_equal(p[1], 2);
+	assert_int_equal(p[2], 0);
+	assert_int_equal(p[3], 3);
+	/* The slots. */
+	assert_int_equal(choose(st, 4, 2, p), 2);
+	assert_int_equal(choose(st, 4, 0, p), 0);
+	assert_int_equal(p[0] + p[1] + p[2] + p[3], 0);
+	/* Running past a concurrency that was lowered since: none, not a
+	 * wrap to many. */
+	st[0] = stat(5, 5, 2, 0);
+	assert_int_equal(choose(st, 1, 10, p), 0);
+	/* No tenants. */
+	assert_int_equal(choose(st, 0, 10, p), 0);
+}
+
+static void choose_least_recent(void **state)
+{
+	(void)state;
+	unsigned p[3];
+	/* Even on running: the one whose last start is oldest; never (0)
+	 * before any. */
+	struct sched_stat st[3] = { stat(1, 5, 4, 3000), stat(1, 5, 4, 1000), stat(1, 5, 4, 2000) };
+	assert_int_equal(choose(st, 3, 1, p), 1);
+	assert_int_equal(p[1], 1);
+	st[0].last_start_ms = 0;
+	assert_int_equal(choose(st, 3, 1, p), 1);
+	assert_int_equal(p[0], 1);
+	/* One that just started is the most recent: the next slot goes on
+	 * to the others, least recent first. */
+	st[0] = stat(0, 5, 4, 3000);
+	st[1] = stat(0, 5, 4, 1000);
+	st[2] = stat(0, 5, 4, 2000);
+	assert_int_equal(choose(st, 3, 2, p), 2);
+	assert_int_equal(p[0], 0);
+	assert_int_equal(p[1], 1);
+	assert_int_equal(p[2], 1);
+	assert_int_equal(choose(st, 3, 4, p), 4);
+	assert_int_equal(p[0], 1);
+	assert_int_equal(p[1], 2);   /* the first round's first goes first again */
+	assert_int_equal(p[2], 1);
+	/* Fewer running beats a less recent start. */
+	st[0] = stat(0, 5, 4, 9000);
+	st[1] = stat(1, 5, 4, 1);
+	assert_int_equal(choose(st, 2, 1, p), 1);
+	assert_int_equal(p[0], 1);
+}
+
+/* A tenant flooding the queue and one that comes after it, over rounds
+ * in which the store's counts are updated the way it would: 2 slots, the
+ * oldest running run ends each round. */
+static void fairness_over_rounds(void **state)
+{
+	(void)state;
+	struct sched_stat st[2] = { stat(0, 20, 4, 0), stat(0, 3, 4, 0) };
+	unsigned started[23], running[2], nrun = 0, nstarted = 0;
+	for (int64_t now = 1000; nstarted < 23; now += 1000) {
+		unsigned p[2];
+		unsigned k = choose(st, 2, 2 - nrun, p);
+		assert_true(nrun + k <= 2);
+		for (unsigned t = 0; t < 2; t++) {
+			st[t].running += p[t];
+			st[t].queued -= p[t];
+			if (p[t])
+				st[t].last_start_ms = now;
+			for (unsigned i = 0; i < p[t]; i++)
+				running[nrun++] = started[nstarted++] = t;
 		}
 		assert_true(nrun == 2 || nstarted == 23);   /* the slots kept full */
-		assert_int_equal(s.running, nrun);
-		if (nstarted == 23)
-			break;
-		sched_finished(&s, running[0].tenant);
+		st[running[0]].running--;
 		running[0] = running[1];
 		nrun--;
 	}
-	assert_int_equal(s.nq, 0);
+	assert_int_equal(st[0].queued + st[1].queued, 0);
 	/* b's 3 all within the first 6 starts */
 	unsigned b_early = 0;
-	for (size_t i = 0; i < 6; i++)
-		b_early += started[i].tenant == 1;
+	for (unsigned i = 0; i < 6; i++)
+		b_early += started[i] == 1;
 	assert_int_equal(b_early, 3);
-	/* FIFO within each tenant */
-	int next[2] = { 0, 0 };
-	for (size_t i = 0; i < 23; i++) {
-		unsigned t = started[i].tenant;
-		snprintf(id, sizeof(id), "%c%02d", t ? 'b' : 'a', next[t]++);
-		assert_string_equal(started[i].id, id);
-	}
-	assert_int_equal(next[0], 20);
-	assert_int_equal(next[1], 3);
-	sched_free(&s);
-
-	/* with the slots all free, the tenant that started least recently goes first */
-	assert_int_equal(sched_init(&s, &ts, 1, 100), 0);
-	enqueue(&s, 0, "a0");
-	enqueue(&s, 0, "a1");
-	enqueue(&s, 1, "b0");
-	enqueue(&s, 1, "b1");
-	picks(&s, "a0", 0);
-	sched_finished(&s, 0);
-	picks(&s, "b0", 1);   /* both at 0 running: b never started */
-	sched_finished(&s, 1);
-	picks(&s, "a1", 0);   /* a started longer ago */
-	sched_finished(&s, 0);
-	picks(&s, "b1", 1);
-	sched_free(&s);
-	tenants_free(&ts);
-}
-
-static void dequeue(void **state)
-{
-	(void)state;
-	struct tenants ts;
-	load(&ts, "tenant a\ntenant b\n");
-	struct sched s;
-	assert_int_equal(sched_init(&s, &ts, 1, 10), 0);
-	enqueue(&s, 0, "r1");
-	enqueue(&s, 1, "r2");
-	enqueue(&s, 0, "r3");
-	enqueue(&s, 0, "r4");
-	assert_int_equal(s.t[0].queued, 3);
-	assert_true(sched_dequeue(&s, "r3"));
-	assert_int_equal(s.nq, 3);
-	assert_int_equal(s.t[0].queued, 2);
-	assert_false(sched_dequeue(&s, "r3"));   /* not twice */
-	assert_false(sched_dequeue(&s, "nope"));
-	assert_false(sched_dequeue(&s, "r"));    /* a prefix is not the id */
-	assert_true(sched_dequeue(&s, "r2"));
-	assert_int_equal(s.t[1].queued, 0);
-	picks(&s, "r1", 0);
-	assert_false(sched_dequeue(&s, "r1"));   /* running: not queued */
-	sched_finished(&s, 0);
-	picks(&s, "r4", 0);   /* r3 is gone */
-	sched_finished(&s, 0);
-	picks_none(&s);
-	assert_int_equal(s.nq, 0);
-	assert_int_equal(s.t[0].queued, 0);
-	assert_int_equal(s.t[0].running, 0);
-
-	/* ids: up to 32 characters */
-	char id[40];
-	memset(id, 'x', 32);
-	id[32] = '\0';
-	assert_int_equal(sched_enqueue(&s, 0, id), 0);
-	id[32] = 'x', id[33] = '\0';
-	assert_int_equal(sched_enqueue(&s, 0, id), -1);
-	assert_int_equal(sched_enqueue(&s, 2, "r9"), -1);   /* no tenant 2 */
-	assert_int_equal(s.nq, 1);
-	id[32] = '\0';
-	char got[SCHED_ID_MAX];
-	unsigned t;
-	assert_int_equal(sched_pick(&s, got, &t), 1);
-	assert_string_equal(got, id);
-	sched_free(&s);
-	tenants_free(&ts);
 }
 
 static void rate(void **state)
@@ -309,125 +225,75 @@ static void rate(void **state)
 	(void)state;
 	struct tenants ts;
 	load(&ts, "tenant a rate=10 burst=20\ntenant b rate=0.5\n");
-	struct sched s;
-	assert_int_equal(sched_init(&s, &ts, 1, 10), 0);
+	struct sched_rate r;
+	assert_int_equal(sched_rate_init(&r, &ts), 0);
+	assert_true(r.b[0].tokens == 20);   /* every bucket full */
+	assert_true(r.b[1].tokens == 1);
 	int64_t now = 1700000000000;
 	/* the burst, then refusal until a token is there: 100 ms at 10/s */
 	for (int i = 0; i < 20; i++)
-		assert_int_equal(sched_rate_take(&s, 0, now), 0);
-	int64_t wait = sched_rate_take(&s, 0, now);
+		assert_int_equal(sched_rate_take(&r, 0, now), 0);
+	int64_t wait = sched_rate_take(&r, 0, now);
 	assert_in_range(wait, 100, 101);
-	assert_in_range(sched_rate_take(&s, 0, now), 100, 101);   /* a refusal takes nothing */
+	assert_in_range(sched_rate_take(&r, 0, now), 100, 101);   /* a refusal takes nothing */
 	/* half a token later: half the wait */
-	wait = sched_rate_take(&s, 0, now + 50);
+	wait = sched_rate_take(&r, 0, now + 50);
 	assert_in_range(wait, 50, 51);
-	assert_int_equal(sched_rate_take(&s, 0, now + 100), 0);
-	assert_true(sched_rate_take(&s, 0, now + 100) > 0);
+	assert_int_equal(sched_rate_take(&r, 0, now + 100), 0);
+	assert_true(sched_rate_take(&r, 0, now + 100) > 0);
 	/* a clock that goes back refills nothing and takes nothing */
-	assert_true(sched_rate_take(&s, 0, now) > 0);
-	assert_int_equal(sched_rate_take(&s, 0, now + 200), 0);
+	assert_true(sched_rate_take(&r, 0, now) > 0);
+	assert_int_equal(sched_rate_take(&r, 0, now + 200), 0);
 	/* after a long time, the bucket is full again and no fuller */
 	now += 3600 * 1000;
 	for (int i = 0; i < 20; i++)
-		assert_int_equal(sched_rate_take(&s, 0, now), 0);
-	assert_true(sched_rate_take(&s, 0, now) > 0);
+		assert_int_equal(sched_rate_take(&r, 0, now), 0);
+	assert_true(sched_rate_take(&r, 0, now) > 0);
 	/* over 1 s at 10/s: 10 more */
 	now += 1000;
 	for (int i = 0; i < 10; i++)
-		assert_int_equal(sched_rate_take(&s, 0, now), 0);
-	assert_true(sched_rate_take(&s, 0, now) > 0);
+		assert_int_equal(sched_rate_take(&r, 0, now), 0);
+	assert_true(sched_rate_take(&r, 0, now) > 0);
 
 	/* b: 0.5/s, burst 1 (the default, 2 * rate); its own bucket */
-	assert_int_equal(sched_rate_take(&s, 1, now), 0);
-	wait = sched_rate_take(&s, 1, now);
+	assert_int_equal(sched_rate_take(&r, 1, now), 0);
+	wait = sched_rate_take(&r, 1, now);
 	assert_in_range(wait, 2000, 2001);
-	assert_true(sched_rate_take(&s, 1, now + 1999) > 0);   /* 0.9995 of a token */
-	assert_int_equal(sched_rate_take(&s, 1, now + 2001), 0);
-	sched_free(&s);
+	assert_true(sched_rate_take(&r, 1, now + 1999) > 0);   /* 0.9995 of a token */
+	assert_int_equal(sched_rate_take(&r, 1, now + 2001), 0);
+	sched_rate_free(&r);
+	assert_null(r.b);
+	assert_null(r.ts);
+	sched_rate_free(&r);   /* safe twice */
 	tenants_free(&ts);
 
 	/* a rate so low that the wait is past int64's ms: a long wait (whose
 	 * seconds fit an unsigned), not an undefined conversion */
 	struct tenant slow = { .name = "slow", .concurrent = 1, .queued = 1, .rate = 1e-300, .burst = 1 };
 	struct tenants one = { .t = &slow, .n = 1 };
-	assert_int_equal(sched_init(&s, &one, 1, 1), 0);
-	assert_int_equal(sched_rate_take(&s, 0, 1000), 0);
-	wait = sched_rate_take(&s, 0, 1000);
+	assert_int_equal(sched_rate_init(&r, &one), 0);
+	assert_int_equal(sched_rate_take(&r, 0, 1000), 0);
+	wait = sched_rate_take(&r, 0, 1000);
 	assert_true(wait >= 1000ll * 86400 * 365 * 50);
 	assert_true((wait + 999) / 1000 <= UINT32_MAX);
-	sched_free(&s);
-}
+	sched_rate_free(&r);
 
-static void recovery_grows_queue(void **state)
-{
-	(void)state;
-	struct tenants ts;
-	load(&ts, "tenant a concurrent=1 queued=1\ntenant b concurrent=1 queued=1\n");
-	struct sched s;
-	assert_int_equal(sched_init(&s, &ts, 1, 2), 0);
-	/* runs found queued at start: queued past both the tenant's and the queue's bounds */
-	char id[SCHED_ID_MAX];
-	for (int i = 0; i < 7; i++) {
-		snprintf(id, sizeof(id), "r%d", i);
-		enqueue(&s, (unsigned)i % 2, id);
-	}
-	assert_int_equal(s.nq, 7);
-	assert_int_equal(s.t[0].queued, 4);
-	assert_int_equal(s.t[1].queued, 3);
-	assert_int_equal(sched_admit(&s, 0), SCHED_TENANT_FULL);
-	/* all of them start, in turn, none lost */
-	unsigned t;
-	for (int i = 0; i < 7; i++) {
-		assert_int_equal(sched_pick(&s, id, &t), 1);
-		char want[SCHED_ID_MAX];
-		snprintf(want, sizeof(want), "r%d", i);
-		assert_string_equal(id, want);
-		assert_int_equal(t, (unsigned)i % 2);
-		sched_finished(&s, t);
-	}
-	assert_int_equal(s.nq, 0);
-	/* drained, the queue's bound is the configured one again */
-	assert_int_equal(s.queue_max, 2);
-	enqueue(&s, 0, "n0");
-	assert_int_equal(sched_admit(&s, 1), SCHED_ACCEPT);   /* waits behind n0; room for it */
-	enqueue(&s, 1, "n1");
-	assert_int_equal(s.nq, 2);
-	sched_free(&s);
-	tenants_free(&ts);
-
-	/* one tenant with room of its own, so that only the queue's bound refuses */
-	struct tenants ts3;
-	load(&ts3, "tenant a\n");
-	struct sched s3;
-	assert_int_equal(sched_init(&s3, &ts3, 1, 2), 0);
-	for (int i = 0; i < 5; i++) {
-		snprintf(id, sizeof(id), "x%d", i);
-		enqueue(&s3, 0, id);
-	}
-	for (int i = 0; i < 5; i++) {
-		assert_int_equal(sched_pick(&s3, id, &t), 1);
-		sched_finished(&s3, 0);
-	}
-	enqueue(&s3, 0, "y0");
-	enqueue(&s3, 0, "y1");
-	assert_int_equal(s3.queue_max, 2);
-	assert_int_equal(sched_admit(&s3, 0), SCHED_QUEUE_FULL);   /* 2, not 5 */
-	enqueue(&s3, 0, "y2");   /* recovery may still go past */
-	assert_int_equal(s3.nq, 3);
-	sched_free(&s3);
-	tenants_free(&ts3);
+	/* no tenants at all */
+	struct tenants none = { 0 };
+	assert_int_equal(sched_rate_init(&r, &none), 0);
+	sched_rate_free(&r);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(init_and_free),
-		cmocka_unit_test(admission),
-		cmocka_unit_test(slots_and_concurrency),
-		cmocka_unit_test(fairness),
-		cmocka_unit_test(dequeue),
+		cmocka_unit_test(admit_tenant_bound),
+		cmocka_unit_test(admit_queue_bound),
+		cmocka_unit_test(choose_shares),
+		cmocka_unit_test(choose_caps),
+		cmocka_unit_test(choose_least_recent),
+		cmocka_unit_test(fairness_over_rounds),
 		cmocka_unit_test(rate),
-		cmocka_unit_test(recovery_grows_queue),
 	};
 	return cmocka_run_group_tests_name("scheduler", tests, NULL, NULL);
 }

@@ -1,0 +1,158 @@
+/* The SQLite store's file (store_sqlite.h): its connection's settings,
+ * and the schema, created in a new file or migrated in an older one.
+ * What the calls do with it is store_sqlite.c's. */
+#include "store_sqlite.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errmsg.h"
+
+#define SCHEMA_VERSION  2
+#define BUSY_TIMEOUT_MS 5000
+
+/* What version 2 added beside runs' columns, shared by a new file's
+ * schema and the migration so that both files end up alike. */
+#define SCHEMA_2_ADDED \
+	"CREATE INDEX runs_state_tenant_seq ON runs (state, tenant, seq);" \
+	"CREATE INDEX runs_tenant_started ON runs (tenant, started_ms);" \
+	"CREATE TABLE nodes (name TEXT PRIMARY KEY, lease_until_ms INTEGER NOT NULL) STRICT, WITHOUT ROWID;" \
+	"CREATE TABLE blobs (id TEXT NOT NULL, name TEXT NOT NULL, data BLOB NOT NULL," \
+	" PRIMARY KEY (id, name)) STRICT, WITHOUT ROWID;"
+
+/* seq is the rowid; AUTOINCREMENT so that it never goes back even if the
+ * newest rows are deleted one day, as the order of acceptance must not.
+ * STRICT: a value of the wrong type is refused rather than kept. The CHECK
+ * lists store.c's names, which is also what the rows hold. node NULL: no
+ * node holds or held it. The indexes are the lookups the calls make:
+ * (state, seq) for each and the whole queue's count, (state, tenant, seq)
+ * for a tenant's open runs and its oldest queued, (tenant, started_ms)
+ * for when a tenant last started a run. */
+static const char schema_sql[] =
+	"CREATE TABLE runs ("
+	" seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" id TEXT NOT NULL UNIQUE,"
+	" tenant TEXT NOT NULL,"
+	" state TEXT NOT NULL CHECK (state IN"
+	"  ('queued','running','succeeded','failed','timed_out','cancelled','lost')),"
+	" created_ms INTEGER NOT NULL,"
+	" started_ms INTEGER,"
+	" command_ms INTEGER,"
+	" finished_ms INTEGER,"
+	" request TEXT NOT NULL,"
+	" result TEXT,"
+	" message TEXT,"
+	" node TEXT,"
+	" cancel INTEGER NOT NULL DEFAULT 0 CHECK (cancel IN (0, 1))"
+	") STRICT;"
+	"CREATE INDEX runs_state_seq ON runs (state, seq);"
+	SCHEMA_2_ADDED
+	"PRAGMA user_version = 2;";   /* SCHEMA_VERSION */
+
+/* Version 1 (one node, no blobs) to 2, in the transaction that read the
+ * version. The added columns land after message in a migrated file, which
+ * nothing notices: rows are read by name (STORE_COLS). runs_tenant goes
+ * because runs_tenant_started serves every lookup it did. A v1 run left
+ * running belonged to a vmrund that has stopped (this one is starting),
+ * and whether its command had started is not known: it ends lost, as v1
+ * itself would have ended it. */
+static const char migrate_1_sql[] =
+	"ALTER TABLE runs ADD COLUMN command_ms INTEGER;"
+	"ALTER TABLE runs ADD COLUMN node TEXT;"
+	"ALTER TABLE runs ADD COLUMN cancel INTEGER NOT NULL DEFAULT 0 CHECK (cancel IN (0, 1));"
+	"DROP INDEX runs_tenant;"
+	"UPDATE runs SET state = 'lost', finished_ms = CAST(strftime('%s', 'now') AS INTEGER) * 1000,"
+	" message = 'lost: vmrund stopped while the run was running; its VM was destroyed' WHERE state = 'running';"
+	SCHEMA_2_ADDED
+	"PRAGMA user_version = 2;";
+
+/* Open's failures name the file, which the daemon's operator must find. */
+static int open_err(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+	return errf(err, errlen, "state db %s: %s", path, sqlite3_errmsg(db));
+}
+
+static int exec(sqlite3 *db, const char *sql, const char *path, char *err, size_t errlen)
+{
+	return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : open_err(db, path, err, errlen);
+}
+
+/* A PRAGMA's one value, as text. */
+static int pragma(sqlite3 *db, const char *sql, char *out, size_t cap, const char *path, char *err,
+		  size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = -1;
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		open_err(db, path, err, errlen);
+		goto out;
+	}
+	int step = sqlite3_step(st);
+	if (step != SQLITE_ROW) {
+		if (step == SQLITE_DONE)
+			errf(err, errlen, "state db %s: %s gave no value", path, sql);
+		else
+			open_err(db, path, err, errlen);
+		goto out;
+	}
+	store_copy_text(out, cap, (const char *)sqlite3_column_text(st, 0));
+	rc = 0;
+out:
+	sqlite3_finalize(st);
+	return rc;
+}
+
+/* The connection's settings; journal_mode is the first read of the file,
+ * so it is also where a file that is not SQLite is found. */
+static int configure(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+	char mode[16];
+	sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
+	if (pragma(db, "PRAGMA journal_mode = WAL", mode, sizeof(mode), path, err, errlen) < 0)
+		return -1;
+	/* Not WAL (a file system without shared memory, say): FULL below
+	 * would still be durable, but the file would be in a mode nobody
+	 * tested, so say so instead. */
+	if (strcmp(mode, "wal"))
+		return errf(err, errlen, "state db %s: journal mode is %s, not wal", path, mode);
+	return exec(db, "PRAGMA synchronous = FULL", path, err, errlen);
+}
+
+/* Create the schema in a new file, migrate an older one, or check an
+ * existing file's version. In one write transaction, so that two daemons
+ * started at once on a new or old file do not both create or migrate it,
+ * and a migration that fails half-way leaves the file as it was. */
+static int schema(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+	char text[32];
+	int rc = -1;
+	if (exec(db, "BEGIN IMMEDIATE", path, err, errlen) < 0)
+		return -1;
+	if (pragma(db, "PRAGMA user_version", text, sizeof(text), path, err, errlen) < 0)
+		goto out;
+	long version = strtol(text, NULL, 10);
+	if (version > SCHEMA_VERSION) {
+		errf(err, errlen, "state db %s: schema version %ld is newer than this vmrund's (%d); use a newer vmrund",
+		     path, version, SCHEMA_VERSION);
+		goto out;
+	}
+	if (version < 0) {
+		errf(err, errlen, "state db %s: unknown schema version %ld", path, version);
+		goto out;
+	}
+	if (version == 0 && exec(db, schema_sql, path, err, errlen) < 0)
+		goto out;
+	if (version == 1 && exec(db, migrate_1_sql, path, err, errlen) < 0)
+		goto out;
+	rc = exec(db, "COMMIT", path, err, errlen);
+out:
+	if (!sqlite3_get_autocommit(db))
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	return rc;
+}
+
+int store_sqlite_setup(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+	return configure(db, path, err, errlen) < 0 ? -1 : schema(db, path, err, errlen);
+}
