@@ -28,6 +28,8 @@ static enum MHD_Result execute(struct http_req *r)
 	struct store_run run;
 	pthread_mutex_lock(&r->d->lock);
 	int found = r->d->store->ops->get(r->d->store, id, NULL, &run, err, sizeof(err));
+	if (found == 1)
+		vmrund_fetch(r->d, id);   /* it may have run on another node */
 	pthread_mutex_unlock(&r->d->lock);
 	if (found != 1)
 		return http_error(r, 500, 0, "%s", found < 0 ? err : "the run vanished");

@@ -179,7 +179,12 @@ static bool kept(struct http_req *r, const struct store_run *run, char *dir, siz
 {
 	vmrund_run_path(r->d, run->id, SPOOL_ARTIFACTS, dir, len);
 	struct stat st;
-	return store_state_terminal(run->state) && lstat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+	if (!store_state_terminal(run->state))
+		return false;
+	pthread_mutex_lock(&r->d->lock);
+	vmrund_fetch(r->d, run->id);   /* it may have run on another node */
+	pthread_mutex_unlock(&r->d->lock);
+	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 static enum MHD_Result artifact_list(struct http_req *r, const struct store_run *run)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "errmsg.h"
+#include "store.h"
 
 void config_defaults(struct vmrund_config *c)
 {
@@ -24,6 +25,8 @@ void config_defaults(struct vmrund_config *c)
 	c->wait_max_s = 300;
 	c->retention_s = 86400;
 	c->slot_memory_mib = 512;
+	c->lease_s = 10;
+	c->blob_max_mib = 64;
 }
 
 static int parse_uint(const char *v, unsigned long long max, unsigned long long *out)
@@ -92,6 +95,8 @@ static int apply(struct vmrund_config *c, const char *k, const char *v, char *er
 		{ "wait_max_s", &c->wait_max_s, 0, 86400 },
 		{ "retention_s", &c->retention_s, 0, 100u * 86400 },
 		{ "slot_memory_mib", &c->slot_memory_mib, 64, 1u << 20 },
+		{ "lease_s", &c->lease_s, 2, 3600 },
+		{ "blob_max_mib", &c->blob_max_mib, 1, 4096 },
 	};
 	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
 		if (strcmp(k, nums[i].key))
@@ -128,6 +133,23 @@ static int apply(struct vmrund_config *c, const char *k, const char *v, char *er
 		if (parse_uint(v, 1u << 30, &n) || n < 1024)
 			return errf(err, errlen, "max_body: bytes from 1024 to %u", 1u << 30);
 		c->max_body = (size_t)n;
+		return 0;
+	}
+	if (!strcmp(k, "store")) {
+		/* the URI carries what libpq takes (host, port, user,
+		 * dbname, sslmode...); libpq itself parses it at open */
+		if (!store_is_pg(v) || strlen(v) >= sizeof(c->store))
+			return errf(err, errlen, "store: a postgresql:// URI (SQLite is state_db)");
+		snprintf(c->store, sizeof(c->store), "%s", v);
+		return 0;
+	}
+	if (!strcmp(k, "node")) {
+		/* a name other nodes see in the store and messages: kept
+		 * printable and short */
+		size_t n = strlen(v);
+		if (!n || n >= sizeof(c->node) || strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-_") != n)
+			return errf(err, errlen, "node: 1 to 63 of [A-Za-z0-9._-]");
+		snprintf(c->node, sizeof(c->node), "%s", v);
 		return 0;
 	}
 	if (!strcmp(k, "anonymous_tenant")) {

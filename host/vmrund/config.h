@@ -31,6 +31,12 @@ struct vmrund_config {
 	char anonymous_tenant[64];    /* requests with no key act as this tenant; "" refuses them */
 	bool anonymous_any;           /* anonymous_from = any: not only from loopback */
 	unsigned slot_memory_mib;     /* host memory one slot counts (slots = 0) */
+	/* many machines: store = a postgresql:// URI shared by every node
+	 * ("" for the SQLite file state_db); node names this machine in it */
+	char store[1024];
+	char node[64];                /* "" for the host's name */
+	unsigned lease_s;             /* a silent node's runs are taken back after this */
+	unsigned blob_max_mib;        /* output and artifacts kept in the store per run */
 };
 
 /* The defaults, before any file. */

@@ -1,27 +1,20 @@
-/* vmrund's core (host/vmrund/daemon.h): admission, the scheduler loop,
- * one worker process per run, recovery at start. */
+/* vmrund's core (host/vmrund/daemon.h), the API's side: admission,
+ * cancel, waits, and recording how runs ended. The node's loop is
+ * loop.c; start and recovery recover.c. */
 #include "daemon.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/prctl.h>
 #include <sys/random.h>
-#include <sys/signalfd.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "errmsg.h"
+#include "keep.h"
 #include "spool.h"
-
-#define RECOVER_GRACE_MS 15000   /* a worker left by a dead vmrund gets this long to clean up */
 
 int64_t vmrund_now_ms(void)
 {
@@ -100,8 +93,12 @@ struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const stru
 	char err[300];
 	struct vmrund_answer a = answer(202, 0, "queued");
 	pthread_mutex_lock(&d->lock);
-	enum sched_verdict v = d->stopping ? SCHED_QUEUE_FULL : sched_admit(&d->sched, tenant);
-	if (v == SCHED_TENANT_FULL) {
+	int v = d->stopping ? SCHED_QUEUE_FULL
+			    : d->store->ops->submit(d->store, &run, &d->ts.t[tenant], d->cfg.queue_max, err, sizeof(err));
+	if (v < 0) {
+		/* Nothing was stored: the client may send it again. */
+		a = answer(503, 2, "the store: %s", err);
+	} else if (v == SCHED_TENANT_FULL) {
 		d->m.refused_tenant++;
 		a = answer(429, 1, "tenant %s has %u runs running or queued, its limit", d->ts.t[tenant].name,
 			   d->ts.t[tenant].concurrent + d->ts.t[tenant].queued);
@@ -109,12 +106,6 @@ struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const stru
 		d->m.refused_queue++;
 		a = answer(503, d->stopping ? 5 : 2, d->stopping ? "vmrund is stopping" : "the queue is full (%u runs)",
 			   d->cfg.queue_max);
-	} else if (d->store->ops->insert(d->store, &run, err, sizeof(err))) {
-		a = answer(500, 0, "%s", err);
-	} else if (sched_enqueue(&d->sched, tenant, id)) {
-		/* Stored but not queued: end it rather than leave it hanging. */
-		d->store->ops->finish(d->store, id, RS_FAILED, vmrund_wall_ms(), NULL, "out of memory", err, sizeof(err));
-		a = answer(500, 0, "out of memory");
 	} else {
 		d->m.accepted++;
 	}
@@ -125,26 +116,22 @@ struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const stru
 	return a;
 }
 
-static struct vmrund_active *active_by_id(struct vmrund *d, const char *id)
-{
-	for (unsigned i = 0; i < d->sched.slots; i++)
-		if (d->active[i].used && !strcmp(d->active[i].id, id))
-			return &d->active[i];
-	return NULL;
-}
-
 static bool ended(struct vmrund *d, const char *id)
 {
 	struct store_run run;
 	char err[300];
 	int found = d->store->ops->get(d->store, id, NULL, &run, err, sizeof(err));
-	bool done = found != 1 || store_state_terminal(run.state);
+	/* A store that is away cannot say: keep waiting, the deadline ends it. */
+	bool done = found == 0 || (found == 1 && store_state_terminal(run.state));
 	if (found == 1)
 		store_run_free(&run);
 	return done;
 }
 
-/* Wait on the condition until the run ended or deadline; lock held. */
+/* Wait on the condition until the run ended or deadline; lock held. The
+ * condition is broadcast on every end this node sees, its own and those
+ * the store notifies; the store is read again at least each second for
+ * those it cannot (one node's SQLite has no notifications to miss). */
 static bool wait_locked(struct vmrund *d, const char *id, int64_t deadline_ms)
 {
 	for (;;) {
@@ -157,7 +144,7 @@ static bool wait_locked(struct vmrund *d, const char *id, int64_t deadline_ms)
 			return false;
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
-		int64_t step = left < 1000 ? left : 1000;   /* and look again: a store read is cheap */
+		int64_t step = left < 1000 ? left : 1000;
 		ts.tv_sec += step / 1000;
 		ts.tv_nsec += (step % 1000) * 1000000;
 		if (ts.tv_nsec >= 1000000000) {
@@ -176,28 +163,41 @@ bool vmrund_wait(struct vmrund *d, const char *id, int64_t deadline_ms)
 	return done;
 }
 
+void vmrund_stop(struct vmrund *d, const char *id)
+{
+	for (unsigned i = 0; i < d->slots; i++) {
+		struct vmrund_active *x = &d->active[i];
+		/* one already reaped ended on its own: its end stands */
+		if (!x->used || strcmp(x->id, id) || x->cancel || x->pid <= 0)
+			continue;
+		x->cancel = true;
+		kill(x->pid, SIGTERM);   /* the worker's cancel: it destroys the VM and cleans up */
+	}
+}
+
 struct vmrund_answer vmrund_cancel(struct vmrund *d, unsigned tenant, const char *id, int64_t wait_ms)
 {
-	struct store_run run;
-	char err[300];
+	struct store_run run = { 0 };
+	char err[300], node[STORE_NODE_MAX] = "";
 	struct vmrund_answer a;
 	pthread_mutex_lock(&d->lock);
-	int found = d->store->ops->get(d->store, id, d->ts.t[tenant].name, &run, err, sizeof(err));
-	if (found < 0) {
-		a = answer(500, 0, "%s", err);
-	} else if (found == 0) {
+	int rc = d->store->ops->cancel(d->store, id, d->ts.t[tenant].name, vmrund_wall_ms(), node, err, sizeof(err));
+	int found = rc == 1 || rc == 3 ? d->store->ops->get(d->store, id, NULL, &run, err, sizeof(err)) : 0;
+	if (rc < 0) {
+		a = answer(503, 2, "the store: %s", err);
+	} else if (rc == 0) {
 		a = answer(404, 0, "no run %s", id);
-	} else if (store_state_terminal(run.state)) {
-		a = answer(409, 0, "run %s already ended: %s", id, store_state_name(run.state));
-	} else if (sched_dequeue(&d->sched, id)) {
-		vmrund_end_run(d, id, RS_CANCELLED, NULL, "cancelled while queued; it never started");
+	} else if (rc == 3) {
+		a = answer(409, 0, "run %s already ended: %s", id, found == 1 ? store_state_name(run.state) : "?");
+	} else if (rc == 1) {
+		if (found == 1)
+			vmrund_ended(d, &run);
 		a = answer(200, 0, "cancelled");
 	} else {
-		struct vmrund_active *x = active_by_id(d, id);
-		if (x && !x->cancel) {
-			x->cancel = true;
-			kill(x->pid, SIGTERM);   /* the worker's cancel: it destroys the VM and cleans up */
-		}
+		/* Running: ours to stop now, or its node's, which the store
+		 * told (and whose heartbeat finds it again if it missed it). */
+		if (!strcmp(node, d->node))
+			vmrund_stop(d, id);
 		a = wait_locked(d, id, vmrund_now_ms() + wait_ms) ? answer(200, 0, "cancelled")
 								   : answer(202, 0, "cancelling: the VM is being destroyed");
 	}
@@ -210,11 +210,19 @@ struct vmrund_answer vmrund_cancel(struct vmrund *d, unsigned tenant, const char
 unsigned vmrund_rate(struct vmrund *d, unsigned tenant)
 {
 	pthread_mutex_lock(&d->lock);
-	int64_t wait = sched_rate_take(&d->sched, tenant, vmrund_now_ms());
+	int64_t wait = sched_rate_take(&d->rate, tenant, vmrund_now_ms());
 	if (wait)
 		d->m.refused_rate++;
 	pthread_mutex_unlock(&d->lock);
 	return wait ? (unsigned)((wait + 999) / 1000) : 0;
+}
+
+unsigned vmrund_running_here(struct vmrund *d)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < d->slots; i++)
+		n += d->active[i].used;
+	return n;
 }
 
 bool vmrund_ready(struct vmrund *d, char *why, size_t whylen)
@@ -247,156 +255,7 @@ bool vmrund_ready(struct vmrund *d, char *why, size_t whylen)
 	return true;
 }
 
-/* ---- starting and ending runs -------------------------------------------- */
-
-static int write_all(const char *path, const char *text, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -1;
-	while (len) {
-		ssize_t k = write(fd, text, len);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			close(fd);
-			return -1;
-		}
-		text += k;
-		len -= (size_t)k;
-	}
-	return close(fd);
-}
-
-/* The worker's process: its own stderr in the run directory, no fd of
- * ours, a fixed environment, and SIGTERM when vmrund dies. Only
- * async-signal-safe calls between fork and exec: we are multi-threaded. */
-static pid_t spawn_worker(struct vmrund *d, const char *dir, char *err, size_t errlen)
-{
-	char log[PATH_MAX + 16], tmpdir[PATH_MAX + 16];
-	snprintf(log, sizeof(log), "%s/" SPOOL_LOG, dir);
-	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=" SPOOL_LIB_TMP);
-	char *argv[] = { d->worker, (char *)dir, d->vmm, d->guest, NULL };
-	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", tmpdir, NULL };
-	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (logfd < 0 || nullfd < 0) {
-		errf(err, errlen, "%s: %s", log, strerror(errno));
-		goto fail;
-	}
-	pid_t parent = getpid();
-	sigset_t none;
-	sigemptyset(&none);
-	pid_t pid = fork();
-	if (pid < 0) {
-		errf(err, errlen, "fork: %s", strerror(errno));
-		goto fail;
-	}
-	if (pid == 0) {
-		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
-			_exit(127);
-		dup2(nullfd, 0);
-		dup2(logfd, 1);
-		dup2(logfd, 2);
-		close_range(3, ~0U, 0);
-		for (int s = 1; s < 32; s++)
-			if (s != SIGKILL && s != SIGSTOP)
-				signal(s, SIG_DFL);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		execve(argv[0], argv, envp);
-		_exit(127);
-	}
-	close(logfd);
-	close(nullfd);
-	return pid;
-fail:
-	if (logfd >= 0)
-		close(logfd);
-	if (nullfd >= 0)
-		close(nullfd);
-	return -1;
-}
-
-
-/* Start the run the scheduler picked; lock held. */
-static void start_run(struct vmrund *d, const char *id, unsigned tenant)
-{
-	struct store_run run;
-	char err[400], dir[PATH_MAX], path[PATH_MAX];
-	int found = d->store->ops->get(d->store, id, NULL, &run, err, sizeof(err));
-	if (found != 1) {
-		sched_finished(&d->sched, tenant);
-		return;   /* gone (cancelled meanwhile): nothing to start */
-	}
-	struct vmrund_active *x = NULL;
-	for (unsigned i = 0; i < d->sched.slots && !x; i++)
-		if (!d->active[i].used)
-			x = &d->active[i];
-	vmrund_run_path(d, id, NULL, dir, sizeof(dir));
-	if (d->store->ops->start(d->store, id, vmrund_wall_ms(), err, sizeof(err)) != 1) {
-		sched_finished(&d->sched, tenant);
-		goto out;
-	}
-	pid_t pid = -1;
-	vmrund_run_path(d, id, SPOOL_REQUEST, path, sizeof(path));
-	if (!x)
-		errf(err, sizeof(err), "no free slot record");
-	else if (mkdir(dir, 0700) < 0)
-		errf(err, sizeof(err), "%s: %s", dir, strerror(errno));
-	else if (write_all(path, run.request, strlen(run.request)) < 0)
-		errf(err, sizeof(err), "%s: %s", path, strerror(errno));
-	else
-		pid = spawn_worker(d, dir, err, sizeof(err));
-	if (pid < 0) {
-		sched_finished(&d->sched, tenant);
-		spool_clean(dir, false);
-		vmrund_end_run(d, id, RS_FAILED, NULL, err);
-		goto out;
-	}
-	char pidtext[24];
-	snprintf(pidtext, sizeof(pidtext), "%d", (int)pid);
-	vmrund_run_path(d, id, "worker.pid", path, sizeof(path));
-	(void)write_all(path, pidtext, strlen(pidtext));   /* for a sweep after a crash; the pid alone is not trusted */
-	*x = (struct vmrund_active){ .used = true, .tenant = tenant, .pid = pid, .created_ms = run.created_ms,
-				     .started_ms = vmrund_wall_ms() };
-	snprintf(x->id, sizeof(x->id), "%s", id);
-	pthread_cond_broadcast(&d->changed);
-out:
-	store_run_free(&run);
-}
-
-/* Read a whole small file (the result) into a malloc'd string. */
-static char *slurp(const char *path, size_t max)
-{
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return NULL;
-	char *buf = malloc(max + 1);
-	size_t n = buf ? fread(buf, 1, max, f) : 0;
-	bool full = buf && n == max && fgetc(f) != EOF;
-	fclose(f);
-	if (!buf || full) {
-		free(buf);
-		return NULL;
-	}
-	buf[n] = '\0';
-	return buf;
-}
-
-/* The worker's last line of stderr, for a run it left no result for. */
-static void last_log_line(const char *path, char *out, size_t len)
-{
-	char *text = slurp(path, 65536);
-	out[0] = '\0';
-	if (!text)
-		return;
-	size_t n = strlen(text);
-	while (n && text[n - 1] == '\n')
-		text[--n] = '\0';
-	char *nl = strrchr(text, '\n');
-	snprintf(out, len, "%s", nl ? nl + 1 : text);
-	free(text);
-}
+/* ---- ends ---------------------------------------------------------------- */
 
 static void audit(struct vmrund *d, const char *id, const char *tenant, enum run_state st, const json_t *result,
 		  const char *request, int64_t queue_ms, const char *message)
@@ -452,149 +311,40 @@ static void audit(struct vmrund *d, const char *id, const char *tenant, enum run
 	json_decref(rq);
 }
 
-void vmrund_end_run(struct vmrund *d, const char *id, enum run_state st, const char *result, const char *message)
+void vmrund_ended(struct vmrund *d, const struct store_run *run)
 {
-	char err[300];
-	struct store_run run = { 0 };
-	int found = d->store->ops->get(d->store, id, NULL, &run, err, sizeof(err));
-	int done = d->store->ops->finish(d->store, id, st, vmrund_wall_ms(), result, message, err, sizeof(err));
-	if (done < 0)
-		fprintf(stderr, "vmrund: run %s: %s\n", id, err);
-	if (done == 1) {
-		json_t *r = result ? json_loads(result, 0, NULL) : NULL;
-		int64_t queue_ms = found == 1 && run.started_ms ? run.started_ms - run.created_ms : 0;
-		metrics_run_ended(&d->m, st, r, queue_ms);
-		audit(d, id, found == 1 ? run.tenant : "", st, r, found == 1 ? run.request : NULL, queue_ms, message);
-		json_decref(r);
-	}
-	if (found == 1)
-		store_run_free(&run);
+	json_t *r = run->result ? json_loads(run->result, 0, NULL) : NULL;
+	int64_t queue_ms = run->started_ms ? run->started_ms - run->created_ms : 0;
+	metrics_run_ended(&d->m, run->state, r, queue_ms);
+	audit(d, run->id, run->tenant, run->state, r, run->request, queue_ms, run->message);
+	json_decref(r);
 	pthread_cond_broadcast(&d->changed);
 }
 
-/* A worker exited: how its run ended; lock held. */
-static void reap(struct vmrund *d, struct vmrund_active *x, int status)
+int vmrund_end_run(struct vmrund *d, const char *id, const char *node, enum run_state st, const char *result,
+		   const char *message)
 {
-	char dir[PATH_MAX], path[PATH_MAX], message[512] = "";
-	vmrund_run_path(d, x->id, NULL, dir, sizeof(dir));
-	vmrund_run_path(d, x->id, SPOOL_RESULT, path, sizeof(path));
-	char *text = slurp(path, 64u << 20);
-	json_t *result = text ? json_loads(text, 0, NULL) : NULL;
-	enum run_state st = spool_state_of(result, x->cancel);
-	if (result) {
-		snprintf(message, sizeof(message), "%s", json_string_value(json_object_get(result, "message")) ?: "");
-		if (x->cancel)
-			snprintf(message, sizeof(message), "cancelled while running; the VM was destroyed");
-	} else {
-		char line[400];
-		vmrund_run_path(d, x->id, SPOOL_LOG, path, sizeof(path));
-		last_log_line(path, line, sizeof(line));
-		snprintf(message, sizeof(message), "the worker ended (%s %d) with no result%s%s",
-			 WIFSIGNALED(status) ? "signal" : "status",
-			 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), *line ? ": " : "", line);
+	char err[300];
+	int done = d->store->ops->finish(d->store, id, node, st, vmrund_wall_ms(), result, message, err, sizeof(err));
+	if (done < 0) {
+		fprintf(stderr, "vmrund: run %s: %s\n", id, err);
+		return -1;
 	}
-	if (spool_clean(dir, st != RS_CANCELLED) < 0)
-		fprintf(stderr, "vmrund: run %s: cleaning %s: %s\n", x->id, dir, strerror(errno));
-	vmrund_end_run(d, x->id, st, result ? text : NULL, message);
-	sched_finished(&d->sched, x->tenant);
-	json_decref(result);
-	free(text);
-	x->used = false;
-}
-
-static void reap_all(struct vmrund *d)
-{
-	int status;
-	for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
-		pthread_mutex_lock(&d->lock);
-		for (unsigned i = 0; i < d->sched.slots; i++)
-			if (d->active[i].used && d->active[i].pid == pid)
-				reap(d, &d->active[i], status);
-		pthread_mutex_unlock(&d->lock);
+	struct store_run run;
+	if (done == 1 && d->store->ops->get(d->store, id, NULL, &run, err, sizeof(err)) == 1) {
+		vmrund_ended(d, &run);
+		store_run_free(&run);
 	}
+	pthread_cond_broadcast(&d->changed);
+	return done;
 }
 
-static void start_queued(struct vmrund *d)
+int vmrund_fetch(struct vmrund *d, const char *id)
 {
-	pthread_mutex_lock(&d->lock);
-	char id[SCHED_ID_MAX];
-	unsigned tenant;
-	while (!d->stopping && sched_pick(&d->sched, id, &tenant))
-		start_run(d, id, tenant);
-	pthread_mutex_unlock(&d->lock);
-}
-
-/* Kept output and artifacts past the retention: removed, the run's row
- * stays. */
-static void expire_artifacts(struct vmrund *d)
-{
-	DIR *dir = opendir(d->cfg.run_dir);
-	if (!dir)
-		return;
-	int64_t now = vmrund_wall_ms();
-	for (struct dirent *e; (e = readdir(dir));) {
-		if (strlen(e->d_name) != STORE_ID_LEN)
-			continue;
-		pthread_mutex_lock(&d->lock);
-		struct store_run run;
-		char err[300], path[PATH_MAX];
-		if (d->store->ops->get(d->store, e->d_name, NULL, &run, err, sizeof(err)) == 1) {
-			if (store_state_terminal(run.state) &&
-			    now - run.finished_ms > (int64_t)d->cfg.retention_s * 1000) {
-				vmrund_run_path(d, e->d_name, NULL, path, sizeof(path));
-				spool_clean(path, false);
-			}
-			store_run_free(&run);
-		}
-		pthread_mutex_unlock(&d->lock);
-	}
-	closedir(dir);
-}
-
-static bool any_active(struct vmrund *d)
-{
-	bool any = false;
-	pthread_mutex_lock(&d->lock);
-	for (unsigned i = 0; i < d->sched.slots; i++)
-		any |= d->active[i].used;
-	pthread_mutex_unlock(&d->lock);
-	return any;
-}
-
-int vmrund_loop(struct vmrund *d, char *err, size_t errlen)
-{
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGCHLD);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0)
-		return errf(err, errlen, "signalfd: %s", strerror(errno));
-	int64_t next_expiry = 0;
-	for (;;) {
-		reap_all(d);
-		start_queued(d);
-		if (d->stopping && !any_active(d))
-			break;
-		if (vmrund_now_ms() >= next_expiry) {
-			expire_artifacts(d);
-			next_expiry = vmrund_now_ms() + 60000;
-		}
-		struct pollfd p[2] = { { sfd, POLLIN, 0 }, { d->wake_fd, POLLIN, 0 } };
-		if (poll(p, 2, 1000) < 0 && errno != EINTR)
-			break;
-		struct signalfd_siginfo si;
-		while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-			if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
-				pthread_mutex_lock(&d->lock);
-				d->stopping = true;
-				pthread_mutex_unlock(&d->lock);
-			}
-		uint64_t n;
-		if (read(d->wake_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
-			break;
-	}
-	close(sfd);
-	return 0;
+	char dir[PATH_MAX], err[300];
+	vmrund_run_path(d, id, NULL, dir, sizeof(dir));
+	int rc = keep_fetch(d->store, id, d->cfg.run_dir, dir, err, sizeof(err));
+	if (rc < 0)
+		fprintf(stderr, "vmrund: run %s: %s\n", id, err);
+	return rc > 0 || rc == 0 ? 0 : -1;
 }

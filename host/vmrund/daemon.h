@@ -22,14 +22,20 @@
 #include "store.h"
 #include "tenants.h"
 
-/* A run that has a worker. */
+/* A run this node holds: its worker, and once the worker has exited, what
+ * is left to record (a store that is away keeps the slot until it is
+ * back, so that the result is written once it is). */
 struct vmrund_active {
 	bool used;
 	char id[SCHED_ID_MAX];
-	unsigned tenant;
-	pid_t pid;
+	char tenant[STORE_TENANT_MAX];
+	pid_t pid;                    /* 0 once reaped */
+	int status;                   /* its wait status, once reaped */
+	int gate_fd;                  /* our end of the worker's gate (spool.h); -1 closed */
+	bool gate_asked;              /* the worker waits for an answer the store has not given yet */
 	int64_t created_ms, started_ms;
-	bool cancel;                  /* DELETE asked: it ends cancelled */
+	bool cancel;                  /* a cancel was asked: it ends cancelled */
+	bool refused;                 /* the gate said no: nothing started */
 };
 
 struct vmrund {
@@ -37,6 +43,7 @@ struct vmrund {
 	struct tenants ts;
 	int anonymous;                /* the tenant keyless requests act as, or -1 */
 	struct store *store;
+	char node[STORE_NODE_MAX];    /* this node's name in the store */
 	struct runtime *rts;          /* installed runtimes, read at start */
 	size_t nrts;
 	char worker[PATH_MAX], vmm[PATH_MAX], guest[PATH_MAX];
@@ -45,11 +52,13 @@ struct vmrund {
 
 	pthread_mutex_t lock;         /* everything below, and every store call */
 	pthread_cond_t changed;       /* broadcast when a run changes state */
-	struct sched sched;
-	struct vmrund_active *active; /* sched.slots of them */
+	struct sched_rate rate;
+	unsigned slots;
+	struct vmrund_active *active; /* slots of them */
 	struct metrics m;
 	FILE *audit;
 	int wake_fd;                  /* eventfd: the loop has work */
+	bool store_down;              /* the last store call failed: said once, not every tick */
 	bool stopping;                /* SIGTERM: start nothing more, refuse new runs */
 	bool closing;                 /* the loop is over: waits and streams end now */
 };
@@ -62,22 +71,24 @@ struct vmrund_answer {
 	char message[256];
 };
 
-/* Set d up from cfg: store, keys, runtimes, slots, recovery of what a
- * previous vmrund left (queued runs queue again, running ones end lost,
- * their leftovers are swept). 0, or -1 with one line in err. */
+/* Set d up from cfg: store, keys, runtimes, slots, and recovery of what
+ * this node's previous life left (its runs whose command had not started
+ * queue again, the rest end lost; their workers, VMs and directories are
+ * swept). 0, or -1 with one line in err. */
 int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *bindir, char *err, size_t errlen);
 
 /* Release everything; safe after a failed open. */
 void vmrund_close(struct vmrund *d);
 
-/* Accept rq for tenant: persisted queued, then queued. 202 with its id,
- * or 429 / 503 (Retry-After), or 500. */
+/* Accept rq for tenant: admitted and queued in the store, for any node
+ * to claim. 202 with its id, or 429 / 503 (Retry-After; 503 too when the
+ * store cannot be reached), or 500. */
 struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const struct req *rq, char id[SCHED_ID_MAX]);
 
-/* Cancel tenant's run id: a queued one ends cancelled now, a running
- * one's worker is told to destroy its VM and this waits (at most
- * wait_ms) for it to end. 200, 202 (still ending), 404, 409 (already
- * ended), 500. */
+/* Cancel tenant's run id: a queued one ends cancelled now; a running
+ * one's node (this one, or another told through the store) has its
+ * worker destroy the VM, and this waits (at most wait_ms) for it to end.
+ * 200, 202 (still ending), 404, 409 (already ended), 503, 500. */
 struct vmrund_answer vmrund_cancel(struct vmrund *d, unsigned tenant, const char *id, int64_t wait_ms);
 
 /* Wait until run id has ended or until deadline_ms (monotonic). Returns
@@ -92,21 +103,42 @@ unsigned vmrund_rate(struct vmrund *d, unsigned tenant);
  * the images are there now. */
 bool vmrund_ready(struct vmrund *d, char *why, size_t whylen);
 
-/* The scheduler: start runs into free slots, reap workers, record their
- * ends, remove kept artifacts past their retention, until SIGTERM or
- * SIGINT; then start nothing more and wait for the running runs to end.
- * Returns 0, or -1 with a reason. */
+/* The node's loop: claim queued runs for free slots, start a worker for
+ * each, answer their gates, reap them and record their ends (again and
+ * again while the store is away), renew the node's lease, take back the
+ * runs of nodes whose lease ran out, act on notifications (cancels), and
+ * remove kept output and artifacts past their retention; until SIGTERM
+ * or SIGINT, then claim nothing more and wait for the running runs to
+ * end. Returns 0, or -1 with a reason. */
 int vmrund_loop(struct vmrund *d, char *err, size_t errlen);
 
 /* After vmrund_loop: end every wait and stream, so the HTTP server can
  * stop. */
 void vmrund_closing(struct vmrund *d);
 
-/* Record that run id ended in st (result JSON text or NULL, a message):
- * the store, metrics, the audit log, then every waiter. Lock held (or
- * no other thread yet, at recovery). A run that had already ended is
- * left as it was. */
-void vmrund_end_run(struct vmrund *d, const char *id, enum run_state st, const char *result, const char *message);
+/* Record that run id ended in st (result JSON text or NULL, a message)
+ * while this node held it (node NULL: whoever did, or none): the store,
+ * then vmrund_ended. Lock held (or no other thread yet, at start). A run
+ * that had already ended is left as it was. 1 recorded, 0 not ours or
+ * already ended, -1 the store failed (nothing changed). */
+int vmrund_end_run(struct vmrund *d, const char *id, const char *node, enum run_state st, const char *result,
+		   const char *message);
+
+/* A run the store now has ended: metrics, the audit log, every waiter.
+ * Lock held. */
+void vmrund_ended(struct vmrund *d, const struct store_run *run);
+
+/* Terminal run id's output and artifacts in run_dir, fetched from the
+ * store's blobs when this node does not have them (the run ran on
+ * another node). Lock held. 0, or -1 when there are none. */
+int vmrund_fetch(struct vmrund *d, const char *id);
+
+/* Stop run id if this node runs it: its worker is told to destroy the
+ * VM, and the run ends cancelled. Lock held. */
+void vmrund_stop(struct vmrund *d, const char *id);
+
+/* How many runs this node holds now. Lock held. */
+unsigned vmrund_running_here(struct vmrund *d);
 
 /* Wake the loop (a run was queued or cancelled). */
 void vmrund_wake(struct vmrund *d);

@@ -182,7 +182,7 @@ static enum MHD_Result metrics(struct http_req *r)
 	char err[300];
 	pthread_mutex_lock(&d->lock);
 	int rc = d->store->ops->count(d->store, states, err, sizeof(err));
-	char *text = rc < 0 ? NULL : metrics_render(&d->m, d->sched.nq, d->sched.running, d->sched.slots, states);
+	char *text = rc < 0 ? NULL : metrics_render(&d->m, states[RS_QUEUED], vmrund_running_here(d), d->slots, states);
 	pthread_mutex_unlock(&d->lock);
 	if (!text)
 		return http_error(r, 500, 0, "%s", rc < 0 ? err : "out of memory");

@@ -101,8 +101,9 @@ int main(int argc, char **argv)
 		say("%s", err);
 		goto out;
 	}
-	say("listening on %s:%u, %u slots, queue of %u, %zu tenants, %zu runtimes", cfg.listen_host, cfg.listen_port,
-	    d->sched.slots, cfg.queue_max, d->ts.n, d->nrts);
+	say("node %s listening on %s:%u, %u slots, queue of %u, %zu tenants, %zu runtimes, store %s", d->node,
+	    cfg.listen_host, cfg.listen_port, d->slots, cfg.queue_max, d->ts.n, d->nrts,
+	    cfg.store[0] ? "PostgreSQL" : cfg.state_db);
 	if (vmrund_loop(d, err, sizeof(err)))
 		say("%s", err);
 	else

@@ -1,8 +1,9 @@
 /* vmrund_open and vmrund_close (host/vmrund/daemon.h): the daemon's
- * resources, and recovery from what a previous vmrund left behind, which
- * may have been killed at any instant: runs it had started end lost, their
- * workers, VMs, cgroups and directories are swept, and its queued runs
- * queue again in the order they were accepted. */
+ * resources, and recovery from what this node's previous life left
+ * behind, which may have been killed at any instant: its runs' workers,
+ * VMs, cgroups and directories are swept, and the store takes the runs
+ * back (queued again when their command had not started, else lost).
+ * Queued runs need nothing: they are the store's, for any node. */
 #include "daemon.h"
 
 #include <dirent.h>
@@ -27,6 +28,7 @@
 struct idlist {
 	char (*id)[SCHED_ID_MAX];
 	char (*tenant)[STORE_TENANT_MAX];
+	char (*node)[STORE_NODE_MAX];
 	size_t n, cap;
 };
 
@@ -35,15 +37,20 @@ static int collect(void *ctx, const struct store_run *run)
 	struct idlist *l = ctx;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 64;
-		void *a = realloc(l->id, cap * sizeof(*l->id)), *b = a ? realloc(l->tenant, cap * sizeof(*l->tenant)) : NULL;
+		void *a = realloc(l->id, cap * sizeof(*l->id));
 		if (a)
 			l->id = a;
-		if (!a || !b)
+		void *b = a ? realloc(l->tenant, cap * sizeof(*l->tenant)) : NULL;
+		if (b)
+			l->tenant = b;
+		void *c = b ? realloc(l->node, cap * sizeof(*l->node)) : NULL;
+		if (!c)
 			return 1;
-		l->tenant = b;
+		l->node = c;
 		l->cap = cap;
 	}
 	snprintf(l->id[l->n], SCHED_ID_MAX, "%s", run->id);
+	snprintf(l->node[l->n], STORE_NODE_MAX, "%s", run->node);
 	snprintf(l->tenant[l->n++], STORE_TENANT_MAX, "%s", run->tenant);
 	return 0;
 }
@@ -61,6 +68,7 @@ static void idlist_free(struct idlist *l)
 {
 	free(l->id);
 	free(l->tenant);
+	free(l->node);
 }
 
 /* Whether pid is a worker of this run directory: its command line is
@@ -134,43 +142,36 @@ static void sweep_cgroup(const char *dir)
 		closedir(t);
 }
 
-static int recover_running(struct vmrund *d, char *err, size_t errlen)
+static void on_taken_back(void *ctx, const struct store_run *run)
+{
+	if (store_state_terminal(run->state))
+		vmrund_ended(ctx, run);
+}
+
+/* This node's previous life: the runs it held are swept here (worker,
+ * VM, cgroup, directory), then taken back in the store like a dead
+ * node's (queued again if their command had not started, else lost). */
+static int recover_own(struct vmrund *d, char *err, size_t errlen)
 {
 	struct idlist l;
 	if (list_state(d, RS_RUNNING, &l, err, errlen))
 		return -1;
 	for (size_t i = 0; i < l.n; i++) {
+		if (strcmp(l.node[i], d->node))
+			continue;
 		char dir[PATH_MAX];
 		vmrund_run_path(d, l.id[i], NULL, dir, sizeof(dir));
 		sweep_worker(d, dir);
 		sweep_cgroup(dir);
 		spool_clean(dir, false);
-		vmrund_end_run(d, l.id[i], RS_LOST, NULL,
-			       "lost: vmrund stopped while the run was running; its VM was destroyed");
 	}
-	if (l.n)
-		fprintf(stderr, "vmrund: %zu runs were running when vmrund stopped: they ended lost\n", l.n);
 	idlist_free(&l);
-	return 0;
-}
-
-static int recover_queued(struct vmrund *d, char *err, size_t errlen)
-{
-	struct idlist l;
-	if (list_state(d, RS_QUEUED, &l, err, errlen))
+	int n = d->store->ops->expire(d->store, d->node, vmrund_wall_ms(), on_taken_back, d, err, errlen);
+	if (n < 0)
 		return -1;
-	int rc = 0;
-	for (size_t i = 0; i < l.n && !rc; i++) {
-		int t = tenants_by_name(&d->ts, l.tenant[i]);
-		if (t >= 0 && sched_enqueue(&d->sched, (unsigned)t, l.id[i]) == 0)
-			continue;
-		vmrund_end_run(d, l.id[i], RS_FAILED, NULL,
-			       t < 0 ? "its tenant is no longer in the keys file" : "out of memory");
-	}
-	if (l.n)
-		fprintf(stderr, "vmrund: %zu queued runs queued again\n", l.n);
-	idlist_free(&l);
-	return rc;
+	if (n)
+		fprintf(stderr, "vmrund: %d runs were running when this node stopped: taken back\n", n);
+	return 0;
 }
 
 /* Directories in run_dir that no live run owns: a terminal run keeps its
@@ -229,11 +230,12 @@ static int open_files(struct vmrund *d, char *err, size_t errlen)
 {
 	char dir[PATH_MAX];
 	parent_dir(d->cfg.state_db, dir, sizeof(dir));
-	const char *dirs[] = { dir, d->cfg.run_dir, SPOOL_LIB_TMP };
-	for (size_t i = 0; i < 3; i++)
-		if (mkdirs(dirs[i], i == 2 ? 0755 : 0700) < 0)
+	const char *dirs[] = { d->cfg.run_dir, SPOOL_LIB_TMP, dir };
+	bool pg = d->cfg.store[0] != '\0';
+	for (size_t i = 0; i < (pg ? 2 : 3); i++)
+		if (mkdirs(dirs[i], i == 1 ? 0755 : 0700) < 0)
 			return errf(err, errlen, "%s: %s", dirs[i], strerror(errno));
-	if (!(d->store = store_sqlite_open(d->cfg.state_db, err, errlen)))
+	if (!(d->store = store_open(pg ? d->cfg.store : d->cfg.state_db, err, errlen)))
 		return -1;
 	if (d->cfg.audit_log[0]) {
 		parent_dir(d->cfg.audit_log, dir, sizeof(dir));
@@ -313,18 +315,24 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 	snprintf(d->vmm, sizeof(d->vmm), "%.4000s/vmm", bindir);
 	snprintf(d->guest, sizeof(d->guest), "%.4000s%s", cfg->guest_dir[0] ? cfg->guest_dir : bindir,
 		 cfg->guest_dir[0] ? "" : "/../guest");
+	if (cfg->node[0])
+		snprintf(d->node, sizeof(d->node), "%s", cfg->node);
+	else if (gethostname(d->node, sizeof(d->node) - 1) < 0 || !d->node[0])
+		snprintf(d->node, sizeof(d->node), "localhost");
 	if (tenants_load(&d->ts, cfg->keys, err, errlen))
 		return -1;
 	if (cfg->anonymous_tenant[0] && (d->anonymous = tenants_by_name(&d->ts, cfg->anonymous_tenant)) < 0)
 		return errf(err, errlen, "anonymous_tenant %s: not a tenant in %s", cfg->anonymous_tenant, cfg->keys);
 	if (load_runtimes(d, err, errlen) || open_files(d, err, errlen))
 		return -1;
-	unsigned slots = host_slots(cfg);
-	if (sched_init(&d->sched, &d->ts, slots, cfg->queue_max) ||
-	    !(d->active = calloc(slots, sizeof(*d->active))) ||
+	d->slots = host_slots(cfg);
+	if (sched_rate_init(&d->rate, &d->ts) || !(d->active = calloc(d->slots, sizeof(*d->active))) ||
 	    (d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
 		return errf(err, errlen, "out of memory");
-	if (recover_running(d, err, errlen) || recover_queued(d, err, errlen))
+	for (unsigned i = 0; i < d->slots; i++)
+		d->active[i].gate_fd = -1;
+	if (recover_own(d, err, errlen) ||
+	    d->store->ops->heartbeat(d->store, d->node, (int64_t)cfg->lease_s * 1000, NULL, NULL, err, errlen) < 0)
 		return -1;
 	sweep_run_dir(d);
 	probe_kvm(d);
@@ -343,7 +351,10 @@ void vmrund_close(struct vmrund *d)
 	if (d->wake_fd >= 0)
 		close(d->wake_fd);
 	d->wake_fd = -1;
-	sched_free(&d->sched);
+	sched_rate_free(&d->rate);
+	for (unsigned i = 0; d->active && i < d->slots; i++)
+		if (d->active[i].gate_fd >= 0)
+			close(d->active[i].gate_fd);
 	free(d->active);
 	d->active = NULL;
 	free(d->rts);

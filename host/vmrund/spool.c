@@ -11,6 +11,28 @@
 
 #include "proto.h"
 
+int spool_write_file(const char *path, const void *data, size_t len, bool excl, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | (excl ? O_EXCL : O_TRUNC) | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0)
+		return -1;
+	const uint8_t *p = data;
+	while (len) {
+		ssize_t k = write(fd, p, len);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			int e = k < 0 ? errno : EIO;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		p += k;
+		len -= (size_t)k;
+	}
+	return close(fd);
+}
+
 int spool_append(int fd, unsigned stage, unsigned stream, const uint8_t *data, size_t len)
 {
 	while (len) {

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -37,6 +38,19 @@
 #define SPOOL_FILES     "files"
 #define SPOOL_ARTIFACTS "artifacts"
 
+/* The gate: the worker's descriptor SPOOL_GATE_FD is a SOCK_SEQPACKET
+ * socket to vmrund. When the VM has booted and the command is about to
+ * start, the worker sends SPOOL_GATE_ASK and waits; vmrund records in the
+ * store that the command may now have effects (so a node's death after
+ * this ends the run lost rather than running it again elsewhere) and
+ * answers SPOOL_GATE_GO, or SPOOL_GATE_NO when the run is no longer this
+ * node's to run (cancelled, or taken back): then nothing starts. A socket
+ * that closes is a no. */
+#define SPOOL_GATE_FD  3
+#define SPOOL_GATE_ASK "command"
+#define SPOOL_GATE_GO  "go"
+#define SPOOL_GATE_NO  "no"
+
 /* One output record's header, then len bytes of data. */
 struct spool_record {
 	uint8_t stage;     /* enum proto_stage_kind */
@@ -51,6 +65,12 @@ _Static_assert(sizeof(struct spool_record) == 8, "the output file's record heade
 /* Append one record to fd (O_APPEND) in one write, so that a reader never
  * sees half a header. 0, or -1 with errno. */
 int spool_append(int fd, unsigned stage, unsigned stream, const uint8_t *data, size_t len);
+
+/* A file of the run directory written whole: len bytes of data into
+ * path, which must not be a symlink; excl: a new file (it must not exist),
+ * else one made or truncated; with mode. 0, or -1 with errno set (EIO
+ * for a write that made no progress). */
+int spool_write_file(const char *path, const void *data, size_t len, bool excl, mode_t mode);
 
 /* The complete records at the start of buf (len bytes), each to fn; stops
  * at a partial one. Returns the bytes consumed, or -1 when a header is

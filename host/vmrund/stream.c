@@ -119,10 +119,13 @@ static bool check_end(struct out_stream *s)
 	char err[300];
 	pthread_mutex_lock(&s->d->lock);
 	int found = s->d->store->ops->get(s->d->store, s->id, NULL, &run, err, sizeof(err));
+	bool ended = found == 0 || (found == 1 && store_state_terminal(run.state));
+	/* A run that ran on another node: its output file from the store,
+	 * in the order its streams interleaved, else from its result. */
+	bool fetched = ended && s->fd < 0 && found == 1 && vmrund_fetch(s->d, s->id) == 0 && access(s->path, R_OK) == 0;
 	pthread_mutex_unlock(&s->d->lock);
-	bool ended = found != 1 || store_state_terminal(run.state);
 	snprintf(s->state, sizeof(s->state), "%s", found == 1 ? store_state_name(run.state) : "lost");
-	if (ended && s->fd < 0 && found == 1 && run.result)
+	if (ended && s->fd < 0 && found == 1 && run.result && !fetched)
 		replay(s, run.result);
 	if (found == 1)
 		store_run_free(&run);

@@ -17,8 +17,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,25 +50,6 @@ static void say(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
-}
-
-static int write_file(const char *path, const unsigned char *data, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -1;
-	while (len) {
-		ssize_t k = write(fd, data, len);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			close(fd);
-			return -1;
-		}
-		data += k;
-		len -= (size_t)k;
-	}
-	return close(fd);
 }
 
 static int read_request(struct worker *w, char *err, size_t errlen)
@@ -110,14 +93,14 @@ static int write_inputs(struct worker *w, char *err, size_t errlen)
 		char path[PATH_MAX];
 		if (snprintf(path, sizeof(path), "%s/%s", w->files_dir, w->rq.files[i].name) >= (int)sizeof(path))
 			return errf(err, errlen, "%s: path too long", w->files_dir), -1;
-		if (write_file(path, w->rq.files[i].data, w->rq.files[i].len) < 0)
+		if (spool_write_file(path, w->rq.files[i].data, w->rq.files[i].len, true, 0644) < 0)
 			return errf(err, errlen, "%.300s: %s", path, strerror(errno)), -1;
 		if (!(w->source_paths[i] = strdup(path)))
 			return errf(err, errlen, "out of memory"), -1;
 	}
 	if (w->rq.has_stdin) {
 		snprintf(w->stdin_path, sizeof(w->stdin_path), "%s/stdin", w->dir);
-		if (write_file(w->stdin_path, w->rq.stdin_data, w->rq.stdin_len) < 0)
+		if (spool_write_file(w->stdin_path, w->rq.stdin_data, w->rq.stdin_len, true, 0644) < 0)
 			return errf(err, errlen, "%.300s: %s", w->stdin_path, strerror(errno)), -1;
 	}
 	return 0;
@@ -156,6 +139,34 @@ static void on_output(void *ctx, uint32_t kind, uint16_t type, const uint8_t *da
 	}
 }
 
+/* The gate (spool.h): ask vmrund, and wait for its answer or our cancel;
+ * the signalfd is left unread, so the run library sees the cancel too. */
+static int gate(void *ctx)
+{
+	struct worker *w = ctx;
+	if (send(SPOOL_GATE_FD, SPOOL_GATE_ASK, strlen(SPOOL_GATE_ASK), MSG_NOSIGNAL) < 0) {
+		say("gate: %s", strerror(errno));
+		return -1;
+	}
+	for (;;) {
+		struct pollfd p[2] = { { SPOOL_GATE_FD, POLLIN, 0 }, { w->sigfd, POLLIN, 0 } };
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			return -1;
+		if (p[1].revents)
+			return -1;
+		if (!p[0].revents)
+			continue;
+		char answer[8];
+		ssize_t n = recv(SPOOL_GATE_FD, answer, sizeof(answer) - 1, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;   /* vmrund went away: a no */
+		answer[n] = '\0';
+		return strcmp(answer, SPOOL_GATE_GO) ? -1 : 0;
+	}
+}
+
 static int write_result(const struct worker *w, const struct run_result *r)
 {
 	char tmp[PATH_MAX], path[PATH_MAX];
@@ -178,7 +189,7 @@ static void write_vm_id(const struct worker *w, const char *id)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/" SPOOL_VM_ID, w->dir);
-	if (write_file(path, (const unsigned char *)id, strlen(id)) < 0)
+	if (spool_write_file(path, id, strlen(id), true, 0644) < 0)
 		say("%s: %s", path, strerror(errno));
 }
 
@@ -219,6 +230,7 @@ int main(int argc, char **argv)
 		write_vm_id(&w, plan->run_id);
 		plan->output = on_output;
 		plan->keep_output = true;
+		plan->gate = gate;
 		plan->ctx = &w;
 		plan->cancel_fd = w.sigfd;
 		run_execute(plan, r);

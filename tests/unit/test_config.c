@@ -121,6 +121,8 @@ static void numbers(void **state)
 		{ "wait_max_s", 0, 86400 },
 		{ "retention_s", 0, 100ull * 86400 },
 		{ "slot_memory_mib", 64, 1ull << 20 },
+		{ "lease_s", 2, 3600 },
+		{ "blob_max_mib", 1, 4096 },
 	};
 	char line[128], want[128];
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
@@ -135,6 +137,8 @@ static void numbers(void **state)
 				       : !strcmp(k, "connection_timeout_s") ? c.connection_timeout_s
 				       : !strcmp(k, "wait_max_s")           ? c.wait_max_s
 				       : !strcmp(k, "retention_s")          ? c.retention_s
+				       : !strcmp(k, "lease_s")              ? c.lease_s
+				       : !strcmp(k, "blob_max_mib")         ? c.blob_max_mib
 									    : c.slot_memory_mib;
 			assert_int_equal(got, edge[e]);
 		}
@@ -239,6 +243,32 @@ static void anonymous(void **state)
 	refused("anonymous_from = everyone", "anonymous_from: loopback or any");
 	refused("anonymous_from =", "anonymous_from: loopback or any");
 	refused("anonymous_from = ANY", "anonymous_from: loopback or any");
+}
+
+/* Many machines: the store's URI and the node's name. */
+static void cluster(void **state)
+{
+	(void)state;
+	struct vmrund_config c;
+	assert_int_equal(parse(&c, ""), 0);
+	assert_string_equal(c.store, "");
+	assert_string_equal(c.node, "");
+	assert_int_equal(c.lease_s, 10);
+	assert_int_equal(c.blob_max_mib, 64);
+	assert_int_equal(parse(&c, "store = postgresql://vmrun@db.example:5432/vmrun?sslmode=require\n"), 0);
+	assert_string_equal(c.store, "postgresql://vmrun@db.example:5432/vmrun?sslmode=require");
+	assert_int_equal(parse(&c, "store = postgres://h/db"), 0);
+	refused("store = /var/lib/vmrun/state.db", "store: a postgresql:// URI (SQLite is state_db)");
+	refused("store = mysql://h/db", "store: a postgresql:// URI (SQLite is state_db)");
+	refused("store =", "store: a postgresql:// URI (SQLite is state_db)");
+	assert_int_equal(parse(&c, "node = worker-3.rack_b"), 0);
+	assert_string_equal(c.node, "worker-3.rack_b");
+	refused("node =", "node: 1 to 63 of [A-Za-z0-9._-]");
+	refused("node = a b", "node: 1 to 63 of [A-Za-z0-9._-]");
+	refused("node = n'; drop table runs", "node: 1 to 63 of [A-Za-z0-9._-]");
+	char line[128];
+	snprintf(line, sizeof(line), "node = %064d", 1);
+	refused(line, "node: 1 to 63 of [A-Za-z0-9._-]");
 }
 
 static void layout_and_errors(void **state)
@@ -369,6 +399,7 @@ int main(void)
 		cmocka_unit_test(numbers),
 		cmocka_unit_test(paths),
 		cmocka_unit_test(anonymous),
+		cmocka_unit_test(cluster),
 		cmocka_unit_test(layout_and_errors),
 		cmocka_unit_test(load),
 		cmocka_unit_test(slots),

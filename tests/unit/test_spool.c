@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -479,6 +480,49 @@ static void utf8(void **state)
 	}
 }
 
+/* A file's whole content, for comparing. */
+static void read_back(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	size_t n = fread(buf, 1, cap - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+}
+
+static void write_file(void **state)
+{
+	(void)state;
+	char path[128], link[128], buf[64];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/f", dir);
+	assert_int_equal(spool_write_file(path, "first", 5, true, 0640), 0);
+	read_back(path, buf, sizeof(buf));
+	assert_string_equal(buf, "first");
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0640 & ~umask(umask(0)));
+	/* excl: never over an existing file. */
+	assert_int_equal(spool_write_file(path, "again", 5, true, 0600), -1);
+	assert_int_equal(errno, EEXIST);
+	read_back(path, buf, sizeof(buf));
+	assert_string_equal(buf, "first");
+	/* Else truncated: nothing of a longer old content stays. */
+	assert_int_equal(spool_write_file(path, "2nd", 3, false, 0600), 0);
+	read_back(path, buf, sizeof(buf));
+	assert_string_equal(buf, "2nd");
+	assert_int_equal(spool_write_file(path, "", 0, false, 0600), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 0);
+	/* Never through a symlink, whichever way it is opened. */
+	snprintf(link, sizeof(link), "%s/l", dir);
+	assert_int_equal(symlink(path, link), 0);
+	assert_int_equal(spool_write_file(link, "x", 1, false, 0600), -1);
+	assert_int_equal(errno, ELOOP);
+	assert_int_equal(spool_write_file(link, "x", 1, true, 0600), -1);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -491,6 +535,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(clean_keep, setup, teardown),
 		cmocka_unit_test_setup_teardown(output_text, setup, teardown),
 		cmocka_unit_test(utf8),
+		cmocka_unit_test_setup_teardown(write_file, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("spool", tests, NULL, NULL);
 }

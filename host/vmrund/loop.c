@@ -1,0 +1,469 @@
+/* The node's loop (vmrund_loop in host/vmrund/daemon.h): claims, one
+ * worker process per run, the gate, reaping and recording ends, the
+ * node's lease, taking back dead nodes' runs, notifications, retention. */
+#include "daemon.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "errmsg.h"
+#include "keep.h"
+#include "spool.h"
+
+#define EXPIRE_EVERY_MS    1000    /* how often a node looks for dead nodes' runs */
+#define RETENTION_EVERY_MS 60000
+
+/* The store failed: said once until it works again. Lock held. */
+static void store_failed(struct vmrund *d, const char *what, const char *err)
+{
+	if (!d->store_down)
+		fprintf(stderr, "vmrund: %s: %s; retrying\n", what, err);
+	d->store_down = true;
+}
+
+static void store_ok(struct vmrund *d)
+{
+	if (d->store_down)
+		fprintf(stderr, "vmrund: the store answers again\n");
+	d->store_down = false;
+}
+
+/* The worker's process: its own stderr in the run directory, the gate
+ * as descriptor SPOOL_GATE_FD and no other fd of ours, a fixed
+ * environment, and SIGTERM when vmrund dies. Only async-signal-safe
+ * calls between fork and exec: we are multi-threaded. */
+static pid_t spawn_worker(struct vmrund *d, const char *dir, int gate, char *err, size_t errlen)
+{
+	char log[PATH_MAX + 16], tmpdir[PATH_MAX + 16];
+	snprintf(log, sizeof(log), "%s/" SPOOL_LOG, dir);
+	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=" SPOOL_LIB_TMP);
+	char *argv[] = { d->worker, (char *)dir, d->vmm, d->guest, NULL };
+	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", tmpdir, NULL };
+	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	pid_t pid = -1;
+	if (logfd < 0 || nullfd < 0) {
+		errf(err, errlen, "%s: %s", log, strerror(errno));
+		goto out;
+	}
+	pid_t parent = getpid();
+	sigset_t none;
+	sigemptyset(&none);
+	pid = fork();
+	if (pid < 0) {
+		errf(err, errlen, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0) {
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+			_exit(127);
+		dup2(nullfd, 0);
+		dup2(logfd, 1);
+		dup2(logfd, 2);
+		/* dup2 onto itself would keep close-on-exec */
+		if (gate == SPOOL_GATE_FD)
+			fcntl(gate, F_SETFD, 0);
+		else
+			dup2(gate, SPOOL_GATE_FD);
+		close_range(SPOOL_GATE_FD + 1, ~0U, 0);
+		for (int s = 1; s < 32; s++)
+			if (s != SIGKILL && s != SIGSTOP)
+				signal(s, SIG_DFL);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execve(argv[0], argv, envp);
+		_exit(127);
+	}
+out:
+	if (logfd >= 0)
+		close(logfd);
+	if (nullfd >= 0)
+		close(nullfd);
+	return pid;
+}
+
+static struct vmrund_active *free_slot(struct vmrund *d)
+{
+	for (unsigned i = 0; i < d->slots; i++)
+		if (!d->active[i].used)
+			return &d->active[i];
+	return NULL;
+}
+
+/* Start a run this node claimed; lock held. A failure here ends it failed:
+ * nothing of it has run. */
+static void start_run(struct vmrund *d, const struct store_run *run)
+{
+	char err[400], dir[PATH_MAX], path[PATH_MAX];
+	struct vmrund_active *x = free_slot(d);
+	int sv[2] = { -1, -1 };
+	pid_t pid = -1;
+	vmrund_run_path(d, run->id, NULL, dir, sizeof(dir));
+	vmrund_run_path(d, run->id, SPOOL_REQUEST, path, sizeof(path));
+	spool_clean(dir, false);   /* a stale one, from a life before this one's sweep */
+	if (!x)
+		errf(err, sizeof(err), "no free slot record");
+	else if (mkdir(dir, 0700) < 0)
+		errf(err, sizeof(err), "%s: %s", dir, strerror(errno));
+	else if (spool_write_file(path, run->request, strlen(run->request), false, 0600) < 0)
+		errf(err, sizeof(err), "%s: %s", path, strerror(errno));
+	else if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		errf(err, sizeof(err), "socketpair: %s", strerror(errno));
+	else
+		pid = spawn_worker(d, dir, sv[1], err, sizeof(err));
+	if (sv[1] >= 0)
+		close(sv[1]);
+	if (pid < 0) {
+		if (sv[0] >= 0)
+			close(sv[0]);
+		spool_clean(dir, false);
+		vmrund_end_run(d, run->id, d->node, RS_FAILED, NULL, err);
+		return;
+	}
+	char pidtext[24];
+	snprintf(pidtext, sizeof(pidtext), "%d", (int)pid);
+	vmrund_run_path(d, run->id, "worker.pid", path, sizeof(path));
+	/* For a sweep after a crash; the pid alone is not trusted. */
+	(void)spool_write_file(path, pidtext, strlen(pidtext), false, 0600);
+	fcntl(sv[0], F_SETFL, O_NONBLOCK);
+	*x = (struct vmrund_active){ .used = true, .pid = pid, .gate_fd = sv[0], .created_ms = run->created_ms,
+				     .started_ms = run->started_ms };
+	snprintf(x->id, sizeof(x->id), "%s", run->id);
+	snprintf(x->tenant, sizeof(x->tenant), "%s", run->tenant);
+	pthread_cond_broadcast(&d->changed);
+}
+
+/* Claim what the free slots can take, and start it; lock held. */
+static void claim(struct vmrund *d)
+{
+	unsigned room = d->slots - vmrund_running_here(d);
+	if (d->stopping || !room)
+		return;
+	struct store_run *rows = calloc(room, sizeof(*rows));
+	char err[300];
+	if (!rows)
+		return;
+	int n = d->store->ops->claim(d->store, d->node, room, &d->ts, vmrund_wall_ms(), rows, err, sizeof(err));
+	if (n < 0)
+		store_failed(d, "claiming runs", err);
+	else
+		store_ok(d);
+	for (int i = 0; i < n; i++) {
+		start_run(d, &rows[i]);
+		store_run_free(&rows[i]);
+	}
+	free(rows);
+}
+
+/* ---- the gate ------------------------------------------------------------ */
+
+static void gate_answer(struct vmrund_active *x, const char *word)
+{
+	if (send(x->gate_fd, word, strlen(word), MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		return;   /* the worker is gone: its reap says how the run ended */
+	x->gate_asked = false;
+}
+
+/* Answer every worker that asked: the store records first that the
+ * command may now have effects, then it may start. While the store is
+ * away the worker waits (its run's deadline still runs). Lock held. */
+static void answer_gates(struct vmrund *d)
+{
+	for (unsigned i = 0; i < d->slots; i++) {
+		struct vmrund_active *x = &d->active[i];
+		if (!x->used || !x->gate_asked)
+			continue;
+		char err[300];
+		int ok = x->cancel ? 0 : d->store->ops->command(d->store, x->id, d->node, vmrund_wall_ms(), err, sizeof(err));
+		if (ok < 0) {
+			store_failed(d, "letting a command start", err);
+			continue;
+		}
+		x->refused = !ok;
+		gate_answer(x, ok ? SPOOL_GATE_GO : SPOOL_GATE_NO);
+	}
+}
+
+/* A gate is readable: the worker asked, or closed it. Lock held. */
+static void read_gate(struct vmrund_active *x)
+{
+	char msg[16];
+	ssize_t n = recv(x->gate_fd, msg, sizeof(msg) - 1, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		close(x->gate_fd);
+		x->gate_fd = -1;
+		return;
+	}
+	msg[n] = '\0';
+	if (!strcmp(msg, SPOOL_GATE_ASK))
+		x->gate_asked = true;
+}
+
+/* ---- ends ---------------------------------------------------------------- */
+
+/* Read a whole small file (the result) into a malloc'd string. */
+static char *slurp(const char *path, size_t max)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	char *buf = malloc(max + 1);
+	size_t n = buf ? fread(buf, 1, max, f) : 0;
+	bool full = buf && n == max && fgetc(f) != EOF;
+	fclose(f);
+	if (!buf || full) {
+		free(buf);
+		return NULL;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+/* The worker's last line of stderr, for a run it left no result for. */
+static void last_log_line(const char *path, char *out, size_t len)
+{
+	char *text = slurp(path, 65536);
+	out[0] = '\0';
+	if (!text)
+		return;
+	size_t n = strlen(text);
+	while (n && text[n - 1] == '\n')
+		text[--n] = '\0';
+	char *nl = strrchr(text, '\n');
+	snprintf(out, len, "%s", nl ? nl + 1 : text);
+	free(text);
+}
+
+/* A reaped worker's run: what it left into the store's blobs, then its
+ * end; the slot frees only when both are written, so a store that is
+ * away is tried again each tick. Lock held. */
+static void record(struct vmrund *d, struct vmrund_active *x)
+{
+	char dir[PATH_MAX], path[PATH_MAX], message[512] = "", err[300];
+	vmrund_run_path(d, x->id, NULL, dir, sizeof(dir));
+	vmrund_run_path(d, x->id, SPOOL_RESULT, path, sizeof(path));
+	char *text = slurp(path, 64u << 20);
+	json_t *result = text ? json_loads(text, 0, NULL) : NULL;
+	bool stopped = x->cancel || x->refused;
+	enum run_state st = spool_state_of(result, stopped);
+	if (x->refused && !x->cancel)
+		snprintf(message, sizeof(message), "not started: this node no longer held the run when its VM was up");
+	else if (stopped)
+		snprintf(message, sizeof(message), "cancelled while running; the VM was destroyed");
+	else if (result)
+		snprintf(message, sizeof(message), "%s", json_string_value(json_object_get(result, "message")) ?: "");
+	if (!result && !stopped) {
+		char line[400];
+		int status = x->status;
+		vmrund_run_path(d, x->id, SPOOL_LOG, path, sizeof(path));
+		last_log_line(path, line, sizeof(line));
+		snprintf(message, sizeof(message), "the worker ended (%s %d) with no result%s%s",
+			 WIFSIGNALED(status) ? "signal" : "status",
+			 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), *line ? ": " : "", line);
+	}
+	int done = 0;
+	if (st != RS_CANCELLED && keep_put(d->store, x->id, dir, (uint64_t)d->cfg.blob_max_mib << 20, err, sizeof(err))) {
+		store_failed(d, "keeping a run's output", err);
+		goto out;
+	}
+	if ((done = vmrund_end_run(d, x->id, d->node, st, result ? text : NULL, message)) < 0) {
+		store_failed(d, "recording a run's end", "see above");
+		goto out;
+	}
+	if (done == 0)
+		fprintf(stderr, "vmrund: run %s: ended here after this node's lease ran out; what it did is not recorded\n",
+			x->id);
+	if (spool_clean(dir, st != RS_CANCELLED) < 0)
+		fprintf(stderr, "vmrund: run %s: cleaning %s: %s\n", x->id, dir, strerror(errno));
+	if (x->gate_fd >= 0)
+		close(x->gate_fd);
+	x->used = false;
+out:
+	json_decref(result);
+	free(text);
+}
+
+static void reap_all(struct vmrund *d)
+{
+	int status;
+	for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
+		pthread_mutex_lock(&d->lock);
+		for (unsigned i = 0; i < d->slots; i++)
+			if (d->active[i].used && d->active[i].pid == pid) {
+				d->active[i].pid = 0;
+				d->active[i].status = status;
+			}
+		pthread_mutex_unlock(&d->lock);
+	}
+	pthread_mutex_lock(&d->lock);
+	for (unsigned i = 0; i < d->slots; i++)
+		if (d->active[i].used && d->active[i].pid == 0)
+			record(d, &d->active[i]);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* ---- the cluster --------------------------------------------------------- */
+
+static void on_cancel_asked(void *ctx, const char *id)
+{
+	vmrund_stop(ctx, id);
+}
+
+static void on_taken_back(void *ctx, const struct store_run *run)
+{
+	struct vmrund *d = ctx;
+	if (store_state_terminal(run->state))
+		vmrund_ended(d, run);
+	else
+		fprintf(stderr, "vmrund: run %s queued again: the node that held it stopped before its command started\n",
+			run->id);
+}
+
+static void on_note(void *ctx, enum store_note note, const char *id)
+{
+	struct vmrund *d = ctx;
+	if (note == STORE_NOTE_CANCEL)
+		vmrund_stop(d, id);
+	else if (note == STORE_NOTE_ENDED)
+		pthread_cond_broadcast(&d->changed);
+}
+
+/* The lease, dead nodes, notifications; lock held. */
+static void cluster(struct vmrund *d, int64_t *next_beat, int64_t *next_expiry, bool note_ready)
+{
+	char err[300];
+	int64_t now = vmrund_now_ms();
+	/* Also on each beat: a backend that lost its listening connection
+	 * has no descriptor to poll, and reconnects only in notes. */
+	if ((note_ready || now >= *next_beat) && d->store->ops->notes(d->store, on_note, d, err, sizeof(err)) < 0) {
+		/* Some may be lost: the heartbeat finds cancels, waiters look. */
+		*next_beat = 0;
+		pthread_cond_broadcast(&d->changed);
+	}
+	if (now >= *next_beat) {
+		int64_t lease = (int64_t)d->cfg.lease_s * 1000;
+		if (d->store->ops->heartbeat(d->store, d->node, lease, on_cancel_asked, d, err, sizeof(err)) < 0) {
+			store_failed(d, "renewing this node's lease", err);
+			*next_beat = now + 500;
+		} else {
+			*next_beat = now + lease / 4;
+		}
+	}
+	if (now >= *next_expiry) {
+		if (d->store->ops->expire(d->store, NULL, vmrund_wall_ms(), on_taken_back, d, err, sizeof(err)) < 0)
+			store_failed(d, "taking back dead nodes' runs", err);
+		*next_expiry = now + EXPIRE_EVERY_MS;
+	}
+}
+
+/* Kept output and artifacts past the retention: removed here and from
+ * the store; the run's row stays. */
+static void expire_kept(struct vmrund *d)
+{
+	int64_t before = vmrund_wall_ms() - (int64_t)d->cfg.retention_s * 1000;
+	char err[300];
+	pthread_mutex_lock(&d->lock);
+	if (d->store->ops->drop_blobs(d->store, before, err, sizeof(err)) < 0)
+		store_failed(d, "removing kept output past its retention", err);
+	pthread_mutex_unlock(&d->lock);
+	DIR *dir = opendir(d->cfg.run_dir);
+	if (!dir)
+		return;
+	for (struct dirent *e; (e = readdir(dir));) {
+		if (strlen(e->d_name) != STORE_ID_LEN)
+			continue;
+		pthread_mutex_lock(&d->lock);
+		struct store_run run;
+		char path[PATH_MAX];
+		if (d->store->ops->get(d->store, e->d_name, NULL, &run, err, sizeof(err)) == 1) {
+			if (store_state_terminal(run.state) && run.finished_ms < before) {
+				vmrund_run_path(d, e->d_name, NULL, path, sizeof(path));
+				spool_clean(path, false);
+			}
+			store_run_free(&run);
+		}
+		pthread_mutex_unlock(&d->lock);
+	}
+	closedir(dir);
+}
+
+/* The descriptors to wait on: signals, wake, the store's notifications,
+ * every open gate. Lock held. */
+static nfds_t poll_set(struct vmrund *d, struct pollfd *p, int sfd)
+{
+	nfds_t n = 0;
+	p[n++] = (struct pollfd){ sfd, POLLIN, 0 };
+	p[n++] = (struct pollfd){ d->wake_fd, POLLIN, 0 };
+	p[n++] = (struct pollfd){ d->store->ops->note_fd(d->store), POLLIN, 0 };
+	for (unsigned i = 0; i < d->slots; i++)
+		p[n++] = (struct pollfd){ d->active[i].used ? d->active[i].gate_fd : -1, POLLIN, 0 };
+	return n;
+}
+
+int vmrund_loop(struct vmrund *d, char *err, size_t errlen)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	struct pollfd *p = calloc(d->slots + 3, sizeof(*p));
+	if (sfd < 0 || !p) {
+		if (sfd >= 0)
+			close(sfd);
+		free(p);
+		return errf(err, errlen, "signalfd: %s", strerror(errno));
+	}
+	int64_t next_retention = 0, next_beat = 0, next_expiry = 0;
+	bool note_ready = false;
+	for (;;) {
+		reap_all(d);
+		pthread_mutex_lock(&d->lock);
+		cluster(d, &next_beat, &next_expiry, note_ready);
+		answer_gates(d);
+		claim(d);
+		bool done = d->stopping && !vmrund_running_here(d);
+		nfds_t n = poll_set(d, p, sfd);
+		pthread_mutex_unlock(&d->lock);
+		if (done)
+			break;
+		if (vmrund_now_ms() >= next_retention) {
+			expire_kept(d);
+			next_retention = vmrund_now_ms() + RETENTION_EVERY_MS;
+		}
+		if (poll(p, n, d->store_down ? 250 : 1000) < 0 && errno != EINTR)
+			break;
+		note_ready = p[2].revents != 0;
+		pthread_mutex_lock(&d->lock);
+		for (unsigned i = 0; i < d->slots; i++)
+			if (d->active[i].used && d->active[i].gate_fd >= 0 && p[3 + i].revents)
+				read_gate(&d->active[i]);
+		pthread_mutex_unlock(&d->lock);
+		struct signalfd_siginfo si;
+		while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+			if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+				pthread_mutex_lock(&d->lock);
+				d->stopping = true;
+				pthread_mutex_unlock(&d->lock);
+			}
+		uint64_t one;
+		if (read(d->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			break;
+	}
+	free(p);
+	close(sfd);
+	return 0;
+}
