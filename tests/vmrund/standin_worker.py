@@ -5,16 +5,16 @@ result.json out; SIGTERM cancels) with no VM, so that queueing, fairness,
 cancellation and restarts are tested in seconds on any machine. It runs
 nothing of the request: argv ["sleep", "S"] sleeps S seconds, ["echo",
 ...] writes its words; the result says what it did. The real worker is
-tested by tests/vmrund/vm.sh."""
-import json, os, signal, struct, sys, time
+tested by tests/vmrund/vm.sh. It keeps the gate too: it asks vmrund
+before the "command" starts, and only then writes its line to
+standin.log, so the cluster test can count how often each run started.
+argv ["boot", "S", ...] spends S seconds "booting" before the gate."""
+import json, os, select, signal, socket, struct, sys, time
 
 run_dir = sys.argv[1]
 req = json.load(open(os.path.join(run_dir, "request.json")))
 argv = req.get("argv") or ["echo", "source"]
 out = os.open(os.path.join(run_dir, "output"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-# a marker for the tests: where this worker ran, and when
-with open(os.path.join(run_dir, "..", "..", "standin.log"), "a") as log:
-    log.write("%s %s %.3f\n" % (os.path.basename(run_dir), os.getpid(), time.time()))
 
 cancelled = False
 def on_term(sig, frame):
@@ -22,13 +22,39 @@ def on_term(sig, frame):
     cancelled = True
 signal.signal(signal.SIGTERM, on_term)
 
+# "booting": argv ["boot", S, ...] waits S seconds first, then the rest
+if argv[0] == "boot":
+    end = time.time() + float(argv[1])
+    while time.time() < end and not cancelled:
+        time.sleep(0.02)
+    argv = argv[2:] or ["echo"]
+
+# The gate (host/vmrund/spool.h): may the command start?
+gate = socket.socket(fileno=3)
+go = False
+if not cancelled:
+    gate.send(b"command")
+    while not cancelled:
+        if select.select([gate], [], [], 0.05)[0]:
+            go = gate.recv(16) == b"go"
+            break
+if not go:
+    cancelled = True
+else:
+    # a marker for the tests: the command started here, and when
+    with open(os.path.join(run_dir, "..", "..", "standin.log"), "a") as log:
+        log.write("%s %s %.3f %s\n" % (os.path.basename(run_dir), os.getpid(), time.time(),
+                                        os.path.basename(os.path.dirname(os.path.abspath(run_dir)))))
+
 def emit(text, stream=4):
     data = text.encode()
     os.write(out, struct.pack("<BBHI", 2, stream, 0, len(data)) + data)
 
 t0 = time.time()
 stdout = ""
-if argv[0] == "sleep":
+if cancelled:
+    pass
+elif argv[0] == "sleep":
     end = t0 + float(argv[1])
     while time.time() < end and not cancelled:
         time.sleep(0.02)

@@ -81,12 +81,14 @@ sleep 1
 	[ ! -e "$tmp/lib/runs/$id" ] && [ -z "$(ls -A /run/vmrun/runs)" ] &&
 	ok "after the cancel: no vmm, no cgroup, no run directory (vmrund's or the run library's)" ||
 	not_ok "leftovers after cancel (vm $vmid): $(pgrep -af build/bin/vmm) $(ls -A "$tmp/lib/runs" /run/vmrun/runs)"
-# kill -9 with a VM running: the worker destroys its VM (its parent died),
-# and the restarted vmrund ends the run lost and sweeps what is left.
-post '{"argv":["sleep","100"],"limits":{"timeout_s":200}}' "/v1/runs"
+# kill -9 with a command running (past the gate: its first output is in
+# the run directory): the worker destroys its VM (its parent died), and
+# the restarted vmrund ends the run lost, since the command may have had
+# effects, and sweeps what is left.
+post '{"argv":["python3","-c","import time; print(\"started\", flush=True); time.sleep(100)"],"limits":{"timeout_s":200}}' "/v1/runs"
 id=$(python3 -c "import json; print(json.load(open('$tmp/out'))['id'])" 2>/dev/null)
 for _ in $(seq 300); do
-	[ -s "$tmp/lib/runs/$id/vm-id" ] && pgrep -f build/bin/vmm >/dev/null && break
+	grep -aqs started "$tmp/lib/runs/$id/output" && pgrep -f build/bin/vmm >/dev/null && break
 	sleep 0.2
 done
 vmid=$(cat "$tmp/lib/runs/$id/vm-id" 2>/dev/null)
@@ -96,7 +98,7 @@ build/bin/vmrund --config "$tmp/etc/vmrund.conf" >>"$tmp/vmrund.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do curl -fs -m 2 "$BASE/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 c "$BASE/v1/runs/$id"
-expect "kill -9 while a VM runs, restart: the run ended lost, with a message" 200 "j['state']=='lost' and 'vmrund stopped' in j['message']"
+expect "kill -9 while a command runs, restart: the run ended lost, with a message" 200 "j['state']=='lost' and 'stopped while the run was running' in j['message']"
 for _ in $(seq 50); do pgrep -f build/bin/vmm >/dev/null || break; sleep 0.2; done
 [ -n "$vmid" ] && [ ! -e "/sys/fs/cgroup/vmrun/$vmid" ] && ! pgrep -f build/bin/vmm >/dev/null &&
 	[ ! -e "$tmp/lib/runs/$id" ] && [ -z "$(ls -A /run/vmrun/runs)" ] &&

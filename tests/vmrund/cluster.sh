@@ -1,0 +1,297 @@
+#!/bin/bash
+# vmrund on many machines: three nodes on this machine, each with its own
+# port, run directory and node name, sharing one PostgreSQL server that
+# this script starts (initdb in a temporary directory, loopback only;
+# tests/vmrund/pg.sh). The stand-in worker (tests/vmrund/standin_worker.py)
+# runs each "command", so the queue, the leases and the recovery are what
+# is tested, in seconds, on any machine. The worker writes a line to
+# standin.log each time a command starts, past the gate: how many times
+# each run started is counted from it.
+#
+#   any node answers for any run (state, output, artifacts list)
+#   a cancel sent to one node stops a run on another, within 1 s
+#   tenant limits (queued + concurrent, and concurrency) hold across nodes
+#   50 runs round-robin, one node killed (SIGKILL) mid-way: every run ends
+#     once, none starts twice, none is lost; the dead node's runs that had
+#     not started run elsewhere, those that had end lost
+#   the killed node comes back and sweeps its leftovers
+#   PostgreSQL restarted under load: the nodes carry on, every run ends
+# Runs as root (the keys file must be root's). Every wait has a deadline.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/e2e/lib.sh
+. tests/vmrund/pg.sh
+e2e_init vmrund-cluster
+trap '[ -n "${KEEP:-}" ] && cp -r "$tmp" /tmp/cluster-kept; pg_cleanup; for p in ${pids[@]:-}; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+VMRUND=$PWD/build/bin/vmrund
+KA=key-alice-0123456789abcdef
+KL=key-lim-0123456789abcdef00
+KP=key-pair-0123456789abcdef0
+mkdir -p "$tmp/etc"
+cat >"$tmp/etc/keys" <<KEYS
+tenant alice concurrent=12 queued=200 rate=1000 burst=1000
+tenant lim concurrent=1 queued=1 rate=1000 burst=1000
+tenant pair concurrent=2 queued=20 rate=1000 burst=1000
+key $KA alice
+key $KL lim
+key $KP pair
+KEYS
+chmod 600 "$tmp/etc/keys"
+
+pg_start "$tmp/pg" || { echo "vmrund cluster: no PostgreSQL server"; exit 1; }
+sql() { timeout -k 2 20 psql -X -q -At "$PG_URI" -c "$1" 2>>"$tmp/err"; }
+
+declare -a pids ports
+for n in 1 2 3; do
+	ports[$n]=$((20000 + RANDOM % 20000))
+	mkdir -p "$tmp/node$n"
+	cat >"$tmp/node$n/vmrund.conf" <<CONF
+listen = 127.0.0.1:${ports[$n]}
+store = $PG_URI
+node = node$n
+lease_s = 3
+state_db = $tmp/node$n/state.db
+run_dir = $tmp/runs/node$n
+keys = $tmp/etc/keys
+audit_log = $tmp/node$n/audit.jsonl
+worker = $PWD/tests/vmrund/standin_worker.py
+slots = 4
+queue_max = 500
+connection_timeout_s = 5
+CONF
+done
+base() { echo "http://127.0.0.1:${ports[$1]}"; }
+
+# start N: node N up and answering, or 1
+start() {
+	"$VMRUND" --config "$tmp/node$1/vmrund.conf" >>"$tmp/node$1/vmrund.log" 2>&1 &
+	pids[$1]=$!
+	for _ in $(seq 100); do
+		curl -fs -m 2 "$(base "$1")/healthz" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	return 1
+}
+# c NODE KEY ARGS...: curl to node NODE with the key; body to $tmp/out, status in $code
+c() {
+	local n=$1 key=$2
+	shift 2
+	code=$(curl -s -m 30 -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $key" "$@" 2>"$tmp/err")
+}
+post() { c "$1" "$2" -X POST -H 'Content-Type: application/json' --data-binary "$3" "$(base "$1")/v1/runs"; }
+field() { python3 -c "import json,sys; print(json.load(open('$tmp/out')).get('$1'))" 2>/dev/null; }
+state_on() { c "$1" "$2" "$(base "$1")/v1/runs/$3" && field state; }
+# wait_state NODE KEY ID STATE...: until the run is in one of the states (30 s)
+wait_state() {
+	local n=$1 key=$2 id=$3
+	shift 3
+	local deadline=$((SECONDS + 30)) s
+	while [ "$SECONDS" -lt "$deadline" ]; do
+		s=$(state_on "$n" "$key" "$id")
+		for want in "$@"; do [ "$s" = "$want" ] && return 0; done
+		sleep 0.1
+	done
+	echo "    run $id is $s, not $*" >&2
+	return 1
+}
+starts_of() { grep -c "^$1 " "$tmp/runs/standin.log" 2>/dev/null; }
+# wait until the run's command started (standin.log), 30 s: the node's name
+started_on() {
+	local deadline=$((SECONDS + 30))
+	while [ "$SECONDS" -lt "$deadline" ]; do
+		grep -m1 "^$1 " "$tmp/runs/standin.log" 2>/dev/null | awk '{print $4}' | grep . && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+mkdir -p "$tmp/runs"
+: >"$tmp/runs/standin.log"
+# Three nodes starting at once against a new database: the schema is
+# applied once, by whichever takes the migration lock first.
+for n in 1 2 3; do start "$n" & done
+wait
+up=0
+for n in 1 2 3; do
+	pids[$n]=$(pgrep -f -n "vmrund --config $tmp/node$n/vmrund.conf")
+	curl -fs -m 2 "$(base "$n")/healthz" >/dev/null 2>&1 && up=$((up + 1))
+done
+[ "$up" = 3 ] && ok "three nodes started at once on one new database" || not_ok "only $up nodes up"
+v=$(sql "select count(*) || ' ' || max(version) from vmrun_schema")
+[ "${v%% *}" -ge 1 ] && [ "$(sql "select count(*) from vmrun_schema") " = "$(sql "select count(distinct version) from vmrun_schema") " ] &&
+	ok "the schema's migrations applied once each (versions: $v)" || not_ok "schema: $v"
+
+# ---- any node answers for any run -------------------------------------------
+post 1 "$KA" '{"argv":["echo","across","nodes"]}'
+id=$(field id)
+wait_state 1 "$KA" "$id" succeeded && ok "a run submitted on node 1 succeeds" || not_ok "run on node 1"
+ran=$(started_on "$id")
+good=0
+for n in 1 2 3; do
+	[ "$(state_on "$n" "$KA" "$id")" = succeeded ] && good=$((good + 1))
+done
+[ "$good" = 3 ] && ok "GET on each of the three nodes returns it (it ran on $ran)" || not_ok "GET on $good of 3 nodes"
+other=1
+[ "$ran" = node1 ] && other=2
+c "$other" "$KA" -N "$(base "$other")/v1/runs/$id/output"
+grep -q 'across nodes' "$tmp/out" && grep -q 'event: end' "$tmp/out" &&
+	ok "its output streams from node $other, which did not run it (from the store)" || not_ok "output on node $other"
+c 3 - "$(base 3)/v1/runs/$id"
+[ "$code" = 401 ] && ok "and not without a key" || not_ok "no key: $code"
+
+# ---- cancel across nodes ------------------------------------------------------
+post 2 "$KA" '{"argv":["sleep","30"]}'
+id=$(field id)
+holder=$(started_on "$id")
+n=1
+[ "$holder" = node1 ] && n=3
+t0=$(date +%s%N)
+c "$n" "$KA" -X DELETE "$(base "$n")/v1/runs/$id"
+wait_state "$n" "$KA" "$id" cancelled
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+echo "    cancel: sent to node $n, run on $holder: cancelled in $ms ms"
+[ -n "$holder" ] && [ "$holder" != "node$n" ] && [ "$(state_on 1 "$KA" "$id")" = cancelled ] && [ "$ms" -lt 1000 ] &&
+	ok "a cancel sent to node $n stops the run on $holder within 1 s ($ms ms)" || not_ok "cancel across nodes: $code, $ms ms"
+
+# ---- tenant limits across nodes ----------------------------------------------
+post 1 "$KL" '{"argv":["sleep","2"]}'
+a=$code
+l1=$(field id)
+post 2 "$KL" '{"argv":["sleep","2"]}'
+b=$code
+l2=$(field id)
+post 3 "$KL" '{"argv":["sleep","2"]}'
+[ "$a" = 202 ] && [ "$b" = 202 ] && [ "$code" = 429 ] &&
+	ok "a tenant's concurrent + queued (1 + 1) holds across nodes: 202, 202, then 429 on the third" ||
+	not_ok "limit across nodes: $a $b $code"
+c 1 "$KL" -X DELETE "$(base 1)/v1/runs/$l1"
+c 1 "$KL" -X DELETE "$(base 1)/v1/runs/$l2"
+ids=""
+for i in $(seq 8); do
+	post $(( (i % 3) + 1 )) "$KP" '{"argv":["boot","0.1","sleep","0.5"]}'
+	ids="$ids $(field id)"
+done
+for id in $ids; do wait_state 1 "$KP" "$id" succeeded || break; done
+peak=$(sql "select max(c) from (select (select count(*) from runs b where b.tenant='pair' and b.started_ms <= a.started_ms and b.finished_ms > a.started_ms) c from runs a where a.tenant='pair') t")
+[ "$peak" = 2 ] && ok "a tenant's concurrency (2) holds across three nodes of 4 slots each: at most $peak ran at once" ||
+	not_ok "concurrency across nodes: $peak at once"
+
+# ---- 50 runs round-robin, a node killed mid-way ------------------------------
+# Each run "boots" for 1 s before its gate, then runs 3 s, and they come
+# faster than the slots free, so claims are staggered: node 2 is killed
+# the first time it holds runs on both sides of the gate (from the 8th
+# submission on). Those past it must end lost; those before it must run
+# elsewhere.
+: >"$tmp/ids"
+t_start=$(date +%s%N)
+killed=0
+for i in $(seq 50); do
+	n=$(( (i % 3) + 1 ))
+	[ "$killed" = 1 ] && [ "$n" = 2 ] && n=1
+	post "$n" "$KA" '{"argv":["boot","1","sleep","3"]}'
+	[ "$code" = 202 ] && field id >>"$tmp/ids" || echo "    submit $i to node $n: $code" >&2
+	[ "$killed" = 1 ] || [ "$i" -lt 8 ] && continue
+	hold=$(sql "select count(*) filter (where command_ms is not null) || ' ' || count(*) filter (where command_ms is null) from runs where node='node2' and state='running'")
+	past=${hold% *}
+	before=${hold#* }
+	if { [ "${past:-0}" -gt 0 ] && [ "${before:-0}" -gt 0 ]; } || [ "$i" = 40 ]; then
+		kill -9 "${pids[2]}"
+		t_kill=$(date +%s%N)
+		killed=1
+		echo "    node 2 killed after submission $i, holding $past runs past the gate and $before before it"
+	fi
+done
+accepted=$(wc -l <"$tmp/ids")
+deadline=$((SECONDS + 60))
+while [ "$SECONDS" -lt "$deadline" ]; do
+	[ "$(sql "select count(*) from runs where state in ('queued','running')")" = 0 ] && break
+	sleep 0.2
+done
+all_ms=$(( ($(date +%s%N) - t_start) / 1000000 ))
+# what a node's death costs: one expire takes back all its runs at once,
+# the lost ones stamped with that moment
+death_ms=$(( $(sql "select coalesce(max(finished_ms), 0) from runs where state='lost' and message like '%node node2%'") - t_kill / 1000000 ))
+echo "    node 2's runs were taken back $death_ms ms after its death (lease 3 s, dead nodes looked for each second)"
+python3 - "$tmp/ids" "$tmp/runs/standin.log" "$PG_URI" >"$tmp/out" <<'PY'
+import collections, subprocess, sys
+ids = open(sys.argv[1]).read().split()
+starts = collections.Counter(l.split()[0] for l in open(sys.argv[2]))
+where = collections.defaultdict(list)
+for l in open(sys.argv[2]):
+    f = l.split()
+    where[f[0]].append(f[3])
+q = "select id, state from runs where id in (%s)" % ",".join("'%s'" % i for i in ids)
+rows = dict(l.split("|") for l in subprocess.run(["psql", "-X", "-At", sys.argv[3], "-c", q],
+            capture_output=True, text=True, timeout=20).stdout.split())
+states = collections.Counter(rows.get(i, "missing") for i in ids)
+twice = [i for i in ids if starts[i] > 1]
+again = [i for i in ids if starts[i] == 1 and rows.get(i) == "succeeded" and where[i] != ["node2"]]
+lost = [i for i in ids if rows.get(i) == "lost"]
+lost_ok = all(where[i] == ["node2"] for i in lost)
+print("states:", dict(states), "started twice:", len(twice), "lost ones all started on node2:", lost_ok)
+ok = (len(ids) == 50 and states["missing"] == 0 and not twice and lost_ok
+      and set(states) <= {"succeeded", "lost"} and states["succeeded"] + states["lost"] == 50
+      and all(starts[i] == 1 for i in ids if rows.get(i) == "succeeded"))
+sys.exit(0 if ok else 1)
+PY
+rc=$?
+echo "    50 runs on 3 nodes, node 2 killed mid-way: $(cat "$tmp/out"); all ended in $all_ms ms"
+[ "$rc" = 0 ] && ok "every one of the 50 runs ended exactly once, none started twice, none was lost from the store" ||
+	not_ok "the 50 runs"
+requeued=$(cat "$tmp"/node[13]/vmrund.log | grep -c 'queued again: the node that held it stopped')
+nlost=$(sql "select count(*) from runs where state='lost'")
+[ "${requeued:-0}" -gt 0 ] && [ "${nlost:-0}" -gt 0 ] &&
+	ok "node 2's runs before the gate ran elsewhere ($requeued), those past it ended lost ($nlost)" ||
+	not_ok "requeued $requeued, lost $nlost"
+# its workers died with it (their parent-death signal)
+sleep 0.5
+left=$(pgrep -f "standin_worker.py $tmp/runs/node2/" | wc -l)
+[ "$left" = 0 ] && ok "no worker of the killed node is left" || not_ok "$left workers of node 2 left"
+
+# ---- the killed node comes back ----------------------------------------------
+mkdir -p "$tmp/runs/node2/0123456789abcdef0123456789abcdef"   # a leftover no run owns
+start 2 && ok "node 2 starts again" || not_ok "node 2 did not start again"
+left=$(ls -A "$tmp/runs/node2" | grep -v '^\.' | while read -r d; do
+	[ -e "$tmp/runs/node2/$d/output" ] || echo "$d"; done)
+[ -z "$left" ] && ok "and swept its leftovers: only kept output is left in its run directory" || not_ok "left: $left"
+post 2 "$KA" '{"argv":["echo","back"]}'
+id=$(field id)
+wait_state 2 "$KA" "$id" succeeded && ok "and serves runs again" || not_ok "node 2 after restart"
+
+# ---- PostgreSQL restarted under load -----------------------------------------
+: >"$tmp/ids"
+for i in $(seq 24); do
+	post $(( (i % 3) + 1 )) "$KA" '{"argv":["boot","0.2","sleep","1"]}'
+	field id >>"$tmp/ids"
+done
+sleep 0.5
+t0=$(date +%s%N)
+pg_restart && echo "    PostgreSQL restarted in $(( ($(date +%s%N) - t0) / 1000000 )) ms with runs in flight" ||
+	not_ok "pg_restart"
+for i in $(seq 50); do
+	post $(( (i % 3) + 1 )) "$KA" '{"argv":["echo","after"]}'
+	[ "$code" = 202 ] && break
+	sleep 0.2
+done
+[ "$code" = 202 ] && field id >>"$tmp/ids" && ok "the nodes accept runs again after the restart, with no restart of theirs" ||
+	not_ok "no node accepts runs after the restart: $code"
+done_n=0
+deadline=$((SECONDS + 60))
+for id in $(cat "$tmp/ids"); do
+	wait_state 1 "$KA" "$id" succeeded lost failed cancelled timed_out || break
+	done_n=$((done_n + 1))
+done
+bad=$(sql "select count(*) from runs where id in ($(sed "s/.*/'&'/" "$tmp/ids" | paste -sd,)) and state <> 'succeeded'")
+[ "$done_n" = "$(wc -l <"$tmp/ids")" ] && [ "$bad" = 0 ] &&
+	ok "every run in flight during the restart ended, succeeded, its result written once the server was back" ||
+	not_ok "after the restart: $done_n ended, $bad not succeeded"
+twice=$(sort "$tmp/runs/standin.log" | awk '{print $1}' | uniq -d | wc -l)
+[ "$twice" = 0 ] && ok "and no run of the whole test started twice" || not_ok "$twice runs started twice"
+alive=0
+for n in 1 2 3; do kill -0 "${pids[$n]}" 2>/dev/null && alive=$((alive + 1)); done
+[ "$alive" = 3 ] && ok "all three nodes are still the same processes" || not_ok "$alive nodes alive"
+
+for n in 1 2 3; do kill -TERM "${pids[$n]}" 2>/dev/null; done
+for n in 1 2 3; do timeout 20 tail --pid="${pids[$n]}" -f /dev/null; done
+echo "vmrund cluster: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
