@@ -262,7 +262,7 @@ $(BUILD)/tests/bench_queue: tests/bench/bench_queue.c $(VMRUND_LIB:%.c=$(BUILD)/
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -g -Ihost -Ihost/vmrund $^ $(VMRUND_LIBS) $(HOST_LIBS) -pthread -o $@
 
-bench-queue: $(BUILD)/tests/bench_queue
+bench-queue: all $(BUILD)/tests/bench_queue
 	@./tests/bench/queue.sh
 
 # The workspace image: 64 MiB with 100 files (target <= 10 ms).

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -207,10 +208,37 @@ struct vmrund_answer vmrund_cancel(struct vmrund *d, unsigned tenant, const char
 	return a;
 }
 
+void vmrund_store_failed(struct vmrund *d, const char *what, const char *err)
+{
+	if (!d->store_down)
+		fprintf(stderr, "vmrund: %s: %s; retrying\n", what, err);
+	d->store_down = true;
+}
+
+void vmrund_store_ok(struct vmrund *d)
+{
+	if (d->store_down)
+		fprintf(stderr, "vmrund: the store answers again\n");
+	d->store_down = false;
+}
+
 unsigned vmrund_rate(struct vmrund *d, unsigned tenant)
 {
 	pthread_mutex_lock(&d->lock);
-	int64_t wait = sched_rate_take(&d->rate, tenant, vmrund_now_ms());
+	int64_t wait = -1;
+	if (d->store->ops->rate) {
+		char err[300];
+		if (d->store->ops->rate(d->store, &d->ts.t[tenant], &wait, err, sizeof(err)) < 0) {
+			vmrund_store_failed(d, "taking from a tenant's request rate", err);
+			wait = -1;
+		} else {
+			vmrund_store_ok(d);
+		}
+	}
+	/* One node, or a store that is down: this node's own bucket, so
+	 * that each node still holds the rate while it cannot ask. */
+	if (wait < 0)
+		wait = sched_rate_take(&d->rate, tenant, vmrund_now_ms());
 	if (wait)
 		d->m.refused_rate++;
 	pthread_mutex_unlock(&d->lock);

@@ -95,8 +95,17 @@ struct vmrund_answer vmrund_cancel(struct vmrund *d, unsigned tenant, const char
  * true when it has ended. */
 bool vmrund_wait(struct vmrund *d, const char *id, int64_t deadline_ms);
 
-/* Take one request from tenant's rate: 0, or the seconds to wait. */
+/* Take one request from tenant's rate, the cluster's where the store
+ * keeps one (else, or while the store is down, this node's): 0, or the
+ * seconds to wait. */
 unsigned vmrund_rate(struct vmrund *d, unsigned tenant);
+
+/* The store failed doing what: said once in the log until it works
+ * again (vmrund_store_ok). Lock held. */
+void vmrund_store_failed(struct vmrund *d, const char *what, const char *err);
+
+/* A store call worked: says so once after a failure. Lock held. */
+void vmrund_store_ok(struct vmrund *d);
 
 /* Whether KVM and the guest images are usable, with the reason if not:
  * vmm's host check at start passed, and /dev/kvm, vmm, the worker and

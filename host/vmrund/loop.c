@@ -24,21 +24,6 @@
 #define EXPIRE_EVERY_MS    1000    /* how often a node looks for dead nodes' runs */
 #define RETENTION_EVERY_MS 60000
 
-/* The store failed: said once until it works again. Lock held. */
-static void store_failed(struct vmrund *d, const char *what, const char *err)
-{
-	if (!d->store_down)
-		fprintf(stderr, "vmrund: %s: %s; retrying\n", what, err);
-	d->store_down = true;
-}
-
-static void store_ok(struct vmrund *d)
-{
-	if (d->store_down)
-		fprintf(stderr, "vmrund: the store answers again\n");
-	d->store_down = false;
-}
-
 /* The worker's process: its own stderr in the run directory, the gate
  * as descriptor SPOOL_GATE_FD and no other fd of ours, a fixed
  * environment, and SIGTERM when vmrund dies. Only async-signal-safe
@@ -155,9 +140,9 @@ static void claim(struct vmrund *d)
 		return;
 	int n = d->store->ops->claim(d->store, d->node, room, &d->ts, vmrund_wall_ms(), rows, err, sizeof(err));
 	if (n < 0)
-		store_failed(d, "claiming runs", err);
+		vmrund_store_failed(d, "claiming runs", err);
 	else
-		store_ok(d);
+		vmrund_store_ok(d);
 	for (int i = 0; i < n; i++) {
 		start_run(d, &rows[i]);
 		store_run_free(&rows[i]);
@@ -186,7 +171,7 @@ static void answer_gates(struct vmrund *d)
 		char err[300];
 		int ok = x->cancel ? 0 : d->store->ops->command(d->store, x->id, d->node, vmrund_wall_ms(), err, sizeof(err));
 		if (ok < 0) {
-			store_failed(d, "letting a command start", err);
+			vmrund_store_failed(d, "letting a command start", err);
 			continue;
 		}
 		x->refused = !ok;
@@ -275,11 +260,11 @@ static void record(struct vmrund *d, struct vmrund_active *x)
 	}
 	int done = 0;
 	if (st != RS_CANCELLED && keep_put(d->store, x->id, dir, (uint64_t)d->cfg.blob_max_mib << 20, err, sizeof(err))) {
-		store_failed(d, "keeping a run's output", err);
+		vmrund_store_failed(d, "keeping a run's output", err);
 		goto out;
 	}
 	if ((done = vmrund_end_run(d, x->id, d->node, st, result ? text : NULL, message)) < 0) {
-		store_failed(d, "recording a run's end", "see above");
+		vmrund_store_failed(d, "recording a run's end", "see above");
 		goto out;
 	}
 	if (done == 0)
@@ -355,7 +340,7 @@ static void cluster(struct vmrund *d, int64_t *next_beat, int64_t *next_expiry, 
 	if (now >= *next_beat) {
 		int64_t lease = (int64_t)d->cfg.lease_s * 1000;
 		if (d->store->ops->heartbeat(d->store, d->node, lease, on_cancel_asked, d, err, sizeof(err)) < 0) {
-			store_failed(d, "renewing this node's lease", err);
+			vmrund_store_failed(d, "renewing this node's lease", err);
 			*next_beat = now + 500;
 		} else {
 			*next_beat = now + lease / 4;
@@ -363,7 +348,7 @@ static void cluster(struct vmrund *d, int64_t *next_beat, int64_t *next_expiry, 
 	}
 	if (now >= *next_expiry) {
 		if (d->store->ops->expire(d->store, NULL, vmrund_wall_ms(), on_taken_back, d, err, sizeof(err)) < 0)
-			store_failed(d, "taking back dead nodes' runs", err);
+			vmrund_store_failed(d, "taking back dead nodes' runs", err);
 		*next_expiry = now + EXPIRE_EVERY_MS;
 	}
 }
@@ -376,7 +361,7 @@ static void expire_kept(struct vmrund *d)
 	char err[300];
 	pthread_mutex_lock(&d->lock);
 	if (d->store->ops->drop_blobs(d->store, before, err, sizeof(err)) < 0)
-		store_failed(d, "removing kept output past its retention", err);
+		vmrund_store_failed(d, "removing kept output past its retention", err);
 	pthread_mutex_unlock(&d->lock);
 	DIR *dir = opendir(d->cfg.run_dir);
 	if (!dir)

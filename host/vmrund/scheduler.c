@@ -84,10 +84,15 @@ int64_t sched_rate_take(struct sched_rate *r, unsigned tenant, int64_t now_ms)
 		t->tokens -= 1;
 		return 0;
 	}
+	return sched_rate_wait_ms(t->tokens, lim->rate);
+}
+
+int64_t sched_rate_wait_ms(double tokens, double rate)
+{
 	/* A rate low enough (tenants allow any above 0) puts the wait past
 	 * what int64 holds: converting that would be undefined. Capped, so
 	 * that the caller's seconds still fit an unsigned too. */
-	double w = (1 - t->tokens) * 1000.0 / lim->rate;
+	double w = (1 - tokens) * 1000.0 / rate;
 	if (!(w < (double)SCHED_WAIT_MAX_MS))
 		return SCHED_WAIT_MAX_MS;
 	int64_t wait = (int64_t)w + 1;

@@ -67,4 +67,9 @@ void sched_rate_free(struct sched_rate *r);
  * the ms until a token is there (the request is refused: 429). */
 int64_t sched_rate_take(struct sched_rate *r, unsigned tenant, int64_t now_ms);
 
+/* How long a bucket holding tokens (< 1) of a rate per second takes to
+ * hold one: ms, at least 1, capped so that its seconds fit an unsigned.
+ * The cluster's bucket (store.h's rate) answers with it too. Pure. */
+int64_t sched_rate_wait_ms(double tokens, double rate);
+
 #endif

@@ -158,6 +158,13 @@ struct store_ops {
 	 * connection was lost: notifications may have been missed, so the
 	 * caller looks at everything once more). */
 	int (*notes)(struct store *s, store_note_fn fn, void *ctx, char *err, size_t errlen);
+	/* Take one request from the tenant's request rate for the whole
+	 * cluster: a token bucket of lim's rate and burst, kept in the store
+	 * on the store's clock. 0 with *wait_ms 0 when taken, else with the
+	 * ms until a token is there (refused); -1 error. NULL in a backend
+	 * that one node alone uses (SQLite): that node's own bucket is the
+	 * cluster's. */
+	int (*rate)(struct store *s, const struct tenant *lim, int64_t *wait_ms, char *err, size_t errlen);
 	/* Close and free (store_close is the call that is safe on NULL). */
 	void (*close)(struct store *s);
 };

@@ -46,9 +46,10 @@ static int pg_submit(struct store *base, const struct store_run *run, const stru
 		goto out;
 	const char *const cv[] = { run->tenant };
 	PGresult *res = pg_exec_sql(s, "counting open runs",
-				 "SELECT count(*) FILTER (WHERE tenant = $1), count(*) FILTER (WHERE state = 'queued')"
-				 " FROM runs WHERE state IN ('queued', 'running')",
-				 1, cv, err, errlen);
+				    "SELECT count(*) FILTER (WHERE tenant = $1),"
+				    " count(*) FILTER (WHERE state = 'queued')"
+				    " FROM runs WHERE state IN ('queued', 'running')",
+				    1, cv, err, errlen);
 	if (!res)
 		goto out;
 	unsigned open = pg_get_count(res, 0, 0), queued = pg_get_count(res, 0, 1);
@@ -61,10 +62,10 @@ static int pg_submit(struct store *base, const struct store_run *run, const stru
 	const char *const iv[] = { run->id, run->tenant, created, run->request };
 	PGresult *failed;
 	res = pg_exec_full(s, "queueing run",
-			"WITH r AS (INSERT INTO runs (id, tenant, state, created_ms, request)"
-			" VALUES ($1, $2, 'queued', $3, $4) RETURNING id)"
-			" SELECT pg_notify('" CHANNEL "', 'queued:' || id) FROM r",
-			4, iv, NULL, NULL, 0, &failed, err, errlen);
+			   "WITH r AS (INSERT INTO runs (id, tenant, state, created_ms, request)"
+			   " VALUES ($1, $2, 'queued', $3, $4) RETURNING id)"
+			   " SELECT pg_notify('" CHANNEL "', 'queued:' || id) FROM r",
+			   4, iv, NULL, NULL, 0, &failed, err, errlen);
 	if (!res) {
 		if (pg_sqlstate_is(failed, "23505"))   /* unique_violation: the id */
 			errf(err, errlen, "store: run %s exists already", run->id);
@@ -86,8 +87,9 @@ static int pg_get(struct store *base, const char *id, const char *tenant, struct
 		return -1;
 	const char *const v[] = { id, tenant };
 	PGresult *res = pg_exec_sql(s, "reading run",
-				 "SELECT " STORE_COLS " FROM runs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)", 2,
-				 v, err, errlen);
+				    "SELECT " STORE_COLS " FROM runs"
+				    " WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)",
+				    2, v, err, errlen);
 	if (!res)
 		return -1;
 	int rc = PQntuples(res) == 0 ? 0 : pg_read_row(res, 0, out, err, errlen) < 0 ? -1 : 1;
@@ -129,12 +131,12 @@ static int pg_claim(struct store *base, const char *node, unsigned n, const stru
 	/* Per tenant with runs open: running, queued, and its last start over
 	 * all its runs (an index lookup each, on (tenant, started_ms)). */
 	PGresult *res = pg_exec_sql(s, "counting runs",
-				 "SELECT o.tenant, o.running, o.queued,"
-				 " (SELECT max(started_ms) FROM runs r WHERE r.tenant = o.tenant)"
-				 " FROM (SELECT tenant, count(*) FILTER (WHERE state = 'running') AS running,"
-				 " count(*) FILTER (WHERE state = 'queued') AS queued"
-				 " FROM runs WHERE state IN ('queued', 'running') GROUP BY tenant) o",
-				 0, NULL, err, errlen);
+				    "SELECT o.tenant, o.running, o.queued,"
+				    " (SELECT max(started_ms) FROM runs r WHERE r.tenant = o.tenant)"
+				    " FROM (SELECT tenant, count(*) FILTER (WHERE state = 'running') AS running,"
+				    " count(*) FILTER (WHERE state = 'queued') AS queued"
+				    " FROM runs WHERE state IN ('queued', 'running') GROUP BY tenant) o",
+				    0, NULL, err, errlen);
 	if (!res)
 		goto out;
 	for (size_t i = 0; i < ts->n; i++)
@@ -161,13 +163,14 @@ static int pg_claim(struct store *base, const char *node, unsigned n, const stru
 		 * (it is ending) rather than waited on. MATERIALIZED so that the
 		 * pick is made once, whatever the plan. */
 		res = pg_exec_sql(s, "claiming runs",
-			       "WITH picked AS MATERIALIZED (SELECT seq AS pick FROM runs"
-			       " WHERE state = 'queued' AND tenant = $1 ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED),"
-			       " claimed AS (UPDATE runs SET state = 'running', node = $2, started_ms = $3,"
-			       " command_ms = NULL, cancel = false FROM picked"
-			       " WHERE runs.seq = picked.pick AND runs.state = 'queued' RETURNING " STORE_COLS ")"
-			       " SELECT " STORE_COLS " FROM claimed ORDER BY seq",
-			       4, v, err, errlen);
+				  "WITH picked AS MATERIALIZED (SELECT seq AS pick FROM runs"
+				  " WHERE state = 'queued' AND tenant = $1 ORDER BY seq LIMIT $4"
+				  " FOR UPDATE SKIP LOCKED),"
+				  " claimed AS (UPDATE runs SET state = 'running', node = $2, started_ms = $3,"
+				  " command_ms = NULL, cancel = false FROM picked"
+				  " WHERE runs.seq = picked.pick AND runs.state = 'queued' RETURNING " STORE_COLS ")"
+				  " SELECT " STORE_COLS " FROM claimed ORDER BY seq",
+				  4, v, err, errlen);
 		if (!res)
 			goto out;
 		for (int r = 0; r < PQntuples(res) && got < (int)n; r++) {
@@ -206,9 +209,9 @@ static int pg_command(struct store *base, const char *id, const char *node, int6
 	fmt_i64(now, sizeof(now), now_ms);
 	const char *const v[] = { id, node, now };
 	PGresult *res = pg_exec_sql(s, "recording the command's start",
-				 "UPDATE runs SET command_ms = $3"
-				 " WHERE id = $1 AND state = 'running' AND node = $2 AND NOT cancel",
-				 3, v, err, errlen);
+				    "UPDATE runs SET command_ms = $3"
+				    " WHERE id = $1 AND state = 'running' AND node = $2 AND NOT cancel",
+				    3, v, err, errlen);
 	if (!res)
 		return -1;
 	int rc = !strcmp(PQcmdTuples(res), "1");
@@ -229,11 +232,11 @@ static int pg_finish(struct store *base, const char *id, const char *node, enum 
 	fmt_i64(fin, sizeof(fin), finished_ms);
 	const char *const v[] = { id, name, fin, result, message, node };
 	PGresult *res = pg_exec_sql(s, "ending run",
-				 "WITH e AS (UPDATE runs SET state = $2, finished_ms = $3, result = $4, message = $5"
-				 " WHERE id = $1 AND state IN ('queued', 'running')"
-				 " AND ($6::text IS NULL OR (state = 'running' AND node = $6)) RETURNING id)"
-				 " SELECT pg_notify('" CHANNEL "', 'ended:' || id) FROM e",
-				 6, v, err, errlen);
+				    "WITH e AS (UPDATE runs SET state = $2, finished_ms = $3, result = $4, message = $5"
+				    " WHERE id = $1 AND state IN ('queued', 'running')"
+				    " AND ($6::text IS NULL OR (state = 'running' AND node = $6)) RETURNING id)"
+				    " SELECT pg_notify('" CHANNEL "', 'ended:' || id) FROM e",
+				    6, v, err, errlen);
 	if (!res)
 		return -1;
 	int rc = PQntuples(res) == 1;
@@ -254,9 +257,9 @@ static int pg_cancel(struct store *base, const char *id, const char *tenant, int
 	int rc = -1;
 	const char *const v[] = { id, tenant };
 	PGresult *res = pg_exec_sql(s, "reading run",
-				 "SELECT state, node FROM runs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)"
-				 " FOR UPDATE",
-				 2, v, err, errlen);
+				    "SELECT state, node FROM runs WHERE id = $1 AND ($2::text IS NULL OR tenant = $2)"
+				    " FOR UPDATE",
+				    2, v, err, errlen);
 	if (!res)
 		goto out;
 	if (PQntuples(res) == 0) {
@@ -273,16 +276,16 @@ static int pg_cancel(struct store *base, const char *id, const char *tenant, int
 		fmt_i64(now, sizeof(now), now_ms);
 		const char *const qv[] = { id, now };
 		rc = pg_exec_cmd(s, "cancelling run",
-			      "WITH e AS (UPDATE runs SET state = 'cancelled', finished_ms = $2,"
-			      " message = '" STORE_MSG_CANCELLED_QUEUED "' WHERE id = $1 RETURNING id)"
-			      " SELECT pg_notify('" CHANNEL "', 'ended:' || id) FROM e",
-			      2, qv, err, errlen) < 0 ? -1 : 1;
+				 "WITH e AS (UPDATE runs SET state = 'cancelled', finished_ms = $2,"
+				 " message = '" STORE_MSG_CANCELLED_QUEUED "' WHERE id = $1 RETURNING id)"
+				 " SELECT pg_notify('" CHANNEL "', 'ended:' || id) FROM e",
+				 2, qv, err, errlen) < 0 ? -1 : 1;
 	} else if (state == RS_RUNNING) {
 		const char *const rv[] = { id };
 		rc = pg_exec_cmd(s, "cancelling run",
-			      "WITH c AS (UPDATE runs SET cancel = true WHERE id = $1 RETURNING id)"
-			      " SELECT pg_notify('" CHANNEL "', 'cancel:' || id) FROM c",
-			      1, rv, err, errlen) < 0 ? -1 : 2;
+				 "WITH c AS (UPDATE runs SET cancel = true WHERE id = $1 RETURNING id)"
+				 " SELECT pg_notify('" CHANNEL "', 'cancel:' || id) FROM c",
+				 1, rv, err, errlen) < 0 ? -1 : 2;
 		if (rc == 2 && node)
 			memcpy(node, holder, sizeof(holder));
 	} else if (state >= 0) {
@@ -307,16 +310,17 @@ static int pg_heartbeat(struct store *base, const char *node, int64_t lease_ms,
 	fmt_i64(lease, sizeof(lease), lease_ms);
 	const char *const v[] = { node, lease };
 	if (pg_exec_cmd(s, "renewing the lease",
-		     "INSERT INTO nodes (name, lease_until_ms)"
-		     " VALUES ($1, least(" NOW_MS "::numeric + $2::bigint, 9223372036854775807)::bigint)"
-		     " ON CONFLICT (name) DO UPDATE SET lease_until_ms = excluded.lease_until_ms",
-		     2, v, err, errlen) < 0)
+			"INSERT INTO nodes (name, lease_until_ms)"
+			" VALUES ($1, least(" NOW_MS "::numeric + $2::bigint, 9223372036854775807)::bigint)"
+			" ON CONFLICT (name) DO UPDATE SET lease_until_ms = excluded.lease_until_ms",
+			2, v, err, errlen) < 0)
 		return -1;
 	if (!fn)
 		return 0;
 	PGresult *res = pg_exec_sql(s, "reading cancels",
-				 "SELECT id FROM runs WHERE state = 'running' AND node = $1 AND cancel ORDER BY seq", 1, v,
-				 err, errlen);
+				    "SELECT id FROM runs WHERE state = 'running' AND node = $1 AND cancel"
+				    " ORDER BY seq",
+				    1, v, err, errlen);
 	if (!res)
 		return -1;
 	/* The rows are all here: no query is open while fn runs. */
@@ -358,8 +362,9 @@ static int pg_expire(struct store *base, const char *node, int64_t now_ms,
 	PGresult *res =
 		node ? pg_exec_sql(s, "expiring runs", EXPIRE_SQL("node = $2"), 2, v, err, errlen)
 		     : pg_exec_sql(s, "expiring runs",
-				EXPIRE_SQL("node IN (SELECT name FROM nodes WHERE lease_until_ms < " NOW_MS ")"), 1, v,
-				err, errlen);
+				   EXPIRE_SQL("node IN (SELECT name FROM nodes"
+					      " WHERE lease_until_ms < " NOW_MS ")"),
+				   1, v, err, errlen);
 	if (!res)
 		return -1;
 	int n = PQntuples(res);
@@ -391,9 +396,9 @@ static int pg_each(struct store *base, enum run_state state, int (*fn)(void *ctx
 		fmt_i64(seq, sizeof(seq), after);
 		const char *const v[] = { name, seq };
 		PGresult *res = pg_exec_sql(s, "walking runs",
-					 "SELECT " STORE_COLS " FROM runs WHERE state = $1 AND seq > $2"
-					 " ORDER BY seq LIMIT 1",
-					 2, v, err, errlen);
+					    "SELECT " STORE_COLS " FROM runs WHERE state = $1 AND seq > $2"
+					    " ORDER BY seq LIMIT 1",
+					    2, v, err, errlen);
 		if (!res)
 			return -1;
 		if (PQntuples(res) == 0) {
@@ -420,7 +425,7 @@ static int pg_count(struct store *base, uint64_t count[RS_COUNT], char *err, siz
 	if (pg_ensure(s, err, errlen) < 0)
 		return -1;
 	PGresult *res = pg_exec_sql(s, "counting runs", "SELECT state, count(*) FROM runs GROUP BY state", 0, NULL, err,
-				 errlen);
+				    errlen);
 	if (!res)
 		return -1;
 	int rc = 0;
@@ -455,9 +460,9 @@ static int pg_put_blob(struct store *base, const char *id, const char *name, con
 	const int fmts[] = { 0, 0, 1 };
 	PGresult *failed;
 	PGresult *res = pg_exec_full(s, "keeping blob",
-				  "INSERT INTO blobs (id, name, data) VALUES ($1, $2, $3)"
-				  " ON CONFLICT (id, name) DO UPDATE SET data = excluded.data",
-				  3, v, lens, fmts, 0, &failed, err, errlen);
+				     "INSERT INTO blobs (id, name, data) VALUES ($1, $2, $3)"
+				     " ON CONFLICT (id, name) DO UPDATE SET data = excluded.data",
+				     3, v, lens, fmts, 0, &failed, err, errlen);
 	if (!res) {
 		if (pg_sqlstate_is(failed, "23503"))   /* foreign_key_violation: no such run */
 			errf(err, errlen, "store: no run %s to keep blob %s for", id, shown);
@@ -479,16 +484,17 @@ static int pg_blobs(struct store *base, const char *id,
 	if (pg_ensure(s, err, errlen) < 0)
 		return -1;
 	const char *const v[] = { id };
-	PGresult *names = pg_exec_sql(s, "listing blobs", "SELECT name FROM blobs WHERE id = $1 ORDER BY name COLLATE \"C\"",
-				   1, v, err, errlen);
+	PGresult *names = pg_exec_sql(s, "listing blobs",
+				      "SELECT name FROM blobs WHERE id = $1 ORDER BY name COLLATE \"C\"", 1, v, err,
+				      errlen);
 	if (!names)
 		return -1;
 	int rc = 0;
 	for (int r = 0; rc == 0 && r < PQntuples(names); r++) {
 		const char *name = PQgetvalue(names, r, 0);
 		const char *const bv[] = { id, name };
-		PGresult *res = pg_exec_full(s, "reading blob", "SELECT data FROM blobs WHERE id = $1 AND name = $2", 2, bv,
-					  NULL, NULL, 1, NULL, err, errlen);
+		PGresult *res = pg_exec_full(s, "reading blob", "SELECT data FROM blobs WHERE id = $1 AND name = $2",
+					     2, bv, NULL, NULL, 1, NULL, err, errlen);
 		if (!res) {
 			rc = -1;
 			break;
@@ -510,13 +516,50 @@ static long pg_drop_blobs(struct store *base, int64_t before_ms, char *err, size
 	fmt_i64(before, sizeof(before), before_ms);
 	const char *const v[] = { before };
 	PGresult *res = pg_exec_sql(s, "dropping blobs",
-				 "DELETE FROM blobs b USING runs r WHERE b.id = r.id AND r.finished_ms < $1", 1, v, err,
-				 errlen);
+				    "DELETE FROM blobs b USING runs r WHERE b.id = r.id AND r.finished_ms < $1",
+				    1, v, err, errlen);
 	if (!res)
 		return -1;
 	long n = strtol(PQcmdTuples(res), NULL, 10);
 	PQclear(res);
 	return n;
+}
+
+/* One statement, so one round trip per request: the row's lock (the
+ * upsert's) orders two nodes' takes. The refill is measured on the
+ * server's clock, the same for every node; a tenant's first request
+ * finds a full bucket. */
+static int pg_rate(struct store *base, const struct tenant *lim, int64_t *wait_ms, char *err, size_t errlen)
+{
+	struct store_pg *s = backend(base);
+	*wait_ms = 0;
+	if (pg_ensure(s, err, errlen) < 0)
+		return -1;
+	char rate[32], burst[32];
+	snprintf(rate, sizeof(rate), "%.17g", lim->rate);
+	snprintf(burst, sizeof(burst), "%.17g", lim->burst);
+	const char *const v[] = { lim->name, rate, burst };
+#define REFILLED "least($3::float8, rates.tokens + greatest(0, excluded.at_ms - rates.at_ms) * $2::float8 / 1000)"
+	PGresult *res = pg_exec_sql(s, "taking from a tenant's rate",
+				    "INSERT INTO rates (tenant, tokens, at_ms, taken)"
+				    " VALUES ($1, $3::float8 - 1, " NOW_MS ", true)"
+				    " ON CONFLICT (tenant) DO UPDATE SET"
+				    " tokens = " REFILLED " - CASE WHEN " REFILLED " >= 1 THEN 1 ELSE 0 END,"
+				    " taken = " REFILLED " >= 1,"
+				    " at_ms = greatest(rates.at_ms, excluded.at_ms)"
+				    " RETURNING taken, tokens",
+				    3, v, err, errlen);
+#undef REFILLED
+	if (!res)
+		return -1;
+	if (PQntuples(res) != 1) {
+		PQclear(res);
+		return errf(err, errlen, "store: taking from a tenant's rate: no row");
+	}
+	if (strcmp(PQgetvalue(res, 0, 0), "t"))
+		*wait_ms = sched_rate_wait_ms(strtod(PQgetvalue(res, 0, 1), NULL), lim->rate);
+	PQclear(res);
+	return 0;
 }
 
 static int pg_note_fd(struct store *base)
@@ -602,6 +645,7 @@ static const struct store_ops pg_ops = {
 	.drop_blobs = pg_drop_blobs,
 	.note_fd = pg_note_fd,
 	.notes = pg_notes,
+	.rate = pg_rate,
 	.close = pg_close,
 };
 

@@ -46,6 +46,17 @@ static const char *const migrations[] = {
 	" name text NOT NULL,"
 	" data bytea NOT NULL,"
 	" PRIMARY KEY (id, name));",
+	/* 2: the tenants' request-rate buckets, one per tenant for the whole
+	 * cluster (pg_rate). UNLOGGED: no WAL, so that the write every API
+	 * request makes costs no disk flush; a crash of the server empties
+	 * the table, which refills every bucket, as a restarted single node
+	 * does. taken: whether the last update took a token, for RETURNING,
+	 * which sees only the row after. */
+	"CREATE UNLOGGED TABLE rates ("
+	" tenant text PRIMARY KEY,"
+	" tokens double precision NOT NULL,"
+	" at_ms bigint NOT NULL,"
+	" taken boolean NOT NULL);",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -298,17 +309,19 @@ int pg_migrate(struct store_pg *s, char *err, size_t errlen)
 	if (pg_exec_cmd(s, "schema lock", "SELECT pg_advisory_lock(" LOCK_SCHEMA ")", 0, NULL, err, errlen) < 0)
 		return -1;
 	if (pg_exec_cmd(s, "schema",
-		     "CREATE TABLE IF NOT EXISTS vmrun_schema (version int PRIMARY KEY, applied_ms bigint NOT NULL)", 0,
-		     NULL, err, errlen) < 0)
+			"CREATE TABLE IF NOT EXISTS vmrun_schema"
+			" (version int PRIMARY KEY, applied_ms bigint NOT NULL)",
+			0, NULL, err, errlen) < 0)
 		goto out;
-	PGresult *res = pg_exec_sql(s, "schema", "SELECT coalesce(max(version), 0) FROM vmrun_schema", 0, NULL, err, errlen);
+	PGresult *res =
+		pg_exec_sql(s, "schema", "SELECT coalesce(max(version), 0) FROM vmrun_schema", 0, NULL, err, errlen);
 	if (!res)
 		goto out;
 	long have = (long)pg_get_i64(res, 0, 0);
 	PQclear(res);
 	if (have > SCHEMA_VERSION) {
-		errf(err, errlen, "store: schema version %ld is newer than this vmrund's (%d); use a newer vmrund", have,
-		     SCHEMA_VERSION);
+		errf(err, errlen, "store: schema version %ld is newer than this vmrund's (%d); use a newer vmrund",
+		     have, SCHEMA_VERSION);
 		goto out;
 	}
 	for (long v = have + 1; v <= SCHEMA_VERSION; v++) {
@@ -324,8 +337,8 @@ int pg_migrate(struct store_pg *s, char *err, size_t errlen)
 		if (!ok)
 			pg_stmt_err(s, res, what, err, errlen);
 		PQclear(res);
-		if (!ok || pg_exec_cmd(s, what, "INSERT INTO vmrun_schema (version, applied_ms) VALUES ($1, " NOW_MS ")", 1,
-				    vv, err, errlen) < 0) {
+		if (!ok || pg_exec_cmd(s, what, "INSERT INTO vmrun_schema (version, applied_ms) VALUES ($1, " NOW_MS ")",
+				       1, vv, err, errlen) < 0) {
 			pg_end_tx(s, -1, err, errlen);
 			goto out;
 		}
@@ -335,7 +348,8 @@ int pg_migrate(struct store_pg *s, char *err, size_t errlen)
 	rc = 0;
 out:
 	/* On failure the lock goes with the connection, which open closes. */
-	if (rc == 0 && pg_exec_cmd(s, "schema unlock", "SELECT pg_advisory_unlock(" LOCK_SCHEMA ")", 0, NULL, err, errlen) < 0)
+	if (rc == 0 &&
+	    pg_exec_cmd(s, "schema unlock", "SELECT pg_advisory_unlock(" LOCK_SCHEMA ")", 0, NULL, err, errlen) < 0)
 		rc = -1;
 	return rc;
 }

@@ -7,7 +7,8 @@
  *
  * concurrent: runs at once; queued: runs waiting beyond those; rate and
  * burst: requests per second, as a token bucket (every request that
- * carries the key counts, reads too). A key is 16 to 128 characters of
+ * carries the key counts, reads too; one bucket for all the nodes that
+ * share a PostgreSQL store, store.h's rate). A key is 16 to 128 characters of
  * [A-Za-z0-9._-]; the file names every tenant before its keys. */
 #ifndef VMRUND_TENANTS_H
 #define VMRUND_TENANTS_H

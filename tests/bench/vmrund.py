@@ -12,7 +12,9 @@
                                 needs a KVM host that boots Linux
 
 Each starts its own vmrund on loopback with a config and keys in a temp
-directory, and stops it."""
+directory, and stops it; with VMRUN_BENCH_STORE set (a postgresql:// URI)
+that vmrund keeps its state there instead of in SQLite
+(tests/bench/queue.sh starts such a server for the API's figures)."""
 import http.client, json, os, random, shutil, signal, statistics, subprocess, sys, tempfile, threading, time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -30,6 +32,8 @@ def start(tmp, worker=None, slots=2, queue_max=1024, concurrent=1024):
             "keys = %s/etc/keys" % tmp, "audit_log =", "slots = %d" % slots, "queue_max = %d" % queue_max]
     if worker:
         conf.append("worker = " + worker)
+    if os.environ.get("VMRUN_BENCH_STORE"):
+        conf.append("store = " + os.environ["VMRUN_BENCH_STORE"])
     with open(tmp + "/etc/vmrund.conf", "w") as f:
         f.write("\n".join(conf) + "\n")
     p = subprocess.Popen([ROOT + "/build/bin/vmrund", "--config", tmp + "/etc/vmrund.conf"],

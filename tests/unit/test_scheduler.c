@@ -282,6 +282,14 @@ static void rate(void **state)
 	struct tenants none = { 0 };
 	assert_int_equal(sched_rate_init(&r, &none), 0);
 	sched_rate_free(&r);
+
+	/* The wait alone, as the cluster's bucket asks for it: what is
+	 * missing of one token at the rate, at least 1 ms, capped. */
+	assert_int_equal(sched_rate_wait_ms(0.5, 10), 51);
+	assert_int_equal(sched_rate_wait_ms(0, 1), 1001);
+	assert_int_equal(sched_rate_wait_ms(0.9999999, 1000), 1);
+	assert_true(sched_rate_wait_ms(0, 1e-300) >= 1000ll * 86400 * 365 * 50);
+	assert_true((sched_rate_wait_ms(-5, 1e-300) + 999) / 1000 <= UINT32_MAX);
 }
 
 int main(void)

@@ -28,8 +28,6 @@
 #include "scheduler.h"
 #include "store.h"
 
-/* The store's own words (store.h will hold them for every backend). */
-
 static bool pg;             /* VMRUN_TEST_STORE is set: a shared store */
 static char dir[64];
 static char spec[1024];
@@ -1568,6 +1566,52 @@ static void utf8_text(void **state)
 	store_close(s);
 }
 
+/* The request rate: one bucket per tenant for every node of a shared
+ * store (two connections here, as two nodes); none in SQLite, whose one
+ * node keeps its own. */
+static void rate_shared(void **state)
+{
+	(void)state;
+	struct store *s = open_store();
+	if (!pg) {
+		assert_null(s->ops->rate);
+		store_close(s);
+		return;
+	}
+	struct store *s2 = open_store();
+	struct tenant slow = { .rate = 0.001, .burst = 3 };   /* no refill to speak of */
+	snprintf(slow.name, sizeof(slow.name), "%s", nm("slow").s);
+	int64_t wait = -1;
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal((i % 2 ? s2 : s)->ops->rate(i % 2 ? s2 : s, &slow, &wait, err, sizeof(err)), 0);
+		assert_int_equal(wait, 0);
+	}
+	/* The burst is spent on both nodes: a token is ~1000 s away. */
+	assert_int_equal(s2->ops->rate(s2, &slow, &wait, err, sizeof(err)), 0);
+	assert_true(wait > 900000);
+	assert_int_equal(s->ops->rate(s, &slow, &wait, err, sizeof(err)), 0);
+	assert_true(wait > 900000);
+	/* Another tenant has a bucket of its own. */
+	struct tenant other = slow;
+	snprintf(other.name, sizeof(other.name), "%s", nm("other").s);
+	assert_int_equal(s->ops->rate(s, &other, &wait, err, sizeof(err)), 0);
+	assert_int_equal(wait, 0);
+	/* A refill at 10/s: refused at once, with at most 100 ms to wait;
+	 * taken again once that has passed. */
+	struct tenant fast = { .rate = 10, .burst = 1 };
+	snprintf(fast.name, sizeof(fast.name), "%s", nm("fast").s);
+	assert_int_equal(s->ops->rate(s, &fast, &wait, err, sizeof(err)), 0);
+	assert_int_equal(wait, 0);
+	assert_int_equal(s2->ops->rate(s2, &fast, &wait, err, sizeof(err)), 0);
+	assert_true(wait > 0 && wait <= 101);
+	struct timespec pause = { 0, 150 * 1000000L };
+	nanosleep(&pause, NULL);
+	assert_int_equal(s2->ops->rate(s2, &fast, &wait, err, sizeof(err)), 0);
+	assert_int_equal(wait, 0);
+	store_close(s2);
+	store_close(s);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -1603,6 +1647,7 @@ int main(void)
 		cmocka_unit_test(state_names),
 		T(large_request),
 		T(utf8_text),
+		T(rate_shared),
 	};
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

@@ -10,7 +10,8 @@
 #
 #   any node answers for any run (state, output, artifacts list)
 #   a cancel sent to one node stops a run on another, within 1 s
-#   tenant limits (queued + concurrent, and concurrency) hold across nodes
+#   tenant limits (queued + concurrent, concurrency, the request rate) hold
+#     across nodes
 #   50 runs round-robin, one node killed (SIGKILL) mid-way: every run ends
 #     once, none starts twice, none is lost; the dead node's runs that had
 #     not started run elsewhere, those that had end lost
@@ -27,14 +28,17 @@ VMRUND=$PWD/build/bin/vmrund
 KA=key-alice-0123456789abcdef
 KL=key-lim-0123456789abcdef00
 KP=key-pair-0123456789abcdef0
+KS=key-slow-0123456789abcdef0
 mkdir -p "$tmp/etc"
 cat >"$tmp/etc/keys" <<KEYS
 tenant alice concurrent=12 queued=200 rate=1000 burst=1000
 tenant lim concurrent=1 queued=1 rate=1000 burst=1000
 tenant pair concurrent=2 queued=20 rate=1000 burst=1000
+tenant slow concurrent=1 queued=1 rate=0.01 burst=3
 key $KA alice
 key $KL lim
 key $KP pair
+key $KS slow
 KEYS
 chmod 600 "$tmp/etc/keys"
 
@@ -175,6 +179,17 @@ for id in $ids; do wait_state 1 "$KP" "$id" succeeded || break; done
 peak=$(sql "select max(c) from (select (select count(*) from runs b where b.tenant='pair' and b.started_ms <= a.started_ms and b.finished_ms > a.started_ms) c from runs a where a.tenant='pair') t")
 [ "$peak" = 2 ] && ok "a tenant's concurrency (2) holds across three nodes of 4 slots each: at most $peak ran at once" ||
 	not_ok "concurrency across nodes: $peak at once"
+
+# The request rate: a burst of 3 at 0.01/s for the cluster, spent one
+# request on each node (any request counts: a GET of no run is a 404).
+codes=""
+for n in 1 2 3 1; do
+	c "$n" "$KS" "$(base "$n")/v1/runs/00000000000000000000000000000000"
+	codes="$codes $code"
+done
+[ "$codes" = " 404 404 404 429" ] && grep -q "request rate" "$tmp/out" &&
+	ok "a tenant's request rate (burst 3) holds across nodes: 404 on each node, then 429" ||
+	not_ok "rate across nodes:$codes $(cat "$tmp/out")"
 
 # ---- 50 runs round-robin, a node killed mid-way ------------------------------
 # Each run "boots" for 1 s before its gate, then runs 3 s, and they come
