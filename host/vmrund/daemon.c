@@ -217,8 +217,10 @@ void vmrund_store_failed(struct vmrund *d, const char *what, const char *err)
 
 void vmrund_store_ok(struct vmrund *d)
 {
-	if (d->store_down)
+	if (d->store_down) {
 		fprintf(stderr, "vmrund: the store answers again\n");
+		d->expire_from_ms = vmrund_now_ms() + (int64_t)d->cfg.lease_s * 1000;
+	}
 	d->store_down = false;
 }
 

@@ -59,6 +59,10 @@ struct vmrund {
 	FILE *audit;
 	int wake_fd;                  /* eventfd: the loop has work */
 	bool store_down;              /* the last store call failed: said once, not every tick */
+	/* Monotonic ms before which this node takes back no dead node's runs:
+	 * a lease after the store answers again. An outage of the server
+	 * let every lease run out; the live nodes renew theirs first. */
+	int64_t expire_from_ms;
 	bool stopping;                /* SIGTERM: start nothing more, refuse new runs */
 	bool closing;                 /* the loop is over: waits and streams end now */
 };
@@ -104,7 +108,8 @@ unsigned vmrund_rate(struct vmrund *d, unsigned tenant);
  * again (vmrund_store_ok). Lock held. */
 void vmrund_store_failed(struct vmrund *d, const char *what, const char *err);
 
-/* A store call worked: says so once after a failure. Lock held. */
+/* A store call worked: says so once after a failure, and holds back
+ * taking dead nodes' runs for a lease (expire_from_ms). Lock held. */
 void vmrund_store_ok(struct vmrund *d);
 
 /* Whether KVM and the guest images are usable, with the reason if not:

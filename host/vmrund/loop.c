@@ -343,10 +343,13 @@ static void cluster(struct vmrund *d, int64_t *next_beat, int64_t *next_expiry, 
 			vmrund_store_failed(d, "renewing this node's lease", err);
 			*next_beat = now + 500;
 		} else {
+			vmrund_store_ok(d);
 			*next_beat = now + lease / 4;
 		}
 	}
-	if (now >= *next_expiry) {
+	/* Not while the store is down either: the call that would find it
+	 * back must not be the one that takes runs (vmrund_store_ok). */
+	if (now >= *next_expiry && !d->store_down && now >= d->expire_from_ms) {
 		if (d->store->ops->expire(d->store, NULL, vmrund_wall_ms(), on_taken_back, d, err, sizeof(err)) < 0)
 			vmrund_store_failed(d, "taking back dead nodes' runs", err);
 		*next_expiry = now + EXPIRE_EVERY_MS;

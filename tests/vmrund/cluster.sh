@@ -16,7 +16,8 @@
 #     once, none starts twice, none is lost; the dead node's runs that had
 #     not started run elsewhere, those that had end lost
 #   the killed node comes back and sweeps its leftovers
-#   PostgreSQL restarted under load: the nodes carry on, every run ends
+#   PostgreSQL restarted under load, and down for longer than the lease:
+#     the nodes carry on, every run ends
 # Runs as root (the keys file must be root's). Every wait has a deadline.
 set -u
 cd "$(dirname "$0")/../.."
@@ -300,6 +301,30 @@ bad=$(sql "select count(*) from runs where id in ($(sed "s/.*/'&'/" "$tmp/ids" |
 [ "$done_n" = "$(wc -l <"$tmp/ids")" ] && [ "$bad" = 0 ] &&
 	ok "every run in flight during the restart ended, succeeded, its result written once the server was back" ||
 	not_ok "after the restart: $done_n ended, $bad not succeeded"
+# An outage longer than the lease (a crash: immediate stop, then 5 s
+# down against a lease of 3 s): every node's lease runs out meanwhile, yet
+# the runs in flight are not taken back when the server returns; their
+# commands end during the outage and their results are written after it.
+: >"$tmp/ids"
+for i in $(seq 9); do
+	post $(( (i % 3) + 1 )) "$KA" '{"argv":["boot","0.2","sleep","2"]}'
+	field id >>"$tmp/ids"
+done
+for _ in $(seq 50); do
+	[ "$(sql "select count(*) from runs where state = 'running' and command_ms is not null")" -ge 6 ] && break
+	sleep 0.1
+done
+pg_stop && sleep 5 && pg_start "$tmp/pg" && echo "    PostgreSQL down for 5 s (lease 3 s) with runs in flight" ||
+	not_ok "pg_stop, pg_start"
+done_n=0
+for id in $(cat "$tmp/ids"); do
+	wait_state 1 "$KA" "$id" succeeded lost failed cancelled timed_out || break
+	done_n=$((done_n + 1))
+done
+bad=$(sql "select count(*) from runs where id in ($(sed "s/.*/'&'/" "$tmp/ids" | paste -sd,)) and state <> 'succeeded'")
+[ "$done_n" = 9 ] && [ "$bad" = 0 ] &&
+	ok "after an outage longer than the lease, every run in flight ended succeeded, none taken back" ||
+	not_ok "after the long outage: $done_n ended, $bad not succeeded ($(sql "select state, count(*) from runs where id in ($(sed "s/.*/'&'/" "$tmp/ids" | paste -sd,)) group by state" | paste -sd' '))"
 twice=$(sort "$tmp/runs/standin.log" | awk '{print $1}' | uniq -d | wc -l)
 [ "$twice" = 0 ] && ok "and no run of the whole test started twice" || not_ok "$twice runs started twice"
 alive=0
