@@ -24,7 +24,7 @@ MUSL_CC    := musl-gcc -static $(CSTD) $(WARN) -O2 -idirafter /usr/include \
 # vmrun: host/*.c and the wire format.
 HOST_SRCS := $(wildcard host/*.c) guest-agent/proto.c
 HOST_LIB  := $(filter-out host/main.c,$(wildcard host/*.c))
-HOST_LIBS := -lext2fs -lcom_err -lseccomp
+HOST_LIBS := -lext2fs -lcom_err -lseccomp -lidn2 -lhttp_parser
 # vmrund (host/vmrund/): the service, its per-run worker, and the modules
 # both use; HTTP by libmicrohttpd, JSON by jansson, state in SQLite or
 # PostgreSQL (libpq).
@@ -338,6 +338,24 @@ $(BUILD)/fuzz/fuzz_policy: tests/fuzz/fuzz_policy.c host/policy.c host/textfile.
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Iguest-agent tests/fuzz/fuzz_policy.c host/policy.c host/textfile.c host/errmsg.c -o $@
 
+# The network policy's rules and host names (client and guest input), with libidn2.
+$(BUILD)/fuzz/fuzz_netpolicy: tests/fuzz/fuzz_netpolicy.c host/netpolicy.c host/errmsg.c host/netpolicy.h host/errmsg.h
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost tests/fuzz/fuzz_netpolicy.c host/netpolicy.c host/errmsg.c -lidn2 -o $@
+
+# The host proxy's request heads (guest input), through http_parser.
+$(BUILD)/fuzz/fuzz_proxy_request: tests/fuzz/fuzz_proxy_request.c host/proxy_request.c host/errmsg.c \
+		host/proxy_request.h host/netpolicy.h host/errmsg.h
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost tests/fuzz/fuzz_proxy_request.c host/proxy_request.c host/errmsg.c \
+		-lhttp_parser -o $@
+
+# Seeds: a CONNECT and a plain request with hop-by-hop headers.
+$(BUILD)/fuzz/seeds-proxy_request.stamp: $(wildcard tests/fuzz/seeds-proxy_request/*)
+	@rm -rf $(BUILD)/fuzz/seeds-proxy_request && mkdir -p $(BUILD)/fuzz/seeds-proxy_request
+	cp tests/fuzz/seeds-proxy_request/* $(BUILD)/fuzz/seeds-proxy_request/
+	@touch $@
+
 # vmrund's request bodies, native and Piston's (client input), through jansson.
 FUZZ_REQUEST_SRCS := host/vmrund/request.c host/vmrund/piston.c host/runtime.c host/textfile.c host/errmsg.c
 $(BUILD)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRCS) $(wildcard host/*.h host/vmrund/*.h \
@@ -363,7 +381,7 @@ $(BUILD)/fuzz/seeds-loader.stamp: $(BUILD)/fuzz/mkseeds_loader $(wildcard $(BUIL
 	@for f in $(wildcard $(BUILD)/payloads/*.elf); do cp $$f $(BUILD)/fuzz/seeds-loader/; done
 	@touch $@
 
-FUZZ_SEEDS := $(BUILD)/fuzz/seeds-loader.stamp $(BUILD)/fuzz/seeds-request.stamp
+FUZZ_SEEDS := $(BUILD)/fuzz/seeds-loader.stamp $(BUILD)/fuzz/seeds-request.stamp $(BUILD)/fuzz/seeds-proxy_request.stamp
 
 fuzz-smoke: $(FUZZ_BINS) $(FUZZ_SEEDS)
 	@./tests/fuzz/run.sh $(FUZZ_SMOKE_TIME) $(BUILD) $(FUZZ_BINS)

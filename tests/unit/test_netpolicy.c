@@ -1,0 +1,275 @@
+/* The network policy's decisions (host/netpolicy.h): host names
+ * normalized, IP literals in every spelling refused as names, rules
+ * parsed and written back, matching, the deny set, ceilings. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "netpolicy.h"
+
+static char err[256];
+
+static struct net_rule rule(const char *text, bool addr)
+{
+	struct net_rule r;
+	if (net_rule_parse(text, addr, &r, err, sizeof(err)) < 0)
+		fail_msg("%s: %s", text, err);
+	return r;
+}
+
+static void refused(const char *text, bool addr, const char *why)
+{
+	struct net_rule r;
+	err[0] = '\0';
+	assert_int_equal(net_rule_parse(text, addr, &r, err, sizeof(err)), -1);
+	if (!strstr(err, why))
+		fail_msg("%s: \"%s\" does not say \"%s\"", text, err, why);
+	assert_null(strchr(err, '\n'));
+}
+
+static void ip(const char *text, uint8_t a[16])
+{
+	if (!net_ip_literal(text, a))
+		fail_msg("%s is not an address", text);
+}
+
+static void normalize(void **state)
+{
+	(void)state;
+	char out[NET_HOST_MAX + 1];
+	const struct {
+		const char *in, *out;
+	} ok[] = {
+		{ "Example.COM", "example.com" },
+		{ "pypi.org.", "pypi.org" },
+		{ "b\xc3\xbc" "cher.example", "xn--bcher-kva.example" },   /* bücher */
+		{ "B\xc3\x9c" "CHER.example", "xn--bcher-kva.example" },   /* BÜCHER: mapped to lowercase */
+		{ "xn--bcher-kva.example", "xn--bcher-kva.example" },
+		{ "a-b_c.example", "a-b_c.example" },
+		{ "localhost", "localhost" },   /* a name; what it resolves to is judged after */
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		if (net_host_normalize(ok[i].in, out, sizeof(out), err, sizeof(err)) < 0)
+			fail_msg("%s: %s", ok[i].in, err);
+		assert_string_equal(out, ok[i].out);
+	}
+	const char *bad[] = {
+		"", ".", "a..b", "-a.example", "a-.example", "a b.example", "a/b", "a:b", "*.example",
+		"host.123",        /* ends in a number: a URL parser reads an IPv4 address */
+		"host.0x1f",
+		"\xff\xfe.example", /* not UTF-8 */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (net_host_normalize(bad[i], out, sizeof(out), err, sizeof(err)) == 0)
+			fail_msg("\"%s\" was taken as %s", bad[i], out);
+	}
+	char label[80];
+	memset(label, 'a', 64);
+	strcpy(label + 64, ".example");
+	assert_int_equal(net_host_normalize(label, out, sizeof(out), err, sizeof(err)), -1);   /* a 64-byte label */
+	char lng[300] = "";
+	for (int i = 0; i < 42; i++)
+		strcat(lng, "abcde.");
+	strcat(lng, "com");   /* 255 bytes */
+	assert_int_equal(net_host_normalize(lng, out, sizeof(out), err, sizeof(err)), -1);
+}
+
+static void ip_literals(void **state)
+{
+	(void)state;
+	uint8_t a[16], want[16];
+	const char *loopback[] = { "127.0.0.1", "127.1", "0x7f.0.0.1", "0177.0.0.1", "2130706433", "0x7f000001" };
+	ip("127.0.0.1", want);
+	for (size_t i = 0; i < sizeof(loopback) / sizeof(loopback[0]); i++) {
+		ip(loopback[i], a);
+		assert_memory_equal(a, want, 16);
+		char out[NET_HOST_MAX + 1];
+		assert_int_equal(net_host_normalize(loopback[i], out, sizeof(out), err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "IP address"));
+	}
+	ip("[::1]", a);
+	assert_int_equal(a[15], 1);
+	ip("::ffff:169.254.169.254", a);
+	assert_string_equal(net_addr_denied(a), "link-local, where cloud metadata lives (169.254.0.0/16)");
+	assert_false(net_ip_literal("example.com", NULL));
+	assert_false(net_ip_literal("[example.com]", NULL));
+	assert_false(net_ip_literal("", NULL));
+	refused("127.0.0.1", false, "--allow-net-addr");
+	refused("2130706433:443", false, "--allow-net-addr");
+	refused("[::1]:443", false, "--allow-net-addr");
+}
+
+static void rules(void **state)
+{
+	(void)state;
+	char buf[128];
+	const struct {
+		const char *in;
+		bool addr;
+		const char *out;
+	} ok[] = {
+		{ "pypi.org", false, "pypi.org" },
+		{ "PyPI.org.:443", false, "pypi.org:443" },
+		{ "*.Example.com", false, "*.example.com" },
+		{ "*.example.com:8443", false, "*.example.com:8443" },
+		{ "10.1.0.0/16", true, "10.1.0.0/16" },
+		{ "10.1.2.3", true, "10.1.2.3/32" },
+		{ "10.1.0.0/16:3128", true, "10.1.0.0/16:3128" },
+		{ "fd00::/8", true, "fd00::/8" },
+		{ "[fd00::/8]:8080", true, "[fd00::/8]:8080" },
+		{ "[fd00::1]:80", true, "[fd00::1/128]:80" },
+		{ "0.0.0.0/0", true, "0.0.0.0/0" },
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct net_rule r = rule(ok[i].in, ok[i].addr);
+		net_rule_format(&r, buf, sizeof(buf));
+		assert_string_equal(buf, ok[i].out);
+		struct net_rule again = rule(buf, ok[i].addr);   /* what is written reads back the same */
+		assert_memory_equal(&again, &r, sizeof(r));
+	}
+	refused("", false, "empty");
+	refused("pypi.org:0", false, "1 to 65535");
+	refused("pypi.org:65536", false, "1 to 65535");
+	refused("pypi.org:", false, "1 to 65535");
+	refused("pypi.org:+80", false, "1 to 65535");
+	refused("*.", false, "host name");
+	refused("*", false, "host name");
+	refused("a.*.example.com", false, "host name");
+	refused("10.1.2.3/16", true, "the range is 10.1.0.0/16");
+	refused("10.0.0.0/33", true, "0 to 32");
+	refused("fd00::/129", true, "0 to 128");
+	refused("10.0.0.0/x", true, "not a number");
+	refused("example.com", true, "not an IP address");
+	refused("127.1", true, "not an IP address");   /* rules are written plainly */
+	refused("[fd00::/8", true, "bracket");
+	refused("[fd00::/8]x", true, "bracket");
+	refused("[fd00::/8]:99999", true, "1 to 65535");
+}
+
+static void matching(void **state)
+{
+	(void)state;
+	struct net_rule r[] = {
+		rule("pypi.org", false),
+		rule("*.example.com", false),
+		rule("api.test:8080", false),
+		rule("10.9.0.0/16", true),
+		rule("[fd12::/16]:3128", true),
+	};
+	size_t n = sizeof(r) / sizeof(r[0]);
+	assert_true(net_host_allowed(r, n, "pypi.org", 443));
+	assert_true(net_host_allowed(r, n, "pypi.org", 80));
+	assert_false(net_host_allowed(r, n, "pypi.org", 22));
+	assert_false(net_host_allowed(r, n, "files.pypi.org", 443));   /* an exact name is exact */
+	assert_true(net_host_allowed(r, n, "a.example.com", 443));
+	assert_true(net_host_allowed(r, n, "a.b.example.com", 80));
+	assert_false(net_host_allowed(r, n, "example.com", 443));      /* subdomains only */
+	assert_false(net_host_allowed(r, n, "badexample.com", 443));
+	assert_false(net_host_allowed(r, n, "example.com.evil", 443));
+	assert_true(net_host_allowed(r, n, "api.test", 8080));
+	assert_false(net_host_allowed(r, n, "api.test", 443));
+	uint8_t a[16];
+	ip("10.9.200.1", a);
+	assert_true(net_addr_allowed(r, n, a, 443));
+	assert_false(net_addr_allowed(r, n, a, 8080));
+	ip("10.10.0.1", a);
+	assert_false(net_addr_allowed(r, n, a, 443));
+	ip("fd12:3::1", a);
+	assert_true(net_addr_allowed(r, n, a, 3128));
+	assert_false(net_addr_allowed(r, n, a, 443));
+	ip("::ffff:10.9.0.1", a);   /* the mapped form is the IPv4 address */
+	assert_true(net_addr_allowed(r, n, a, 80));
+	assert_false(net_addr_allowed(r, 3, a, 80));   /* host rules never allow an address */
+}
+
+static void deny_set(void **state)
+{
+	(void)state;
+	const struct {
+		const char *addr, *why;   /* why: NULL for a public address */
+	} cases[] = {
+		{ "0.1.2.3", "this network" },          { "10.200.0.1", "private" },
+		{ "100.64.0.1", "shared" },             { "100.127.255.255", "shared" },
+		{ "100.128.0.1", NULL },                { "127.0.0.1", "loopback" },
+		{ "127.255.0.9", "loopback" },          { "169.254.169.254", "cloud metadata" },
+		{ "172.16.0.1", "private" },            { "172.31.255.255", "private" },
+		{ "172.32.0.1", NULL },                 { "192.0.0.8", "IETF" },
+		{ "192.0.2.10", "documentation" },      { "192.168.1.1", "private" },
+		{ "198.18.0.1", "benchmarking" },       { "198.19.255.255", "benchmarking" },
+		{ "198.20.0.1", NULL },                 { "198.51.100.7", "documentation" },
+		{ "203.0.113.9", "documentation" },     { "224.0.0.1", "multicast" },
+		{ "239.255.255.250", "multicast" },     { "240.0.0.1", "reserved" },
+		{ "255.255.255.255", "broadcast" },     { "8.8.8.8", NULL },
+		{ "93.184.216.34", NULL },              { "::", "unspecified" },
+		{ "::1", "loopback" },                  { "::ffff:127.0.0.1", "loopback" },
+		{ "::ffff:8.8.8.8", NULL },             { "64:ff9b::a9fe:a9fe", "NAT64" },
+		{ "2001::1", "Teredo" },                { "2001:db8::1", "documentation" },
+		{ "2002:a9fe:a9fe::1", "6to4" },        { "fc00::1", "unique local" },
+		{ "fdff::1", "unique local" },          { "fe80::1", "link-local" },
+		{ "febf::1", "link-local" },            { "fec0::1", NULL },
+		{ "ff02::1", "multicast" },             { "2606:4700::1111", NULL },
+		{ "2001:4860::8888", NULL },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint8_t a[16];
+		ip(cases[i].addr, a);
+		const char *why = net_addr_denied(a);
+		if (!cases[i].why && why)
+			fail_msg("%s denied: %s", cases[i].addr, why);
+		if (cases[i].why && (!why || !strstr(why, cases[i].why)))
+			fail_msg("%s: \"%s\", want \"%s\"", cases[i].addr, why ? why : "(allowed)", cases[i].why);
+		char text[64];
+		net_addr_format(a, text, sizeof(text));
+		uint8_t back[16];
+		ip(text, back);
+		assert_memory_equal(back, a, 16);
+	}
+}
+
+static void ceilings(void **state)
+{
+	(void)state;
+	struct net_rule c[] = {
+		rule("*.pypi.org", false),
+		rule("pypi.org", false),
+		rule("api.test:8080", false),
+		rule("10.0.0.0/8", true),
+	};
+	size_t n = sizeof(c) / sizeof(c[0]);
+	const struct {
+		const char *rule;
+		bool addr, within;
+	} cases[] = {
+		{ "pypi.org", false, true },          { "files.pypi.org", false, true },
+		{ "*.pypi.org", false, true },        { "*.a.pypi.org", false, true },
+		{ "files.pypi.org:443", false, true }, { "files.pypi.org:22", false, false },
+		{ "*.org", false, false },            { "example.com", false, false },
+		{ "api.test:8080", false, true },     { "api.test", false, false },   /* 80 and 443 are more */
+		{ "api.test:443", false, false },     { "10.1.0.0/16", true, true },
+		{ "10.0.0.0/8:3128", true, false },   { "10.2.0.0/16:443", true, true },
+		{ "0.0.0.0/0", true, false },
+		{ "11.0.0.0/8", true, false },        { "fd00::/8", true, false },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct net_rule r = rule(cases[i].rule, cases[i].addr);
+		if (net_rule_within(&r, c, n) != cases[i].within)
+			fail_msg("%s within the ceiling: %d, want %d", cases[i].rule, !cases[i].within, cases[i].within);
+	}
+	struct net_rule r = rule("pypi.org", false);
+	assert_false(net_rule_within(&r, NULL, 0));   /* no ceiling lines: nothing */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(normalize), cmocka_unit_test(ip_literals), cmocka_unit_test(rules),
+		cmocka_unit_test(matching),  cmocka_unit_test(deny_set),    cmocka_unit_test(ceilings),
+	};
+	return cmocka_run_group_tests_name("netpolicy", tests, NULL, NULL);
+}
