@@ -41,6 +41,9 @@ VMM_LIB   := $(filter-out vmm/main.c,$(VMM_SRCS))
 ASAN_OBJS := $(sort $(VMM_LIB:%.c=$(BUILD)/asan/%.o) $(AGENT_LIB:%.c=$(BUILD)/asan/%.o) \
 	$(HOST_LIB:%.c=$(BUILD)/asan/%.o) $(VMRUND_LIB:%.c=$(BUILD)/asan/%.o))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+# A unit test's own libraries, by its module's name: OpenSSL writes the
+# ClientHellos that the SNI reader's test reads.
+TEST_LIBS_tls_sni := -lssl -lcrypto
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 PAYLOAD_SRCS := $(wildcard tests/payloads/*.S)
 PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
@@ -146,7 +149,7 @@ rootfs-test: rootfs
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_OBJS) $(wildcard tests/common/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost -Ihost/vmrund -Itests/common $(filter %.c %.o,$^) \
-		-lcmocka $(HOST_LIBS) $(VMRUND_LIBS) -pthread -o $@
+		-lcmocka $(HOST_LIBS) $(VMRUND_LIBS) $(TEST_LIBS_$*) -pthread -o $@
 
 unit: $(UNIT_BINS)
 	@./tests/run-all.sh unit $(UNIT_BINS)
@@ -350,6 +353,17 @@ $(BUILD)/fuzz/fuzz_proxy_request: tests/fuzz/fuzz_proxy_request.c host/proxy_req
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost tests/fuzz/fuzz_proxy_request.c host/proxy_request.c host/errmsg.c \
 		-lhttp_parser -o $@
 
+# The server name in a guest's ClientHello (guest input).
+$(BUILD)/fuzz/fuzz_tls_sni: tests/fuzz/fuzz_tls_sni.c host/tls_sni.c host/tls_sni.h
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost tests/fuzz/fuzz_tls_sni.c host/tls_sni.c -o $@
+
+# Seed: a ClientHello that Python's ssl (OpenSSL) wrote for pypi.org.
+$(BUILD)/fuzz/seeds-tls_sni.stamp: $(wildcard tests/fuzz/seeds-tls_sni/*)
+	@rm -rf $(BUILD)/fuzz/seeds-tls_sni && mkdir -p $(BUILD)/fuzz/seeds-tls_sni
+	cp tests/fuzz/seeds-tls_sni/* $(BUILD)/fuzz/seeds-tls_sni/
+	@touch $@
+
 # Seeds: a CONNECT and a plain request with hop-by-hop headers.
 $(BUILD)/fuzz/seeds-proxy_request.stamp: $(wildcard tests/fuzz/seeds-proxy_request/*)
 	@rm -rf $(BUILD)/fuzz/seeds-proxy_request && mkdir -p $(BUILD)/fuzz/seeds-proxy_request
@@ -381,7 +395,8 @@ $(BUILD)/fuzz/seeds-loader.stamp: $(BUILD)/fuzz/mkseeds_loader $(wildcard $(BUIL
 	@for f in $(wildcard $(BUILD)/payloads/*.elf); do cp $$f $(BUILD)/fuzz/seeds-loader/; done
 	@touch $@
 
-FUZZ_SEEDS := $(BUILD)/fuzz/seeds-loader.stamp $(BUILD)/fuzz/seeds-request.stamp $(BUILD)/fuzz/seeds-proxy_request.stamp
+FUZZ_SEEDS := $(BUILD)/fuzz/seeds-loader.stamp $(BUILD)/fuzz/seeds-request.stamp $(BUILD)/fuzz/seeds-proxy_request.stamp \
+	$(BUILD)/fuzz/seeds-tls_sni.stamp
 
 fuzz-smoke: $(FUZZ_BINS) $(FUZZ_SEEDS)
 	@./tests/fuzz/run.sh $(FUZZ_SMOKE_TIME) $(BUILD) $(FUZZ_BINS)

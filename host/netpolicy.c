@@ -394,3 +394,71 @@ bool net_rule_within(const struct net_rule *r, const struct net_rule *ceiling, s
 	}
 	return false;
 }
+
+/* Why addr may not be dialed for port under rules, or NULL: an address
+ * rule lets a denied range through, never the proxy's own addresses. */
+static const char *addr_refusal(const struct net_rule *rules, size_t n, const uint8_t addr[16], uint16_t port,
+				const uint8_t (*self)[16], size_t nself)
+{
+	for (size_t i = 0; i < nself; i++)
+		if (!memcmp(addr, self[i], 16))
+			return "the proxy's own address";
+	if (net_addr_allowed(rules, n, addr, port))
+		return NULL;
+	return net_addr_denied(addr);
+}
+
+void net_decide(const struct net_rule *rules, size_t n, const char *host_text, uint16_t port, net_resolve_fn resolve,
+		void *ctx, const uint8_t (*self)[16], size_t nself, struct net_decision *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->port = port;
+	uint8_t addrs[NET_ADDRS_MAX][16];
+	char why[128];
+	if (net_ip_literal(host_text, addrs[0])) {
+		net_addr_format(addrs[0], out->host, sizeof(out->host));
+		const char *refusal = net_addr_allowed(rules, n, addrs[0], port)
+					      ? addr_refusal(rules, n, addrs[0], port, self, nself)
+					      : "an IP address, and no address rule allows it";
+		if (refusal) {
+			snprintf(out->why, sizeof(out->why), "%s", refusal);
+			return;
+		}
+		memcpy(out->addr, addrs[0], 16);
+		out->allowed = true;
+		return;
+	}
+	if (net_host_normalize(host_text, out->host, sizeof(out->host), why, sizeof(why)) < 0) {
+		snprintf(out->host, sizeof(out->host), "%s", show(host_text, 64).s);
+		snprintf(out->why, sizeof(out->why), "%s", why);
+		return;
+	}
+	if (!net_host_allowed(rules, n, out->host, port)) {
+		snprintf(out->why, sizeof(out->why), "not in the allowlist");
+		return;
+	}
+	int k = resolve(ctx, out->host, addrs, why, sizeof(why));
+	if (k <= 0) {
+		snprintf(out->why, sizeof(out->why), "does not resolve: %s", k < 0 ? show(why, 100).s : "no address");
+		return;
+	}
+	if (k > NET_ADDRS_MAX)
+		k = NET_ADDRS_MAX;
+	const char *first = NULL;
+	int first_at = 0;
+	for (int i = 0; i < k; i++) {
+		const char *refusal = addr_refusal(rules, n, addrs[i], port, self, nself);
+		if (!refusal) {
+			memcpy(out->addr, addrs[i], 16);
+			out->allowed = true;
+			return;
+		}
+		if (!first) {
+			first = refusal;
+			first_at = i;
+		}
+	}
+	char a[INET6_ADDRSTRLEN];
+	net_addr_format(addrs[first_at], a, sizeof(a));
+	snprintf(out->why, sizeof(out->why), "every address is refused: %s is %s", a, first);
+}

@@ -78,4 +78,30 @@ bool net_rule_within(const struct net_rule *r, const struct net_rule *ceiling, s
 /* An address as text ("192.0.2.1", "2001:db8::1"), into buf. */
 void net_addr_format(const uint8_t addr[16], char *buf, size_t cap);
 
+#define NET_ADDRS_MAX 16   /* addresses of one name that are looked at */
+
+/* Resolve host (normalized) into addrs[NET_ADDRS_MAX], in the resolver's
+ * order: how many, or -1 with why in err. The proxy's is getaddrinfo; a
+ * test's is a table. */
+typedef int (*net_resolve_fn)(void *ctx, const char *host, uint8_t addrs[][16], char *err, size_t errlen);
+
+/* One destination judged: what the audit and the result's network
+ * array record. */
+struct net_decision {
+	char host[NET_HOST_MAX + 1];   /* normalized; or the literal as asked */
+	uint16_t port;
+	bool allowed;
+	uint8_t addr[16];              /* allowed: the one address to dial */
+	char why[160];                 /* denied: the reason, one line */
+};
+
+/* Judge a request for host_text (as the guest sent it) and port: an IP
+ * literal only through an address rule; else the normalized name must
+ * match a host rule, and of its addresses (resolved once, here) the
+ * first that an address rule allows, or that is outside the deny set and
+ * not one of self[nself] (the proxy's own), is the one to dial, and no
+ * other. Pure but for resolve. */
+void net_decide(const struct net_rule *rules, size_t n, const char *host_text, uint16_t port, net_resolve_fn resolve,
+		void *ctx, const uint8_t (*self)[16], size_t nself, struct net_decision *out);
+
 #endif

@@ -265,11 +265,113 @@ static void ceilings(void **state)
 	assert_false(net_rule_within(&r, NULL, 0));   /* no ceiling lines: nothing */
 }
 
+/* A resolver from a table, counting its calls. */
+struct names {
+	unsigned calls;
+};
+
+static int table_resolve(void *ctx, const char *host, uint8_t addrs[][16], char *e, size_t elen)
+{
+	static const struct {
+		const char *name, *addrs[3];
+	} table[] = {
+		{ "www.example.com", { "169.254.169.254", "93.184.216.34", "2606:2800:220:1::1" } },
+		{ "meta.example.com", { "169.254.169.254" } },
+		{ "loop.example.com", { "127.0.0.1", "::1" } },
+		{ "mirror.example.com", { "10.9.0.5" } },
+		{ "self.example.com", { "198.100.0.7" } },
+		{ "mapped.example.com", { "::ffff:10.1.1.1" } },
+	};
+	struct names *x = ctx;
+	x->calls++;
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		if (strcmp(table[i].name, host))
+			continue;
+		int k = 0;
+		for (; k < 3 && table[i].addrs[k]; k++)
+			ip(table[i].addrs[k], addrs[k]);
+		return k;
+	}
+	snprintf(e, elen, "no such name");
+	return -1;
+}
+
+static struct net_decision decide(const struct net_rule *r, size_t n, const char *host, uint16_t port,
+				  struct names *x)
+{
+	uint8_t self[1][16];
+	ip("198.100.0.7", self[0]);
+	struct net_decision d;
+	net_decide(r, n, host, port, table_resolve, x, self, 1, &d);
+	assert_null(strchr(d.why, '\n'));
+	assert_true(d.allowed == !d.why[0]);
+	return d;
+}
+
+static void decisions(void **state)
+{
+	(void)state;
+	struct net_rule r[] = { rule("*.example.com", false), rule("[2606:2800::/32]:443", true) };
+	struct net_rule with_mirror[] = { rule("*.example.com", false), rule("10.9.0.0/16", true),
+					  rule("127.0.0.0/8:8080", true) };
+	struct names x = { 0 };
+	char a[64];
+
+	/* The metadata address first, a public one after: the public one is
+	 * the one to dial, the only one. */
+	struct net_decision d = decide(r, 2, "WWW.Example.com.", 443, &x);
+	assert_true(d.allowed);
+	assert_string_equal(d.host, "www.example.com");
+	net_addr_format(d.addr, a, sizeof(a));
+	assert_string_equal(a, "93.184.216.34");
+	/* Names that resolve only to what the deny set holds (rebinding). */
+	d = decide(r, 2, "meta.example.com", 443, &x);
+	assert_false(d.allowed);
+	assert_non_null(strstr(d.why, "169.254.169.254 is link-local"));
+	d = decide(r, 2, "loop.example.com", 80, &x);
+	assert_non_null(strstr(d.why, "127.0.0.1 is loopback"));
+	d = decide(r, 2, "mapped.example.com", 80, &x);
+	assert_non_null(strstr(d.why, "10.1.1.1 is private"));
+	d = decide(r, 2, "self.example.com", 443, &x);
+	assert_non_null(strstr(d.why, "the proxy's own address"));
+	d = decide(r, 2, "gone.example.com", 443, &x);
+	assert_non_null(strstr(d.why, "does not resolve: no such name"));
+	/* An address rule lets a private range through, for its ports. */
+	d = decide(r, 2, "mirror.example.com", 80, &x);
+	assert_false(d.allowed);
+	d = decide(with_mirror, 3, "mirror.example.com", 80, &x);
+	assert_true(d.allowed);
+	net_addr_format(d.addr, a, sizeof(a));
+	assert_string_equal(a, "10.9.0.5");
+	/* Not allowed: never resolved at all. */
+	unsigned before = x.calls;
+	d = decide(r, 2, "example.com", 443, &x);
+	assert_string_equal(d.why, "not in the allowlist");
+	d = decide(r, 2, "www.example.com", 22, &x);
+	assert_string_equal(d.why, "not in the allowlist");
+	d = decide(r, 2, "bad name", 443, &x);
+	assert_non_null(strstr(d.why, "not a valid host name"));
+	/* IP literals: only through an address rule, never resolved. */
+	d = decide(r, 2, "93.184.216.34", 443, &x);
+	assert_string_equal(d.why, "an IP address, and no address rule allows it");
+	d = decide(r, 2, "[2606:2800:220:1::1]", 443, &x);
+	assert_true(d.allowed);
+	d = decide(r, 2, "[2606:2800:220:1::1]", 80, &x);
+	assert_false(d.allowed);
+	d = decide(with_mirror, 3, "0x7f.1", 8080, &x);   /* loopback, allowed explicitly */
+	assert_true(d.allowed);
+	assert_string_equal(d.host, "127.0.0.1");
+	d = decide(with_mirror, 3, "2130706433", 80, &x);
+	assert_false(d.allowed);
+	assert_int_equal(x.calls, before);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(normalize), cmocka_unit_test(ip_literals), cmocka_unit_test(rules),
 		cmocka_unit_test(matching),  cmocka_unit_test(deny_set),    cmocka_unit_test(ceilings),
+		cmocka_unit_test(decisions),
 	};
 	return cmocka_run_group_tests_name("netpolicy", tests, NULL, NULL);
 }
