@@ -362,10 +362,11 @@ int vmrund_end_run(struct vmrund *d, const char *id, const char *node, enum run_
 	}
 	struct store_run run;
 	if (done == 1 && d->store->ops->get(d->store, id, NULL, &run, err, sizeof(err)) == 1) {
-		vmrund_ended(d, &run);
+		vmrund_ended(d, &run);   /* which wakes the waiters */
 		store_run_free(&run);
+	} else {
+		pthread_cond_broadcast(&d->changed);
 	}
-	pthread_cond_broadcast(&d->changed);
 	return done;
 }
 
@@ -376,5 +377,5 @@ int vmrund_fetch(struct vmrund *d, const char *id)
 	int rc = keep_fetch(d->store, id, d->cfg.run_dir, dir, err, sizeof(err));
 	if (rc < 0)
 		fprintf(stderr, "vmrund: run %s: %s\n", id, err);
-	return rc > 0 || rc == 0 ? 0 : -1;
+	return rc < 0 ? -1 : 0;
 }

@@ -14,38 +14,6 @@
 #include "errmsg.h"
 #include "spool.h"
 
-/* A regular file's bytes (malloc'd; empty is a 1-byte buffer), opened at
- * dirfd with no symlink followed; -1 when it is not one or is over max. */
-static int read_at(int dirfd, const char *name, uint64_t max, uint8_t **out, size_t *len)
-{
-	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	struct stat st;
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
-		close(fd);
-		return -1;
-	}
-	size_t n = (size_t)st.st_size, got = 0;
-	uint8_t *buf = malloc(n ? n : 1);
-	while (buf && got < n) {
-		ssize_t k = read(fd, buf + got, n - got);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		got += (size_t)k;
-	}
-	close(fd);
-	if (!buf || got != n) {
-		free(buf);
-		return -1;
-	}
-	*out = buf;
-	*len = n;
-	return 0;
-}
-
 struct putter {
 	struct store *s;
 	const char *id;
@@ -82,7 +50,7 @@ static int put_tree(struct putter *p, int dirfd, const char *rel)
 		size_t len;
 		if (!S_ISREG(st.st_mode) || !store_blob_name_ok(name))
 			continue;
-		if ((uint64_t)st.st_size > p->left || read_at(dirfd, e->d_name, p->left, &data, &len)) {
+		if ((uint64_t)st.st_size > p->left || spool_read_file(dirfd, e->d_name, p->left, &data, &len)) {
 			fprintf(stderr, "vmrund: run %s: %s is not kept in the store (past blob_max_mib)\n", p->id, name);
 			continue;
 		}
@@ -103,7 +71,7 @@ int keep_put(struct store *s, const char *id, const char *dir, uint64_t max_byte
 	uint8_t *data;
 	size_t len;
 	int rc = 0;
-	if (read_at(dfd, SPOOL_OUTPUT, max_bytes, &data, &len) == 0) {
+	if (spool_read_file(dfd, SPOOL_OUTPUT, max_bytes, &data, &len) == 0) {
 		rc = s->ops->put_blob(s, id, SPOOL_OUTPUT, data, len, err, errlen);
 		p.left -= len;
 		free(data);

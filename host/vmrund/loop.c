@@ -198,22 +198,13 @@ static void read_gate(struct vmrund_active *x)
 
 /* ---- ends ---------------------------------------------------------------- */
 
-/* Read a whole small file (the result) into a malloc'd string. */
+/* A whole small file of the run directory (the result, the log) as a
+ * string, or NULL. */
 static char *slurp(const char *path, size_t max)
 {
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return NULL;
-	char *buf = malloc(max + 1);
-	size_t n = buf ? fread(buf, 1, max, f) : 0;
-	bool full = buf && n == max && fgetc(f) != EOF;
-	fclose(f);
-	if (!buf || full) {
-		free(buf);
-		return NULL;
-	}
-	buf[n] = '\0';
-	return buf;
+	uint8_t *text;
+	size_t len;
+	return spool_read_file(AT_FDCWD, path, max, &text, &len) < 0 ? NULL : (char *)text;
 }
 
 /* The worker's last line of stderr, for a run it left no result for. */

@@ -24,40 +24,34 @@
 #define SWEEP_GRACE_MS 15000   /* a worker left running gets this long to destroy its VM itself */
 #define CGROUP_PARENT "/sys/fs/cgroup/vmrun"
 
-/* The ids of runs in one state (each's rows are valid only in the call). */
+/* The ids of one node's runs in one state (each's rows are valid only in
+ * the call). */
 struct idlist {
+	const char *node;
 	char (*id)[SCHED_ID_MAX];
-	char (*tenant)[STORE_TENANT_MAX];
-	char (*node)[STORE_NODE_MAX];
 	size_t n, cap;
 };
 
 static int collect(void *ctx, const struct store_run *run)
 {
 	struct idlist *l = ctx;
+	if (strcmp(run->node, l->node))
+		return 0;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 64;
 		void *a = realloc(l->id, cap * sizeof(*l->id));
-		if (a)
-			l->id = a;
-		void *b = a ? realloc(l->tenant, cap * sizeof(*l->tenant)) : NULL;
-		if (b)
-			l->tenant = b;
-		void *c = b ? realloc(l->node, cap * sizeof(*l->node)) : NULL;
-		if (!c)
+		if (!a)
 			return 1;
-		l->node = c;
+		l->id = a;
 		l->cap = cap;
 	}
-	snprintf(l->id[l->n], SCHED_ID_MAX, "%s", run->id);
-	snprintf(l->node[l->n], STORE_NODE_MAX, "%s", run->node);
-	snprintf(l->tenant[l->n++], STORE_TENANT_MAX, "%s", run->tenant);
+	snprintf(l->id[l->n++], SCHED_ID_MAX, "%s", run->id);
 	return 0;
 }
 
 static int list_state(struct vmrund *d, enum run_state st, struct idlist *l, char *err, size_t errlen)
 {
-	memset(l, 0, sizeof(*l));
+	*l = (struct idlist){ .node = d->node };
 	int rc = d->store->ops->each(d->store, st, collect, l, err, errlen);
 	if (rc > 0)
 		errf(err, errlen, "out of memory listing %s runs", store_state_name(st));
@@ -67,8 +61,6 @@ static int list_state(struct vmrund *d, enum run_state st, struct idlist *l, cha
 static void idlist_free(struct idlist *l)
 {
 	free(l->id);
-	free(l->tenant);
-	free(l->node);
 }
 
 /* Whether pid is a worker of this run directory: its command line is
@@ -157,8 +149,6 @@ static int recover_own(struct vmrund *d, char *err, size_t errlen)
 	if (list_state(d, RS_RUNNING, &l, err, errlen))
 		return -1;
 	for (size_t i = 0; i < l.n; i++) {
-		if (strcmp(l.node[i], d->node))
-			continue;
 		char dir[PATH_MAX];
 		vmrund_run_path(d, l.id[i], NULL, dir, sizeof(dir));
 		sweep_worker(d, dir);

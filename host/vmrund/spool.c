@@ -33,6 +33,38 @@ int spool_write_file(const char *path, const void *data, size_t len, bool excl, 
 	return close(fd);
 }
 
+int spool_read_file(int dirfd, const char *name, uint64_t max, uint8_t **out, size_t *len)
+{
+	/* O_NONBLOCK: a FIFO put in its place must not hang the open. */
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+		close(fd);
+		return -1;
+	}
+	size_t n = (size_t)st.st_size, got = 0;
+	uint8_t *buf = malloc(n + 1);
+	while (buf && got < n) {
+		ssize_t k = read(fd, buf + got, n - got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	close(fd);
+	if (!buf || got != n) {
+		free(buf);
+		return -1;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
 int spool_append(int fd, unsigned stage, unsigned stream, const uint8_t *data, size_t len)
 {
 	while (len) {
@@ -191,19 +223,15 @@ static void add_record(void *ctx, unsigned stage, unsigned stream, const uint8_t
 void spool_output_text(const char *path, char *out[2])
 {
 	out[0] = out[1] = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	struct stat st;
-	if (fd < 0)
-		return;
+	uint8_t *buf;
+	size_t n;
 	/* Bounded by the run's output caps; refuse anything absurd anyway. */
-	uint8_t *buf = fstat(fd, &st) == 0 && st.st_size < (1LL << 30) ? malloc((size_t)st.st_size + 1) : NULL;
-	ssize_t n = buf ? read(fd, buf, (size_t)st.st_size) : -1;
-	close(fd);
+	if (spool_read_file(AT_FDCWD, path, (1u << 30) - 1, &buf, &n) < 0)
+		return;
 	struct text_pair t = { 0 };
-	if (n >= 0)
-		spool_parse(buf, (size_t)n, add_record, &t);
+	spool_parse(buf, n, add_record, &t);
 	free(buf);
-	for (int i = 0; i < 2 && n >= 0 && !t.failed; i++) {
+	for (int i = 0; i < 2 && !t.failed; i++) {
 		size_t len;
 		out[i] = spool_utf8(t.p[i] ? t.p[i] : (const uint8_t *)"", t.len[i], &len);
 	}

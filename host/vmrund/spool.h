@@ -72,6 +72,12 @@ int spool_append(int fd, unsigned stage, unsigned stream, const uint8_t *data, s
  * for a write that made no progress). */
 int spool_write_file(const char *path, const void *data, size_t len, bool excl, mode_t mode);
 
+/* A file of the run directory read whole: name at dirfd (AT_FDCWD for a
+ * path), which must be a regular file, not a symlink, of at most max
+ * bytes. 0 with *out malloc'd (*len bytes, and a NUL after them, so text
+ * is a string), or -1. */
+int spool_read_file(int dirfd, const char *name, uint64_t max, uint8_t **out, size_t *len);
+
 /* The complete records at the start of buf (len bytes), each to fn; stops
  * at a partial one. Returns the bytes consumed, or -1 when a header is
  * malformed (the file is not ours). Pure. */

@@ -523,6 +523,39 @@ static void write_file(void **state)
 	assert_int_equal(st.st_size, 0);
 }
 
+static void read_file(void **state)
+{
+	(void)state;
+	char path[128], link[128], fifo[128];
+	uint8_t *buf;
+	size_t len;
+	snprintf(path, sizeof(path), "%s/f", dir);
+	assert_int_equal(spool_write_file(path, "abc", 3, true, 0600), 0);
+	assert_int_equal(spool_read_file(AT_FDCWD, path, 3, &buf, &len), 0);
+	assert_int_equal(len, 3);
+	assert_string_equal((char *)buf, "abc");   /* a NUL after the bytes */
+	free(buf);
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	assert_true(dfd >= 0);
+	assert_int_equal(spool_read_file(dfd, "f", 100, &buf, &len), 0);
+	free(buf);
+	assert_int_equal(spool_read_file(dfd, "f", 2, &buf, &len), -1);      /* over max */
+	assert_int_equal(spool_read_file(dfd, "missing", 100, &buf, &len), -1);
+	assert_int_equal(spool_read_file(dfd, ".", 100, &buf, &len), -1);    /* a directory */
+	snprintf(link, sizeof(link), "%s/l", dir);
+	assert_int_equal(symlink(path, link), 0);
+	assert_int_equal(spool_read_file(dfd, "l", 100, &buf, &len), -1);    /* never through a symlink */
+	snprintf(fifo, sizeof(fifo), "%s/p", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(spool_read_file(dfd, "p", 100, &buf, &len), -1);    /* nor a FIFO, without hanging */
+	assert_int_equal(spool_write_file(path, "", 0, false, 0600), 0);
+	assert_int_equal(spool_read_file(dfd, "f", 0, &buf, &len), 0);
+	assert_int_equal(len, 0);
+	assert_int_equal(buf[0], 0);
+	free(buf);
+	close(dfd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -536,6 +569,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(output_text, setup, teardown),
 		cmocka_unit_test(utf8),
 		cmocka_unit_test_setup_teardown(write_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(read_file, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("spool", tests, NULL, NULL);
 }
