@@ -12,9 +12,8 @@
 
 #define TEXT_MAX 1024   /* what any rule or name may be before normalizing */
 
-/* Text from a caller or a guest, for a message: at most max bytes, and
- * whatever is not printable ASCII as '?', so that the message stays one
- * line. */
+/* Text from a caller or a guest, for a message (errmsg_printable): at
+ * most max bytes, by value so that it can stand in errf's arguments. */
 struct shown {
 	char s[68];
 };
@@ -22,10 +21,7 @@ struct shown {
 static struct shown show(const char *text, size_t max)
 {
 	struct shown v;
-	size_t i = 0;
-	for (; text[i] && i < max && i + 1 < sizeof(v.s); i++)
-		v.s[i] = text[i] >= 0x20 && text[i] < 0x7f ? text[i] : '?';
-	v.s[i] = '\0';
+	errmsg_printable(v.s, max < sizeof(v.s) ? max + 1 : sizeof(v.s), text);
 	return v;
 }
 

@@ -498,8 +498,8 @@ int piston_parse(const json_t *body, const struct runtime *rts, size_t n, struct
 	const struct runtime *rt = choose(rts, n, language, version);
 	if (!rt) {
 		char l[72], v[72];
-		return errf(err, errlen, "%s-%s runtime is unknown", req_printable(l, sizeof(l), language),
-			    req_printable(v, sizeof(v), version));
+		return errf(err, errlen, "%s-%s runtime is unknown", errmsg_printable(l, sizeof(l), language),
+			    errmsg_printable(v, sizeof(v), version));
 	}
 	const json_t *files = json_object_get(body, "files");
 	bool any_utf8 = false;

@@ -168,15 +168,6 @@ static char *b64_encode(const unsigned char *p, size_t n, size_t *len)
 
 /* ---- field helpers -------------------------------------------------------- */
 
-const char *req_printable(char *dst, size_t cap, const char *s)
-{
-	size_t i = 0;
-	for (; s[i] && i + 1 < cap; i++)
-		dst[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
-	dst[i] = '\0';
-	return dst;
-}
-
 /* Refuse a key of obj not in keys (NULL-terminated); where names obj in
  * the message ("files[2]"), "" for the top level. */
 static int known_keys(const json_t *obj, const char *const *keys, const char *where, char *err, size_t errlen)
@@ -190,7 +181,7 @@ static int known_keys(const json_t *obj, const char *const *keys, const char *wh
 		if (!keys[i]) {
 			char q[72];
 			return errf(err, errlen, "%s%sunknown field \"%s\"", where, *where ? ": " : "",
-				    req_printable(q, sizeof(q), k));
+				    errmsg_printable(q, sizeof(q), k));
 		}
 	}
 	return 0;
@@ -391,7 +382,7 @@ static int get_files(const json_t *a, struct req *rq, size_t *total, char *err, 
 			if (!strcmp(rq->files[j].name, rf->name)) {
 				char q[72];
 				return errf(err, errlen, "files[%zu].name: \"%s\" is given twice", i,
-					    req_printable(q, sizeof(q), rf->name));
+					    errmsg_printable(q, sizeof(q), rf->name));
 			}
 		*total += rf->len;
 		if (*total > REQ_MAX_TOTAL_BYTES)
@@ -445,8 +436,8 @@ static int get_env(const json_t *o, struct req *rq, char *err, size_t errlen)
 		const char *s;
 		if (!env_name_ok(k))
 			return errf(err, errlen, "env: \"%s\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*)",
-				    req_printable(q, sizeof(q), k));
-		snprintf(path, sizeof(path), "env.%s", req_printable(q, sizeof(q), k));
+				    errmsg_printable(q, sizeof(q), k));
+		snprintf(path, sizeof(path), "env.%s", errmsg_printable(q, sizeof(q), k));
 		if (get_text(v, path, REQ_MAX_ENV_LEN, &s, err, errlen))
 			return -1;
 		size_t kn = strlen(k), vn = strlen(s);
@@ -596,7 +587,7 @@ int req_parse_text(const char *text, size_t len, struct req *rq, char *err, size
 	if (!body) {
 		char q[JSON_ERROR_TEXT_LENGTH];
 		return errf(err, errlen, "malformed JSON at line %d column %d: %s", je.line, je.column,
-			    req_printable(q, sizeof(q), je.text));
+			    errmsg_printable(q, sizeof(q), je.text));
 	}
 	int rc = req_parse(body, rq, err, errlen);
 	json_decref(body);

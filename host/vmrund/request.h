@@ -93,11 +93,6 @@ int req_parse_text(const char *text, size_t len, struct req *rq, char *err, size
  * memory. The caller json_decref()s it. */
 json_t *req_to_json(const struct req *rq);
 
-/* s made safe to quote in a one-line message, into dst (cap bytes): at
- * most cap - 1 bytes, anything outside printable ASCII as '?', so that a
- * cut never splits a UTF-8 sequence and a newline never splits the line.
- * Returns dst. Pure. */
-const char *req_printable(char *dst, size_t cap, const char *s);
 
 /* Free what rq holds and zero it; safe on a zeroed or failed one, twice. */
 void req_free(struct req *rq);

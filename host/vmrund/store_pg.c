@@ -447,7 +447,7 @@ static int pg_put_blob(struct store *base, const char *id, const char *name, con
 {
 	struct store_pg *s = backend(base);
 	char shown[65];   /* the name, for a message */
-	req_printable(shown, sizeof(shown), name);
+	errmsg_printable(shown, sizeof(shown), name);
 	if (!store_blob_name_ok(name))
 		return errf(err, errlen, "store: run %s: \"%s\" is not a blob name", id, shown);
 	if (len > INT_MAX)

@@ -693,7 +693,7 @@ static int sq_put_blob(struct store *base, const char *id, const char *name, con
 		/* The name came from a guest's file list: printable only, so
 		 * that the message stays one line. */
 		char shown[65];
-		req_printable(shown, sizeof(shown), name);
+		errmsg_printable(shown, sizeof(shown), name);
 		return errf(err, errlen, "state db: run %s: blob name \"%s\" is not output or artifacts/ and a relative path",
 			    id, shown);
 	}
