@@ -10,13 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "forward.h"
 #include "proto.h"
 #include "stage.h"
 
 /* The room agent_environment gets: every grant (at most a payload), HOME,
- * the other defaults. */
-#define ENV_STORE (PROTO_MAX_PAYLOAD + PATH_MAX + 128)
-#define ENV_MAX   (PROTO_MAX_ENV + 5)
+ * the other defaults, the proxy variables. */
+#define ENV_STORE (PROTO_MAX_PAYLOAD + PATH_MAX + 128 + 1024)
+#define ENV_MAX   (PROTO_MAX_ENV + 5 + AGENT_NET_ENV)
 
 /* One session's state: large (the reader, the request, the environment),
  * so allocated per session. */
@@ -25,6 +26,7 @@ struct session {
 	const struct agent_config *cfg;
 	struct proto_reader rd;
 	struct proto_request req;
+	int listen_fd;        /* the forwarder's socket when the run has NET, else -1 */
 	char *env[ENV_MAX];
 	char env_store[ENV_STORE];
 	char *err;
@@ -113,32 +115,67 @@ bool agent_allowed(const char *resolved, char *const *allow, unsigned n)
 	return false;
 }
 
-int agent_environment(const char *home, char *const *grants, unsigned ngrants, char **env, unsigned max,
-		      char *store, size_t storelen)
+#define STR_(x) #x
+#define STR(x) STR_(x)
+/* The forwarder, as the command's proxy variables name it. */
+#define PROXY_URL "http://" PROTO_NET_PROXY_ADDR ":" STR(PROTO_NET_PROXY_PORT)
+
+static const char *const net_env[AGENT_NET_ENV] = {
+	"HTTP_PROXY=" PROXY_URL, "HTTPS_PROXY=" PROXY_URL, "http_proxy=" PROXY_URL, "https_proxy=" PROXY_URL,
+	"ALL_PROXY=" PROXY_URL, "all_proxy=" PROXY_URL,
+	"NO_PROXY=localhost," PROTO_NET_PROXY_ADDR, "no_proxy=localhost," PROTO_NET_PROXY_ADDR,
+	"PIP_PROXY=" PROXY_URL, "npm_config_proxy=" PROXY_URL, "npm_config_https_proxy=" PROXY_URL,
+	/* git reads config from the environment only with a count */
+	"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.proxy", "GIT_CONFIG_VALUE_0=" PROXY_URL,
+};
+
+/* An environment being built: env's pointers (room for max, the NULL
+ * included), their strings in store. */
+struct env_build {
+	char **env;
+	unsigned n, max;
+	char *store;
+	size_t used, storelen;
+};
+
+/* Put "NAME=VALUE" v in place of the variable of the same name, else
+ * after the others. Returns 0, or -1 when it does not fit. */
+static int env_put(struct env_build *b, const char *v)
 {
-	unsigned n = 0;
-	size_t used = 0;
-	const char *defaults[4] = { "PATH=" PROTO_PATH, NULL, "LANG=C.UTF-8", "PYTHONIOENCODING=utf-8" };
+	size_t name = strcspn(v, "=");
+	unsigned slot = b->n;
+	for (unsigned j = 0; j < b->n; j++)
+		if (strncmp(b->env[j], v, name + 1) == 0)
+			slot = j;
+	size_t len = strlen(v) + 1;
+	if ((slot == b->n && b->n + 1 >= b->max) || len > b->storelen - b->used)
+		return -1;
+	b->env[slot] = memcpy(b->store + b->used, v, len);
+	b->used += len;
+	if (slot == b->n)
+		b->n++;
+	return 0;
+}
+
+int agent_environment(const char *home, char *const *grants, unsigned ngrants, bool network, char **env,
+		      unsigned max, char *store, size_t storelen)
+{
+	struct env_build b = { .env = env, .max = max, .store = store, .storelen = storelen };
 	char homevar[PATH_MAX + 8];
 	snprintf(homevar, sizeof(homevar), "HOME=%s", home);
-	defaults[1] = homevar;
-	for (unsigned i = 0; i < 4 + ngrants; i++) {
-		const char *v = i < 4 ? defaults[i] : grants[i - 4];
-		size_t name = strcspn(v, "=");
-		unsigned slot = n;
-		for (unsigned j = 0; j < n; j++)
-			if (strncmp(env[j], v, name + 1) == 0)
-				slot = j;   /* a grant replaces a default of the same name */
-		size_t len = strlen(v) + 1;
-		if ((slot == n && n + 1 >= max) || len > storelen - used)
+	const char *const defaults[4] = { "PATH=" PROTO_PATH, homevar, "LANG=C.UTF-8", "PYTHONIOENCODING=utf-8" };
+	for (unsigned i = 0; i < 4; i++)
+		if (env_put(&b, defaults[i]) < 0)
 			return -1;
-		env[slot] = memcpy(store + used, v, len);
-		used += len;
-		if (slot == n)
-			n++;
-	}
-	env[n] = NULL;
-	return (int)n;
+	/* A grant replaces a default; the proxy variables, set last, a grant. */
+	for (unsigned i = 0; i < ngrants; i++)
+		if (env_put(&b, grants[i]) < 0)
+			return -1;
+	for (unsigned i = 0; network && i < AGENT_NET_ENV; i++)
+		if (env_put(&b, net_env[i]) < 0)
+			return -1;
+	env[b.n] = NULL;
+	return (int)b.n;
 }
 
 /* ---- the session ----------------------------------------------------------- */
@@ -167,6 +204,23 @@ static uint32_t check_program(struct session *s, unsigned i, char *path, size_t 
 	return 0;
 }
 
+/* Stage i, with a forwarder of its own when the run has the network: a
+ * PID 1 agent kills every other process after each stage, the forwarder
+ * included, so one per stage also means that no connection of a stage
+ * outlives it. Connections made between stages wait in the listener's
+ * backlog. */
+static int run_stage(struct session *s, const struct stage_ctx *c, unsigned i, const char *path,
+		     struct proto_exit *ex)
+{
+	pid_t fwd = -1;
+	if (s->listen_fd >= 0 && (fwd = forward_spawn(s->listen_fd, s->req.net_port, s->err, s->errlen)) < 0)
+		return -1;
+	int r = stage_run(c, i, path, ex);
+	if (fwd > 0)
+		forward_stop(fwd);
+	return r;
+}
+
 /* Everything after HELLO: the REQUEST, then its stages in order. */
 static int serve(struct session *s)
 {
@@ -188,9 +242,13 @@ static int serve(struct session *s)
 		if (s->req.stage[i].memory_kib && !s->cfg->cgroup_root)
 			return fail(s, "stage %u has a memory limit, but the agent has no cgroups (%s)", i,
 				    s->cfg->cgroup_error ? s->cfg->cgroup_error : "none configured");
-	if (agent_environment(s->cfg->home, s->req.env, s->req.envc, s->env, ENV_MAX, s->env_store,
-			      sizeof(s->env_store)) < 0)
+	if (agent_environment(s->cfg->home, s->req.env, s->req.envc, s->req.net_port != 0, s->env, ENV_MAX,
+			      s->env_store, sizeof(s->env_store)) < 0)
 		return fail(s, "environment does not fit");
+	/* Before any stage; without NET, loopback stays down. */
+	if (s->req.net_port && (forward_loopback_up(s->err, s->errlen) < 0 ||
+				(s->listen_fd = forward_listen(PROTO_NET_PROXY_PORT, s->err, s->errlen)) < 0))
+		return fail(s, "network: %s", s->err);
 	const struct stage_ctx c = {
 		.fd = s->fd, .rd = &s->rd, .req = &s->req, .cfg = s->cfg, .env = s->env, .err = s->err,
 		.errlen = s->errlen,
@@ -199,7 +257,7 @@ static int serve(struct session *s)
 		char path[PATH_MAX];
 		struct proto_exit ex = { .stage = i };
 		/* A program refused ends the session: its EXIT does not continue. */
-		if (!(ex.kind = check_program(s, i, path, sizeof(path))) && stage_run(&c, i, path, &ex) < 0)
+		if (!(ex.kind = check_program(s, i, path, sizeof(path))) && run_stage(s, &c, i, path, &ex) < 0)
 			return fail(s, "%s", s->err);
 		if (send_exit(s, &ex) < 0)
 			return -1;
@@ -221,6 +279,7 @@ int agent_session(int fd, const struct agent_config *cfg, char *err, size_t errl
 	s->cfg = cfg;
 	s->err = err;
 	s->errlen = errlen;
+	s->listen_fd = -1;
 	proto_reader_init(&s->rd);
 	uint8_t hello[64];
 	size_t hn = proto_encode_hello(hello, sizeof(hello), AGENT_NAME);
@@ -231,6 +290,8 @@ int agent_session(int fd, const struct agent_config *cfg, char *err, size_t errl
 	} else {
 		rc = serve(s);
 	}
+	if (s->listen_fd >= 0)
+		close(s->listen_fd);
 	free(s);
 	return rc;
 }

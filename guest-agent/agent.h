@@ -42,11 +42,21 @@ int agent_resolve(const char *prog, const char *cwd, const char *path, char *out
 /* Whether the resolved path is one of the n allowlist entries. */
 bool agent_allowed(const char *resolved, char *const *allow, unsigned n);
 
+/* The variables agent_environment adds for a run with the network. */
+#define AGENT_NET_ENV   14u
+
 /* Build the command's environment into env (room for max pointers, the
  * strings in store of storelen bytes): PATH, HOME, LANG=C.UTF-8,
  * PYTHONIOENCODING=utf-8, then each grant, which replaces a default of the
- * same name. Returns the count, or -1 when it does not fit. */
-int agent_environment(const char *home, char *const *grants, unsigned ngrants, char **env, unsigned max,
-		      char *store, size_t storelen);
+ * same name; then, when network is set (the request has NET), the
+ * AGENT_NET_ENV variables that point the usual clients (curl, pip, npm,
+ * git, Python's urllib) at the forwarder: HTTP(S)_PROXY, ALL_PROXY and
+ * their lowercase forms, NO_PROXY/no_proxy, PIP_PROXY,
+ * npm_config_(https_)proxy, and GIT_CONFIG_COUNT/KEY_0/VALUE_0 for
+ * http.proxy. These replace a grant of the same name: the proxy is the
+ * only way out, so a granted one could only break the run's network.
+ * Returns the count, or -1 when it does not fit. */
+int agent_environment(const char *home, char *const *grants, unsigned ngrants, bool network, char **env,
+		      unsigned max, char *store, size_t storelen);
 
 #endif

@@ -214,6 +214,10 @@ size_t proto_encode_request(const struct proto_request *r, uint8_t *buf, size_t 
 	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
 		if (!(at = put_field(buf, cap, at, limits[i].tag, &limits[i].v, 8)))
 			return 0;
+	/* The one port NET may name: what the decoder would refuse is not sent. */
+	if (r->net_port && (r->net_port != PROTO_NET_VSOCK_PORT ||
+			    !(at = put_field(buf, cap, at, PROTO_T_NET, &r->net_port, 4))))
+		return 0;
 	return at;
 }
 
@@ -236,9 +240,24 @@ static int stage_limit(struct proto_stage *st, uint16_t tag, const uint8_t *v, u
 	return 0;
 }
 
+/* NET: once, a u32, and only the host proxy's port (a request must not
+ * send the forwarder to another host service). r->net_port is 0 until the
+ * field is seen, since 0 is not a value it may have. */
+static int net_field(struct proto_request *r, const uint8_t *v, uint16_t n, char *err, size_t errlen)
+{
+	if (n != 4 || r->net_port)
+		return proto_errf(err, errlen, "NET field: bad length or repeated");
+	uint32_t port = get32(v);
+	if (port != PROTO_NET_VSOCK_PORT)
+		return proto_errf(err, errlen, "NET field names port %u, not %u", port, PROTO_NET_VSOCK_PORT);
+	r->net_port = port;
+	return 0;
+}
+
 int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r, char *err, size_t errlen)
 {
 	r->nstages = r->envc = r->nallow = 0;
+	r->net_port = 0;
 	if (len < 4)
 		return proto_errf(err, errlen, "REQUEST of %u bytes has no version", len);
 	/* storage holds one frame's strings: a longer payload could overrun it */
@@ -278,6 +297,11 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 			st = &r->stage[r->nstages++];
 			*st = (struct proto_stage){ .kind = get32(v) };
 			stage_seen = 0;
+			continue;
+		}
+		if (tag == PROTO_T_NET) {
+			if (net_field(r, v, n, err, errlen))
+				return -1;
 			continue;
 		}
 		if (tag == PROTO_T_CPU_MS || tag == PROTO_T_MEMORY_KIB) {

@@ -38,6 +38,10 @@
  *     ENV (repeated)       "NAME=VALUE" granted to the command
  *     ALLOW (repeated)     an absolute program path a stage may start
  *     MAX_OUTPUT, NPROC, NOFILE, FSIZE   u64 limits (len 8), each once
+ *     NET                  u32 (len 4) PROTO_NET_VSOCK_PORT, at most once:
+ *                          the run may use the network, through the host's
+ *                          proxy; the agent starts its forwarder (no field:
+ *                          no network, the guest's loopback stays down)
  * with at most PROTO_MAX_ARGS args per stage, PROTO_MAX_ENV envs,
  * PROTO_MAX_ALLOW allow entries. Only the RUN stage reads stdin; a
  * COMPILE stage's is empty. Either side treats anything else (an unknown
@@ -50,7 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION       2u
+#define PROTO_VERSION       3u
 #define PROTO_VSOCK_PORT    10000u
 #define PROTO_HDR_LEN       8u
 #define PROTO_MAX_PAYLOAD   (64u * 1024)
@@ -78,6 +82,15 @@
  * Firecracker names them. */
 #define PROTO_VSOCK_UDS     "v.sock"
 #define PROTO_VSOCK_UDS_PORT_FMT "%s_%u"
+/* Network by policy (REQUEST's NET field): the host's proxy listens on this
+ * vsock port (vmm's PROTO_VSOCK_UDS_PORT_FMT socket for it), the only
+ * value NET may carry, so that a request cannot point the guest's
+ * forwarder at some other host service. */
+#define PROTO_NET_VSOCK_PORT 3128u
+/* Where the forwarder listens in the guest, and what the command's proxy
+ * variables name: loopback only, since the guest has no NIC. */
+#define PROTO_NET_PROXY_ADDR "127.0.0.1"
+#define PROTO_NET_PROXY_PORT 3128   /* no suffix: also spelled into the proxy URL */
 
 enum proto_type {
 	PROTO_HELLO = 1,
@@ -100,6 +113,7 @@ enum proto_tag {
 	PROTO_T_STAGE = 8,
 	PROTO_T_CPU_MS = 9,
 	PROTO_T_MEMORY_KIB = 10,
+	PROTO_T_NET = 11,
 };
 
 /* What a stage is for: a COMPILE stage that does not exit 0 ends the
@@ -163,6 +177,7 @@ struct proto_request {
 	char *env[PROTO_MAX_ENV + 1];      /* NULL-terminated */
 	char *allow[PROTO_MAX_ALLOW];
 	uint64_t max_output, nproc, nofile, fsize;
+	uint32_t net_port;                 /* 0: no network; else PROTO_NET_VSOCK_PORT */
 	char storage[PROTO_MAX_PAYLOAD + PROTO_MAX_STAGES * PROTO_MAX_ARGS + PROTO_MAX_ENV + PROTO_MAX_ALLOW];
 };
 
@@ -209,9 +224,10 @@ int proto_decode_hello(const uint8_t *p, uint32_t len, uint32_t *version, char *
 /* Whether s (n bytes) is "NAME=VALUE" with NAME a valid variable name. */
 bool proto_valid_env(const char *s, size_t n);
 
-/* Encode r (its version, the stages, env, allow and the limits) into buf.
- * Returns the payload length, or 0 when r breaks a limit or a stage rule,
- * or does not fit cap. */
+/* Encode r (its version, the stages, env, allow, the limits and NET when
+ * net_port is not 0) into buf. Returns the payload length, or 0 when r
+ * breaks a limit or a stage rule, has a net_port other than 0 and
+ * PROTO_NET_VSOCK_PORT, or does not fit cap. */
 size_t proto_encode_request(const struct proto_request *r, uint8_t *buf, size_t cap);
 
 /* Decode and validate a REQUEST payload into r: a version other than

@@ -19,8 +19,9 @@
  *     NULL-terminated, counts within their limits, every string inside
  *     the request's storage, NUL-free (re-encoding gives back exactly as
  *     many bytes) and at most PROTO_MAX_STR long, env entries NAME=VALUE,
- *     allow entries absolute; re-encoding succeeds, decodes to the same
- *     request and encodes to the same bytes again;
+ *     allow entries absolute, net_port 0 or PROTO_NET_VSOCK_PORT;
+ *     re-encoding succeeds, decodes to the same request and encodes to
+ *     the same bytes again;
  *   - proto_stage_continues, on any EXIT bytes (decoded or not), only says
  *     yes for a stage that exited 0 and has a stage after it.
  *
@@ -28,7 +29,7 @@
  * a short run, so when the first corpus directory on the command line is
  * empty the harness first writes a few seeds into it: a whole session, a
  * request frame, bare HELLO / REQUEST (one stage, and compile + run with
- * limits) / EXIT payloads.
+ * limits and NET) / EXIT payloads.
  *
  * Build and run: make fuzz-smoke (short) or make fuzz (FUZZ_TIME seconds). */
 #include <dirent.h>
@@ -92,6 +93,7 @@ static void write_seeds(const char *dir)
 	r.stage[1].memory_kib = 65536;
 	r.stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_COMPILE, .argc = 4, .cpu_ms = 10000, .memory_kib = 1 << 20 };
 	memcpy(r.stage[0].argv, cc, sizeof(cc));
+	r.net_port = PROTO_NET_VSOCK_PORT;
 	size_t tn = proto_encode_request(&r, two, sizeof(two));
 	memset(&r, 0, sizeof(r));
 	r.nstages = 1;
@@ -218,6 +220,7 @@ static void check_request(const struct proto_request *r)
 		check(strlen(r->allow[i]) <= PROTO_MAX_STR, "allow strings within PROTO_MAX_STR");
 		check(r->allow[i][0] == '/', "allow entries are absolute");
 	}
+	check(r->net_port == 0 || r->net_port == PROTO_NET_VSOCK_PORT, "NET names the proxy's port or is absent");
 }
 
 static void check_same(const struct proto_request *a, const struct proto_request *b)
@@ -236,6 +239,7 @@ static void check_same(const struct proto_request *a, const struct proto_request
 		check(strcmp(a->allow[i], b->allow[i]) == 0, "re-decoded allow");
 	check(a->max_output == b->max_output && a->nproc == b->nproc && a->nofile == b->nofile &&
 	      a->fsize == b->fsize, "re-decoded limits");
+	check(a->net_port == b->net_port, "re-decoded NET");
 }
 
 /* All three decoders on one payload, from an exactly sized copy. */

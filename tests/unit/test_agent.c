@@ -17,11 +17,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -711,7 +713,7 @@ static void environment(void **state)
 	char *env[PROTO_MAX_ENV + 5];
 	static char store[4096];
 	/* defaults only */
-	assert_int_equal(agent_environment("/h", NULL, 0, env, 8, store, sizeof(store)), 4);
+	assert_int_equal(agent_environment("/h", NULL, 0, false, env, 8, store, sizeof(store)), 4);
 	assert_string_equal(env[0], "PATH=" PROTO_PATH);
 	assert_string_equal(env[0], "PATH=/usr/local/bin:/usr/bin:/bin");
 	assert_string_equal(env[1], "HOME=/h");
@@ -721,7 +723,7 @@ static void environment(void **state)
 
 	/* grants: replace in place, or append; names are whole names */
 	char *g[] = { "X=1", "LANG=fr_FR.UTF-8", "LAN=2", "LANGX=3", "HOME=/other", "X=4", "PATH2=p", "E=" };
-	assert_int_equal(agent_environment("/h", g, 8, env, 16, store, sizeof(store)), 9);
+	assert_int_equal(agent_environment("/h", g, 8, false, env, 16, store, sizeof(store)), 9);
 	static const char *const want[] = { "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/other", "LANG=fr_FR.UTF-8",
 					    "PYTHONIOENCODING=utf-8", "X=4", "LAN=2", "LANGX=3", "PATH2=p", "E=" };
 	for (int i = 0; i < 9; i++)
@@ -729,24 +731,24 @@ static void environment(void **state)
 	assert_null(env[9]);
 
 	/* room for the pointers: max counts the NULL */
-	assert_int_equal(agent_environment("/h", NULL, 0, env, 5, store, sizeof(store)), 4);
-	assert_int_equal(agent_environment("/h", NULL, 0, env, 4, store, sizeof(store)), -1);
-	assert_int_equal(agent_environment("/h", g, 1, env, 5, store, sizeof(store)), -1);
-	assert_int_equal(agent_environment("/h", g, 1, env, 6, store, sizeof(store)), 5);
-	assert_int_equal(agent_environment("/h", g + 1, 1, env, 5, store, sizeof(store)), 4);   /* a replacement */
+	assert_int_equal(agent_environment("/h", NULL, 0, false, env, 5, store, sizeof(store)), 4);
+	assert_int_equal(agent_environment("/h", NULL, 0, false, env, 4, store, sizeof(store)), -1);
+	assert_int_equal(agent_environment("/h", g, 1, false, env, 5, store, sizeof(store)), -1);
+	assert_int_equal(agent_environment("/h", g, 1, false, env, 6, store, sizeof(store)), 5);
+	assert_int_equal(agent_environment("/h", g + 1, 1, false, env, 5, store, sizeof(store)), 4);   /* a replacement */
 
 	/* room for the strings: 34 + 8 + 13 + 23 bytes */
 	static char small[100];
 	memset(small, 0x7f, sizeof(small));
-	assert_int_equal(agent_environment("/h", NULL, 0, env, 8, small, 78), 4);
+	assert_int_equal(agent_environment("/h", NULL, 0, false, env, 8, small, 78), 4);
 	assert_string_equal(env[3], "PYTHONIOENCODING=utf-8");
 	assert_int_equal(small[78], 0x7f);
 	memset(small, 0x7f, sizeof(small));
-	assert_int_equal(agent_environment("/h", NULL, 0, env, 8, small, 77), -1);
+	assert_int_equal(agent_environment("/h", NULL, 0, false, env, 8, small, 77), -1);
 	for (size_t i = 77; i < sizeof(small); i++)
 		assert_int_equal(small[i], 0x7f);
-	assert_int_equal(agent_environment("/h", g, 1, env, 8, small, 78 + 3), -1);
-	assert_int_equal(agent_environment("/h", g, 1, env, 8, small, 78 + 4), 5);
+	assert_int_equal(agent_environment("/h", g, 1, false, env, 8, small, 78 + 3), -1);
+	assert_int_equal(agent_environment("/h", g, 1, false, env, 8, small, 78 + 4), 5);
 
 	/* the most the agent allows: 64 grants */
 	static char names[PROTO_MAX_ENV][16];
@@ -755,13 +757,135 @@ static void environment(void **state)
 		snprintf(names[i], sizeof(names[i]), "V%u=%u", i, i);
 		many[i] = names[i];
 	}
-	assert_int_equal(agent_environment("/h", many, PROTO_MAX_ENV, env, PROTO_MAX_ENV + 5, store, sizeof(store)),
+	assert_int_equal(agent_environment("/h", many, PROTO_MAX_ENV, false, env, PROTO_MAX_ENV + 5, store, sizeof(store)),
 			 PROTO_MAX_ENV + 4);
 	assert_string_equal(env[PROTO_MAX_ENV + 3], "V63=63");
 	assert_null(env[PROTO_MAX_ENV + 4]);
 }
 
+/* A run with NET: the proxy variables after the grants, replacing a
+ * grant of the same name (the proxy is the only way out). */
+static void environment_network(void **state)
+{
+	(void)state;
+	char *env[PROTO_MAX_ENV + 5 + AGENT_NET_ENV];
+	static char store[8192];
+	static const char *const want[] = {
+		"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/h", "LANG=C.UTF-8", "PYTHONIOENCODING=utf-8",
+		"HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128",
+		"http_proxy=http://127.0.0.1:3128", "https_proxy=http://127.0.0.1:3128",
+		"ALL_PROXY=http://127.0.0.1:3128", "all_proxy=http://127.0.0.1:3128",
+		"NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1", "PIP_PROXY=http://127.0.0.1:3128",
+		"npm_config_proxy=http://127.0.0.1:3128", "npm_config_https_proxy=http://127.0.0.1:3128",
+		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.proxy", "GIT_CONFIG_VALUE_0=http://127.0.0.1:3128",
+	};
+	_Static_assert(sizeof(want) / sizeof(want[0]) == 4 + AGENT_NET_ENV, "every proxy variable");
+	assert_int_equal(agent_environment("/h", NULL, 0, true, env, 4 + AGENT_NET_ENV + 1, store, sizeof(store)),
+			 4 + AGENT_NET_ENV);
+	for (unsigned i = 0; i < 4 + AGENT_NET_ENV; i++)
+		assert_string_equal(env[i], want[i]);
+	assert_null(env[4 + AGENT_NET_ENV]);
+	/* one pointer short */
+	assert_int_equal(agent_environment("/h", NULL, 0, true, env, 4 + AGENT_NET_ENV, store, sizeof(store)), -1);
+
+	/* a grant of a proxy name is replaced in place, the others stay */
+	char *g[] = { "https_proxy=http://evil:1", "X=1", "GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_1=a.b" };
+	assert_int_equal(agent_environment("/h", g, 4, true, env, 32, store, sizeof(store)), 4 + AGENT_NET_ENV + 2);
+	assert_string_equal(env[4], "https_proxy=http://127.0.0.1:3128");
+	assert_string_equal(env[5], "X=1");
+	assert_string_equal(env[6], "GIT_CONFIG_COUNT=1");
+	assert_string_equal(env[7], "GIT_CONFIG_KEY_1=a.b");
+	assert_string_equal(env[8], "HTTP_PROXY=http://127.0.0.1:3128");
+	assert_string_equal(env[4 + AGENT_NET_ENV + 1], "GIT_CONFIG_VALUE_0=http://127.0.0.1:3128");
+	assert_null(env[4 + AGENT_NET_ENV + 2]);
+
+	/* without NET, none of them (a grant of one is just a grant) */
+	assert_int_equal(agent_environment("/h", g, 1, false, env, 32, store, sizeof(store)), 5);
+	assert_string_equal(env[4], "https_proxy=http://evil:1");
+
+	/* the most grants and every proxy variable: what the agent makes room for */
+	static char names[PROTO_MAX_ENV][PROTO_MAX_STR / 64];
+	char *many[PROTO_MAX_ENV];
+	for (unsigned i = 0; i < PROTO_MAX_ENV; i++) {
+		snprintf(names[i], sizeof(names[i]), "V%u=%u", i, i);
+		many[i] = names[i];
+	}
+	assert_int_equal(agent_environment("/h", many, PROTO_MAX_ENV, true, env, PROTO_MAX_ENV + 5 + AGENT_NET_ENV,
+					   store, sizeof(store)), PROTO_MAX_ENV + 4 + AGENT_NET_ENV);
+}
+
 /* ---- sessions --------------------------------------------------------------- */
+
+/* A helper process playing a client in the guest: connect to the
+ * forwarder (retrying while the agent starts), then wait for it to close
+ * the connection, which it must once its vsock dial fails (this machine
+ * is no guest with a host at PROTO_NET_VSOCK_PORT). Then it creates
+ * "done" in tmpdir, which ends the command, and exits 0 when all went so. */
+static void forwarder_client(void)
+{
+	int rc = 1;
+	int64_t until = now_ms() + 10000;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(PROTO_NET_PROXY_PORT),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	while (now_ms() < until) {
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			break;
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+			close(fd);
+			usleep(10000);
+			continue;
+		}
+		char c;
+		struct pollfd pf = { fd, POLLIN, 0 };
+		if (poll(&pf, 1, (int)(until - now_ms())) == 1 && read(fd, &c, 1) <= 0)
+			rc = 0;   /* EOF, or a reset */
+		close(fd);
+		break;
+	}
+	write_file("done", "", 0644);
+	_exit(rc);
+}
+
+/* A run with NET: its environment names the proxy (over a grant of the
+ * same name), the forwarder listens and closes a connection it cannot
+ * take to the host, and nothing of it is left afterwards (the teardown
+ * checks). */
+static void network_session(void **state)
+{
+	(void)state;
+	/* The real port, on this machine's loopback: skipped where it is
+	 * taken, or where this process has no loopback it may use. */
+	int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(PROTO_NET_PROXY_PORT),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	assert_true(probe >= 0);
+	setsockopt(probe, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	int free_port = bind(probe, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(probe);
+	if (!free_port) {
+		fprintf(stderr, "test_agent: 127.0.0.1:%d not available (%s): network_session skipped\n",
+			PROTO_NET_PROXY_PORT, strerror(errno));
+		skip();
+	}
+	REQUEST("sh", "-c",
+		"printf '%s|%s|%s' \"$HTTP_PROXY\" \"$GIT_CONFIG_VALUE_0\" \"$no_proxy\"; "
+		"while [ ! -e done ]; do sleep 0.01; done");
+	rq.net_port = PROTO_NET_VSOCK_PORT;
+	rq.env[rq.envc++] = "HTTP_PROXY=http://elsewhere:1";
+	fflush(NULL);
+	pid_t client = fork();
+	assert_true(client >= 0);
+	if (client == 0)
+		forwarder_client();
+	run();
+	int st = -1;
+	assert_int_equal(waitpid(client, &st, 0), client);
+	assert_exited(0);
+	assert_stdout("http://127.0.0.1:3128|http://127.0.0.1:3128|localhost,127.0.0.1");
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail_msg("the client did not see the forwarder close its connection (status %#x)", st);
+}
 
 static void hello_and_run(void **state)
 {
@@ -1480,13 +1604,20 @@ static void bad_request(void **state)
 	REQUEST("true");
 	static uint8_t buf[PROTO_MAX_PAYLOAD];
 	size_t n = proto_encode_request(&rq, buf, sizeof(buf));
-	buf[n] = 11;
+	buf[n] = 12;
 	buf[n + 1] = 0;
 	buf[n + 2] = 0;
 	buf[n + 3] = 0;
 	pid = hostile_start(&fd, &report);
 	assert_int_equal(proto_send(fd, PROTO_REQUEST, buf, (uint32_t)n + 4), 0);
-	expect_error(fd, pid, report, "malformed request: unknown field 11");
+	expect_error(fd, pid, report, "malformed request: unknown field 12");
+	/* NET naming another port: refused before anything runs or listens */
+	uint32_t other = PROTO_VSOCK_PORT;
+	memcpy(buf + n, (const uint8_t[]){ PROTO_T_NET, 0, 4, 0 }, 4);
+	memcpy(buf + n + 4, &other, 4);
+	pid = hostile_start(&fd, &report);
+	assert_int_equal(proto_send(fd, PROTO_REQUEST, buf, (uint32_t)n + 8), 0);
+	expect_error(fd, pid, report, "malformed request: NET field names port 10000, not 3128");
 	/* an empty request, one with only the version */
 	pid = hostile_start(&fd, &report);
 	assert_int_equal(proto_send(fd, PROTO_REQUEST, NULL, 0), 0);
@@ -1499,7 +1630,7 @@ static void bad_request(void **state)
 	memcpy(buf, &v1, 4);
 	pid = hostile_start(&fd, &report);
 	assert_int_equal(proto_send(fd, PROTO_REQUEST, buf, (uint32_t)n), 0);
-	expect_error(fd, pid, report, "malformed request: host speaks protocol version 1, this agent 2");
+	expect_error(fd, pid, report, "malformed request: host speaks protocol version 1, this agent 3");
 	n = proto_encode_request(&rq, buf, sizeof(buf));
 	/* a limit missing (cut off the last field) */
 	pid = hostile_start(&fd, &report);
@@ -2112,6 +2243,7 @@ int main(void)
 		T(resolve_with_slash),
 		T(allowed),
 		T(environment),
+		T(environment_network),
 		T(hello_and_run),
 		T(denied_runs_nothing),
 		T(denied_not_runnable),
@@ -2150,6 +2282,7 @@ int main(void)
 		T(host_closes_early),
 		T(host_closes_during_run),
 		T(compile_does_not_read_host),
+		T(network_session),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -140,6 +140,7 @@ static void assert_same_request(const struct proto_request *a, const struct prot
 	assert_true(a->nproc == b->nproc);
 	assert_true(a->nofile == b->nofile);
 	assert_true(a->fsize == b->fsize);
+	assert_int_equal(a->net_port, b->net_port);
 }
 
 /* ---- HELLO ---------------------------------------------------------------- */
@@ -151,7 +152,7 @@ static void hello_round_trip(void **state)
 	memset(buf, 0xee, sizeof(buf));
 	size_t n = proto_encode_hello(buf, sizeof(buf), "vmrun-agent 0.1.0");
 	assert_int_equal(n, 4 + 17);
-	static const uint8_t want[] = { 2, 0, 0, 0, 'v', 'm', 'r', 'u', 'n', '-', 'a', 'g', 'e', 'n', 't',
+	static const uint8_t want[] = { 3, 0, 0, 0, 'v', 'm', 'r', 'u', 'n', '-', 'a', 'g', 'e', 'n', 't',
 					' ', '0', '.', '1', '.', '0' };
 	assert_memory_equal(buf, want, sizeof(want));
 	assert_int_equal(buf[n], 0xee);   /* no NUL written after the name */
@@ -194,8 +195,8 @@ static void hello_refused(void **state)
 	assert_int_equal(proto_decode_hello(buf, 4 + PROTO_MAX_STR + 1, &version, err, sizeof(err)), -1);
 	assert_string_equal(err, "HELLO of 4101 bytes");
 
-	/* wrong versions: 0, the last one, the next one, a byte-swapped 2 */
-	const uint32_t bad[] = { 0, 1, 3, 0x02000000u, UINT32_MAX };
+	/* wrong versions: 0, the last ones, the next one, a byte-swapped 3 */
+	const uint32_t bad[] = { 0, 1, 2, 4, 0x03000000u, UINT32_MAX };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memcpy(buf, &bad[i], 4);
 		memcpy(buf + 4, "agent", 5);
@@ -207,7 +208,7 @@ static void hello_refused(void **state)
 	v = 1;
 	memcpy(buf, &v, 4);
 	assert_int_equal(proto_decode_hello(buf, 4, &version, err, sizeof(err)), -1);
-	assert_string_equal(err, "agent speaks protocol version 1, this host 2");
+	assert_string_equal(err, "agent speaks protocol version 1, this host 3");
 }
 
 /* ---- EXIT ----------------------------------------------------------------- */
@@ -427,7 +428,7 @@ static void request_exact_bytes(void **state)
 	size_t n = proto_encode_request(&req, enc, sizeof(enc));
 	assert_int_equal(n, 4 + 8 + 5 + 4 * 12);
 	static const uint8_t want[] = {
-		2, 0, 0, 0,
+		3, 0, 0, 0,
 		8, 0, 4, 0, 2, 0, 0, 0,
 		1, 0, 1, 0, 'a',
 		4, 0, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0,
@@ -451,7 +452,7 @@ static void request_exact_bytes(void **state)
 	memset(enc, 0xee, sizeof(enc));
 	n = proto_encode_request(&req, enc, sizeof(enc));
 	static const uint8_t want2[] = {
-		2, 0, 0, 0,
+		3, 0, 0, 0,
 		8, 0, 4, 0, 1, 0, 0, 0,
 		1, 0, 1, 0, 'c',
 		9, 0, 8, 0, 2, 1, 0, 0, 0, 0, 0, 0,
@@ -581,11 +582,11 @@ static void request_version(void **state)
 	pb_str(&pb, PROTO_T_ARG, "prog");
 	pb_limits(&pb);
 	assert_int_equal(decode_pb(), 0);
-	const uint32_t bad[] = { 0, 1, 3, 0x02000000u, UINT32_MAX };
+	const uint32_t bad[] = { 0, 1, 2, 4, 0x03000000u, UINT32_MAX };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memcpy(pb.b, &bad[i], 4);
 		char want[96];
-		snprintf(want, sizeof(want), "host speaks protocol version %u, this agent 2", bad[i]);
+		snprintf(want, sizeof(want), "host speaks protocol version %u, this agent 3", bad[i]);
 		assert_int_equal(decode_pb(), -1);
 		assert_string_equal(err, want);
 	}
@@ -593,7 +594,7 @@ static void request_version(void **state)
 	memset(&pb, 0, sizeof(pb));
 	pb_str(&pb, PROTO_T_ARG, "ls");
 	pb_limits(&pb);
-	assert_refused("host speaks protocol version 131073, this agent 2");   /* 01 00 02 00 */
+	assert_refused("host speaks protocol version 131073, this agent 3");   /* 01 00 02 00 */
 	/* too short for a version */
 	for (size_t n = 0; n < 4; n++) {
 		pb.n = n;
@@ -993,7 +994,7 @@ static void request_limits(void **state)
 static void request_unknown_tag(void **state)
 {
 	(void)state;
-	static const uint16_t bad[] = { 0, PROTO_T_MEMORY_KIB + 1, 12, 0x100, 0x8001, 0xffff };
+	static const uint16_t bad[] = { 0, PROTO_T_NET + 1, 13, 0x100, 0x8001, 0xffff };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		pb_run(&pb, "prog");
 		pb_limits(&pb);
@@ -1005,8 +1006,98 @@ static void request_unknown_tag(void **state)
 	/* an unknown tag with 8 bytes is not taken for a limit either */
 	pb_run(&pb, "prog");
 	pb_limits(&pb);
-	pb_u64(&pb, 11, 1);
-	assert_refused("unknown field 11");
+	pb_u64(&pb, 12, 1);
+	assert_refused("unknown field 12");
+}
+
+/* r: one RUN stage of "a", every limit 1, no NET. */
+static void small_request(struct proto_request *r)
+{
+	memset(r, 0, sizeof(*r));
+	struct proto_stage *st = run_stage(r);
+	st->argc = 1;
+	st->argv[0] = "a";
+	r->max_output = r->nproc = r->nofile = r->fsize = 1;
+}
+
+/* NET (v3): the run may use the network. Once, a u32, and only the host
+ * proxy's port; encoded after the limits, and only when set. */
+static void request_net(void **state)
+{
+	(void)state;
+	assert_int_equal(PROTO_T_NET, 11);
+	assert_int_equal(PROTO_NET_VSOCK_PORT, 3128);
+	assert_string_equal(PROTO_NET_PROXY_ADDR, "127.0.0.1");
+	assert_int_equal(PROTO_NET_PROXY_PORT, 3128);
+	/* round trip, and the field's bytes at the end */
+	small_request(&req);
+	size_t without = proto_encode_request(&req, enc, sizeof(enc));
+	assert_int_not_equal(without, 0);
+	assert_int_equal(proto_decode_request(enc, (uint32_t)without, &req2, err, sizeof(err)), 0);
+	assert_int_equal(req2.net_port, 0);
+	req.net_port = PROTO_NET_VSOCK_PORT;
+	memset(enc, 0xee, sizeof(enc));
+	size_t n = proto_encode_request(&req, enc, sizeof(enc));
+	assert_int_equal(n, without + 8);
+	static const uint8_t field[] = { 11, 0, 4, 0, 0x38, 0x0c, 0, 0 };   /* 3128 */
+	assert_memory_equal(enc + without, field, sizeof(field));
+	assert_int_equal(enc[n], 0xee);
+	memset(&req2, 0x5a, sizeof(req2));
+	assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), 0);
+	assert_same_request(&req, &req2);
+	assert_int_equal(req2.net_port, PROTO_NET_VSOCK_PORT);
+	size_t n2 = proto_encode_request(&req2, enc2, sizeof(enc2));
+	assert_int_equal(n2, n);
+	assert_memory_equal(enc, enc2, n);
+	/* a decoded request without NET has none, whatever r held before */
+	assert_int_equal(proto_decode_request(enc, (uint32_t)without, &req2, err, sizeof(err)), 0);
+	assert_int_equal(req2.net_port, 0);
+	/* anywhere among the fields, even before the first STAGE */
+	uint32_t port = PROTO_NET_VSOCK_PORT;
+	pb_begin(&pb);
+	pb_field(&pb, PROTO_T_NET, &port, 4);
+	pb_stage(&pb, PROTO_STAGE_RUN);
+	pb_str(&pb, PROTO_T_ARG, "prog");
+	pb_limits(&pb);
+	assert_int_equal(decode_pb(), 0);
+	assert_int_equal(req.net_port, PROTO_NET_VSOCK_PORT);
+
+	/* repeated, even with the same value */
+	pb_field(&pb, PROTO_T_NET, &port, 4);
+	assert_refused("NET field: bad length or repeated");
+
+	/* any other value: 0 included (no network is no field) */
+	static const uint32_t bad[] = { 0, 1, 3127, 3129, PROTO_VSOCK_PORT, 0x00000c38u << 16, UINT32_MAX };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		pb_run(&pb, "prog");
+		pb_limits(&pb);
+		pb_field(&pb, PROTO_T_NET, &bad[i], 4);
+		char why[64];
+		snprintf(why, sizeof(why), "NET field names port %u, not 3128", bad[i]);
+		assert_refused(why);
+	}
+
+	/* a bad length: 0, 2, 3, 5, 8 */
+	static const size_t lens[] = { 0, 2, 3, 5, 8 };
+	uint8_t v[8] = { 0x38, 0x0c, 0, 0, 0, 0, 0, 0 };
+	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+		pb_run(&pb, "prog");
+		pb_limits(&pb);
+		pb_field(&pb, PROTO_T_NET, v, lens[l]);
+		assert_refused("NET field: bad length or repeated");
+	}
+
+	/* the encoder sends only what the decoder takes (req again: the
+	 * decodes above wrote into it) */
+	small_request(&req);
+	for (size_t i = 1; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		req.net_port = bad[i];
+		assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	}
+	/* and NET must fit cap like any field */
+	req.net_port = PROTO_NET_VSOCK_PORT;
+	assert_int_equal(proto_encode_request(&req, enc, without + 7), 0);
+	assert_int_equal(proto_encode_request(&req, enc, without + 8), without + 8);
 }
 
 static void request_no_program(void **state)
@@ -1626,6 +1717,7 @@ int main(void)
 		cmocka_unit_test_setup(request_counts, setup),
 		cmocka_unit_test_setup(request_limits, setup),
 		cmocka_unit_test_setup(request_unknown_tag, setup),
+		cmocka_unit_test_setup(request_net, setup),
 		cmocka_unit_test_setup(request_no_program, setup),
 		cmocka_unit_test_setup(request_bad_env, setup),
 		cmocka_unit_test_setup(request_relative_allow, setup),

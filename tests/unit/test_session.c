@@ -290,7 +290,7 @@ static void scripted_agents(void **state)
 	uint8_t v3[8] = { PROTO_VERSION + 1, 0, 0, 0, 'x' };
 	n = put_frame(s, PROTO_HELLO, v3, 5);
 	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(res.error, "bad HELLO: agent speaks protocol version 3, this host 2");
+	assert_string_equal(res.error, "bad HELLO: agent speaks protocol version 4, this host 3");
 	assert_int_equal(res.hello_ms, 0);
 
 	/* ERROR ends the run, its text (up to 400 bytes) kept */
