@@ -396,12 +396,13 @@ bool net_rule_within(const struct net_rule *r, const struct net_rule *ceiling, s
 static const char *addr_refusal(const struct net_rule *rules, size_t n, const uint8_t addr[16], uint16_t port,
 				const uint8_t (*self)[16], size_t nself)
 {
+	const char *denied = net_addr_allowed(rules, n, addr, port) ? NULL : net_addr_denied(addr);
+	if (denied)
+		return denied;   /* the deny set's reason says more than "own" */
 	for (size_t i = 0; i < nself; i++)
 		if (!memcmp(addr, self[i], 16))
 			return "the proxy's own address";
-	if (net_addr_allowed(rules, n, addr, port))
-		return NULL;
-	return net_addr_denied(addr);
+	return NULL;
 }
 
 void net_decide(const struct net_rule *rules, size_t n, const char *host_text, uint16_t port, net_resolve_fn resolve,

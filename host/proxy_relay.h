@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RELAY_BUF 16384
+#define RELAY_BUF 131072  /* also what a request head and a ClientHello must fit in */
 
 enum relay_side { RELAY_GUEST, RELAY_REMOTE };
 
