@@ -18,13 +18,19 @@ VMM_OBJS  := $(VMM_SRCS:%.c=$(BUILD)/obj/%.o)
 # format (guest-agent/proto.c, which vmrun compiles too) are also built for
 # the host, for the unit tests.
 AGENT_SRCS := $(wildcard guest-agent/*.c)
-AGENT_LIB  := guest-agent/agent.c guest-agent/stage.c guest-agent/cgroup.c guest-agent/proto.c
+AGENT_LIB  := guest-agent/agent.c guest-agent/stage.c guest-agent/cgroup.c guest-agent/forward.c guest-agent/proto.c
 MUSL_CC    := musl-gcc -static $(CSTD) $(WARN) -O2 -idirafter /usr/include \
 	-idirafter /usr/include/x86_64-linux-gnu
 # vmrun: host/*.c and the wire format.
 HOST_SRCS := $(wildcard host/*.c) guest-agent/proto.c
 HOST_LIB  := $(filter-out host/main.c,$(wildcard host/*.c))
 HOST_LIBS := -lext2fs -lcom_err -lseccomp -lidn2 -lhttp_parser
+# vmrun-proxy (host/proxy/): a run's egress proxy, over the policy
+# modules in host/ it shares with vmrun; DNS by c-ares.
+PROXY_SRCS := $(wildcard host/proxy/*.c)
+PROXY_LIB  := $(filter-out host/proxy/main.c,$(PROXY_SRCS))
+PROXY_SHARED := host/netpolicy.c host/proxy_request.c host/tls_sni.c host/proxy_relay.c host/proxy_wire.c host/errmsg.c
+PROXY_LIBS := -lcares -lseccomp -lidn2 -lhttp_parser -lssl -lcrypto
 # vmrund (host/vmrund/): the service, its per-run worker, and the modules
 # both use; HTTP by libmicrohttpd, JSON by jansson, state in SQLite or
 # PostgreSQL (libpq).
@@ -39,7 +45,7 @@ VMRUND_CFLAGS_store_pg_conn := $(VMRUND_CFLAGS_store_pg)
 # modules, built again with sanitizers.
 VMM_LIB   := $(filter-out vmm/main.c,$(VMM_SRCS))
 ASAN_OBJS := $(sort $(VMM_LIB:%.c=$(BUILD)/asan/%.o) $(AGENT_LIB:%.c=$(BUILD)/asan/%.o) \
-	$(HOST_LIB:%.c=$(BUILD)/asan/%.o) $(VMRUND_LIB:%.c=$(BUILD)/asan/%.o))
+	$(HOST_LIB:%.c=$(BUILD)/asan/%.o) $(VMRUND_LIB:%.c=$(BUILD)/asan/%.o) $(PROXY_LIB:%.c=$(BUILD)/asan/%.o))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 # A unit test's own libraries, by its module's name: OpenSSL writes the
 # ClientHellos that the SNI reader's test reads.
@@ -50,9 +56,10 @@ PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
 .PHONY: vmrund-test all deps guest kernel rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots \
-	bench-vmm bench-boot bench-virtio bench-vmrun bench-vmrund bench-queue bench-workspace clean fuzz fuzz-smoke
+	bench-vmm bench-boot bench-virtio bench-vmrun bench-vmrund bench-queue bench-workspace bench-net net-test clean fuzz \
+	fuzz-smoke
 
-all: $(BUILD)/bin/vmm $(BUILD)/bin/vmrun $(BUILD)/bin/vmrund $(BUILD)/bin/vmrund-worker
+all: $(BUILD)/bin/vmm $(BUILD)/bin/vmrun $(BUILD)/bin/vmrun-proxy $(BUILD)/bin/vmrund $(BUILD)/bin/vmrund-worker
 
 deps:
 	@./scripts/deps.sh
@@ -61,14 +68,14 @@ $(BUILD)/obj/%.o: %.c $(wildcard vmm/*.h) guest-agent/proto.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 
-$(BUILD)/asan/%.o: %.c $(wildcard vmm/*.h guest-agent/*.h host/*.h host/vmrund/*.h)
+$(BUILD)/asan/%.o: %.c $(wildcard vmm/*.h guest-agent/*.h host/*.h host/vmrund/*.h host/proxy/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Iguest-agent -Ihost -Ihost/vmrund $(VMRUND_CFLAGS_$(notdir $*)) -c $< -o $@
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Iguest-agent -Ihost -Ihost/vmrund -Ihost/proxy $(VMRUND_CFLAGS_$(notdir $*)) -c $< -o $@
 
 # Keep the sanitizer objects between runs (make would delete them as intermediates).
 .SECONDARY: $(ASAN_OBJS)
 
-$(BUILD)/obj/host/%.o: host/%.c $(wildcard host/*.h guest-agent/*.h)
+$(BUILD)/obj/host/%.o: host/%.c $(wildcard host/*.h host/proxy/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 
@@ -94,6 +101,10 @@ $(BUILD)/obj/guest-agent/proto.o: guest-agent/proto.c guest-agent/proto.h
 $(BUILD)/bin/vmrun: $(HOST_SRCS:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(HOST_LIBS) -o $@
+
+$(BUILD)/bin/vmrun-proxy: $(PROXY_SRCS:%.c=$(BUILD)/obj/%.o) $(PROXY_SHARED:%.c=$(BUILD)/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ $(PROXY_LIBS) -o $@
 
 # Static: vmrun execs it inside an empty pivot_root jail, with no dynamic
 # loader or libraries there. libseccomp builds its per-thread filters.
@@ -148,8 +159,8 @@ rootfs-test: rootfs
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_OBJS) $(wildcard tests/common/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost -Ihost/vmrund -Itests/common $(filter %.c %.o,$^) \
-		-lcmocka $(HOST_LIBS) $(VMRUND_LIBS) $(TEST_LIBS_$*) -pthread -o $@
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost -Ihost/vmrund -Ihost/proxy -Itests/common $(filter %.c %.o,$^) \
+		-lcmocka $(HOST_LIBS) $(VMRUND_LIBS) $(PROXY_LIBS) $(TEST_LIBS_$*) -pthread -o $@
 
 unit: $(UNIT_BINS)
 	@./tests/run-all.sh unit $(UNIT_BINS)
@@ -203,6 +214,12 @@ vm-test: all payloads guest $(VM_TEST_BINS) $(PISTON_CLIENT)
 	@./scripts/on-kvm-host.sh --limit 600 "runtime tests" tests/e2e/runtimes.sh
 	@./scripts/on-kvm-host.sh --limit 1500 "source mode tests" tests/e2e/source.sh
 	@./scripts/on-kvm-host.sh --limit 600 "vmrund vm tests" tests/vmrund/vm.sh
+	@./scripts/on-kvm-host.sh --limit 900 "network tests" tests/e2e/net.sh
+
+# vmrun-proxy in its jail against the test's hosts in network namespaces
+# (tests/net/lib.sh): no KVM needed.
+net-test: all
+	@timeout -k 5 300 ./tests/net/proxy.sh
 
 # An existing Piston client, unchanged, for the Piston endpoint's test
 # (tests/vmrund/vm.sh): piston-api-client from npm (no dependencies of its
@@ -224,7 +241,7 @@ vmrund-test: all $(BUILD)/tests/test_store
 check:
 	@start=$$(date +%s); ./scripts/deps.sh && \
 	$(MAKE) --no-print-directory all payloads guest $(UNIT_BINS) $(FUZZ_BINS) $(VM_TEST_BINS) $(PISTON_CLIENT) && \
-	$(MAKE) --no-print-directory unit fuzz-smoke vmrund-test rootfs-test payload-test vm-test; st=$$?; \
+	$(MAKE) --no-print-directory unit fuzz-smoke vmrund-test net-test rootfs-test payload-test vm-test; st=$$?; \
 	echo "check: $$(( $$(date +%s) - start )) s in all, status $$st"; exit $$st
 
 # The agent boot loop that measured the emulated host's hang rate (issue 11):
@@ -264,6 +281,11 @@ $(BUILD)/tests/bench_queue: tests/bench/bench_queue.c $(VMRUND_LIB:%.c=$(BUILD)/
 		$(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/guest-agent/proto.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -g -Ihost -Ihost/vmrund $^ $(VMRUND_LIBS) $(HOST_LIBS) -pthread -o $@
+
+# The run's proxy against a direct connection: MiB/s and the added connect
+# latency (targets >= 0.8x, <= 2 ms).
+bench-net: all
+	@./tests/bench/net_proxy.sh
 
 bench-queue: all $(BUILD)/tests/bench_queue
 	@./tests/bench/queue.sh
@@ -337,9 +359,9 @@ $(BUILD)/fuzz/fuzz_session: tests/fuzz/fuzz_session.c host/session.c host/errmsg
 		guest-agent/proto.c -o $@
 
 # The --policy parser (client input), with the error formatter it reports through.
-$(BUILD)/fuzz/fuzz_policy: tests/fuzz/fuzz_policy.c host/policy.c host/textfile.c host/errmsg.c $(wildcard host/*.h guest-agent/*.h)
+$(BUILD)/fuzz/fuzz_policy: tests/fuzz/fuzz_policy.c host/policy.c host/netpolicy.c host/textfile.c host/errmsg.c $(wildcard host/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Iguest-agent tests/fuzz/fuzz_policy.c host/policy.c host/textfile.c host/errmsg.c -o $@
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Iguest-agent tests/fuzz/fuzz_policy.c host/policy.c host/netpolicy.c host/textfile.c host/errmsg.c -lidn2 -o $@
 
 # The network policy's rules and host names (client and guest input), with libidn2.
 $(BUILD)/fuzz/fuzz_netpolicy: tests/fuzz/fuzz_netpolicy.c host/netpolicy.c host/errmsg.c host/netpolicy.h host/errmsg.h
@@ -371,14 +393,15 @@ $(BUILD)/fuzz/seeds-proxy_request.stamp: $(wildcard tests/fuzz/seeds-proxy_reque
 	@touch $@
 
 # vmrund's request bodies, native and Piston's (client input), through jansson.
-FUZZ_REQUEST_SRCS := host/vmrund/request.c host/vmrund/piston.c host/runtime.c host/textfile.c host/errmsg.c
+FUZZ_REQUEST_SRCS := host/vmrund/request.c host/vmrund/piston.c host/runtime.c host/textfile.c host/netpolicy.c \
+	host/errmsg.c
 $(BUILD)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRCS) $(wildcard host/*.h host/vmrund/*.h \
 		guest-agent/*.h)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRCS) \
-		-ljansson -o $@
+		-ljansson -lidn2 -o $@
 
-# Seeds: a native body of each mode and a Piston body.
+# Seeds: a native body of each mode (one with network rules) and a Piston body.
 $(BUILD)/fuzz/seeds-request.stamp: $(wildcard tests/fuzz/seeds-request/*)
 	@rm -rf $(BUILD)/fuzz/seeds-request && mkdir -p $(BUILD)/fuzz/seeds-request
 	cp tests/fuzz/seeds-request/* $(BUILD)/fuzz/seeds-request/

@@ -28,6 +28,19 @@ static const char usage[] =
 	"                          (default 1048576)\n"
 	"  -e, --env NAME=VALUE    grant one variable to the command (repeatable)\n"
 	"  -i, --stdin FILE        the command's stdin (default empty)\n"
+	"      --allow-net HOST[:PORT]\n"
+	"                          let the command reach HOST (\"*.example.com\": its subdomains)\n"
+	"                          on PORT, else 80 and 443, through the run's proxy at\n"
+	"                          127.0.0.1:3128 (repeatable; default: no network at all)\n"
+	"      --allow-net-addr CIDR[:PORT]\n"
+	"                          also allow an address range the proxy refuses by default\n"
+	"                          (private, loopback, link-local), within the policy's ceiling\n"
+	"      --secret-header HOST:HEADER=@FILE\n"
+	"                          plain http://HOST/ requests go out over TLS to HOST:443 with\n"
+	"                          HEADER: FILE's contents added by the proxy; the guest never\n"
+	"                          sees the value (repeatable)\n"
+	"      --secret-ca FILE    verify those TLS servers against FILE's CAs (PEM), not the\n"
+	"                          system's\n"
 	"      --policy FILE       allowlist and limit ceilings (default built in; see README)\n"
 	"      --json              print the result object instead of streaming output\n"
 	"      --kernel FILE       guest kernel (default: the built one)\n"
@@ -86,8 +99,25 @@ static bool valid_grant(const char *s)
 
 enum {
 	O_DISK = 256, O_MAX_OUTPUT, O_POLICY, O_JSON, O_KERNEL, O_ROOTFS, O_WEAKER, O_RUNTIME, O_HELP, O_VERSION,
-	O_SOURCE, O_C_TIMEOUT, O_C_MEMORY, O_C_CPU, O_R_TIMEOUT, O_R_MEMORY, O_R_CPU,
+	O_SOURCE, O_C_TIMEOUT, O_C_MEMORY, O_C_CPU, O_R_TIMEOUT, O_R_MEMORY, O_R_CPU, O_NET, O_NET_ADDR, O_SECRET,
+	O_SECRET_CA,
 };
+
+/* --allow-net and --allow-net-addr: the rule's syntax checked now, its
+ * ceiling when the run is planned. */
+static int net_option(bool addr, const char *v, struct vmrun_opts *o, char *err, size_t errlen)
+{
+	const char *opt = addr ? "--allow-net-addr" : "--allow-net";
+	unsigned *n = addr ? &o->nallow_net_addr : &o->nallow_net;
+	struct net_rule r;
+	char why[256], shown[120];
+	if (*n == PROXY_RULES_MAX)
+		return errf(err, errlen, "%s: at most %u", opt, PROXY_RULES_MAX);
+	if (net_rule_parse(v, addr, &r, why, sizeof(why)) < 0)
+		return errf(err, errlen, "%s %s: %s", opt, errmsg_printable(shown, sizeof(shown), v), why);
+	(addr ? o->allow_net_addr : o->allow_net)[(*n)++] = v;
+	return 0;
+}
 
 /* A stage limit option: which stage, which limit. */
 static int stage_option(int c, const char *name, const char *v, struct vmrun_opts *o, char *err, size_t errlen)
@@ -153,7 +183,11 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t err
 		{ "compile-cpu-time", required_argument, NULL, O_C_CPU },
 		{ "run-timeout", required_argument, NULL, O_R_TIMEOUT },
 		{ "run-memory", required_argument, NULL, O_R_MEMORY },
-		{ "run-cpu-time", required_argument, NULL, O_R_CPU }, { NULL, 0, NULL, 0 },
+		{ "run-cpu-time", required_argument, NULL, O_R_CPU },
+		{ "allow-net", required_argument, NULL, O_NET },
+		{ "allow-net-addr", required_argument, NULL, O_NET_ADDR },
+		{ "secret-header", required_argument, NULL, O_SECRET },
+		{ "secret-ca", required_argument, NULL, O_SECRET_CA }, { NULL, 0, NULL, 0 },
 	};
 	*o = (struct vmrun_opts){
 		.cpus = VMRUN_DEFAULT_CPUS, .disk_mib = VMRUN_DEFAULT_DISK_MIB, .max_output = VMRUN_DEFAULT_MAX_OUTPUT,
@@ -178,6 +212,19 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t err
 			if (add_source(o, optarg, err, errlen))
 				return -1;
 			break;
+		case O_NET:
+		case O_NET_ADDR:
+			if (net_option(c == O_NET_ADDR, optarg, o, err, errlen))
+				return -1;
+			break;
+		case O_SECRET:
+			if (o->nsecret_headers == PROXY_SECRETS_MAX)
+				return errf(err, errlen, "--secret-header: at most %u", PROXY_SECRETS_MAX);
+			if (!strstr(optarg, "=@") || !strchr(optarg, ':'))
+				return bad(err, errlen, "--secret-header", optarg, "HOST:HEADER=@FILE");
+			o->secret_headers[o->nsecret_headers++] = optarg;
+			break;
+		case O_SECRET_CA: o->secret_ca = optarg; break;
 		case 'w': o->workspace = optarg; break;
 		case 'a': o->artifacts = optarg; break;
 		case 'i': o->stdin_file = optarg; break;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "proto.h"
+#include "proxy_wire.h"
 #include "run.h"
 
 struct vmrun_opts {
@@ -24,6 +25,12 @@ struct vmrun_opts {
 	struct run_stage_request compile, run;  /* --compile-*, --run-* */
 	const char *env[PROTO_MAX_ENV];
 	unsigned nenv;
+	const char *allow_net[PROXY_RULES_MAX];       /* --allow-net HOST[:PORT] */
+	const char *allow_net_addr[PROXY_RULES_MAX];  /* --allow-net-addr CIDR[:PORT] */
+	unsigned nallow_net, nallow_net_addr;
+	const char *secret_headers[PROXY_SECRETS_MAX];   /* --secret-header HOST:HEADER=@FILE */
+	unsigned nsecret_headers;
+	const char *secret_ca;                          /* --secret-ca FILE */
 	bool json, verbose;
 	bool allow_weaker_jail;    /* rootless: accept a jail without cgroup limits */
 	char **argv;               /* PROGRAM ARG..., NULL-terminated; with --source, the ARGS */

@@ -101,7 +101,9 @@ static void request_from(const struct vmrun_opts *o, const struct cli_run *c, st
 		.memory_mib = o->memory_mib, .cpus = o->cpus, .disk_mib = o->disk_mib, .max_output = o->max_output,
 		.workspace = o->workspace, .artifacts = o->artifacts, .stdin_file = o->stdin_file, .policy = o->policy,
 		.kernel = o->kernel, .rootfs = o->rootfs, .vmm = c->vmm, .guest_dir = c->guest,
-		.allow_weaker_jail = o->allow_weaker_jail, .runtime = o->runtime, .sources = o->sources,
+		.allow_weaker_jail = o->allow_weaker_jail, .allow_net = o->allow_net, .nallow_net = o->nallow_net,
+		.allow_net_addr = o->allow_net_addr, .nallow_net_addr = o->nallow_net_addr,
+		.secret_headers = o->secret_headers, .nsecret_headers = o->nsecret_headers, .secret_ca = o->secret_ca, .runtime = o->runtime, .sources = o->sources,
 		.nsources = o->nsources, .compile = o->compile, .run = o->run,
 	};
 }

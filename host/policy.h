@@ -18,6 +18,23 @@
  *   artifacts_max_depth 16
  *   cpu_quota 150                 vmm's CPU time in % of one CPU (none by default)
  *
+ * Network (none unless a run asks, and then only through its proxy):
+ *   net_ceiling HOST[:PORT]       what --allow-net may name; the first such
+ *                                 line replaces the default, any host name
+ *                                 (public addresses only); "none": nothing
+ *   net_ceiling_addr CIDR[:PORT]  what --allow-net-addr may name (by default
+ *                                 nothing: private ranges need root's word)
+ *   allow_net HOST[:PORT]         allowed to every run, as --allow-net
+ *   allow_net_addr CIDR[:PORT]    as --allow-net-addr
+ *   net_tunnels 16                the proxy's tunnels at once
+ *   net_max_up 67108864           bytes a tunnel carries from the guest
+ *   net_max_down 1073741824       bytes a tunnel carries to it
+ *   net_idle 30                   seconds a tunnel may sit idle
+ *   net_resolver IP[:PORT]        the proxy's DNS server (repeatable; by
+ *                                 default the host's resolv.conf); root's
+ *                                 policy only, since it decides what every
+ *                                 allowed name means
+ *
  * A line is at most 511 bytes; a longer one, or one holding a NUL byte,
  * fails the load with its line number (it is never split or cut short).
  * Requests beyond a ceiling are refused before any VM starts. Root's own
@@ -31,9 +48,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "netpolicy.h"
 #include "proto.h"
 
 #define POLICY_PATH_MAX 256
+#define POLICY_NET_RULES_MAX 64   /* ceiling rules, and allow rules, each */
 
 struct policy {
 	char (*manifest)[POLICY_PATH_MAX];   /* every program the image offers */
@@ -44,6 +63,15 @@ struct policy {
 	uint64_t nproc, nofile, fsize;
 	uint64_t artifacts_max_bytes, artifacts_max_files, artifacts_max_depth;
 	uint64_t cpu_quota_pct;              /* vmm's CPU quota in % of one CPU; 0: none */
+	struct {
+		bool any_host;                   /* the ceiling admits every host name */
+		struct net_rule *ceiling;        /* and these */
+		unsigned nceiling;
+		struct net_rule *allow;          /* granted to every run */
+		unsigned nallow;
+		uint64_t tunnels, max_up, max_down, idle_s;
+		char resolver[128];              /* "IP[:PORT],..."; "": the host's */
+	} net;
 };
 
 /* Load the built-in policy, with the program manifest (one absolute path
@@ -61,6 +89,9 @@ enum policy_trust {
 /* Apply a policy file (read from f; name for messages) on top of p.
  * Returns 0, or -1 with a one-line reason naming the line in err. */
 int policy_apply(struct policy *p, FILE *f, const char *name, enum policy_trust trust, char *err, size_t errlen);
+
+/* Whether the policy's network ceiling admits rule r. */
+bool policy_net_admits(const struct policy *p, const struct net_rule *r);
 
 /* Free what policy_load allocated. */
 void policy_free(struct policy *p);

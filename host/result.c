@@ -66,6 +66,9 @@ void result_free(struct run_result *r)
 		r->stage[i].out = r->stage[i].err = (struct outbuf){ 0 };
 	}
 	artifacts_result_free(&r->artifacts);
+	free(r->network.entry);
+	r->network.entry = NULL;
+	r->network.n = 0;
 }
 
 struct run_stage *result_final_mut(struct run_result *r)
@@ -212,6 +215,42 @@ static void print_stage(FILE *f, const char *key, const struct run_stage *s)
 		(unsigned long long)s->limits.cpu_time_ms);
 }
 
+/* A text field, or null when empty. */
+static void json_cstr_or_null(FILE *f, const char *s)
+{
+	if (*s)
+		json_cstr(f, s);
+	else
+		fputs("null", f);
+}
+
+/* "network": the proxy's decisions, only for a run that allowed any. */
+static void print_network(FILE *f, const struct run_result *r)
+{
+	if (!r->network.on)
+		return;
+	fputs(",\"network\":[", f);
+	for (unsigned i = 0; i < r->network.n; i++) {
+		const struct proxy_audit *a = &r->network.entry[i];
+		char addr[64] = "";
+		if (a->has_addr)
+			net_addr_format(a->addr, addr, sizeof(addr));
+		fputs(i ? ",{\"host\":" : "{\"host\":", f);
+		json_cstr(f, a->host);
+		fprintf(f, ",\"port\":%u,\"method\":", (unsigned)a->port);
+		json_cstr_or_null(f, a->method);
+		fputs(",\"address\":", f);
+		json_cstr_or_null(f, addr);
+		fprintf(f, ",\"allowed\":%s,\"why\":", a->allowed ? "true" : "false");
+		json_cstr_or_null(f, a->why);
+		fprintf(f, ",\"bytes_up\":%llu,\"bytes_down\":%llu,\"end\":", (unsigned long long)a->up,
+			(unsigned long long)a->down);
+		json_cstr_or_null(f, a->end);
+		fprintf(f, ",\"ms\":%lld}", (long long)a->ms);
+	}
+	fprintf(f, "],\"network_unrecorded\":%u", r->network.unrecorded);
+}
+
 void result_print_json(FILE *f, const struct run_result *r)
 {
 	const struct run_stage *fin = result_final(r);
@@ -267,6 +306,7 @@ void result_print_json(FILE *f, const struct run_result *r)
 			r->jail.cgroup_version == 1 ? "v1" : "none");
 	else
 		fputs(",\"jail\":null", f);
+	print_network(f, r);
 	fputs(",\"message\":", f);
 	json_cstr(f, r->message);
 	fputs("}\n", f);

@@ -9,6 +9,7 @@
 
 #include "artifacts.h"
 #include "proto.h"
+#include "proxy_wire.h"
 
 enum termination {
 	TERM_EXITED,
@@ -77,6 +78,14 @@ struct run_result {
 		int cgroup_version;   /* 2, 1, or 0: no cgroup limits (accepted rootless) */
 		bool cgroup_delegated;
 	} jail;
+	/* A run allowed network (DESIGN's "network" array): each decision
+	 * of its proxy, in order, as the proxy reported them. */
+	struct {
+		bool on;
+		struct proxy_audit *entry;
+		unsigned n;
+		unsigned unrecorded;  /* decisions past PROXY_AUDIT_MAX */
+	} network;
 	char message[512];
 };
 
@@ -96,7 +105,8 @@ size_t outbuf_take(struct outbuf *b, size_t n);
  * something was dropped. */
 bool outbuf_append(struct outbuf *b, const uint8_t *p, size_t n);
 
-/* Free the stages' output buffers and the artifact lists. */
+/* Free the stages' output buffers, the artifact lists and the network
+ * decisions. */
 void result_free(struct run_result *r);
 
 /* The stage that ended the run: the last one started (the run stage when

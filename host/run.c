@@ -24,6 +24,7 @@
 #include "artifacts.h"
 #include "errmsg.h"
 #include "jail.h"
+#include "run_net.h"
 #include "workspace.h"
 
 struct run_paths {
@@ -41,6 +42,7 @@ struct exec {
 	struct jail_spec js;
 	struct jail jail;
 	int listen_fd;
+	struct run_net net;          /* the network proxy, when the plan allows network */
 	struct session_result sr;
 	struct run_facts facts;
 	char start_error[512];
@@ -160,7 +162,8 @@ static int prepare(struct exec *x, char *err, size_t errlen)
 		.stderr_fd = -1, .argv = plan->vmm_argv, .allow_weaker = plan->allow_weaker_jail,
 	};
 	if (jail_prepare(&x->js, &x->jail, err, errlen) ||
-	    (x->listen_fd = listen_agent(&x->p, &x->jail, err, errlen)) < 0)
+	    (x->listen_fd = listen_agent(&x->p, &x->jail, err, errlen)) < 0 ||
+	    (plan->net && run_net_start(&x->net, plan->net, plan->secret_ca_fd, plan->vmm, x->p.dir, x->p.uds, &x->js, &x->jail, err, errlen)))
 		return -1;
 	logf_(x, "prepared: %s, %llu files, %llu dirs, %llu bytes", x->p.image, (unsigned long long)ws.files,
 	      (unsigned long long)ws.dirs, (unsigned long long)ws.bytes);
@@ -378,6 +381,8 @@ void run_execute(struct run_plan *plan, struct run_result *r)
 	x->plan = plan;
 	x->r = r;
 	x->listen_fd = -1;
+	x->net.control = -1;
+	x->net.helper.uid_fd = -1;
 	x->facts.timeout_s = plan->timeout_s;
 	x->facts.sr = &x->sr;
 	char err[512];
@@ -399,11 +404,14 @@ void run_execute(struct run_plan *plan, struct run_result *r)
 		run_vm(x);
 	}
 	run_classify(&x->facts, r);
+	if (plan->net)
+		run_net_finish(&x->net, r);
 	log_console(x);
 	extract(x);
 cleanup:
 	if (x->listen_fd >= 0)
 		close(x->listen_fd);
+	run_net_release(&x->net);
 	jail_cleanup(&x->jail);
 	remove_run_dir(&x->p);
 	free(x);

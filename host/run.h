@@ -22,6 +22,7 @@
 #include "caller.h"
 #include "policy.h"
 #include "proto.h"
+#include "proxy_wire.h"
 #include "result.h"
 #include "runtime.h"
 #include "session.h"
@@ -74,6 +75,17 @@ struct run_request {
 	const char *vmm;             /* vmm's path (trusted: ours) */
 	const char *guest_dir;       /* where the built kernel, rootfs and manifest are */
 	bool allow_weaker_jail;      /* rootless: run without cgroup limits when none are delegated */
+	/* Network through the run's proxy (host/netpolicy.h): --allow-net
+	 * and --allow-net-addr texts, within the policy's ceiling. None of
+	 * either, and no allow_net line in the policy: no network. */
+	const char *const *allow_net, *const *allow_net_addr;
+	unsigned nallow_net, nallow_net_addr;
+	/* --secret-header HOST:HEADER=@FILE: FILE read as the caller; plain
+	 * HTTP to HOST goes out over TLS with the header added, verified
+	 * against secret_ca (the caller's PEM file) or the system's CAs. */
+	const char *const *secret_headers;
+	unsigned nsecret_headers;
+	const char *secret_ca;
 };
 
 #define RUN_SYSTEM_POLICY "/etc/vmrun/policy"
@@ -107,6 +119,8 @@ struct run_plan {
 	bool extracted;                      /* execute copied into it: it stays */
 	char vmm[PATH_MAX];
 	bool allow_weaker_jail;
+	struct proxy_config *net;            /* the proxy's rules and caps; NULL: no network */
+	int secret_ca_fd;                    /* --secret-ca, opened as the caller; -1 */
 	char runtime[64], runtime_version[64];   /* "" without --runtime */
 	/* vmm's command line, paths as seen in the jail */
 	char vmm_memory[24], vmm_cpus[24];

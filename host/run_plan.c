@@ -14,6 +14,7 @@
 
 #include "errmsg.h"
 #include "jail.h"
+#include "run_net.h"
 #include "run_stages.h"
 #include "runtime.h"
 
@@ -317,6 +318,92 @@ static int plan_stages(struct run_plan *plan, const struct run_request *req, con
 	return 0;
 }
 
+/* A secret header's value: FILE's contents, read as the caller, without
+ * one trailing newline. 0, or -1 with why. */
+static int read_secret(const struct run_plan *plan, const char *file, char *value, size_t cap, char *err,
+		       size_t errlen)
+{
+	int fd = open_as_caller(plan, "--secret-header", file, WANT_FILE, err, errlen);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, value, cap - 1);
+	char extra;
+	bool more = n >= 0 && read(fd, &extra, 1) > 0;
+	close(fd);
+	if (n < 0 || more)
+		return errf(err, errlen, "--secret-header %.200s: %s", file, n < 0 ? strerror(errno) : "longer than allowed");
+	value[n] = '\0';
+	if (n && value[n - 1] == '\n')
+		value[--n] = '\0';
+	return 0;
+}
+
+/* --secret-header HOST:HEADER=@FILE into c, with the rule that lets the
+ * proxy reach HOST:443 (within the ceiling). */
+static int plan_secret(const struct run_plan *plan, const char *spec, struct proxy_config *c, char *err, size_t errlen)
+{
+	char hh[NET_HOST_MAX + 80], why[256], shown[120];
+	const char *at = strstr(spec, "=@");
+	if (!at || (size_t)(at - spec) >= sizeof(hh))
+		return errf(err, errlen, "--secret-header %s: not HOST:HEADER=@FILE",
+			    errmsg_printable(shown, sizeof(shown), spec));
+	if (c->nsecrets >= PROXY_SECRETS_MAX || c->nrules >= PROXY_RULES_MAX)
+		return errf(err, errlen, "--secret-header: at most %u", PROXY_SECRETS_MAX);
+	snprintf(hh, sizeof(hh), "%.*s", (int)(at - spec), spec);
+	char *value = malloc(PROXY_SECRET_MAX + 2);
+	if (!value)
+		return errf(err, errlen, "out of memory");
+	int rc = read_secret(plan, at + 2, value, PROXY_SECRET_MAX + 2, err, errlen);
+	struct proxy_secret *s = &c->secrets[c->nsecrets];
+	if (!rc && proxy_secret_parse(hh, value, s, why, sizeof(why)) < 0)
+		rc = errf(err, errlen, "--secret-header %s: %s", errmsg_printable(shown, sizeof(shown), hh), why);
+	explicit_bzero(value, PROXY_SECRET_MAX + 2);
+	free(value);
+	if (rc)
+		return -1;
+	struct net_rule r = { .kind = NET_RULE_HOST, .port = 443 };
+	snprintf(r.host, sizeof(r.host), "%s", s->host);
+	if (!policy_net_admits(&plan->pol, &r))
+		return errf(err, errlen, "--secret-header %s: %s:443 is beyond the policy's network ceiling",
+			    errmsg_printable(shown, sizeof(shown), hh), s->host);
+	c->rules[c->nrules++] = r;
+	c->nsecrets++;
+	return 0;
+}
+
+/* The run's network, when it has any: plan->net and the agent's NET
+ * field. 0, or -1 with r's message set. */
+static int plan_net(struct run_plan *plan, const struct run_request *req, struct run_result *r)
+{
+	char err[512];
+	struct proxy_config *c = malloc(sizeof(*c));
+	if (!c) {
+		result_message(r, "out of memory");
+		return -1;
+	}
+	proxy_config_init(c);
+	int has = run_net_plan(&plan->pol, req, c, err, sizeof(err));
+	for (unsigned i = 0; has >= 0 && i < req->nsecret_headers; i++)
+		has = plan_secret(plan, req->secret_headers[i], c, err, sizeof(err)) < 0 ? -1 : 1;
+	if (has > 0 && req->secret_ca) {
+		plan->secret_ca_fd = open_as_caller(plan, "--secret-ca", req->secret_ca, WANT_FILE, err, sizeof(err));
+		c->ca_fd = true;
+		has = plan->secret_ca_fd < 0 ? -1 : 1;
+	} else if (has >= 0 && req->secret_ca) {
+		has = errf(err, sizeof(err), "--secret-ca needs --secret-header");
+	}
+	if (has <= 0) {
+		explicit_bzero(c, sizeof(*c));
+		free(c);
+		if (has < 0)
+			result_message(r, "%s", err);
+		return has;
+	}
+	plan->net = c;
+	plan->proto.net_port = PROTO_NET_VSOCK_PORT;
+	return 0;
+}
+
 /* vmm's command line, every path as the jail shows it. */
 static void build_vmm_argv(struct run_plan *plan)
 {
@@ -337,6 +424,7 @@ int run_plan_build(struct run_plan *plan, const struct run_request *req, struct 
 	for (unsigned i = 0; i < RUN_MAX_SOURCES; i++)
 		plan->source_fd[i] = -1;
 	plan->cancel_fd = -1;
+	plan->secret_ca_fd = -1;
 	plan->live = true;
 	memcpy(plan->run_id, r->run_id, sizeof(plan->run_id));
 	struct run_request eff = *req;   /* with the limits the plan derives */
@@ -376,6 +464,8 @@ int run_plan_build(struct run_plan *plan, const struct run_request *req, struct 
 		result_message(r, "%s", err);
 		goto out;
 	}
+	if (plan_net(plan, req, r) < 0)
+		goto out;
 	build_request(plan, req, compiled);
 	build_vmm_argv(plan);
 	rc = 0;
@@ -409,5 +499,12 @@ void run_plan_release(struct run_plan *plan)
 		(void)caller_rmdir(&plan->caller, plan->artifacts);
 	plan->artifacts[0] = '\0';
 	policy_free(&plan->pol);
+	if (plan->net)
+		explicit_bzero(plan->net, sizeof(*plan->net));   /* secret header values */
+	free(plan->net);
+	plan->net = NULL;
+	if (plan->secret_ca_fd >= 0)
+		close(plan->secret_ca_fd);
+	plan->secret_ca_fd = -1;
 	plan->live = false;
 }

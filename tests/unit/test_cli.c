@@ -97,12 +97,105 @@ static void source_mode(void **state)
 		       "--run-cpu-time: '-1' is not a number of seconds above 0 and at most 86400");
 }
 
+/* --allow-net and --allow-net-addr: repeatable, syntax checked here, the
+ * text kept as given (normalizing and the ceiling come with the plan). */
+static void network_options(void **state)
+{
+	(void)state;
+	assert_int_equal(parse("true", NULL), 0);
+	assert_int_equal(o.nallow_net, 0);
+	assert_int_equal(o.nallow_net_addr, 0);
+	char bucher[] = "B\xc3\xbc" "cher.Example.", up[] = "API.example.com:8443";
+	assert_int_equal(parse("--allow-net", up, "--allow-net-addr", "10.0.0.0/8", "--allow-net", "*.pypi.org",
+			       "--allow-net", bucher, "--allow-net-addr", "[fd00::/8]:8080", "python3", NULL), 0);
+	assert_int_equal(o.nallow_net, 3);
+	assert_int_equal(o.nallow_net_addr, 2);
+	assert_ptr_equal(o.allow_net[0], up);   /* as given: not lowercased, the port still on */
+	assert_string_equal(o.allow_net[0], "API.example.com:8443");
+	assert_string_equal(o.allow_net[1], "*.pypi.org");
+	assert_ptr_equal(o.allow_net[2], bucher);   /* no IDNA conversion here */
+	assert_string_equal(o.allow_net[2], "B\xc3\xbc" "cher.Example.");
+	assert_string_equal(o.allow_net_addr[0], "10.0.0.0/8");
+	assert_string_equal(o.allow_net_addr[1], "[fd00::/8]:8080");
+	assert_int_equal(o.argc, 1);
+	assert_string_equal(o.argv[0], "python3");
+	/* =VALUE works too; after PROGRAM they are PROGRAM's */
+	assert_int_equal(parse("--allow-net=a.test", "sh", "--allow-net", "10.0.0.1", NULL), 0);
+	assert_int_equal(o.nallow_net, 1);
+	assert_string_equal(o.allow_net[0], "a.test");
+	assert_int_equal(o.argc, 3);
+	/* each parse starts from none */
+	assert_int_equal(parse("true", NULL), 0);
+	assert_int_equal(o.nallow_net, 0);
+}
+
+static void assert_refused_has(int rc, const char *part)
+{
+	assert_int_equal(rc, -1);
+	if (!strstr(err, part) || strchr(err, '\n'))
+		fail_msg("error \"%s\" is not one line with \"%s\"", err, part);
+}
+
+static void network_option_refusals(void **state)
+{
+	(void)state;
+	assert_refused(parse("--allow-net", "10.0.0.1", "true", NULL),
+		       "--allow-net 10.0.0.1: 10.0.0.1 is an IP address: allow it with --allow-net-addr");
+	/* any spelling of an address, with a port or not */
+	assert_refused_has(parse("--allow-net", "0x7f.1:443", "true", NULL), "--allow-net 0x7f.1:443: 0x7f.1 is an IP address");
+	assert_refused_has(parse("--allow-net", "[::1]", "true", NULL), "--allow-net [::1]: ");
+	assert_refused_has(parse("--allow-net", "bad..name", "true", NULL), "--allow-net bad..name: ");
+	assert_refused_has(parse("--allow-net", "example.com:0", "true", NULL),
+			   "--allow-net example.com:0: port \"0\" is not 1 to 65535");
+	assert_refused(parse("--allow-net", "", "true", NULL), "--allow-net : an empty network rule");
+	assert_refused_has(parse("--allow-net-addr", "example.com", "true", NULL), "--allow-net-addr example.com: ");
+	assert_refused_has(parse("--allow-net-addr", "10.0.0.1/8", "true", NULL),
+			   "--allow-net-addr 10.0.0.1/8: 10.0.0.1/8 has bits set past its prefix");
+	assert_refused_has(parse("--allow-net-addr", "[fd00::/8", "true", NULL), "--allow-net-addr [fd00::/8: ");
+	/* a bad one after good ones */
+	assert_refused_has(parse("--allow-net", "a.test", "--allow-net", "b.test:x", "true", NULL), "--allow-net b.test:x: ");
+	/* hostile text is shown printable, on one line */
+	assert_refused_has(parse("--allow-net", "a\nb\x1b.test", "true", NULL), "--allow-net a?b?.test: ");
+	assert_null(strchr(err, '\x1b'));
+	assert_refused(parse("--allow-net", NULL), "--allow-net needs a value (see --help)");
+}
+
+/* At most PROXY_RULES_MAX of each. */
+static void network_option_limit(void **state)
+{
+	(void)state;
+	static char *argv[2 * (PROXY_RULES_MAX + 1) + 3];
+	for (int opt = 0; opt < 2; opt++) {
+		for (int extra = 0; extra < 2; extra++) {
+			int argc = 0;
+			argv[argc++] = "vmrun";
+			for (int i = 0; i < PROXY_RULES_MAX + extra; i++) {
+				argv[argc++] = opt ? "--allow-net-addr" : "--allow-net";
+				argv[argc++] = opt ? "10.0.0.0/8" : "a.test";
+			}
+			argv[argc++] = "true";
+			argv[argc] = NULL;
+			err[0] = '\0';
+			int rc = cli_parse(argc, argv, &o, err, sizeof(err));
+			if (!extra) {
+				assert_int_equal(rc, 0);
+				assert_int_equal(opt ? o.nallow_net_addr : o.nallow_net, PROXY_RULES_MAX);
+			} else {
+				assert_refused(rc, opt ? "--allow-net-addr: at most 64" : "--allow-net: at most 64");
+			}
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(defaults_and_options),
 		cmocka_unit_test(refusals_are_one_line_without_prefix),
 		cmocka_unit_test(source_mode),
+		cmocka_unit_test(network_options),
+		cmocka_unit_test(network_option_refusals),
+		cmocka_unit_test(network_option_limit),
 	};
 	return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }

@@ -1,13 +1,14 @@
 /* The run result (host/result.c): the host's own cap on each output
  * stream (outbuf_take, outbuf_append), the JSON object's truncation flags
  * (set by the agent's EXIT flags or by a drop on the host), exit statuses,
- * and the JSON writer keeping hostile bytes valid. */
+ * the JSON writer keeping hostile bytes valid, and the network array. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,130 @@ static void json_stages(void **state)
 	assert_null(strstr(j, "\"run\":null"));
 }
 
+/* j as a JSON object (it must parse); the caller json_decref()s it. */
+static json_t *parsed(const char *j)
+{
+	json_error_t e;
+	json_t *v = json_loads(j, 0, &e);
+	if (!v)
+		fail_msg("not JSON (%s at %d): %s", e.text, e.position, j);
+	assert_true(json_is_object(v));
+	return v;
+}
+
+static void assert_json_string(json_t *o, const char *key, const char *want)
+{
+	json_t *v = json_object_get(o, key);
+	if (!json_is_string(v) || strcmp(json_string_value(v), want))
+		fail_msg("\"%s\" is not \"%s\"", key, want);
+}
+
+static void assert_json_null(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	if (!json_is_null(v))
+		fail_msg("\"%s\" is not null (or absent)", key);
+}
+
+static void assert_json_int(json_t *o, const char *key, json_int_t want)
+{
+	json_t *v = json_object_get(o, key);
+	if (!json_is_integer(v))
+		fail_msg("\"%s\" is not an integer", key);
+	assert_int_equal(json_integer_value(v), want);
+}
+
+/* The network array: only for a run that allowed network, one object
+ * per decision with null for what it lacks, and the unrecorded count. */
+static void json_network(void **state)
+{
+	(void)state;
+	struct run_result r = { .term = TERM_EXITED, .nstages = 1, .stage = { { .term = TERM_EXITED } } };
+	struct proxy_audit a[2] = { 0 };
+	snprintf(a[0].host, sizeof(a[0].host), "pypi.org");
+	snprintf(a[0].method, sizeof(a[0].method), "CONNECT");
+	snprintf(a[0].end, sizeof(a[0].end), "closed");
+	a[0].port = 443;
+	a[0].allowed = a[0].has_addr = 1;
+	a[0].addr[10] = a[0].addr[11] = 0xff;   /* ::ffff:151.101.0.223 */
+	a[0].addr[12] = 151;
+	a[0].addr[13] = 101;
+	a[0].addr[14] = 0;
+	a[0].addr[15] = 223;
+	a[0].up = 517;
+	a[0].down = 5000000000ull;   /* past 32 bits */
+	a[0].ms = 1234;
+	snprintf(a[1].host, sizeof(a[1].host), "169.254.169.254");
+	snprintf(a[1].why, sizeof(a[1].why), "\"169.254.169.254\" is an IP address");
+	a[1].port = 80;
+	a[1].addr[15] = 9;   /* has_addr 0: not shown, whatever it holds */
+	a[1].ms = 3;
+	/* off: no network keys, whatever the entries */
+	r.network.entry = a;
+	r.network.n = 2;
+	r.network.unrecorded = 4;
+	const char *j = to_json(&r);
+	assert_null(strstr(j, "\"network\""));
+	assert_null(strstr(j, "network_unrecorded"));
+	json_t *v = parsed(j);
+	assert_null(json_object_get(v, "network"));
+	json_decref(v);
+
+	r.network.on = true;
+	j = to_json(&r);
+	assert_has(j, ",\"network\":[{\"host\":\"pypi.org\",");
+	assert_has(j, "],\"network_unrecorded\":4,\"message\":");
+	v = parsed(j);
+	json_t *net = json_object_get(v, "network");
+	assert_true(json_is_array(net));
+	assert_int_equal(json_array_size(net), 2);
+	assert_json_int(v, "network_unrecorded", 4);
+	json_t *e = json_array_get(net, 0);
+	assert_int_equal(json_object_size(e), 10);
+	assert_json_string(e, "host", "pypi.org");
+	assert_json_int(e, "port", 443);
+	assert_json_string(e, "method", "CONNECT");
+	assert_json_string(e, "address", "151.101.0.223");
+	assert_true(json_is_true(json_object_get(e, "allowed")));
+	assert_json_null(e, "why");
+	assert_json_int(e, "bytes_up", 517);
+	assert_json_int(e, "bytes_down", 5000000000ll);
+	assert_json_string(e, "end", "closed");
+	assert_json_int(e, "ms", 1234);
+	e = json_array_get(net, 1);
+	assert_int_equal(json_object_size(e), 10);
+	assert_json_string(e, "host", "169.254.169.254");
+	assert_json_int(e, "port", 80);
+	assert_json_null(e, "method");   /* "": the head did not parse */
+	assert_json_null(e, "address");
+	assert_true(json_is_false(json_object_get(e, "allowed")));
+	assert_json_string(e, "why", "\"169.254.169.254\" is an IP address");
+	assert_json_int(e, "bytes_up", 0);
+	assert_json_int(e, "bytes_down", 0);
+	assert_json_null(e, "end");
+	assert_json_int(e, "ms", 3);
+	json_decref(v);
+
+	/* an IPv6 address as such */
+	a[1].has_addr = 1;
+	memset(a[1].addr, 0, 16);
+	a[1].addr[0] = 0x20;
+	a[1].addr[1] = 0x01;
+	a[1].addr[2] = 0x0d;
+	a[1].addr[3] = 0xb8;
+	a[1].addr[15] = 1;
+	assert_has(to_json(&r), "\"address\":\"2001:db8::1\"");
+
+	/* on with no decisions: an empty array */
+	r.network.n = 0;
+	r.network.unrecorded = 0;
+	j = to_json(&r);
+	assert_has(j, ",\"network\":[],\"network_unrecorded\":0");
+	v = parsed(j);
+	assert_int_equal(json_array_size(json_object_get(v, "network")), 0);
+	json_decref(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -187,6 +312,7 @@ int main(void)
 		cmocka_unit_test(json_stages),
 		cmocka_unit_test(json_truncated_by_host_drop),
 		cmocka_unit_test(json_escapes),
+		cmocka_unit_test(json_network),
 	};
 	return cmocka_run_group_tests_name("result", tests, NULL, NULL);
 }
