@@ -82,6 +82,11 @@ static struct vmrund_answer answer(unsigned status, unsigned retry, const char *
 
 struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const struct req *rq, char id[SCHED_ID_MAX])
 {
+	/* The tenant's network ceiling, before anything is stored: a rule
+	 * beyond it is the client's to fix, never a run that fails later. */
+	char why[sizeof(((struct vmrund_answer *)0)->message)];
+	if (tenant_net_check(&d->ts.t[tenant], rq, why, sizeof(why)))
+		return answer(403, 0, "%s", why);
 	json_t *j = req_to_json(rq);
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
@@ -306,7 +311,8 @@ static void audit(struct vmrund *d, const char *id, const char *tenant, enum run
 	json_object_set_new(line, "run_id", json_string(id));
 	json_object_set_new(line, "state", json_string(store_state_name(st)));
 	if (rq) {
-		const char *keys[] = { "runtime", "argv", "args", "limits", "compile", "run" };
+		/* network: the rules the run was granted, for whoever reviews egress */
+		const char *keys[] = { "runtime", "argv", "args", "limits", "compile", "run", "network" };
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 			json_t *v = json_object_get(rq, keys[i]);
 			if (v)

@@ -85,8 +85,9 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 void vmrund_close(struct vmrund *d);
 
 /* Accept rq for tenant: admitted and queued in the store, for any node
- * to claim. 202 with its id, or 429 / 503 (Retry-After; 503 too when the
- * store cannot be reached), or 500. */
+ * to claim. 202 with its id, or 403 (a network rule beyond the tenant's
+ * ceiling), 429 / 503 (Retry-After; 503 too when the store cannot be
+ * reached), or 500. */
 struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const struct req *rq, char id[SCHED_ID_MAX]);
 
 /* Cancel tenant's run id: a queued one ends cancelled now; a running

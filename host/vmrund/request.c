@@ -6,8 +6,13 @@
 #include <string.h>
 
 #include "errmsg.h"
+#include "netpolicy.h"
 #include "proto.h"
+#include "proxy_wire.h"
 #include "runtime.h"
+
+/* A run's rules all travel to its proxy, which holds no more. */
+_Static_assert(REQ_MAX_NET_RULES == PROXY_RULES_MAX, "a request's network rules must fit the proxy's");
 
 /* Ceilings past which a number is a mistake, not a wish; the policy and
  * the run library hold the real limits. */
@@ -17,6 +22,10 @@
 #define MAX_DISK_MIB     (UINT64_C(1) << 20)
 #define MAX_OUTPUT_BYTES (UINT64_C(1) << 40)
 #define MAX_CPU_TIME_MS  UINT64_C(86400000)
+/* A network rule as sent: room for an international name in UTF-8,
+ * which is longer than the punycode it becomes (under netpolicy.c's own
+ * cap on text before normalizing). */
+#define MAX_NET_RULE_TEXT 1000
 
 /* ---- encodings ------------------------------------------------------------ */
 
@@ -512,6 +521,91 @@ static int get_runtime(const json_t *v, struct req *rq, char *err, size_t errlen
 	return 0;
 }
 
+/* netpolicy's reasons speak vmrun's options ("allow it with
+ * --allow-net-addr"); an API client knows the fields instead. The
+ * reason, with each option's name swapped for its field's, into out. */
+static void api_words(const char *why, char *out, size_t cap)
+{
+	static const char *const words[][2] = { { "--allow-net-addr", "network.allow_addr" },
+						{ "--allow-net", "network.allow" } };
+	size_t o = 0;
+	while (*why && o + 1 < cap) {
+		size_t i = 0;
+		while (i < 2 && strncmp(why, words[i][0], strlen(words[i][0])))
+			i++;
+		const char *from = i < 2 ? words[i][1] : why;
+		size_t n = i < 2 ? strlen(from) : 1;
+		if (o + n >= cap)
+			break;
+		memcpy(out + o, from, n);
+		o += n;
+		why += i < 2 ? strlen(words[i][0]) : 1;
+	}
+	out[o] = '\0';
+}
+
+/* One network rule, checked now so that a bad one is the client's 400
+ * and never a failed run, and kept normalized. */
+static int get_net_rule(const json_t *v, const char *path, bool addr, char **out, char *err, size_t errlen)
+{
+	const char *s;
+	struct net_rule r;
+	char why[300], words[320], q[320], text[NET_HOST_MAX + 64];
+	if (get_text(v, path, MAX_NET_RULE_TEXT, &s, err, errlen))
+		return -1;
+	if (net_rule_parse(s, addr, &r, why, sizeof(why))) {
+		api_words(why, words, sizeof(words));
+		return errf(err, errlen, "%s: %s", path, errmsg_printable(q, sizeof(q), words));
+	}
+	net_rule_format(&r, text, sizeof(text));
+	if (!(*out = dup_text(text)))
+		return errf(err, errlen, "out of memory");
+	return 0;
+}
+
+/* network.allow or network.allow_addr (key): an array of rules. */
+static int get_net_rules(const json_t *a, const char *key, bool addr, char ***out, unsigned *n, size_t *total,
+			 char *err, size_t errlen)
+{
+	if (!json_is_array(a))
+		return errf(err, errlen, "network.%s: must be an array of strings", key);
+	size_t size = json_array_size(a);
+	*total += size;
+	if (*total > REQ_MAX_NET_RULES)
+		return errf(err, errlen, "network.%s: at most %d rules in allow and allow_addr together", key,
+			    REQ_MAX_NET_RULES);
+	if (!size)
+		return 0;
+	if (!(*out = calloc(size, sizeof(char *))))
+		return errf(err, errlen, "out of memory");
+	for (size_t i = 0; i < size; i++) {
+		char path[48];
+		snprintf(path, sizeof(path), "network.%s[%zu]", key, i);
+		if (get_net_rule(json_array_get(a, i), path, addr, &(*out)[i], err, errlen))
+			return -1;
+		(*n)++;
+	}
+	return 0;
+}
+
+static int get_network(const json_t *o, struct req *rq, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "allow", "allow_addr", NULL };
+	if (!json_is_object(o))
+		return errf(err, errlen, "network: must be an object");
+	if (known_keys(o, keys, "network", err, errlen))
+		return -1;
+	size_t total = 0;
+	const json_t *v;
+	if ((v = json_object_get(o, "allow")) &&
+	    get_net_rules(v, "allow", false, &rq->allow_net, &rq->nallow_net, &total, err, errlen))
+		return -1;
+	if ((v = json_object_get(o, "allow_addr")) &&
+	    get_net_rules(v, "allow_addr", true, &rq->allow_net_addr, &rq->nallow_net_addr, &total, err, errlen))
+		return -1;
+	return 0;
+}
+
 /* Which mode the body asks for, and the fields that belong to the other. */
 static int get_mode(const json_t *body, struct req *rq, char *err, size_t errlen)
 {
@@ -533,7 +627,8 @@ static int get_mode(const json_t *body, struct req *rq, char *err, size_t errlen
 static int parse_body(const json_t *body, struct req *rq, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "runtime", "argv",   "files",   "args", "stdin",          "stdin_encoding",
-					    "env",     "limits", "compile", "run",  "keep_artifacts", NULL };
+					    "env",     "limits", "compile", "run",  "keep_artifacts", "network",
+					    NULL };
 	if (!json_is_object(body))
 		return errf(err, errlen, "the request must be a JSON object");
 	if (too_deep(body, 1))
@@ -566,6 +661,8 @@ static int parse_body(const json_t *body, struct req *rq, char *err, size_t errl
 			return errf(err, errlen, "keep_artifacts: must be true or false");
 		rq->keep_artifacts = json_is_true(v);
 	}
+	if ((v = json_object_get(body, "network")) && get_network(v, rq, err, errlen))
+		return -1;
 	return 0;
 }
 
@@ -694,6 +791,17 @@ static bool stage_set(const struct req_stage *st)
 	return st->timeout_s != 0 || st->memory_mib || st->cpu_time_ms;
 }
 
+/* "network", with each list that has a rule. */
+static json_t *network_json(const struct req *rq)
+{
+	json_t *o = json_object();
+	if (o && (!rq->nallow_net || put(o, "allow", strings_json(rq->allow_net, rq->nallow_net))) &&
+	    (!rq->nallow_net_addr || put(o, "allow_addr", strings_json(rq->allow_net_addr, rq->nallow_net_addr))))
+		return o;
+	json_decref(o);
+	return NULL;
+}
+
 /* Each part that is set, so that req_parse reads the same req back. */
 static bool fill_json(json_t *o, const struct req *rq)
 {
@@ -716,6 +824,8 @@ static bool fill_json(json_t *o, const struct req *rq)
 	if (rq->source && stage_set(&rq->compile) && !put(o, "compile", stage_json(&rq->compile)))
 		return false;
 	if (rq->source && stage_set(&rq->run) && !put(o, "run", stage_json(&rq->run)))
+		return false;
+	if ((rq->nallow_net || rq->nallow_net_addr) && !put(o, "network", network_json(rq)))
 		return false;
 	return !rq->keep_artifacts || put(o, "keep_artifacts", json_true());
 }
@@ -742,5 +852,11 @@ void req_free(struct req *rq)
 	for (unsigned i = 0; i < rq->nenv; i++)
 		free(rq->env[i]);
 	free(rq->env);
+	for (unsigned i = 0; i < rq->nallow_net; i++)
+		free(rq->allow_net[i]);
+	free(rq->allow_net);
+	for (unsigned i = 0; i < rq->nallow_net_addr; i++)
+		free(rq->allow_net_addr[i]);
+	free(rq->allow_net_addr);
 	memset(rq, 0, sizeof(*rq));
 }

@@ -20,7 +20,15 @@
  *               "disk_mib": 64, "max_output": 65536},
  *    "compile": {"timeout_s", "memory_mib", "cpu_time_ms"},   source mode
  *    "run":     {"timeout_s", "memory_mib", "cpu_time_ms"},   source mode
- *    "keep_artifacts": false}
+ *    "keep_artifacts": false,
+ *    "network": {"allow": ["pypi.org", "*.pythonhosted.org:443"],
+ *                "allow_addr": ["10.1.2.0/24:3128"]}}
+ *                                       what the run's proxy may dial, as
+ *                                       vmrun's --allow-net and
+ *                                       --allow-net-addr (host/netpolicy.h);
+ *                                       none: no network. Each rule within
+ *                                       the tenant's ceiling (tenants.h)
+ *                                       and the system policy's
  *
  * Nothing in a request is a host path. Unknown fields are refused, so a
  * typo never silently drops a limit. */
@@ -44,6 +52,7 @@
 #define REQ_MAX_ENV_LEN    4096        /* NAME=VALUE */
 #define REQ_MAX_DEPTH      8           /* JSON nesting */
 #define REQ_NAME_MAX       64          /* a runtime's name or version selector */
+#define REQ_MAX_NET_RULES  64          /* allow and allow_addr in all: the proxy's PROXY_RULES_MAX */
 
 struct req_file {
 	char name[REQ_MAX_FILE_NAME + 1];   /* one path component: no '/', not "." or "..", no NUL */
@@ -73,6 +82,11 @@ struct req {
 	uint64_t memory_mib, cpus, disk_mib, max_output;
 	struct req_stage compile, run;
 	bool keep_artifacts;
+	/* network.allow and network.allow_addr, each rule checked and kept in
+	 * its normalized form (net_rule_format), so that the store, the
+	 * tenant's check and the worker all read the same rule */
+	char **allow_net, **allow_net_addr;
+	unsigned nallow_net, nallow_net_addr;
 };
 
 /* Parse a native body into rq (zeroed first). Returns 0, or -1 with a

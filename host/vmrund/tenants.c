@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "errmsg.h"
+#include "request.h"
 
 static bool name_ok(const char *s)
 {
@@ -29,13 +30,75 @@ static bool key_ok(const char *s)
 						    "0123456789._-") == n;
 }
 
-/* NAME=NUMBER options of a tenant line. */
-static int tenant_option(struct tenant *t, const char *opt, char *err, size_t errlen)
+/* How many of t's rules are of the kind net= (addr false) or net_addr= takes. */
+static unsigned count_kind(const struct tenant *t, bool addr)
 {
-	const char *eq = strchr(opt, '=');
+	unsigned n = 0;
+	for (unsigned i = 0; i < t->nnet; i++)
+		n += (t->net[i].kind == NET_RULE_ADDR) == addr;
+	return n;
+}
+
+static int add_net_rule(struct tenant *t, const char *key, const char *text, bool addr, char *err, size_t errlen)
+{
+	char why[200], q[72];
+	if (count_kind(t, addr) == TENANT_NET_RULES_MAX)
+		return errf(err, errlen, "%s: at most %d rules", key, TENANT_NET_RULES_MAX);
+	/* Room for both kinds at once: a tenant's rules are few and fixed. */
+	if (!t->net && !(t->net = calloc(2 * TENANT_NET_RULES_MAX, sizeof(*t->net))))
+		return errf(err, errlen, "out of memory");
+	if (net_rule_parse(text, addr, &t->net[t->nnet], why, sizeof(why)))
+		return errf(err, errlen, "%s: \"%s\": %s", key, errmsg_printable(q, sizeof(q), text), why);
+	t->nnet++;
+	return 0;
+}
+
+/* net=none|any|RULE,... and net_addr=none|RULE,...: the tenant's network
+ * ceiling. list is the text after '=', cut up in place. */
+static int net_option(struct tenant *t, const char *key, char *list, bool addr, char *err, size_t errlen)
+{
+	if (!strcmp(list, "none"))
+		return 0;
+	if (!addr && !strcmp(list, "any")) {
+		t->net_any = true;
+		return 0;
+	}
+	/* net_addr has no "any": a private range needs naming */
+	if (addr && !strcmp(list, "any"))
+		return errf(err, errlen, "%s: \"any\" is for host names; name the address ranges", key);
+	for (char *rule = list;;) {
+		char *comma = strchr(rule, ',');
+		if (comma)
+			*comma = '\0';
+		/* "none" and "any" stand alone: in a list they would read as
+		 * host names nobody meant */
+		if (!strcmp(rule, "none") || !strcmp(rule, "any"))
+			return errf(err, errlen, "%s: \"%s\" only on its own, not in a list", key, rule);
+		if (add_net_rule(t, key, rule, addr, err, errlen))
+			return -1;
+		if (!comma)
+			return 0;
+		rule = comma + 1;
+	}
+}
+
+/* NAME=NUMBER options of a tenant line, and net= and net_addr=, each at
+ * most once (*seen). */
+static int tenant_option(struct tenant *t, char *opt, unsigned *seen, char *err, size_t errlen)
+{
+	char *eq = strchr(opt, '=');
 	char *end;
 	if (!eq)
 		return errf(err, errlen, "expected OPTION=NUMBER, not \"%.64s\"", opt);
+	bool net = !strncmp(opt, "net=", 4), net_addr = !strncmp(opt, "net_addr=", 9);
+	if (net || net_addr) {
+		unsigned bit = net ? 1 : 2;
+		const char *key = net ? "net" : "net_addr";
+		if (*seen & bit)
+			return errf(err, errlen, "%s: given twice", key);
+		*seen |= bit;
+		return net_option(t, key, eq + 1, net_addr, err, errlen);
+	}
 	errno = 0;
 	double v = strtod(eq + 1, &end);
 	/* !(in range), so that a NaN (strtod takes "nan") is refused here too:
@@ -53,7 +116,9 @@ static int tenant_option(struct tenant *t, const char *opt, char *err, size_t er
 	else if (kl == 5 && !strncmp(opt, "burst", kl) && v >= 1)
 		t->burst = v;
 	else
-		return errf(err, errlen, "unknown or out-of-range option \"%.64s\" (concurrent>=1, queued, rate>0, burst>=1)",
+		return errf(err, errlen,
+			    "unknown or out-of-range option \"%.64s\" (concurrent>=1, queued, rate>0, burst>=1, net, "
+			    "net_addr)",
 			    opt);
 	return 0;
 }
@@ -69,9 +134,12 @@ static int parse_tenant(struct tenants *ts, char *rest, char *err, size_t errlen
 		return errf(err, errlen, "more than %d tenants", TENANTS_MAX);
 	struct tenant t = { .concurrent = 4, .queued = 64, .rate = 10, .burst = 0 };
 	snprintf(t.name, sizeof(t.name), "%s", name);
+	unsigned seen = 0;
 	for (char *opt; (opt = strtok_r(NULL, " \t", &save));)
-		if (tenant_option(&t, opt, err, errlen))
+		if (tenant_option(&t, opt, &seen, err, errlen)) {
+			free(t.net);
 			return -1;
+		}
 	if (t.burst == 0)
 		t.burst = t.rate * 2 > 1 ? t.rate * 2 : 1;
 	ts->t[ts->n++] = t;
@@ -205,8 +273,36 @@ int tenants_by_name(const struct tenants *ts, const char *name)
 	return -1;
 }
 
+/* rules[n] of one kind, each within t's ceiling; the first that is not
+ * named by key and index. */
+static int check_rules(const struct tenant *t, char *const *rules, unsigned n, bool addr, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct net_rule r;
+		char why[200];
+		/* req_parse checked each rule already; one that no longer parses
+		 * is refused here all the same, never let through */
+		bool ok = !net_rule_parse(rules[i], addr, &r, why, sizeof(why)) &&
+			  ((!addr && t->net_any) || net_rule_within(&r, t->net, t->nnet));
+		if (!ok)
+			return errf(err, errlen, "network.%s[%u]: beyond tenant %s's network ceiling%s",
+				    addr ? "allow_addr" : "allow", i, t->name,
+				    t->nnet || t->net_any ? "" : " (its runs get no network)");
+	}
+	return 0;
+}
+
+int tenant_net_check(const struct tenant *t, const struct req *rq, char *err, size_t errlen)
+{
+	if (check_rules(t, rq->allow_net, rq->nallow_net, false, err, errlen))
+		return -1;
+	return check_rules(t, rq->allow_net_addr, rq->nallow_net_addr, true, err, errlen);
+}
+
 void tenants_free(struct tenants *ts)
 {
+	for (size_t i = 0; ts->t && i < ts->n; i++)
+		free(ts->t[i].net);
 	free(ts->t);
 	free(ts->keys);
 	memset(ts, 0, sizeof(*ts));

@@ -3,13 +3,26 @@
  *
  *   # a tenant, then the keys that act as it
  *   tenant alice concurrent=4 queued=32 rate=10 burst=20
+ *   tenant bob net=*.pypi.org,files.pythonhosted.org:443 net_addr=10.1.2.0/24:3128
  *   key 6f1c...e2 alice
  *
  * concurrent: runs at once; queued: runs waiting beyond those; rate and
  * burst: requests per second, as a token bucket (every request that
  * carries the key counts, reads too; one bucket for all the nodes that
  * share a PostgreSQL store, store.h's rate). A key is 16 to 128 characters of
- * [A-Za-z0-9._-]; the file names every tenant before its keys. */
+ * [A-Za-z0-9._-]; the file names every tenant before its keys.
+ *
+ * The network ceiling: what a run's "network" (request.h) may allow.
+ *   net=none                  the default: the tenant's runs get no network
+ *   net=any                   any host name (the proxy dials public
+ *                             addresses only)
+ *   net=RULE,RULE,...         host rules as vmrun's --allow-net takes them
+ *                             ("*.pypi.org" admits its subdomains, and
+ *                             rules under them; no port: 80 and 443)
+ *   net_addr=CIDR[:PORT],...  address ranges, as --allow-net-addr (default
+ *                             none; "none" says so)
+ * At most TENANT_NET_RULES_MAX of each. The system policy's ceiling
+ * (host/policy.h) still bounds every run: a tenant's can only narrow it. */
 #ifndef VMRUND_TENANTS_H
 #define VMRUND_TENANTS_H
 
@@ -17,15 +30,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "netpolicy.h"
+
+struct req;
+
 #define TENANT_NAME_MAX 64
 #define TENANT_KEY_MAX  128
 #define TENANTS_MAX     1024
 #define TENANT_KEYS_MAX 4096
+#define TENANT_NET_RULES_MAX 16   /* net= rules, and net_addr= rules, each */
 
 struct tenant {
 	char name[TENANT_NAME_MAX];
 	unsigned concurrent, queued;
 	double rate, burst;
+	bool net_any;                 /* net=any */
+	struct net_rule *net;         /* net= and net_addr= rules (malloc'd; NULL: none) */
+	unsigned nnet;
 };
 
 struct tenant_key {
@@ -54,6 +75,11 @@ int tenants_by_key(const struct tenants *ts, const char *key);
 
 /* The tenant with this name: its index, or -1. */
 int tenants_by_name(const struct tenants *ts, const char *name);
+
+/* Whether every network rule of rq is within t's ceiling: 0, or -1 with
+ * the first that is not in err ("network.allow[0]: beyond tenant alice's
+ * network ceiling"). A request without rules always passes. Pure. */
+int tenant_net_check(const struct tenant *t, const struct req *rq, char *err, size_t errlen);
 
 /* Free and zero; safe twice. */
 void tenants_free(struct tenants *ts);

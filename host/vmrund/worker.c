@@ -121,6 +121,10 @@ static void build_request(const struct worker *w, struct run_request *req)
 		.run = { rq->run.timeout_s, rq->run.memory_mib, rq->run.cpu_time_ms },
 		.stdin_file = rq->has_stdin ? w->stdin_path : NULL,
 		.artifacts = rq->keep_artifacts ? w->artifacts : NULL,
+		/* checked against the tenant's ceiling when vmrund took the run;
+		 * the run library checks the system policy's */
+		.allow_net = (const char *const *)rq->allow_net, .nallow_net = rq->nallow_net,
+		.allow_net_addr = (const char *const *)rq->allow_net_addr, .nallow_net_addr = rq->nallow_net_addr,
 	};
 	if (rq->source) {
 		req->sources = (const char *const *)w->source_paths;

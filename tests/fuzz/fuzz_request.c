@@ -22,6 +22,16 @@ static bool same_bytes(const unsigned char *a, size_t na, const unsigned char *b
 	return na == nb && (!na || !memcmp(a, b, na));
 }
 
+static bool same_strings(char *const *a, unsigned na, char *const *b, unsigned nb)
+{
+	if (na != nb)
+		return false;
+	for (unsigned i = 0; i < na; i++)
+		if (strcmp(a[i], b[i]))
+			return false;
+	return true;
+}
+
 static bool same_req(const struct req *a, const struct req *b)
 {
 	if (strcmp(a->runtime, b->runtime) || a->source != b->source || a->argc != b->argc ||
@@ -41,7 +51,8 @@ static bool same_req(const struct req *a, const struct req *b)
 	for (unsigned i = 0; i < a->nenv; i++)
 		if (strcmp(a->env[i], b->env[i]))
 			return false;
-	return true;
+	return same_strings(a->allow_net, a->nallow_net, b->allow_net, b->nallow_net) &&
+	       same_strings(a->allow_net_addr, a->nallow_net_addr, b->allow_net_addr, b->nallow_net_addr);
 }
 
 static void native(const uint8_t *data, size_t len)

@@ -1,6 +1,7 @@
 /* vmrund's native request (host/vmrund/request.c): argv and source mode,
- * every refusal as one line naming its field, the encodings, the caps, and
- * the canonical form read back into the same request. */
+ * every refusal as one line naming its field, the encodings, the caps,
+ * network rules checked and normalized, and the canonical form read back
+ * into the same request. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -372,6 +373,12 @@ static void same_req(const struct req *a, const struct req *b)
 		assert_int_equal(sa[i]->cpu_time_ms, sb[i]->cpu_time_ms);
 	}
 	assert_int_equal(a->keep_artifacts, b->keep_artifacts);
+	assert_int_equal(a->nallow_net, b->nallow_net);
+	for (unsigned i = 0; i < a->nallow_net; i++)
+		assert_string_equal(a->allow_net[i], b->allow_net[i]);
+	assert_int_equal(a->nallow_net_addr, b->nallow_net_addr);
+	for (unsigned i = 0; i < a->nallow_net_addr; i++)
+		assert_string_equal(a->allow_net_addr[i], b->allow_net_addr[i]);
 }
 
 static void round_trip(void **state)
@@ -391,6 +398,11 @@ static void round_trip(void **state)
 		" \"args\": [\"1\"], \"stdin\": \"ff00\", \"stdin_encoding\": \"hex\", \"limits\": {\"cpus\": 3, "
 		"\"disk_mib\": 9,"
 		" \"memory_mib\": 100}}",
+		"{\"argv\": [\"pip\", \"download\", \"x\"], \"network\": {\"allow\": [\"PyPI.org.\","
+		" \"*.pythonhosted.org:443\", \"b\\u00fccher.example\"], \"allow_addr\": [\"10.1.2.0/24:3128\","
+		" \"[fd00::/8]:8080\", \"192.0.2.7\"]}}",
+		"{\"argv\": [\"x\"], \"network\": {\"allow_addr\": [\"fd00::/8\"]}}",
+		"{\"argv\": [\"x\"], \"network\": {\"allow\": [\"example.test\"], \"allow_addr\": []}}",
 	};
 	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
 		struct req a, b;
@@ -419,12 +431,77 @@ static void round_trip(void **state)
 	req_free(&a);
 }
 
+static void network(void **state)
+{
+	(void)state;
+	struct req rq;
+	assert_int_equal(parse("{\"argv\": [\"x\"], \"network\": {\"allow\": [\"PyPI.org.\", \"*.Example.com:8443\","
+			       " \"b\\u00fccher.example\"], \"allow_addr\": [\"10.1.2.0/24:3128\","
+			       " \"[FD00::/8]:8080\"]}}",
+			       &rq),
+			 0);
+	/* kept normalized, as the run library will read them */
+	assert_int_equal(rq.nallow_net, 3);
+	assert_string_equal(rq.allow_net[0], "pypi.org");
+	assert_string_equal(rq.allow_net[1], "*.example.com:8443");
+	assert_string_equal(rq.allow_net[2], "xn--bcher-kva.example");
+	assert_int_equal(rq.nallow_net_addr, 2);
+	assert_string_equal(rq.allow_net_addr[0], "10.1.2.0/24:3128");
+	assert_string_equal(rq.allow_net_addr[1], "[fd00::/8]:8080");
+	req_free(&rq);
+	req_free(&rq);
+
+	/* no network object, or an empty one: no rules */
+	assert_int_equal(parse("{\"argv\": [\"x\"], \"network\": {}}", &rq), 0);
+	assert_int_equal(rq.nallow_net + rq.nallow_net_addr, 0);
+	assert_null(rq.allow_net);
+	req_free(&rq);
+
+	refused("{\"argv\": [\"x\"], \"network\": [\"a.com\"]}", "network: must be an object");
+	refused("{\"argv\": [\"x\"], \"network\": {\"allow\": [\"a.com\"], \"deny\": []}}",
+		"network: unknown field \"deny\"");
+	refused("{\"argv\": [\"x\"], \"network\": {\"allow\": \"a.com\"}}",
+		"network.allow: must be an array of strings");
+	refused("{\"argv\": [\"x\"], \"network\": {\"allow\": [\"a.com\", 7]}}", "network.allow[1]: must be a string");
+	refused("{\"argv\": [\"x\"], \"network\": {\"allow\": [\"a.com\", \"127.0.0.1\"]}}",
+		"network.allow[1]: 127.0.0.1 is an IP address: allow it with network.allow_addr");
+	refused("{\"argv\": [\"x\"], \"network\": {\"allow\": [\"0x7f.1\"]}}", "network.allow[0]: ");
+	refused("{\"argv\": [\"x\"], \"network\": {\"allow\": [\"\"]}}", "network.allow[0]: an empty network rule");
+	refused("{\"argv\": [\"x\"], \"network\": {\"allow\": [\"a b.com\\n\"]}}", "network.allow[0]: ");
+	refused("{\"argv\": [\"x\"], \"network\": {\"allow_addr\": [\"10.0.0.0/8\", \"example.com\"]}}",
+		"network.allow_addr[1]: ");
+	refused("{\"argv\": [\"x\"], \"network\": {\"allow_addr\": [\"10.0.0.1/8\"]}}", "network.allow_addr[0]: ");
+
+	/* at most 64 rules, allow and allow_addr together */
+	char body[4096];
+	int n = snprintf(body, sizeof(body), "{\"argv\": [\"x\"], \"network\": {\"allow\": [");
+	for (int i = 0; i < 40; i++)
+		n += snprintf(body + n, sizeof(body) - (size_t)n, "%s\"h%d.example\"", i ? "," : "", i);
+	n += snprintf(body + n, sizeof(body) - (size_t)n, "], \"allow_addr\": [");
+	char *addr_list = body + n;
+	for (int i = 0; i < 24; i++)
+		n += snprintf(body + n, sizeof(body) - (size_t)n, "%s\"10.0.%d.0/24\"", i ? "," : "", i);
+	snprintf(body + n, sizeof(body) - (size_t)n, "]}}");
+	assert_int_equal(parse(body, &rq), 0);
+	assert_int_equal(rq.nallow_net + rq.nallow_net_addr, 64);
+	req_free(&rq);
+	/* one more */
+	memmove(addr_list + 15, addr_list, strlen(addr_list) + 1);
+	memcpy(addr_list, "\"10.9.9.0/24\", ", 15);
+	refused(body, "network.allow_addr: at most 64 rules in allow and allow_addr together");
+
+	/* a bad rule leaves nothing behind for req_free to miss (ASan) */
+	refused("{\"argv\": [\"x\"], \"network\": {\"allow\": [\"a.com\", \"b.com\"], \"allow_addr\": [\"x\"]}}",
+		"network.allow_addr[0]: ");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(argv_mode),     cmocka_unit_test(source_mode),   cmocka_unit_test(refuses_shape),
 		cmocka_unit_test(refuses_types), cmocka_unit_test(refuses_files), cmocka_unit_test(caps),
 		cmocka_unit_test(refuses_nul),   cmocka_unit_test(decodes),       cmocka_unit_test(round_trip),
+		cmocka_unit_test(network),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* Tenants and their API keys (host/vmrund/tenants.c): tenant lines with
  * options and defaults, keys, refusals as "LINE: reason", lookups by key
- * and by name, and tenants_load's refusal of a file anyone but root could
- * write or read. */
+ * and by name, the network ceiling and the check of a request against it,
+ * and tenants_load's refusal of a file anyone but root could write or
+ * read. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "request.h"
 #include "tenants.h"
 
 #define KEY_A  "aaaaaaaaaaaaaaaa0001"
@@ -247,6 +249,164 @@ static void free_twice(void **state)
 	assert_int_equal(tenants_by_name(&ts, "a"), -1);
 }
 
+static void net_ceiling(void **state)
+{
+	(void)state;
+	struct tenants ts;
+	assert_int_equal(parse(&ts, "tenant none\n"
+				    "tenant said net=none net_addr=none\n"
+				    "tenant any net=any\n"
+				    "tenant list net=*.PyPI.org,files.pythonhosted.org:443 concurrent=2\n"
+				    "tenant addr net_addr=10.1.2.0/24:3128,[fd00::/8]:8080 net=any\n"),
+			 0);
+	assert_int_equal(ts.n, 5);
+	/* the default: no network */
+	for (int i = 0; i < 2; i++) {
+		assert_false(ts.t[i].net_any);
+		assert_int_equal(ts.t[i].nnet, 0);
+		assert_null(ts.t[i].net);
+	}
+	assert_true(ts.t[2].net_any);
+	assert_int_equal(ts.t[2].nnet, 0);
+	assert_false(ts.t[3].net_any);
+	assert_int_equal(ts.t[3].nnet, 2);
+	assert_int_equal(ts.t[3].concurrent, 2);
+	assert_int_equal(ts.t[3].net[0].kind, NET_RULE_SUFFIX);
+	assert_string_equal(ts.t[3].net[0].host, "pypi.org");
+	assert_int_equal(ts.t[3].net[1].kind, NET_RULE_HOST);
+	assert_string_equal(ts.t[3].net[1].host, "files.pythonhosted.org");
+	assert_int_equal(ts.t[3].net[1].port, 443);
+	assert_true(ts.t[4].net_any);
+	assert_int_equal(ts.t[4].nnet, 2);
+	assert_int_equal(ts.t[4].net[0].kind, NET_RULE_ADDR);
+	assert_int_equal(ts.t[4].net[0].port, 3128);
+	assert_int_equal(ts.t[4].net[1].port, 8080);
+	tenants_free(&ts);
+
+	/* 16 of each fit */
+	char line[512];
+	int n = snprintf(line, sizeof(line), "tenant t net=");
+	for (int i = 0; i < 16; i++)
+		n += snprintf(line + n, sizeof(line) - (size_t)n, "%sh%d.example", i ? "," : "", i);
+	n += snprintf(line + n, sizeof(line) - (size_t)n, " net_addr=");
+	for (int i = 0; i < 16; i++)
+		n += snprintf(line + n, sizeof(line) - (size_t)n, "%s10.%d.0.0/16", i ? "," : "", i);
+	assert_int_equal(parse(&ts, line), 0);
+	assert_int_equal(ts.t[0].nnet, 32);
+	tenants_free(&ts);
+	snprintf(line + n, sizeof(line) - (size_t)n, ",10.99.0.0/16");
+	refused(line, "1: net_addr: at most 16 rules");
+}
+
+static void bad_net_lines(void **state)
+{
+	(void)state;
+	/* each on line 3, after good lines: the line number and the option */
+	struct {
+		const char *opt, *want;
+	} bad[] = {
+		{ "net=127.0.0.1", "net: \"127.0.0.1\": 127.0.0.1 is an IP address" },
+		{ "net=a.example,,b.example", "net: \"\": an empty network rule" },
+		{ "net=", "net: \"\": an empty network rule" },
+		{ "net=a.example,", "net: \"\": an empty network rule" },
+		{ "net=a..example", "net: \"a..example\": " },
+		{ "net=any,a.example", "net: \"any\" only on its own, not in a list" },
+		{ "net=a.example,none", "net: \"none\" only on its own, not in a list" },
+		{ "net_addr=any", "net_addr: \"any\" is for host names; name the address ranges" },
+		{ "net_addr=10.0.0.0/8,any", "net_addr: \"any\" only on its own" },
+		{ "net_addr=example.com", "net_addr: \"example.com\": " },
+		{ "net_addr=10.0.0.1/8", "net_addr: \"10.0.0.1/8\": " },
+		{ "net=any net=none", "net: given twice" },
+		{ "net_addr=none net_addr=10.0.0.0/8", "net_addr: given twice" },
+		{ "network=any", "network: a number from 0 to 1000000" },
+		{ "net", "expected OPTION=NUMBER, not \"net\"" },
+	};
+	char text[256], want[256];
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "tenant ok net=any\n# x\ntenant bad %s\n", bad[i].opt);
+		struct tenants ts;
+		if (parse(&ts, text) != -1)
+			fail_msg("accepted: %s", bad[i].opt);
+		snprintf(want, sizeof(want), "3: %s", bad[i].want);
+		if (strncmp(err, want, strlen(want)))
+			fail_msg("%s: err \"%s\", wanted \"%s...\"", bad[i].opt, err, want);
+		assert_null(strchr(err, '\n'));
+		assert_null(ts.t);
+		assert_int_equal(ts.n, 0);
+	}
+}
+
+/* rq from body, which must parse. */
+static void req_of(const char *body, struct req *rq)
+{
+	char why[400];
+	if (req_parse_text(body, strlen(body), rq, why, sizeof(why)))
+		fail_msg("%s: %s", body, why);
+}
+
+/* Whether tenant t admits body's rules; err has why not. */
+static bool admits(const struct tenant *t, const char *body)
+{
+	struct req rq;
+	req_of(body, &rq);
+	err[0] = '\0';
+	int rc = tenant_net_check(t, &rq, err, sizeof(err));
+	req_free(&rq);
+	if (rc)
+		assert_non_null(strstr(err, "beyond tenant"));
+	return rc == 0;
+}
+
+#define NET(allow, addr) "{\"argv\": [\"x\"], \"network\": {\"allow\": [" allow "], \"allow_addr\": [" addr "]}}"
+
+static void net_check(void **state)
+{
+	(void)state;
+	struct tenants ts;
+	assert_int_equal(parse(&ts, "tenant alice\n"
+				    "tenant any net=any\n"
+				    "tenant list net=*.pypi.org,files.pythonhosted.org:443,mirror.example\n"
+				    "tenant addr net=any net_addr=10.1.2.0/24:3128,fd00::/8\n"),
+			 0);
+	const struct tenant *alice = &ts.t[0], *any = &ts.t[1], *list = &ts.t[2], *addr = &ts.t[3];
+
+	/* no rules: every tenant, even one with no network */
+	assert_true(admits(alice, "{\"argv\": [\"x\"]}"));
+	assert_true(admits(alice, NET("", "")));
+	/* the default ceiling is none */
+	assert_false(admits(alice, NET("\"example.test\"", "")));
+	assert_string_equal(err, "network.allow[0]: beyond tenant alice's network ceiling (its runs get no network)");
+	assert_false(admits(alice, NET("", "\"10.0.0.0/8\"")));
+	assert_string_equal(err,
+			    "network.allow_addr[0]: beyond tenant alice's network ceiling (its runs get no network)");
+
+	/* any: every host rule, no address rule */
+	assert_true(admits(any, NET("\"example.test\", \"*.example.com\", \"a.b:8080\"", "")));
+	assert_false(admits(any, NET("\"example.test\"", "\"192.0.2.0/24\"")));
+	assert_string_equal(err, "network.allow_addr[0]: beyond tenant any's network ceiling");
+
+	/* a list: within a suffix, a host with its port, default ports within default ports */
+	assert_false(admits(list, NET("\"pypi.org.\"", "")));   /* *.pypi.org is not pypi.org */
+	assert_string_equal(err, "network.allow[0]: beyond tenant list's network ceiling");
+	assert_true(admits(list, NET("\"files.pypi.org\", \"*.x.pypi.org:443\", \"files.pythonhosted.org:443\"", "")));
+	assert_true(admits(list, NET("\"mirror.example\", \"MIRROR.example:80\"", "")));
+	assert_false(admits(list, NET("\"mirror.example\", \"files.pythonhosted.org\"", "")));   /* 80 too */
+	assert_string_equal(err, "network.allow[1]: beyond tenant list's network ceiling");
+	assert_false(admits(list, NET("\"mirror.example:22\"", "")));
+	assert_false(admits(list, NET("\"*.example\"", "")));
+	assert_false(admits(list, NET("\"evil.example\"", "")));
+
+	/* address ranges: within by prefix and port */
+	assert_true(
+		admits(addr, NET("\"example.test\"", "\"10.1.2.7:3128\", \"10.1.2.128/25:3128\", \"fd00:1::/32\"")));
+	assert_false(admits(addr, NET("", "\"[fd00:1::/32]:8080\"")));   /* fd00::/8 is for 80 and 443 */
+	assert_false(admits(addr, NET("", "\"10.1.2.0/24\"")));   /* 80 and 443, not 3128 */
+	assert_false(admits(addr, NET("", "\"10.1.0.0/16:3128\"")));
+	assert_false(admits(addr, NET("", "\"10.1.2.7:3128\", \"fc00::/7\"")));
+	assert_string_equal(err, "network.allow_addr[1]: beyond tenant addr's network ceiling");
+	tenants_free(&ts);
+}
+
 static void put(const char *path, const char *text, mode_t mode)
 {
 	unlink(path);
@@ -327,6 +487,9 @@ int main(void)
 		cmocka_unit_test(bad_tenant_lines),
 		cmocka_unit_test(keys),
 		cmocka_unit_test(free_twice),
+		cmocka_unit_test(net_ceiling),
+		cmocka_unit_test(bad_net_lines),
+		cmocka_unit_test(net_check),
 		cmocka_unit_test(load),
 	};
 	return cmocka_run_group_tests_name("tenants", tests, NULL, NULL);

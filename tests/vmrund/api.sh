@@ -2,7 +2,7 @@
 # vmrund's API, driven by curl, with the stand-in worker
 # (tests/vmrund/standin_worker.py) in place of vmrund-worker: every
 # endpoint and error, cancellation queued and running, two tenants kept
-# apart, fairness under a flood, and a kill -9 and restart with runs
+# apart, network rules against a tenant's ceiling, fairness under a flood, and a kill -9 and restart with runs
 # queued and running. No VM: the real worker is tests/vmrund/vm.sh's.
 # Runs as root (the keys file must be root's). Every curl has a deadline.
 set -u
@@ -14,13 +14,16 @@ PORT=$((20000 + RANDOM % 20000))
 BASE=http://127.0.0.1:$PORT
 KA=key-alice-0123456789abcdef
 KB=key-bob-0123456789abcdef00
+KN=key-netty-0123456789abcdef
 mkdir -p "$tmp/etc" "$tmp/lib"
 cat >"$tmp/etc/keys" <<KEYS
 tenant alice concurrent=2 queued=40 rate=1000 burst=1000
 tenant bob concurrent=2 queued=5 rate=1000 burst=1000
 tenant slow concurrent=1 queued=1 rate=1 burst=2
 tenant anon concurrent=1 queued=2 rate=1000 burst=1000
+tenant netty concurrent=1 queued=2 rate=1000 burst=1000 net=any net_addr=10.1.2.0/24:3128
 key $KA alice
+key $KN netty
 key $KB bob
 key key-slow-0123456789abcdef slow
 KEYS
@@ -127,6 +130,29 @@ expect "a body that is not application/json: 415" 415
 head -c 70000 /dev/zero | tr '\0' ' ' >"$tmp/big"
 c "$KA" -X POST -H 'Content-Type: application/json' --data-binary @"$tmp/big" "$BASE/v1/runs"
 expect "a body over max_body: 413" 413
+
+# ---- network rules and the tenant's ceiling ----------------------------------
+post "$KA" '{"argv":["echo","x"],"network":{"allow":["example.test"]}}' /v1/runs
+expect "a network rule from a tenant with no ceiling (net=none, the default): 403 naming it" 403 \
+	"j['message'].startswith('network.allow[0]: beyond tenant alice') and 'no network' in j['message']"
+post - '{"argv":["echo","x"],"network":{"allow":["example.test"]}}' /v1/runs
+expect "the anonymous tenant (no ceiling) may not allow network either: 403" 403 "'beyond tenant anon' in j['message']"
+post "$KN" '{"argv":["echo","x"],"network":{"allow":["Example.TEST","*.pypi.org:443"],"allow_addr":["10.1.2.7:3128"]}}' "/v1/runs?wait=10"
+expect "net=any, net_addr=10.1.2.0/24:3128: its rules are accepted" 200 "j['state']=='succeeded' and j['tenant']=='netty'"
+nid=$(field id)
+python3 - "$tmp/lib/state.db" "$nid" <<'PY' && ok "the stored request keeps the network rules, normalized" || not_ok "stored network"
+import json, sqlite3, sys
+row = sqlite3.connect(sys.argv[1]).execute("select request from runs where id=?", (sys.argv[2],)).fetchone()
+net = json.loads(row[0]).get("network")
+sys.exit(0 if net == {"allow": ["example.test", "*.pypi.org:443"], "allow_addr": ["10.1.2.7/32:3128"]} else 1)
+PY
+post "$KN" '{"argv":["echo","x"],"network":{"allow_addr":["10.1.2.0/24:3128","192.168.0.0/16"]}}' /v1/runs
+expect "an address range beyond the tenant's net_addr: 403 naming it" 403 "'network.allow_addr[1]: beyond tenant netty' in j['message']"
+post "$KN" '{"argv":["echo","x"],"network":{"allow":["example.test","127.0.0.1"]}}' /v1/runs
+expect "a malformed network rule: 400 naming it" 400 "j['message'].startswith('network.allow[1]: 127.0.0.1 is an IP address')"
+post "$KN" '{"argv":["echo","x"],"network":{"allow":["example.test"],"deny":["x"]}}' /v1/runs
+expect "an unknown field in network: 400" 400 "'network: unknown field' in j['message']"
+
 c - "$BASE/v1/runs/$id"
 expect "no key: the anonymous tenant, which cannot see alice's run: 404" 404
 c "wrong-key-0123456789abcdef" "$BASE/v1/runs/$id"
@@ -247,6 +273,11 @@ import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 need = {"time", "tenant", "run_id", "state", "argv", "limits_hit", "queue_ms", "durations_ms"}
 sys.exit(0 if len(lines) >= 20 and all(need <= set(l) for l in lines if l["state"] == "succeeded") else 1)
+PY
+python3 - "$tmp/lib/audit.jsonl" "$nid" <<'PY' && ok "the audit line of a run with network names its rules" || not_ok "audit network"
+import json, sys
+line = [l for l in map(json.loads, open(sys.argv[1])) if l["run_id"] == sys.argv[2]]
+sys.exit(0 if line and line[0].get("network", {}).get("allow") == ["example.test", "*.pypi.org:443"] else 1)
 PY
 kill -TERM "$pid"
 wait "$pid" 2>/dev/null
