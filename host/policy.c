@@ -113,6 +113,32 @@ static int apply_ceiling(struct apply_ctx *a, const char *val, bool addr, char *
 	return 0;
 }
 
+/* secret_header and secret_ca: root's alone, since vmrun reads their
+ * files with its own rights. */
+static int apply_secret(struct apply_ctx *a, const char *key, const char *val, char *why, size_t len)
+{
+	struct policy *p = a->p;
+	if (a->trust == POLICY_LOWER_ONLY)
+		return errf(why, len, "only root's policy may name a secret");
+	const char *at = strstr(val, "=@");
+	if (strlen(val) >= POLICY_PATH_MAX)
+		return errf(why, len, "longer than %d bytes", POLICY_PATH_MAX - 1);
+	if (!strcmp(key, "secret_ca")) {
+		if (val[0] != '/' || strlen(val) >= sizeof(p->net.secret_ca))
+			return errf(why, len, "not an absolute path");
+		memcpy(p->net.secret_ca, val, strlen(val) + 1);   /* length checked above */
+		return 0;
+	}
+	if (!at || at[2] != '/' || !strchr(val, ':') || strchr(val, ':') > at)
+		return errf(why, len, "not HOST:HEADER=@/ABSOLUTE/FILE");
+	if (p->net.nsecret == POLICY_SECRETS_MAX)
+		return errf(why, len, "more than %d secret headers", POLICY_SECRETS_MAX);
+	if (!p->net.secret && !(p->net.secret = calloc(POLICY_SECRETS_MAX, POLICY_PATH_MAX)))
+		return errf(why, len, "out of memory");
+	memcpy(p->net.secret[p->net.nsecret++], val, strlen(val) + 1);
+	return 0;
+}
+
 /* One more DNS server for the proxy: "A.B.C.D", "[V6]", either with
  * ":PORT", in the strict spelling c-ares reads. */
 static int apply_resolver(struct apply_ctx *a, const char *val, char *why, size_t len)
@@ -195,6 +221,8 @@ static int apply(struct apply_ctx *a, const char *key, const char *val, char *wh
 		return apply_allow(a, val, why, len);
 	if (!strcmp(key, "net_ceiling") || !strcmp(key, "net_ceiling_addr"))
 		return apply_ceiling(a, val, !strcmp(key, "net_ceiling_addr"), why, len);
+	if (!strcmp(key, "secret_header") || !strcmp(key, "secret_ca"))
+		return apply_secret(a, key, val, why, len);
 	if (!strcmp(key, "net_resolver"))
 		return apply_resolver(a, val, why, len);
 	if (!strcmp(key, "allow_net") || !strcmp(key, "allow_net_addr"))
@@ -280,6 +308,9 @@ void policy_free(struct policy *p)
 	p->nmanifest = p->nallow = 0;
 	free(p->net.ceiling);
 	free(p->net.allow);
+	free(p->net.secret);
+	p->net.secret = NULL;
+	p->net.nsecret = 0;
 	p->net.ceiling = p->net.allow = NULL;
 	p->net.nceiling = p->net.nallow = 0;
 }

@@ -30,6 +30,11 @@
  *   net_max_up 67108864           bytes a tunnel carries from the guest
  *   net_max_down 1073741824       bytes a tunnel carries to it
  *   net_idle 30                   seconds a tunnel may sit idle
+ *   secret_header HOST:HEADER=@FILE  as --secret-header, FILE read with
+ *                                 vmrun's own rights when the run starts
+ *                                 (root's policy only: a platform's secret
+ *                                 its callers may not read)
+ *   secret_ca FILE                the CA file for those (root's only)
  *   net_resolver IP[:PORT]        the proxy's DNS server (repeatable; by
  *                                 default the host's resolv.conf); root's
  *                                 policy only, since it decides what every
@@ -53,6 +58,7 @@
 
 #define POLICY_PATH_MAX 256
 #define POLICY_NET_RULES_MAX 64   /* ceiling rules, and allow rules, each */
+#define POLICY_SECRETS_MAX 8
 
 struct policy {
 	char (*manifest)[POLICY_PATH_MAX];   /* every program the image offers */
@@ -71,6 +77,9 @@ struct policy {
 		unsigned nallow;
 		uint64_t tunnels, max_up, max_down, idle_s;
 		char resolver[128];              /* "IP[:PORT],..."; "": the host's */
+		char (*secret)[POLICY_PATH_MAX]; /* "HOST:HEADER=@FILE" */
+		unsigned nsecret;
+		char secret_ca[POLICY_PATH_MAX];
 	} net;
 };
 

@@ -318,12 +318,16 @@ static int plan_stages(struct run_plan *plan, const struct run_request *req, con
 	return 0;
 }
 
-/* A secret header's value: FILE's contents, read as the caller, without
- * one trailing newline. 0, or -1 with why. */
-static int read_secret(const struct run_plan *plan, const char *file, char *value, size_t cap, char *err,
-		       size_t errlen)
+/* A secret header's value: FILE's contents, read as the caller (or with
+ * vmrun's own rights for root's policy: own), without one trailing
+ * newline. 0, or -1 with why. */
+static int read_secret(const struct run_plan *plan, const char *what, const char *file, bool own, char *value,
+		       size_t cap, char *err, size_t errlen)
 {
-	int fd = open_as_caller(plan, "--secret-header", file, WANT_FILE, err, errlen);
+	int fd = own ? open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+		     : open_as_caller(plan, what, file, WANT_FILE, err, errlen);
+	if (own && fd < 0)
+		return errf(err, errlen, "%s %.200s: %s", what, file, strerror(errno));
 	if (fd < 0)
 		return -1;
 	ssize_t n = read(fd, value, cap - 1);
@@ -331,32 +335,34 @@ static int read_secret(const struct run_plan *plan, const char *file, char *valu
 	bool more = n >= 0 && read(fd, &extra, 1) > 0;
 	close(fd);
 	if (n < 0 || more)
-		return errf(err, errlen, "--secret-header %.200s: %s", file, n < 0 ? strerror(errno) : "longer than allowed");
+		return errf(err, errlen, "%s %.200s: %s", what, file, n < 0 ? strerror(errno) : "longer than allowed");
 	value[n] = '\0';
 	if (n && value[n - 1] == '\n')
 		value[--n] = '\0';
 	return 0;
 }
 
-/* --secret-header HOST:HEADER=@FILE into c, with the rule that lets the
- * proxy reach HOST:443 (within the ceiling). */
-static int plan_secret(const struct run_plan *plan, const char *spec, struct proxy_config *c, char *err, size_t errlen)
+/* --secret-header HOST:HEADER=@FILE (or root's policy's secret_header:
+ * own) into c, with the rule that lets the proxy reach HOST:443 (within
+ * the ceiling). */
+static int plan_secret(const struct run_plan *plan, const char *spec, bool own, struct proxy_config *c, char *err,
+		       size_t errlen)
 {
+	const char *what = own ? "policy secret_header" : "--secret-header";
 	char hh[NET_HOST_MAX + 80], why[256], shown[120];
 	const char *at = strstr(spec, "=@");
 	if (!at || (size_t)(at - spec) >= sizeof(hh))
-		return errf(err, errlen, "--secret-header %s: not HOST:HEADER=@FILE",
-			    errmsg_printable(shown, sizeof(shown), spec));
+		return errf(err, errlen, "%s %s: not HOST:HEADER=@FILE", what, errmsg_printable(shown, sizeof(shown), spec));
 	if (c->nsecrets >= PROXY_SECRETS_MAX || c->nrules >= PROXY_RULES_MAX)
-		return errf(err, errlen, "--secret-header: at most %u", PROXY_SECRETS_MAX);
+		return errf(err, errlen, "%s: at most %u secret headers in all", what, PROXY_SECRETS_MAX);
 	snprintf(hh, sizeof(hh), "%.*s", (int)(at - spec), spec);
 	char *value = malloc(PROXY_SECRET_MAX + 2);
 	if (!value)
 		return errf(err, errlen, "out of memory");
-	int rc = read_secret(plan, at + 2, value, PROXY_SECRET_MAX + 2, err, errlen);
+	int rc = read_secret(plan, what, at + 2, own, value, PROXY_SECRET_MAX + 2, err, errlen);
 	struct proxy_secret *s = &c->secrets[c->nsecrets];
 	if (!rc && proxy_secret_parse(hh, value, s, why, sizeof(why)) < 0)
-		rc = errf(err, errlen, "--secret-header %s: %s", errmsg_printable(shown, sizeof(shown), hh), why);
+		rc = errf(err, errlen, "%s %s: %s", what, errmsg_printable(shown, sizeof(shown), hh), why);
 	explicit_bzero(value, PROXY_SECRET_MAX + 2);
 	free(value);
 	if (rc)
@@ -364,7 +370,7 @@ static int plan_secret(const struct run_plan *plan, const char *spec, struct pro
 	struct net_rule r = { .kind = NET_RULE_HOST, .port = 443 };
 	snprintf(r.host, sizeof(r.host), "%s", s->host);
 	if (!policy_net_admits(&plan->pol, &r))
-		return errf(err, errlen, "--secret-header %s: %s:443 is beyond the policy's network ceiling",
+		return errf(err, errlen, "%s %s: %s:443 is beyond the policy's network ceiling", what,
 			    errmsg_printable(shown, sizeof(shown), hh), s->host);
 	c->rules[c->nrules++] = r;
 	c->nsecrets++;
@@ -383,14 +389,25 @@ static int plan_net(struct run_plan *plan, const struct run_request *req, struct
 	}
 	proxy_config_init(c);
 	int has = run_net_plan(&plan->pol, req, c, err, sizeof(err));
+	const struct policy *p = &plan->pol;
+	for (unsigned i = 0; has >= 0 && i < p->net.nsecret; i++)
+		has = plan_secret(plan, p->net.secret[i], true, c, err, sizeof(err)) < 0 ? -1 : 1;
 	for (unsigned i = 0; has >= 0 && i < req->nsecret_headers; i++)
-		has = plan_secret(plan, req->secret_headers[i], c, err, sizeof(err)) < 0 ? -1 : 1;
-	if (has > 0 && req->secret_ca) {
-		plan->secret_ca_fd = open_as_caller(plan, "--secret-ca", req->secret_ca, WANT_FILE, err, sizeof(err));
+		has = plan_secret(plan, req->secret_headers[i], false, c, err, sizeof(err)) < 0 ? -1 : 1;
+	/* One CA file for the run's secrets: root's, when root's policy has
+	 * secrets (a caller's CA must not vouch for the platform's hosts). */
+	if (has >= 0 && req->secret_ca && p->net.nsecret)
+		has = errf(err, sizeof(err), "--secret-ca: the policy's secret headers use its own CAs");
+	else if (has >= 0 && req->secret_ca && !req->nsecret_headers)
+		has = errf(err, sizeof(err), "--secret-ca needs --secret-header");
+	else if (has > 0 && (req->secret_ca || (p->net.nsecret && p->net.secret_ca[0]))) {
+		plan->secret_ca_fd = req->secret_ca
+					     ? open_as_caller(plan, "--secret-ca", req->secret_ca, WANT_FILE, err, sizeof(err))
+					     : open(p->net.secret_ca, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (plan->secret_ca_fd < 0 && !req->secret_ca)
+			errf(err, sizeof(err), "policy secret_ca %.200s: %s", p->net.secret_ca, strerror(errno));
 		c->ca_fd = true;
 		has = plan->secret_ca_fd < 0 ? -1 : 1;
-	} else if (has >= 0 && req->secret_ca) {
-		has = errf(err, sizeof(err), "--secret-ca needs --secret-header");
 	}
 	if (has <= 0) {
 		explicit_bzero(c, sizeof(*c));

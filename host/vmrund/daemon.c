@@ -334,6 +334,10 @@ static void audit(struct vmrund *d, const char *id, const char *tenant, enum run
 		json_object_set(line, "termination", json_object_get(result, "termination"));
 		json_object_set(line, "exit_code", json_object_get(result, "exit_code"));
 		json_object_set(line, "durations_ms", json_object_get(result, "durations_ms"));
+		/* every egress decision of the run's proxy, as its result has them */
+		json_t *decisions = json_object_get(result, "network");
+		if (decisions)
+			json_object_set(line, "network_decisions", decisions);
 	}
 	json_object_set_new(line, "queue_ms", json_integer(queue_ms));
 	json_object_set_new(line, "message", json_string(message ? message : ""));

@@ -506,6 +506,35 @@ static void test_net_resolver(void **state)
 	assert_refused_at(f, load(f, more), "line 10");
 }
 
+/* Secret headers and their CA file: root's policy alone, as paths. */
+static void test_secret_header(void **state)
+{
+	struct fx *f = *state;
+	assert_int_equal(load(f, "secret_header api.example.com:Authorization=@/etc/vmrun/api-token\n"
+				 "secret_header b.example:X-Key=@/k\nsecret_ca /etc/vmrun/ca.pem\n"), 0);
+	assert_int_equal(f->p.net.nsecret, 2);
+	assert_string_equal(f->p.net.secret[0], "api.example.com:Authorization=@/etc/vmrun/api-token");
+	assert_string_equal(f->p.net.secret[1], "b.example:X-Key=@/k");
+	assert_string_equal(f->p.net.secret_ca, "/etc/vmrun/ca.pem");
+	const char *bad[] = { "api.example.com:X=@relative", "api.example.com=@/k", "api.example.com:X/k",
+			      "api.example.com:X=/k" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char text[128];
+		snprintf(text, sizeof(text), "secret_header %s\n", bad[i]);
+		assert_refused_at(f, load(f, text), "line 1");
+		assert_err_has(f, "not HOST:HEADER=@/ABSOLUTE/FILE");
+	}
+	assert_refused_at(f, load(f, "secret_ca relative.pem\n"), "line 1");
+	assert_refused_at(f, load_lower(f, "secret_header a.example:X=@/k\n"), "line 1");
+	assert_err_has(f, "only root's policy may name a secret");
+	assert_refused_at(f, load_lower(f, "secret_ca /etc/ssl/ca.pem\n"), "line 1");
+	char nine[1024] = "";
+	for (int i = 0; i < 9; i++)
+		strcat(nine, "secret_header a.example:X=@/k\n");
+	assert_refused_at(f, load(f, nine), "line 9");
+	assert_err_has(f, "more than 8 secret headers");
+}
+
 /* The proxy's caps: lowered by anyone, raised by root's file only. */
 static void test_net_caps(void **state)
 {
@@ -556,6 +585,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_net_bad_rules, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_net_resolver, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_net_caps, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_secret_header, fx_setup, fx_teardown),
 	};
 	return cmocka_run_group_tests_name("policy", tests, NULL, NULL);
 }

@@ -12,7 +12,7 @@ PORT=$((20000 + RANDOM % 20000))
 BASE=http://127.0.0.1:$PORT
 K=key-vm-test-0123456789abcdef
 mkdir -p "$tmp/etc"
-printf 'tenant t concurrent=2 queued=8 rate=100\nkey %s t\n' "$K" >"$tmp/etc/keys"
+printf 'tenant t concurrent=2 queued=8 rate=100 net=any\nkey %s t\n' "$K" >"$tmp/etc/keys"
 chmod 600 "$tmp/etc/keys"
 cat >"$tmp/etc/vmrund.conf" <<CONF
 listen = 127.0.0.1:$PORT
@@ -49,6 +49,14 @@ c "$BASE/v1/runs/$id/artifacts.tar"
 
 post '{"runtime":"python","files":[{"name":"main.py","content":"print(input()[::-1])"}],"stdin":"olleh\n","run":{"timeout_s":60}}' "/v1/runs?wait=200"
 expect "source mode through the native API" 200 "j['state']=='succeeded' and j['run']['stdout']=='hello\n'"
+
+# Network rules per run: the guest's request to a host the run does not
+# allow is refused by its proxy before any lookup (nothing leaves), and
+# the decision comes back in the run's network array.
+post '{"argv":["python3","-c","import urllib.request as u, urllib.error as e\ntry:\n u.urlopen(\"http://other.test/\")\nexcept e.HTTPError as x:\n print(x.code)"],"network":{"allow":["allowed.test"]},"limits":{"timeout_s":120}}' "/v1/runs?wait=200"
+expect "network rules per run: the proxy refuses another host, and the network array says so" 200 "j['state']=='succeeded' and j['stdout']=='403\n' and [(n['host'], n['allowed'], n['why']) for n in j['network']]==[('other.test', False, 'not in the allowlist')]"
+grep -q '"network_decisions":\[{"host":"other.test"' "$tmp/lib/audit.jsonl" 2>/dev/null &&
+	ok "the audit log has the run's network decisions" || not_ok "network decisions in the audit log: $(tail -c 600 "$tmp/lib/audit.jsonl" 2>&1)"
 
 # The pauses: stdout and stderr are two pipes with no order between
 # them, so output keeps the order of writes that are apart in time.
