@@ -27,7 +27,7 @@ static struct shown show(const char *text, size_t max)
 
 static const uint8_t mapped_prefix[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
-static bool is_mapped(const uint8_t a[16])
+bool net_addr_is_v4(const uint8_t a[16])
 {
 	return !memcmp(a, mapped_prefix, sizeof(mapped_prefix));
 }
@@ -36,6 +36,34 @@ static void map_v4(const struct in_addr *in, uint8_t a[16])
 {
 	memcpy(a, mapped_prefix, sizeof(mapped_prefix));
 	memcpy(a + 12, &in->s_addr, 4);
+}
+
+bool net_addr_from_sockaddr(const struct sockaddr *sa, uint8_t a[16])
+{
+	if (sa->sa_family == AF_INET)
+		map_v4(&((const struct sockaddr_in *)(const void *)sa)->sin_addr, a);
+	else if (sa->sa_family == AF_INET6)
+		memcpy(a, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+	else
+		return false;
+	return true;
+}
+
+socklen_t net_addr_to_sockaddr(const uint8_t a[16], uint16_t port, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (net_addr_is_v4(a)) {
+		struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons(port);
+		memcpy(&v4->sin_addr, a + 12, 4);
+		return sizeof(*v4);
+	}
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+	v6->sin6_family = AF_INET6;
+	v6->sin6_port = htons(port);
+	memcpy(&v6->sin6_addr, a, 16);
+	return sizeof(*v6);
 }
 
 /* Whether a and b agree on their first bits bits. */
@@ -255,7 +283,7 @@ int net_rule_parse(const char *text, bool addr, struct net_rule *out, char *err,
 void net_addr_format(const uint8_t addr[16], char *buf, size_t cap)
 {
 	char text[INET6_ADDRSTRLEN];
-	if (is_mapped(addr))
+	if (net_addr_is_v4(addr))
 		inet_ntop(AF_INET, addr + 12, text, sizeof(text));
 	else
 		inet_ntop(AF_INET6, addr, text, sizeof(text));
@@ -273,7 +301,7 @@ void net_rule_format(const struct net_rule *r, char *buf, size_t cap)
 	}
 	char a[INET6_ADDRSTRLEN];
 	net_addr_format(r->addr, a, sizeof(a));
-	bool v4 = is_mapped(r->addr) && r->prefix >= 96;
+	bool v4 = net_addr_is_v4(r->addr) && r->prefix >= 96;
 	unsigned bits = v4 ? r->prefix - 96 : r->prefix;
 	if (!v4 && r->port)
 		snprintf(buf, cap, "[%s/%u]%s", a, bits, port);

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #define NET_HOST_MAX 253   /* a DNS name's length in text, without the root's dot */
 
@@ -74,6 +75,16 @@ const char *net_addr_denied(const uint8_t addr[16]);
 /* Whether every destination r allows is allowed by one rule of
  * ceiling[n] too: how a policy file or a tenant bounds what a run asks. */
 bool net_rule_within(const struct net_rule *r, const struct net_rule *ceiling, size_t n);
+
+/* Whether addr is an IPv4 address (::ffff:a.b.c.d). */
+bool net_addr_is_v4(const uint8_t addr[16]);
+
+/* A socket address (AF_INET or AF_INET6) as 16 bytes into addr: false
+ * for another family. */
+bool net_addr_from_sockaddr(const struct sockaddr *sa, uint8_t addr[16]);
+
+/* addr and port as the socket address to dial, into *ss: its length. */
+socklen_t net_addr_to_sockaddr(const uint8_t addr[16], uint16_t port, struct sockaddr_storage *ss);
 
 /* An address as text ("192.0.2.1", "2001:db8::1"), into buf. */
 void net_addr_format(const uint8_t addr[16], char *buf, size_t cap);

@@ -76,14 +76,8 @@ static size_t own_addresses(uint8_t (*self)[16], size_t cap)
 	for (struct ifaddrs *i = ifa; i && n < cap; i = i->ifa_next) {
 		if (!i->ifa_addr)
 			continue;
-		if (i->ifa_addr->sa_family == AF_INET) {
-			static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-			memcpy(self[n], mapped, 12);
-			memcpy(self[n] + 12, &((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, 4);
+		if (net_addr_from_sockaddr(i->ifa_addr, self[n]))
 			n++;
-		} else if (i->ifa_addr->sa_family == AF_INET6) {
-			memcpy(self[n++], &((struct sockaddr_in6 *)(void *)i->ifa_addr)->sin6_addr, 16);
-		}
 	}
 	freeifaddrs(ifa);
 	return n;

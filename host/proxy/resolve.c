@@ -61,16 +61,8 @@ static void on_answer(void *arg, int status, int timeouts, struct ares_addrinfo 
 	l->done = true;
 	l->status = status;
 	for (struct ares_addrinfo_node *n = res ? res->nodes : NULL; n && l->n < NET_ADDRS_MAX; n = n->ai_next) {
-		uint8_t *a = l->addrs[l->n];
-		if (n->ai_family == AF_INET) {
-			static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-			memcpy(a, mapped, 12);
-			memcpy(a + 12, &((const struct sockaddr_in *)(const void *)n->ai_addr)->sin_addr, 4);
-		} else if (n->ai_family == AF_INET6) {
-			memcpy(a, &((const struct sockaddr_in6 *)(const void *)n->ai_addr)->sin6_addr, 16);
-		} else {
+		if (!net_addr_from_sockaddr(n->ai_addr, l->addrs[l->n]))
 			continue;
-		}
 		l->n++;
 	}
 	if (res)

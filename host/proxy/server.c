@@ -201,22 +201,7 @@ static void dial(struct proxy_server *s, unsigned i)
 {
 	struct tunnel *t = s->t[i];
 	struct sockaddr_storage ss;
-	socklen_t sl;
-	memset(&ss, 0, sizeof(ss));
-	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-	if (!memcmp(t->addr, mapped, 12)) {
-		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-		a->sin_family = AF_INET;
-		a->sin_port = htons(t->port);
-		memcpy(&a->sin_addr, t->addr + 12, 4);
-		sl = sizeof(*a);
-	} else {
-		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-		a->sin6_family = AF_INET6;
-		a->sin6_port = htons(t->port);
-		memcpy(&a->sin6_addr, t->addr, 16);
-		sl = sizeof(*a);
-	}
+	socklen_t sl = net_addr_to_sockaddr(t->addr, t->port, &ss);
 	t->remote = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	char why[128];
 	if (t->remote < 0) {

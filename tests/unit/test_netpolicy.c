@@ -366,12 +366,46 @@ static void decisions(void **state)
 	assert_int_equal(x.calls, before);
 }
 
+/* Socket addresses to and from the 16-byte form, both families. */
+static void socket_addresses(void **state)
+{
+	(void)state;
+	struct sockaddr_in v4 = { .sin_family = AF_INET, .sin_port = htons(80) };
+	inet_pton(AF_INET, "192.0.2.7", &v4.sin_addr);
+	uint8_t a[16];
+	assert_true(net_addr_from_sockaddr((struct sockaddr *)&v4, a));
+	assert_true(net_addr_is_v4(a));
+	char text[64];
+	net_addr_format(a, text, sizeof(text));
+	assert_string_equal(text, "192.0.2.7");
+	struct sockaddr_storage ss;
+	assert_int_equal(net_addr_to_sockaddr(a, 8080, &ss), sizeof(struct sockaddr_in));
+	const struct sockaddr_in *back = (const struct sockaddr_in *)&ss;
+	assert_int_equal(back->sin_family, AF_INET);
+	assert_int_equal(ntohs(back->sin_port), 8080);
+	assert_memory_equal(&back->sin_addr, &v4.sin_addr, 4);
+
+	struct sockaddr_in6 v6 = { .sin6_family = AF_INET6 };
+	inet_pton(AF_INET6, "2001:db8::5", &v6.sin6_addr);
+	assert_true(net_addr_from_sockaddr((struct sockaddr *)&v6, a));
+	assert_false(net_addr_is_v4(a));
+	assert_int_equal(net_addr_to_sockaddr(a, 443, &ss), sizeof(struct sockaddr_in6));
+	const struct sockaddr_in6 *back6 = (const struct sockaddr_in6 *)&ss;
+	assert_int_equal(back6->sin6_family, AF_INET6);
+	assert_int_equal(ntohs(back6->sin6_port), 443);
+	assert_memory_equal(&back6->sin6_addr, &v6.sin6_addr, 16);
+
+	struct sockaddr un = { .sa_family = AF_UNIX };
+	memset(a, 0x5a, sizeof(a));
+	assert_false(net_addr_from_sockaddr(&un, a));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(normalize), cmocka_unit_test(ip_literals), cmocka_unit_test(rules),
 		cmocka_unit_test(matching),  cmocka_unit_test(deny_set),    cmocka_unit_test(ceilings),
-		cmocka_unit_test(decisions),
+		cmocka_unit_test(decisions), cmocka_unit_test(socket_addresses),
 	};
 	return cmocka_run_group_tests_name("netpolicy", tests, NULL, NULL);
 }
