@@ -64,13 +64,23 @@ all: $(BUILD)/bin/vmm $(BUILD)/bin/vmrun $(BUILD)/bin/vmrun-proxy $(BUILD)/bin/v
 deps:
 	@./scripts/deps.sh
 
+# A snapshot names the vmm build that wrote it: a hash of vmm's sources and
+# of the wire format, in a header rewritten only when it changes.
+VMM_BUILD_ID := $(shell cat $(sort $(wildcard vmm/*.c vmm/*.h)) guest-agent/proto.h | sha256sum | cut -c1-16)
+$(BUILD)/gen/vmm_build_id.h: FORCE
+	@mkdir -p $(dir $@)
+	@echo '#define VMM_BUILD_ID "$(VMM_BUILD_ID)"' > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+FORCE:
+$(BUILD)/obj/vmm/vm_snapshot.o $(BUILD)/asan/vmm/vm_snapshot.o: $(BUILD)/gen/vmm_build_id.h
+
 $(BUILD)/obj/%.o: %.c $(wildcard vmm/*.h) guest-agent/proto.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -I$(BUILD)/gen -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 
 $(BUILD)/asan/%.o: %.c $(wildcard vmm/*.h guest-agent/*.h host/*.h host/vmrund/*.h host/proxy/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Iguest-agent -Ihost -Ihost/vmrund -Ihost/proxy $(VMRUND_CFLAGS_$(notdir $*)) -c $< -o $@
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Iguest-agent -I$(BUILD)/gen -Ihost -Ihost/vmrund -Ihost/proxy $(VMRUND_CFLAGS_$(notdir $*)) -c $< -o $@
 
 # Keep the sanitizer objects between runs (make would delete them as intermediates).
 .SECONDARY: $(ASAN_OBJS)
@@ -334,6 +344,12 @@ FUZZ_VSOCK_SRCS := vmm/virtio_vsock.c vmm/virtio_mmio.c vmm/event_loop.c vmm/arg
 $(BUILD)/fuzz/fuzz_virtqueue: tests/fuzz/fuzz_virtqueue.c $(FUZZ_VQ_SRCS) $(wildcard vmm/*.h)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) tests/fuzz/fuzz_virtqueue.c $(FUZZ_VQ_SRCS) -o $@
+
+# The snapshot state file's parser, with the arch's record table.
+FUZZ_SNAP_SRCS := vmm/snapshot.c vmm/snapshot_x86_64.c
+$(BUILD)/fuzz/fuzz_snapshot: tests/fuzz/fuzz_snapshot.c $(FUZZ_SNAP_SRCS) $(wildcard vmm/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Iguest-agent tests/fuzz/fuzz_snapshot.c $(FUZZ_SNAP_SRCS) -o $@
 
 $(BUILD)/fuzz/fuzz_virtio_blk: tests/fuzz/fuzz_virtio_blk.c $(FUZZ_BLK_SRCS) $(wildcard vmm/*.h) \
 		$(wildcard tests/common/*.h)

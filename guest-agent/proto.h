@@ -56,6 +56,11 @@
 
 #define PROTO_VERSION       3u
 #define PROTO_VSOCK_PORT    10000u
+/* The agent connects here once its root is mounted, before the workspace:
+ * a vmm taking a snapshot (--snapshot-out) takes it while this connect is
+ * pending; in every other boot, and after a restore, the connect is
+ * refused or reset and the agent goes on. */
+#define PROTO_READY_VSOCK_PORT 10001u
 #define PROTO_HDR_LEN       8u
 #define PROTO_MAX_PAYLOAD   (64u * 1024)
 #define PROTO_MAX_STR       4096u

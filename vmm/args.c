@@ -17,7 +17,7 @@ static const char usage[] =
 	"usage: vmm --kernel FILE [--cmdline STR] [--no-default-cmdline] [--memory MIB]\n"
 	"           [--cpus N] [--console stdout|FILE|none] [--console-limit BYTES]\n"
 	"           [--disk FILE[,ro]]... [--vsock-uds PATH] [--kvm-fd N] [--accept-emulated-kvm]\n"
-	"           [--stats] [--probe]\n"
+	"           [--stats] [--probe] [--snapshot-out DIR | --restore DIR]\n"
 	"Boots one microVM on /dev/kvm and exits when the guest resets or powers off.\n"
 	"  --kernel FILE          ELF vmlinux or bzImage (x86_64, 64-bit boot protocol)\n"
 	"  --cmdline STR          appended to the default kernel command line:\n"
@@ -26,7 +26,8 @@ static const char usage[] =
 	"  --memory MIB           guest RAM (default 256)\n"
 	"  --cpus N               vCPUs, 1-32 (default 1)\n"
 	"  --disk FILE[,ro]       a raw disk image as virtio-blk (vda, vdb, ... in order; at\n"
-	"                         most 8); ,ro makes it read-only at the device\n"
+	"                         most 8); ,ro makes it read-only at the device; \"none\" is\n"
+	"                         an empty slot (capacity 0) that a restore may fill\n"
 	"  --vsock-uds PATH       virtio-vsock (guest CID 3) with Firecracker's host side:\n"
 	"                         guest connections to port P go to PATH_P; host\n"
 	"                         connections to PATH send \"CONNECT P\\n\"\n"
@@ -39,6 +40,11 @@ static const char usage[] =
 	"  --stats                print timing and memory figures on stderr at exit\n"
 	"  --probe                check that this host's KVM runs a Linux guest (the kernel\n"
 	"                         is loaded, the guest never starts): exit 0 if it does\n"
+	"  --snapshot-out DIR     boot until the guest agent is ready for a run, then write\n"
+	"                         the VM to DIR/state and DIR/memory and exit 0\n"
+	"  --restore DIR          start from DIR's snapshot instead of booting: the same\n"
+	"                         kernel, memory, vCPUs and disks (a \"none\" slot may now\n"
+	"                         name a file); memory is mapped copy-on-write\n"
 	"A virtio-rng device fed from the host's getrandom() is always present.\n"
 	"exit status: 0 guest reset or powered off; 1 setup failure; 2 guest failure\n"
 	"             (triple fault, emulation failure); 3 stopped by SIGTERM/SIGINT/SIGHUP\n";
@@ -63,6 +69,7 @@ static int parse_disk(const char *arg, struct vmm_config *cfg)
 	bool ro = n >= 3 && strcmp(arg + n - 3, ",ro") == 0;
 	if (ro)
 		n -= 3;
+	bool none = !ro && strcmp(arg, "none") == 0;
 	if (cfg->ndisks == VMM_MAX_DISKS) {
 		vmm_err("--disk: at most %d disks", VMM_MAX_DISKS);
 		return -1;
@@ -75,10 +82,14 @@ static int parse_disk(const char *arg, struct vmm_config *cfg)
 	memcpy(d->path, arg, n);
 	d->path[n] = '\0';
 	d->ro = ro;
+	d->none = none;
+	if (none)
+		d->path[0] = '\0';
 	return 0;
 }
 
-enum { OPT_CONSOLE_LIMIT = 256, OPT_DISK, OPT_VSOCK_UDS, OPT_KVM_FD, OPT_NO_DEFAULT_CMDLINE, OPT_ACCEPT_EMULATED, OPT_STATS, OPT_PROBE, OPT_VERSION };
+enum { OPT_CONSOLE_LIMIT = 256, OPT_DISK, OPT_VSOCK_UDS, OPT_KVM_FD, OPT_NO_DEFAULT_CMDLINE, OPT_ACCEPT_EMULATED, OPT_STATS, OPT_PROBE, OPT_VERSION,
+       OPT_SNAPSHOT_OUT, OPT_RESTORE };
 
 int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 {
@@ -96,6 +107,8 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 		{ "disk", required_argument, NULL, OPT_DISK },
 		{ "vsock-uds", required_argument, NULL, OPT_VSOCK_UDS },
 		{ "kvm-fd", required_argument, NULL, OPT_KVM_FD },
+		{ "snapshot-out", required_argument, NULL, OPT_SNAPSHOT_OUT },
+		{ "restore", required_argument, NULL, OPT_RESTORE },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
@@ -166,6 +179,14 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 			}
 			cfg->vsock_uds = optarg;
 			break;
+		case OPT_SNAPSHOT_OUT:
+		case OPT_RESTORE:
+			if (!*optarg) {
+				vmm_err("%s: empty directory", c == OPT_RESTORE ? "--restore" : "--snapshot-out");
+				return -1;
+			}
+			*(c == OPT_RESTORE ? &cfg->restore : &cfg->snapshot_out) = optarg;
+			break;
 		case 'h': fputs(usage, stdout); return 1;
 		case OPT_VERSION: printf("vmm %s\n", VMRUN_VERSION); return 1;
 		case ':':
@@ -187,6 +208,15 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 		vmm_err("--kernel FILE is required (see --help)");
 		return -1;
 	}
+	if (cfg->snapshot_out && (cfg->restore || cfg->probe_only)) {
+		vmm_err("--snapshot-out boots from scratch: not with %s", cfg->restore ? "--restore" : "--probe");
+		return -1;
+	}
+	for (unsigned i = 0; !cfg->restore && !cfg->snapshot_out && i < cfg->ndisks; i++)
+		if (cfg->disks[i].none) {
+			vmm_err("--disk none: an empty slot is only for --snapshot-out and --restore");
+			return -1;
+		}
 	if (cfg->no_default_cmdline && !cfg->cmdline_extra) {
 		vmm_err("--no-default-cmdline needs --cmdline");
 		return -1;

@@ -3,6 +3,7 @@
 #define VMM_ARGS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define VMM_DEFAULT_CMDLINE                                                                   \
@@ -18,6 +19,8 @@
 struct vmm_disk {
 	char path[VMM_DISK_PATH_MAX];
 	bool ro;                     /* ",ro": the guest can never write it */
+	bool none;                   /* "none": a slot with no backing yet (capacity 0), which
+				      * a restore gives a file (the workspace of a snapshot) */
 };
 
 struct vmm_config {
@@ -35,6 +38,8 @@ struct vmm_config {
 	unsigned ndisks;
 	const char *vsock_uds;       /* NULL: no vsock device */
 	int kvm_fd;                  /* an open /dev/kvm handed in by a jail; -1: open it */
+	const char *snapshot_out;    /* boot until the agent is ready, save the VM there, exit */
+	const char *restore;         /* start from the snapshot in this directory instead of booting */
 };
 
 /* Parse argv into cfg. Returns 0 to run, 1 when --help or --version was

@@ -9,6 +9,11 @@
 
 int guest_mem_init(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint64_t gap_end)
 {
+	return guest_mem_init_file(gm, size, gap_start, gap_end, -1);
+}
+
+int guest_mem_init_file(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint64_t gap_end, int fd)
+{
 	memset(gm, 0, sizeof(*gm));
 	long page = sysconf(_SC_PAGESIZE);
 	if (size == 0 || size % (uint64_t)page != 0 || gap_start > gap_end) {
@@ -20,9 +25,11 @@ int guest_mem_init(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint
 			(unsigned long long)size);
 		return -1;
 	}
-	/* NORESERVE: the guest only costs the pages it touches. */
+	/* NORESERVE: the guest only costs the pages it touches. PRIVATE on a
+	 * file: pages come from the page cache, shared by every VM restored
+	 * from it, and the guest's writes land in copies, never in the file. */
 	void *p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		       MAP_PRIVATE | MAP_NORESERVE | (fd < 0 ? MAP_ANONYMOUS : 0), fd, 0);
 	if (p == MAP_FAILED) {
 		vmm_perr("guest memory: mmap of %llu MiB", (unsigned long long)(size >> 20));
 		return -1;
@@ -65,6 +72,15 @@ void *guest_mem_ptr(const struct guest_mem *gm, uint64_t gpa, uint64_t len)
 		return r->hva + off;
 	}
 	return NULL;
+}
+
+int guest_mem_revert(struct guest_mem *gm, uint64_t gpa, uint64_t len)
+{
+	uint8_t *p = guest_mem_ptr(gm, gpa, len);
+	long page = sysconf(_SC_PAGESIZE);
+	if (!p || (uintptr_t)p % (uintptr_t)page || len % (uint64_t)page)
+		return -1;
+	return madvise(p, (size_t)len, MADV_DONTNEED);
 }
 
 uint64_t guest_mem_low_end(const struct guest_mem *gm)

@@ -1,4 +1,4 @@
-/* Guest RAM: one anonymous host mapping split into at most two
+/* Guest RAM: one host mapping (anonymous, or a snapshot's memory file) split into at most two
  * guest-physical regions around an MMIO gap, and the one checked
  * guest-physical-to-host translation that every other module uses. */
 #ifndef VMM_GUEST_MEM_H
@@ -26,6 +26,16 @@ struct guest_mem {
  * [gap_start, gap_end) is placed at gap_end instead. Returns 0, or -1 after
  * one error line (size zero, not page-aligned, or mmap failure). */
 int guest_mem_init(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint64_t gap_end);
+
+/* The same over fd's first size bytes, mapped copy-on-write (a snapshot's
+ * memory file, opened read-only: it is never written); fd -1 is zeroed
+ * anonymous memory. fd may be closed afterwards. */
+int guest_mem_init_file(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint64_t gap_end, int fd);
+
+/* Drop what the host wrote to the page-aligned len bytes at gpa, so that
+ * they read from the backing file again (zero when anonymous): undoes the
+ * host probe's use of a restored guest's page. Returns 0 or -1. */
+int guest_mem_revert(struct guest_mem *gm, uint64_t gpa, uint64_t len);
 
 /* Unmap guest RAM; safe on a zeroed or already released struct. */
 void guest_mem_release(struct guest_mem *gm);

@@ -271,6 +271,11 @@ int kvm_arch_probe_emulation(struct vm *vm, bool *emulated)
 	*emulated = vm->probe_cycles_per_loop > PROBE_EMULATED_CYCLES;
 	return 0;
 }
+int kvm_arch_probe_revert(struct vm *vm)
+{
+	return guest_mem_revert(&vm->mem, PROBE_CODE_ADDR, PROBE_CODE_SIZE);
+}
+
 static void reset_line(void *ctx)
 {
 	vm_request_stop(ctx, VM_STOP_RESET, "guest reset");

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "virtio_devices.h"
 #include "vm.h"
+#include "vm_snapshot.h"
 
 /* How long the vCPU threads get to leave KVM_RUN once the VM stops: a
  * kicked vCPU leaves in microseconds on hardware and in milliseconds on an
@@ -66,6 +67,21 @@ out:
 	return rc;
 }
 
+/* The VM, its devices and vCPUs, created alike for a boot and a restore;
+ * before this, guest memory is in place and (booting) the kernel and the
+ * boot tables are in it. */
+static int create_vm(struct vm *vm, const struct vmm_config *cfg)
+{
+	if (kvm_open(vm, cfg->kvm_fd) || kvm_create_vm(vm) || kvm_arch_vm_init(vm) || kvm_map_memory(vm) ||
+	    kvm_arch_devices_init(vm) || virtio_devices_attach(vm))
+		return -1;
+	vm->ncpus = cfg->cpus;
+	for (unsigned i = 0; i < vm->ncpus; i++)
+		if (kvm_create_vcpu(vm, i))
+			return -1;
+	return kvm_arch_vcpus_init(vm);
+}
+
 /* Everything from the arguments' files to vCPUs created, with the kernel,
  * the boot tables and the devices in place. What the command line names
  * (console file, guest memory size, kernel, disks, vsock socket, command
@@ -85,19 +101,22 @@ static int acquire(struct vm *vm, const struct vmm_config *cfg, struct kernel_im
 	}
 	if (boot_write_tables_x86_64(&vm->mem, k, cmdline, cfg->cpus))
 		return -1;
-	if (kvm_open(vm, cfg->kvm_fd) || kvm_create_vm(vm) || kvm_arch_vm_init(vm) || kvm_map_memory(vm) ||
-	    kvm_arch_devices_init(vm) || virtio_devices_attach(vm))
-		return -1;
-	vm->ncpus = cfg->cpus;
-	for (unsigned i = 0; i < vm->ncpus; i++)
-		if (kvm_create_vcpu(vm, i))
-			return -1;
-	return kvm_arch_vcpus_init(vm);
+	return create_vm(vm, cfg);
 }
 
-/* The first KVM_RUN: refuse hosts that cannot run a Linux guest, then put
- * the boot vCPU at the kernel's entry point. */
-static int probe_and_enter(struct vm *vm, const struct vmm_config *cfg, uint64_t entry)
+/* The same for a restore: the snapshot is read and checked first, memory
+ * is its memory file, and no kernel is loaded (it is in that memory). */
+static int acquire_restored(struct vm *vm, const struct vmm_config *cfg, struct snapshot_in *in)
+{
+	if (vm_restore_load(cfg, in) || console_open(&vm->console, cfg->console, cfg->console_limit) ||
+	    guest_mem_init_file(&vm->mem, in->meta.memory_bytes, MMIO_GAP_START, MMIO_GAP_END, in->mem_fd) ||
+	    evl_init(&vm->evl) || virtio_devices_init(vm, cfg))
+		return -1;
+	return create_vm(vm, cfg);
+}
+
+/* The first KVM_RUN: refuse hosts that cannot run a Linux guest. */
+static int probe_host(struct vm *vm, const struct vmm_config *cfg)
 {
 	bool emulated;
 	if (kvm_arch_probe_emulation(vm, &emulated))
@@ -110,7 +129,7 @@ static int probe_and_enter(struct vm *vm, const struct vmm_config *cfg, uint64_t
 			(unsigned long long)vm->probe_cycles_per_loop);
 		return -1;
 	}
-	return kvm_arch_boot_vcpu(vm, entry);
+	return 0;
 }
 
 /* The peak RSS in KiB. getrusage, not /proc/self/status: the main thread's
@@ -159,6 +178,8 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; i < VM_MAX_VCPUS; i++)
 		vm.vcpus[i].fd = -1;
 	struct timings t = { 0 };
+	struct snapshot_in in = { .mem_fd = -1 };
+	struct snapshot_out snap = { .state_fd = -1, .mem_fd = -1 };
 	int status = VMM_EXIT_SETUP;
 	int sig_fd = signalfd(-1, &term, SFD_CLOEXEC);
 	vm.stop_efd = eventfd(0, EFD_CLOEXEC);
@@ -168,10 +189,15 @@ int main(int argc, char **argv)
 	}
 
 	struct kernel_image k;
-	if (acquire(&vm, &cfg, &k))
+	if (cfg.restore ? acquire_restored(&vm, &cfg, &in) : acquire(&vm, &cfg, &k))
+		goto out;
+	if (cfg.snapshot_out && vm_snapshot_prepare(&vm, &cfg, &snap))
 		goto out;
 	clock_gettime(CLOCK_MONOTONIC, &t.first_run);
-	if (probe_and_enter(&vm, &cfg, k.entry))
+	/* After the probe (which runs on vCPU 0): the entry point, or the
+	 * saved state. */
+	if (probe_host(&vm, &cfg) ||
+	    (cfg.restore ? vm_restore_apply(&vm, &cfg, &in) : kvm_arch_boot_vcpu(&vm, k.entry)))
 		goto out;
 	if (cfg.probe_only) {
 		status = VMM_EXIT_CLEAN;
@@ -195,9 +221,17 @@ int main(int argc, char **argv)
 			unlink(cfg.vsock_uds);
 		_exit(status == VMM_EXIT_CLEAN ? VMM_EXIT_GUEST : status);
 	}
-	if (status != VMM_EXIT_CLEAN)
+	if (why == VM_STOP_SNAPSHOT && vm_snapshot_write(&vm, &snap))
+		status = VMM_EXIT_SETUP;
+	else if (cfg.snapshot_out && why != VM_STOP_SNAPSHOT)
+		vmm_err("the guest stopped before its agent was ready for a snapshot: %s", vm.stop_msg);
+	else if (status != VMM_EXIT_CLEAN)
 		vmm_err("%s", vm.stop_msg);
+	if (cfg.snapshot_out && why != VM_STOP_SNAPSHOT)
+		status = status == VMM_EXIT_CLEAN ? VMM_EXIT_GUEST : status;
 out:
+	vm_snapshot_out_release(&snap);
+	vm_restore_release(&in);
 	virtio_devices_release(&vm);
 	evl_release(&vm.evl);
 	console_close(&vm.console);

@@ -138,6 +138,24 @@ static void main_rules(struct rules *r)
 	ALLOW(r, exit_group);
 }
 
+/* --snapshot-out only: once the vCPU threads have stopped, the main thread
+ * reads their state and the VM's, and writes the state file (write, on
+ * an fd opened before the filter) and guest memory (pwritev, allowed for
+ * the disks). Only KVM's read-only requests; no fd is pinned since the
+ * vCPU fds are many, and none of these requests changes anything. */
+static void snapshot_rules(struct rules *r)
+{
+	static const unsigned long reads[] = {
+		KVM_GET_REGS, KVM_GET_SREGS, KVM_GET_XSAVE, KVM_GET_XSAVE2, KVM_GET_XCRS, KVM_GET_DEBUGREGS,
+		KVM_GET_LAPIC, KVM_GET_VCPU_EVENTS, KVM_GET_MP_STATE, KVM_GET_MSRS, KVM_GET_MSR_INDEX_LIST,
+		KVM_GET_IRQCHIP, KVM_GET_PIT2, KVM_GET_CLOCK, KVM_CHECK_EXTENSION,
+	};
+	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++)
+		ALLOW_IF(r, ioctl, ARG32(1, reads[i]));
+	/* The files are made durable before vmm reports success. */
+	ALLOW(r, fsync);
+}
+
 scmp_filter_ctx seccomp_filter_build(enum seccomp_role role, int vm_fd, int vcpu_fd, unsigned *nrules)
 {
 	struct rules r = { .ctx = seccomp_init(SCMP_ACT_KILL_PROCESS) };
@@ -159,6 +177,8 @@ scmp_filter_ctx seccomp_filter_build(enum seccomp_role role, int vm_fd, int vcpu
 		vcpu_rules(&r, vm_fd, vcpu_fd);
 	else
 		main_rules(&r);
+	if (role == SECCOMP_ROLE_MAIN_SNAPSHOT)
+		snapshot_rules(&r);
 	common_rules(&r);
 	/* ioctl(KVM_RUN) is the vCPU thread's hot call: test it first. */
 	if (!r.err && role == SECCOMP_ROLE_VCPU)

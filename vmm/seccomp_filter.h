@@ -18,6 +18,10 @@
 enum seccomp_role {
 	SECCOMP_ROLE_MAIN,   /* event loop, device back-ends, teardown */
 	SECCOMP_ROLE_VCPU,   /* one vCPU: KVM_RUN and MMIO/PIO dispatch */
+	/* The main thread of a vmm --snapshot-out: the main role, and reading
+	 * (never setting) the VM's and vCPUs' state to save it. Restored VMs
+	 * run under the plain roles. */
+	SECCOMP_ROLE_MAIN_SNAPSHOT,
 };
 
 /* Build the filter of role without loading it. vm_fd is the VM's fd and

@@ -123,3 +123,31 @@ void serial_write(void *opaque, uint64_t offset, const uint8_t *data, uint32_t l
 	update_irq(s);
 	pthread_mutex_unlock(&s->lock);
 }
+
+void serial_save(struct serial_8250 *s, struct serial_8250_state *st)
+{
+	pthread_mutex_lock(&s->lock);
+	*st = (struct serial_8250_state){
+		.ier = s->ier, .lcr = s->lcr, .mcr = s->mcr, .scr = s->scr, .fcr = s->fcr, .dll = s->dll, .dlm = s->dlm,
+		.thri_pending = s->thri_pending, .irq_level = s->irq_level,
+	};
+	pthread_mutex_unlock(&s->lock);
+}
+
+void serial_restore(struct serial_8250 *s, const struct serial_8250_state *st)
+{
+	pthread_mutex_lock(&s->lock);
+	s->ier = st->ier;
+	s->lcr = st->lcr;
+	s->mcr = st->mcr;
+	s->scr = st->scr;
+	s->fcr = st->fcr;
+	s->dll = st->dll;
+	s->dlm = st->dlm;
+	s->thri_pending = st->thri_pending != 0;
+	/* The in-kernel irqchip's line state came back with its own state;
+	 * this one is only what update_irq compares against. */
+	s->irq_level = st->irq_level ? 1 : 0;
+	update_irq(s);
+	pthread_mutex_unlock(&s->lock);
+}

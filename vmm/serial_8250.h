@@ -39,6 +39,19 @@ int serial_init(struct serial_8250 *s, struct console *out, unsigned irq, serial
 /* Release the UART's lock. */
 void serial_release(struct serial_8250 *s);
 
+/* The registers a snapshot keeps. Fixed layout. */
+struct serial_8250_state {
+	uint8_t ier, lcr, mcr, scr, fcr, dll, dlm, thri_pending;
+	int32_t irq_level;
+};
+
+/* Copy s's registers into *st (takes the lock). */
+void serial_save(struct serial_8250 *s, struct serial_8250_state *st);
+
+/* Put saved registers back and drive the interrupt line to the saved
+ * level (takes the lock). */
+void serial_restore(struct serial_8250 *s, const struct serial_8250_state *st);
+
 /* Bus callbacks for the 8 registers; accesses wider than a byte touch only
  * the first register, as on an ISA UART. */
 void serial_read(void *opaque, uint64_t offset, uint8_t *data, uint32_t len);

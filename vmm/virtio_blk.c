@@ -129,12 +129,19 @@ static const struct virtio_dev_ops blk_ops = {
 	.notify = blk_notify,
 };
 
-int virtio_blk_init(struct virtio_blk *b, const char *path, bool ro, const struct guest_mem *mem,
-		    uint64_t base, unsigned irq)
+/* The device's config space for its current capacity. */
+static void blk_config(const struct virtio_blk *b, struct virtio_blk_config *cfg, uint32_t *len)
 {
-	memset(b, 0, sizeof(*b));
-	b->ro = ro;
-	b->fd = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW);
+	*cfg = (struct virtio_blk_config){ .capacity = b->capacity, .seg_max = BLK_SEG_MAX };
+	/* Only the fields up to seg_max are offered; the rest reads as zero. */
+	*len = offsetof(struct virtio_blk_config, seg_max) + sizeof(cfg->seg_max);
+}
+
+/* Open path as b's backing: fd, capacity and id. Returns 0, or -1 after
+ * one error line naming the file. */
+static int open_backing(struct virtio_blk *b, const char *path)
+{
+	b->fd = open(path, (b->ro ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW);
 	if (b->fd < 0) {
 		vmm_perr("disk %s", path);
 		return -1;
@@ -142,25 +149,47 @@ int virtio_blk_init(struct virtio_blk *b, const char *path, bool ro, const struc
 	struct stat st;
 	if (fstat(b->fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)BLK_SECTOR) {
 		vmm_err("disk %s: not a regular file of at least one sector", path);
-		goto fail;
+		close(b->fd);
+		b->fd = -1;
+		return -1;
 	}
 	b->capacity = (uint64_t)st.st_size / BLK_SECTOR;
 	/* A stable serial for /dev/disk/by-id: the image's device and inode. */
 	char id[32];
 	snprintf(id, sizeof(id), "vmrun%llx-%llx", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+	memset(b->id, 0, sizeof(b->id));
 	memcpy(b->id, id, strnlen(id, sizeof(b->id)));
-	struct virtio_blk_config cfg = { .capacity = b->capacity, .seg_max = BLK_SEG_MAX };
+	return 0;
+}
+
+int virtio_blk_init(struct virtio_blk *b, const char *path, bool ro, const struct guest_mem *mem,
+		    uint64_t base, unsigned irq)
+{
+	memset(b, 0, sizeof(*b));
+	b->ro = ro;
+	b->fd = -1;
+	if (path && open_backing(b, path))
+		return -1;
+	struct virtio_blk_config cfg;
+	uint32_t cfg_len;
+	blk_config(b, &cfg, &cfg_len);
 	uint64_t features = (1ull << VIRTIO_BLK_F_SEG_MAX) | (1ull << VIRTIO_BLK_F_FLUSH) |
 			    (ro ? 1ull << VIRTIO_BLK_F_RO : 0);
-	/* Only the fields up to seg_max are offered; the rest reads as zero. */
-	uint32_t cfg_len = offsetof(struct virtio_blk_config, seg_max) + sizeof(cfg.seg_max);
-	if (virtio_mmio_init(&b->t, &blk_ops, b, mem, base, irq, features, &cfg, cfg_len))
-		goto fail;
+	if (virtio_mmio_init(&b->t, &blk_ops, b, mem, base, irq, features, &cfg, cfg_len)) {
+		if (b->fd >= 0)
+			close(b->fd);
+		b->fd = -1;
+		return -1;
+	}
 	return 0;
-fail:
-	close(b->fd);
-	b->fd = -1;
-	return -1;
+}
+
+void virtio_blk_announce_capacity(struct virtio_blk *b)
+{
+	struct virtio_blk_config cfg;
+	uint32_t cfg_len;
+	blk_config(b, &cfg, &cfg_len);
+	virtio_mmio_config_changed(&b->t, &cfg, cfg_len);
 }
 
 void virtio_blk_release(struct virtio_blk *b)

@@ -42,10 +42,17 @@ struct virtio_blk {
 	uint64_t requests, errors;
 };
 
-/* Open path (read-only when ro) and set up the device at base/irq.
+/* Open path (read-only when ro) and set up the device at base/irq; a NULL
+ * path is an empty slot of capacity 0 (every request fails with IOERR,
+ * since every sector is past the end).
  * Returns 0, or -1 after one error line naming the file. */
 int virtio_blk_init(struct virtio_blk *b, const char *path, bool ro, const struct guest_mem *mem,
 		    uint64_t base, unsigned irq);
+
+/* Tell a driver that saw another capacity (a restored VM whose snapshot
+ * had this slot empty) about the current one: new config space and a
+ * config-change interrupt. */
+void virtio_blk_announce_capacity(struct virtio_blk *b);
 
 /* Close the image and the transport; safe after a failed init. */
 void virtio_blk_release(struct virtio_blk *b);

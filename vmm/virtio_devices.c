@@ -58,7 +58,7 @@ int virtio_devices_init(struct vm *vm, const struct vmm_config *cfg)
 	unsigned irq;
 	for (unsigned i = 0; i < cfg->ndisks; i++) {
 		if (next_slot(vm, &base, &irq) ||
-		    virtio_blk_init(&vm->disks[i], cfg->disks[i].path, cfg->disks[i].ro, &vm->mem, base, irq))
+		    virtio_blk_init(&vm->disks[i], cfg->disks[i].none ? NULL : cfg->disks[i].path, cfg->disks[i].ro, &vm->mem, base, irq))
 			return -1;
 		vm->ndisks++;
 		vm->virtio[vm->nvirtio++] = &vm->disks[i].t;

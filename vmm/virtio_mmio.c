@@ -247,7 +247,7 @@ static uint32_t read_reg(struct virtio_mmio *t, uint64_t off)
 	case VIRTIO_MMIO_SHM_LEN_HIGH:
 	case VIRTIO_MMIO_SHM_BASE_LOW:
 	case VIRTIO_MMIO_SHM_BASE_HIGH: return 0xffffffffu;
-	case VIRTIO_MMIO_CONFIG_GENERATION: return 0;   /* config never changes */
+	case VIRTIO_MMIO_CONFIG_GENERATION: return t->config_generation;
 	default: return 0;
 	}
 }
@@ -360,4 +360,91 @@ int virtio_mmio_cmdline(const struct virtio_mmio *t, char *buf, size_t len)
 {
 	int n = snprintf(buf, len, "virtio_mmio.device=4K@0x%llx:%u", (unsigned long long)t->base, t->irq);
 	return (n < 0 || (size_t)n >= len) ? -1 : 0;
+}
+
+void virtio_mmio_config_changed(struct virtio_mmio *t, const void *config, uint32_t len)
+{
+	pthread_mutex_lock(&t->lock);
+	if (len > VIRTIO_MMIO_CONFIG_MAX)
+		len = VIRTIO_MMIO_CONFIG_MAX;
+	memcpy(t->config, config, len);
+	t->config_len = len;
+	t->config_generation++;
+	if (virtio_mmio_live(t))
+		raise_irq(t, VIRTIO_MMIO_INT_CONFIG);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void virtio_mmio_save(const struct virtio_mmio *t, struct virtio_mmio_state *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->device_id = t->ops->device_id;
+	s->status = t->status;
+	s->driver_features = t->driver_features;
+	s->device_features_sel = t->device_features_sel;
+	s->driver_features_sel = t->driver_features_sel;
+	s->queue_sel = t->queue_sel;
+	s->interrupt_status = atomic_load(&((struct virtio_mmio *)t)->interrupt_status);
+	s->config_generation = t->config_generation;
+	s->nqueues = t->ops->nqueues;
+	for (unsigned i = 0; i < t->ops->nqueues; i++) {
+		const struct virtq *q = &t->queues[i];
+		s->queues[i] = (struct virtio_mmio_queue_state){
+			.size = q->size, .last_avail = q->last_avail, .used_idx = q->used_idx,
+			.signalled = t->signalled[i], .ready = q->ready, .desc_gpa = q->desc_gpa,
+			.avail_gpa = q->avail_gpa, .used_gpa = q->used_gpa,
+		};
+	}
+}
+
+static int restore_queue(struct virtio_mmio *t, unsigned i, const struct virtio_mmio_queue_state *qs, bool live,
+			 char *err, size_t errlen)
+{
+	struct virtq *q = &t->queues[i];
+	if (qs->size > q->max_size || qs->ready > 1 || qs->pad) {
+		snprintf(err, errlen, "virtio-%s queue %u: size %u over the maximum %u, or a bad field", t->ops->name, i,
+			 qs->size, q->max_size);
+		return -1;
+	}
+	q->size = qs->size;
+	q->ready = qs->ready;
+	q->desc_gpa = qs->desc_gpa;
+	q->avail_gpa = qs->avail_gpa;
+	q->used_gpa = qs->used_gpa;
+	/* vq_activate validates the rings as DRIVER_OK did at boot, against
+	 * this VM's memory. */
+	if (live && vq_activate(q, t->mem)) {
+		snprintf(err, errlen, "virtio-%s queue %u: its rings are not valid in guest memory", t->ops->name, i);
+		return -1;
+	}
+	q->last_avail = qs->last_avail;
+	q->used_idx = qs->used_idx;
+	t->signalled[i] = qs->signalled;
+	return 0;
+}
+
+int virtio_mmio_restore(struct virtio_mmio *t, const struct virtio_mmio_state *s, char *err, size_t errlen)
+{
+	if (s->device_id != t->ops->device_id || s->nqueues != t->ops->nqueues) {
+		snprintf(err, errlen, "virtio-%s: the snapshot has device %u with %u queues there", t->ops->name,
+			 s->device_id, s->nqueues);
+		return -1;
+	}
+	if ((s->driver_features & ~t->device_features) || (s->status & ~(STATUS_STEPS | VIRTIO_CONFIG_S_NEEDS_RESET |
+									  VIRTIO_CONFIG_S_FAILED))) {
+		snprintf(err, errlen, "virtio-%s: features or status the device never offered", t->ops->name);
+		return -1;
+	}
+	t->status = s->status;
+	t->driver_features = s->driver_features;
+	t->device_features_sel = s->device_features_sel;
+	t->driver_features_sel = s->driver_features_sel;
+	t->queue_sel = s->queue_sel;
+	t->config_generation = s->config_generation;
+	atomic_store(&t->interrupt_status, s->interrupt_status & (VIRTIO_MMIO_INT_VRING | VIRTIO_MMIO_INT_CONFIG));
+	bool live = virtio_mmio_live(t);
+	for (unsigned i = 0; i < t->ops->nqueues; i++)
+		if (restore_queue(t, i, &s->queues[i], live, err, errlen))
+			return -1;
+	return 0;
 }

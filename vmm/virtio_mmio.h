@@ -65,6 +65,7 @@ struct virtio_mmio {
 	uint16_t signalled[VIRTIO_MMIO_MAX_QUEUES];   /* used index at the last signal */
 	uint8_t config[VIRTIO_MMIO_CONFIG_MAX];
 	uint32_t config_len;
+	uint32_t config_generation;   /* bumped by every config change after start */
 
 	int irq_fd;                               /* written to raise the interrupt */
 	int kick_fd[VIRTIO_MMIO_MAX_QUEUES];      /* readable when a queue was notified */
@@ -106,6 +107,40 @@ bool virtio_mmio_live(const struct virtio_mmio *t);
  * the device in DEVICE_NEEDS_RESET. The transport calls it after notify and
  * activate; a device calls it after work of its own (socket events). */
 void virtio_mmio_signal(struct virtio_mmio *t);
+
+/* The device's config space changed (a restored VM's workspace disk got
+ * its file): new contents, a new generation, and a config interrupt when
+ * the driver is live. Takes the lock. */
+void virtio_mmio_config_changed(struct virtio_mmio *t, const void *config, uint32_t len);
+
+/* A transport's state as a snapshot keeps it: what the driver configured,
+ * the queues' positions and the interrupt status. The device's own state
+ * (config space, back-ends) is the device's. Fixed layout. */
+struct virtio_mmio_state {
+	uint32_t device_id;                 /* checked against the device on restore */
+	uint32_t status;
+	uint64_t driver_features;
+	uint32_t device_features_sel, driver_features_sel, queue_sel;
+	uint32_t interrupt_status;
+	uint32_t config_generation;
+	uint32_t nqueues;
+	struct virtio_mmio_queue_state {
+		uint16_t size, last_avail, used_idx, signalled;
+		uint32_t ready;
+		uint32_t pad;
+		uint64_t desc_gpa, avail_gpa, used_gpa;
+	} queues[VIRTIO_MMIO_MAX_QUEUES];
+};
+
+/* Copy t's state into *s (lock held by the caller, or the VM stopped). */
+void virtio_mmio_save(const struct virtio_mmio *t, struct virtio_mmio_state *s);
+
+/* Put a saved state back into a freshly initialised t: the same device,
+ * every field checked as the register writes would have (features within
+ * the offer, queue sizes within the maximum), rings mapped again when the
+ * driver was live. Devices are not told (their own restore follows).
+ * Returns 0, or -1 with a reason in err. */
+int virtio_mmio_restore(struct virtio_mmio *t, const struct virtio_mmio_state *s, char *err, size_t errlen);
 
 /* Write this device's "virtio_mmio.device=4K@0x...:IRQ" kernel parameter
  * into buf. Returns 0, or -1 when it does not fit. */

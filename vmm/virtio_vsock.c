@@ -205,6 +205,11 @@ static int connect_host_port(struct virtio_vsock *vs, uint32_t port)
 
 static void guest_request(struct virtio_vsock *vs, const struct virtio_vsock_hdr *h)
 {
+	if (vs->ready_port && h->dst_port == vs->ready_port && vs->on_ready) {
+		vs->ready_peer = h->src_port;
+		vs->on_ready(vs->ready_ctx);
+		return;
+	}
 	int fd = connect_host_port(vs, h->dst_port);
 	struct vsock_conn *c = fd >= 0 ? conn_new(vs, fd, VSOCK_ESTABLISHED) : NULL;
 	if (!c) {
@@ -576,7 +581,7 @@ static void vsock_notify(void *dev, struct virtio_mmio *t, unsigned q)
 	if (q == VSOCK_TXQ)
 		tx_process(vs);
 	/* New RX buffers, or packets and credit from TX: either may unblock RX.
-	 * The event queue is only for transport resets, which we never send. */
+	 * The event queue is only for transport resets (after a restore). */
 	rx_pump(vs);
 }
 
@@ -605,6 +610,33 @@ static const struct virtio_dev_ops vsock_ops = {
 	.notify = vsock_notify,
 	.reset = vsock_reset,
 };
+
+/* The one event the device sends: every connection the guest holds is
+ * gone (virtio 1.2, 5.10.6.6). Needs a buffer on the event queue; the
+ * driver keeps it filled. */
+static void transport_reset(struct virtio_vsock *vs)
+{
+	struct virtq *q = &vs->t.queues[VSOCK_EVQ];
+	struct virtio_vsock_event ev = { .id = VIRTIO_VSOCK_EVENT_TRANSPORT_RESET };
+	if (vq_pop(q, &vs->chain) != VQ_CHAIN)
+		return;
+	uint32_t n = (uint32_t)iov_write(vs->chain.in, vs->chain.nin, 0, &ev, sizeof(ev));
+	vq_push(q, vs->chain.head, n == sizeof(ev) ? n : 0);
+}
+
+void virtio_vsock_restored(struct virtio_vsock *vs, uint32_t ready_port, uint32_t ready_peer)
+{
+	virtio_mmio_lock(&vs->t);
+	if (virtio_mmio_live(&vs->t)) {
+		if (ready_peer)
+			send_rst(vs, ready_port, ready_peer);
+		transport_reset(vs);
+		tx_process(vs);
+		rx_pump(vs);
+		virtio_mmio_signal(&vs->t);
+	}
+	virtio_mmio_unlock(&vs->t);
+}
 
 int virtio_vsock_init(struct virtio_vsock *vs, const char *uds, struct event_loop *evl,
 		      const struct guest_mem *mem, uint64_t base, unsigned irq)

@@ -90,12 +90,27 @@ struct virtio_vsock {
 	unsigned rst_head, rst_len;
 	struct vq_chain chain;
 	struct vsock_stats stats;
+
+	/* --snapshot-out: the guest agent's connection to ready_port says it
+	 * is ready for a run. It is neither answered nor forwarded: on_ready
+	 * stops the VM with the connection pending (ready_peer its guest
+	 * port), and a restore resets it. ready_port 0: an ordinary port. */
+	uint32_t ready_port, ready_peer;
+	void (*on_ready)(void *ctx);
+	void *ready_ctx;
 };
 
 /* Set up the device at base/irq and listen on uds (which must not exist).
  * Its sockets are served by evl. Returns 0, or -1 after one error line. */
 int virtio_vsock_init(struct virtio_vsock *vs, const char *uds, struct event_loop *evl,
 		      const struct guest_mem *mem, uint64_t base, unsigned irq);
+
+/* After a restore (lock not held, vCPUs not yet running): reset the
+ * guest's pending connection to ready_port from ready_peer (when not 0)
+ * and every other it may hold (a TRANSPORT_RESET event), and serve the
+ * queues once, since notifications the snapshot's vmm had not read were
+ * lost with it. */
+void virtio_vsock_restored(struct virtio_vsock *vs, uint32_t ready_port, uint32_t ready_peer);
 
 /* Close every connection and the listener, remove the socket file, release
  * the transport; safe after a failed init. */

@@ -11,6 +11,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "kvm_arch.h"
 #include "log.h"
 #include "seccomp_filter.h"
 
@@ -201,6 +202,8 @@ static void *vcpu_thread(void *arg)
 		if (!vcpu_handle_exit(v))
 			break;
 	}
+	if (vm_stopped(v->vm) == VM_STOP_SNAPSHOT)
+		kvm_arch_vcpu_quiesce(v);
 	return NULL;
 }
 
@@ -243,7 +246,8 @@ int vm_start_vcpus(struct vm *vm)
 		pthread_cond_wait(&vm->gate_cond, &vm->gate_lock);
 	pthread_mutex_unlock(&vm->gate_lock);
 	if (rc == 0 && vm_stopped(vm) == VM_RUNNING) {
-		int f = seccomp_filter_load(SECCOMP_ROLE_MAIN, vm->vm_fd, -1);
+		int f = seccomp_filter_load(vm->snapshotting ? SECCOMP_ROLE_MAIN_SNAPSHOT : SECCOMP_ROLE_MAIN,
+					    vm->vm_fd, -1);
 		if (f) {
 			vm_request_stop(vm, VM_STOP_ERROR, "main thread: seccomp filter: %s", strerror(-f));
 			rc = -1;
@@ -355,6 +359,8 @@ int vm_exit_status(enum vm_stop why)
 		return VMM_EXIT_GUEST;
 	case VM_STOP_SIGNAL:
 		return VMM_EXIT_SIGNAL;
+	case VM_STOP_SNAPSHOT:
+		return VMM_EXIT_CLEAN;   /* once the snapshot is written */
 	default:
 		return VMM_EXIT_SETUP;
 	}
