@@ -76,6 +76,18 @@ static int vcpu_ioctl_get_regs(void)
 	return sys(SYS_ioctl, VCPU_FD, KVM_GET_REGS, (long)&r, 0, 0, 0) == -1 ? CHILD_OK : CHILD_BAD;
 }
 
+static int vcpu_ioctl_get_sregs(void)
+{
+	struct kvm_sregs r;
+	return sys(SYS_ioctl, VCPU_FD, KVM_GET_SREGS, (long)&r, 0, 0, 0) == -1 ? CHILD_OK : CHILD_BAD;
+}
+
+static int vcpu_ioctl_set_regs(void)
+{
+	struct kvm_regs r = { 0 };
+	return sys(SYS_ioctl, VCPU_FD, KVM_SET_REGS, (long)&r, 0, 0, 0) == -1 ? CHILD_OK : CHILD_BAD;
+}
+
 static int vcpu_ioctl_irq_line(void)
 {
 	struct kvm_irq_level l = { .irq = 4, .level = 1 };
@@ -449,6 +461,23 @@ static void main_kills_the_rest(void **state)
 	KILLED(SECCOMP_ROLE_MAIN, epoll_new);        /* the epoll set exists before */
 	KILLED(SECCOMP_ROLE_MAIN, getpid_i386);
 	KILLED(SECCOMP_ROLE_MAIN, getpid_x32);
+	/* Reading vCPU state is only for a vmm taking a snapshot. */
+	KILLED(SECCOMP_ROLE_MAIN, vcpu_ioctl_get_sregs);
+}
+
+/* --snapshot-out's main thread reads state, and nothing else is added:
+ * setting state, running a vCPU or opening files stays forbidden. */
+static void snapshot_role_reads_only(void **state)
+{
+	(void)state;
+	ALLOWED(SECCOMP_ROLE_MAIN_SNAPSHOT, vcpu_ioctl_get_sregs);
+	ALLOWED(SECCOMP_ROLE_MAIN_SNAPSHOT, vcpu_ioctl_get_regs);
+	ALLOWED(SECCOMP_ROLE_MAIN_SNAPSHOT, futex_wake);
+	KILLED(SECCOMP_ROLE_MAIN_SNAPSHOT, vcpu_ioctl_set_regs);
+	KILLED(SECCOMP_ROLE_MAIN_SNAPSHOT, vcpu_ioctl_run);
+	KILLED(SECCOMP_ROLE_MAIN_SNAPSHOT, open_file);
+	KILLED(SECCOMP_ROLE_MAIN_SNAPSHOT, socket_inet);
+	KILLED(SECCOMP_ROLE_MAIN_SNAPSHOT, exec_true);
 }
 
 /* ---- real device code under a filter --------------------------------------- */
@@ -575,6 +604,7 @@ int main(void)
 		cmocka_unit_test(vcpu_kills_the_rest),
 		cmocka_unit_test(main_allows_what_the_event_loop_needs),
 		cmocka_unit_test(main_kills_the_rest),
+		cmocka_unit_test(snapshot_role_reads_only),
 		cmocka_unit_test(vcpu_vsock_reset_and_activate),
 		cmocka_unit_test(main_vsock_handshakes_and_teardown),
 	};
