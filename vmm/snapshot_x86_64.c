@@ -53,6 +53,14 @@ const struct snap_tag_desc snap_arch_tags[] = {
 _Static_assert((int)TAG_CLOCK < (int)SNAP_TAG_MAX, "arch tags fit the view");
 _Static_assert(VM_MAX_VCPUS <= SNAP_MAX_INDEX, "every vCPU has an index");
 
+/* One vCPU ioctl and the record it fills or reads. */
+struct vcpu_step {
+	unsigned long req;
+	uint32_t tag;
+	size_t size;
+	const char *name;
+};
+
 static int errf(char *err, size_t errlen, const char *what, int index)
 {
 	if (index >= 0)
@@ -115,12 +123,7 @@ out:
 
 static int save_vcpu(struct vm *vm, struct vcpu *v, struct snap_writer *w, char *err, size_t errlen)
 {
-	struct {
-		unsigned long req;
-		uint32_t tag;
-		size_t size;
-		const char *name;
-	} fixed[] = {
+	const struct vcpu_step fixed[] = {
 		{ KVM_GET_REGS, TAG_REGS, sizeof(struct kvm_regs), "KVM_GET_REGS" },
 		{ KVM_GET_SREGS, TAG_SREGS, sizeof(struct kvm_sregs), "KVM_GET_SREGS" },
 		{ KVM_GET_XCRS, TAG_XCRS, sizeof(struct kvm_xcrs), "KVM_GET_XCRS" },
@@ -212,12 +215,7 @@ static int restore_msrs(struct vcpu *v, const struct snap_view *sv, char *err, s
  * deadline needs the APIC's timer mode), the events last. */
 static int restore_vcpu(struct vm *vm, struct vcpu *v, const struct snap_view *sv, char *err, size_t errlen)
 {
-	struct {
-		unsigned long req;
-		uint32_t tag;
-		size_t size;
-		const char *name;
-	} steps[] = {
+	const struct vcpu_step steps[] = {
 		{ KVM_SET_MP_STATE, TAG_MP_STATE, sizeof(struct kvm_mp_state), "KVM_SET_MP_STATE" },
 		{ KVM_SET_REGS, TAG_REGS, sizeof(struct kvm_regs), "KVM_SET_REGS" },
 		{ KVM_SET_SREGS, TAG_SREGS, sizeof(struct kvm_sregs), "KVM_SET_SREGS" },
