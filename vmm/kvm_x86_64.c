@@ -85,6 +85,19 @@ static struct kvm_cpuid2 *supported_cpuid(int kvm_fd)
 	return c;
 }
 
+uint64_t kvm_arch_host_cpu(struct vm *vm)
+{
+	struct kvm_cpuid2 *c = supported_cpuid(vm->kvm_fd);
+	if (!c)
+		return 0;
+	uint64_t h = snap_checksum((const uint8_t *)c->entries, c->nent * sizeof(c->entries[0]));
+	free(c);
+	/* A TSC of another frequency would make the restored guest's clock
+	 * run at the wrong speed: part of "another CPU". */
+	int khz = vm->vcpus[0].fd >= 0 ? ioctl(vm->vcpus[0].fd, KVM_GET_TSC_KHZ, 0) : -1;
+	return (h ^ (khz > 0 ? (uint64_t)khz : 0)) * 0x100000001b3ull;
+}
+
 static int set_cpuid(struct vcpu *v, const struct kvm_cpuid2 *base, struct kvm_cpuid2 *scratch, bool tsc_deadline)
 {
 	int khz = ioctl(v->fd, KVM_GET_TSC_KHZ, 0);

@@ -70,7 +70,9 @@ static int errf(char *err, size_t errlen, const char *what, int index)
 	return -1;
 }
 
-/* The XSAVE area's size on this host: what KVM_GET_XSAVE2 fills. */
+/* The XSAVE area's size on this host: what KVM_GET_XSAVE2 fills, never
+ * less than the 4 KiB of struct kvm_xsave (so it also holds every other
+ * state structure of a vCPU). */
 static size_t xsave_size(const struct vm *vm)
 {
 	int n = ioctl(vm->vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_XSAVE2);
@@ -133,7 +135,7 @@ static int save_vcpu(struct vm *vm, struct vcpu *v, struct snap_writer *w, char 
 		{ KVM_GET_MP_STATE, TAG_MP_STATE, sizeof(struct kvm_mp_state), "KVM_GET_MP_STATE" },
 	};
 	size_t xs = xsave_size(vm);
-	uint8_t *buf = calloc(1, xs > 4096 ? xs : 4096);
+	uint8_t *buf = calloc(1, xs);
 	if (!buf) {
 		snprintf(err, errlen, "out of memory for vCPU state");
 		return -1;
@@ -215,19 +217,19 @@ static int restore_msrs(struct vcpu *v, const struct snap_view *sv, char *err, s
  * deadline needs the APIC's timer mode), the events last. */
 static int restore_vcpu(struct vm *vm, struct vcpu *v, const struct snap_view *sv, char *err, size_t errlen)
 {
+	size_t xs = xsave_size(vm);
 	const struct vcpu_step steps[] = {
 		{ KVM_SET_MP_STATE, TAG_MP_STATE, sizeof(struct kvm_mp_state), "KVM_SET_MP_STATE" },
 		{ KVM_SET_REGS, TAG_REGS, sizeof(struct kvm_regs), "KVM_SET_REGS" },
 		{ KVM_SET_SREGS, TAG_SREGS, sizeof(struct kvm_sregs), "KVM_SET_SREGS" },
-		{ KVM_SET_XSAVE, TAG_XSAVE, xsave_size(vm), "KVM_SET_XSAVE" },
+		{ KVM_SET_XSAVE, TAG_XSAVE, xs, "KVM_SET_XSAVE" },
 		{ KVM_SET_XCRS, TAG_XCRS, sizeof(struct kvm_xcrs), "KVM_SET_XCRS" },
 		{ KVM_SET_DEBUGREGS, TAG_DEBUGREGS, sizeof(struct kvm_debugregs), "KVM_SET_DEBUGREGS" },
 		{ KVM_SET_LAPIC, TAG_LAPIC, sizeof(struct kvm_lapic_state), "KVM_SET_LAPIC" },
 		{ 0, TAG_MSRS, 0, "msrs" },
 		{ KVM_SET_VCPU_EVENTS, TAG_EVENTS, sizeof(struct kvm_vcpu_events), "KVM_SET_VCPU_EVENTS" },
 	};
-	size_t cap = xsave_size(vm) > 4096 ? xsave_size(vm) : 4096;
-	uint8_t *buf = calloc(1, cap);
+	uint8_t *buf = calloc(1, xs);
 	if (!buf) {
 		snprintf(err, errlen, "out of memory for vCPU state");
 		return -1;
@@ -304,21 +306,4 @@ void kvm_arch_vcpu_quiesce(struct vcpu *v)
 {
 	__atomic_store_n(&v->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
 	(void)ioctl(v->fd, KVM_RUN, 0);
-}
-
-uint64_t kvm_arch_host_cpu(struct vm *vm)
-{
-	enum { N = 256 };
-	struct kvm_cpuid2 *c = calloc(1, sizeof(*c) + N * sizeof(struct kvm_cpuid_entry2));
-	uint64_t h = 0;
-	if (!c)
-		return 0;
-	c->nent = N;
-	if (ioctl(vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, c) == 0)
-		h = snap_checksum((const uint8_t *)c->entries, c->nent * sizeof(c->entries[0]));
-	free(c);
-	/* A TSC of another frequency would make the restored guest's clock
-	 * run at the wrong speed: part of "another CPU". */
-	int khz = vm->vcpus[0].fd >= 0 ? ioctl(vm->vcpus[0].fd, KVM_GET_TSC_KHZ, 0) : -1;
-	return (h ^ (khz > 0 ? (uint64_t)khz : 0)) * 0x100000001b3ull;
 }

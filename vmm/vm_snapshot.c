@@ -168,7 +168,7 @@ static int write_memory(const struct guest_mem *gm, int fd)
 	return 0;
 }
 
-static int save_devices(struct vm *vm, struct snap_writer *w)
+static void save_devices(struct vm *vm, struct snap_writer *w)
 {
 	struct serial_8250_state ss;
 	serial_save(&vm->serial, &ss);
@@ -180,7 +180,6 @@ static int save_devices(struct vm *vm, struct snap_writer *w)
 		virtio_mmio_unlock(vm->virtio[i]);
 		snap_add(w, SNAP_TAG_VIRTIO, i, &ts, sizeof(ts));
 	}
-	return 0;
 }
 
 int vm_snapshot_write(struct vm *vm, struct snapshot_out *out)
