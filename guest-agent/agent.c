@@ -1,13 +1,18 @@
 #include "agent.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <linux/random.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "forward.h"
@@ -17,7 +22,13 @@
 /* The room agent_environment gets: every grant (at most a payload), HOME,
  * the other defaults, the proxy variables. */
 #define ENV_STORE (PROTO_MAX_PAYLOAD + PATH_MAX + 128 + 1024)
-#define ENV_MAX   (PROTO_MAX_ENV + 5 + AGENT_NET_ENV)
+#define ENV_MAX   (PROTO_MAX_ENV + 5 + AGENT_NET_ENV + 1)
+
+/* In linux/random.h since Linux 4.17; UAPI headers older than that lack
+ * only the name, the ioctl is the kernel's. */
+#ifndef RNDRESEEDCRNG
+#define RNDRESEEDCRNG _IO('R', 0x07)
+#endif
 
 /* One session's state: large (the reader, the request, the environment),
  * so allocated per session. */
@@ -157,8 +168,8 @@ static int env_put(struct env_build *b, const char *v)
 	return 0;
 }
 
-int agent_environment(const char *home, char *const *grants, unsigned ngrants, bool network, char **env,
-		      unsigned max, char *store, size_t storelen)
+int agent_environment(const char *home, char *const *grants, unsigned ngrants, bool network, const char *run_id,
+		      char **env, unsigned max, char *store, size_t storelen)
 {
 	struct env_build b = { .env = env, .max = max, .store = store, .storelen = storelen };
 	char homevar[PATH_MAX + 8];
@@ -174,8 +185,48 @@ int agent_environment(const char *home, char *const *grants, unsigned ngrants, b
 	for (unsigned i = 0; network && i < AGENT_NET_ENV; i++)
 		if (env_put(&b, net_env[i]) < 0)
 			return -1;
+	char idvar[sizeof(AGENT_RUN_ID_VAR "=") + PROTO_RUN_ID_MAX];
+	if (run_id && (snprintf(idvar, sizeof(idvar), AGENT_RUN_ID_VAR "=%s", run_id) >= (int)sizeof(idvar) ||
+		       env_put(&b, idvar) < 0))
+		return -1;
 	env[b.n] = NULL;
 	return (int)b.n;
+}
+
+/* ---- a unique guest -------------------------------------------------------- */
+
+/* Why: vmrun boots a guest once, snapshots it, and restores that snapshot
+ * for every run, so every restored guest starts with the same kernel RNG
+ * state (two runs would draw the same "random" numbers: TLS keys, UUIDs,
+ * Python's hash seed) and with the clock stopped at the snapshot. The
+ * host's fresh seed and its time, sent in each REQUEST, set both apart
+ * before anything of the run starts. */
+int agent_unique(const char *random_dev, const struct proto_request *r, char *err, size_t errlen)
+{
+	int fd = open(random_dev, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return proto_errf(err, errlen, "opening %s: %s", random_dev, strerror(errno));
+	/* rand_pool_info ends in the bytes it adds: room for them after it */
+	union {
+		struct rand_pool_info info;
+		uint8_t raw[sizeof(struct rand_pool_info) + PROTO_SEED_LEN];
+	} pool;
+	pool.info.entropy_count = (int)(PROTO_SEED_LEN * 8);   /* bits: the host's getrandom is all entropy */
+	pool.info.buf_size = (int)PROTO_SEED_LEN;
+	memcpy(pool.raw + offsetof(struct rand_pool_info, buf), r->seed, PROTO_SEED_LEN);
+	const char *what = NULL;
+	if (ioctl(fd, RNDADDENTROPY, &pool) < 0)
+		what = "RNDADDENTROPY";
+	else if (ioctl(fd, RNDRESEEDCRNG) < 0)
+		what = "RNDRESEEDCRNG";
+	int saved = errno;
+	close(fd);
+	if (what)
+		return proto_errf(err, errlen, "reseeding the RNG: %s on %s: %s", what, random_dev, strerror(saved));
+	struct timespec t = { .tv_sec = (time_t)(r->time_ns / 1000000000u), .tv_nsec = (long)(r->time_ns % 1000000000u) };
+	if (clock_settime(CLOCK_REALTIME, &t) < 0)
+		return proto_errf(err, errlen, "setting the clock: %s", strerror(errno));
+	return 0;
 }
 
 /* ---- the session ----------------------------------------------------------- */
@@ -236,14 +287,17 @@ static int serve(struct session *s)
 		return fail(s, "expected a REQUEST frame, got type %u", type);
 	if (proto_decode_request(p, len, &s->req, s->err, s->errlen))
 		return fail(s, "malformed request: %s", s->err);
+	/* First: nothing of the run may see the snapshot's RNG or clock. */
+	if (s->cfg->random_dev && agent_unique(s->cfg->random_dev, &s->req, s->err, s->errlen))
+		return fail(s, "%s", s->err);
 	/* A limit the agent cannot enforce ends the run before anything of it
 	 * runs (not after a compile stage). */
 	for (unsigned i = 0; i < s->req.nstages; i++)
 		if (s->req.stage[i].memory_kib && !s->cfg->cgroup_root)
 			return fail(s, "stage %u has a memory limit, but the agent has no cgroups (%s)", i,
 				    s->cfg->cgroup_error ? s->cfg->cgroup_error : "none configured");
-	if (agent_environment(s->cfg->home, s->req.env, s->req.envc, s->req.net_port != 0, s->env, ENV_MAX,
-			      s->env_store, sizeof(s->env_store)) < 0)
+	if (agent_environment(s->cfg->home, s->req.env, s->req.envc, s->req.net_port != 0, s->req.run_id, s->env,
+			      ENV_MAX, s->env_store, sizeof(s->env_store)) < 0)
 		return fail(s, "environment does not fit");
 	/* Before any stage; without NET, loopback stays down. */
 	if (s->req.net_port && (forward_loopback_up(s->err, s->errlen) < 0 ||

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+struct proto_request;
+
 #define AGENT_NAME      "vmrun-agent 0.1.0"
 #define AGENT_CHUNK     16384u   /* bytes of output per STDOUT/STDERR frame at most */
 
@@ -22,6 +24,11 @@ struct agent_config {
 	 * cgroups, and a request with a memory limit ends in an ERROR. */
 	const char *cgroup_root;
 	const char *cgroup_error;   /* why cgroup_root is NULL, for that ERROR; may be NULL */
+	/* PID 1: the kernel RNG's device (/dev/urandom), reseeded from each
+	 * request's SEED before the clock is set to its TIME (agent_unique).
+	 * NULL: neither; an agent that is not the guest's init (the tests)
+	 * must leave its host's RNG and clock alone. */
+	const char *random_dev;
 };
 
 /* Serve one session on the connected stream fd: HELLO, read the REQUEST,
@@ -44,6 +51,8 @@ bool agent_allowed(const char *resolved, char *const *allow, unsigned n);
 
 /* The variables agent_environment adds for a run with the network. */
 #define AGENT_NET_ENV   14u
+/* The run's id (the REQUEST's RUN_ID) in every stage's environment. */
+#define AGENT_RUN_ID_VAR "VMRUN_RUN_ID"
 
 /* Build the command's environment into env (room for max pointers, the
  * strings in store of storelen bytes): PATH, HOME, LANG=C.UTF-8,
@@ -55,8 +64,18 @@ bool agent_allowed(const char *resolved, char *const *allow, unsigned n);
  * npm_config_(https_)proxy, and GIT_CONFIG_COUNT/KEY_0/VALUE_0 for
  * http.proxy. These replace a grant of the same name: the proxy is the
  * only way out, so a granted one could only break the run's network.
- * Returns the count, or -1 when it does not fit. */
-int agent_environment(const char *home, char *const *grants, unsigned ngrants, bool network, char **env,
-		      unsigned max, char *store, size_t storelen);
+ * Last, when run_id is not NULL, AGENT_RUN_ID_VAR=run_id, which replaces
+ * a grant of that name too: it is the host's name for the run, what the
+ * command's own logs are matched to the run by, so not the caller's to
+ * choose. Returns the count, or -1 when it does not fit. */
+int agent_environment(const char *home, char *const *grants, unsigned ngrants, bool network, const char *run_id,
+		      char **env, unsigned max, char *store, size_t storelen);
+
+/* Make this guest unique from a decoded request: add its seed to the
+ * kernel RNG behind random_dev (RNDADDENTROPY, all PROTO_SEED_LEN * 8 bits
+ * credited), force the RNG to reseed (RNDRESEEDCRNG), then set
+ * CLOCK_REALTIME to its time_ns. Returns 0, or -1 with what failed in
+ * err. */
+int agent_unique(const char *random_dev, const struct proto_request *r, char *err, size_t errlen);
 
 #endif

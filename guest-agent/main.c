@@ -1,15 +1,18 @@
-/* The guest agent as PID 1: bring up the guest's filesystems (and cgroup2
- * for per-stage memory limits, where the kernel has it), connect to the
- * host over vsock, serve one run (agent.c), then sync, unmount the
- * workspace and reset the VM. Whatever fails is reported to the host as an
- * ERROR frame when the connection exists, and on the console otherwise;
- * the VM is reset in every case, never left hanging. */
+/* The guest agent as PID 1: bring up the guest's base filesystems (and
+ * cgroup2 for per-stage memory limits, where the kernel has it), announce
+ * readiness (where a snapshot is taken, when one is), mount the
+ * workspace, connect to the host over vsock, serve one run (agent.c),
+ * then sync, unmount the workspace and reset the VM. Whatever fails is
+ * reported to the host as an ERROR frame when the connection exists, and
+ * on the console otherwise; the VM is reset in every case, never left
+ * hanging. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/vm_sockets.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
@@ -28,6 +31,11 @@
 /* A bare test boot has no workspace disk: an empty one in RAM. */
 #define WORKSPACE_TMPFS "size=64m,mode=0755,uid=" STR(PROTO_SANDBOX_UID) ",gid=" STR(PROTO_SANDBOX_GID)
 #define TMP_OPTIONS    "size=64m,mode=1777,nr_inodes=16k"
+/* How long a workspace disk of no capacity is waited for, in 1 ms polls
+ * (counted, not timed: a restored guest's clock may jump). */
+#define WORKSPACE_WAIT_POLLS 5000
+/* The kernel RNG the agent reseeds for each run. */
+#define RANDOM_DEV     "/dev/urandom"
 
 static void console(const char *fmt, const char *arg)
 {
@@ -36,8 +44,9 @@ static void console(const char *fmt, const char *arg)
 	fputc('\n', stderr);
 }
 
-/* Returns NULL, or what failed. */
-static const char *mount_all(char *why, size_t len)
+/* The kernel's filesystems and /tmp: what is the same in every run, so
+ * up before a snapshot is taken. Returns NULL, or what failed. */
+static const char *mount_base(char *why, size_t len)
 {
 	struct { const char *src, *dst, *type; unsigned long flags; const char *data; } m[] = {
 		{ "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL },
@@ -51,15 +60,89 @@ static const char *mount_all(char *why, size_t len)
 			snprintf(why, len, "mount %s: %s", m[i].dst, strerror(errno));
 			return why;
 		}
-	struct stat st;
-	if (stat(PROTO_WORKSPACE_DEV, &st) == 0) {
-		if (mount(PROTO_WORKSPACE_DEV, PROTO_WORKSPACE_DIR, "ext4", MS_NOSUID | MS_NODEV, NULL) < 0) {
-			snprintf(why, len, "mount %s on %s: %s", PROTO_WORKSPACE_DEV, PROTO_WORKSPACE_DIR, strerror(errno));
+	return NULL;
+}
+
+/* Tell a vmm that takes a snapshot that the guest is ready: it takes it
+ * while this connect is pending (PROTO_READY_VSOCK_PORT). In every other
+ * boot, and in a guest restored from that snapshot, the connect is
+ * refused or reset: the expected outcome, so nothing is printed, nothing
+ * retried, and whatever connect says the agent goes on. */
+static void announce_ready(void)
+{
+	struct sockaddr_vm a = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_HOST, .svm_port = PROTO_READY_VSOCK_PORT };
+	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;   /* no vsock: connect_host says so */
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 && errno != ECONNRESET && errno != ECONNREFUSED &&
+	    errno != ETIMEDOUT && errno != EINTR)
+		console("announcing readiness: %s", strerror(errno));
+	close(fd);
+}
+
+/* The disk's capacity in sectors from sysfs (path), or -1 with errno. */
+static long long disk_sectors(const char *path)
+{
+	char buf[32];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	int saved = errno;
+	close(fd);
+	if (n < 0) {
+		errno = saved;
+		return -1;
+	}
+	buf[n] = '\0';
+	char *end;
+	errno = 0;
+	long long v = strtoll(buf, &end, 10);
+	if (errno || end == buf || v < 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	return v;
+}
+
+/* A guest restored from a snapshot gets its workspace disk from the vmm
+ * just after the restore (a config-change interrupt), and its kernel
+ * updates the disk's capacity asynchronously: until then the device is
+ * there with no sectors. Wait for them. Returns NULL, or what failed. */
+static const char *wait_workspace_capacity(char *why, size_t len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/sys/block/%s/size", strrchr(PROTO_WORKSPACE_DEV, '/') + 1);
+	for (int i = 0; i < WORKSPACE_WAIT_POLLS; i++) {
+		long long sectors = disk_sectors(path);
+		if (sectors < 0) {
+			snprintf(why, len, "reading %s: %s", path, strerror(errno));
 			return why;
 		}
-	} else if (mount("tmpfs", PROTO_WORKSPACE_DIR, "tmpfs", MS_NOSUID | MS_NODEV, WORKSPACE_TMPFS) < 0) {
-		/* No workspace disk (a bare test boot): an empty one in RAM. */
-		snprintf(why, len, "mount tmpfs on %s: %s", PROTO_WORKSPACE_DIR, strerror(errno));
+		if (sectors > 0)
+			return NULL;
+		nanosleep(&(struct timespec){ 0, 1000 * 1000 }, NULL);
+	}
+	snprintf(why, len, "workspace disk %s has no capacity", PROTO_WORKSPACE_DEV);
+	return why;
+}
+
+/* The run's workspace: its disk, else (a bare test boot, no disk) an
+ * empty one in RAM. Returns NULL, or what failed. */
+static const char *mount_workspace(char *why, size_t len)
+{
+	struct stat st;
+	if (stat(PROTO_WORKSPACE_DEV, &st) < 0) {
+		if (mount("tmpfs", PROTO_WORKSPACE_DIR, "tmpfs", MS_NOSUID | MS_NODEV, WORKSPACE_TMPFS) < 0) {
+			snprintf(why, len, "mount tmpfs on %s: %s", PROTO_WORKSPACE_DIR, strerror(errno));
+			return why;
+		}
+		return NULL;
+	}
+	if (wait_workspace_capacity(why, len))
+		return why;
+	if (mount(PROTO_WORKSPACE_DEV, PROTO_WORKSPACE_DIR, "ext4", MS_NOSUID | MS_NODEV, NULL) < 0) {
+		snprintf(why, len, "mount %s on %s: %s", PROTO_WORKSPACE_DEV, PROTO_WORKSPACE_DIR, strerror(errno));
 		return why;
 	}
 	return NULL;
@@ -97,12 +180,18 @@ int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
 	char why[256], err[512], cgroup_why[256] = "not PID 1";
-	const char *mount_err = mount_all(why, sizeof(why));
+	const char *mount_err = mount_base(why, sizeof(why));
 	/* Without cgroup2 (an old kernel) everything but memory limits works:
 	 * not an error until a request asks for one, so nothing on the console. */
 	const char *cgroup_root = NULL;
 	if (!mount_err && getpid() == 1 && cgroup_init(CGROUP_DIR, cgroup_why, sizeof(cgroup_why)) == 0)
 		cgroup_root = CGROUP_DIR;
+	/* Only a guest whose base is up is worth a snapshot: one that failed
+	 * would fail every run restored from it. */
+	if (!mount_err) {
+		announce_ready();
+		mount_err = mount_workspace(why, sizeof(why));
+	}
 	int fd = connect_host();
 	if (fd < 0) {
 		console("cannot reach the host over vsock: %s", strerror(errno));
@@ -113,6 +202,7 @@ int main(void)
 		const struct agent_config cfg = {
 			.cwd = PROTO_WORKSPACE_DIR, .home = PROTO_WORKSPACE_DIR, .uid = PROTO_SANDBOX_UID, .gid = PROTO_SANDBOX_GID, .kill_all = true,
 			.cgroup_root = cgroup_root, .cgroup_error = cgroup_root ? NULL : cgroup_why,
+			.random_dev = RANDOM_DEV,
 		};
 		if (agent_session(fd, &cfg, err, sizeof(err)))
 			console("%s", err);

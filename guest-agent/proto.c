@@ -159,6 +159,16 @@ bool proto_valid_env(const char *s, size_t n)
 	return true;
 }
 
+bool proto_valid_run_id(const char *s, size_t n)
+{
+	if (n == 0 || n > PROTO_RUN_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
 /* The stage rules both sides hold a request to: 1..PROTO_MAX_STAGES
  * stages, COMPILE ones before the one RUN stage, each with a program. */
 static int check_stages(const struct proto_request *r, char *err, size_t errlen)
@@ -214,6 +224,14 @@ size_t proto_encode_request(const struct proto_request *r, uint8_t *buf, size_t 
 	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++)
 		if (!(at = put_field(buf, cap, at, limits[i].tag, &limits[i].v, 8)))
 			return 0;
+	/* What makes the guest unique: always sent, and only values the
+	 * decoder takes (a run_id array without its NUL is not one). */
+	size_t idn = strnlen(r->run_id, sizeof(r->run_id));
+	if (!r->time_ns || !proto_valid_run_id(r->run_id, idn) ||
+	    !(at = put_field(buf, cap, at, PROTO_T_SEED, r->seed, PROTO_SEED_LEN)) ||
+	    !(at = put_field(buf, cap, at, PROTO_T_TIME, &r->time_ns, 8)) ||
+	    !(at = put_field(buf, cap, at, PROTO_T_RUN_ID, r->run_id, idn)))
+		return 0;
 	/* The one port NET may name: what the decoder would refuse is not sent. */
 	if (r->net_port && (r->net_port != PROTO_NET_VSOCK_PORT ||
 			    !(at = put_field(buf, cap, at, PROTO_T_NET, &r->net_port, 4))))
@@ -254,10 +272,44 @@ static int net_field(struct proto_request *r, const uint8_t *v, uint16_t n, char
 	return 0;
 }
 
+/* SEED, TIME, RUN_ID: each exactly once (the bits of *seen), at its exact
+ * length; a TIME of 0 or a RUN_ID that is not [0-9a-f]{1,32} is refused,
+ * since the agent sets the guest's clock from one and puts the other in
+ * every stage's environment. */
+static int unique_field(struct proto_request *r, uint16_t tag, const uint8_t *v, uint16_t n, unsigned *seen,
+			char *err, size_t errlen)
+{
+	unsigned bit = 1u << (tag - PROTO_T_SEED);
+	if (*seen & bit)
+		return proto_errf(err, errlen, "field %u repeated", tag);
+	*seen |= bit;
+	if (tag == PROTO_T_SEED) {
+		if (n != PROTO_SEED_LEN)
+			return proto_errf(err, errlen, "SEED field of %u bytes, not %u", n, PROTO_SEED_LEN);
+		memcpy(r->seed, v, PROTO_SEED_LEN);
+	} else if (tag == PROTO_T_TIME) {
+		if (n != 8)
+			return proto_errf(err, errlen, "TIME field of %u bytes, not 8", n);
+		memcpy(&r->time_ns, v, 8);
+		if (!r->time_ns)
+			return proto_errf(err, errlen, "TIME field of 0");
+	} else {
+		if (!proto_valid_run_id((const char *)v, n))
+			return proto_errf(err, errlen, "RUN_ID field is not 1 to %u of [0-9a-f]", PROTO_RUN_ID_MAX);
+		memcpy(r->run_id, v, n);
+		r->run_id[n] = '\0';
+	}
+	return 0;
+}
+
+#define UNIQUE_ALL 7u   /* the bits of SEED, TIME and RUN_ID */
+
 int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r, char *err, size_t errlen)
 {
 	r->nstages = r->envc = r->nallow = 0;
 	r->net_port = 0;
+	r->time_ns = 0;
+	r->run_id[0] = '\0';
 	if (len < 4)
 		return proto_errf(err, errlen, "REQUEST of %u bytes has no version", len);
 	/* storage holds one frame's strings: a longer payload could overrun it */
@@ -268,6 +320,7 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 		return proto_errf(err, errlen, "host speaks protocol version %u, this agent %u", version, PROTO_VERSION);
 	unsigned seen = 0;         /* run-wide limit tags present, as bits */
 	unsigned stage_seen = 0;   /* the current stage's limit fields */
+	unsigned unique_seen = 0;  /* SEED, TIME, RUN_ID present, as bits */
 	struct proto_stage *st = NULL;
 	size_t used = 0;
 	uint32_t at = 4;
@@ -301,6 +354,11 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 		}
 		if (tag == PROTO_T_NET) {
 			if (net_field(r, v, n, err, errlen))
+				return -1;
+			continue;
+		}
+		if (tag >= PROTO_T_SEED && tag <= PROTO_T_RUN_ID) {
+			if (unique_field(r, tag, v, n, &unique_seen, err, errlen))
 				return -1;
 			continue;
 		}
@@ -345,6 +403,9 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 		return -1;
 	if (seen != ((1u << PROTO_T_MAX_OUTPUT) | (1u << PROTO_T_NPROC) | (1u << PROTO_T_NOFILE) | (1u << PROTO_T_FSIZE)))
 		return proto_errf(err, errlen, "a limit is missing");
+	if (unique_seen != UNIQUE_ALL)
+		return proto_errf(err, errlen, "%s field is missing",
+				  !(unique_seen & 1u) ? "the SEED" : !(unique_seen & 2u) ? "the TIME" : "the RUN_ID");
 	r->env[r->envc] = NULL;
 	return 0;
 }

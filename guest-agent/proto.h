@@ -42,6 +42,15 @@
  *                          the run may use the network, through the host's
  *                          proxy; the agent starts its forwarder (no field:
  *                          no network, the guest's loopback stays down)
+ *   what makes this guest unique, each exactly once (since protocol 4:
+ *   the VM may be one of many restored from the same snapshot, with the
+ *   same RNG state and a clock stopped when the snapshot was taken):
+ *     SEED                 PROTO_SEED_LEN bytes of host randomness, which
+ *                          the agent adds to the kernel RNG and reseeds it
+ *     TIME                 u64 (len 8) the host's CLOCK_REALTIME in ns when
+ *                          the request was sent, not 0: the guest's clock
+ *     RUN_ID               the run's id, 1..PROTO_RUN_ID_MAX chars of
+ *                          [0-9a-f]: VMRUN_RUN_ID in every stage's env
  * with at most PROTO_MAX_ARGS args per stage, PROTO_MAX_ENV envs,
  * PROTO_MAX_ALLOW allow entries. Only the RUN stage reads stdin; a
  * COMPILE stage's is empty. Either side treats anything else (an unknown
@@ -54,12 +63,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION       3u
+#define PROTO_VERSION       4u
 #define PROTO_VSOCK_PORT    10000u
-/* The agent connects here once its root is mounted, before the workspace:
- * a vmm taking a snapshot (--snapshot-out) takes it while this connect is
+/* Readiness: the agent connects here (CID 2) once its base filesystems
+ * and cgroup2 are up, before it mounts the workspace. The vmm, when asked
+ * to take a snapshot (--snapshot-out), takes it while this connect is
  * pending; in every other boot, and after a restore, the connect is
- * refused or reset and the agent goes on. */
+ * refused or reset, and the agent goes on (no retry, nothing printed).
+ * Nothing is ever sent on it. */
 #define PROTO_READY_VSOCK_PORT 10001u
 #define PROTO_HDR_LEN       8u
 #define PROTO_MAX_PAYLOAD   (64u * 1024)
@@ -68,6 +79,8 @@
 #define PROTO_MAX_ENV       64u
 #define PROTO_MAX_ALLOW     512u
 #define PROTO_MAX_STAGES    2u
+#define PROTO_SEED_LEN      32u   /* 256 bits, what the kernel RNG credits at most */
+#define PROTO_RUN_ID_MAX    32u   /* vmrun's ids: 32 hex digits */
 
 /* Conventions the host and the guest must agree on, beyond the frames:
  * defined here once, compiled into vmrun, the agent and vmm. */
@@ -119,6 +132,9 @@ enum proto_tag {
 	PROTO_T_CPU_MS = 9,
 	PROTO_T_MEMORY_KIB = 10,
 	PROTO_T_NET = 11,
+	PROTO_T_SEED = 12,
+	PROTO_T_TIME = 13,
+	PROTO_T_RUN_ID = 14,
 };
 
 /* What a stage is for: a COMPILE stage that does not exit 0 ends the
@@ -183,6 +199,9 @@ struct proto_request {
 	char *allow[PROTO_MAX_ALLOW];
 	uint64_t max_output, nproc, nofile, fsize;
 	uint32_t net_port;                 /* 0: no network; else PROTO_NET_VSOCK_PORT */
+	uint8_t seed[PROTO_SEED_LEN];      /* host randomness for the guest's RNG */
+	uint64_t time_ns;                  /* host CLOCK_REALTIME when sent, ns; not 0 */
+	char run_id[PROTO_RUN_ID_MAX + 1]; /* NUL-terminated, proto_valid_run_id */
 	char storage[PROTO_MAX_PAYLOAD + PROTO_MAX_STAGES * PROTO_MAX_ARGS + PROTO_MAX_ENV + PROTO_MAX_ALLOW];
 };
 
@@ -229,10 +248,14 @@ int proto_decode_hello(const uint8_t *p, uint32_t len, uint32_t *version, char *
 /* Whether s (n bytes) is "NAME=VALUE" with NAME a valid variable name. */
 bool proto_valid_env(const char *s, size_t n);
 
-/* Encode r (its version, the stages, env, allow, the limits and NET when
- * net_port is not 0) into buf. Returns the payload length, or 0 when r
- * breaks a limit or a stage rule, has a net_port other than 0 and
- * PROTO_NET_VSOCK_PORT, or does not fit cap. */
+/* Whether s (n bytes) is a run id: 1..PROTO_RUN_ID_MAX chars of [0-9a-f]. */
+bool proto_valid_run_id(const char *s, size_t n);
+
+/* Encode r (its version, the stages, env, allow, the limits, SEED, TIME,
+ * RUN_ID and NET when net_port is not 0) into buf. Returns the payload
+ * length, or 0 when r breaks a limit or a stage rule, has a net_port
+ * other than 0 and PROTO_NET_VSOCK_PORT, a time_ns of 0 or a run_id that
+ * is not proto_valid_run_id, or does not fit cap. */
 size_t proto_encode_request(const struct proto_request *r, uint8_t *buf, size_t cap);
 
 /* Decode and validate a REQUEST payload into r: a version other than

@@ -276,6 +276,7 @@ static void run_vm(struct exec *x)
 	struct session_io io = { .stdin_fd = plan->stdin_fd, .cancel_fd = plan->cancel_fd, .output = on_output,
 				 .gate = plan->gate ? on_gate : NULL, .ctx = x };
 	memcpy(io.stage_timeout_ms, plan->stage_timeout_ms, sizeof(io.stage_timeout_ms));
+	io.run_id = plan->run_id;
 	int64_t exit_at = 0;
 	int pidfd = (int)syscall(SYS_pidfd_open, x->jail.pid, 0);
 	int conn = session_accept(x->listen_fd, pidfd, plan->cancel_fd, deadline, x->sr.error, sizeof(x->sr.error));

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -187,10 +188,52 @@ static int64_t deadline_now(int64_t deadline_ms, const struct session_io *io, co
 	return deadline_ms;
 }
 
-/* The REQUEST into the (empty) outbox; the first stage starts now. */
-static int queue_request(struct outbox *out, const struct proto_request *req, struct session_result *res)
+/* The conversation's buffers: 128 KiB and the request as sent, so on the
+ * heap, one set per session, which is what lets runs go on side by side. */
+struct conv {
+	struct proto_reader rd;
+	struct outbox out;
+	struct proto_request sent;   /* the caller's request, its strings shared, plus the unique fields */
+};
+
+/* Fill in what makes this guest unique, taken now, as the REQUEST is sent
+ * (not when the plan was made): a guest restored from a snapshot starts
+ * with the RNG state and the stopped clock of every other guest restored
+ * from it, and sets them from these. Returns 0, or -1 (reason in res). */
+static int make_unique(struct proto_request *r, const char *run_id, struct session_result *res)
 {
-	size_t n = proto_encode_request(req, out->buf + PROTO_HDR_LEN, PROTO_MAX_PAYLOAD);
+	if (!run_id || !proto_valid_run_id(run_id, strlen(run_id))) {
+		failed(res, "the run has no valid id for its request");
+		return -1;
+	}
+	ssize_t k;
+	while ((k = getrandom(r->seed, PROTO_SEED_LEN, 0)) < 0 && errno == EINTR)
+		;
+	if (k != (ssize_t)PROTO_SEED_LEN) {
+		failed(res, "getrandom for the guest's seed: %s", k < 0 ? strerror(errno) : "short read");
+		return -1;
+	}
+	struct timespec now;
+	if (clock_gettime(CLOCK_REALTIME, &now) < 0) {
+		failed(res, "clock_gettime for the guest's clock: %s", strerror(errno));
+		return -1;
+	}
+	r->time_ns = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+	snprintf(r->run_id, sizeof(r->run_id), "%s", run_id);
+	return 0;
+}
+
+/* The REQUEST into the (empty) outbox: req as the caller built it (a
+ * shallow copy, its strings still the caller's), made unique; the first
+ * stage starts now. */
+static int queue_request(struct conv *c, const struct proto_request *req, const struct session_io *io,
+			 struct session_result *res)
+{
+	c->sent = *req;
+	if (make_unique(&c->sent, io->run_id, res))
+		return -1;
+	struct outbox *out = &c->out;
+	size_t n = proto_encode_request(&c->sent, out->buf + PROTO_HDR_LEN, PROTO_MAX_PAYLOAD);
 	if (!n) {
 		failed(res, "the request does not fit one frame");
 		return -1;
@@ -199,13 +242,6 @@ static int queue_request(struct outbox *out, const struct proto_request *req, st
 	res->stage_start_ms[res->stages++] = session_now_ms();
 	return 0;
 }
-
-/* The conversation's buffers: 128 KiB, so on the heap, one pair per
- * session, which is what lets runs go on side by side. */
-struct conv {
-	struct proto_reader rd;
-	struct outbox out;
-};
 
 static enum session_status converse(int fd, const struct proto_request *req, const struct session_io *io,
 				    int64_t deadline_ms, struct session_result *res, struct conv *c);
@@ -293,7 +329,7 @@ static enum session_status converse(int fd, const struct proto_request *req, con
 			if (hello && !request_sent) {
 				if (io->gate && io->gate(io->ctx))
 					return SESSION_CANCELLED;
-				if (queue_request(out, req, res))
+				if (queue_request(c, req, io, res))
 					return SESSION_FAILED;
 				request_sent = true;
 			}

@@ -35,6 +35,9 @@ struct session_io {
 	 * the first, the previous stage's EXIT for the next), in ms; 0: only
 	 * the session's deadline. */
 	int64_t stage_timeout_ms[PROTO_MAX_STAGES];
+	/* The run's id (proto_valid_run_id: vmrun's 32 hex digits), sent in
+	 * the REQUEST as its RUN_ID; the session fails without one. */
+	const char *run_id;
 };
 
 struct session_result {
@@ -70,9 +73,12 @@ int session_accept(int listen_fd, int watch_fd, int cancel_fd, int64_t deadline_
 
 /* Run the conversation on fd: HELLO, REQUEST, stdin, then each stage's
  * output and EXIT until proto_stage_continues says the session is over
- * (SESSION_DONE). Never blocks past deadline_ms, nor past the current
- * stage's own limit, nor past io's cancel_fd becoming readable. Does not
- * close fd. Reentrant: its state is its own. */
+ * (SESSION_DONE). The REQUEST sent is req with what makes the guest
+ * unique filled in as it is sent: a fresh seed (getrandom), the time
+ * (CLOCK_REALTIME) and io's run_id; req's own seed, time_ns and run_id
+ * are not read, and req is not changed. Never blocks past deadline_ms,
+ * nor past the current stage's own limit, nor past io's cancel_fd
+ * becoming readable. Does not close fd. Reentrant: its state is its own. */
 enum session_status session_run(int fd, const struct proto_request *req, const struct session_io *io,
 				int64_t deadline_ms, struct session_result *res);
 

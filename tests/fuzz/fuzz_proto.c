@@ -19,7 +19,8 @@
  *     NULL-terminated, counts within their limits, every string inside
  *     the request's storage, NUL-free (re-encoding gives back exactly as
  *     many bytes) and at most PROTO_MAX_STR long, env entries NAME=VALUE,
- *     allow entries absolute, net_port 0 or PROTO_NET_VSOCK_PORT;
+ *     allow entries absolute, net_port 0 or PROTO_NET_VSOCK_PORT, time_ns
+ *     not 0, run_id 1..PROTO_RUN_ID_MAX of [0-9a-f];
  *     re-encoding succeeds, decodes to the same request and encodes to
  *     the same bytes again;
  *   - proto_stage_continues, on any EXIT bytes (decoded or not), only says
@@ -84,6 +85,10 @@ static void write_seeds(const char *dir)
 	r.max_output = 1 << 20;
 	r.nproc = r.nofile = 256;
 	r.fsize = 64 << 20;
+	for (unsigned i = 0; i < PROTO_SEED_LEN; i++)
+		r.seed[i] = (uint8_t)(i * 37);
+	r.time_ns = 1700000000123456789ull;
+	snprintf(r.run_id, sizeof(r.run_id), "0123456789abcdef0123456789abcdef");
 	size_t rn = proto_encode_request(&r, rq, sizeof(rq));
 	/* compile, then run, each with its limits */
 	static char *cc[] = { "/usr/bin/gcc", "-o", "p", "p.c" };
@@ -100,6 +105,8 @@ static void write_seeds(const char *dir)
 	r.stage[0].kind = PROTO_STAGE_RUN;
 	r.stage[0].argc = 1;
 	r.stage[0].argv[0] = "x";
+	r.time_ns = 1;
+	snprintf(r.run_id, sizeof(r.run_id), "a");
 	size_t sn = proto_encode_request(&r, small, sizeof(small));
 	uint8_t hello[64], ex[PROTO_EXIT_LEN];
 	size_t hn = proto_encode_hello(hello, sizeof(hello), "vmrun-agent 0.1.0");
@@ -221,6 +228,11 @@ static void check_request(const struct proto_request *r)
 		check(r->allow[i][0] == '/', "allow entries are absolute");
 	}
 	check(r->net_port == 0 || r->net_port == PROTO_NET_VSOCK_PORT, "NET names the proxy's port or is absent");
+	check(r->time_ns != 0, "TIME is not 0");
+	check(proto_valid_run_id(r->run_id, strnlen(r->run_id, sizeof(r->run_id))) &&
+	      strnlen(r->run_id, sizeof(r->run_id)) <= PROTO_RUN_ID_MAX, "RUN_ID is 1..32 of [0-9a-f], terminated");
+	for (const char *c = r->run_id; *c; c++)
+		check((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'), "RUN_ID is hex, lowercase");
 }
 
 static void check_same(const struct proto_request *a, const struct proto_request *b)
@@ -240,6 +252,9 @@ static void check_same(const struct proto_request *a, const struct proto_request
 	check(a->max_output == b->max_output && a->nproc == b->nproc && a->nofile == b->nofile &&
 	      a->fsize == b->fsize, "re-decoded limits");
 	check(a->net_port == b->net_port, "re-decoded NET");
+	check(memcmp(a->seed, b->seed, PROTO_SEED_LEN) == 0, "re-decoded SEED");
+	check(a->time_ns == b->time_ns, "re-decoded TIME");
+	check(strcmp(a->run_id, b->run_id) == 0, "re-decoded RUN_ID");
 }
 
 /* All three decoders on one payload, from an exactly sized copy. */

@@ -47,7 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	rq.stage[1] = (struct proto_stage){ .kind = PROTO_STAGE_RUN, .argc = 1, .argv = { "/tmp/prog" } };
 	static struct session_result res;
 	struct seen s = { &res };
-	struct session_io io = { .stdin_fd = -1, .cancel_fd = -1, .output = output, .ctx = &s };
+	struct session_io io = { .stdin_fd = -1, .cancel_fd = -1, .output = output, .ctx = &s,
+				 .run_id = "0123456789abcdef0123456789abcdef" };
 	enum session_status st = session_run(sv[0], &rq, &io, session_now_ms() + 2000, &res);
 	close(sv[0]);
 	if (res.exits > rq.nstages || res.stages > rq.nstages || res.exits > res.stages)

@@ -88,6 +88,10 @@ static int64_t now_ms(void)
  * COMPILE() then puts a compile stage before that. */
 static struct proto_request rq;
 
+/* The run id the requests carry, as long as vmrun's. */
+#define RUN_ID "0123456789abcdef0123456789abcdef"
+#define RUN_ID_VAR "VMRUN_RUN_ID=" RUN_ID
+
 /* The run stage (the last). */
 #define RUN_STAGE (rq.stage[rq.nstages - 1])
 
@@ -107,6 +111,9 @@ static void request_v(const char *const *argv)
 	rq.nproc = 4096;
 	rq.nofile = 256;
 	rq.fsize = 64 * MIB;
+	memset(rq.seed, 0xa5, sizeof(rq.seed));
+	rq.time_ns = 1700000000000000000ull;   /* not set: cfg has no random_dev */
+	snprintf(rq.run_id, sizeof(rq.run_id), "%s", RUN_ID);
 	const char *const defaults[] = { p_printf, p_env, p_sh, p_cat, p_wc, p_head, p_pwd, p_true };
 	for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
 		allow(defaults[i]);
@@ -540,6 +547,7 @@ static void empty_tmpdir(void)
 static int per_test_teardown(void **state)
 {
 	(void)state;
+	cfg.random_dev = NULL;   /* a test that set it and failed */
 	empty_tmpdir();
 	return no_leftovers();
 }
@@ -713,7 +721,7 @@ static void environment(void **state)
 	char *env[PROTO_MAX_ENV + 5];
 	static char store[4096];
 	/* defaults only */
-	assert_int_equal(agent_environment("/h", NULL, 0, false, env, 8, store, sizeof(store)), 4);
+	assert_int_equal(agent_environment("/h", NULL, 0, false, NULL, env, 8, store, sizeof(store)), 4);
 	assert_string_equal(env[0], "PATH=" PROTO_PATH);
 	assert_string_equal(env[0], "PATH=/usr/local/bin:/usr/bin:/bin");
 	assert_string_equal(env[1], "HOME=/h");
@@ -723,7 +731,7 @@ static void environment(void **state)
 
 	/* grants: replace in place, or append; names are whole names */
 	char *g[] = { "X=1", "LANG=fr_FR.UTF-8", "LAN=2", "LANGX=3", "HOME=/other", "X=4", "PATH2=p", "E=" };
-	assert_int_equal(agent_environment("/h", g, 8, false, env, 16, store, sizeof(store)), 9);
+	assert_int_equal(agent_environment("/h", g, 8, false, NULL, env, 16, store, sizeof(store)), 9);
 	static const char *const want[] = { "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/other", "LANG=fr_FR.UTF-8",
 					    "PYTHONIOENCODING=utf-8", "X=4", "LAN=2", "LANGX=3", "PATH2=p", "E=" };
 	for (int i = 0; i < 9; i++)
@@ -731,24 +739,24 @@ static void environment(void **state)
 	assert_null(env[9]);
 
 	/* room for the pointers: max counts the NULL */
-	assert_int_equal(agent_environment("/h", NULL, 0, false, env, 5, store, sizeof(store)), 4);
-	assert_int_equal(agent_environment("/h", NULL, 0, false, env, 4, store, sizeof(store)), -1);
-	assert_int_equal(agent_environment("/h", g, 1, false, env, 5, store, sizeof(store)), -1);
-	assert_int_equal(agent_environment("/h", g, 1, false, env, 6, store, sizeof(store)), 5);
-	assert_int_equal(agent_environment("/h", g + 1, 1, false, env, 5, store, sizeof(store)), 4);   /* a replacement */
+	assert_int_equal(agent_environment("/h", NULL, 0, false, NULL, env, 5, store, sizeof(store)), 4);
+	assert_int_equal(agent_environment("/h", NULL, 0, false, NULL, env, 4, store, sizeof(store)), -1);
+	assert_int_equal(agent_environment("/h", g, 1, false, NULL, env, 5, store, sizeof(store)), -1);
+	assert_int_equal(agent_environment("/h", g, 1, false, NULL, env, 6, store, sizeof(store)), 5);
+	assert_int_equal(agent_environment("/h", g + 1, 1, false, NULL, env, 5, store, sizeof(store)), 4);   /* a replacement */
 
 	/* room for the strings: 34 + 8 + 13 + 23 bytes */
 	static char small[100];
 	memset(small, 0x7f, sizeof(small));
-	assert_int_equal(agent_environment("/h", NULL, 0, false, env, 8, small, 78), 4);
+	assert_int_equal(agent_environment("/h", NULL, 0, false, NULL, env, 8, small, 78), 4);
 	assert_string_equal(env[3], "PYTHONIOENCODING=utf-8");
 	assert_int_equal(small[78], 0x7f);
 	memset(small, 0x7f, sizeof(small));
-	assert_int_equal(agent_environment("/h", NULL, 0, false, env, 8, small, 77), -1);
+	assert_int_equal(agent_environment("/h", NULL, 0, false, NULL, env, 8, small, 77), -1);
 	for (size_t i = 77; i < sizeof(small); i++)
 		assert_int_equal(small[i], 0x7f);
-	assert_int_equal(agent_environment("/h", g, 1, false, env, 8, small, 78 + 3), -1);
-	assert_int_equal(agent_environment("/h", g, 1, false, env, 8, small, 78 + 4), 5);
+	assert_int_equal(agent_environment("/h", g, 1, false, NULL, env, 8, small, 78 + 3), -1);
+	assert_int_equal(agent_environment("/h", g, 1, false, NULL, env, 8, small, 78 + 4), 5);
 
 	/* the most the agent allows: 64 grants */
 	static char names[PROTO_MAX_ENV][16];
@@ -757,7 +765,7 @@ static void environment(void **state)
 		snprintf(names[i], sizeof(names[i]), "V%u=%u", i, i);
 		many[i] = names[i];
 	}
-	assert_int_equal(agent_environment("/h", many, PROTO_MAX_ENV, false, env, PROTO_MAX_ENV + 5, store, sizeof(store)),
+	assert_int_equal(agent_environment("/h", many, PROTO_MAX_ENV, false, NULL, env, PROTO_MAX_ENV + 5, store, sizeof(store)),
 			 PROTO_MAX_ENV + 4);
 	assert_string_equal(env[PROTO_MAX_ENV + 3], "V63=63");
 	assert_null(env[PROTO_MAX_ENV + 4]);
@@ -780,17 +788,17 @@ static void environment_network(void **state)
 		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.proxy", "GIT_CONFIG_VALUE_0=http://127.0.0.1:3128",
 	};
 	_Static_assert(sizeof(want) / sizeof(want[0]) == 4 + AGENT_NET_ENV, "every proxy variable");
-	assert_int_equal(agent_environment("/h", NULL, 0, true, env, 4 + AGENT_NET_ENV + 1, store, sizeof(store)),
+	assert_int_equal(agent_environment("/h", NULL, 0, true, NULL, env, 4 + AGENT_NET_ENV + 1, store, sizeof(store)),
 			 4 + AGENT_NET_ENV);
 	for (unsigned i = 0; i < 4 + AGENT_NET_ENV; i++)
 		assert_string_equal(env[i], want[i]);
 	assert_null(env[4 + AGENT_NET_ENV]);
 	/* one pointer short */
-	assert_int_equal(agent_environment("/h", NULL, 0, true, env, 4 + AGENT_NET_ENV, store, sizeof(store)), -1);
+	assert_int_equal(agent_environment("/h", NULL, 0, true, NULL, env, 4 + AGENT_NET_ENV, store, sizeof(store)), -1);
 
 	/* a grant of a proxy name is replaced in place, the others stay */
 	char *g[] = { "https_proxy=http://evil:1", "X=1", "GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_1=a.b" };
-	assert_int_equal(agent_environment("/h", g, 4, true, env, 32, store, sizeof(store)), 4 + AGENT_NET_ENV + 2);
+	assert_int_equal(agent_environment("/h", g, 4, true, NULL, env, 32, store, sizeof(store)), 4 + AGENT_NET_ENV + 2);
 	assert_string_equal(env[4], "https_proxy=http://127.0.0.1:3128");
 	assert_string_equal(env[5], "X=1");
 	assert_string_equal(env[6], "GIT_CONFIG_COUNT=1");
@@ -800,7 +808,7 @@ static void environment_network(void **state)
 	assert_null(env[4 + AGENT_NET_ENV + 2]);
 
 	/* without NET, none of them (a grant of one is just a grant) */
-	assert_int_equal(agent_environment("/h", g, 1, false, env, 32, store, sizeof(store)), 5);
+	assert_int_equal(agent_environment("/h", g, 1, false, NULL, env, 32, store, sizeof(store)), 5);
 	assert_string_equal(env[4], "https_proxy=http://evil:1");
 
 	/* the most grants and every proxy variable: what the agent makes room for */
@@ -810,8 +818,45 @@ static void environment_network(void **state)
 		snprintf(names[i], sizeof(names[i]), "V%u=%u", i, i);
 		many[i] = names[i];
 	}
-	assert_int_equal(agent_environment("/h", many, PROTO_MAX_ENV, true, env, PROTO_MAX_ENV + 5 + AGENT_NET_ENV,
+	assert_int_equal(agent_environment("/h", many, PROTO_MAX_ENV, true, NULL, env, PROTO_MAX_ENV + 5 + AGENT_NET_ENV,
 					   store, sizeof(store)), PROTO_MAX_ENV + 4 + AGENT_NET_ENV);
+}
+
+/* The run id, last: after the grants and the proxy variables, over a
+ * grant of its name (it is the host's name for the run, not the
+ * caller's); none without one. */
+static void environment_run_id(void **state)
+{
+	(void)state;
+	char *env[PROTO_MAX_ENV + 5 + AGENT_NET_ENV + 1];
+	static char store[8192];
+	assert_string_equal(AGENT_RUN_ID_VAR, "VMRUN_RUN_ID");
+	assert_int_equal(agent_environment("/h", NULL, 0, false, RUN_ID, env, 6, store, sizeof(store)), 5);
+	assert_string_equal(env[4], RUN_ID_VAR);
+	assert_null(env[5]);
+	/* one pointer short */
+	assert_int_equal(agent_environment("/h", NULL, 0, false, RUN_ID, env, 5, store, sizeof(store)), -1);
+	/* a granted one is replaced in place */
+	char *g[] = { "A=1", "VMRUN_RUN_ID=spoofed", "B=2" };
+	assert_int_equal(agent_environment("/h", g, 3, false, RUN_ID, env, 16, store, sizeof(store)), 7);
+	assert_string_equal(env[5], RUN_ID_VAR);
+	assert_string_equal(env[6], "B=2");
+	assert_null(env[7]);
+	/* with NET: after the proxy variables */
+	assert_int_equal(agent_environment("/h", NULL, 0, true, "f", env, 32, store, sizeof(store)), 5 + AGENT_NET_ENV);
+	assert_string_equal(env[4 + AGENT_NET_ENV], "VMRUN_RUN_ID=f");
+	/* the most of everything: what the agent makes room for */
+	static char names[PROTO_MAX_ENV][16];
+	char *many[PROTO_MAX_ENV];
+	for (unsigned i = 0; i < PROTO_MAX_ENV; i++) {
+		snprintf(names[i], sizeof(names[i]), "V%u=%u", i, i);
+		many[i] = names[i];
+	}
+	assert_int_equal(agent_environment("/h", many, PROTO_MAX_ENV, true, RUN_ID, env,
+					   PROTO_MAX_ENV + 5 + AGENT_NET_ENV + 1, store, sizeof(store)),
+			 PROTO_MAX_ENV + 4 + AGENT_NET_ENV + 1);
+	/* an id longer than any run id does not fit */
+	assert_int_equal(agent_environment("/h", NULL, 0, false, RUN_ID "0", env, 8, store, sizeof(store)), -1);
 }
 
 /* ---- sessions --------------------------------------------------------------- */
@@ -1073,8 +1118,8 @@ static void environment_exact(void **state)
 	REQUEST("env");
 	run();
 	assert_exited(0);
-	snprintf(want, sizeof(want), "PATH=/usr/local/bin:/usr/bin:/bin\nHOME=%s\nLANG=C.UTF-8\nPYTHONIOENCODING=utf-8\n",
-		 tmpdir);
+	snprintf(want, sizeof(want),
+		 "PATH=/usr/local/bin:/usr/bin:/bin\nHOME=%s\nLANG=C.UTF-8\nPYTHONIOENCODING=utf-8\n" RUN_ID_VAR "\n", tmpdir);
 	assert_stdout(want);
 
 	/* grants: appended, or replacing a default in place */
@@ -1087,7 +1132,7 @@ static void environment_exact(void **state)
 	assert_exited(0);
 	snprintf(want, sizeof(want),
 		 "PATH=/usr/local/bin:/usr/bin:/bin\nHOME=%s\nLANG=fr_FR.UTF-8\nPYTHONIOENCODING=utf-8\n"
-		 "X=granted\nEMPTY=\nSPACES=a b  c\n", tmpdir);
+		 "X=granted\nEMPTY=\nSPACES=a b  c\n" RUN_ID_VAR "\n", tmpdir);
 	assert_stdout(want);
 
 	/* HOME and PATH may be granted too; the command sees them */
@@ -1110,10 +1155,18 @@ static void environment_exact(void **state)
 	size_t lines = 0;
 	for (size_t i = 0; i < R.out_len; i++)
 		lines += out_buf[i] == '\n';
-	assert_int_equal(lines, 4 + PROTO_MAX_ENV);
+	assert_int_equal(lines, 4 + PROTO_MAX_ENV + 1);
 	assert_non_null(strstr((char *)out_buf, "\nG0=0\n"));
 	assert_non_null(strstr((char *)out_buf, "\nG63=63\n"));
 	assert_null(strstr((char *)out_buf, "SECRET"));
+	assert_non_null(strstr((char *)out_buf, "\n" RUN_ID_VAR "\n"));
+
+	/* the run id is the host's: a grant of its name does not change it */
+	REQUEST("sh", "-c", "printf '%s' \"$VMRUN_RUN_ID\"");
+	rq.env[rq.envc++] = "VMRUN_RUN_ID=spoofed";
+	run();
+	assert_exited(0);
+	assert_stdout(RUN_ID);
 }
 
 static void cwd_and_limits(void **state)
@@ -1604,13 +1657,13 @@ static void bad_request(void **state)
 	REQUEST("true");
 	static uint8_t buf[PROTO_MAX_PAYLOAD];
 	size_t n = proto_encode_request(&rq, buf, sizeof(buf));
-	buf[n] = 12;
+	buf[n] = 15;
 	buf[n + 1] = 0;
 	buf[n + 2] = 0;
 	buf[n + 3] = 0;
 	pid = hostile_start(&fd, &report);
 	assert_int_equal(proto_send(fd, PROTO_REQUEST, buf, (uint32_t)n + 4), 0);
-	expect_error(fd, pid, report, "malformed request: unknown field 12");
+	expect_error(fd, pid, report, "malformed request: unknown field 15");
 	/* NET naming another port: refused before anything runs or listens */
 	uint32_t other = PROTO_VSOCK_PORT;
 	memcpy(buf + n, (const uint8_t[]){ PROTO_T_NET, 0, 4, 0 }, 4);
@@ -1630,12 +1683,17 @@ static void bad_request(void **state)
 	memcpy(buf, &v1, 4);
 	pid = hostile_start(&fd, &report);
 	assert_int_equal(proto_send(fd, PROTO_REQUEST, buf, (uint32_t)n), 0);
-	expect_error(fd, pid, report, "malformed request: host speaks protocol version 1, this agent 3");
+	expect_error(fd, pid, report, "malformed request: host speaks protocol version 1, this agent 4");
 	n = proto_encode_request(&rq, buf, sizeof(buf));
-	/* a limit missing (cut off the last field) */
+	/* the run id missing (cut off the last field: 4 + 32 bytes) */
 	pid = hostile_start(&fd, &report);
-	assert_int_equal(proto_send(fd, PROTO_REQUEST, buf, (uint32_t)n - 12), 0);
-	expect_error(fd, pid, report, "malformed request: a limit is missing");
+	assert_int_equal(proto_send(fd, PROTO_REQUEST, buf, (uint32_t)n - 36), 0);
+	expect_error(fd, pid, report, "malformed request: the RUN_ID field is missing");
+	/* a TIME of 0 (its 8 bytes come right before RUN_ID's field) */
+	memset(buf + n - 36 - 8, 0, 8);
+	pid = hostile_start(&fd, &report);
+	assert_int_equal(proto_send(fd, PROTO_REQUEST, buf, (uint32_t)n), 0);
+	expect_error(fd, pid, report, "malformed request: TIME field of 0");
 	/* the request split over several writes still works */
 	REQUEST("printf", "split");
 	n = proto_encode_request(&rq, buf, sizeof(buf));
@@ -1666,6 +1724,44 @@ static void bad_request(void **state)
 	close(fd);
 	finish_agent(pid, report, &R);
 	assert_int_equal(R.agent_rc, 0);
+}
+
+/* An agent that cannot make its guest unique (reseed the RNG, set the
+ * clock) refuses the run before anything of it starts. Only the failures
+ * are tested here: this process must not reseed its host's RNG or set its
+ * clock, and a device that is no RNG fails at the first ioctl, before the
+ * clock. */
+static void unique_guest_refused(void **state)
+{
+	(void)state;
+	int fd, report;
+	pid_t pid;
+	char dev[PATH_MAX], want[2 * PATH_MAX];
+	/* agent_unique itself */
+	write_file("not-an-rng", "", 0644);
+	path_in_tmp(dev, sizeof(dev), "not-an-rng");
+	REQUEST("touch", "ran");
+	allow(p_touch);
+	assert_int_equal(agent_unique(dev, &rq, errbuf, sizeof(errbuf)), -1);
+	snprintf(want, sizeof(want), "reseeding the RNG: RNDADDENTROPY on %s: %s", dev, strerror(ENOTTY));
+	assert_string_equal(errbuf, want);
+	/* in a session: an ERROR, nothing run */
+	cfg.random_dev = dev;
+	pid = hostile_start(&fd, &report);
+	send_request(fd);
+	expect_error(fd, pid, report, want);
+	assert_false(exists_in_tmp("ran"));
+	path_in_tmp(dev, sizeof(dev), "no-such-device");
+	snprintf(want, sizeof(want), "opening %s: %s", dev, strerror(ENOENT));
+	pid = hostile_start(&fd, &report);
+	send_request(fd);
+	expect_error(fd, pid, report, want);
+	cfg.random_dev = NULL;
+	assert_false(exists_in_tmp("ran"));
+	/* and without a random_dev the same request runs */
+	run();
+	assert_exited(0);
+	assert_true(exists_in_tmp("ran"));
 }
 
 static void bad_frame_during_run(void **state)
@@ -2244,6 +2340,7 @@ int main(void)
 		T(allowed),
 		T(environment),
 		T(environment_network),
+		T(environment_run_id),
 		T(hello_and_run),
 		T(denied_runs_nothing),
 		T(denied_not_runnable),
@@ -2278,6 +2375,7 @@ int main(void)
 		T(cgroup_files),
 		T(garbage_instead_of_request),
 		T(bad_request),
+		T(unique_guest_refused),
 		T(bad_frame_during_run),
 		T(host_closes_early),
 		T(host_closes_during_run),

@@ -82,6 +82,53 @@ static void pb_limits(struct pb *p)
 	pb_u64(p, PROTO_T_FSIZE, 4000);
 }
 
+/* The run id the tests use: as long as vmrun's. */
+#define RUN_ID "0123456789abcdef0123456789abcdef"
+#define TIME_NS 1700000000123456789ull
+/* SEED, TIME and RUN_ID (RUN_ID) encoded: their bytes in every request. */
+#define UNIQUE_LEN (4 + PROTO_SEED_LEN + 4 + 8 + 4 + 32)
+
+static const uint8_t test_seed[PROTO_SEED_LEN] = {
+	1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+	17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 0xff,
+};
+
+/* What makes a guest unique, by hand; each field on its own so that tests
+ * can leave one out or repeat it. */
+static void pb_seed(struct pb *p) { pb_field(p, PROTO_T_SEED, test_seed, PROTO_SEED_LEN); }
+static void pb_time(struct pb *p) { pb_u64(p, PROTO_T_TIME, TIME_NS); }
+static void pb_run_id(struct pb *p) { pb_str(p, PROTO_T_RUN_ID, RUN_ID); }
+
+/* Every run-wide field a request must have: the limits, SEED, TIME, RUN_ID. */
+static void pb_required(struct pb *p)
+{
+	pb_limits(p);
+	pb_seed(p);
+	pb_time(p);
+	pb_run_id(p);
+}
+
+/* The same three in a request built as a struct. */
+static void set_unique(struct proto_request *r)
+{
+	memcpy(r->seed, test_seed, PROTO_SEED_LEN);
+	r->time_ns = TIME_NS;
+	snprintf(r->run_id, sizeof(r->run_id), "%s", RUN_ID);
+}
+
+/* The bytes the encoder writes for set_unique's fields, at p. */
+static void assert_unique_bytes(const uint8_t *p)
+{
+	static const uint8_t seed_hdr[] = { 12, 0, 32, 0 }, time_hdr[] = { 13, 0, 8, 0 }, id_hdr[] = { 14, 0, 32, 0 };
+	uint64_t t = TIME_NS;
+	assert_memory_equal(p, seed_hdr, 4);
+	assert_memory_equal(p + 4, test_seed, PROTO_SEED_LEN);
+	assert_memory_equal(p + 36, time_hdr, 4);
+	assert_memory_equal(p + 40, &t, 8);
+	assert_memory_equal(p + 48, id_hdr, 4);
+	assert_memory_equal(p + 52, RUN_ID, 32);
+}
+
 static struct pb pb;
 static struct proto_request req, req2;
 static uint8_t enc[2 * PROTO_MAX_PAYLOAD], enc2[2 * PROTO_MAX_PAYLOAD];
@@ -106,6 +153,7 @@ static int setup(void **state)
 	pb_begin(&pb);
 	memset(&req, 0, sizeof(req));
 	memset(&req2, 0, sizeof(req2));
+	set_unique(&req);
 	return 0;
 }
 
@@ -141,6 +189,9 @@ static void assert_same_request(const struct proto_request *a, const struct prot
 	assert_true(a->nofile == b->nofile);
 	assert_true(a->fsize == b->fsize);
 	assert_int_equal(a->net_port, b->net_port);
+	assert_memory_equal(a->seed, b->seed, PROTO_SEED_LEN);
+	assert_true(a->time_ns == b->time_ns);
+	assert_string_equal(a->run_id, b->run_id);
 }
 
 /* ---- HELLO ---------------------------------------------------------------- */
@@ -152,7 +203,7 @@ static void hello_round_trip(void **state)
 	memset(buf, 0xee, sizeof(buf));
 	size_t n = proto_encode_hello(buf, sizeof(buf), "vmrun-agent 0.1.0");
 	assert_int_equal(n, 4 + 17);
-	static const uint8_t want[] = { 3, 0, 0, 0, 'v', 'm', 'r', 'u', 'n', '-', 'a', 'g', 'e', 'n', 't',
+	static const uint8_t want[] = { 4, 0, 0, 0, 'v', 'm', 'r', 'u', 'n', '-', 'a', 'g', 'e', 'n', 't',
 					' ', '0', '.', '1', '.', '0' };
 	assert_memory_equal(buf, want, sizeof(want));
 	assert_int_equal(buf[n], 0xee);   /* no NUL written after the name */
@@ -195,8 +246,8 @@ static void hello_refused(void **state)
 	assert_int_equal(proto_decode_hello(buf, 4 + PROTO_MAX_STR + 1, &version, err, sizeof(err)), -1);
 	assert_string_equal(err, "HELLO of 4101 bytes");
 
-	/* wrong versions: 0, the last ones, the next one, a byte-swapped 3 */
-	const uint32_t bad[] = { 0, 1, 2, 4, 0x03000000u, UINT32_MAX };
+	/* wrong versions: 0, the last ones, the next one, a byte-swapped 4 */
+	const uint32_t bad[] = { 0, 1, 2, 3, 5, 0x04000000u, UINT32_MAX };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memcpy(buf, &bad[i], 4);
 		memcpy(buf + 4, "agent", 5);
@@ -208,7 +259,7 @@ static void hello_refused(void **state)
 	v = 1;
 	memcpy(buf, &v, 4);
 	assert_int_equal(proto_decode_hello(buf, 4, &version, err, sizeof(err)), -1);
-	assert_string_equal(err, "agent speaks protocol version 1, this host 3");
+	assert_string_equal(err, "agent speaks protocol version 1, this host 4");
 }
 
 /* ---- EXIT ----------------------------------------------------------------- */
@@ -426,9 +477,9 @@ static void request_exact_bytes(void **state)
 	req.fsize = 0x1122334455667788ull;
 	memset(enc, 0xee, sizeof(enc));
 	size_t n = proto_encode_request(&req, enc, sizeof(enc));
-	assert_int_equal(n, 4 + 8 + 5 + 4 * 12);
+	assert_int_equal(n, 4 + 8 + 5 + 4 * 12 + UNIQUE_LEN);
 	static const uint8_t want[] = {
-		3, 0, 0, 0,
+		4, 0, 0, 0,
 		8, 0, 4, 0, 2, 0, 0, 0,
 		1, 0, 1, 0, 'a',
 		4, 0, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0,
@@ -437,6 +488,7 @@ static void request_exact_bytes(void **state)
 		7, 0, 8, 0, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
 	};
 	assert_memory_equal(enc, want, sizeof(want));
+	assert_unique_bytes(enc + sizeof(want));   /* after the limits */
 	assert_int_equal(enc[n], 0xee);
 	assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), 0);
 	assert_same_request(&req, &req2);
@@ -445,6 +497,7 @@ static void request_exact_bytes(void **state)
 
 	/* two stages with their limits: each stage's fields after its STAGE */
 	memset(&req, 0, sizeof(req));
+	set_unique(&req);
 	req.nstages = 2;
 	req.stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_COMPILE, .argc = 1, .argv = { "c" },
 					     .cpu_ms = 0x0102, .memory_kib = 3 };
@@ -452,7 +505,7 @@ static void request_exact_bytes(void **state)
 	memset(enc, 0xee, sizeof(enc));
 	n = proto_encode_request(&req, enc, sizeof(enc));
 	static const uint8_t want2[] = {
-		3, 0, 0, 0,
+		4, 0, 0, 0,
 		8, 0, 4, 0, 1, 0, 0, 0,
 		1, 0, 1, 0, 'c',
 		9, 0, 8, 0, 2, 1, 0, 0, 0, 0, 0, 0,
@@ -461,8 +514,9 @@ static void request_exact_bytes(void **state)
 		1, 0, 1, 0, 'r',
 		10, 0, 8, 0, 4, 0, 0, 0, 0, 0, 0, 0,
 	};
-	assert_int_equal(n, sizeof(want2) + 4 * 12);
+	assert_int_equal(n, sizeof(want2) + 4 * 12 + UNIQUE_LEN);
 	assert_memory_equal(enc, want2, sizeof(want2));
+	assert_unique_bytes(enc + sizeof(want2) + 4 * 12);
 	assert_int_equal(enc[n], 0xee);
 	assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), 0);
 	assert_same_request(&req, &req2);
@@ -580,21 +634,21 @@ static void request_version(void **state)
 	pb_begin(&pb);
 	pb_stage(&pb, PROTO_STAGE_RUN);
 	pb_str(&pb, PROTO_T_ARG, "prog");
-	pb_limits(&pb);
+	pb_required(&pb);
 	assert_int_equal(decode_pb(), 0);
-	const uint32_t bad[] = { 0, 1, 2, 4, 0x03000000u, UINT32_MAX };
+	const uint32_t bad[] = { 0, 1, 2, 3, 5, 0x04000000u, UINT32_MAX };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memcpy(pb.b, &bad[i], 4);
 		char want[96];
-		snprintf(want, sizeof(want), "host speaks protocol version %u, this agent 3", bad[i]);
+		snprintf(want, sizeof(want), "host speaks protocol version %u, this agent 4", bad[i]);
 		assert_int_equal(decode_pb(), -1);
 		assert_string_equal(err, want);
 	}
 	/* a v1 request (no version word: it starts with its first ARG) */
 	memset(&pb, 0, sizeof(pb));
 	pb_str(&pb, PROTO_T_ARG, "ls");
-	pb_limits(&pb);
-	assert_refused("host speaks protocol version 131073, this agent 3");   /* 01 00 02 00 */
+	pb_required(&pb);
+	assert_refused("host speaks protocol version 131073, this agent 4");   /* 01 00 02 00 */
 	/* too short for a version */
 	for (size_t n = 0; n < 4; n++) {
 		pb.n = n;
@@ -607,7 +661,7 @@ static void request_version(void **state)
 	assert_refused("no program");
 	/* more than a frame is refused outright (the storage holds one) */
 	pb_run(&pb, "prog");
-	pb_limits(&pb);
+	pb_required(&pb);
 	pb.n = PROTO_MAX_PAYLOAD + 1;
 	assert_refused("REQUEST of 65537 bytes exceeds the 65536-byte maximum");
 }
@@ -619,11 +673,11 @@ static void request_stage_rules(void **state)
 	(void)state;
 	/* no stage: limits only, or an ARG with no STAGE before it */
 	pb_begin(&pb);
-	pb_limits(&pb);
+	pb_required(&pb);
 	assert_refused("no program");
 	pb_begin(&pb);
 	pb_str(&pb, PROTO_T_ARG, "prog");
-	pb_limits(&pb);
+	pb_required(&pb);
 	assert_refused("ARG before any STAGE");
 	/* CPU_MS or MEMORY_KIB before any STAGE */
 	static const uint16_t lim[] = { PROTO_T_CPU_MS, PROTO_T_MEMORY_KIB };
@@ -632,7 +686,7 @@ static void request_stage_rules(void **state)
 		pb_u64(&pb, lim[i], 1000);
 		pb_stage(&pb, PROTO_STAGE_RUN);
 		pb_str(&pb, PROTO_T_ARG, "prog");
-		pb_limits(&pb);
+		pb_required(&pb);
 		char want[64];
 		snprintf(want, sizeof(want), "field %u before any STAGE", lim[i]);
 		assert_refused(want);
@@ -643,7 +697,7 @@ static void request_stage_rules(void **state)
 		pb_stage(&pb, i < 2 ? PROTO_STAGE_COMPILE : PROTO_STAGE_RUN);
 		pb_str(&pb, PROTO_T_ARG, "prog");
 	}
-	pb_limits(&pb);
+	pb_required(&pb);
 	assert_refused("more than 2 stages");
 	/* the kinds in the wrong order, or the wrong kind alone */
 	static const struct { unsigned n; uint32_t kinds[2]; const char *why; } order[] = {
@@ -661,7 +715,7 @@ static void request_stage_rules(void **state)
 			pb_stage(&pb, order[i].kinds[k]);
 			pb_str(&pb, PROTO_T_ARG, "prog");
 		}
-		pb_limits(&pb);
+		pb_required(&pb);
 		assert_refused(order[i].why);
 	}
 	/* a stage without ARG: first, last, or with only limits */
@@ -669,20 +723,20 @@ static void request_stage_rules(void **state)
 	pb_stage(&pb, PROTO_STAGE_COMPILE);
 	pb_stage(&pb, PROTO_STAGE_RUN);
 	pb_str(&pb, PROTO_T_ARG, "prog");
-	pb_limits(&pb);
+	pb_required(&pb);
 	assert_refused("stage 0 has no program");
 	pb_begin(&pb);
 	pb_stage(&pb, PROTO_STAGE_COMPILE);
 	pb_str(&pb, PROTO_T_ARG, "cc");
 	pb_stage(&pb, PROTO_STAGE_RUN);
 	pb_u64(&pb, PROTO_T_CPU_MS, 5);
-	pb_limits(&pb);
+	pb_required(&pb);
 	assert_refused("stage 1 has no program");
 	/* CPU_MS or MEMORY_KIB twice in one stage (even the same value) */
 	for (size_t i = 0; i < 2; i++) {
 		pb_run(&pb, "prog");
 		pb_u64(&pb, lim[i], 7);
-		pb_limits(&pb);
+		pb_required(&pb);
 		assert_int_equal(decode_pb(), 0);
 		pb_u64(&pb, lim[i], 7);
 		char want[64];
@@ -696,7 +750,7 @@ static void request_stage_rules(void **state)
 		pb_stage(&pb, PROTO_STAGE_RUN);
 		pb_str(&pb, PROTO_T_ARG, "prog");
 		pb_u64(&pb, lim[i], 2);
-		pb_limits(&pb);
+		pb_required(&pb);
 		assert_int_equal(decode_pb(), 0);
 		uint64_t a = lim[i] == PROTO_T_CPU_MS ? req.stage[0].cpu_ms : req.stage[0].memory_kib;
 		uint64_t b = lim[i] == PROTO_T_CPU_MS ? req.stage[1].cpu_ms : req.stage[1].memory_kib;
@@ -707,13 +761,13 @@ static void request_stage_rules(void **state)
 		for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
 			pb_run(&pb, "prog");
 			pb_field(&pb, lim[i], z, lens[l]);
-			pb_limits(&pb);
+			pb_required(&pb);
 			assert_refused(want);
 		}
 		/* 0 is no limit, which is spelled by leaving the field out */
 		pb_run(&pb, "prog");
 		pb_u64(&pb, lim[i], 0);
-		pb_limits(&pb);
+		pb_required(&pb);
 		snprintf(want, sizeof(want), "stage limit field %u of 0", lim[i]);
 		assert_refused(want);
 	}
@@ -724,7 +778,7 @@ static void request_stage_rules(void **state)
 		pb_begin(&pb);
 		pb_field(&pb, PROTO_T_STAGE, kind, slens[l]);
 		pb_str(&pb, PROTO_T_ARG, "prog");
-		pb_limits(&pb);
+		pb_required(&pb);
 		char want[64];
 		snprintf(want, sizeof(want), "STAGE field of %zu bytes", slens[l]);
 		assert_refused(want);
@@ -735,7 +789,7 @@ static void request_stage_rules(void **state)
 	pb_str(&pb, PROTO_T_ARG, "cc");
 	pb_stage(&pb, PROTO_STAGE_RUN);
 	pb_str(&pb, PROTO_T_ARG, "prog");
-	pb_limits(&pb);
+	pb_required(&pb);
 	assert_int_equal(decode_pb(), 0);
 	assert_int_equal(req.nstages, 2);
 }
@@ -782,6 +836,7 @@ static void encode_stage_rules(void **state)
 static void request_any_order(void **state)
 {
 	(void)state;
+	pb_run_id(&pb);
 	pb_u64(&pb, PROTO_T_FSIZE, 4);
 	pb_str(&pb, PROTO_T_ALLOW, "/bin/true");
 	pb_stage(&pb, PROTO_STAGE_RUN);
@@ -789,10 +844,14 @@ static void request_any_order(void **state)
 	pb_u64(&pb, PROTO_T_NOFILE, 3);
 	pb_str(&pb, PROTO_T_ENV, "A=1");
 	pb_u64(&pb, PROTO_T_NPROC, 2);
+	pb_seed(&pb);
 	pb_str(&pb, PROTO_T_ARG, "x");
 	pb_u64(&pb, PROTO_T_MAX_OUTPUT, 1);
 	pb_u64(&pb, PROTO_T_CPU_MS, 9);
+	pb_time(&pb);
 	assert_int_equal(decode_pb(), 0);
+	assert_string_equal(req.run_id, RUN_ID);
+	assert_true(req.time_ns == TIME_NS);
 	assert_int_equal(req.nstages, 1);
 	assert_int_equal(req.stage[0].argc, 2);
 	assert_string_equal(req.stage[0].argv[0], "true");
@@ -813,10 +872,10 @@ static void request_truncated_and_overrun(void **state)
 {
 	(void)state;
 	pb_run(&pb, "ls");
-	pb_limits(&pb);
+	pb_required(&pb);
 	assert_int_equal(decode_pb(), 0);
-	size_t good = pb.n;   /* 4 + 8 + 6 + 48 = 66 */
-	assert_int_equal(good, 66);
+	size_t good = pb.n;   /* 4 + 8 + 6 + 48 + 84 = 150 */
+	assert_int_equal(good, 150);
 	/* 1..3 stray bytes: a truncated field header */
 	for (int extra = 1; extra <= 3; extra++) {
 		pb.n = good;
@@ -825,7 +884,7 @@ static void request_truncated_and_overrun(void **state)
 			pb.b[pb.n++] = 0;
 		if (extra > 2)
 			pb.b[pb.n++] = 1;
-		assert_refused("truncated field header at byte 66");
+		assert_refused("truncated field header at byte 150");
 	}
 	/* a field whose length runs past the payload, by one byte or many */
 	pb.n = good;
@@ -839,13 +898,14 @@ static void request_truncated_and_overrun(void **state)
 	assert_refused("overruns");
 	/* a limit whose 8 bytes are cut */
 	pb_run(&pb, "ls");
-	pb_limits(&pb);
+	pb_required(&pb);
+	pb_u64(&pb, PROTO_T_NPROC, 1);
 	pb.n -= 1;
 	assert_refused("overruns");
 	/* the payload shorter than it claims: decode only reads len bytes
 	 * (a field at the end cut by the length given) */
 	pb_begin(&pb);
-	pb_limits(&pb);
+	pb_required(&pb);
 	pb_stage(&pb, PROTO_STAGE_RUN);
 	pb_str(&pb, PROTO_T_ARG, "ls");
 	pb.n -= 2;
@@ -869,7 +929,7 @@ static void request_bad_strings(void **state)
 			memcpy(b + at[k] + 1, v + at[k], vl - at[k]);
 			pb_run(&pb, "prog");
 			pb_field(&pb, tags[t], b, vl + 1);
-			pb_limits(&pb);
+			pb_required(&pb);
 			assert_refused("string too long or with a NUL");
 		}
 		/* the longest string is fine, one byte more is not */
@@ -879,12 +939,12 @@ static void request_bad_strings(void **state)
 		s[PROTO_MAX_STR] = '\0';
 		pb_run(&pb, "prog");
 		pb_str(&pb, tags[t], s);
-		pb_limits(&pb);
+		pb_required(&pb);
 		assert_int_equal(decode_pb(), 0);
 		s[PROTO_MAX_STR] = 'x';
 		pb_run(&pb, "prog");
 		pb_field(&pb, tags[t], s, PROTO_MAX_STR + 1);
-		pb_limits(&pb);
+		pb_required(&pb);
 		assert_refused("string too long or with a NUL");
 	}
 }
@@ -905,7 +965,7 @@ static void request_counts(void **state)
 			pb_str(&pb, PROTO_T_ARG, "prog");
 		for (unsigned i = 0; i < kinds[k].max; i++)
 			pb_str(&pb, kinds[k].tag, kinds[k].value);
-		pb_limits(&pb);
+		pb_required(&pb);
 		assert_int_equal(decode_pb(), 0);
 		unsigned got = kinds[k].tag == PROTO_T_ARG ? req.stage[0].argc : kinds[k].tag == PROTO_T_ENV ? req.envc : req.nallow;
 		assert_int_equal(got, kinds[k].max);
@@ -933,7 +993,7 @@ static void request_counts(void **state)
 	s[0] = '/';
 	for (unsigned i = 0; i < PROTO_MAX_ALLOW; i++)
 		pb_field(&pb, PROTO_T_ALLOW, s, 60);
-	pb_limits(&pb);
+	pb_required(&pb);
 	assert_true(pb.n <= PROTO_MAX_PAYLOAD);
 	assert_int_equal(decode_pb(), 0);
 	assert_int_equal(req.stage[0].argc, PROTO_MAX_ARGS);
@@ -948,9 +1008,9 @@ static void request_counts(void **state)
 	pb_stage(&pb, PROTO_STAGE_RUN);
 	pb_str(&pb, PROTO_T_ARG, "prog");
 	memset(s, 'y', PROTO_MAX_STR);
-	for (unsigned i = 1; i < PROTO_MAX_ARGS && pb.n + 4 + PROTO_MAX_STR + 48 <= PROTO_MAX_PAYLOAD; i++)
+	for (unsigned i = 1; i < PROTO_MAX_ARGS && pb.n + 4 + PROTO_MAX_STR + 48 + UNIQUE_LEN <= PROTO_MAX_PAYLOAD; i++)
 		pb_field(&pb, PROTO_T_ARG, s, PROTO_MAX_STR);
-	pb_limits(&pb);
+	pb_required(&pb);
 	assert_int_equal(decode_pb(), 0);
 	assert_int_equal(req.nallow, PROTO_MAX_ALLOW);
 }
@@ -962,6 +1022,9 @@ static void request_limits(void **state)
 	for (size_t miss = 0; miss < 4; miss++) {
 		/* one missing */
 		pb_run(&pb, "prog");
+		pb_seed(&pb);
+		pb_time(&pb);
+		pb_run_id(&pb);
 		for (size_t i = 0; i < 4; i++)
 			if (i != miss)
 				pb_u64(&pb, lim[i], 1);
@@ -994,10 +1057,10 @@ static void request_limits(void **state)
 static void request_unknown_tag(void **state)
 {
 	(void)state;
-	static const uint16_t bad[] = { 0, PROTO_T_NET + 1, 13, 0x100, 0x8001, 0xffff };
+	static const uint16_t bad[] = { 0, PROTO_T_RUN_ID + 1, 16, 0x100, 0x8001, 0xffff };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		pb_run(&pb, "prog");
-		pb_limits(&pb);
+		pb_required(&pb);
 		pb_field(&pb, bad[i], "", 0);
 		char why[64];
 		snprintf(why, sizeof(why), "unknown field %u", bad[i]);
@@ -1005,9 +1068,9 @@ static void request_unknown_tag(void **state)
 	}
 	/* an unknown tag with 8 bytes is not taken for a limit either */
 	pb_run(&pb, "prog");
-	pb_limits(&pb);
-	pb_u64(&pb, 12, 1);
-	assert_refused("unknown field 12");
+	pb_required(&pb);
+	pb_u64(&pb, 15, 1);
+	assert_refused("unknown field 15");
 }
 
 /* r: one RUN stage of "a", every limit 1, no NET. */
@@ -1018,6 +1081,7 @@ static void small_request(struct proto_request *r)
 	st->argc = 1;
 	st->argv[0] = "a";
 	r->max_output = r->nproc = r->nofile = r->fsize = 1;
+	set_unique(r);
 }
 
 /* NET (v3): the run may use the network. Once, a u32, and only the host
@@ -1058,7 +1122,7 @@ static void request_net(void **state)
 	pb_field(&pb, PROTO_T_NET, &port, 4);
 	pb_stage(&pb, PROTO_STAGE_RUN);
 	pb_str(&pb, PROTO_T_ARG, "prog");
-	pb_limits(&pb);
+	pb_required(&pb);
 	assert_int_equal(decode_pb(), 0);
 	assert_int_equal(req.net_port, PROTO_NET_VSOCK_PORT);
 
@@ -1070,7 +1134,7 @@ static void request_net(void **state)
 	static const uint32_t bad[] = { 0, 1, 3127, 3129, PROTO_VSOCK_PORT, 0x00000c38u << 16, UINT32_MAX };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		pb_run(&pb, "prog");
-		pb_limits(&pb);
+		pb_required(&pb);
 		pb_field(&pb, PROTO_T_NET, &bad[i], 4);
 		char why[64];
 		snprintf(why, sizeof(why), "NET field names port %u, not 3128", bad[i]);
@@ -1082,7 +1146,7 @@ static void request_net(void **state)
 	uint8_t v[8] = { 0x38, 0x0c, 0, 0, 0, 0, 0, 0 };
 	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
 		pb_run(&pb, "prog");
-		pb_limits(&pb);
+		pb_required(&pb);
 		pb_field(&pb, PROTO_T_NET, v, lens[l]);
 		assert_refused("NET field: bad length or repeated");
 	}
@@ -1100,23 +1164,189 @@ static void request_net(void **state)
 	assert_int_equal(proto_encode_request(&req, enc, without + 8), without + 8);
 }
 
+/* SEED, TIME, RUN_ID (v4): what makes a restored guest unique. Each
+ * round-trips, byte for byte, and a decoded request holds exactly what
+ * was sent, whatever r held before. */
+static void request_unique_round_trip(void **state)
+{
+	(void)state;
+	assert_int_equal(PROTO_T_SEED, 12);
+	assert_int_equal(PROTO_T_TIME, 13);
+	assert_int_equal(PROTO_T_RUN_ID, 14);
+	assert_int_equal(PROTO_SEED_LEN, 32);
+	assert_int_equal(PROTO_RUN_ID_MAX, 32);
+	assert_int_equal(PROTO_READY_VSOCK_PORT, 10001);
+	small_request(&req);
+	size_t n = proto_encode_request(&req, enc, sizeof(enc));
+	assert_int_not_equal(n, 0);
+	memset(&req2, 0x5a, sizeof(req2));
+	assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), 0);
+	assert_same_request(&req, &req2);
+	assert_memory_equal(req2.seed, test_seed, PROTO_SEED_LEN);
+	assert_true(req2.time_ns == TIME_NS);
+	assert_string_equal(req2.run_id, RUN_ID);
+	size_t n2 = proto_encode_request(&req2, enc2, sizeof(enc2));
+	assert_int_equal(n2, n);
+	assert_memory_equal(enc, enc2, n);
+	/* the extremes: a one-char id, every hex digit, the largest time */
+	static const char *const ids[] = { "0", "f", "abcdef", "0123456789", "ffffffffffffffffffffffffffffffff" };
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+		small_request(&req);
+		snprintf(req.run_id, sizeof(req.run_id), "%s", ids[i]);
+		req.time_ns = i ? UINT64_MAX : 1;
+		memset(req.seed, (int)i, PROTO_SEED_LEN);
+		n = proto_encode_request(&req, enc, sizeof(enc));
+		assert_int_equal(n, 4 + 8 + 5 + 48 + UNIQUE_LEN - 32 + strlen(ids[i]));
+		assert_int_equal(proto_decode_request(enc, (uint32_t)n, &req2, err, sizeof(err)), 0);
+		assert_same_request(&req, &req2);
+	}
+	/* any order, and anywhere among the fields */
+	pb_begin(&pb);
+	pb_time(&pb);
+	pb_limits(&pb);
+	pb_run_id(&pb);
+	pb_stage(&pb, PROTO_STAGE_RUN);
+	pb_seed(&pb);
+	pb_str(&pb, PROTO_T_ARG, "prog");
+	assert_int_equal(decode_pb(), 0);
+	assert_string_equal(req.run_id, RUN_ID);
+	assert_true(req.time_ns == TIME_NS);
+	assert_memory_equal(req.seed, test_seed, PROTO_SEED_LEN);
+}
+
+/* Each of the three is required, once, at its exact length; TIME is not 0;
+ * RUN_ID is 1..32 of [0-9a-f]. */
+static void request_unique_refused(void **state)
+{
+	(void)state;
+	void (*const put[3])(struct pb *) = { pb_seed, pb_time, pb_run_id };
+	static const char *const missing[3] = { "the SEED field is missing", "the TIME field is missing",
+						"the RUN_ID field is missing" };
+	static const char *const repeated[3] = { "field 12 repeated", "field 13 repeated", "field 14 repeated" };
+	for (size_t miss = 0; miss < 3; miss++) {
+		pb_run(&pb, "prog");
+		pb_limits(&pb);
+		for (size_t i = 0; i < 3; i++)
+			if (i != miss)
+				put[i](&pb);
+		assert_refused(missing[miss]);
+		put[miss](&pb);
+		assert_int_equal(decode_pb(), 0);
+		put[miss](&pb);   /* repeated, even with the same value */
+		assert_refused(repeated[miss]);
+	}
+	/* none of them (a v3 request with a v4 version word) */
+	pb_run(&pb, "prog");
+	pb_limits(&pb);
+	assert_refused("the SEED field is missing");
+	/* SEED and TIME of a bad length */
+	static uint8_t z[64] = { 1 };
+	static const size_t seed_lens[] = { 0, 1, 16, 31, 33, 64 };
+	for (size_t l = 0; l < sizeof(seed_lens) / sizeof(seed_lens[0]); l++) {
+		pb_run(&pb, "prog");
+		pb_limits(&pb);
+		pb_field(&pb, PROTO_T_SEED, z, seed_lens[l]);
+		pb_time(&pb);
+		pb_run_id(&pb);
+		char want[64];
+		snprintf(want, sizeof(want), "SEED field of %zu bytes, not 32", seed_lens[l]);
+		assert_refused(want);
+	}
+	static const size_t time_lens[] = { 0, 4, 7, 9, 16 };
+	for (size_t l = 0; l < sizeof(time_lens) / sizeof(time_lens[0]); l++) {
+		pb_run(&pb, "prog");
+		pb_limits(&pb);
+		pb_seed(&pb);
+		pb_field(&pb, PROTO_T_TIME, z, time_lens[l]);
+		pb_run_id(&pb);
+		char want[64];
+		snprintf(want, sizeof(want), "TIME field of %zu bytes, not 8", time_lens[l]);
+		assert_refused(want);
+	}
+	/* a TIME of 0 */
+	pb_run(&pb, "prog");
+	pb_limits(&pb);
+	pb_seed(&pb);
+	pb_u64(&pb, PROTO_T_TIME, 0);
+	pb_run_id(&pb);
+	assert_refused("TIME field of 0");
+	/* RUN_IDs that are not: empty, too long, a char outside [0-9a-f] */
+	static const char *const bad_ids[] = {
+		"", "0123456789abcdef0123456789abcdef0", "ABCDEF", "0123g", "01 23", "-1", "0x1f", "abc\n",
+		"../x", "\xc3\xa9",
+	};
+	for (size_t i = 0; i < sizeof(bad_ids) / sizeof(bad_ids[0]); i++) {
+		pb_run(&pb, "prog");
+		pb_limits(&pb);
+		pb_seed(&pb);
+		pb_time(&pb);
+		pb_str(&pb, PROTO_T_RUN_ID, bad_ids[i]);
+		if (decode_pb() != -1)
+			fail_msg("RUN_ID \"%s\" accepted", bad_ids[i]);
+		assert_string_equal(err, "RUN_ID field is not 1 to 32 of [0-9a-f]");
+	}
+	/* a NUL inside the id */
+	pb_run(&pb, "prog");
+	pb_limits(&pb);
+	pb_seed(&pb);
+	pb_time(&pb);
+	pb_field(&pb, PROTO_T_RUN_ID, "ab\0cd", 5);
+	assert_refused("RUN_ID field is not 1 to 32 of [0-9a-f]");
+}
+
+/* The encoder sends only what the decoder takes: no TIME of 0, no run id
+ * that is not one, none without its NUL inside the array. */
+static void encode_unique_refusals(void **state)
+{
+	(void)state;
+	small_request(&req);
+	size_t n = proto_encode_request(&req, enc, sizeof(enc));
+	assert_int_not_equal(n, 0);
+	req.time_ns = 0;
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	req.time_ns = 1;
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), n);
+	static const char *const bad_ids[] = { "", "ABC", "12 3", "xyz", "0123456789abcdef0123456789abcde-" };
+	for (size_t i = 0; i < sizeof(bad_ids) / sizeof(bad_ids[0]); i++) {
+		snprintf(req.run_id, sizeof(req.run_id), "%s", bad_ids[i]);
+		if (proto_encode_request(&req, enc, sizeof(enc)) != 0)
+			fail_msg("encoded run id \"%s\"", bad_ids[i]);
+	}
+	memset(req.run_id, 'a', sizeof(req.run_id));   /* 33 chars, no NUL */
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
+	/* the seed is any 32 bytes: all zero is still sent */
+	small_request(&req);
+	memset(req.seed, 0, sizeof(req.seed));
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), n);
+	/* and the three must fit cap like any field */
+	assert_int_equal(proto_encode_request(&req, enc, n - 1), 0);
+	assert_int_equal(proto_encode_request(&req, enc, n), n);
+	/* proto_valid_run_id on its own */
+	assert_true(proto_valid_run_id("a", 1));
+	assert_true(proto_valid_run_id(RUN_ID, 32));
+	assert_false(proto_valid_run_id(RUN_ID "0", 33));
+	assert_false(proto_valid_run_id("", 0));
+	assert_false(proto_valid_run_id("aG", 2));
+	assert_true(proto_valid_run_id("aG", 1));   /* only n bytes are looked at */
+}
+
 static void request_no_program(void **state)
 {
 	(void)state;
 	/* empty request */
 	assert_refused("no program");
 	/* limits only */
-	pb_limits(&pb);
+	pb_required(&pb);
 	assert_refused("no program");
 	/* an empty argv[0], even with more arguments after it */
 	pb_run(&pb, "");
 	pb_str(&pb, PROTO_T_ARG, "x");
-	pb_limits(&pb);
+	pb_required(&pb);
 	assert_refused("no program");
 	/* an empty argv[1] is fine */
 	pb_run(&pb, "x");
 	pb_str(&pb, PROTO_T_ARG, "");
-	pb_limits(&pb);
+	pb_required(&pb);
 	assert_int_equal(decode_pb(), 0);
 	assert_int_equal(req.stage[0].argc, 2);
 	assert_string_equal(req.stage[0].argv[1], "");
@@ -1132,7 +1362,7 @@ static void request_bad_env(void **state)
 		pb_run(&pb, "prog");
 		pb_str(&pb, PROTO_T_ENV, "GOOD=1");
 		pb_str(&pb, PROTO_T_ENV, bad[i]);
-		pb_limits(&pb);
+		pb_required(&pb);
 		if (decode_pb() != -1)
 			fail_msg("environment grant \"%s\" accepted", bad[i]);
 		assert_string_equal(err, "environment grant 1 is not NAME=VALUE");
@@ -1141,7 +1371,7 @@ static void request_bad_env(void **state)
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		pb_run(&pb, "prog");
 		pb_str(&pb, PROTO_T_ENV, good[i]);
-		pb_limits(&pb);
+		pb_required(&pb);
 		if (decode_pb() != 0)
 			fail_msg("environment grant \"%s\" refused: %s", good[i], err);
 		assert_string_equal(req.env[0], good[i]);
@@ -1157,7 +1387,7 @@ static void request_relative_allow(void **state)
 		pb_str(&pb, PROTO_T_ALLOW, "/ok");
 		pb_str(&pb, PROTO_T_ALLOW, "/ok2");
 		pb_str(&pb, PROTO_T_ALLOW, bad[i]);
-		pb_limits(&pb);
+		pb_required(&pb);
 		assert_int_equal(decode_pb(), -1);
 		assert_string_equal(err, "allowlist entry 2 is not an absolute path");
 	}
@@ -1226,7 +1456,7 @@ static void encode_refusals(void **state)
 	req.stage[0].argv[0] = longest;
 	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
 	longest[PROTO_MAX_STR] = '\0';
-	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 4 + 8 + 4 + PROTO_MAX_STR + 48);
+	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 4 + 8 + 4 + PROTO_MAX_STR + 48 + UNIQUE_LEN);
 	longest[PROTO_MAX_STR] = 'x';
 	req.stage[0].argv[0] = "prog";
 	longest[0] = 'E';
@@ -1265,7 +1495,7 @@ static void encode_fit(void **state)
 	req.stage[0].argv[0] = "prog";
 	req.stage[0].argv[1] = "argument";
 	size_t need = proto_encode_request(&req, enc, sizeof(enc));
-	assert_int_equal(need, 4 + 8 + 8 + 12 + 48);
+	assert_int_equal(need, 4 + 8 + 8 + 12 + 48 + UNIQUE_LEN);
 	/* exactly enough room, one byte short, far too short */
 	memset(enc2, 0xee, sizeof(enc2));
 	assert_int_equal(proto_encode_request(&req, enc2, need), need);
@@ -1285,11 +1515,11 @@ static void encode_fit(void **state)
 	req.stage[0].argc = 0;
 	for (unsigned i = 0; i < 16; i++)
 		req.stage[0].argv[req.stage[0].argc++] = s;
-	/* 12 + 16 * 4100 + 48 = 65660 > 65536 */
+	/* 12 + 16 * 4100 + 48 + 84 = 65744 > 65536 */
 	assert_int_equal(proto_encode_request(&req, enc, sizeof(enc)), 0);
 	req.stage[0].argc = 15;
 	size_t n = proto_encode_request(&req, enc, sizeof(enc));
-	assert_int_equal(n, 12 + 15 * (4 + PROTO_MAX_STR) + 48);
+	assert_int_equal(n, 12 + 15 * (4 + PROTO_MAX_STR) + 48 + UNIQUE_LEN);
 	/* and filling the frame to the byte: 65536 exactly */
 	size_t rest = PROTO_MAX_PAYLOAD - n - 4;
 	static char t[PROTO_MAX_STR + 1];
@@ -1338,6 +1568,7 @@ static void build_stream(void)
 	size_t n = proto_encode_hello(buf, sizeof(buf), "vmrun-agent 0.1.0");
 	add_frame(PROTO_HELLO, buf, (uint32_t)n);
 	memset(&req, 0, sizeof(req));
+	set_unique(&req);
 	run_stage(&req);
 	req.stage[0].argc = 3;
 	req.stage[0].argv[0] = "sh";
@@ -1718,6 +1949,9 @@ int main(void)
 		cmocka_unit_test_setup(request_limits, setup),
 		cmocka_unit_test_setup(request_unknown_tag, setup),
 		cmocka_unit_test_setup(request_net, setup),
+		cmocka_unit_test_setup(request_unique_round_trip, setup),
+		cmocka_unit_test_setup(request_unique_refused, setup),
+		cmocka_unit_test_setup(encode_unique_refusals, setup),
 		cmocka_unit_test_setup(request_no_program, setup),
 		cmocka_unit_test_setup(request_bad_env, setup),
 		cmocka_unit_test_setup(request_relative_allow, setup),

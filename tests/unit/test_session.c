@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proto.h"
@@ -25,6 +27,9 @@
 
 static struct proto_request rq;
 static struct session_result res;
+
+/* The run id sessions send, as long as vmrun's. */
+#define RUN_ID "0123456789abcdef0123456789abcdef"
 
 static size_t put_frame(uint8_t *buf, uint16_t type, const void *p, uint32_t len)
 {
@@ -45,7 +50,7 @@ static enum session_status scripted(const uint8_t *script, size_t n)
 	memset(&rq, 0, sizeof(rq));
 	rq.nstages = 1;
 	rq.stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_RUN, .argc = 1, .argv = { "true" } };
-	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1 };
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .run_id = RUN_ID };
 	enum session_status st = session_run(sv[0], &rq, &io, session_now_ms() + 5000, &res);
 	close(sv[0]);
 	return st;
@@ -152,7 +157,8 @@ static enum session_status staged(const uint8_t *script, size_t n, int64_t stage
 	rq.stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_COMPILE, .argc = 1, .argv = { "cc" } };
 	rq.stage[1] = (struct proto_stage){ .kind = PROTO_STAGE_RUN, .argc = 1, .argv = { "/tmp/prog" } };
 	seen[0] = '\0';
-	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .output = collect, .stage_timeout_ms = { stage0_ms, 0 } };
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .output = collect, .stage_timeout_ms = { stage0_ms, 0 },
+				 .run_id = RUN_ID };
 	enum session_status st = session_run(sv[0], &rq, &io, session_now_ms() + within_ms, &res);
 	close(sv[0]);
 	close(sv[1]);
@@ -247,7 +253,7 @@ static enum session_status scripted2(const uint8_t *script, size_t n, bool close
 	if (close_after)
 		close(sv[1]);
 	out_len = err_len = 0;
-	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .output = on_output };
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .output = on_output, .run_id = RUN_ID };
 	enum session_status st = session_run(sv[0], &rq, &io, session_now_ms() + deadline_ms, &res);
 	close(sv[0]);
 	if (!close_after)
@@ -290,7 +296,7 @@ static void scripted_agents(void **state)
 	uint8_t v3[8] = { PROTO_VERSION + 1, 0, 0, 0, 'x' };
 	n = put_frame(s, PROTO_HELLO, v3, 5);
 	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(res.error, "bad HELLO: agent speaks protocol version 4, this host 3");
+	assert_string_equal(res.error, "bad HELLO: agent speaks protocol version 5, this host 4");
 	assert_int_equal(res.hello_ms, 0);
 
 	/* ERROR ends the run, its text (up to 400 bytes) kept */
@@ -388,7 +394,7 @@ static void deadline_with_idle_stdin(void **state)
 	size_t n = proto_encode_hello(hello, sizeof(hello), "fake");
 	assert_int_equal(proto_send(sv[1], PROTO_HELLO, hello, (uint32_t)n), 0);
 	alarm(5);
-	struct session_io io = { .cancel_fd = -1, .stdin_fd = sp[0] };
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = sp[0], .run_id = RUN_ID };
 	int64_t t0 = session_now_ms();
 	assert_int_equal(session_run(sv[0], &rq, &io, t0 + 300, &res), SESSION_TIMEOUT);
 	alarm(0);
@@ -434,7 +440,7 @@ static void survives_agent_closing(void **state)
 	}
 	close(sv[1]);
 	alarm(10);
-	struct session_io io = { .cancel_fd = -1, .stdin_fd = in };
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = in, .run_id = RUN_ID };
 	assert_int_equal(session_run(sv[0], &rq, &io, session_now_ms() + 5000, &res), SESSION_FAILED);
 	alarm(0);
 	assert_string_equal(res.error, "the agent's connection ended before EXIT");
@@ -443,6 +449,129 @@ static void survives_agent_closing(void **state)
 	assert_int_equal(waitpid(agent, &st, 0), agent);
 	close(sv[0]);
 	close(in);
+}
+
+/* An agent on a thread: HELLO, then it takes the REQUEST (decoded into
+ * got) and answers with one EXIT of stage 0. */
+struct request_agent {
+	int fd;
+	struct proto_request got;
+	int decoded;     /* proto_decode_request's result */
+	char err[256];
+};
+
+static void *request_agent(void *arg)
+{
+	struct request_agent *a = arg;
+	static struct proto_reader rd;
+	proto_reader_init(&rd);
+	uint8_t hello[64], ex[PROTO_EXIT_LEN];
+	size_t hn = proto_encode_hello(hello, sizeof(hello), "fake");
+	a->decoded = -2;
+	if (proto_send(a->fd, PROTO_HELLO, hello, (uint32_t)hn) < 0)
+		return NULL;
+	for (;;) {
+		uint16_t type;
+		const uint8_t *p;
+		uint32_t len;
+		int r = proto_reader_next(&rd, &type, &p, &len, a->err, sizeof(a->err));
+		if (r < 0)
+			return NULL;
+		if (r == 1) {
+			if (type != PROTO_REQUEST)
+				return NULL;
+			a->decoded = proto_decode_request(p, len, &a->got, a->err, sizeof(a->err));
+			break;
+		}
+		size_t room;
+		uint8_t *dst = proto_reader_space(&rd, &room);
+		ssize_t k = read(a->fd, dst, room);
+		if (k <= 0)
+			return NULL;
+		proto_reader_fed(&rd, (size_t)k);
+	}
+	struct proto_exit e = { .kind = PROTO_END_EXITED };
+	proto_encode_exit(&e, ex);
+	(void)proto_send(a->fd, PROTO_EXIT, ex, sizeof(ex));
+	return NULL;
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* One session against request_agent with run_id; the agent's view in *a. */
+static enum session_status session_with_agent(const char *run_id, struct request_agent *a)
+{
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	memset(a, 0, sizeof(*a));
+	a->fd = sv[1];
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, request_agent, a), 0);
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .run_id = run_id };
+	enum session_status st = session_run(sv[0], &rq, &io, session_now_ms() + 5000, &res);
+	close(sv[0]);   /* ends the agent's read when the session sent nothing */
+	pthread_join(t, NULL);
+	close(sv[1]);
+	return st;
+}
+
+/* The REQUEST is made unique as it is sent: a fresh seed each time, the
+ * host's CLOCK_REALTIME of then, io's run id; the caller's request is
+ * left as it was (its own seed, time and run id are not sent). */
+static void request_made_unique(void **state)
+{
+	(void)state;
+	static struct request_agent a1, a2;
+	request_true();
+	memset(rq.seed, 0x11, sizeof(rq.seed));
+	rq.time_ns = 42;
+	snprintf(rq.run_id, sizeof(rq.run_id), "dead");
+	uint64_t before = realtime_ns();
+	enum session_status st = session_with_agent(RUN_ID, &a1);
+	uint64_t after = realtime_ns();
+	if (st != SESSION_DONE)
+		fail_msg("status %d: %s", st, res.error);
+	if (a1.decoded != 0)
+		fail_msg("the agent could not decode the request (%d): %s", a1.decoded, a1.err);
+	assert_string_equal(a1.got.run_id, RUN_ID);
+	assert_true(a1.got.time_ns >= before && a1.got.time_ns <= after);
+	static const uint8_t caller_seed[PROTO_SEED_LEN] = {
+		0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+		0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+	};
+	assert_memory_not_equal(a1.got.seed, caller_seed, PROTO_SEED_LEN);
+	/* the caller's request is untouched */
+	assert_memory_equal(rq.seed, caller_seed, PROTO_SEED_LEN);
+	assert_true(rq.time_ns == 42);
+	assert_string_equal(rq.run_id, "dead");
+	assert_string_equal(a1.got.stage[0].argv[0], "true");
+	/* a second session of the same request: another seed, a later time */
+	assert_int_equal(session_with_agent("f", &a2), SESSION_DONE);
+	assert_int_equal(a2.decoded, 0);
+	assert_string_equal(a2.got.run_id, "f");
+	assert_memory_not_equal(a1.got.seed, a2.got.seed, PROTO_SEED_LEN);
+	assert_true(a2.got.time_ns >= a1.got.time_ns);
+}
+
+/* Without a valid run id there is no request to send: the session fails,
+ * nothing started. */
+static void request_needs_run_id(void **state)
+{
+	(void)state;
+	static struct request_agent a;
+	request_true();
+	static const char *const bad[] = { NULL, "", "ABC", "0123456789abcdef0123456789abcdef0", "12-3" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(session_with_agent(bad[i], &a), SESSION_FAILED);
+		assert_string_equal(res.error, "the run has no valid id for its request");
+		assert_int_equal(res.stages, 0);
+		assert_int_equal(a.decoded, -2);   /* no REQUEST came */
+	}
 }
 
 int main(void)
@@ -454,6 +583,8 @@ int main(void)
 		cmocka_unit_test(scripted_agents),
 		cmocka_unit_test(deadline_with_idle_stdin),
 		cmocka_unit_test(survives_agent_closing),
+		cmocka_unit_test(request_made_unique),
+		cmocka_unit_test(request_needs_run_id),
 	};
 	return cmocka_run_group_tests_name("session", tests, NULL, NULL);
 }

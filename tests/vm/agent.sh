@@ -53,8 +53,8 @@ run "python3 -c 'print(1)' end to end" 0 '^1$' "$ALLOW" -- python3 -c 'print(1)'
 run "exit status passed through" 3 EMPTY "$ALLOW" -- sh -c 'exit 3'
 run "killed by a signal: 128+9" 137 EMPTY "$ALLOW" -- sh -c 'kill -9 $$'
 run "runs as sandbox (uid 1000) in /workspace" 0 '^1000 1000 /workspace$' "$ALLOW" -- sh -c 'echo $(id -u) $(id -g) $(pwd)'
-run "environment is exactly PATH HOME LANG PYTHONIOENCODING and the grant" 0 \
-	'^HOME=/workspace LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin PYTHONIOENCODING=utf-8 X=granted$' \
+run "environment is exactly PATH HOME LANG PYTHONIOENCODING VMRUN_RUN_ID and the grant" 0 \
+	'^HOME=/workspace LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin PYTHONIOENCODING=utf-8 VMRUN_RUN_ID=[0-9a-f]{32} X=granted$' \
 	"$ALLOW" -e X=granted -- python3 -c 'import os; print(" ".join(sorted(k + "=" + v for k, v in os.environ.items())))'
 run "the root file system is read-only" 0 'Read-only file system' "$ALLOW" -- sh -c 'touch /x 2>&1; true'
 run "stdin reaches the command" 0 '^3 lines$' "$ALLOW" -i "$tmp/no-id" -- sh -c 'head -n 3 | wc -l | sed "s/$/ lines/"'

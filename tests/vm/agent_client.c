@@ -8,7 +8,7 @@
  *                -- PROGRAM [ARG...]
  *
  * The request has one stage, RUN, with the CPU and memory limits given
- * (none by default). The command's stdout and stderr go to ours; one
+ * (none by default), and a run id of the time and our pid. The command's stdout and stderr go to ours; one
  * "agent_client: ..." line on stderr reports the end. Exit status as vmrun's: the command's status,
  * 128+N for signal N, 126 denied, 127 not found, 124 timeout, 125 failure. */
 #include <errno.h>
@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "session.h"
@@ -62,7 +63,13 @@ int main(int argc, char **argv)
 		perror(argv[2]);
 		return 125;
 	}
-	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .output = output };
+	/* 32 hex digits, like vmrun's, unique enough for a test */
+	char run_id[PROTO_RUN_ID_MAX + 1];
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	snprintf(run_id, sizeof(run_id), "%016llx%016llx", (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec,
+		 (unsigned long long)getpid());
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .output = output, .run_id = run_id };
 	int timeout = 60, i = 3;
 	for (; i < argc && strcmp(argv[i], "--"); i += 2) {
 		if (i + 1 >= argc)
