@@ -219,7 +219,9 @@ vm-test: all payloads guest $(VM_TEST_BINS) $(PISTON_CLIENT)
 	@./scripts/on-kvm-host.sh --limit 300 "vm tests" tests/vm/boot.sh
 	@./scripts/on-kvm-host.sh --limit 300 "virtio tests" tests/vm/virtio.sh
 	@./scripts/on-kvm-host.sh --limit 600 "agent tests" tests/vm/agent.sh
-	@./scripts/on-kvm-host.sh --limit 900 "e2e tests" tests/e2e/run.sh
+	@./scripts/on-kvm-host.sh --limit 900 "e2e tests (restored)" tests/e2e/run.sh warm
+	@./scripts/on-kvm-host.sh --limit 900 "e2e tests (cold)" tests/e2e/run.sh cold
+	@./scripts/on-kvm-host.sh --limit 900 "snapshot tests" tests/e2e/snapshot.sh
 	@./scripts/on-kvm-host.sh --limit 300 "jail tests" tests/e2e/jail.sh
 	@./scripts/on-kvm-host.sh --limit 600 "runtime tests" tests/e2e/runtimes.sh
 	@./scripts/on-kvm-host.sh --limit 1500 "source mode tests" tests/e2e/source.sh
@@ -277,6 +279,11 @@ bench-virtio: all guest $(VM_TEST_BINS)
 # hardware KVM host).
 bench-vmrun: all guest
 	@./scripts/on-kvm-host.sh --limit 900 bench-vmrun tests/bench/vmrun_true.sh
+
+# Warm starts against cold boots: restore to HELLO, `vmrun -- true`, and
+# the summed PSS of 4 concurrent VMs (target: HELLO <= 0.1x cold).
+bench-snapshot: all guest
+	@./scripts/on-kvm-host.sh --limit 900 bench-snapshot tests/bench/snapshot.sh
 
 # vmrund: API overhead (a request denied before any VM) and queue latency
 # at 4x overload here, with no VM; runs per second at saturation where

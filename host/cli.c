@@ -17,6 +17,7 @@ static const char usage[] =
 	"usage: vmrun [OPTIONS] [--] PROGRAM [ARG...]\n"
 	"       vmrun --runtime NAME [OPTIONS] --source FILE [FILE...] [-- ARG...]\n"
 	"       vmrun runtimes [--json]\n"
+	"       vmrun snapshot [--runtime NAME | --rootfs FILE] [-m MIB] [-c N]   (see its --help)\n"
 	"Runs PROGRAM in a fresh microVM and reports how it ended.\n"
 	"  -w, --workspace DIR     copy DIR's contents into /workspace (the command's cwd)\n"
 	"  -a, --artifacts DIR     copy /workspace/artifacts out into DIR (created) after the run\n"
@@ -53,6 +54,9 @@ static const char usage[] =
 	"                          a stage's own limits (default: the runtime's); in source\n"
 	"                          mode --timeout defaults to 10 s plus the stages' timeouts\n"
 	"                          and --memory to the largest stage memory plus 64 MiB\n"
+	"      --cold              boot the VM from scratch instead of restoring the snapshot\n"
+	"                          of its kernel, root image, memory and vCPUs (made on\n"
+	"                          first use; `vmrun snapshot` remakes it)\n"
 	"      --allow-weaker-jail without root, run even where no cgroup v2 subtree is\n"
 	"                          delegated to you (no memory or pids limit for vmm)\n"
 	"  -v, --verbose           phases and the guest console on stderr\n"
@@ -100,7 +104,7 @@ static bool valid_grant(const char *s)
 enum {
 	O_DISK = 256, O_MAX_OUTPUT, O_POLICY, O_JSON, O_KERNEL, O_ROOTFS, O_WEAKER, O_RUNTIME, O_HELP, O_VERSION,
 	O_SOURCE, O_C_TIMEOUT, O_C_MEMORY, O_C_CPU, O_R_TIMEOUT, O_R_MEMORY, O_R_CPU, O_NET, O_NET_ADDR, O_SECRET,
-	O_SECRET_CA,
+	O_SECRET_CA, O_COLD,
 };
 
 /* --allow-net and --allow-net-addr: the rule's syntax checked now, its
@@ -165,6 +169,24 @@ static int source_operands(int argc, char **argv, int at, struct vmrun_opts *o, 
 	return 0;
 }
 
+/* An option that both a run and `vmrun snapshot` take (they make the
+ * same VM): 1 when c is one, stored in o; 0 when it is not; -1 on a bad
+ * value, with why. */
+static int guest_option(int c, const char *arg, struct vmrun_opts *o, char *err, size_t errlen)
+{
+	switch (c) {
+	case O_RUNTIME: o->runtime = arg; return 1;
+	case O_ROOTFS: o->rootfs = arg; return 1;
+	case O_KERNEL: o->kernel = arg; return 1;
+	case O_POLICY: o->policy = arg; return 1;
+	case O_WEAKER: o->allow_weaker_jail = true; return 1;
+	case 'v': o->verbose = true; return 1;
+	case 'm': return number(err, errlen, "--memory", arg, 16, 65536, &o->memory_mib) ? -1 : 1;
+	case 'c': return number(err, errlen, "--cpus", arg, 1, 32, &o->cpus) ? -1 : 1;
+	default: return 0;
+	}
+}
+
 int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t errlen)
 {
 	static const struct option opts[] = {
@@ -187,7 +209,8 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t err
 		{ "allow-net", required_argument, NULL, O_NET },
 		{ "allow-net-addr", required_argument, NULL, O_NET_ADDR },
 		{ "secret-header", required_argument, NULL, O_SECRET },
-		{ "secret-ca", required_argument, NULL, O_SECRET_CA }, { NULL, 0, NULL, 0 },
+		{ "secret-ca", required_argument, NULL, O_SECRET_CA }, { "cold", no_argument, NULL, O_COLD },
+		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct vmrun_opts){
 		.cpus = VMRUN_DEFAULT_CPUS, .disk_mib = VMRUN_DEFAULT_DISK_MIB, .max_output = VMRUN_DEFAULT_MAX_OUTPUT,
@@ -207,6 +230,11 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t err
 				return -1;
 			continue;
 		}
+		int shared = guest_option(c, optarg, o, err, errlen);
+		if (shared < 0)
+			return -1;
+		if (shared)
+			continue;
 		switch (c) {
 		case O_SOURCE:
 			if (add_source(o, optarg, err, errlen))
@@ -228,23 +256,10 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t err
 		case 'w': o->workspace = optarg; break;
 		case 'a': o->artifacts = optarg; break;
 		case 'i': o->stdin_file = optarg; break;
-		case O_POLICY: o->policy = optarg; break;
-		case O_KERNEL: o->kernel = optarg; break;
-		case O_ROOTFS: o->rootfs = optarg; break;
 		case O_JSON: o->json = true; break;
-		case O_WEAKER: o->allow_weaker_jail = true; break;
-		case O_RUNTIME: o->runtime = optarg; break;
-		case 'v': o->verbose = true; break;
+		case O_COLD: o->cold = true; break;
 		case 't':
 			if (seconds(err, errlen, "--timeout", optarg, &o->timeout_s))
-				return -1;
-			break;
-		case 'm':
-			if (number(err, errlen, "--memory", optarg, 16, 65536, &o->memory_mib))
-				return -1;
-			break;
-		case 'c':
-			if (number(err, errlen, "--cpus", optarg, 1, 32, &o->cpus))
 				return -1;
 			break;
 		case O_DISK:
@@ -292,5 +307,48 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t err
 	for (int i = 0; i < o->argc; i++)
 		if (strlen(o->argv[i]) > PROTO_MAX_STR)
 			return errf(err, errlen, "argument %d is longer than %u bytes", i, PROTO_MAX_STR);
+	return 0;
+}
+
+static const char snapshot_usage[] =
+	"usage: vmrun snapshot [--runtime NAME | --rootfs FILE] [--kernel FILE] [--memory MIB] [--cpus N]\n"
+	"                      [--policy FILE] [--allow-weaker-jail] [-v]\n"
+	"(Re)makes the warm-start snapshot for runs with that root image (default: the built\n"
+	"one), kernel, memory (default 256) and vCPUs (default 1), and prints its directory.\n";
+
+int cli_parse_snapshot(int argc, char **argv, struct vmrun_opts *o, char *err, size_t errlen)
+{
+	static const struct option opts[] = {
+		{ "runtime", required_argument, NULL, O_RUNTIME }, { "rootfs", required_argument, NULL, O_ROOTFS },
+		{ "kernel", required_argument, NULL, O_KERNEL },   { "memory", required_argument, NULL, 'm' },
+		{ "cpus", required_argument, NULL, 'c' },          { "policy", required_argument, NULL, O_POLICY },
+		{ "allow-weaker-jail", no_argument, NULL, O_WEAKER }, { "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, O_HELP },             { NULL, 0, NULL, 0 },
+	};
+	*o = (struct vmrun_opts){ .cpus = VMRUN_DEFAULT_CPUS };
+	optind = 0;
+	opterr = 0;
+	int c;
+	/* argv + 1: "snapshot" is getopt's program name */
+	while ((c = getopt_long(argc - 1, argv + 1, ":m:c:v", opts, NULL)) != -1) {
+		int shared = guest_option(c, optarg, o, err, errlen);
+		if (shared < 0)
+			return -1;
+		if (shared)
+			continue;
+		switch (c) {
+		case O_HELP: fputs(snapshot_usage, stdout); return 1;
+		case ':': return errf(err, errlen, "snapshot: %.200s needs a value", argv[optind]);
+		default:
+			if (optopt)
+				return errf(err, errlen, "snapshot: unknown option '-%c' (see vmrun snapshot --help)", optopt);
+			return errf(err, errlen, "snapshot: unknown option '%.200s' (see vmrun snapshot --help)",
+				    argv[optind]);
+		}
+	}
+	if (optind + 1 < argc)
+		return errf(err, errlen, "snapshot: unexpected '%.200s' (it takes options only)", argv[optind + 1]);
+	if (o->runtime && o->rootfs)
+		return errf(err, errlen, "snapshot: --runtime and --rootfs name two root images; give one");
 	return 0;
 }

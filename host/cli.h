@@ -33,6 +33,7 @@ struct vmrun_opts {
 	const char *secret_ca;                          /* --secret-ca FILE */
 	bool json, verbose;
 	bool allow_weaker_jail;    /* rootless: accept a jail without cgroup limits */
+	bool cold;                 /* --cold: boot from scratch, no snapshot */
 	char **argv;               /* PROGRAM ARG..., NULL-terminated; with --source, the ARGS */
 	int argc;
 };
@@ -46,5 +47,12 @@ struct vmrun_opts {
  * Values are checked for syntax and absolute bounds here; the policy's
  * ceilings come later. */
 int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t errlen);
+
+/* Parse `vmrun snapshot [--runtime NAME | --rootfs FILE] [--kernel FILE]
+ * [--memory MIB] [--cpus N] [--policy FILE] [--allow-weaker-jail] [-v]`
+ * (argv[1] is "snapshot") into o's fields of those names. Returns 0 to
+ * make the snapshot, 1 when --help was printed, or -1 with a one-line
+ * reason in err (no prefix). */
+int cli_parse_snapshot(int argc, char **argv, struct vmrun_opts *o, char *err, size_t errlen);
 
 #endif

@@ -135,9 +135,19 @@ int jail_prepare(const struct jail_spec *s, struct jail *j, char *err, size_t er
 		j->root[0] = '\0';
 		return errf(err, errlen, "jail: %s: %s", s->run_dir, strerror(errno));
 	}
-	if (!j->rootless && (chown(s->image, j->uid, j->gid) < 0 || chown(s->sock_dir, j->uid, j->gid) < 0))
+	if (!j->rootless && ((s->image && chown(s->image, j->uid, j->gid) < 0) ||
+			     (s->snapshot && s->snapshot_rw && chown(s->snapshot, j->uid, j->gid) < 0) ||
+			     chown(s->sock_dir, j->uid, j->gid) < 0))
 		return errf(err, errlen, "jail: giving the run's files to uid %u: %s", j->uid, strerror(errno));
 	return 0;
+}
+
+uint64_t jail_fsize_limit(const struct jail_spec *s)
+{
+	uint64_t mib = s->disk_mib;
+	if (s->snapshot && s->snapshot_rw && s->memory_mib > mib)
+		mib = s->memory_mib;
+	return (mib + 16) << 20;
 }
 
 void jail_cleanup(struct jail *j)
@@ -150,8 +160,11 @@ void jail_cleanup(struct jail *j)
 			snprintf(path, sizeof(path), "%s%s", j->root, names[i]);
 			unlink(path);
 		}
-		snprintf(path, sizeof(path), "%s%s", j->root, JAIL_RUN);
-		rmdir(path);
+		const char *dirs[] = { JAIL_RUN, JAIL_SNAPSHOT };
+		for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+			snprintf(path, sizeof(path), "%s%s", j->root, dirs[i]);
+			rmdir(path);
+		}
 		rmdir(j->root);
 		j->root[0] = '\0';
 	}
@@ -316,8 +329,10 @@ static int child(void *arg)
 		return die(efd, "binding the kernel as " JAIL_KERNEL);
 	if (bind_fd_into(j->root, JAIL_ROOTFS, s->rootfs_fd, a->rootfs) < 0)
 		return die(efd, "binding the root image as " JAIL_ROOTFS);
-	if (bind_into(j->root, JAIL_IMAGE, s->image, false, true, false) < 0)
+	if (s->image && bind_into(j->root, JAIL_IMAGE, s->image, false, true, false) < 0)
 		return die(efd, "binding " JAIL_IMAGE);
+	if (s->snapshot && bind_into(j->root, JAIL_SNAPSHOT, s->snapshot, true, s->snapshot_rw, false) < 0)
+		return die(efd, "binding " JAIL_SNAPSHOT);
 	if (bind_into(j->root, JAIL_RUN, s->sock_dir, true, true, false) < 0)
 		return die(efd, "binding " JAIL_RUN);
 	/* The vmm binary must stay executable: its mount lacks only nosuid
@@ -329,7 +344,7 @@ static int child(void *arg)
 		return die(efd, "making the jail root read-only");
 	struct { int res; rlim_t v; } lim[] = {
 		{ RLIMIT_NOFILE, 256 },   /* vsock's 64 connections, queues, KVM fds */
-		{ RLIMIT_FSIZE, (s->disk_mib + 16) << 20 },   /* writes into the image and the console only */
+		{ RLIMIT_FSIZE, jail_fsize_limit(s) },   /* the image (or snapshot), the console */
 		{ RLIMIT_NPROC, s->cpus + JAIL_PIDS_EXTRA },
 		{ RLIMIT_CORE, 0 },
 		{ RLIMIT_MEMLOCK, 0 },

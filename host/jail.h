@@ -5,13 +5,18 @@
  *                network (empty: no interface but a downed lo)
  *   file system  pivot_root into <run>/root, which holds only bind mounts
  *                of the vmm binary, the kernel and root image (read-only),
- *                the workspace image, and <run>/sock as /run (the vsock
- *                sockets and the console); the root itself is read-only
+ *                the workspace image (none while a snapshot is made), the
+ *                snapshot directory as /snapshot when there is one
+ *                (read-only to restore from it, writable to make it), and
+ *                <run>/sock as /run (the vsock sockets and the console);
+ *                the root itself is read-only
  *   /dev/kvm     opened by vmrun and handed over as fd 3 (--kvm-fd): no
  *                device node is reachable in the jail
  *   identity     a uid and gid of their own from JAIL_ID_BASE upward, no
  *                supplementary groups, no_new_privs, no capabilities
- *   resources    rlimits (files, file size, processes, no core dumps) and
+ *   resources    rlimits (files, file size: the workspace's, or the guest
+ *                memory's while a snapshot is made; processes, no core
+ *                dumps) and
  *                a cgroup (v2 where mounted, else v1) with a memory
  *                ceiling of guest memory + JAIL_MEMORY_OVERHEAD_MIB, a
  *                pids ceiling and an optional CPU quota; killing the run
@@ -38,7 +43,13 @@ typedef int (*jail_draw_fn)(void *ctx, uint32_t *r);
 
 struct jail_spec {
 	const char *run_dir;          /* the run directory (host path) */
-	const char *vmm, *image;      /* host paths */
+	const char *vmm;              /* host path */
+	const char *image;            /* the workspace image's host path; NULL: none */
+	/* A snapshot directory bound at JAIL_SNAPSHOT (NULL: none): read-only
+	 * for a restore; writable, and given to the run's uid, for vmm
+	 * --snapshot-out to write into. */
+	const char *snapshot;
+	bool snapshot_rw;
 	int kernel_fd, rootfs_fd;     /* opened with the caller's rights, bound into the jail from the fd */
 	const char *sock_dir;         /* host path of the directory that becomes /run */
 	const char *run_id;
@@ -77,6 +88,7 @@ struct jail {
 #define JAIL_ROOTFS  "/rootfs.ext4"
 #define JAIL_IMAGE   "/workspace.ext4"
 #define JAIL_RUN     "/run"
+#define JAIL_SNAPSHOT "/snapshot"
 #define JAIL_KVM_FD  3
 
 /* The line the jail writes to vmm's stderr just before exec. */
@@ -89,8 +101,13 @@ int jail_reserve_uid(const struct jail_spec *s, struct jail *j, char *err, size_
 /* Release and remove the uid's lock file; harmless when none is held. */
 void jail_release_uid(struct jail *j);
 
+/* RLIMIT_FSIZE for vmm under s: what it may write into one file, the
+ * workspace image or (making a snapshot) the guest's memory, plus 16 MiB
+ * for the console and the snapshot's state. Pure. */
+uint64_t jail_fsize_limit(const struct jail_spec *s);
+
 /* Pick the run's uid/gid and give it the files vmm must write (the
- * workspace image, the socket directory). Without root (rootless), the
+ * workspace image, a writable snapshot directory, the socket directory). Without root (rootless), the
  * ids are ours and the jail is built in a user namespace mapping them.
  * Returns 0, or -1 with a reason. */
 int jail_prepare(const struct jail_spec *s, struct jail *j, char *err, size_t errlen);

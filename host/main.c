@@ -101,7 +101,7 @@ static void request_from(const struct vmrun_opts *o, const struct cli_run *c, st
 		.memory_mib = o->memory_mib, .cpus = o->cpus, .disk_mib = o->disk_mib, .max_output = o->max_output,
 		.workspace = o->workspace, .artifacts = o->artifacts, .stdin_file = o->stdin_file, .policy = o->policy,
 		.kernel = o->kernel, .rootfs = o->rootfs, .vmm = c->vmm, .guest_dir = c->guest,
-		.allow_weaker_jail = o->allow_weaker_jail, .allow_net = o->allow_net, .nallow_net = o->nallow_net,
+		.allow_weaker_jail = o->allow_weaker_jail, .cold = o->cold, .allow_net = o->allow_net, .nallow_net = o->nallow_net,
 		.allow_net_addr = o->allow_net_addr, .nallow_net_addr = o->nallow_net_addr,
 		.secret_headers = o->secret_headers, .nsecret_headers = o->nsecret_headers, .secret_ca = o->secret_ca, .runtime = o->runtime, .sources = o->sources,
 		.nsources = o->nsources, .compile = o->compile, .run = o->run,
@@ -165,6 +165,43 @@ static int list_runtimes(const struct cli_run *c, int argc, char **argv)
 	return 0;
 }
 
+/* `vmrun snapshot ...`: make the snapshot for those inputs anew (a run's
+ * would be made on first use) and print its directory. 0, or 1 with one
+ * line; its own statuses, since no command runs. */
+static int make_snapshot(const struct cli_run *c, int argc, char **argv)
+{
+	struct vmrun_opts o;
+	char err[512], dir[PATH_MAX];
+	int parsed = cli_parse_snapshot(argc, argv, &o, err, sizeof(err));
+	if (parsed < 0)
+		say("%s", err);
+	if (parsed)
+		return parsed > 0 ? 0 : 1;
+	struct run_request req;
+	request_from(&o, c, &req);
+	struct run_plan *plan = malloc(sizeof(*plan));
+	if (!plan) {
+		say("out of memory");
+		return 1;
+	}
+	bool console_begun = false;
+	int rc = run_plan_snapshot(plan, &req, err, sizeof(err));
+	if (!rc) {
+		plan->log = o.verbose ? on_log : NULL;
+		plan->ctx = &console_begun;
+		plan->cancel_fd = c->sigfd;
+		rc = run_snapshot_make(plan, dir, sizeof(dir), err, sizeof(err));
+		run_plan_release(plan);
+	}
+	free(plan);
+	if (rc) {
+		say("snapshot: %s", err);
+		return 1;
+	}
+	puts(dir);
+	return fflush(stdout) ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct vmrun_opts o;
@@ -172,6 +209,17 @@ int main(int argc, char **argv)
 	struct cli_run c;
 	if (argc >= 2 && !strcmp(argv[1], "runtimes"))
 		return locate(&c) ? 125 : list_runtimes(&c, argc, argv);
+	if (argc >= 2 && !strcmp(argv[1], "snapshot")) {
+		if (locate(&c))
+			return 1;
+		if ((c.sigfd = run_cancel_signals()) < 0) {
+			say("signalfd: %s", strerror(errno));
+			return 1;
+		}
+		int status = make_snapshot(&c, argc, argv);
+		close(c.sigfd);
+		return status;
+	}
 	int parsed = cli_parse(argc, argv, &o, err, sizeof(err));
 	if (parsed < 0)
 		say("%s", err);

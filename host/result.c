@@ -263,6 +263,7 @@ void result_print_json(FILE *f, const struct run_result *r)
 		"\"total\":%lld}",
 		(long long)r->prepare, (long long)r->boot, (long long)r->run, (long long)r->teardown,
 		(long long)r->extract, (long long)r->total);
+	fprintf(f, ",\"boot\":\"%s\"", r->restored ? "restored" : "cold");
 	print_usage(f, fin);
 	if (r->runtime[0]) {
 		fputs(",\"runtime\":{\"name\":", f);

@@ -68,6 +68,7 @@ struct run_result {
 		uint64_t memory_mib, cpus, disk_mib, max_output, nproc, nofile, fsize;
 	} limits;
 	bool cancelled;           /* stopped by its caller (Ctrl-C, a cancel) */
+	bool restored;            /* vmm started from a snapshot, not a cold boot ("boot") */
 	/* The jail's layers in force for vmm, once it was built (DESIGN's
 	 * "jail" object): namespaces are always mount, PID, network, IPC and
 	 * UTS, plus user when rootless; seccomp and no_new_privs always. */

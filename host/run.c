@@ -25,6 +25,7 @@
 #include "errmsg.h"
 #include "jail.h"
 #include "run_net.h"
+#include "snapshot_cache.h"
 #include "workspace.h"
 
 struct run_paths {
@@ -32,6 +33,7 @@ struct run_paths {
 	char sock_dir[PATH_MAX + 32];   /* becomes /run in the jail */
 	char image[PATH_MAX + 64], agent_sock[PATH_MAX + 96];
 	char uds[PATH_MAX + 64], console[PATH_MAX + 64], vmm_err[PATH_MAX + 64];
+	char snap_err[PATH_MAX + 64];   /* the stderr of the vmm that makes a snapshot */
 };
 
 /* One execution of a plan. */
@@ -47,6 +49,19 @@ struct exec {
 	struct run_facts facts;
 	char start_error[512];
 	char vmm_said[400];
+	/* Warm start: the snapshot this run restores (restoring), and the id
+	 * that names the cgroup of the boot that makes one. */
+	struct snapshot_slot snap;
+	bool restoring;
+	char snap_id[48];
+};
+
+/* How a jailed vmm ended, as reap saw it. */
+struct reaped {
+	int status;                  /* wait status */
+	bool killed;                 /* we killed its cgroup (deadline, or cancel) */
+	bool lost;                   /* it did not die after SIGKILL */
+	bool cancelled;              /* the kill was the plan's cancel */
 };
 
 static void logf_(const struct exec *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -104,6 +119,7 @@ static int make_run_dir(struct run_paths *p, const struct caller *c, const char 
 	snprintf(p->agent_sock, sizeof(p->agent_sock), PROTO_VSOCK_UDS_PORT_FMT, p->uds, PROTO_VSOCK_PORT);
 	snprintf(p->console, sizeof(p->console), "%s/console", p->sock_dir);
 	snprintf(p->vmm_err, sizeof(p->vmm_err), "%s/vmm.err", p->dir);
+	snprintf(p->snap_err, sizeof(p->snap_err), "%s/snapshot.err", p->dir);
 	if (mkdir(p->sock_dir, 0700) < 0)
 		return errf(err, errlen, "%.300s: %s", p->sock_dir, strerror(errno));
 	if (strlen(p->agent_sock) >= sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
@@ -116,7 +132,7 @@ static void remove_run_dir(const struct run_paths *p)
 {
 	if (!p->dir[0])
 		return;
-	const char *files[] = { p->image, p->uds, p->agent_sock, p->console, p->vmm_err };
+	const char *files[] = { p->image, p->uds, p->agent_sock, p->console, p->vmm_err, p->snap_err };
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 		unlink(files[i]);
 	rmdir(p->sock_dir);
@@ -139,6 +155,226 @@ static int listen_agent(const struct run_paths *p, const struct jail *j, char *e
 	return fd;
 }
 
+/* A jail spec for one vmm of this execution: the run's files and limits,
+ * with the workspace image and the snapshot directory as given (NULL:
+ * none), and id naming its cgroup. */
+static void spec_for(const struct exec *x, struct jail_spec *js, const char *id, const char *image,
+		     const char *snapshot, bool snapshot_rw, char *const *argv)
+{
+	const struct run_plan *plan = x->plan;
+	*js = (struct jail_spec){
+		.run_dir = x->p.dir, .vmm = plan->vmm, .kernel_fd = plan->kernel_fd, .rootfs_fd = plan->rootfs_fd,
+		.image = image, .snapshot = snapshot, .snapshot_rw = snapshot_rw, .sock_dir = x->p.sock_dir,
+		.run_id = id, .memory_mib = plan->memory_mib, .cpus = plan->cpus, .disk_mib = plan->disk_mib,
+		.cpu_quota_pct = (unsigned)plan->pol.cpu_quota_pct, .stderr_fd = -1, .argv = argv,
+		.allow_weaker = plan->allow_weaker_jail,
+	};
+}
+
+/* Start vmm in its jail with its stderr going to errpath (made now, so
+ * it holds this vmm's words only). */
+static int start_vmm(struct jail_spec *js, struct jail *j, const char *errpath, char *err, size_t errlen)
+{
+	int errfd = open(errpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (errfd < 0)
+		return errf(err, errlen, "%.300s: %s", errpath, strerror(errno));
+	js->stderr_fd = errfd;
+	int rc = jail_start(js, j, err, errlen);
+	close(errfd);
+	js->stderr_fd = -1;
+	return rc;
+}
+
+/* Wait for the vmm of j until deadline_ms (at once when the plan is
+ * cancelled), then kill its whole cgroup and wait at most
+ * RUN_REAP_AFTER_KILL_MS more: a vmm that SIGKILL cannot end (a thread
+ * held in the host kernel) must not hold the run forever. */
+static void reap(struct jail *j, const struct run_plan *plan, int64_t deadline_ms, struct reaped *out)
+{
+	for (;;) {
+		pid_t r = waitpid(j->pid, &out->status, WNOHANG);
+		if (r == j->pid || (r < 0 && errno != EINTR))
+			return;
+		int64_t now = session_now_ms();
+		if (!out->killed && (now >= deadline_ms || cancelled(plan))) {
+			jail_kill(j);
+			out->killed = true;
+			out->cancelled = cancelled(plan);
+			deadline_ms = now + RUN_REAP_AFTER_KILL_MS;
+		} else if (out->killed && now >= deadline_ms) {
+			out->lost = true;
+			return;
+		}
+		usleep(2000);
+	}
+}
+
+/* Read a vmm's stderr file once: the last line vmm wrote into said, and
+ * the jail's clone-to-exec time, returned in us (-1 if absent). */
+static long read_err(const char *path, char *said, size_t len)
+{
+	said[0] = '\0';
+	long ready_us = -1;
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	char line[512];
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, JAIL_READY_PREFIX, strlen(JAIL_READY_PREFIX)))
+			ready_us = atol(line + strlen(JAIL_READY_PREFIX));
+		else if (line[0] != '\n')   /* vmm runs the guest: its words too */
+			session_printable(said, len, line, strcspn(line, "\n"));
+	}
+	fclose(f);
+	return ready_us;
+}
+
+/* ---- the snapshot ---------------------------------------------------------- */
+
+/* Why a snapshot boot did not end with vmm's exit 0, into err. */
+static int snapshot_boot_failed(const struct reaped *rp, const char *said, char *err, size_t errlen)
+{
+	if (rp->cancelled)
+		return errf(err, errlen, "cancelled");
+	if (rp->killed)
+		return errf(err, errlen, "vmm did not finish within %d s", RUN_SNAPSHOT_TIMEOUT_MS / 1000);
+	if (said[0])
+		return errf(err, errlen, "%s", said);
+	if (WIFSIGNALED(rp->status))
+		return errf(err, errlen, "vmm died of SIG%s", sigabbrev_np(WTERMSIG(rp->status)) ?
+			    sigabbrev_np(WTERMSIG(rp->status)) : "?");
+	return errf(err, errlen, "vmm exited with status %d", WEXITSTATUS(rp->status));
+}
+
+/* Boot the plan's VM in a jail of its own with vmm --snapshot-out, which
+ * writes it into dir (bound writable) once the agent is ready and exits.
+ * The run directory's socket directory is borrowed and left empty. On
+ * failure, *vmm_failed says whether vmm itself failed (or never finished),
+ * which another try would repeat, rather than the jail or a cancel. */
+static int snapshot_boot(struct exec *x, const char *dir, bool *vmm_failed, char *err, size_t errlen)
+{
+	struct jail_spec js;
+	struct jail j = { .uid_fd = -1 };
+	struct reaped rp = { 0 };
+	char said[400] = "";
+	int rc = -1;
+	snprintf(x->snap_id, sizeof(x->snap_id), "%.32s-snapshot", x->plan->run_id);
+	spec_for(x, &js, x->snap_id, NULL, dir, true, x->plan->snap_argv);
+	if (jail_prepare(&js, &j, err, errlen) || start_vmm(&js, &j, x->p.snap_err, err, errlen))
+		goto out;
+	reap(&j, x->plan, session_now_ms() + RUN_SNAPSHOT_TIMEOUT_MS, &rp);
+	read_err(x->p.snap_err, said, sizeof(said));
+	if (rp.killed || rp.lost || !WIFEXITED(rp.status) || WEXITSTATUS(rp.status)) {
+		snapshot_boot_failed(&rp, said, err, errlen);
+		*vmm_failed = !rp.cancelled;
+	} else {
+		rc = 0;
+	}
+out:
+	jail_cleanup(&j);
+	const char *left[] = { x->p.uds, x->p.console, x->p.snap_err };
+	for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++)
+		unlink(left[i]);
+	return rc;
+}
+
+/* Make x->snap with its lock held: a boot into a fresh temporary
+ * directory, renamed into place whole. */
+static int snapshot_make(struct exec *x, char *err, size_t errlen)
+{
+	bool vmm_failed = false;
+	if (snapshot_tmp_make(&x->snap, err, errlen))
+		return -1;
+	int rc = snapshot_boot(x, x->snap.tmp, &vmm_failed, err, errlen) || snapshot_commit(&x->snap, err, errlen)
+			 ? -1 : 0;
+	snapshot_tmp_remove(&x->snap);
+	if (vmm_failed)
+		(void)snapshot_mark_failed(&x->snap, err);
+	return rc;
+}
+
+/* The snapshot for the plan's VM into x->snap: found (0), or made (1; made
+ * anew when replace), or -1 with why. Two runs never both make one: the
+ * second waits for the lock and then finds it. */
+static int snapshot_ready(struct exec *x, bool replace, char *err, size_t errlen)
+{
+	const struct run_plan *plan = x->plan;
+	char dir[PATH_MAX];
+	struct snapshot_facts f;
+	if (snapshot_cache_dir(dir, sizeof(dir), err, errlen) ||
+	    snapshot_facts_gather(&f, plan->vmm, plan->kernel_fd, plan->rootfs_fd, plan->memory_mib, plan->cpus, NULL,
+				  err, errlen) ||
+	    snapshot_slot_init(&x->snap, dir, &f, err, errlen))
+		return -1;
+	if (!replace && snapshot_exists(&x->snap))
+		return 0;
+	if (snapshot_lock(&x->snap, plan->cancel_fd, RUN_SNAPSHOT_WAIT_MS, err, errlen))
+		return -1;
+	int rc;
+	char why[400];
+	if (!replace && snapshot_exists(&x->snap))
+		rc = 0;
+	else if (!replace && snapshot_failed(&x->snap, why, sizeof(why)))
+		rc = errf(err, errlen, "making it failed before (%s); `vmrun snapshot` tries again", why);
+	else
+		rc = snapshot_make(x, err, errlen) ? -1 : 1;
+	snapshot_unlock(&x->snap);
+	return rc;
+}
+
+/* Warm start: restore the snapshot for this run's VM, made first if there
+ * is none. Without one the run boots cold, and -v says why. */
+static void warm(struct exec *x)
+{
+	char why[512];
+	int64_t t0 = session_now_ms();
+	int got = snapshot_ready(x, false, why, sizeof(why));
+	if (got < 0) {
+		logf_(x, "snapshot: %s; booting cold", why);
+		return;
+	}
+	x->restoring = true;
+	if (got)
+		logf_(x, "snapshot %s made in %lld ms", x->snap.path, (long long)(session_now_ms() - t0));
+	else
+		logf_(x, "snapshot %s found", x->snap.path);
+}
+
+/* vmm refused the snapshot before the agent said HELLO (another vmm
+ * build, kernel, image or CPU than the key knew of, or damaged files):
+ * it goes, so that the next run makes it again. */
+static void discard_refused(struct exec *x)
+{
+	const struct run_facts *f = &x->facts;
+	if (!x->restoring || f->start_error || x->sr.hello_ms || !WIFEXITED(f->vmm_status) ||
+	    WEXITSTATUS(f->vmm_status) != 1 || !strstr(x->vmm_said, "snapshot"))
+		return;
+	char err[512];
+	if (snapshot_discard(&x->snap, RUN_SNAPSHOT_WAIT_MS, err, sizeof(err)))
+		logf_(x, "snapshot %s refused, not removed: %s", x->snap.path, err);
+	else
+		logf_(x, "snapshot %s refused by vmm: removed", x->snap.path);
+}
+
+int run_snapshot_make(struct run_plan *plan, char *dir, size_t dirlen, char *err, size_t errlen)
+{
+	struct exec *x = calloc(1, sizeof(*x));
+	if (!x)
+		return errf(err, errlen, "out of memory");
+	x->plan = plan;
+	x->snap.lock_fd = -1;
+	int rc = -1;
+	if (!make_run_dir(&x->p, &plan->caller, plan->run_id, err, errlen) && snapshot_ready(x, true, err, errlen) > 0) {
+		snprintf(dir, dirlen, "%s", x->snap.path);
+		rc = 0;
+	}
+	remove_run_dir(&x->p);
+	free(x);
+	return rc;
+}
+
+/* ---- the run ---------------------------------------------------------------- */
+
 /* Run directory, workspace image, jail, the agent's socket. */
 static int prepare(struct exec *x, char *err, size_t errlen)
 {
@@ -151,16 +387,15 @@ static int prepare(struct exec *x, char *err, size_t errlen)
 					.nfiles = plan->nsources,
 					.name = plan->workspace_fd >= 0 ? "--workspace" : "the source files" };
 	bool copy = plan->workspace_fd >= 0 || plan->nsources;
-	if (make_run_dir(&x->p, &plan->caller, plan->run_id, err, errlen) ||
-	    workspace_create(x->p.image, plan->disk_mib, copy ? &src : NULL, PROTO_SANDBOX_UID, PROTO_SANDBOX_GID, &ws,
+	if (make_run_dir(&x->p, &plan->caller, plan->run_id, err, errlen))
+		return -1;
+	if (!plan->cold)
+		warm(x);
+	if (workspace_create(x->p.image, plan->disk_mib, copy ? &src : NULL, PROTO_SANDBOX_UID, PROTO_SANDBOX_GID, &ws,
 			     err, errlen))
 		return -1;
-	x->js = (struct jail_spec){
-		.run_dir = x->p.dir, .vmm = plan->vmm, .kernel_fd = plan->kernel_fd, .rootfs_fd = plan->rootfs_fd,
-		.image = x->p.image, .sock_dir = x->p.sock_dir, .run_id = plan->run_id, .memory_mib = plan->memory_mib,
-		.cpus = plan->cpus, .disk_mib = plan->disk_mib, .cpu_quota_pct = (unsigned)plan->pol.cpu_quota_pct,
-		.stderr_fd = -1, .argv = plan->vmm_argv, .allow_weaker = plan->allow_weaker_jail,
-	};
+	spec_for(x, &x->js, plan->run_id, x->p.image, x->restoring ? x->snap.path : NULL, false,
+		 x->restoring ? plan->restore_argv : plan->vmm_argv);
 	if (jail_prepare(&x->js, &x->jail, err, errlen) ||
 	    (x->listen_fd = listen_agent(&x->p, &x->jail, err, errlen)) < 0 ||
 	    (plan->net && run_net_start(&x->net, plan->net, plan->secret_ca_fd, plan->vmm, x->p.dir, x->p.uds, &x->js, &x->jail, err, errlen)))
@@ -172,49 +407,24 @@ static int prepare(struct exec *x, char *err, size_t errlen)
 
 /* ---- vmm ------------------------------------------------------------------ */
 
-/* Read vmm's stderr once: the last line vmm wrote into x->vmm_said, and
- * the jail's clone-to-exec time, returned in us (-1 if absent). */
+/* The run's vmm's stderr: its last line into the facts, and the jail's
+ * clone-to-exec time in us (-1 if absent). */
 static long read_vmm_err(struct exec *x)
 {
-	x->vmm_said[0] = '\0';
-	long ready_us = -1;
-	FILE *f = fopen(x->p.vmm_err, "re");
-	if (!f)
-		return -1;
-	char line[512];
-	while (fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, JAIL_READY_PREFIX, strlen(JAIL_READY_PREFIX)))
-			ready_us = atol(line + strlen(JAIL_READY_PREFIX));
-		else if (line[0] != '\n')   /* vmm runs the guest: its words too */
-			session_printable(x->vmm_said, sizeof(x->vmm_said), line, strcspn(line, "\n"));
-	}
-	fclose(f);
+	long ready_us = read_err(x->p.vmm_err, x->vmm_said, sizeof(x->vmm_said));
+	x->facts.vmm_said = x->vmm_said;
 	return ready_us;
 }
 
-/* Wait for vmm until deadline_ms (at once when cancelled), then kill its
- * whole cgroup and wait at most RUN_REAP_AFTER_KILL_MS more: a vmm that
- * SIGKILL cannot end (a thread held in the host kernel) must not hold the
- * run forever. */
+/* Wait for the run's vmm (see reap), into the facts. */
 static void reap_vmm(struct exec *x, int64_t deadline_ms)
 {
-	struct run_facts *f = &x->facts;
-	for (;;) {
-		pid_t r = waitpid(x->jail.pid, &f->vmm_status, WNOHANG);
-		if (r == x->jail.pid || (r < 0 && errno != EINTR))
-			return;
-		int64_t now = session_now_ms();
-		if (!f->vmm_killed && (now >= deadline_ms || cancelled(x->plan))) {
-			jail_kill(&x->jail);
-			f->vmm_killed = true;
-			f->cancelled |= cancelled(x->plan);
-			deadline_ms = now + RUN_REAP_AFTER_KILL_MS;
-		} else if (f->vmm_killed && now >= deadline_ms) {
-			f->vmm_lost = true;
-			return;
-		}
-		usleep(2000);
-	}
+	struct reaped rp = { 0 };
+	reap(&x->jail, x->plan, deadline_ms, &rp);
+	x->facts.vmm_status = rp.status;
+	x->facts.vmm_killed = rp.killed;
+	x->facts.vmm_lost = rp.lost;
+	x->facts.cancelled |= rp.cancelled;
 }
 
 /* The command's output: capped here per stream at max_output whoever
@@ -255,24 +465,19 @@ static void run_vm(struct exec *x)
 	struct run_facts *f = &x->facts;
 	int64_t start = session_now_ms();
 	int64_t deadline = start + (int64_t)(plan->timeout_s * 1000.0);
-	int errfd = open(x->p.vmm_err, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	x->js.stderr_fd = errfd;
-	if (errfd < 0 || jail_start(&x->js, &x->jail, x->start_error, sizeof(x->start_error))) {
-		if (errfd < 0)
-			errf(x->start_error, sizeof(x->start_error), "%.300s: %s", x->p.vmm_err, strerror(errno));
-		else
-			close(errfd);
+	if (start_vmm(&x->js, &x->jail, x->p.vmm_err, x->start_error, sizeof(x->start_error))) {
 		f->start_error = x->start_error;
 		return;
 	}
-	close(errfd);
 	f->vmm_pid = x->jail.pid;
+	r->restored = x->restoring;
 	r->jail.built = true;
 	r->jail.rootless = x->jail.rootless;
 	r->jail.own_uid = x->jail.uid_held;
 	r->jail.cgroup_version = x->jail.cgroup_version;
 	r->jail.cgroup_delegated = x->jail.cgroup_delegated;
-	logf_(x, "vmm started (pid %d), deadline in %g s", (int)x->jail.pid, plan->timeout_s);
+	logf_(x, "vmm started (pid %d%s), deadline in %g s", (int)x->jail.pid, x->restoring ? ", restoring" : "",
+	      plan->timeout_s);
 	struct session_io io = { .stdin_fd = plan->stdin_fd, .cancel_fd = plan->cancel_fd, .output = on_output,
 				 .gate = plan->gate ? on_gate : NULL, .ctx = x };
 	memcpy(io.stage_timeout_ms, plan->stage_timeout_ms, sizeof(io.stage_timeout_ms));
@@ -300,7 +505,6 @@ static void run_vm(struct exec *x)
 	reap_vmm(x, f->session == SESSION_DONE ? teardown_from + RUN_TEARDOWN_GRACE_MS : teardown_from);
 	r->teardown = session_now_ms() - teardown_from;
 	long ready_us = read_vmm_err(x);
-	f->vmm_said = x->vmm_said;
 	logf_(x, "jail (uid %u, cgroup v%d) ready in %ld us; agent \"%s\", boot %lld ms, run %lld ms, "
 	      "teardown %lld ms, vmm status %d", x->jail.uid, x->jail.cgroup_version, ready_us, x->sr.agent,
 	      (long long)r->boot, (long long)r->run, (long long)r->teardown, f->vmm_status);
@@ -384,6 +588,7 @@ void run_execute(struct run_plan *plan, struct run_result *r)
 	x->listen_fd = -1;
 	x->net.control = -1;
 	x->net.helper.uid_fd = -1;
+	x->snap.lock_fd = -1;
 	x->facts.timeout_s = plan->timeout_s;
 	x->facts.sr = &x->sr;
 	char err[512];
@@ -405,6 +610,7 @@ void run_execute(struct run_plan *plan, struct run_result *r)
 		run_vm(x);
 	}
 	run_classify(&x->facts, r);
+	discard_refused(x);
 	if (plan->net)
 		run_net_finish(&x->net, r);
 	log_console(x);

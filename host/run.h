@@ -32,6 +32,8 @@
 #define RUN_EXTRACT_TIMEOUT_MS 30000
 #define RUN_REAP_AFTER_KILL_MS 10000     /* after the cgroup was killed, how long vmm gets to die */
 #define RUN_VMM_ARGC_MAX      32
+#define RUN_SNAPSHOT_TIMEOUT_MS 60000    /* a boot that makes a snapshot (the emulated KVM host is slow) */
+#define RUN_SNAPSHOT_WAIT_MS  (RUN_SNAPSHOT_TIMEOUT_MS + 15000)   /* for another run making the same one */
 
 #define RUN_DEFAULT_TIMEOUT_S 10           /* a run without source mode, boot included */
 #define RUN_DEFAULT_MEMORY_MIB 256
@@ -75,6 +77,8 @@ struct run_request {
 	const char *vmm;             /* vmm's path (trusted: ours) */
 	const char *guest_dir;       /* where the built kernel, rootfs and manifest are */
 	bool allow_weaker_jail;      /* rootless: run without cgroup limits when none are delegated */
+	bool cold;                   /* boot from scratch; else restore the snapshot for this
+				      * kernel, root image, memory and vCPUs (made on first use) */
 	/* Network through the run's proxy (host/netpolicy.h): --allow-net
 	 * and --allow-net-addr texts, within the policy's ceiling. None of
 	 * either, and no allow_net line in the policy: no network. */
@@ -119,12 +123,17 @@ struct run_plan {
 	bool extracted;                      /* execute copied into it: it stays */
 	char vmm[PATH_MAX];
 	bool allow_weaker_jail;
+	bool cold;                           /* no snapshot: boot from scratch */
 	struct proxy_config *net;            /* the proxy's rules and caps; NULL: no network */
 	int secret_ca_fd;                    /* --secret-ca, opened as the caller; -1 */
 	char runtime[64], runtime_version[64];   /* "" without --runtime */
-	/* vmm's command line, paths as seen in the jail */
+	/* vmm's command lines, paths as seen in the jail: a cold boot, a
+	 * restore from JAIL_SNAPSHOT, and the boot that makes the snapshot
+	 * (no workspace: an empty slot that the restore fills) */
 	char vmm_memory[24], vmm_cpus[24];
 	char *vmm_argv[RUN_VMM_ARGC_MAX];
+	char *restore_argv[RUN_VMM_ARGC_MAX];
+	char *snap_argv[RUN_VMM_ARGC_MAX];
 	/* how the run reports and is stopped */
 	run_output_fn output;
 	bool keep_output;                    /* with output: also keep it in the result */
@@ -149,6 +158,13 @@ void run_result_init(struct run_result *r, const struct run_request *req);
  * afterwards. */
 int run_plan_build(struct run_plan *plan, const struct run_request *req, struct run_result *r);
 
+/* A plan for `vmrun snapshot`: only what making the snapshot of req's
+ * kernel, root image (or runtime), memory and vCPUs needs, checked against
+ * the policy's ceilings as a run would be (no program, no workspace).
+ * Into plan (zeroed here); returns 0, or -1 with a one-line reason and
+ * nothing left open. Release it with run_plan_release. */
+int run_plan_snapshot(struct run_plan *plan, const struct run_request *req, char *err, size_t errlen);
+
 /* The requested limits against the policy's ceilings: 0, or -1 with the
  * option that exceeds one in err. Pure. */
 int run_check_limits(const struct run_request *req, const struct policy *pol, char *err, size_t errlen);
@@ -162,6 +178,12 @@ void run_plan_release(struct run_plan *plan);
  * (durations, output, artifacts, termination). Blocks until the run is
  * over; any number may run at once on different threads. */
 void run_execute(struct run_plan *plan, struct run_result *r);
+
+/* Make the snapshot for plan (from run_plan_snapshot, or a run's),
+ * replacing the one there is, and put its directory into dir. Blocks for
+ * the boot (at most RUN_SNAPSHOT_TIMEOUT_MS, stopped by the plan's
+ * cancel_fd). Returns 0, or -1 with a one-line reason. */
+int run_snapshot_make(struct run_plan *plan, char *dir, size_t dirlen, char *err, size_t errlen);
 
 /* For a front end that is one run (vmrun, vmrund-worker): SIGINT, SIGTERM
  * and SIGHUP blocked and read from a signalfd, which is the run's cancel

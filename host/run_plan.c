@@ -421,20 +421,34 @@ static int plan_net(struct run_plan *plan, const struct run_request *req, struct
 	return 0;
 }
 
-/* vmm's command line, every path as the jail shows it. */
+/* One vmm command line into out, every path as the jail shows it, with
+ * workspace as the second disk; then opt and its dir when opt is set
+ * (NULL ends the list there). */
+static void vmm_argv_into(struct run_plan *plan, char **out, const char *workspace, const char *opt, const char *dir)
+{
+	char *const argv[] = { "vmm", "--kvm-fd", "3", "--kernel", JAIL_KERNEL, "--memory", plan->vmm_memory,
+			       "--cpus", plan->vmm_cpus, "--disk", JAIL_ROOTFS ",ro", "--disk", (char *)workspace,
+			       "--vsock-uds", JAIL_RUN "/" PROTO_VSOCK_UDS, "--console", JAIL_RUN "/console",
+			       "--console-limit", RUN_CONSOLE_LIMIT, "--cmdline", "root=/dev/vda ro init=/init",
+			       (char *)opt, (char *)dir, NULL };
+	_Static_assert(sizeof(argv) / sizeof(argv[0]) <= RUN_VMM_ARGC_MAX, "vmm's argv outgrew the plan");
+	memcpy(out, argv, sizeof(argv));
+}
+
+/* vmm's command lines: a cold boot, a restore, and the boot that makes
+ * the snapshot. The snapshot's VM is the run's but for the workspace, an
+ * empty slot there (the restore puts the run's image in it). */
 static void build_vmm_argv(struct run_plan *plan)
 {
 	snprintf(plan->vmm_memory, sizeof(plan->vmm_memory), "%llu", (unsigned long long)plan->memory_mib);
 	snprintf(plan->vmm_cpus, sizeof(plan->vmm_cpus), "%llu", (unsigned long long)plan->cpus);
-	char *const argv[] = { "vmm", "--kvm-fd", "3", "--kernel", JAIL_KERNEL, "--memory", plan->vmm_memory,
-			       "--cpus", plan->vmm_cpus, "--disk", JAIL_ROOTFS ",ro", "--disk", JAIL_IMAGE,
-			       "--vsock-uds", JAIL_RUN "/" PROTO_VSOCK_UDS, "--console", JAIL_RUN "/console",
-			       "--console-limit", RUN_CONSOLE_LIMIT, "--cmdline", "root=/dev/vda ro init=/init", NULL };
-	_Static_assert(sizeof(argv) / sizeof(argv[0]) <= RUN_VMM_ARGC_MAX, "vmm's argv outgrew the plan");
-	memcpy(plan->vmm_argv, argv, sizeof(argv));
+	vmm_argv_into(plan, plan->vmm_argv, JAIL_IMAGE, NULL, NULL);
+	vmm_argv_into(plan, plan->restore_argv, JAIL_IMAGE, "--restore", JAIL_SNAPSHOT);
+	vmm_argv_into(plan, plan->snap_argv, "none", "--snapshot-out", JAIL_SNAPSHOT);
 }
 
-int run_plan_build(struct run_plan *plan, const struct run_request *req, struct run_result *r)
+/* What every plan starts from: nothing open, nothing owned. */
+static void plan_init(struct run_plan *plan, const struct run_request *req)
 {
 	memset(plan, 0, sizeof(*plan));
 	plan->kernel_fd = plan->rootfs_fd = plan->stdin_fd = plan->workspace_fd = plan->artifacts_fd = -1;
@@ -443,12 +457,45 @@ int run_plan_build(struct run_plan *plan, const struct run_request *req, struct 
 	plan->cancel_fd = -1;
 	plan->secret_ca_fd = -1;
 	plan->live = true;
+	snprintf(plan->vmm, sizeof(plan->vmm), "%s", req->vmm);
+	plan->allow_weaker_jail = req->allow_weaker_jail;
+	plan->cold = req->cold;
+}
+
+int run_plan_snapshot(struct run_plan *plan, const struct run_request *req, char *err, size_t errlen)
+{
+	plan_init(plan, req);
+	new_run_id(plan->run_id);
+	struct run_request eff = *req;
+	eff.memory_mib = req->memory_mib ? req->memory_mib : RUN_DEFAULT_MEMORY_MIB;
+	eff.cpus = req->cpus ? req->cpus : 1;
+	char manifest_name[PATH_MAX + 16];
+	struct runtime rt = { 0 };
+	FILE *manifest = NULL;
+	int rc = -1;
+	if (caller_identify(&plan->caller, err, errlen) ||
+	    open_guest(plan, req, &rt, &manifest, manifest_name, sizeof(manifest_name), err, errlen) ||
+	    load_policy(plan, req, manifest, manifest_name, err, errlen) || run_check_limits(&eff, &plan->pol, err, errlen))
+		goto out;
+	plan->memory_mib = eff.memory_mib;
+	plan->cpus = eff.cpus;
+	build_vmm_argv(plan);
+	rc = 0;
+out:
+	if (manifest)
+		fclose(manifest);
+	if (rc)
+		run_plan_release(plan);
+	return rc;
+}
+
+int run_plan_build(struct run_plan *plan, const struct run_request *req, struct run_result *r)
+{
+	plan_init(plan, req);
 	memcpy(plan->run_id, r->run_id, sizeof(plan->run_id));
 	struct run_request eff = *req;   /* with the limits the plan derives */
 	eff.timeout_s = r->limits.timeout_s;
 	eff.memory_mib = r->limits.memory_mib;
-	snprintf(plan->vmm, sizeof(plan->vmm), "%s", req->vmm);
-	plan->allow_weaker_jail = req->allow_weaker_jail;
 	char err[512], manifest_name[PATH_MAX + 16];
 	struct runtime rt = { 0 };
 	const char *compiled = NULL;

@@ -1,8 +1,18 @@
 #!/bin/bash
 # End-to-end tests of vmrun, used as a user would, on a KVM host that runs
 # Linux guests (scripts/on-kvm-host.sh decides where).
-# Ends with "e2e: N passed, N failed".
+#   run.sh warm   every run restores the warm-start snapshot (made first by
+#                 `vmrun snapshot`), as vmrun does by default
+#   run.sh cold   every run boots from scratch (--cold)
+# The same cases, the same expected results, either way.
+# Ends with "e2e (MODE): N passed, N failed".
 set -u
+mode=${1:-warm}
+case $mode in
+cold) MODE_ARGS=(--cold) BOOT=cold ;;
+warm) MODE_ARGS=() BOOT=restored ;;
+*) echo "usage: $0 [warm|cold]" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/../.."
 VMRUN=$PWD/build/bin/vmrun
 DEADLINE=120   # seconds for one vmrun; each asks for -t 10 or less
@@ -12,6 +22,7 @@ fail=0
 tmp=$(mktemp -d /tmp/e2e.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 export TMPDIR=$tmp/runs   # vmrun's run directories, checked for leftovers
+export VMRUN_CACHE=$tmp/cache   # the snapshots: this test's own
 mkdir -p "$TMPDIR"
 
 ok() { echo "ok - $1"; pass=$((pass + 1)); }
@@ -27,7 +38,7 @@ v() {
 	local t0=$(date +%s%N)
 	# The test's own deadline, beyond vmrun's: a vmrun that hangs is
 	# killed (TERM, KILL 5 s later) and the case fails.
-	timeout -k 5 $DEADLINE "$VMRUN" "$@" >"$tmp/out" 2>"$tmp/err"
+	timeout -k 5 $DEADLINE "$VMRUN" "${MODE_ARGS[@]}" "$@" >"$tmp/out" 2>"$tmp/err"
 	rc=$?
 	[ $rc -ne 124 ] || [ "$want" -eq 124 ] || echo "vmrun was killed at the test's $DEADLINE s deadline" >>"$tmp/err"
 	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
@@ -36,6 +47,13 @@ v() {
 # json FIELD EXPR: evaluate a python expression on the JSON in $tmp/out (as j)
 json() { python3 -c "import json,sys; j=json.load(open('$tmp/out')); sys.exit(0 if ($1) else 1)" 2>/dev/null; }
 
+if [ "$mode" = warm ]; then
+	timeout -k 5 $DEADLINE "$VMRUN" snapshot >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	snap=$(cat "$tmp/out")
+	[ $rc -eq 0 ] && [ -f "$snap/state" ] && [ -f "$snap/memory" ] && [ "${snap#"$VMRUN_CACHE"/snapshots/}" != "$snap" ] &&
+		ok "vmrun snapshot made $snap" || not_ok "vmrun snapshot (status $rc)"
+fi
 v "echo" 0 -- echo hello world && [ "$(cat "$tmp/out")" = "hello world" ] &&
 	ok "echo: stdout passed through, exit 0 ($ms ms)" || not_ok "echo (status $rc)"
 v "exit" 7 -- sh -c 'exit 7' && ok "exit status 7 passed through" || not_ok "exit status (got $rc)"
@@ -58,8 +76,8 @@ v "not found" 127 --json -- no-such-program && json 'j["termination"]=="not_foun
 	ok "an unknown program: 127, not_found" || not_ok "not found (status $rc)"
 v "relative" 126 -- ./run.sh && ok "a workspace program is not allowlisted: 126" || not_ok "relative (status $rc)"
 SECRET=hunter2 v "secret" 0 -- env && ! grep -q SECRET "$tmp/out" && ! grep -q hunter2 "$tmp/out" &&
-	[ "$(cut -d= -f1 "$tmp/out" | sort | tr '\n' ' ')" = "HOME LANG PATH PYTHONIOENCODING " ] &&
-	ok "no host variable reaches the guest; env is exactly PATH HOME LANG PYTHONIOENCODING" || not_ok "environment"
+	[ "$(cut -d= -f1 "$tmp/out" | sort | tr '\n' ' ')" = "HOME LANG PATH PYTHONIOENCODING VMRUN_RUN_ID " ] &&
+	ok "no host variable reaches the guest; env is exactly PATH HOME LANG PYTHONIOENCODING VMRUN_RUN_ID" || not_ok "environment"
 v "grant" 0 -e GREETING=hi -e LANG=C -- env && grep -qx GREETING=hi "$tmp/out" && grep -qx LANG=C "$tmp/out" &&
 	ok "--env grants appear (and may replace a default)" || not_ok "env grants"
 v "cap" 0 --json --max-output 100 -- sh -c 'yes | head -c 5000; yes e | head -c 50 >&2' &&
@@ -67,8 +85,8 @@ v "cap" 0 --json --max-output 100 -- sh -c 'yes | head -c 5000; yes e | head -c 
 	ok "--max-output caps and flags each stream" || not_ok "output cap"
 v "python" 0 -- python3 -c 'import sys; print(sys.version_info[:2])' && [ "$(cat "$tmp/out")" = "(3, 11)" ] &&
 	ok "python3 runs" || not_ok "python3"
-v "json shape" 0 --json -- true && json 'set(j)=={"run_id","termination","exit_code","signal","timed_out","stdout","stderr","stdout_truncated","stderr_truncated","durations_ms","usage","artifacts","artifacts_skipped","limits","jail","message"} and set(j["durations_ms"])=={"prepare","boot","run","teardown","extract","total"}' &&
-	ok "--json has every field of DESIGN's result object, and the jail layers" || not_ok "json shape"
+v "json shape" 0 --json -- true && json 'set(j)=={"run_id","termination","exit_code","signal","timed_out","stdout","stderr","stdout_truncated","stderr_truncated","durations_ms","usage","artifacts","artifacts_skipped","limits","jail","message","boot"} and j["boot"]=="'$BOOT'" and set(j["durations_ms"])=={"prepare","boot","run","teardown","extract","total"}' &&
+	ok "--json has every field of DESIGN's result object, the jail layers, boot $BOOT" || not_ok "json shape"
 v "bad option" 125 --memory lots -- true && [ "$(wc -l <"$tmp/err")" -eq 1 ] && ok "a bad value: one line, 125" ||
 	not_ok "bad option (status $rc)"
 v "ceiling" 125 --memory 65536 -- true && grep -q ceiling "$tmp/err" && ok "a request past the policy's ceiling is refused" ||
@@ -95,14 +113,14 @@ rm "$tmp/ws/evil"
 mkdir -p "$tmp/a" "$tmp/b"
 echo a >"$tmp/a/only-a"
 echo b >"$tmp/b/only-b"
-timeout -k 5 $DEADLINE "$VMRUN" -w "$tmp/a" -- sh -c 'ls; sleep 1' >"$tmp/out-a" 2>&1 &
-timeout -k 5 $DEADLINE "$VMRUN" -w "$tmp/b" -- sh -c 'ls; sleep 1' >"$tmp/out-b" 2>&1
+timeout -k 5 $DEADLINE "$VMRUN" "${MODE_ARGS[@]}" -w "$tmp/a" -- sh -c 'ls; sleep 1' >"$tmp/out-a" 2>&1 &
+timeout -k 5 $DEADLINE "$VMRUN" "${MODE_ARGS[@]}" -w "$tmp/b" -- sh -c 'ls; sleep 1' >"$tmp/out-b" 2>&1
 wait
 grep -q only-a "$tmp/out-a" && ! grep -q only-b "$tmp/out-a" && grep -q only-b "$tmp/out-b" && ! grep -q only-a "$tmp/out-b" &&
 	ok "two runs at once see only their own workspace" || { cat "$tmp/out-a" "$tmp/out-b"; not_ok "isolation"; }
 
 # Ctrl-C: the VM dies, nothing is left
-"$VMRUN" -- sleep 100 >"$tmp/out" 2>"$tmp/err" &
+"$VMRUN" "${MODE_ARGS[@]}" -- sleep 100 >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 sleep 3
 kill -INT $pid
@@ -120,7 +138,7 @@ mkdir -p "$tmp/stuck/bin"
 cp "$VMRUN" "$tmp/stuck/bin/vmrun"
 cp build/tests/vmm-stuck "$tmp/stuck/bin/vmm"
 ln -s "$PWD/build/guest" "$tmp/stuck/guest"
-VMRUN=$tmp/stuck/bin/vmrun v "stuck vCPU" 124 --json -t 3 -- sleep 100 &&
+VMRUN=$tmp/stuck/bin/vmrun v "stuck vCPU" 124 --json --cold -t 3 -- sleep 100 &&
 	json 'j["termination"]=="timeout"' && [ "$ms" -lt 15000 ] &&
 	! pgrep -f "$JAILED_VMM" >/dev/null &&
 	ok "a vmm whose vCPU never stops: the run still ends at its 3 s limit, 124 after $ms ms" ||
@@ -140,5 +158,5 @@ cgroups=$(ls -d /sys/fs/cgroup/vmrun/*/ /sys/fs/cgroup/*/vmrun-*/ 2>/dev/null)
 [ -z "$left" ] && [ -z "$procs" ] && [ -z "$cgroups" ] &&
 	ok "no run directory, image, socket, cgroup or vmm process left behind" ||
 	{ echo "    left: $left procs: $procs cgroups: $cgroups"; not_ok "leftovers"; }
-echo "e2e: $pass passed, $fail failed"
+echo "e2e ($mode): $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -187,6 +187,63 @@ static void network_option_limit(void **state)
 	}
 }
 
+/* --cold: a run that boots from scratch; warm by default. */
+static void cold_option(void **state)
+{
+	(void)state;
+	assert_int_equal(parse("true", NULL), 0);
+	assert_false(o.cold);
+	assert_int_equal(parse("--cold", "--", "true", NULL), 0);
+	assert_true(o.cold);
+	/* after PROGRAM it is PROGRAM's */
+	assert_int_equal(parse("true", "--cold", NULL), 0);
+	assert_false(o.cold);
+	assert_int_equal(o.argc, 2);
+}
+
+/* cli_parse_snapshot on "vmrun snapshot" and the words given. */
+static int parse_snapshot(const char *first, ...)
+{
+	char *argv[32] = { "vmrun", "snapshot" };
+	int argc = 2;
+	va_list ap;
+	va_start(ap, first);
+	for (const char *w = first; w && argc < 31; w = va_arg(ap, const char *))
+		argv[argc++] = (char *)w;
+	va_end(ap);
+	err[0] = '\0';
+	return cli_parse_snapshot(argc, argv, &o, err, sizeof(err));
+}
+
+static void snapshot_subcommand(void **state)
+{
+	(void)state;
+	assert_int_equal(parse_snapshot(NULL), 0);
+	assert_null(o.runtime);
+	assert_null(o.rootfs);
+	assert_int_equal(o.memory_mib, 0);   /* the run library's default */
+	assert_int_equal(o.cpus, VMRUN_DEFAULT_CPUS);
+	assert_int_equal(parse_snapshot("--runtime", "python", "--kernel", "/k", "-m", "512", "--cpus", "2",
+					"--allow-weaker-jail", "-v", NULL), 0);
+	assert_string_equal(o.runtime, "python");
+	assert_string_equal(o.kernel, "/k");
+	assert_int_equal(o.memory_mib, 512);
+	assert_int_equal(o.cpus, 2);
+	assert_true(o.allow_weaker_jail && o.verbose);
+	assert_int_equal(parse_snapshot("--rootfs", "/r.ext4", "--memory", "256", NULL), 0);
+	assert_string_equal(o.rootfs, "/r.ext4");
+	/* refusals: one line, no prefix */
+	assert_refused(parse_snapshot("--runtime", "python", "--rootfs", "/r", NULL),
+		       "snapshot: --runtime and --rootfs name two root images; give one");
+	assert_refused(parse_snapshot("--cpus", "33", NULL), "--cpus: '33' is not a whole number from 1 to 32");
+	assert_refused(parse_snapshot("--memory", NULL), "snapshot: --memory needs a value");
+	assert_refused(parse_snapshot("--workspace", "x", NULL),
+		       "snapshot: unknown option '--workspace' (see vmrun snapshot --help)");
+	assert_refused(parse_snapshot("-w", "x", NULL), "snapshot: unknown option '-w' (see vmrun snapshot --help)");
+	assert_refused(parse_snapshot("true", NULL), "snapshot: unexpected 'true' (it takes options only)");
+	assert_refused(parse_snapshot("--cold", NULL), "snapshot: unknown option '--cold' (see vmrun snapshot --help)");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -196,6 +253,8 @@ int main(void)
 		cmocka_unit_test(network_options),
 		cmocka_unit_test(network_option_refusals),
 		cmocka_unit_test(network_option_limit),
+		cmocka_unit_test(cold_option),
+		cmocka_unit_test(snapshot_subcommand),
 	};
 	return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }

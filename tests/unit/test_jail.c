@@ -143,6 +143,23 @@ static void writable_dir_refused(void **state)
 	assert_int_equal(chmod(f->dir, 0700), 0);
 }
 
+/* vmm's file-size limit covers what it writes: the workspace image, and
+ * while it makes a snapshot the guest's whole memory (not a restore's,
+ * which only reads it). */
+static void fsize_limit(void **state)
+{
+	(void)state;
+	struct jail_spec s = { .disk_mib = 64, .memory_mib = 1024 };
+	assert_true(jail_fsize_limit(&s) == (64ull + 16) << 20);
+	s.snapshot = "/cache/key";
+	assert_true(jail_fsize_limit(&s) == (64ull + 16) << 20);
+	s.snapshot_rw = true;
+	s.disk_mib = 0;   /* making one: no workspace */
+	assert_true(jail_fsize_limit(&s) == (1024ull + 16) << 20);
+	s.disk_mib = 4096;
+	assert_true(jail_fsize_limit(&s) == (4096ull + 16) << 20);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void)
@@ -152,6 +169,7 @@ int main(void)
 		T(released_uid_taken_again),
 		T(exhaustion_fails_cleanly),
 		T(writable_dir_refused),
+		cmocka_unit_test(fsize_limit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

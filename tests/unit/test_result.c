@@ -304,6 +304,23 @@ static void json_network(void **state)
 	json_decref(v);
 }
 
+/* "boot": how vmm started, restored from a snapshot or cold, right after
+ * the durations. */
+static void json_boot(void **state)
+{
+	(void)state;
+	struct run_result r = { .term = TERM_EXITED, .nstages = 1, .stage = { { .term = TERM_EXITED } } };
+	const char *j = to_json(&r);
+	assert_has(j, "\"total\":0},\"boot\":\"cold\",\"usage\":");
+	json_t *v = parsed(j);
+	assert_json_string(v, "boot", "cold");
+	json_decref(v);
+	r.restored = true;
+	v = parsed(to_json(&r));
+	assert_json_string(v, "boot", "restored");
+	json_decref(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -313,6 +330,7 @@ int main(void)
 		cmocka_unit_test(json_truncated_by_host_drop),
 		cmocka_unit_test(json_escapes),
 		cmocka_unit_test(json_network),
+		cmocka_unit_test(json_boot),
 	};
 	return cmocka_run_group_tests_name("result", tests, NULL, NULL);
 }

@@ -269,6 +269,23 @@ static void plan_builds_once(void **state)
 	while (v[n])
 		n++;
 	assert_string_equal(v[n - 1], "root=/dev/vda ro init=/init");
+	assert_string_equal(v[12], "/workspace.ext4");
+	/* warm: the same VM restored from the jail's snapshot directory */
+	assert_false(f->plan.cold);
+	v = f->plan.restore_argv;
+	for (int i = 0; i < n; i++)
+		assert_string_equal(v[i], f->plan.vmm_argv[i]);
+	assert_string_equal(v[n], "--restore");
+	assert_string_equal(v[n + 1], "/snapshot");
+	assert_null(v[n + 2]);
+	/* and made without a workspace, into it */
+	v = f->plan.snap_argv;
+	assert_string_equal(v[11], "--disk");
+	assert_string_equal(v[12], "none");
+	assert_string_equal(v[6], "512");
+	assert_string_equal(v[n], "--snapshot-out");
+	assert_string_equal(v[n + 1], "/snapshot");
+	assert_null(v[n + 2]);
 	run_plan_release(&f->plan);
 	assert_int_equal(f->plan.kernel_fd, -1);
 	run_plan_release(&f->plan);   /* twice is harmless */
@@ -421,6 +438,45 @@ static void plan_fifo_and_zeroed(void **state)
 	memset(&zero, 0, sizeof(zero));
 	run_plan_release(&zero);
 	assert_true(fcntl(0, F_GETFD) >= 0 || errno != EBADF);   /* stdin not closed */
+}
+
+/* `vmrun snapshot`'s plan: the guest files and limits a run would have,
+ * no program; --cold carried into a run's plan. */
+static void plan_snapshot(void **state)
+{
+	struct fx *f = *state;
+	char err[512];
+	f->req.argv = NULL;
+	f->req.argc = 0;
+	f->req.memory_mib = 0;
+	f->req.cpus = 2;
+	assert_int_equal(run_plan_snapshot(&f->plan, &f->req, err, sizeof(err)), 0);
+	assert_true(f->plan.kernel_fd >= 0 && f->plan.rootfs_fd >= 0);
+	assert_int_equal(f->plan.memory_mib, RUN_DEFAULT_MEMORY_MIB);
+	assert_string_equal(f->plan.snap_argv[6], "256");
+	assert_string_equal(f->plan.snap_argv[8], "2");
+	assert_string_equal(f->plan.snap_argv[12], "none");
+	assert_int_equal(strlen(f->plan.run_id), 32);
+	run_plan_release(&f->plan);
+	assert_int_equal(f->plan.kernel_fd, -1);
+	/* the policy's ceilings hold as for a run */
+	f->req.memory_mib = 8192;
+	assert_int_equal(run_plan_snapshot(&f->plan, &f->req, err, sizeof(err)), -1);
+	assert_string_equal(err, "--memory 8192 exceeds the policy's ceiling of 4096");
+	assert_int_equal(f->plan.kernel_fd, -1);
+	f->req.memory_mib = 256;
+	f->req.kernel = "/nonexistent/vmlinux";
+	assert_int_equal(run_plan_snapshot(&f->plan, &f->req, err, sizeof(err)), -1);
+	assert_string_equal(err, "--kernel /nonexistent/vmlinux: No such file or directory");
+	/* a run's --cold */
+	f->req.kernel = NULL;
+	char *argv[] = { "true", NULL };
+	f->req.argv = argv;
+	f->req.argc = 1;
+	f->req.cold = true;
+	assert_int_equal(build(f), 0);
+	assert_true(f->plan.cold);
+	run_plan_release(&f->plan);
 }
 
 /* --runtime NAME: that runtime's image and its own allowlist. */
@@ -679,6 +735,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(plan_custom_rootfs_keeps_the_manifest, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(plan_fifo_and_zeroed, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(plan_runtime, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(plan_snapshot, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(plan_source_mode, fx_setup, fx_teardown),
 	};
 	return cmocka_run_group_tests_name("run", tests, NULL, NULL);
