@@ -69,8 +69,14 @@ static int check_header(const uint8_t *buf, size_t len, const char *build, uint3
 	char want[SNAP_BUILD_LEN] = { 0 };
 	strncpy(want, build, sizeof(want) - 1);
 	if (memcmp(h->build, want, sizeof(want))) {
-		snprintf(err, errlen, "made by another vmm build (%.*s, this is %s)", (int)strnlen(h->build, SNAP_BUILD_LEN),
-			 h->build, want);
+		/* The file's bytes reach the error line only when they are a
+		 * build id's hex digits. */
+		size_t n = strnlen(h->build, SNAP_BUILD_LEN);
+		bool hex = n > 0;
+		for (size_t i = 0; i < n; i++)
+			hex = hex && strchr("0123456789abcdef", h->build[i]);
+		snprintf(err, errlen, "made by another vmm build (%.*s, this is %s)", hex ? (int)n : 10,
+			 hex ? h->build : "unreadable", want);
 		return -1;
 	}
 	if (h->length != len - sizeof(*h))
