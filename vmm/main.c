@@ -32,8 +32,9 @@
  * does not give back. */
 #define VCPU_JOIN_TIMEOUT_MS 2000
 
+/* Monotonic stamps for --stats: where a start-up's time goes. */
 struct timings {
-	struct timespec first_run, joined, end;
+	struct timespec start, first_run, guest_start, joined, end;
 };
 
 static uint64_t ns(const struct timespec *t)
@@ -148,16 +149,19 @@ static void print_stats(struct vm *vm, const struct timings *t)
 	fprintf(stderr,
 		"vmm-stats probe_cycles_per_loop=%llu first_kvm_run_ns=%llu stop_ns=%llu joined_ns=%llu teardown_ns=%llu rss_hwm_kib=%ld "
 		"guest_resident_kib=%lld console_bytes=%llu console_dropped=%llu unhandled_pio=%lu "
-		"unhandled_mmio=%lu\n",
+		"unhandled_mmio=%lu start_ns=%llu guest_start_ns=%llu\n",
 		(unsigned long long)vm->probe_cycles_per_loop, (unsigned long long)ns(&t->first_run), (unsigned long long)ns(&vm->stop_at),
 		(unsigned long long)ns(&t->joined),
 		(unsigned long long)ns(&t->end), peak_rss_kib(), (long long)(guest / 1024),
 		(unsigned long long)vm->console.written, (unsigned long long)vm->console.dropped,
-		atomic_load(&vm->pio.unhandled), atomic_load(&vm->mmio.unhandled));
+		atomic_load(&vm->pio.unhandled), atomic_load(&vm->mmio.unhandled), (unsigned long long)ns(&t->start),
+		(unsigned long long)ns(&t->guest_start));
 }
 
 int main(int argc, char **argv)
 {
+	struct timings t = { 0 };
+	clock_gettime(CLOCK_MONOTONIC, &t.start);
 	struct vmm_config cfg;
 	int parsed = vmm_args_parse(argc, argv, &cfg);
 	if (parsed)
@@ -177,7 +181,6 @@ int main(int argc, char **argv)
 	vm.kvm_fd = vm.vm_fd = vm.evl.epfd = -1;
 	for (unsigned i = 0; i < VM_MAX_VCPUS; i++)
 		vm.vcpus[i].fd = -1;
-	struct timings t = { 0 };
 	struct snapshot_in in = { .mem_fd = -1 };
 	struct snapshot_out snap = { .state_fd = -1, .mem_fd = -1 };
 	int status = VMM_EXIT_SETUP;
@@ -199,6 +202,7 @@ int main(int argc, char **argv)
 	if (probe_host(&vm, &cfg) ||
 	    (cfg.restore ? vm_restore_apply(&vm, &cfg, &in) : kvm_arch_boot_vcpu(&vm, k.entry)))
 		goto out;
+	clock_gettime(CLOCK_MONOTONIC, &t.guest_start);
 	if (cfg.probe_only) {
 		status = VMM_EXIT_CLEAN;
 		goto out;

@@ -83,7 +83,7 @@ struct snap_meta {
 	uint32_t nvirtio;
 	uint32_t has_vsock;
 	uint64_t host_cpu;              /* KVM's supported CPUID and TSC rate (another CPU: refused) */
-	uint64_t kernel_size, kernel_hash;
+	uint64_t kernel_size, kernel_ino, kernel_mtime_ns;   /* the kernel file's identity */
 	struct snap_disk {
 		uint32_t ro, empty;         /* empty: a "none" slot at snapshot time */
 		uint64_t size, ino, mtime_ns;

@@ -19,27 +19,21 @@
 
 /* ---- what a snapshot is made from ----------------------------------------- */
 
-/* The kernel file's size and hash: a snapshot of another kernel would
- * resume code that is not there. */
-static int kernel_identity(const char *path, uint64_t *size, uint64_t *hash)
+/* The kernel file's identity (size, inode, mtime, as for disks): a
+ * snapshot of another kernel would resume code that is not there. Not a
+ * hash of its contents: reading the whole kernel on every restore would
+ * cost more than the rest of vmm's start-up, and vmrun keys its snapshots
+ * by the same identity. */
+static int kernel_identity(const char *path, struct snap_meta *m)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
 		vmm_err("kernel %s: not a readable, non-empty file", path);
-		if (fd >= 0)
-			close(fd);
 		return -1;
 	}
-	void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED) {
-		vmm_perr("kernel %s: mmap", path);
-		return -1;
-	}
-	*size = (uint64_t)st.st_size;
-	*hash = snap_checksum(p, (size_t)st.st_size);
-	munmap(p, (size_t)st.st_size);
+	m->kernel_size = (uint64_t)st.st_size;
+	m->kernel_ino = (uint64_t)st.st_ino;
+	m->kernel_mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
 	return 0;
 }
 
@@ -52,7 +46,7 @@ static int inputs_meta(const struct vmm_config *cfg, struct snap_meta *m)
 	m->ncpus = cfg->cpus;
 	m->ndisks = cfg->ndisks;
 	m->has_vsock = cfg->vsock_uds != NULL;
-	if (kernel_identity(cfg->kernel, &m->kernel_size, &m->kernel_hash))
+	if (kernel_identity(cfg->kernel, m))
 		return -1;
 	for (unsigned i = 0; i < cfg->ndisks && i < SNAP_MAX_DISKS; i++) {
 		struct snap_disk *d = &m->disks[i];
@@ -294,7 +288,8 @@ static int check_meta(const struct vmm_config *cfg, const struct snap_meta *was)
 			(unsigned long long)(now.memory_bytes >> 20), now.ncpus);
 		return -1;
 	}
-	if (was->kernel_size != now.kernel_size || was->kernel_hash != now.kernel_hash) {
+	if (was->kernel_size != now.kernel_size || was->kernel_ino != now.kernel_ino ||
+	    was->kernel_mtime_ns != now.kernel_mtime_ns) {
 		vmm_err("snapshot %s: made with another kernel than %s", dir, cfg->kernel);
 		return -1;
 	}
