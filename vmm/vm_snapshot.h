@@ -3,7 +3,7 @@
  *
  * Saving (--snapshot-out DIR): before the vCPUs start, the output files
  * are opened and what the snapshot was made from is recorded (the
- * kernel's hash, each disk's identity); the vsock device stops the VM when
+ * kernel's and each disk's identity); the vsock device stops the VM when
  * the agent connects to its ready port; the vCPU threads finish the exit
  * they were in; the main thread then writes guest memory (zero pages as
  * holes) and the state file.
