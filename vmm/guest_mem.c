@@ -1,11 +1,58 @@
 #include "guest_mem.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "log.h"
+
+/* Holes of a memory file smaller than this stay mapped from the file: each
+ * remapped hole is one more mapping in the vmm, and a small one saves little. */
+#define HOLE_MIN_BYTES (64u << 10)
+/* At most this many holes are remapped, far below the kernel's default of
+ * 65530 mappings per process, whatever the snapshot's layout. */
+#define HOLE_MAX_REMAPS 8192u
+
+/* Map the holes of fd's first size bytes, mapped at p, as anonymous memory.
+ * A snapshot leaves the guest's zero pages as holes. Mapped from the file,
+ * a hole costs twice when the guest first writes it: the file system gives
+ * the hole a page, then the guest gets its own copy of it. On tmpfs that
+ * page cannot be reclaimed, so it counts against the run's memory limit,
+ * and it stays in the file after the run. Anonymous memory reads as the
+ * same zeros and costs only the guest's page. Best effort: where the file
+ * system cannot report holes (SEEK_DATA fails), everything stays file-backed.
+ * Returns 0, or -1 after one error line when a remap fails. */
+static int map_holes_anonymous(uint8_t *p, uint64_t size, int fd)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	unsigned remaps = 0;
+	off_t off = 0;
+	while ((uint64_t)off < size && remaps < HOLE_MAX_REMAPS) {
+		off_t data = lseek(fd, off, SEEK_DATA);
+		if (data < 0 && errno != ENXIO)
+			return 0;
+		uint64_t hole_end = data < 0 || (uint64_t)data > size ? size : (uint64_t)data;
+		/* Only whole pages of the hole: a file system's blocks may be smaller. */
+		uint64_t start = ((uint64_t)off + page - 1) / page * page, end = hole_end / page * page;
+		if (end > start && end - start >= HOLE_MIN_BYTES) {
+			void *m = mmap(p + start, (size_t)(end - start), PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+			if (m == MAP_FAILED) {
+				vmm_perr("guest memory: mapping a hole of the memory file");
+				return -1;
+			}
+			remaps++;
+		}
+		if (data < 0 || hole_end == size)
+			break;
+		off = lseek(fd, data, SEEK_HOLE);
+		if (off < 0)
+			return 0;
+	}
+	return 0;
+}
 
 int guest_mem_init(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint64_t gap_end)
 {
@@ -32,6 +79,10 @@ int guest_mem_init_file(struct guest_mem *gm, uint64_t size, uint64_t gap_start,
 		       MAP_PRIVATE | MAP_NORESERVE | (fd < 0 ? MAP_ANONYMOUS : 0), fd, 0);
 	if (p == MAP_FAILED) {
 		vmm_perr("guest memory: mmap of %llu MiB", (unsigned long long)(size >> 20));
+		return -1;
+	}
+	if (fd >= 0 && map_holes_anonymous(p, size, fd) < 0) {
+		munmap(p, (size_t)size);
 		return -1;
 	}
 	/* Guest secrets have no business in a vmm core dump. */

@@ -29,7 +29,9 @@ int guest_mem_init(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint
 
 /* The same over fd's first size bytes, mapped copy-on-write (a snapshot's
  * memory file, opened read-only: it is never written); fd -1 is zeroed
- * anonymous memory. fd may be closed afterwards. */
+ * anonymous memory. The file's holes (the guest's zero pages) are mapped
+ * as anonymous memory, so that touching them costs no page of the file.
+ * fd may be closed afterwards. */
 int guest_mem_init_file(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint64_t gap_end, int fd);
 
 /* Drop what the host wrote to the page-aligned len bytes at gpa, so that

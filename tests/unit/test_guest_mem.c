@@ -7,6 +7,8 @@
 #include <cmocka.h>
 
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "guest_mem.h"
@@ -171,6 +173,50 @@ static void resident_counts_touched_pages(void **state)
 	guest_mem_release(&gm);
 }
 
+/* A memory file's holes read as zeros and writing them gives the file no
+ * pages (on tmpfs, as a memfd is, those pages would count against the run's
+ * memory limit and stay in the file); its data reads back and the file is
+ * never written. */
+static void file_holes_cost_no_file_pages(void **state)
+{
+	(void)state;
+	const uint64_t size = 4 * MIB, data_off = 1 * MIB;
+	int fd = memfd_create("guest_mem_test", 0);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	uint8_t page[4096];
+	memset(page, 0x5a, sizeof(page));
+	assert_int_equal(pwrite(fd, page, sizeof(page), (off_t)data_off), (ssize_t)sizeof(page));
+	struct stat before;
+	assert_int_equal(fstat(fd, &before), 0);
+
+	struct guest_mem gm;
+	assert_int_equal(guest_mem_init_file(&gm, size, MMIO_GAP_START, MMIO_GAP_END, fd), 0);
+	assert_int_equal(gm.base[data_off], 0x5a);
+	assert_int_equal(gm.base[data_off + 4095], 0x5a);
+	assert_int_equal(gm.base[0], 0);
+	assert_int_equal(gm.base[size - 1], 0);
+	/* write every page: the holes and the data page */
+	for (uint64_t off = 0; off < size; off += 4096)
+		gm.base[off] = 1;
+	assert_int_equal(gm.base[data_off + 1], 0x5a);
+
+	struct stat after;
+	assert_int_equal(fstat(fd, &after), 0);
+	assert_int_equal(after.st_blocks, before.st_blocks);
+	uint8_t back[4096];
+	assert_int_equal(pread(fd, back, sizeof(back), (off_t)data_off), (ssize_t)sizeof(back));
+	assert_memory_equal(back, page, sizeof(page));
+	assert_int_equal(pread(fd, back, 1, 0), 1);
+	assert_int_equal(back[0], 0);
+
+	/* reverting a written hole page reads zero again */
+	assert_int_equal(guest_mem_revert(&gm, 8192, 4096), 0);
+	assert_int_equal(gm.base[8192], 0);
+	guest_mem_release(&gm);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -181,6 +227,7 @@ int main(void)
 		cmocka_unit_test(init_two_regions),
 		cmocka_unit_test(ptr_bounds),
 		cmocka_unit_test(resident_counts_touched_pages),
+		cmocka_unit_test(file_holes_cost_no_file_pages),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
