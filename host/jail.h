@@ -63,6 +63,10 @@ struct jail_spec {
 	const char *uid_dir;
 	jail_draw_fn draw;
 	void *draw_ctx;
+	/* Told of each cgroup directory the moment it is made, before any
+	 * process is in it, so a record of the run can name it (NULL: none). */
+	void (*on_cgroup)(void *ctx, int version, const char *path);
+	void *on_cgroup_ctx;
 };
 
 struct jail {
@@ -118,6 +122,10 @@ int jail_start(const struct jail_spec *s, struct jail *j, char *err, size_t errl
 
 /* Kill everything in the run's cgroup (vmm and anything it started). */
 void jail_kill(struct jail *j);
+
+/* Kill what is left in a cgroup (version 1 or 2) that no live jail
+ * holds, a dead run's, and remove it. Returns 0 when it is gone. */
+int jail_reclaim_cgroup(int version, const char *path);
 
 /* After vmm was reaped: kill stragglers, remove the cgroup and the jail's
  * root directory, release the uid. */

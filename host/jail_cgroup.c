@@ -16,6 +16,13 @@
 
 #define CGROUP_ROOT  "/sys/fs/cgroup"
 
+/* Tell the spec's owner of a cgroup just made. */
+static void made(const struct jail_spec *s, int version, const char *path)
+{
+	if (s->on_cgroup)
+		s->on_cgroup(s->on_cgroup_ctx, version, path);
+}
+
 /* The run's cgroup v2 under parent (which holds no processes, so its
  * controllers can be given to children), with the run's limits. */
 static int cgroup_v2_under(const struct jail_spec *s, struct jail *j, const char *parent, char *err, size_t errlen)
@@ -31,6 +38,7 @@ static int cgroup_v2_under(const struct jail_spec *s, struct jail *j, const char
 	if (mkdir(j->cgroup, 0755) < 0)
 		return errf(err, errlen, "jail: cgroup %s: %s", j->cgroup, strerror(errno));
 	j->cgroup_version = 2;
+	made(s, 2, j->cgroup);
 	struct { const char *file; uint64_t v; } lim[] = {
 		{ "memory.max", (s->memory_mib + JAIL_MEMORY_OVERHEAD_MIB) << 20 },
 		{ "memory.swap.max", 0 },
@@ -68,10 +76,12 @@ static int cgroup_v1(const struct jail_spec *s, struct jail *j, char *err, size_
 	if (mkdir(j->cgroup, 0755) < 0)
 		return errf(err, errlen, "jail: cgroup %s: %s", j->cgroup, strerror(errno));
 	j->cgroup_version = 1;
+	made(s, 1, j->cgroup);
 	if (mkdir(j->cgroup_pids, 0755) < 0) {
 		j->cgroup_pids[0] = '\0';
 		return errf(err, errlen, "jail: cgroup %s: %s", j->cgroup_pids, strerror(errno));
 	}
+	made(s, 1, j->cgroup_pids);
 	snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", j->cgroup);
 	snprintf(val, sizeof(val), "%llu", (unsigned long long)((s->memory_mib + JAIL_MEMORY_OVERHEAD_MIB) << 20));
 	if (sysfile_write(path, val) < 0)
@@ -201,4 +211,13 @@ void jail_cgroup_remove(struct jail *j)
 		}
 	}
 	j->cgroup_version = 0;
+}
+
+int jail_reclaim_cgroup(int version, const char *path)
+{
+	struct jail j = { .cgroup_version = version, .uid_fd = -1 };
+	snprintf(j.cgroup, sizeof(j.cgroup), "%s", path);
+	jail_kill(&j);
+	jail_cgroup_remove(&j);
+	return access(path, F_OK) == 0 ? -1 : 0;
 }

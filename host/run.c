@@ -25,6 +25,7 @@
 #include "errmsg.h"
 #include "jail.h"
 #include "run_net.h"
+#include "run_record.h"
 #include "snapshot_cache.h"
 #include "workspace.h"
 
@@ -41,6 +42,7 @@ struct exec {
 	struct run_plan *plan;
 	struct run_result *r;
 	struct run_paths p;
+	struct run_record rec;       /* names the run directory and cgroups while the run lives */
 	struct jail_spec js;
 	struct jail jail;
 	int listen_fd;
@@ -54,6 +56,7 @@ struct exec {
 	struct snapshot_slot snap;
 	bool restoring;
 	char snap_id[48];
+	int64_t ended_ms;            /* when the command ended or its deadline passed (0: never started) */
 };
 
 /* How a jailed vmm ended, as reap saw it. */
@@ -84,6 +87,28 @@ static bool cancelled(const struct run_plan *plan)
 }
 
 /* ---- the run directory --------------------------------------------------- */
+
+/* Reclaim what the runs of supervisors that died left behind, and keep
+ * this run's record from now on (run_record.h), naming its run directory,
+ * made just before. Neither fails the run: without a record, only this
+ * supervisor's own crash would go unswept. */
+static void track(struct exec *x)
+{
+	char dir[PATH_MAX], err[512];
+	struct run_sweep st;
+	x->rec.fd = -1;
+	if (run_record_dir(dir, sizeof(dir), err, sizeof(err))) {
+		logf_(x, "%s", err);
+		return;
+	}
+	if (run_record_sweep(dir, &st, err, sizeof(err)))
+		logf_(x, "%s", err);
+	else if (st.runs)
+		logf_(x, "swept %u runs whose supervisor died: %u cgroups and %u run directories removed, %u kept",
+		      st.runs, st.cgroups, st.dirs, st.failed);
+	if (run_record_open(&x->rec, dir, x->plan->run_id, x->p.dir, err, sizeof(err)))
+		logf_(x, "%s", err);
+}
 
 /* Acting for someone else, the run directory goes only where they cannot
  * rename it away from under root's path-based work (chown, bind mounts):
@@ -155,10 +180,15 @@ static int listen_agent(const struct run_paths *p, const struct jail *j, char *e
 	return fd;
 }
 
+static void record_cgroup(void *ctx, int version, const char *path)
+{
+	(void)run_record_add_cgroup(ctx, version, path);   /* no record: only a sweep after a crash misses it */
+}
+
 /* A jail spec for one vmm of this execution: the run's files and limits,
  * with the workspace image and the snapshot directory as given (NULL:
  * none), and id naming its cgroup. */
-static void spec_for(const struct exec *x, struct jail_spec *js, const char *id, const char *image,
+static void spec_for(struct exec *x, struct jail_spec *js, const char *id, const char *image,
 		     const char *snapshot, bool snapshot_rw, char *const *argv)
 {
 	const struct run_plan *plan = x->plan;
@@ -167,7 +197,7 @@ static void spec_for(const struct exec *x, struct jail_spec *js, const char *id,
 		.image = image, .snapshot = snapshot, .snapshot_rw = snapshot_rw, .sock_dir = x->p.sock_dir,
 		.run_id = id, .memory_mib = plan->memory_mib, .cpus = plan->cpus, .disk_mib = plan->disk_mib,
 		.cpu_quota_pct = (unsigned)plan->pol.cpu_quota_pct, .stderr_fd = -1, .argv = argv,
-		.allow_weaker = plan->allow_weaker_jail,
+		.allow_weaker = plan->allow_weaker_jail, .on_cgroup = record_cgroup, .on_cgroup_ctx = &x->rec,
 	};
 }
 
@@ -363,12 +393,17 @@ int run_snapshot_make(struct run_plan *plan, char *dir, size_t dirlen, char *err
 		return errf(err, errlen, "out of memory");
 	x->plan = plan;
 	x->snap.lock_fd = -1;
+	x->rec.fd = -1;
 	int rc = -1;
-	if (!make_run_dir(&x->p, &plan->caller, plan->run_id, err, errlen) && snapshot_ready(x, true, err, errlen) > 0) {
-		snprintf(dir, dirlen, "%s", x->snap.path);
-		rc = 0;
+	if (!make_run_dir(&x->p, &plan->caller, plan->run_id, err, errlen)) {
+		track(x);
+		if (snapshot_ready(x, true, err, errlen) > 0) {
+			snprintf(dir, dirlen, "%s", x->snap.path);
+			rc = 0;
+		}
 	}
 	remove_run_dir(&x->p);
+	run_record_close(&x->rec);
 	free(x);
 	return rc;
 }
@@ -389,6 +424,7 @@ static int prepare(struct exec *x, char *err, size_t errlen)
 	bool copy = plan->workspace_fd >= 0 || plan->nsources;
 	if (make_run_dir(&x->p, &plan->caller, plan->run_id, err, errlen))
 		return -1;
+	track(x);
 	if (!plan->cold)
 		warm(x);
 	if (workspace_create(x->p.image, plan->disk_mib, copy ? &src : NULL, PROTO_SANDBOX_UID, PROTO_SANDBOX_GID, &ws,
@@ -502,6 +538,7 @@ static void run_vm(struct exec *x)
 	r->boot = (x->sr.hello_ms ? x->sr.hello_ms : session_now_ms()) - start;
 	r->run = x->sr.hello_ms ? (exit_at ? exit_at : session_now_ms()) - x->sr.hello_ms : 0;
 	int64_t teardown_from = session_now_ms();
+	x->ended_ms = teardown_from;
 	reap_vmm(x, f->session == SESSION_DONE ? teardown_from + RUN_TEARDOWN_GRACE_MS : teardown_from);
 	r->teardown = session_now_ms() - teardown_from;
 	long ready_us = read_vmm_err(x);
@@ -589,6 +626,7 @@ void run_execute(struct run_plan *plan, struct run_result *r)
 	x->net.control = -1;
 	x->net.helper.uid_fd = -1;
 	x->snap.lock_fd = -1;
+	x->rec.fd = -1;
 	x->facts.timeout_s = plan->timeout_s;
 	x->facts.sr = &x->sr;
 	char err[512];
@@ -621,6 +659,10 @@ cleanup:
 	run_net_release(&x->net);
 	jail_cleanup(&x->jail);
 	remove_run_dir(&x->p);
+	run_record_close(&x->rec);
+	if (x->ended_ms)   /* the figure make eval's destruction times are made of */
+		logf_(x, "torn down %lld ms after the command ended or its deadline passed",
+		      (long long)(session_now_ms() - x->ended_ms));
 	free(x);
 }
 
