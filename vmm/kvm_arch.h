@@ -25,7 +25,8 @@ int kvm_arch_boot_vcpu(struct vm *vm, uint64_t entry);
 
 /* Time a short ring-0 loop on the boot vCPU and report whether the host runs
  * guest kernel code in KVM's instruction emulator (*emulated, as on PVM
- * hosts) rather than in hardware; vm->probe_cycles_per_loop gets the figure.
+ * hosts) rather than in hardware; vm->probe_cycles_per_loop gets the fastest
+ * of up to a few rounds, as preemption only slows a round.
  * Leaves the probe page zeroed. Returns 0, or -1 after one error line when
  * the probe itself could not run. */
 int kvm_arch_probe_emulation(struct vm *vm, bool *emulated);

@@ -252,35 +252,66 @@ _Static_assert(sizeof(probe_code) <= PROBE_DATA - PROBE_CODE_ADDR, "probe code b
 _Static_assert(PROBE_DATA + 8 <= PROBE_CODE_ADDR + PROBE_CODE_SIZE, "probe data inside the probe page");
 _Static_assert(PROBE_LOOPS < 0x10000, "loop count fits the encoded immediate");
 
-int kvm_arch_probe_emulation(struct vm *vm, bool *emulated)
+/* One timed round from the probe's entry: its TSC cycles, or -1 after one
+ * error line. *internal is set where KVM could not run the code at all. */
+static int probe_round(struct vm *vm, uint8_t *code, uint64_t *cycles, bool *internal)
 {
 	struct vcpu *v = &vm->vcpus[0];
-	*emulated = false;
-	uint8_t *code = guest_mem_ptr(&vm->mem, PROBE_CODE_ADDR, PROBE_CODE_SIZE);
-	if (!code || kvm_arch_boot_vcpu(vm, PROBE_CODE_ADDR))
+	*internal = false;
+	if (kvm_arch_boot_vcpu(vm, PROBE_CODE_ADDR))
 		return -1;
 	memcpy(code, probe_code, sizeof(probe_code));
 	int rc;
 	do
 		rc = ioctl(v->fd, KVM_RUN, 0);
 	while (rc < 0 && (errno == EINTR || errno == EAGAIN));
-	uint64_t cycles;
-	memcpy(&cycles, code + (PROBE_DATA - PROBE_CODE_ADDR), sizeof(cycles));
-	memset(code, 0, PROBE_CODE_SIZE);
 	if (rc < 0) {
 		vmm_perr("KVM_RUN (host probe)");
 		return -1;
 	}
 	struct kvm_run *r = v->run;
 	if (r->exit_reason == KVM_EXIT_INTERNAL_ERROR) {
-		*emulated = true;
+		*internal = true;
 		return 0;
 	}
 	if (r->exit_reason != KVM_EXIT_IO || r->io.direction != KVM_EXIT_IO_OUT || r->io.port != PROBE_PORT) {
 		vmm_err("host probe: unexpected KVM exit %u", r->exit_reason);
 		return -1;
 	}
-	vm->probe_cycles_per_loop = cycles / PROBE_LOOPS;
+	memcpy(cycles, code + (PROBE_DATA - PROBE_CODE_ADDR), sizeof(*cycles));
+	return 0;
+}
+
+/* The loop is timed by the TSC, i.e. in wall time, so a round during which
+ * the host descheduled the vCPU reads slow: under load (several VMs on one
+ * emulated CPU) one round was measured at 1520 cycles per loop. Preemption
+ * only ever adds cycles, so a round that reads as emulated is retried and
+ * the fastest kept; hardware passes the first round and pays nothing. */
+#define PROBE_ROUNDS 5
+
+int kvm_arch_probe_emulation(struct vm *vm, bool *emulated)
+{
+	*emulated = false;
+	uint8_t *code = guest_mem_ptr(&vm->mem, PROBE_CODE_ADDR, PROBE_CODE_SIZE);
+	if (!code)
+		return -1;
+	uint64_t best = UINT64_MAX;
+	int rc = 0;
+	for (int i = 0; i < PROBE_ROUNDS && best / PROBE_LOOPS > PROBE_EMULATED_CYCLES; i++) {
+		uint64_t cycles;
+		bool internal;
+		rc = probe_round(vm, code, &cycles, &internal);
+		if (rc || internal) {
+			*emulated = internal;
+			break;
+		}
+		if (cycles < best)
+			best = cycles;
+	}
+	memset(code, 0, PROBE_CODE_SIZE);
+	if (rc || *emulated)
+		return rc;
+	vm->probe_cycles_per_loop = best / PROBE_LOOPS;
 	*emulated = vm->probe_cycles_per_loop > PROBE_EMULATED_CYCLES;
 	return 0;
 }
