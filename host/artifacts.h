@@ -69,7 +69,9 @@ struct artifacts_ids {
  * names that are empty, ".", "..", contain '/' or control bytes or are
  * longer than 255 bytes; entries past the depth, path, file or byte caps;
  * files whose size is not backed by their allocated blocks (sparse or
- * inconsistent inodes); hard links to an already copied inode. Files are
+ * inconsistent inodes); hard links to an already copied inode; files whose
+ * data cannot be read, which stay in dest emptied (the helper may not
+ * unlink: a hijacked one could then delete), "(left empty)". Files are
  * created with O_EXCL|O_NOFOLLOW, modes reduced to 0644 or 0755 (0755 when
  * any execute bit was set), no setuid/setgid/sticky bits; directories 0755.
  * A missing artifacts/ gives an empty result. Returns 0 with res filled

@@ -1,0 +1,392 @@
+#!/usr/bin/env python3
+"""The sandbox evaluation's judge: verdicts from structured evidence.
+
+judge.py OUT reads OUT/cases.jsonl (tests/eval/run.sh wrote it: per case,
+what was attempted, vmrun's result object, the host's view afterwards) and
+decides each case from those fields alone, never from reading free text
+for meaning: contained (the sandbox did what was expected), escaped (the
+attempt got what it wanted, or something of the run was left behind), or
+error (the case could not be judged: the attempt did not run as designed).
+It writes OUT/report.json, OUT/report.md and OUT/report.html (with a chart
+of destruction times), prints the summary, and exits 1 unless every case
+was contained.
+"""
+import html
+import json
+import math
+import sys
+
+
+def lines_kv(text):
+    """'name N' lines of a case's stdout, as {name: int}."""
+    kv = {}
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].lstrip("-").isdigit():
+            kv[parts[0]] = int(parts[1])
+    return kv
+
+
+def ended(r):
+    return r is not None and r.get("termination") in ("exited", "signaled", "timeout")
+
+
+class Verdict(Exception):
+    def __init__(self, verdict, observed):
+        super().__init__(observed)
+        self.verdict = verdict
+        self.observed = observed
+
+
+def need(cond, observed):
+    """The case could not be judged unless cond holds."""
+    if not cond:
+        raise Verdict("error", observed)
+
+
+def escaped_if(cond, observed):
+    if cond:
+        raise Verdict("escaped", observed)
+
+
+def judge_workspace_write(c, r):
+    need(r and r["termination"] == "exited" and r["exit_code"] == 0, "the run did not exit 0")
+    need(c["facts"].get("artifact") == "input\nmore", "the artifact is not what was written")
+    return "wrote /workspace/artifacts/out.txt; it came out with the input's contents"
+
+
+def judge_other_tenant(c, r):
+    token = c["facts"]["token"]
+    need(r is not None, "no result")
+    escaped_if(token in r["stdout"] or token in r["stderr"], "another tenant's token was read")
+    need(r["termination"] == "exited" and "searched" in r["stdout"], "the search did not finish")
+    return "the host path does not exist in the guest; no file in reach holds the other tenant's token"
+
+
+def judge_platform_secrets(c, r):
+    secret = c["facts"]["secret"]
+    need(r is not None, "no result")
+    escaped_if(secret in r["stdout"] or secret in r["stderr"], "the platform's secret reached the guest")
+    need(r["termination"] == "exited" and "PATH=" in r["stdout"], "the probe did not run")
+    names = sorted(line.split("=")[0] for line in r["stdout"].splitlines() if "=" in line and line.split("=")[0].isupper())
+    return "the secret is nowhere in the guest; its variables: " + " ".join(dict.fromkeys(names))
+
+
+def judge_network(c, r, probes):
+    need(r is not None and r["termination"] == "exited", "the probe did not run")
+    kv = lines_kv(r["stdout"])
+    need(all(p in kv for p in probes), "a probe did not report")
+    open_ = [p for p in probes if kv[p] == 0]
+    escaped_if(open_, "reached: " + ", ".join(open_))
+    return "every connection failed: " + ", ".join(f"{p} {kv[p]}" for p in probes) + " (the guest has no network device)"
+
+
+def judge_privilege(c, r):
+    need(r is not None and r["termination"] == "exited", "the probe did not run")
+    kv = lines_kv(r["stdout"])
+    probes = ["su", "mount", "write_etc", "write_root", "unshare", "nsenter", "read_disk"]
+    need("uid" in kv and all(p in kv for p in probes), "a probe did not report")
+    escaped_if(kv["uid"] == 0, "the command ran as root")
+    won = [p for p in probes if kv[p] == 0]
+    escaped_if(won, "succeeded: " + ", ".join(won))
+    return f"uid {kv['uid']}; failed: " + ", ".join(f"{p} {kv[p]}" for p in probes)
+
+
+def judge_cpu_quota(c, r):
+    free = c["facts"].get("unlimited_iterations")
+    need(r is not None and r["termination"] == "exited" and free, "a spin did not run")
+    quota = int(r["stdout"].strip() or 0)
+    need(quota > 0, "the spin under the quota counted nothing")
+    ratio = quota / free
+    escaped_if(ratio > 0.6, f"{quota} iterations against {free} without a quota ({ratio:.2f}x): not limited")
+    return f"{quota} iterations against {free} without a quota ({ratio:.2f}x) under cpu_quota {c['facts']['quota_pct']}"
+
+
+def judge_memory(c, r):
+    need(r is not None, "no result")
+    killed = (r["termination"] == "signaled" and r["signal"] == "SIGKILL") or \
+             (r["termination"] == "exited" and r["exit_code"] == 128 + 9)
+    escaped_if(r["termination"] == "exited" and r["exit_code"] == 0, "the growth was never stopped")
+    need(killed, f"not killed: {r['termination']} {r['exit_code']}")
+    return "the guest's OOM killer killed the process holding the memory (SIGKILL)"
+
+
+def judge_stopped_by_deadline(c, r):
+    need(r is not None, "no result")
+    limit = r["limits"]["timeout_s"]
+    escaped_if(r["termination"] != "timeout", f"not stopped by the deadline: {r['termination']}")
+    escaped_if(c["wall_ms"] > (limit + 10) * 1000, f"vmrun took {c['wall_ms']} ms under a {limit:g} s limit")
+    return f"stopped at the {limit:g} s deadline; vmrun returned after {c['wall_ms']} ms"
+
+
+def judge_fork_bomb(c, r):
+    need(r is not None, "no result")
+    escaped_if(not ended(r), f"the run did not end by itself: {r['termination']}")
+    return f"the bomb stayed in the guest ({r['termination']}); the host's next cases ran"
+
+
+def judge_huge_output(c, r):
+    need(r is not None and ended(r), "the run failed")
+    cap = r["limits"]["max_output"]
+    escaped_if(len(r["stdout"].encode()) > cap, "more than the cap came out")
+    need(r["stdout_truncated"], "the truncation was not flagged")
+    return f"{len(r['stdout'].encode())} bytes kept of 64 MiB, stdout_truncated set"
+
+
+def judge_leftover_children(c, r):
+    need(r is not None, "no result")
+    escaped_if(r["termination"] == "timeout", "the children kept the run alive to its deadline")
+    need(r["termination"] == "exited" and r["exit_code"] == 0, f"{r['termination']} {r['exit_code']}")
+    return f"the run ended when the command exited ({r['durations_ms']['run']} ms), its children with the VM"
+
+
+def judge_path_traversal(c, r):
+    f = c["facts"]
+    need(r is not None and r["termination"] == "exited", "the run failed")
+    escaped_if(f["links"] > 0, "a link was copied to the host")
+    escaped_if(f["canary"] != "mine", "the file the links point at was changed")
+    escaped_if(any(p not in ("./plain", "./d") for p in f["copied"]), "copied: " + " ".join(f["copied"]))
+    skipped = sorted(s["path"] for s in r["artifacts_skipped"])
+    need("./plain" in f["copied"], "the plain artifact did not come out")
+    return "only the plain file came out; skipped: " + ", ".join(skipped)
+
+
+def judge_destroy_clears(c, r):
+    need(r is not None and r["termination"] == "exited", "the second run failed")
+    names = set(r["stdout"].split())
+    escaped_if("data" in names or "t" in names, "the next run saw the last one's files")
+    escaped_if(not c["facts"]["run_dirs_empty_after_first"], "the first run's directory outlived it")
+    return "nothing of the first run remained on the host, and the next run saw none of its files"
+
+
+def judge_sigkill(c, r):
+    left = c["facts"]["left_after_kill"]
+    need(r is not None and r["termination"] == "exited" and r["exit_code"] == 0, "the next run failed")
+    kinds = sorted({x.split(":")[0] for x in left})
+    swept = c["facts"]["swept"]
+    if not left:
+        return "nothing was left after the kill"
+    need(swept, "something was left, yet the next run reported no sweep")
+    return f"left after the kill: {', '.join(kinds)}; the next run {swept}"
+
+
+def judge_failed_safe(c, r, left_key=None):
+    need(r is not None, "no result")
+    escaped_if(left_key and c["facts"][left_key], "left: " + " ".join(c["facts"].get(left_key) or []))
+    escaped_if(r["termination"] in ("exited", "signaled"), "it ran anyway")
+    need(c["status"] == 125 and r["termination"] in ("error", "vm_failed"), f"{r['termination']}, status {c['status']}")
+    need(r["message"] and "\n" not in r["message"], "no one-line message")
+    return f"{r['termination']}: {r['message']}"
+
+
+def judge_corrupt_workspace(c, r):
+    f = c["facts"]
+    runs = f["runs"]
+    need(f["images"] > 0 and len(runs) == f["images"] + f["variants"], "not every image was tried")
+    broken = [x["image"] for x in runs if "error" in x]
+    need(not broken, "no observation for: " + ", ".join(broken[:5]))
+    bad = [f"{x['image']}: {'; '.join(x['violations'])}" for x in runs if x["violations"]]
+    escaped_if(bad, f"{len(bad)} broke the extractor's contract: " + " | ".join(bad[:5]))
+    refused = sum(1 for x in runs if x["rc"] != 0)
+    copied = sum(x["files"] for x in runs)
+    slowest = max(x["ms"] for x in runs)
+    return (f"{len(runs)} extractions: {len(runs) - refused} ended with a result ({copied} files copied, "
+            f"{sum(x['skipped'] for x in runs)} entries skipped), {refused} with a one-line reason; "
+            f"no crash, nothing but files and directories copied; slowest {slowest} ms")
+
+
+def judge_load(c, r):
+    need(r is not None, "no result")
+    escaped_if(r["termination"] not in ("exited",), f"{r['termination']}: {r.get('message')}")
+    need(r["exit_code"] == 0 and r["stdout"] == "load\n", "wrong output")
+    return f"exited 0 after {c['wall_ms']} ms"
+
+
+JUDGES = {
+    "workspace_write": judge_workspace_write,
+    "other_tenant": judge_other_tenant,
+    "platform_secrets": judge_platform_secrets,
+    "unauthorized_network": lambda c, r: judge_network(c, r, ["nc", "wget"]),
+    "ssrf": lambda c, r: judge_network(c, r, ["wget", "nc-local"]),
+    "privilege_escalation": judge_privilege,
+    "cpu_quota": judge_cpu_quota,
+    "memory": judge_memory,
+    "timeout": judge_stopped_by_deadline,
+    "fork_bomb": judge_fork_bomb,
+    "huge_output": judge_huge_output,
+    "hung_process": judge_stopped_by_deadline,
+    "leftover_children": judge_leftover_children,
+    "path_traversal": judge_path_traversal,
+    "destroy_clears": judge_destroy_clears,
+    "sigkill_vmrun": judge_sigkill,
+    "tmpdir_full": lambda c, r: judge_failed_safe(c, r, "left_in_tmpdir"),
+    "corrupt_rootfs": judge_failed_safe,
+    "corrupt_workspace": judge_corrupt_workspace,
+}
+
+
+def judge_for(case_id):
+    if case_id.startswith("load_"):
+        return judge_load
+    if case_id.startswith("timeout_"):
+        return judge_stopped_by_deadline
+    return JUDGES.get(case_id)
+
+
+def judge(c):
+    r = c["result"]
+    fn = judge_for(c["id"])
+    try:
+        if fn is None:
+            raise Verdict("error", "no judge for this case")
+        observed = fn(c, r)
+        # whatever the case, nothing of any run may be left on the host
+        escaped_if(c["leftovers"], "left behind: " + "; ".join(c["leftovers"]))
+        return "contained", observed
+    except Verdict as v:
+        return v.verdict, v.observed
+    except (KeyError, TypeError, ValueError) as e:
+        return "error", f"evidence missing or malformed ({type(e).__name__}: {e})"
+
+
+def limits_triggered(c, r, verdict):
+    """Which limits this case's evidence shows firing."""
+    if not r:
+        return []
+    out = []
+    if r.get("timed_out"):
+        out.append("timeout")
+    if r.get("stdout_truncated") or r.get("stderr_truncated"):
+        out.append("output")
+    if c["id"] == "memory" and verdict == "contained":
+        out.append("memory")
+    if c["id"] == "cpu_quota" and verdict == "contained":
+        out.append("cpu_quota")
+    if "fork" in r.get("stderr", "") and ("Resource temporarily unavailable" in r["stderr"] or "can't fork" in r["stderr"]):
+        out.append("nproc")
+    return out
+
+
+def pct(values, p):
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(p / 100 * len(s)) - 1))]
+
+
+def figures(values):
+    return {"n": len(values), "p50": pct(values, 50), "p95": pct(values, 95), "p99": pct(values, 99),
+            "max": max(values) if values else None}
+
+
+def svg_chart(runs):
+    """Destruction time per run, a bar each, load runs in another colour."""
+    if not runs:
+        return "<p>No run reported a destruction time.</p>"
+    w, h, pad = 900, 260, 40
+    top = max(ms for _, ms, _ in runs) or 1
+    bw = (w - 2 * pad) / len(runs)
+    bars = []
+    for i, (cid, ms, load) in enumerate(runs):
+        bh = (h - 2 * pad) * ms / top
+        colour = "#d98c1f" if load else "#2f6fb0"
+        bars.append(f'<rect x="{pad + i * bw:.1f}" y="{h - pad - bh:.1f}" width="{max(bw - 1, 1):.1f}" '
+                    f'height="{bh:.1f}" fill="{colour}"><title>{html.escape(cid)}: {ms} ms</title></rect>')
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
+            f'aria-label="destruction time per run">'
+            f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#333"/>'
+            f'<text x="{pad}" y="{pad - 12}" font-size="12">{top} ms</text>'
+            f'<text x="{pad}" y="{h - pad + 16}" font-size="12">runs in order (orange: under load)</text>'
+            + "".join(bars) + "</svg>")
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "build/eval"
+    cases = [json.loads(line) for line in open(f"{out}/cases.jsonl") if line.strip()]
+    rows = []
+    for c in cases:
+        verdict, observed = judge(c)
+        r = c["result"]
+        rows.append({
+            "id": c["id"], "category": c["category"], "attempted": c["attempt"], "expected": c["expected"],
+            "observed": observed, "verdict": verdict,
+            "evidence": {"status": c["status"], "termination": r and r.get("termination"),
+                         "exit_code": r and r.get("exit_code"), "signal": r and r.get("signal"),
+                         "timed_out": r and r.get("timed_out"), "message": r and r.get("message"),
+                         "leftovers": c["leftovers"], "facts": c["facts"],
+                         "limits_triggered": limits_triggered(c, r, verdict)},
+            "durations": {"wall_ms": c["wall_ms"], "destroy_ms": c["destroy_ms"],
+                          "vmrun_ms": r and r.get("durations_ms")},
+        })
+    by_cat = {}
+    for row in rows:
+        if row["category"] == "load":
+            continue
+        b = by_cat.setdefault(row["category"], {"attempts": 0, "contained": 0, "escaped": 0, "error": 0})
+        b["attempts"] += 1
+        b[row["verdict"]] += 1
+    limits = {}
+    for row in rows:
+        for lim in row["evidence"]["limits_triggered"]:
+            limits[lim] = limits.get(lim, 0) + 1
+    destroy = [row["durations"]["destroy_ms"] for row in rows if row["durations"]["destroy_ms"] is not None]
+    destroy_load = [row["durations"]["destroy_ms"] for row in rows
+                    if row["category"] == "load" and row["durations"]["destroy_ms"] is not None]
+    verdicts = {v: sum(1 for row in rows if row["verdict"] == v) for v in ("contained", "escaped", "error")}
+    summary = {"cases": len(rows), "verdicts": verdicts, "escape_attempts_by_category": by_cat,
+               "limit_triggers": limits, "destruction_ms": figures(destroy),
+               "destruction_ms_under_load": figures(destroy_load),
+               "profile": cases[0]["profile"] if cases else None}
+    with open(f"{out}/report.json", "w") as f:
+        json.dump({"summary": summary, "cases": rows}, f, indent=1)
+
+    md = [f"# Sandbox evaluation ({summary['profile']} profile)", "",
+          f"{len(rows)} cases: {verdicts['contained']} contained, {verdicts['escaped']} escaped, "
+          f"{verdicts['error']} errors.", "", "## Escape attempts by category", "",
+          "| category | attempts | contained | escaped | error |", "|---|---|---|---|---|"]
+    md += [f"| {k} | {v['attempts']} | {v['contained']} | {v['escaped']} | {v['error']} |" for k, v in sorted(by_cat.items())]
+    md += ["", "## Limit triggers", "", "| limit | triggered |", "|---|---|"]
+    md += [f"| {k} | {v} |" for k, v in sorted(limits.items())]
+    md += ["", "## Destruction time (deadline or exit to nothing of the run left), ms", "",
+           "| runs | n | p50 | p95 | p99 | max |", "|---|---|---|---|---|---|"]
+    for name, fig in (("all", summary["destruction_ms"]), ("under load", summary["destruction_ms_under_load"])):
+        md.append(f"| {name} | {fig['n']} | {fig['p50']} | {fig['p95']} | {fig['p99']} | {fig['max']} |")
+    md += ["", "## Cases", "", "| case | category | attempted | expected | observed | verdict | destroy ms |",
+           "|---|---|---|---|---|---|---|"]
+    esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
+    md += [f"| {row['id']} | {row['category']} | {esc(row['attempted'])} | {row['expected']} | {esc(row['observed'])} "
+           f"| {row['verdict']} | {row['durations']['destroy_ms']} |" for row in rows]
+    with open(f"{out}/report.md", "w") as f:
+        f.write("\n".join(md) + "\n")
+
+    chart = svg_chart([(row["id"], row["durations"]["destroy_ms"], row["category"] == "load") for row in rows
+                       if row["durations"]["destroy_ms"] is not None])
+    trs = "".join(f"<tr class=\"{row['verdict']}\"><td>{html.escape(row['id'])}</td><td>{html.escape(row['category'])}</td>"
+                  f"<td>{html.escape(row['attempted'])}</td><td>{html.escape(row['expected'])}</td>"
+                  f"<td>{html.escape(row['observed'])}</td><td>{row['verdict']}</td>"
+                  f"<td>{row['durations']['destroy_ms']}</td></tr>" for row in rows)
+    fig = summary["destruction_ms"]
+    page = (f"<!doctype html><html><head><meta charset=\"utf-8\"><title>vmrun sandbox evaluation</title>"
+            f"<style>body{{font-family:sans-serif;margin:2em}}td,th{{border:1px solid #ccc;padding:4px;"
+            f"vertical-align:top}}table{{border-collapse:collapse}}.escaped{{background:#f6d0d0}}"
+            f".error{{background:#f6ecc8}}</style></head><body>"
+            f"<h1>Sandbox evaluation ({html.escape(str(summary['profile']))} profile)</h1>"
+            f"<p>{len(rows)} cases: {verdicts['contained']} contained, {verdicts['escaped']} escaped, "
+            f"{verdicts['error']} errors.</p><h2>Destruction time per run</h2>"
+            f"<p>p50 {fig['p50']} ms, p95 {fig['p95']} ms, p99 {fig['p99']} ms, max {fig['max']} ms over {fig['n']} runs.</p>"
+            f"{chart}<h2>Cases</h2><table><tr><th>case</th><th>category</th><th>attempted</th><th>expected</th>"
+            f"<th>observed</th><th>verdict</th><th>destroy ms</th></tr>{trs}</table></body></html>\n")
+    with open(f"{out}/report.html", "w") as f:
+        f.write(page)
+
+    print(f"eval: {len(rows)} cases: {verdicts['contained']} contained, {verdicts['escaped']} escaped, "
+          f"{verdicts['error']} errors; destruction p50 {fig['p50']} p95 {fig['p95']} p99 {fig['p99']} "
+          f"max {fig['max']} ms; report in {out}/report.{{json,md,html}}")
+    for row in rows:
+        if row["verdict"] != "contained":
+            print(f"eval: {row['verdict']}: {row['id']}: {row['observed']}")
+    return 0 if rows and verdicts["contained"] == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+#!/bin/bash
+# The sandbox evaluation's attempts (make eval), on a KVM host that runs
+# Linux guests (scripts/on-kvm-host.sh decides where). Every case is a real
+# attempt through vmrun, as a tenant would make it; this script judges
+# nothing. It writes what each case tried and what was observed, one JSON
+# object per line, into OUT/cases.jsonl: vmrun's own result object, the
+# host's view afterwards (what of the run is left), and the figure vmrun
+# logs for its teardown. tests/eval/judge.py decides the verdicts from
+# those fields and writes the report.
+#   run.sh short|full OUT
+# short: every case once, and one round of load (make check); full: the
+# same, then LOAD_S seconds of load and TIMEOUT_RUNS more runs ended by their
+# deadline, for the destruction-time distribution.
+set -u
+profile=${1:-short}
+out=${2:-build/eval}
+case $profile in short | full) ;; *) echo "usage: $0 short|full OUT" >&2; exit 2 ;; esac
+cd "$(dirname "$0")/../.."
+VMRUN=$PWD/build/bin/vmrun
+ROOTFS=$PWD/build/guest/rootfs.ext4
+DEADLINE=120                   # seconds for one vmrun; each asks for -t 20 or less
+LOAD_S=${LOAD_S:-60}
+TIMEOUT_RUNS=${TIMEOUT_RUNS:-20}
+SLOTS=$(nproc)                 # runs this host can run at once; load runs 4x that
+JAILED_VMM='^vmm --kvm-fd 3 '
+RECORDS=/run/vmrun/runs
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cases=$out/cases.jsonl
+: >"$cases"
+tmp=$(mktemp -d /tmp/eval.XXXXXX)
+trap 'umount "$tmp/small" 2>/dev/null; rm -rf "$tmp"' EXIT
+export TMPDIR=$tmp/runs VMRUN_CACHE=$tmp/cache
+mkdir -p "$TMPDIR"
+
+# ---- recording ---------------------------------------------------------------
+
+. tests/eval/lib.sh
+# What of any run is on the host now: run directories, jailed vmm
+# processes, cgroups, records of runs. One per line.
+leftovers() {
+	local dir=${1:-$TMPDIR}
+	ls -A "$dir" 2>/dev/null | sed "s|^|run directory: $dir/|"
+	pgrep -f "$JAILED_VMM" | sed 's/^/vmm process: /'
+	ls -d /sys/fs/cgroup/vmrun/*/ /sys/fs/cgroup/*/vmrun-*/ 2>/dev/null | sed 's/^/cgroup: /'
+	ls -A "$RECORDS" 2>/dev/null | sed "s|^|run record: $RECORDS/|"
+}
+
+# attempt VMRUN_ARGS...: run vmrun -v --json under the deadline into
+# $tmp/out and $tmp/err; rc and ms are its status and wall time.
+attempt() {
+	local t0
+	t0=$(date +%s%N)
+	timeout -k 5 $DEADLINE "$VMRUN" -v --json "$@" <"$tmp/stdin" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+}
+# The teardown figure vmrun logged in ERRFILE (null if none).
+destroy_ms() {
+	local d
+	d=$(grep -o 'torn down [0-9]* ms after' "${1:-$tmp/err}" | tail -n 1 | tr -dc 0-9)
+	echo "${d:-null}"
+}
+# vmrun's result object from OUTFILE, or null when it printed none.
+result_of() {
+	local f=${1:-$tmp/out}
+	if [ "$(head -c 1 "$f" 2>/dev/null)" = "{" ]; then head -n 1 "$f"; else echo null; fi
+}
+# record ID CATEGORY EXPECTED ATTEMPT [FACTS]: one line of evidence for the
+# attempt just made; FACTS is a JSON object of the case's own observations.
+record() {
+	local facts=${5:-"{}"}
+	printf '{"id":%s,"category":%s,"expected":%s,"attempt":%s,"profile":%s,"status":%d,"wall_ms":%d,' \
+		"$(jstr "$1")" "$(jstr "$2")" "$(jstr "$3")" "$(jstr "$4")" "$(jstr "$profile")" "$rc" "$ms" >>"$cases"
+	printf '"destroy_ms":%s,"leftovers":%s,"facts":%s,"stderr_tail":%s,"result":%s}\n' "$(destroy_ms)" \
+		"$(jlines "$(leftovers)")" "$facts" "$(jstr "$(grep -v '^  |' "$tmp/err" | tail -n 5)")" \
+		"$(result_of)" >>"$cases"
+	echo "case $1: status $rc after $ms ms"
+}
+: >"$tmp/stdin"
+
+# ---- the warm-start snapshot every run restores (not a case) -----------------
+timeout -k 5 $DEADLINE "$VMRUN" snapshot >"$tmp/out" 2>"$tmp/err" ||
+	{ echo "eval: vmrun snapshot failed: $(tail -n 1 "$tmp/err")" >&2; exit 1; }
+
+# ---- the test matrix ---------------------------------------------------------
+mkdir -p "$tmp/ws"
+echo "input" >"$tmp/ws/in.txt"
+attempt -w "$tmp/ws" -a "$tmp/art" -- sh -c 'cat in.txt > artifacts/out.txt && echo more >> artifacts/out.txt'
+record workspace_write filesystem allowed "write into the run's own /workspace and take it out as an artifact" \
+	"{\"artifact\":$(jstr "$(cat "$tmp/art/out.txt" 2>/dev/null)")}"
+
+# Another tenant's files: run A holds a token in its workspace while run B
+# looks for it everywhere it can reach, by its host path too.
+token_a="tenant-a-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+mkdir -p "$tmp/tenant-a"
+echo "$token_a" >"$tmp/tenant-a/secret.txt"
+timeout -k 5 $DEADLINE "$VMRUN" -w "$tmp/tenant-a" -- sh -c 'cat secret.txt >/dev/null; sleep 6' \
+	>/dev/null 2>&1 &
+a_pid=$!
+sleep 2
+attempt -t 20 -- sh -c "cat $tmp/tenant-a/secret.txt 2>&1; ls -d /workspace/../* 2>&1;
+	grep -rs -l '$token_a' / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | head -n 5; echo searched"
+wait $a_pid
+record other_tenant filesystem denied "read another tenant's workspace, by its host path and by searching the guest" \
+	"{\"token\":$(jstr "$token_a")}"
+
+secret="platform-secret-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+VMRUN_PLATFORM_TOKEN=$secret AWS_SECRET_ACCESS_KEY=$secret attempt -- sh -c \
+	'env; cat /proc/cmdline; tr "\0" "\n" </proc/1/environ 2>&1; cat /proc/self/mountinfo; ls / /run 2>&1'
+record platform_secrets secrets denied "find the platform's secrets (host environment, kernel command line, PID 1's environment, mounts)" \
+	"{\"secret\":$(jstr "$secret")}"
+
+attempt -t 20 -- sh -c 'ip=10.0.2.2; nc -w 2 $ip 80 </dev/null; echo "nc $?"; wget -q -T 2 -O - http://$ip/ 2>&1; echo "wget $?"'
+record unauthorized_network network denied "connect to an address no policy allows (TCP 10.0.2.2:80)"
+
+attempt -t 20 -- sh -c 'wget -q -T 2 -O - http://169.254.169.254/latest/meta-data/ 2>&1; echo "wget $?";
+	nc -w 2 127.0.0.1 22 </dev/null; echo "nc-local $?"'
+record ssrf network denied "reach the cloud metadata service (169.254.169.254) and the host's loopback"
+
+attempt -t 20 -- sh -c 'echo "uid $(id -u)"; su -c true root </dev/null >/dev/null 2>&1; echo "su $?";
+	mount -t tmpfs none /mnt 2>/dev/null; echo "mount $?"; echo x 2>/dev/null >>/etc/passwd; echo "write_etc $?";
+	touch /usr/bin/planted 2>/dev/null; echo "write_root $?"; unshare -r true 2>/dev/null; echo "unshare $?";
+	nsenter -t 1 -m true 2>/dev/null; echo "nsenter $?"; dd if=/dev/vda of=/dev/null bs=512 count=1 2>/dev/null;
+	echo "read_disk $?"'
+record privilege_escalation privilege denied "become root or leave the sandbox user (su, mount, write /etc and the root image, user and mount namespaces, the raw disk)"
+
+# CPU: the same work measured in a fixed wall time, without and with a quota.
+spin='end=$(( $(date +%s) + 4 )); n=0; while [ "$(date +%s)" -lt $end ]; do n=$((n + 1)); done; echo $n'
+attempt -t 20 -- sh -c "$spin"
+free_n=$(head -n 1 "$tmp/out" | grep -o '"stdout":"[0-9]*' | tr -dc 0-9)
+printf 'cpu_quota 25\n' >"$tmp/quota.policy"
+attempt -t 20 --policy "$tmp/quota.policy" -- sh -c "$spin"
+record cpu_quota limits limited "spin for 4 s under a 25% CPU quota (policy cpu_quota 25), against the same spin without one" \
+	"{\"unlimited_iterations\":${free_n:-null},\"quota_pct\":25}"
+
+attempt -t 30 -m 128 -- python3 -c 'a = []
+while True: a.append(b"x" * (16 << 20))'
+record memory limits killed "grow memory 16 MiB at a time, without end, in a 128 MiB guest"
+
+attempt -t 2 -- sleep 100
+record timeout limits stopped "sleep 100 under a 2 s limit"
+
+attempt -t 5 -- sh -c 'f() { f | f & }; f; sleep 10'
+record fork_bomb process limited "a fork bomb under a 5 s limit"
+
+attempt -t 20 -- sh -c 'yes vmrun | head -c 67108864'
+record huge_output output limited "write 64 MiB to stdout (cap: 1 MiB per stream)"
+
+attempt -t 3 -- sh -c 'trap "" TERM INT HUP; while :; do :; done'
+record hung_process process stopped "a process that ignores SIGTERM and spins, under a 3 s limit"
+
+attempt -t 20 -- sh -c 'sleep 100 & setsid sleep 100 & (trap "" HUP TERM; sleep 100) & echo started'
+record leftover_children process stopped "exit at once, leaving three children running (one in its own session, one ignoring TERM)"
+
+echo "mine" >"$tmp/canary"
+attempt -t 20 -a "$tmp/trav-art" -- sh -c "cd artifacts && ln -s ../../../../../../$tmp/canary up && ln -s / root &&
+	ln -s $tmp/canary abs && mkdir d && ln -s ../../.. d/deep && echo ok > plain"
+record path_traversal artifacts denied "artifacts that are links out (relative .., absolute, a link to /) meant to be followed on the host" \
+	"{\"copied\":$(jlines "$(cd "$tmp/trav-art" && find . -mindepth 1 | sort)"),\"links\":$(find "$tmp/trav-art" -type l | wc -l),\"canary\":$(jstr "$(cat "$tmp/canary")")}"
+
+attempt -t 20 -- sh -c 'dd if=/dev/urandom of=/workspace/data bs=1M count=16 2>/dev/null; echo x > /tmp/t; ls -la /workspace'
+image_gone=$( [ -z "$(ls -A "$TMPDIR")" ] && echo true || echo false)
+attempt -t 20 -- sh -c 'ls -A /workspace /tmp'
+record destroy_clears lifecycle cleared "write 16 MiB into /workspace and /tmp, then a fresh run looks for them" \
+	"{\"run_dirs_empty_after_first\":$image_gone}"
+
+# ---- fault injection ---------------------------------------------------------
+
+# SIGKILL to vmrun mid-run: what it leaves, then what the next run sweeps.
+# (vmrun itself, not under timeout: the kill must reach it.)
+"$VMRUN" -t 60 -- sleep 100 >/dev/null 2>&1 &
+k_pid=$!
+for _ in $(seq 600); do pgrep -f "$JAILED_VMM" >/dev/null && break; sleep 0.1; done
+sleep 1
+kill -KILL $k_pid
+wait $k_pid 2>/dev/null
+sleep 1
+before=$(leftovers)
+attempt -t 20 -- true
+record sigkill_vmrun lifecycle recovered "SIGKILL vmrun in the middle of a run, then start another run" \
+	"{\"left_after_kill\":$(jlines "$before"),\"swept\":$(jstr "$(grep -o 'swept .*' "$tmp/err" | head -n 1)")}"
+
+# The host's run directory full: TMPDIR on a 256 KiB file system, filled.
+mkdir -p "$tmp/small"
+if mount -t tmpfs -o size=256k tmpfs "$tmp/small"; then
+	dd if=/dev/zero of="$tmp/small/fill" bs=4k 2>/dev/null
+	TMPDIR=$tmp/small attempt -t 20 -- true
+	record tmpdir_full fault failed_safe "run with the host's run directory (TMPDIR) on a full file system" \
+		"{\"left_in_tmpdir\":$(jlines "$(ls -A "$tmp/small" | grep -vx fill)")}"
+	umount "$tmp/small"
+fi
+
+# A corrupt root image: its superblock zeroed.
+mkdir -p "$tmp/corrupt"
+cp "$ROOTFS" "$tmp/corrupt/rootfs.ext4"
+cp "$(dirname "$ROOTFS")/programs.txt" "$tmp/corrupt/programs.txt"
+dd if=/dev/zero of="$tmp/corrupt/rootfs.ext4" bs=1024 seek=1 count=4 conv=notrunc 2>/dev/null
+attempt -t 20 --cold --rootfs "$tmp/corrupt/rootfs.ext4" -- true
+record corrupt_rootfs fault failed_safe "boot a root image whose superblock is zeroed"
+rm -rf "$tmp/corrupt"
+
+# ---- load --------------------------------------------------------------------
+# load_round N: N runs at once, each its own record line.
+load_round() {
+	local i pids=()
+	for i in $(seq "$1"); do
+		(
+			t0=$(date +%s%N)
+			timeout -k 5 $DEADLINE "$VMRUN" -v --json -t 20 -- sh -c 'echo load; sleep 1' \
+				>"$tmp/load$i.out" 2>"$tmp/load$i.err" </dev/null
+			echo "$? $(( ($(date +%s%N) - t0) / 1000000 ))" >"$tmp/load$i.rc"
+		) &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+	for i in $(seq "$1"); do
+		read -r rc ms <"$tmp/load$i.rc"
+		cp "$tmp/load$i.out" "$tmp/out"
+		cp "$tmp/load$i.err" "$tmp/err"
+		record "load_$round.$i" load completed "one of $1 runs at once ($SLOTS slots, 4x), round $round"
+	done
+}
+round=1
+load_round $((4 * SLOTS))
+if [ "$profile" = full ]; then
+	end=$(( $(date +%s) + LOAD_S ))
+	while [ "$(date +%s)" -lt $end ]; do
+		round=$((round + 1))
+		load_round $((4 * SLOTS))
+	done
+	for i in $(seq "$TIMEOUT_RUNS"); do
+		attempt -t 2 -- sleep 100
+		record "timeout_$i" limits stopped "sleep 100 under a 2 s limit (destruction-time sample $i)"
+	done
+fi
+echo "eval ($profile): $(wc -l <"$cases") cases recorded in $cases"
