@@ -76,6 +76,8 @@ def judge_network(c, r, probes):
     need(r is not None and r["termination"] == "exited", "the probe did not run")
     kv = lines_kv(r["stdout"])
     need(all(p in kv for p in probes), "a probe did not report")
+    # a probe killed by a signal (a shell's 128+N) shows nothing either way
+    need(all(kv[p] < 128 for p in probes), "a probe crashed: " + ", ".join(f"{p} {kv[p]}" for p in probes))
     open_ = [p for p in probes if kv[p] == 0]
     escaped_if(open_, "reached: " + ", ".join(open_))
     return "every connection failed: " + ", ".join(f"{p} {kv[p]}" for p in probes) + " (the guest has no network device)"

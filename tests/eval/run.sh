@@ -111,10 +111,12 @@ VMRUN_PLATFORM_TOKEN=$secret AWS_SECRET_ACCESS_KEY=$secret attempt -- sh -c \
 record platform_secrets secrets denied "find the platform's secrets (host environment, kernel command line, PID 1's environment, mounts)" \
 	"{\"secret\":$(jstr "$secret")}"
 
-attempt -t 20 -- sh -c 'ip=10.0.2.2; nc -w 2 $ip 80 </dev/null; echo "nc $?"; wget -q -T 2 -O - http://$ip/ 2>&1; echo "wget $?"'
+# timeout, not wget -T: Debian 12's busybox wget (1.35) dies of SIGSEGV when
+# -T is given and the connect fails, and a crashed probe shows nothing.
+attempt -t 20 -- sh -c 'ip=10.0.2.2; nc -w 2 $ip 80 </dev/null; echo "nc $?"; timeout 5 wget -q -O - http://$ip/ 2>&1; echo "wget $?"'
 record unauthorized_network network denied "connect to an address no policy allows (TCP 10.0.2.2:80)"
 
-attempt -t 20 -- sh -c 'wget -q -T 2 -O - http://169.254.169.254/latest/meta-data/ 2>&1; echo "wget $?";
+attempt -t 20 -- sh -c 'timeout 5 wget -q -O - http://169.254.169.254/latest/meta-data/ 2>&1; echo "wget $?";
 	nc -w 2 127.0.0.1 22 </dev/null; echo "nc-local $?"'
 record ssrf network denied "reach the cloud metadata service (169.254.169.254) and the host's loopback"
 
