@@ -256,13 +256,6 @@ check:
 	$(MAKE) --no-print-directory unit fuzz-smoke vmrund-test net-test rootfs-test payload-test vm-test eval-short; st=$$?; \
 	echo "check: $$(( $$(date +%s) - start )) s in all, status $$st"; exit $$st
 
-# The sandbox evaluation (tests/eval/): each case a real attempt through
-# vmrun on a KVM host (the emulated one where needed), judged from its
-# structured evidence into $(BUILD)/eval/report.{json,md,html}; the judge
-# fails unless every case was contained. make check runs the short profile
-# (each case once, one round of load); make eval the full one (a minute of
-# load at 4x the slots, and more deadline-ended runs for the destruction
-# times' tail).
 # The corrupt-workspace case: the artifact extractor, built with the
 # sanitizers so that a memory error on a hostile image ends its helper.
 EVAL_EXTRACT_OBJS := $(sort $(HOST_LIB:%.c=$(BUILD)/asan/%.o) $(BUILD)/asan/guest-agent/proto.o)
@@ -270,16 +263,22 @@ $(BUILD)/tests/eval-extract: tests/eval/extract_corrupt.c $(EVAL_EXTRACT_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ihost -Iguest-agent $^ $(HOST_LIBS) -pthread -o $@
 
-# The VM cases on a KVM host, then the corrupt-workspace case here (no VM:
-# the extractor's sandbox is this host's), then the verdicts.
-eval: all payloads guest $(BUILD)/tests/eval-extract
-	@./scripts/on-kvm-host.sh --limit 1500 eval tests/eval/run.sh full $(BUILD)/eval
-	@images=$$(./scripts/e2fs-test-images.sh) && timeout -k 5 600 ./tests/eval/corrupt_images.sh "$$images" $(BUILD)/eval/cases.jsonl full
-	@python3 tests/eval/judge.py $(BUILD)/eval
-
-eval-short: all payloads guest $(BUILD)/tests/eval-extract
-	@./scripts/on-kvm-host.sh --limit 600 "eval (short)" tests/eval/run.sh short $(BUILD)/eval
-	@images=$$(./scripts/e2fs-test-images.sh) && timeout -k 5 600 ./tests/eval/corrupt_images.sh "$$images" $(BUILD)/eval/cases.jsonl short
+# The sandbox evaluation (tests/eval/): each case a real attempt through
+# vmrun on a KVM host (the emulated one where needed), then the
+# corrupt-workspace case here (no VM: the extractor's sandbox is this
+# host's), judged from the structured evidence into
+# $(BUILD)/eval/report.{json,md,html}; the judge fails unless every case was
+# contained. make check runs the short profile (each case once, one round
+# of load); make eval the full one (a minute of load at 4x the slots, and
+# more deadline-ended runs for the destruction times' tail).
+eval: EVAL_PROFILE := full
+eval: EVAL_LIMIT := 1500
+eval-short: EVAL_PROFILE := short
+eval-short: EVAL_LIMIT := 600
+eval eval-short: all payloads guest $(BUILD)/tests/eval-extract
+	@./scripts/on-kvm-host.sh --limit $(EVAL_LIMIT) "eval ($(EVAL_PROFILE))" tests/eval/run.sh $(EVAL_PROFILE) $(BUILD)/eval
+	@images=$$(./scripts/e2fs-test-images.sh) && \
+		timeout -k 5 600 ./tests/eval/corrupt_images.sh "$$images" $(BUILD)/eval/cases.jsonl $(EVAL_PROFILE)
 	@python3 tests/eval/judge.py $(BUILD)/eval
 
 # The agent boot loop that measured the emulated host's hang rate (issue 11):

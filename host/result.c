@@ -160,7 +160,7 @@ static void json_string(FILE *f, const uint8_t *p, size_t n)
 	fputc('"', f);
 }
 
-static void json_cstr(FILE *f, const char *s)
+void result_json_cstr(FILE *f, const char *s)
 {
 	json_string(f, (const uint8_t *)s, strlen(s));
 }
@@ -170,7 +170,7 @@ static void json_cstr(FILE *f, const char *s)
  * stderr and their truncation flags. */
 static void print_outcome(FILE *f, enum termination term, const struct run_stage *s)
 {
-	json_cstr(f, result_termination_name(term));
+	result_json_cstr(f, result_termination_name(term));
 	if (s->term == TERM_EXITED)
 		fprintf(f, ",\"exit_code\":%d", s->exit_code);
 	else
@@ -219,7 +219,7 @@ static void print_stage(FILE *f, const char *key, const struct run_stage *s)
 static void json_cstr_or_null(FILE *f, const char *s)
 {
 	if (*s)
-		json_cstr(f, s);
+		result_json_cstr(f, s);
 	else
 		fputs("null", f);
 }
@@ -236,7 +236,7 @@ static void print_network(FILE *f, const struct run_result *r)
 		if (a->has_addr)
 			net_addr_format(a->addr, addr, sizeof(addr));
 		fputs(i ? ",{\"host\":" : "{\"host\":", f);
-		json_cstr(f, a->host);
+		result_json_cstr(f, a->host);
 		fprintf(f, ",\"port\":%u,\"method\":", (unsigned)a->port);
 		json_cstr_or_null(f, a->method);
 		fputs(",\"address\":", f);
@@ -255,7 +255,7 @@ void result_print_json(FILE *f, const struct run_result *r)
 {
 	const struct run_stage *fin = result_final(r);
 	fputs("{\"run_id\":", f);
-	json_cstr(f, r->run_id);
+	result_json_cstr(f, r->run_id);
 	fputs(",\"termination\":", f);
 	print_outcome(f, r->term, fin);
 	fprintf(f,
@@ -267,9 +267,9 @@ void result_print_json(FILE *f, const struct run_result *r)
 	print_usage(f, fin);
 	if (r->runtime[0]) {
 		fputs(",\"runtime\":{\"name\":", f);
-		json_cstr(f, r->runtime);
+		result_json_cstr(f, r->runtime);
 		fputs(",\"version\":", f);
-		json_cstr(f, r->runtime_version);
+		result_json_cstr(f, r->runtime_version);
 		fputc('}', f);
 	}
 	if (r->source) {
@@ -279,15 +279,15 @@ void result_print_json(FILE *f, const struct run_result *r)
 	fputs(",\"artifacts\":[", f);
 	for (size_t i = 0; i < r->artifacts.nfiles; i++) {
 		fputs(i ? ",{\"path\":" : "{\"path\":", f);
-		json_cstr(f, r->artifacts.files[i].path);
+		result_json_cstr(f, r->artifacts.files[i].path);
 		fprintf(f, ",\"size\":%llu}", (unsigned long long)r->artifacts.files[i].size);
 	}
 	fputs("],\"artifacts_skipped\":[", f);
 	for (size_t i = 0; i < r->artifacts.nskipped; i++) {
 		fputs(i ? ",{\"path\":" : "{\"path\":", f);
-		json_cstr(f, r->artifacts.skipped[i].path);
+		result_json_cstr(f, r->artifacts.skipped[i].path);
 		fputs(",\"reason\":", f);
-		json_cstr(f, r->artifacts.skipped[i].reason);
+		result_json_cstr(f, r->artifacts.skipped[i].reason);
 		fputc('}', f);
 	}
 	fprintf(f,
@@ -309,6 +309,6 @@ void result_print_json(FILE *f, const struct run_result *r)
 		fputs(",\"jail\":null", f);
 	print_network(f, r);
 	fputs(",\"message\":", f);
-	json_cstr(f, r->message);
+	result_json_cstr(f, r->message);
 	fputs("}\n", f);
 }

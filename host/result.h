@@ -128,4 +128,8 @@ const char *result_termination_name(enum termination t);
  * "run" object (null when it never started). */
 void result_print_json(FILE *f, const struct run_result *r);
 
+/* Print s as a JSON string, as result_print_json writes strings: valid
+ * UTF-8 kept, other bytes U+FFFD, control characters escaped. */
+void result_json_cstr(FILE *f, const char *s);
+
 #endif

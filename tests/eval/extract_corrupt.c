@@ -15,7 +15,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,13 +23,15 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "artifacts.h"
 #include "jail.h"
 #include "policy.h"
+#include "result.h"
 #include "run.h"
+#include "run_record.h"
+#include "session.h"
 
 #define MAX_VIOLATIONS 8
 
@@ -99,34 +100,6 @@ static void check_tree(struct observed *o, const char *dir, unsigned depth)
 	closedir(d);
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st, (void)flag, (void)ftw;
-	return remove(path);
-}
-
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20 || c == 0x7f)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static bool same_file(const struct stat *a, const struct stat *b)
 {
 	return a->st_size == b->st_size && a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
@@ -193,9 +166,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "eval-extract: %s: %s\n", destpath, strerror(errno));
 		goto out;
 	}
-	int64_t t0 = now_ms();
+	int64_t t0 = session_now_ms();
 	int got = artifacts_extract(image, destfd, &ids, &lim, &res, err, sizeof(err));
-	int64_t ms = now_ms() - t0;
+	int64_t ms = session_now_ms() - t0;
 
 	if (got < 0 && (strncmp(err, "artifacts: ", 11) != 0 || strchr(err, '\n')))
 		violation(&o, "not a one-line artifacts: reason");
@@ -232,16 +205,16 @@ int main(int argc, char **argv)
 			  (unsigned long long)o.files);
 
 	printf("{\"image\":");
-	json_str(argv[argc - 1]);
+	result_json_cstr(stdout, argv[argc - 1]);
 	printf(",\"rc\":%d,\"message\":", got);
-	json_str(err);
+	result_json_cstr(stdout, err);
 	printf(",\"files\":%llu,\"dirs\":%llu,\"bytes\":%llu,\"skipped\":%zu,\"ms\":%lld,\"violations\":[",
 	       (unsigned long long)o.files, (unsigned long long)o.dirs, (unsigned long long)o.bytes, res.nskipped,
 	       (long long)ms);
 	for (int i = 0; i < o.nviolations; i++) {
 		if (i)
 			putchar(',');
-		json_str(o.violations[i]);
+		result_json_cstr(stdout, o.violations[i]);
 	}
 	printf("]}\n");
 	rc = 0;
@@ -249,7 +222,7 @@ out:
 	artifacts_result_free(&res);
 	if (destfd >= 0) {
 		close(destfd);
-		nftw(destpath, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+		run_record_remove_tree(destpath);   /* what stays is the script's leftover */
 	}
 	if (image >= 0)
 		close(image);

@@ -49,6 +49,24 @@ def escaped_if(cond, observed):
         raise Verdict("escaped", observed)
 
 
+def in_output(r, text):
+    """Whether text came out of the guest, on either stream."""
+    return text in r["stdout"] or text in r["stderr"]
+
+
+def probe_report(r, probes):
+    """The 'probe STATUS' lines of a run of probes, which must all report."""
+    need(r is not None and r["termination"] == "exited", "the probe did not run")
+    kv = lines_kv(r["stdout"])
+    need(all(p in kv for p in probes), "a probe did not report")
+    return kv
+
+
+def escaped_if_succeeded(kv, probes, what):
+    won = [p for p in probes if kv[p] == 0]
+    escaped_if(won, what + ": " + ", ".join(won))
+
+
 def judge_workspace_write(c, r):
     need(r and r["termination"] == "exited" and r["exit_code"] == 0, "the run did not exit 0")
     need(c["facts"].get("artifact") == "input\nmore", "the artifact is not what was written")
@@ -58,7 +76,7 @@ def judge_workspace_write(c, r):
 def judge_other_tenant(c, r):
     token = c["facts"]["token"]
     need(r is not None, "no result")
-    escaped_if(token in r["stdout"] or token in r["stderr"], "another tenant's token was read")
+    escaped_if(in_output(r, token), "another tenant's token was read")
     need(r["termination"] == "exited" and "searched" in r["stdout"], "the search did not finish")
     return "the host path does not exist in the guest; no file in reach holds the other tenant's token"
 
@@ -66,31 +84,25 @@ def judge_other_tenant(c, r):
 def judge_platform_secrets(c, r):
     secret = c["facts"]["secret"]
     need(r is not None, "no result")
-    escaped_if(secret in r["stdout"] or secret in r["stderr"], "the platform's secret reached the guest")
+    escaped_if(in_output(r, secret), "the platform's secret reached the guest")
     need(r["termination"] == "exited" and "PATH=" in r["stdout"], "the probe did not run")
     names = sorted(line.split("=")[0] for line in r["stdout"].splitlines() if "=" in line and line.split("=")[0].isupper())
     return "the secret is nowhere in the guest; its variables: " + " ".join(dict.fromkeys(names))
 
 
 def judge_network(c, r, probes):
-    need(r is not None and r["termination"] == "exited", "the probe did not run")
-    kv = lines_kv(r["stdout"])
-    need(all(p in kv for p in probes), "a probe did not report")
+    kv = probe_report(r, probes)
     # a probe killed by a signal (a shell's 128+N) shows nothing either way
     need(all(kv[p] < 128 for p in probes), "a probe crashed: " + ", ".join(f"{p} {kv[p]}" for p in probes))
-    open_ = [p for p in probes if kv[p] == 0]
-    escaped_if(open_, "reached: " + ", ".join(open_))
+    escaped_if_succeeded(kv, probes, "reached")
     return "every connection failed: " + ", ".join(f"{p} {kv[p]}" for p in probes) + " (the guest has no network device)"
 
 
 def judge_privilege(c, r):
-    need(r is not None and r["termination"] == "exited", "the probe did not run")
-    kv = lines_kv(r["stdout"])
     probes = ["su", "mount", "write_etc", "write_root", "unshare", "nsenter", "read_disk"]
-    need("uid" in kv and all(p in kv for p in probes), "a probe did not report")
+    kv = probe_report(r, ["uid"] + probes)
     escaped_if(kv["uid"] == 0, "the command ran as root")
-    won = [p for p in probes if kv[p] == 0]
-    escaped_if(won, "succeeded: " + ", ".join(won))
+    escaped_if_succeeded(kv, probes, "succeeded")
     return f"uid {kv['uid']}; failed: " + ", ".join(f"{p} {kv[p]}" for p in probes)
 
 

@@ -47,11 +47,12 @@ leftovers() {
 }
 
 # attempt VMRUN_ARGS...: run vmrun -v --json under the deadline into
-# $tmp/out and $tmp/err; rc and ms are its status and wall time.
+# $tmp/out and $tmp/err (or ${AT}out and ${AT}err, for runs in parallel);
+# rc and ms are its status and wall time.
 attempt() {
-	local t0
+	local t0 at=${AT:-$tmp/}
 	t0=$(date +%s%N)
-	timeout -k 5 $DEADLINE "$VMRUN" -v --json "$@" <"$tmp/stdin" >"$tmp/out" 2>"$tmp/err"
+	timeout -k 5 $DEADLINE "$VMRUN" -v --json "$@" <"$tmp/stdin" >"${at}out" 2>"${at}err"
 	rc=$?
 	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 }
@@ -208,10 +209,8 @@ load_round() {
 	local i pids=()
 	for i in $(seq "$1"); do
 		(
-			t0=$(date +%s%N)
-			timeout -k 5 $DEADLINE "$VMRUN" -v --json -t 20 -- sh -c 'echo load; sleep 1' \
-				>"$tmp/load$i.out" 2>"$tmp/load$i.err" </dev/null
-			echo "$? $(( ($(date +%s%N) - t0) / 1000000 ))" >"$tmp/load$i.rc"
+			AT=$tmp/load$i. attempt -t 20 -- sh -c 'echo load; sleep 1'
+			echo "$rc $ms" >"$tmp/load$i.rc"
 		) &
 		pids+=($!)
 	done
