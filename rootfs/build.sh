@@ -71,7 +71,12 @@ pkgs=$($APT_CACHE depends --recurse --no-recommends --no-suggests --no-conflicts
 	--no-replaces --no-enhances $ROOTS 2>/dev/null | grep -v '^[ <]' | sort -u |
 	while read -r p; do case "$EXCLUDE" in *[[:space:]]$p[[:space:]]*) ;; *) echo "$p" ;; esac; done)
 [ -n "$pkgs" ] || { echo "rootfs: apt-cache cannot resolve $ROOTS" >&2; exit 1; }
-versions=$(for p in $pkgs; do echo "$p=$($APT_CACHE policy "$p" | sed -n 's/^  Candidate: //p')"; done)
+# One apt-cache for all of them (it loads its cache once per call, most
+# of a second): its sections come in the order asked, "NAME:" then the
+# candidate.
+versions=$($APT_CACHE policy $pkgs | awk '/^[^ ]/ { n = $1; sub(/:$/, "", n) } /^  Candidate: / { print n "=" $2 }')
+[ "$(echo "$versions" | wc -l)" = "$(echo "$pkgs" | wc -l)" ] ||
+	{ echo "rootfs: apt-cache policy did not give one candidate for each of $name's packages" >&2; exit 1; }
 # The runtime's version, as its package says it: the upstream part.
 pkgver=$(echo "$versions" | sed -n "s/^$(key version-of)=//p")
 [ -n "$pkgver" ] || { echo "rootfs: $(key version-of) is not among $name's packages" >&2; exit 1; }
