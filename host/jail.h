@@ -127,6 +127,16 @@ void jail_kill(struct jail *j);
  * holds, a dead run's, and remove it. Returns 0 when it is gone. */
 int jail_reclaim_cgroup(int version, const char *path);
 
+/* How many times the host's OOM killer killed a process of the run's
+ * cgroup (cgroup v2's memory.events, v1's memory.oom_control): 0 when
+ * none, or when there is no cgroup or the count cannot be read. Call
+ * after vmm was reaped, before jail_cleanup. */
+unsigned long jail_oom_kills(const struct jail *j);
+
+/* The "oom_kill N" count of a memory.events or memory.oom_control text;
+ * 0 when it has none. Pure. */
+unsigned long jail_parse_oom_kills(const char *text);
+
 /* After vmm was reaped: kill stragglers, remove the cgroup and the jail's
  * root directory, release the uid. */
 void jail_cleanup(struct jail *j);

@@ -4,6 +4,7 @@
 #include "jail_cgroup.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -194,6 +195,31 @@ void jail_kill(struct jail *j)
 		kill_procs(j->cgroup);
 	if (j->pid > 0)
 		kill(j->pid, SIGKILL);
+}
+
+unsigned long jail_parse_oom_kills(const char *text)
+{
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		unsigned long n;
+		if (sscanf(p, "oom_kill %lu", &n) == 1)
+			return n;
+	}
+	return 0;
+}
+
+unsigned long jail_oom_kills(const struct jail *j)
+{
+	if (!j->cgroup_version)
+		return 0;
+	char path[PATH_MAX + 32], text[1024];
+	snprintf(path, sizeof(path), "%s/%s", j->cgroup, j->cgroup_version == 2 ? "memory.events" : "memory.oom_control");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	text[n > 0 ? n : 0] = '\0';
+	return jail_parse_oom_kills(text);
 }
 
 void jail_cgroup_remove(struct jail *j)

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../vmm/log.h"
 #include "artifacts.h"
 #include "errmsg.h"
 #include "jail.h"
@@ -51,6 +52,7 @@ struct exec {
 	struct run_facts facts;
 	char start_error[512];
 	char vmm_said[400];
+	char vmm_faults[400];   /* vmm's count of the guest's device faults, for -v */
 	/* Warm start: the snapshot this run restores (restoring), and the id
 	 * that names the cgroup of the boot that makes one. */
 	struct snapshot_slot snap;
@@ -239,19 +241,25 @@ static void reap(struct jail *j, const struct run_plan *plan, int64_t deadline_m
 	}
 }
 
-/* Read a vmm's stderr file once: the last line vmm wrote into said, and
- * the jail's clone-to-exec time, returned in us (-1 if absent). */
-static long read_err(const char *path, char *said, size_t len)
+/* Read a vmm's stderr file once: what vmm said into said (its guest-faults
+ * line apart, into faults, when not NULL), and the jail's clone-to-exec
+ * time, returned in us (-1 if absent). */
+static long read_err(const char *path, char *said, size_t len, char *faults, size_t faults_len)
 {
 	said[0] = '\0';
+	if (faults)
+		faults[0] = '\0';
 	long ready_us = -1;
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return -1;
 	char line[512];
+	const char *tag = VMM_LOG_PREFIX VMM_FAULTS_TAG;
 	while (fgets(line, sizeof(line), f)) {
 		if (!strncmp(line, JAIL_READY_PREFIX, strlen(JAIL_READY_PREFIX)))
 			ready_us = atol(line + strlen(JAIL_READY_PREFIX));
+		else if (faults && !strncmp(line, tag, strlen(tag)))
+			session_printable(faults, faults_len, line + strlen(tag), strcspn(line + strlen(tag), "\n"));
 		else if (line[0] != '\n')   /* vmm runs the guest: its words too */
 			session_printable(said, len, line, strcspn(line, "\n"));
 	}
@@ -293,7 +301,7 @@ static int snapshot_boot(struct exec *x, const char *dir, bool *vmm_failed, char
 	if (jail_prepare(&js, &j, err, errlen) || start_vmm(&js, &j, x->p.snap_err, err, errlen))
 		goto out;
 	reap(&j, x->plan, session_now_ms() + RUN_SNAPSHOT_TIMEOUT_MS, &rp);
-	read_err(x->p.snap_err, said, sizeof(said));
+	read_err(x->p.snap_err, said, sizeof(said), NULL, 0);
 	if (rp.killed || rp.lost || !WIFEXITED(rp.status) || WEXITSTATUS(rp.status)) {
 		snapshot_boot_failed(&rp, said, err, errlen);
 		*vmm_failed = !rp.cancelled;
@@ -447,8 +455,10 @@ static int prepare(struct exec *x, char *err, size_t errlen)
  * clone-to-exec time in us (-1 if absent). */
 static long read_vmm_err(struct exec *x)
 {
-	long ready_us = read_err(x->p.vmm_err, x->vmm_said, sizeof(x->vmm_said));
+	long ready_us = read_err(x->p.vmm_err, x->vmm_said, sizeof(x->vmm_said), x->vmm_faults, sizeof(x->vmm_faults));
 	x->facts.vmm_said = x->vmm_said;
+	if (x->vmm_faults[0])
+		logf_(x, "the guest's device faults, as vmm counted them: %s", x->vmm_faults);
 	return ready_us;
 }
 
@@ -460,6 +470,7 @@ static void reap_vmm(struct exec *x, int64_t deadline_ms)
 	x->facts.vmm_status = rp.status;
 	x->facts.vmm_killed = rp.killed;
 	x->facts.vmm_lost = rp.lost;
+	x->facts.oom_kills = jail_oom_kills(&x->jail);
 	x->facts.cancelled |= rp.cancelled;
 }
 
@@ -768,7 +779,11 @@ void run_classify(const struct run_facts *f, struct run_result *r)
 		classify_done(f, r, last);
 	} else {
 		r->term = TERM_VM_FAILED;
-		if (WIFEXITED(vst) && WEXITSTATUS(vst) != 0 && f->vmm_said && f->vmm_said[0])
+		/* First: the teardown may have killed the cgroup as well, when it
+		 * found vmm still dying, and the session only saw its end. */
+		if (f->oom_kills)
+			result_message(r, "the host's OOM killer killed vmm: the run's cgroup reached its memory limit");
+		else if (WIFEXITED(vst) && WEXITSTATUS(vst) != 0 && f->vmm_said && f->vmm_said[0])
 			result_message(r, "%s", f->vmm_said);
 		else if (WIFSIGNALED(vst) && !f->vmm_killed)
 			result_message(r, "vmm died of SIG%s", sig_name(WTERMSIG(vst)));

@@ -200,6 +200,7 @@ struct run_facts {
 	int vmm_status;                      /* wait status */
 	bool vmm_killed;                     /* we killed its cgroup (deadline, or no reset in time) */
 	bool vmm_lost;                       /* it did not die after SIGKILL */
+	unsigned long oom_kills;             /* the host's OOM killer in the run's cgroup */
 	pid_t vmm_pid;
 	const char *vmm_said;                /* the last line vmm wrote to stderr, printable, or "" */
 	double timeout_s;

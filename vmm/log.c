@@ -10,7 +10,7 @@
 static void emit(const char *suffix, const char *fmt, va_list ap)
 {
 	char line[512];
-	int n = snprintf(line, sizeof(line), "vmm: ");
+	int n = snprintf(line, sizeof(line), VMM_LOG_PREFIX);
 	n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	if (n < 0 || (size_t)n >= sizeof(line))
 		n = (int)sizeof(line) - 1;

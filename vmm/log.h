@@ -6,6 +6,12 @@
 #ifndef VMM_LOG_H
 #define VMM_LOG_H
 
+/* vmm's stderr as vmrun reads it (host/run.c includes this header): each
+ * line starts with VMM_LOG_PREFIX. One that goes on with VMM_FAULTS_TAG is
+ * no error: it counts, at exit, what the guest did wrong to the devices. */
+#define VMM_LOG_PREFIX "vmm: "
+#define VMM_FAULTS_TAG "guest faults: "
+
 /* Print "vmm: " followed by the formatted message and a newline to stderr. */
 void vmm_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

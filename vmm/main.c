@@ -233,6 +233,10 @@ int main(int argc, char **argv)
 		vmm_err("%s", vm.stop_msg);
 	if (cfg.snapshot_out && why != VM_STOP_SNAPSHOT)
 		status = status == VMM_EXIT_CLEAN ? VMM_EXIT_GUEST : status;
+	char faults[400];
+	virtio_devices_faults(&vm, faults, sizeof(faults));
+	if (faults[0])
+		vmm_err(VMM_FAULTS_TAG "%s", faults);
 out:
 	vm_snapshot_out_release(&snap);
 	vm_restore_release(&in);

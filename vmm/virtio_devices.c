@@ -1,6 +1,7 @@
 #include "virtio_devices.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -101,6 +102,43 @@ int virtio_devices_cmdline(const struct vm *vm, char *buf, size_t len)
 		used += strlen(buf + used);
 	}
 	return 0;
+}
+
+/* Append ", what" (or "what" first) to buf when n is not 0. */
+static void fault(char *buf, size_t len, size_t *used, const char *name, uint64_t n, const char *what)
+{
+	if (!n || *used >= len)
+		return;
+	int k = snprintf(buf + *used, len - *used, "%s%s: %llu %s", *used ? ", " : "", name, (unsigned long long)n, what);
+	*used = k < 0 ? len : *used + (size_t)k;
+}
+
+static void transport_faults(const struct virtio_mmio *t, const char *name, char *buf, size_t len, size_t *used)
+{
+	uint64_t bad = 0;
+	for (unsigned i = 0; i < t->ops->nqueues; i++)
+		bad += t->queues[i].bad_chains;
+	fault(buf, len, used, name, atomic_load(&t->ignored_writes), "register writes ignored");
+	fault(buf, len, used, name, bad, "bad chains");
+	fault(buf, len, used, name, t->resets_needed, "times needing a reset");
+}
+
+void virtio_devices_faults(const struct vm *vm, char *buf, size_t len)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (unsigned i = 0; i < vm->ndisks; i++) {
+		char name[8] = "vd?";
+		name[2] = (char)('a' + i);
+		transport_faults(&vm->disks[i].t, name, buf, len, &used);
+		fault(buf, len, &used, name, vm->disks[i].errors, "requests failed");
+	}
+	if (vm->has_vsock) {
+		transport_faults(&vm->vsock.t, "vsock", buf, len, &used);
+		fault(buf, len, &used, "vsock", vm->vsock.stats.bad_packets, "bad packets");
+	}
+	if (vm->has_rng)
+		transport_faults(&vm->rng.t, "rng", buf, len, &used);
 }
 
 void virtio_devices_release(struct vm *vm)

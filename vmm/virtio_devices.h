@@ -27,6 +27,13 @@ int virtio_devices_attach(struct vm *vm);
  * Returns 0, or -1 when they do not fit. */
 int virtio_devices_cmdline(const struct vm *vm, char *buf, size_t len);
 
+/* What the guest did wrong to the devices, as they counted it: register
+ * writes ignored, chains returned unused, DEVICE_NEEDS_RESET entered,
+ * block requests failed, vsock packets dropped. Written into buf as
+ * "vda: 2 requests failed, rng: 9 bad chains, ..." (devices that counted
+ * nothing left out); an empty string when nothing was counted. */
+void virtio_devices_faults(const struct vm *vm, char *buf, size_t len);
+
 /* Stop watching the queues and release every device (removing the vsock
  * socket file). Call after the vCPUs are joined. */
 void virtio_devices_release(struct vm *vm);

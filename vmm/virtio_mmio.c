@@ -112,6 +112,7 @@ static void needs_reset(struct virtio_mmio *t)
 	if (t->status & VIRTIO_CONFIG_S_NEEDS_RESET)
 		return;
 	t->status |= VIRTIO_CONFIG_S_NEEDS_RESET;
+	t->resets_needed++;
 	if (t->status & VIRTIO_CONFIG_S_DRIVER_OK)
 		raise_irq(t, VIRTIO_MMIO_INT_CONFIG);
 }

@@ -71,6 +71,7 @@ struct virtio_mmio {
 	int kick_fd[VIRTIO_MMIO_MAX_QUEUES];      /* readable when a queue was notified */
 
 	atomic_ulong ignored_writes;  /* out-of-state or malformed register writes */
+	uint64_t resets_needed;       /* times the device entered DEVICE_NEEDS_RESET */
 };
 
 /* Set up a transport for dev at base/irq: create its eventfds and lock.

@@ -32,8 +32,10 @@ static uint64_t ld64(volatile uint8_t *p)
 void vq_reset(struct virtq *q)
 {
 	uint16_t max = q->max_size;
+	uint64_t bad = q->bad_chains;
 	memset(q, 0, sizeof(*q));
 	q->max_size = max;
+	q->bad_chains = bad;
 }
 
 int vq_activate(struct virtq *q, const struct guest_mem *mem)

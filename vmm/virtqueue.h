@@ -59,7 +59,9 @@ enum vq_pop_result {
 	VQ_BROKEN = -1,  /* ring invalid: the queue is now broken */
 };
 
-/* Reset a queue to its power-on state, keeping max_size. */
+/* Reset a queue to its power-on state, keeping max_size and bad_chains
+ * (a count over the device's life: a guest's reset must not erase what
+ * it did before). */
 void vq_reset(struct virtq *q);
 
 /* Check the driver's configuration and map the rings. Returns 0, or -1 when

@@ -162,6 +162,18 @@ static void fsize_limit(void **state)
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
+/* The OOM-kill count, from the files cgroup v2 and v1 keep it in. */
+static void oom_kills_parsed(void **state)
+{
+	(void)state;
+	assert_int_equal(jail_parse_oom_kills("low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n"), 1);
+	assert_int_equal(jail_parse_oom_kills("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n"), 3);
+	assert_int_equal(jail_parse_oom_kills("low 0\nmax 0\n"), 0);
+	assert_int_equal(jail_parse_oom_kills(""), 0);
+	struct jail none = { .cgroup_version = 0 };
+	assert_int_equal(jail_oom_kills(&none), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -170,6 +182,7 @@ int main(void)
 		T(exhaustion_fails_cleanly),
 		T(writable_dir_refused),
 		cmocka_unit_test(fsize_limit),
+		cmocka_unit_test(oom_kills_parsed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -127,6 +127,24 @@ static void classify_vm_failures(void **state)
 	f.vmm_status = SIGSYS;
 	run_classify(&f, &r);
 	assert_string_equal(r.message, "vmm died of SIGSYS");
+	/* SIGKILL from the host's OOM killer in the run's cgroup: said so,
+	 * even when the teardown killed the cgroup too (vmm was still dying
+	 * when the session ended); a SIGKILL with no OOM kill counted is only
+	 * a SIGKILL */
+	f = facts(SESSION_FAILED);
+	f.vmm_status = SIGKILL;
+	f.oom_kills = 1;
+	snprintf(sr.error, sizeof(sr.error), "the agent's connection ended before EXIT");
+	run_classify(&f, &r);
+	assert_int_equal(r.term, TERM_VM_FAILED);
+	assert_string_equal(r.message, "the host's OOM killer killed vmm: the run's cgroup reached its memory limit");
+	f.vmm_killed = true;
+	run_classify(&f, &r);
+	assert_string_equal(r.message, "the host's OOM killer killed vmm: the run's cgroup reached its memory limit");
+	f.vmm_killed = false;
+	f.oom_kills = 0;
+	run_classify(&f, &r);
+	assert_string_equal(r.message, "vmm died of SIGKILL");
 	/* we killed it: the session's own reason */
 	f = facts(SESSION_FAILED);
 	f.vmm_status = SIGKILL;

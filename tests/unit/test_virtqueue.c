@@ -345,6 +345,23 @@ static void hostile_loop(void **state)
 	expect_bad_then_good(f, 0, 2);
 }
 
+/* What the guest did stays counted after it resets the queue. */
+static void reset_keeps_bad_chain_count(void **state)
+{
+	struct fx *f = *state;
+	fv_desc(&f->gm, &f->fq, 0, FV_BUF_BASE, 8, VRING_DESC_F_NEXT, 1);
+	fv_desc(&f->gm, &f->fq, 1, FV_BUF_BASE, 8, VRING_DESC_F_NEXT, 0);
+	expect_bad_then_good(f, 0, 2);
+	assert_int_equal(f->q.bad_chains, 1);
+	uint16_t max = f->q.max_size;
+	vq_reset(&f->q);
+	assert_int_equal(f->q.bad_chains, 1);
+	assert_int_equal(f->q.max_size, max);
+	assert_int_equal(f->q.size, 0);
+	assert_false(f->q.ready);
+	assert_int_equal(vq_pop(&f->q, &f->c), VQ_BROKEN);
+}
+
 static void hostile_self_loop(void **state)
 {
 	struct fx *f = *state;
@@ -812,6 +829,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(activate_sizes),
+		T(reset_keeps_bad_chain_count),
 		T(activate_alignment),
 		T(activate_rings_outside_ram),
 		T(pop_on_unactivated_queue),
