@@ -55,7 +55,7 @@ PAYLOAD_SRCS := $(wildcard tests/payloads/*.S)
 PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
-.PHONY: eval eval-short vmrund-test all deps guest kernel rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots \
+.PHONY: eval eval-short eval-guest vmrund-test all deps guest kernel rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots \
 	bench-vmm bench-boot bench-virtio bench-vmrun bench-vmrund bench-queue bench-workspace bench-net net-test clean fuzz \
 	fuzz-smoke
 
@@ -85,7 +85,7 @@ $(BUILD)/asan/%.o: %.c $(wildcard vmm/*.h guest-agent/*.h host/*.h host/vmrund/*
 # Keep the sanitizer objects between runs (make would delete them as intermediates).
 .SECONDARY: $(ASAN_OBJS)
 
-$(BUILD)/obj/host/%.o: host/%.c $(wildcard host/*.h host/proxy/*.h guest-agent/*.h)
+$(BUILD)/obj/host/%.o: host/%.c $(wildcard host/*.h host/proxy/*.h guest-agent/*.h) vmm/log.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 
@@ -275,11 +275,31 @@ eval: EVAL_PROFILE := full
 eval: EVAL_LIMIT := 1500
 eval-short: EVAL_PROFILE := short
 eval-short: EVAL_LIMIT := 600
-eval eval-short: all payloads guest $(BUILD)/tests/eval-extract
+eval eval-short: all payloads guest eval-guest $(BUILD)/tests/eval-extract
 	@./scripts/on-kvm-host.sh --limit $(EVAL_LIMIT) "eval ($(EVAL_PROFILE))" tests/eval/run.sh $(EVAL_PROFILE) $(BUILD)/eval
 	@images=$$(./scripts/e2fs-test-images.sh) && \
 		timeout -k 5 600 ./tests/eval/corrupt_images.sh "$$images" $(BUILD)/eval/cases.jsonl $(EVAL_PROFILE)
 	@python3 tests/eval/judge.py $(BUILD)/eval
+
+# The evaluation's test-only guest, for its attacks from a compromised guest
+# kernel: a kernel with /dev/mem (tests/eval/kernel-attack.config), and a
+# copy of the root image whose agent keeps guest root, with the attack
+# programs (tests/guest/ringattack.c, vsockattack.c) in /usr/bin. Never
+# shipped: only the eval boots it, through vmrun's --kernel and --rootfs.
+EVAL_GUEST := $(BUILD)/eval-guest
+EVAL_ATTACKS := $(BUILD)/tests/ringattack $(BUILD)/tests/vsockattack
+$(BUILD)/tests/agent-guest-root: $(AGENT_SRCS) $(wildcard guest-agent/*.h)
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) -DVMRUN_AGENT_GUEST_ROOT $(AGENT_SRCS) -o $@
+$(BUILD)/tests/ringattack: tests/guest/ringattack.c
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) $< -o $@
+$(BUILD)/tests/vsockattack: tests/guest/vsockattack.c guest-agent/proto.c guest-agent/proto.h
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) -Iguest-agent tests/guest/vsockattack.c guest-agent/proto.c -o $@
+eval-guest: guest $(BUILD)/tests/agent-guest-root $(EVAL_ATTACKS)
+	@./kernel-config/build.sh $(EVAL_GUEST)/vmlinux $(EVAL_GUEST)/bzImage tests/eval/kernel-attack.config
+	@./tests/eval/attack_image.sh $(BUILD)/guest/rootfs.ext4 $(BUILD)/tests/agent-guest-root $(EVAL_GUEST) $(EVAL_ATTACKS)
 
 # The agent boot loop that measured the emulated host's hang rate (issue 11):
 # STRESS_RUNS runs of `vmrun -- true`, each under a watchdog.

@@ -36,6 +36,16 @@
 #define WORKSPACE_WAIT_POLLS 5000
 /* The kernel RNG the agent reseeds for each run. */
 #define RANDOM_DEV     "/dev/urandom"
+/* Whom commands run as. The test-only build (make's guest-agent-root,
+ * never in a root image vmrun ships) keeps guest root, so the evaluation
+ * can attack the devices as a compromised guest kernel would. */
+#ifdef VMRUN_AGENT_GUEST_ROOT
+#define RUN_UID ((uid_t)-1)
+#define RUN_GID ((gid_t)-1)
+#else
+#define RUN_UID PROTO_SANDBOX_UID
+#define RUN_GID PROTO_SANDBOX_GID
+#endif
 
 static void console(const char *fmt, const char *arg)
 {
@@ -200,7 +210,7 @@ int main(void)
 		console("%s", mount_err);
 	} else {
 		const struct agent_config cfg = {
-			.cwd = PROTO_WORKSPACE_DIR, .home = PROTO_WORKSPACE_DIR, .uid = PROTO_SANDBOX_UID, .gid = PROTO_SANDBOX_GID, .kill_all = true,
+			.cwd = PROTO_WORKSPACE_DIR, .home = PROTO_WORKSPACE_DIR, .uid = RUN_UID, .gid = RUN_GID, .kill_all = true,
 			.cgroup_root = cgroup_root, .cgroup_error = cgroup_root ? NULL : cgroup_why,
 			.random_dev = RANDOM_DEV,
 		};

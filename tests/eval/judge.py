@@ -193,6 +193,16 @@ def judge_failed_safe(c, r, left_key=None):
     return f"{r['termination']}: {r['message']}"
 
 
+def judge_host_oom(c, r):
+    need(c["facts"]["memory_max_set"], "the run's cgroup was not found to lower its memory.max")
+    need(r is not None, "no result")
+    escaped_if(r["termination"] == "exited" and "touched" in r["stdout"], "the guest got the memory past the host's limit")
+    need(r["termination"] == "vm_failed" and "OOM killer" in (r["message"] or ""),
+         f"not ended by the host's OOM killer: {r['termination']}: {r.get('message')}")
+    need("\n" not in r["message"], "no one-line message")
+    return f"vm_failed: {r['message']} (memory.max set to {c['facts']['memory_max_set'] >> 20} MiB)"
+
+
 def judge_corrupt_workspace(c, r):
     f = c["facts"]
     runs = f["runs"]
@@ -216,6 +226,112 @@ def judge_load(c, r):
     return f"exited 0 after {c['wall_ms']} ms"
 
 
+def attack_lines(r, prefix):
+    """A guest attack program's 'PREFIX CASE key=value...' lines, as
+    {CASE: {key: int or str}}; it must have run as guest root to the end."""
+    need(r is not None and r["termination"] == "exited", "the attack program did not run")
+    out = {}
+    for line in r["stdout"].splitlines():
+        parts = line.split()
+        if len(parts) < 2 or parts[0] != prefix:
+            continue
+        fields = {}
+        for kv in parts[2:]:
+            k, _, v = kv.partition("=")
+            fields[k] = int(v) if v.lstrip("-").isdigit() else v
+        out[parts[1]] = fields
+    need("setup-failed" not in out, "the attack's setup failed: " + r["stdout"].strip()[-200:])
+    need(f"{prefix} uid=0" in r["stdout"], "the attack did not run as guest root")
+    need("done" in out, "the attack did not finish")
+    return out
+
+
+BAD_QUEUES = ["queue_size_not_pow2", "queue_size_over_max", "queue_size_zero", "ring_outside_ram",
+              "ring_misaligned", "ring_past_4g_end"]
+BAD_CHAINS = ["desc_outside_ram", "desc_wraps_address_space", "desc_len_4g", "desc_loop", "desc_next_out_of_range",
+              "desc_indirect_self", "desc_readable_after_writable", "head_out_of_range", "avail_idx_jump"]
+
+
+def judge_guest_rings(c, r):
+    ra = attack_lines(r, "ra")
+    need(all(k in ra for k in BAD_QUEUES + BAD_CHAINS + ["valid_after_reset"]), "an attempt did not report")
+    accepted = [k for k in BAD_QUEUES if ra[k]["needs_reset"] != 1]
+    escaped_if(accepted, "queues the device took: " + ", ".join(accepted))
+    used = [k for k in BAD_CHAINS if ra[k]["used"] and ra[k]["len"] > 0]
+    escaped_if(used, "malformed chains the device used: " + ", ".join(used))
+    written = [k for k, v in ra.items() if v.get("guards") == "written"]
+    escaped_if(written, "the device wrote outside the buffers it was given: " + ", ".join(written))
+    need(ra["valid_after_reset"]["used"] == 1 and ra["valid_after_reset"]["len"] == 64,
+         "the device did not serve a valid request after a reset")
+    need(c["facts"]["vmm_faults"], "vmm counted no fault: the attack never reached the device")
+    unused = sum(1 for k in BAD_CHAINS if ra[k]["used"])
+    broke = sum(1 for k in BAD_CHAINS if ra[k]["needs_reset"])
+    return (f"{len(BAD_QUEUES)} bad queues all left the device needing a reset; of {len(BAD_CHAINS)} malformed "
+            f"chains {unused} came back unused, {broke} left it needing a reset; nothing written outside the buffers; "
+            f"a valid request served after a reset; vmm counted:{c['facts']['vmm_faults']}")
+
+
+BLK_REFUSED = ["write_sector0", "write_last_sector", "write_zeroes", "discard", "read_past_end", "read_sector_2p64",
+               "read_len_not_sectors", "unknown_type"]
+
+
+def judge_guest_root_disk_write(c, r):
+    ra = attack_lines(r, "ra")
+    need(all(k in ra for k in BLK_REFUSED + ["status_not_writable", "read_back_sector0", "vda"]), "an attempt did not report")
+    need(ra["vda"]["offers_ro"] == 1, "the root disk was not offered read-only")
+    escaped_if(not c["facts"]["root_image_unchanged"], "the root image changed on the host")
+    done = [k for k in BLK_REFUSED if ra[k]["status"] == 0]
+    escaped_if(done, "requests the device carried out: " + ", ".join(done))
+    escaped_if(ra["status_not_writable"]["status"] != -1, "the device wrote a status the chain did not let it")
+    back = ra["read_back_sector0"]
+    need(back["used"] == 1 and back["status"] == 0, "sector 0 could not be read back")
+    escaped_if(back["tag_found"], "the attack's data is on the root disk")
+    statuses = ", ".join(f"{k} {ra[k]['status']}" for k in BLK_REFUSED)
+    return (f"refused ({statuses}; 1 IOERR, 2 UNSUPP); a status byte in a read-only descriptor left alone; "
+            f"sector 0 reads back without the attack's data; the image on the host is unchanged; "
+            f"vmm counted:{c['facts']['vmm_faults']}")
+
+
+def judge_vsock_flood(c, r):
+    va = attack_lines(r, "va")
+    need("flood_at_once" in va and "flood_churn" in va, "the flood did not report")
+    need(r["exit_code"] == 0, f"the flood exited {r['exit_code']}")
+    f, ch = va["flood_at_once"], va["flood_churn"]
+    return (f"{f['tried']} at once: {f['connected']} connected, {f['refused']} refused, {f['failed_at_once']} failed "
+            f"at once, {f['pending']} pending after {f['ms']} ms; {ch['tried']} in a row: {ch['connected']} connected, "
+            f"{ch['refused']} refused; the agent's own session went on, and the run ended normally")
+
+
+def judge_agent_impersonation(c, r):
+    va = attack_lines(r, "va")
+    need("impersonate_session" in va, "the impostor did not report")
+    escaped_if("forged-output-from-an-impostor" in r["stdout"], "the impostor's output became the run's")
+    escaped_if(r["exit_code"] == 0, "the impostor's exit status became the run's")
+    escaped_if(va["impersonate_session"]["host_answered"], "the host answered the impostor with a request")
+    need(r["exit_code"] == 7 and "genuine" in r["stdout"], "the real command's result is not the run's")
+    return (f"impostor connected={va['impersonate_connect']['connected']}, frames sent="
+            f"{va['impersonate_session']['frames_sent']}, never answered; readiness port connected="
+            f"{va['impersonate_ready']['connected']}; the run's result is the real command's (exit 7, 'genuine')")
+
+
+def judge_sigkill_vmrund(c, r):
+    need(r is not None and r.get("state"), "the run was not found after the restart")
+    escaped_if(r["state"] in ("queued", "running"), f"the run was left {r['state']} after the restart")
+    need(r["state"] == "lost", f"the run ended {r['state']}, not lost")
+    need(r.get("message") and "\n" not in r["message"], "no one-line message")
+    escaped_if(c["facts"]["spool_left"], "the run's spool directory outlived the restart")
+    kinds = sorted({x.split(":")[0] for x in c["facts"]["left_after_kill"]})
+    left = ", ".join(kinds) if kinds else "nothing"
+    return f"left after the kill: {left}; after the restart the run is lost: {r['message']}"
+
+
+def judge_load_api(c, r):
+    need(r is not None and r.get("state"), "no run")
+    escaped_if(r["state"] != "succeeded", f"{r['state']}: {r.get('message')}")
+    need(r.get("stdout") == "load\n", "wrong output")
+    return f"succeeded; all of its round done after {c['wall_ms']} ms"
+
+
 JUDGES = {
     "workspace_write": judge_workspace_write,
     "other_tenant": judge_other_tenant,
@@ -235,11 +351,19 @@ JUDGES = {
     "sigkill_vmrun": judge_sigkill,
     "tmpdir_full": lambda c, r: judge_failed_safe(c, r, "left_in_tmpdir"),
     "corrupt_rootfs": judge_failed_safe,
+    "host_oom": judge_host_oom,
     "corrupt_workspace": judge_corrupt_workspace,
+    "guest_rings": judge_guest_rings,
+    "guest_root_disk_write": judge_guest_root_disk_write,
+    "vsock_flood": judge_vsock_flood,
+    "agent_impersonation": judge_agent_impersonation,
+    "sigkill_vmrund": judge_sigkill_vmrund,
 }
 
 
 def judge_for(case_id):
+    if case_id.startswith("load_api."):
+        return judge_load_api
     if case_id.startswith("load_"):
         return judge_load
     if case_id.startswith("timeout_"):

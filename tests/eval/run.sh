@@ -42,6 +42,7 @@ leftovers() {
 	local dir=${1:-$TMPDIR}
 	ls -A "$dir" 2>/dev/null | sed "s|^|run directory: $dir/|"
 	pgrep -f "$JAILED_VMM" | sed 's/^/vmm process: /'
+	pgrep -f 'bin/vmrund-worker' | sed 's/^/vmrund worker: /'
 	ls -d /sys/fs/cgroup/vmrun/*/ /sys/fs/cgroup/*/vmrun-*/ 2>/dev/null | sed 's/^/cgroup: /'
 	ls -A "$RECORDS" 2>/dev/null | sed "s|^|run record: $RECORDS/|"
 }
@@ -202,6 +203,139 @@ dd if=/dev/zero of="$tmp/corrupt/rootfs.ext4" bs=1024 seek=1 count=4 conv=notrun
 attempt -t 20 --cold --rootfs "$tmp/corrupt/rootfs.ext4" -- true
 record corrupt_rootfs fault failed_safe "boot a root image whose superblock is zeroed"
 rm -rf "$tmp/corrupt"
+
+# The host out of memory in the run's cgroup: while the guest sleeps, the
+# cgroup's memory.max is lowered to what vmm uses then plus 16 MiB; then
+# the guest touches 160 MiB of its RAM. The host's OOM killer must end
+# vmm there, and vmrun say so, leaving nothing.
+"$VMRUN" -v --json -t 60 --cold -- python3 -c 'import time; time.sleep(6); a = bytearray(160 << 20); print("touched")' \
+	<"$tmp/stdin" >"$tmp/out" 2>"$tmp/err" &
+o_pid=$!
+t0=$(date +%s%N)
+cg=
+for _ in $(seq 600); do
+	vpid=$(pgrep -f "$JAILED_VMM" | head -n 1)
+	[ -n "$vpid" ] && cg=/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$vpid/cgroup" 2>/dev/null) && break
+	sleep 0.1
+done
+lowered=null
+sleep 1
+if [ -n "$cg" ] && [ -f "$cg/memory.current" ]; then
+	lowered=$(( $(cat "$cg/memory.current") + (16 << 20) ))
+	echo "$lowered" >"$cg/memory.max" || lowered=null
+fi
+wait $o_pid
+rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+record host_oom fault failed_safe "lower the run's cgroup memory.max to vmm's use + 16 MiB while the guest sleeps, then touch 160 MiB in the guest" \
+	"{\"memory_max_set\":$lowered}"
+
+# ---- attacks from a compromised guest kernel ------------------------------------
+# The test-only guest (make eval-guest): its agent runs the command as guest
+# root, its kernel has /dev/mem, and its root image holds the attack
+# programs (tests/guest/ringattack.c, vsockattack.c). Each attack is one
+# cold run of it; the root image must come out of every run unchanged.
+EG=$PWD/build/eval-guest
+eg_sum=$(sha256sum <"$EG/rootfs.ext4")
+# guest_attack ID EXPECTED ATTEMPT ARGS...: the run and its record, with
+# what vmm counted of the guest's device faults.
+guest_attack() {
+	local id=$1 expected=$2 what=$3
+	shift 3
+	attempt -t 60 --cold --kernel "$EG/vmlinux" --rootfs "$EG/rootfs.ext4" -- "$@"
+	record "$id" guest_kernel "$expected" "$what" \
+		"{\"root_image_unchanged\":$( [ "$(sha256sum <"$EG/rootfs.ext4")" = "$eg_sum" ] && echo true || echo false),\"vmm_faults\":$(jstr "$(grep -o "device faults, as vmm counted them: .*" "$tmp/err" | cut -d: -f2- | head -n 1)")}"
+}
+guest_attack guest_rings contained "from guest root, take virtio-rng from its driver and give it malformed queues and chains (sizes, rings outside RAM, descriptors out of range, loops, indirect, a jumping index, register garbage), then a valid request" \
+	/usr/bin/ringattack rng
+guest_attack guest_root_disk_write denied "from guest root, take the read-only root disk from its driver and send it writes, discards and out-of-range requests, then read sector 0 back" \
+	/usr/bin/ringattack blk-ro
+guest_attack vsock_flood contained "from guest root, 600 vsock connections to the host at once (the agent's port, the readiness port, unserved ports), then 600 connect-and-close" \
+	/usr/bin/vsockattack flood 600
+guest_attack agent_impersonation denied "from guest root, connect to the agent's port as a second agent and send a forged output and exit 0, while the real command prints 'genuine' and exits 7" \
+	/usr/bin/vsockattack impersonate
+
+# ---- vmrund: SIGKILL mid-run, and load through its API ---------------------------
+VD=$tmp/vmrund
+PORT=$((20000 + RANDOM % 20000))
+BASE=http://127.0.0.1:$PORT
+KEY=key-eval-0123456789abcdef
+mkdir -p "$VD/etc" "$VD/lib"
+printf 'tenant t concurrent=%d queued=256 rate=10000\nkey %s t\n' "$((4 * SLOTS))" "$KEY" >"$VD/etc/keys"
+chmod 600 "$VD/etc/keys"
+printf 'listen = 127.0.0.1:%s\nstate_db = %s\nrun_dir = %s\nkeys = %s\naudit_log = %s\nslots = %d\n' \
+	"$PORT" "$VD/lib/state.db" "$VD/lib/runs" "$VD/etc/keys" "$VD/lib/audit.jsonl" "$SLOTS" >"$VD/etc/vmrund.conf"
+vmrund_start() {
+	"$PWD/build/bin/vmrund" --config "$VD/etc/vmrund.conf" >>"$VD/vmrund.log" 2>&1 &
+	vd_pid=$!
+	for _ in $(seq 100); do curl -fs -m 2 "$BASE/healthz" >/dev/null 2>&1 && return 0; sleep 0.1; done
+	echo "eval: vmrund did not answer /healthz: $(tail -n 3 "$VD/vmrund.log")" >&2
+	return 1
+}
+# api METHOD PATH [BODY] > response; the run's JSON, compacted to one line.
+api() {
+	curl -s -m 30 -X "$1" -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \
+		${3:+--data-binary "$3"} "$BASE$2" | python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin)))' 2>/dev/null
+}
+run_id() { python3 -c 'import json, sys; print(json.loads(sys.stdin.read())["id"])' 2>/dev/null; }
+run_state() { python3 -c 'import json, sys; print(json.loads(sys.stdin.read())["state"])' 2>/dev/null; }
+# wait_terminal ID SECONDS: poll the run until it is no longer queued or
+# running; its last JSON in $tmp/out.
+wait_terminal() {
+	local end=$(( $(date +%s) + $2 ))
+	while :; do
+		api GET "/v1/runs/$1" >"$tmp/out"
+		case $(run_state <"$tmp/out") in queued | running | "") ;; *) return 0 ;; esac
+		[ "$(date +%s)" -lt $end ] || return 1
+		sleep 0.5
+	done
+}
+if vmrund_start; then
+	# SIGKILL to vmrund with a command running, then a restart.
+	: >"$tmp/err"
+	t0=$(date +%s%N)
+	id=$(api POST /v1/runs '{"argv":["sh","-c","echo started; sleep 100"],"limits":{"timeout_s":60}}' | run_id)
+	for _ in $(seq 600); do
+		grep -aqs started "$VD/lib/runs/$id/output" && pgrep -f "$JAILED_VMM" >/dev/null && break
+		sleep 0.2
+	done
+	kill -KILL "$vd_pid"
+	wait "$vd_pid" 2>/dev/null
+	sleep 1
+	before=$(leftovers)
+	vmrund_start
+	wait_terminal "$id" 60
+	rc=$?
+	# the restarted vmrund gives a worker it finds still running a grace
+	# period to destroy its VM itself before it sweeps
+	for _ in $(seq 200); do [ -z "$(leftovers)" ] && break; sleep 0.1; done
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	record sigkill_vmrund lifecycle recovered "SIGKILL vmrund while a run's command runs, then restart it" \
+		"{\"left_after_kill\":$(jlines "$before"),\"spool_left\":$( [ -e "$VD/lib/runs/$id" ] && echo true || echo false)}"
+
+	# Load through the API (the full profile): 4x the slots at once, each
+	# polled to its end.
+	if [ "$profile" = full ]; then
+		ids=()
+		t0=$(date +%s%N)
+		for i in $(seq $((4 * SLOTS))); do
+			ids+=("$(api POST /v1/runs '{"argv":["sh","-c","echo load; sleep 1"],"limits":{"timeout_s":20}}' | run_id)")
+		done
+		for i in "${!ids[@]}"; do
+			wait_terminal "${ids[$i]}" 300
+			rc=$?
+			ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+			record "load_api.$((i + 1))" load completed "one of $((4 * SLOTS)) runs posted at once to vmrund's API ($SLOTS slots, 4x)"
+		done
+	fi
+	kill -TERM "$vd_pid"
+	wait "$vd_pid" 2>/dev/null
+else
+	rc=1 ms=0
+	: >"$tmp/out"
+	tail -n 5 "$VD/vmrund.log" >"$tmp/err"
+	record vmrund_start lifecycle started "start vmrund for its cases (no judge: an error)"
+fi
 
 # ---- load --------------------------------------------------------------------
 # load_round N: N runs at once, each its own record line.
