@@ -422,8 +422,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct virtq q;
 	memset(&q, 0x5a, sizeof(q));
 	q.max_size = max_size;
+	q.bad_chains = avail_idx;
 	vq_reset(&q);
-	check(q.max_size == max_size && q.size == 0 && !q.ready && !q.desc, "vq_reset keeps max_size only");
+	check(q.max_size == max_size && q.bad_chains == avail_idx && q.size == 0 && !q.ready && !q.desc &&
+	      q.last_avail == 0 && q.used_idx == 0 && !q.broken,
+	      "vq_reset keeps max_size and the bad-chain count only");
+	q.bad_chains = 0;   /* the model counts from here */
 	q.size = qsize;
 	q.desc_gpa = desc;
 	q.avail_gpa = avail;
