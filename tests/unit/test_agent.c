@@ -2311,7 +2311,9 @@ static void cgroup_files(void **state)
 	assert_int_equal(cgroup_destroy(&g, 100, err, sizeof(err)), -1);
 	int64_t ms = now_ms() - t0;
 	assert_int_equal(g.procs_fd, -1);   /* closed either way */
-	assert_true(ms >= 100 && ms < 1000);
+	/* at its bound, not forever: the upper limit is loose, since a loaded
+	 * CI machine once took over a second here */
+	assert_true(ms >= 100 && ms < 10000);
 	assert_non_null(strstr(err, "still has processes 100 ms after they were killed"));
 	/* empty: on to rmdir (which a real group allows with its files in it) */
 	write_file("fake/cgroup.events", "populated 0\nfrozen 0\n", 0644);

@@ -367,7 +367,7 @@ static void scripted_agents(void **state)
 	int64_t t0 = session_now_ms();
 	assert_int_equal(scripted2(s, n, false, 200), SESSION_TIMEOUT);
 	int64_t ms = session_now_ms() - t0;
-	assert_true(ms >= 200 && ms < 1500);
+	assert_true(ms >= 200 && ms < 5000);
 	t0 = session_now_ms();
 	assert_int_equal(scripted2(s, 0, false, 0), SESSION_TIMEOUT);
 	assert_true(session_now_ms() - t0 < 500);
