@@ -241,9 +241,10 @@ static void reap(struct jail *j, const struct run_plan *plan, int64_t deadline_m
 	}
 }
 
-/* Read a vmm's stderr file once: what vmm said into said (its guest-faults
- * line apart, into faults, when not NULL), and the jail's clone-to-exec
- * time, returned in us (-1 if absent). */
+/* Read a vmm's stderr file once: what vmm said into said, never its
+ * guest-faults line (which vmm writes last, after any error), that line
+ * into faults when not NULL, and the jail's clone-to-exec time, returned
+ * in us (-1 if absent). */
 static long read_err(const char *path, char *said, size_t len, char *faults, size_t faults_len)
 {
 	said[0] = '\0';
@@ -258,9 +259,10 @@ static long read_err(const char *path, char *said, size_t len, char *faults, siz
 	while (fgets(line, sizeof(line), f)) {
 		if (!strncmp(line, JAIL_READY_PREFIX, strlen(JAIL_READY_PREFIX)))
 			ready_us = atol(line + strlen(JAIL_READY_PREFIX));
-		else if (faults && !strncmp(line, tag, strlen(tag)))
-			session_printable(faults, faults_len, line + strlen(tag), strcspn(line + strlen(tag), "\n"));
-		else if (line[0] != '\n')   /* vmm runs the guest: its words too */
+		else if (!strncmp(line, tag, strlen(tag))) {
+			if (faults)
+				session_printable(faults, faults_len, line + strlen(tag), strcspn(line + strlen(tag), "\n"));
+		} else if (line[0] != '\n')   /* vmm runs the guest: its words too */
 			session_printable(said, len, line, strcspn(line, "\n"));
 	}
 	fclose(f);
