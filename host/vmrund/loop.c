@@ -222,6 +222,22 @@ static void last_log_line(const char *path, char *out, size_t len)
 	free(text);
 }
 
+/* What a worker said (worker.log: problems only, and the guest console's
+ * tail for a run that went wrong) into our log, under its run's id: the
+ * run directory it lies in is removed once the run is recorded. */
+static void relay_log(const char *id, const char *path)
+{
+	char *text = slurp(path, 65536);
+	for (char *line = text, *next; line && *line; line = next) {
+		next = line + strcspn(line, "\n");
+		if (*next)
+			*next++ = '\0';
+		if (*line)
+			fprintf(stderr, "vmrund: run %s: %s\n", id, line);
+	}
+	free(text);
+}
+
 /* A reaped worker's run: what it left into the store's blobs, then its
  * end; the slot frees only when both are written, so a store that is
  * away is tried again each tick. Lock held. */
@@ -261,6 +277,9 @@ static void record(struct vmrund *d, struct vmrund_active *x)
 	if (done == 0)
 		fprintf(stderr, "vmrund: run %s: ended here after this node's lease ran out; what it did is not recorded\n",
 			x->id);
+	/* once only: a store that is away has us here again next tick */
+	vmrund_run_path(d, x->id, SPOOL_LOG, path, sizeof(path));
+	relay_log(x->id, path);
 	if (spool_clean(dir, st != RS_CANCELLED) < 0)
 		fprintf(stderr, "vmrund: run %s: cleaning %s: %s\n", x->id, dir, strerror(errno));
 	if (x->gate_fd >= 0)

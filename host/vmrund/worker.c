@@ -32,6 +32,8 @@
 #include "run.h"
 #include "spool.h"
 
+#define WORKER_LOG_LINES 16
+
 struct worker {
 	const char *dir, *vmm, *guest;
 	struct req rq;
@@ -39,6 +41,11 @@ struct worker {
 	char files_dir[PATH_MAX], stdin_path[PATH_MAX], artifacts[PATH_MAX];
 	char *source_paths[REQ_MAX_FILES];
 	bool output_failed;
+	/* the run library's last progress and guest console lines, said for
+	 * a run that went wrong (vmrund copies what we say into its log): a
+	 * run that hung has no other trace once its run directory is gone */
+	char log[WORKER_LOG_LINES][240];
+	unsigned nlog;
 };
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -143,6 +150,23 @@ static void on_output(void *ctx, uint32_t kind, uint16_t type, const uint8_t *da
 	}
 }
 
+static void on_log(void *ctx, bool console, const char *text)
+{
+	struct worker *w = ctx;
+	snprintf(w->log[w->nlog++ % WORKER_LOG_LINES], sizeof(w->log[0]), "%s%s", console ? "guest console: " : "",
+		 text);
+}
+
+/* Said only for a run that went wrong: a good run's trace is its result. */
+static void say_log(const struct worker *w, const struct run_result *r)
+{
+	if (r->cancelled || (r->term != TERM_TIMEOUT && r->term != TERM_VM_FAILED && r->term != TERM_ERROR))
+		return;
+	unsigned n = w->nlog < WORKER_LOG_LINES ? w->nlog : WORKER_LOG_LINES;
+	for (unsigned i = w->nlog - n; i < w->nlog; i++)
+		say("%s", w->log[i % WORKER_LOG_LINES]);
+}
+
 /* The gate (spool.h): ask vmrund, and wait for its answer or our cancel;
  * the signalfd is left unread, so the run library sees the cancel too. */
 static int gate(void *ctx)
@@ -235,9 +259,11 @@ int main(int argc, char **argv)
 		plan->output = on_output;
 		plan->keep_output = true;
 		plan->gate = gate;
+		plan->log = on_log;
 		plan->ctx = &w;
 		plan->cancel_fd = w.sigfd;
 		run_execute(plan, r);
+		say_log(&w, r);
 		run_plan_release(plan);
 	}
 	r->total = session_now_ms() - t0;

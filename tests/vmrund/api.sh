@@ -88,6 +88,10 @@ expect "GET /v1/runs/ID" 200 "j['id']=='$id' and j['state']=='succeeded' and 'du
 c "$KA" "$BASE/v1/runs/$id/output"
 grep -q '^event: stdout' "$tmp/out" && grep -q '"text":"hello api\\n"' "$tmp/out" && grep -q '^event: end' "$tmp/out" &&
 	ok "GET output of an ended run replays it as events" || not_ok "output replay"
+post "$KA" '{"argv":["say","guest console: a line"]}' "/v1/runs?wait=10"
+id=$(field id)
+[ "$code" = 200 ] && grep -qx "vmrund: run $id: guest console: a line" "$tmp/vmrund.log" &&
+	ok "what a worker says is in vmrund's log under its run's id" || not_ok "worker's words in the log ($code)"
 post "$KA" '{"argv":["sleep","1.5"]}' /v1/runs
 expect "POST /v1/runs answers 202 queued" 202 "j['state'] in ('queued','running')"
 id=$(field id)

@@ -4,7 +4,8 @@ contract (host/vmrund/spool.h: RUN_DIR/request.json in; output records and
 result.json out; SIGTERM cancels) with no VM, so that queueing, fairness,
 cancellation and restarts are tested in seconds on any machine. It runs
 nothing of the request: argv ["sleep", "S"] sleeps S seconds, ["echo",
-...] writes its words; the result says what it did. The real worker is
+...] writes its words, ["say", ...] says them on stderr as the real
+worker says what went wrong; the result says what it did. The real worker is
 tested by tests/vmrund/vm.sh. It keeps the gate too: it asks vmrund
 before the "command" starts, and only then writes its line to
 standin.log, so the cluster test can count how often each run started.
@@ -62,6 +63,10 @@ elif argv[0] == "echo":
     stdout = " ".join(argv[1:]) + "\n"
     emit(stdout)
     emit("to stderr\n", 5)
+elif argv[0] == "say":
+    # what the real worker says on its stderr (worker.log), e.g. a guest
+    # console's tail; vmrund relays it into its own log
+    print(" ".join(argv[1:]), file=sys.stderr, flush=True)
 ms = int((time.time() - t0) * 1000)
 result = {
     "run_id": "0" * 32, "termination": "signaled" if cancelled else "exited",

@@ -73,6 +73,15 @@ fail=$((fail + $(grep -c '^not ok' "$tmp/pc")))
 grep -q '^\(not \)\?ok' "$tmp/pc" || not_ok "the Piston client ran no check"
 
 
+# A run that timed out leaves no run directory: the run library's
+# progress lines and the guest console's tail go into vmrund's log under
+# its id.
+post '{"argv":["sleep","100"],"limits":{"timeout_s":3}}' "/v1/runs?wait=120"
+expect "a run past its timeout: timed_out" 200 "j['state']=='timed_out'"
+id=$(python3 -c "import json; print(json.load(open('$tmp/out'))['id'])" 2>/dev/null)
+grep -q "^vmrund: run $id: vmrund-worker: vmm started" "$tmp/vmrund.log" &&
+	ok "its progress lines are in vmrund's log" || not_ok "no progress lines of run $id in vmrund.log"
+
 post '{"argv":["sleep","100"],"limits":{"timeout_s":200}}' "/v1/runs"
 id=$(python3 -c "import json; print(json.load(open('$tmp/out'))['id'])" 2>/dev/null)
 for _ in $(seq 300); do
@@ -115,4 +124,7 @@ for _ in $(seq 50); do pgrep -f build/bin/vmm >/dev/null || break; sleep 0.2; do
 kill -TERM "$pid"
 wait "$pid"
 [ $? = 0 ] && ok "vmrund stops on SIGTERM" || not_ok "vmrund exit status"
+# What went wrong, where something did: vmrund's log has each failed or
+# timed-out run's progress and console lines (its directory is gone).
+[ "$fail" -eq 0 ] || tail -n 60 "$tmp/vmrund.log" | cut -c1-300 | sed 's/^/    vmrund.log: /'
 finish "vmrund vm tests"
