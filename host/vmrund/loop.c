@@ -222,9 +222,10 @@ static void last_log_line(const char *path, char *out, size_t len)
 	free(text);
 }
 
-/* What a worker said (worker.log: problems only, and the guest console's
- * tail for a run that went wrong) into our log, under its run's id: the
- * run directory it lies in is removed once the run is recorded. */
+/* What a worker said (worker.log: problems only, and for a run that went
+ * wrong the run library's last progress and console lines) into our log,
+ * under its run's id: the run directory it lies in is removed once the
+ * run is recorded. */
 static void relay_log(const char *id, const char *path)
 {
 	char *text = slurp(path, 65536);
