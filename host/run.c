@@ -500,10 +500,10 @@ static void on_output(void *ctx, unsigned stage, uint16_t type, const uint8_t *d
 }
 
 /* The plan's gate, in the session's terms. */
-static int on_gate(void *ctx)
+static int on_gate(void *ctx, int64_t deadline_ms)
 {
 	struct exec *x = ctx;
-	return x->plan->gate(x->plan->ctx);
+	return x->plan->gate(x->plan->ctx, deadline_ms);
 }
 
 /* From vmm's start in its jail to its exit: the facts for run_classify. */

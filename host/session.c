@@ -327,8 +327,9 @@ static enum session_status converse(int fd, const struct proto_request *req, con
 			/* Queued at HELLO, before any other frame read with it:
 			 * the first stage starts with the request. */
 			if (hello && !request_sent) {
-				if (io->gate && io->gate(io->ctx))
-					return SESSION_CANCELLED;
+				int g = io->gate ? io->gate(io->ctx, deadline_ms) : 0;
+				if (g)
+					return g == SESSION_GATE_LATE ? SESSION_TIMEOUT : SESSION_CANCELLED;
 				if (queue_request(c, req, io, res))
 					return SESSION_FAILED;
 				request_sent = true;

@@ -18,6 +18,9 @@ enum session_status {
 };
 
 /* Output as it arrives: of stage (0..), type PROTO_STDOUT or PROTO_STDERR. */
+/* What a gate returns when the deadline passed while it waited. */
+#define SESSION_GATE_LATE 1
+
 typedef void (*session_output_fn)(void *ctx, unsigned stage, uint16_t type, const uint8_t *data, uint32_t len);
 
 struct session_io {
@@ -25,11 +28,13 @@ struct session_io {
 	int cancel_fd;                /* readable: give up at once; -1 for never */
 	session_output_fn output;
 	/* Called once, after the agent's HELLO and before the REQUEST that
-	 * starts the command: 0 lets it start, anything else ends the
-	 * session SESSION_CANCELLED with nothing started (NULL: always
-	 * start). It may block; the deadline still runs. vmrund records
+	 * starts the command, with the session's deadline (session_now_ms
+	 * terms): 0 lets it start; SESSION_GATE_LATE, that the deadline came
+	 * first, ends the session SESSION_TIMEOUT; anything else ends it
+	 * SESSION_CANCELLED; with nothing started either way (NULL: always
+	 * start). It may block, never past the deadline. vmrund records
 	 * here, durably, that the command may have had effects. */
-	int (*gate)(void *ctx);
+	int (*gate)(void *ctx, int64_t deadline_ms);
 	void *ctx;
 	/* Each stage's own wall-clock limit from its start (the REQUEST for
 	 * the first, the previous stage's EXIT for the next), in ms; 0: only

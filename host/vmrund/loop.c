@@ -161,7 +161,8 @@ static void gate_answer(struct vmrund_active *x, const char *word)
 
 /* Answer every worker that asked: the store records first that the
  * command may now have effects, then it may start. While the store is
- * away the worker waits (its run's deadline still runs). Lock held. */
+ * away the worker waits, until its run's deadline at most (the run then
+ * ends timed out, its command never started). Lock held. */
 static void answer_gates(struct vmrund *d)
 {
 	for (unsigned i = 0; i < d->slots; i++) {

@@ -167,9 +167,10 @@ static void say_log(const struct worker *w, const struct run_result *r)
 		say("%s", w->log[i % WORKER_LOG_LINES]);
 }
 
-/* The gate (spool.h): ask vmrund, and wait for its answer or our cancel;
- * the signalfd is left unread, so the run library sees the cancel too. */
-static int gate(void *ctx)
+/* The gate (spool.h): ask vmrund, and wait for its answer, our cancel, or
+ * the run's deadline (vmrund answers only while its store works); the
+ * signalfd is left unread, so the run library sees the cancel too. */
+static int gate(void *ctx, int64_t deadline_ms)
 {
 	struct worker *w = ctx;
 	if (send(SPOOL_GATE_FD, SPOOL_GATE_ASK, strlen(SPOOL_GATE_ASK), MSG_NOSIGNAL) < 0) {
@@ -177,8 +178,12 @@ static int gate(void *ctx)
 		return -1;
 	}
 	for (;;) {
+		if (session_now_ms() >= deadline_ms) {
+			say("gate: vmrund did not let the command start before the run's deadline");
+			return SESSION_GATE_LATE;
+		}
 		struct pollfd p[2] = { { SPOOL_GATE_FD, POLLIN, 0 }, { w->sigfd, POLLIN, 0 } };
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
+		if (poll(p, 2, session_left_ms(deadline_ms)) < 0 && errno != EINTR)
 			return -1;
 		if (p[1].revents)
 			return -1;

@@ -406,6 +406,63 @@ static void deadline_with_idle_stdin(void **state)
 	close(sp[1]);
 }
 
+/* The gate's view: the deadline it was handed, and what it answers. */
+struct gate_probe {
+	int64_t deadline_ms;
+	int answer;
+	bool wait;   /* block until the deadline, as a gate with no answer would */
+};
+
+static int probe_gate(void *ctx, int64_t deadline_ms)
+{
+	struct gate_probe *g = ctx;
+	g->deadline_ms = deadline_ms;
+	while (g->wait && session_now_ms() < deadline_ms)
+		usleep(1000);
+	return g->answer;
+}
+
+/* A session through a gate after HELLO: its status, and whether any
+ * REQUEST reached the agent's end. */
+static enum session_status gated(struct gate_probe *g, int64_t deadline_ms, bool *request_sent)
+{
+	request_true();
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	uint8_t hello[64];
+	size_t n = proto_encode_hello(hello, sizeof(hello), "fake");
+	assert_int_equal(proto_send(sv[1], PROTO_HELLO, hello, (uint32_t)n), 0);
+	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .run_id = RUN_ID, .gate = probe_gate, .ctx = g };
+	alarm(5);
+	enum session_status st = session_run(sv[0], &rq, &io, deadline_ms, &res);
+	alarm(0);
+	close(sv[0]);
+	uint8_t b;
+	*request_sent = recv(sv[1], &b, 1, MSG_DONTWAIT) > 0;
+	close(sv[1]);
+	return st;
+}
+
+/* A gate that answers only at the deadline (vmrund's store away) ends the
+ * session as a timeout, not later and with nothing sent; one that says no
+ * ends it cancelled; either way it was told the session's deadline. */
+static void gate_bounded_by_deadline(void **state)
+{
+	(void)state;
+	bool sent = true;
+	int64_t t0 = session_now_ms();
+	struct gate_probe late = { .answer = SESSION_GATE_LATE, .wait = true };
+	assert_int_equal(gated(&late, t0 + 200, &sent), SESSION_TIMEOUT);
+	assert_int_equal(late.deadline_ms, t0 + 200);
+	assert_false(sent);
+	struct gate_probe no = { .answer = -1 };
+	assert_int_equal(gated(&no, session_now_ms() + 5000, &sent), SESSION_CANCELLED);
+	assert_false(sent);
+	struct gate_probe go = { .answer = 0 };
+	assert_int_equal(gated(&go, session_now_ms() + 300, &sent), SESSION_TIMEOUT);   /* the agent says nothing more */
+	assert_true(sent);
+}
+
 /* The agent goes away without reading all stdin: session_run comes back
  * with SESSION_FAILED and why, and its process survives (SIGPIPE is
  * ignored, as vmrun's main does; session_run sends with MSG_NOSIGNAL). */
@@ -585,6 +642,7 @@ int main(void)
 		cmocka_unit_test(survives_agent_closing),
 		cmocka_unit_test(request_made_unique),
 		cmocka_unit_test(request_needs_run_id),
+		cmocka_unit_test(gate_bounded_by_deadline),
 	};
 	return cmocka_run_group_tests_name("session", tests, NULL, NULL);
 }
