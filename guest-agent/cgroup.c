@@ -166,7 +166,8 @@ int cgroup_destroy(struct cgroup *g, int timeout_ms, char *err, size_t errlen)
 		if (!populated)
 			break;
 		clock_gettime(CLOCK_MONOTONIC, &t);
-		long ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+		/* from the nanosecond difference, or the wait can end 1 ms short */
+		int64_t ms = ((int64_t)(t.tv_sec - t0.tv_sec) * 1000000000 + (t.tv_nsec - t0.tv_nsec)) / 1000000;
 		if (ms >= timeout_ms)
 			return proto_errf(err, errlen, "cgroup %s still has processes %d ms after they were killed", g->path,
 				    timeout_ms);

@@ -197,11 +197,14 @@ static void feed_input(struct input *in)
 
 /* ---- supervision ------------------------------------------------------------ */
 
+/* Whole ms since t0 (CLOCK_MONOTONIC), from the nanosecond difference:
+ * whole seconds plus a truncated nanosecond part would read up to 1 ms
+ * short, and end a wait early. */
 static long ms_since(const struct timespec *t0)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+	return (long)(((int64_t)(t.tv_sec - t0->tv_sec) * 1000000000 + (t.tv_nsec - t0->tv_nsec)) / 1000000);
 }
 
 /* Kill what is left of the stage: its session, its cgroup, and as PID 1
