@@ -242,10 +242,10 @@ static void reap(struct jail *j, const struct run_plan *plan, int64_t deadline_m
 }
 
 /* Read a vmm's stderr file once: what vmm said into said, never its
- * guest-faults line (which vmm writes last, after any error), that line
- * into faults when not NULL, and the jail's clone-to-exec time, returned
- * in us (-1 if absent). */
-static long read_err(const char *path, char *said, size_t len, char *faults, size_t faults_len)
+ * guest-faults line (which vmm writes last, after any error) nor its state
+ * lines, the faults line into faults when not NULL, the state lines to x's
+ * log, and the jail's clone-to-exec time, returned in us (-1 if absent). */
+static long read_err(const struct exec *x, const char *path, char *said, size_t len, char *faults, size_t faults_len)
 {
 	said[0] = '\0';
 	if (faults)
@@ -255,18 +255,42 @@ static long read_err(const char *path, char *said, size_t len, char *faults, siz
 	if (!f)
 		return -1;
 	char line[512];
-	const char *tag = VMM_LOG_PREFIX VMM_FAULTS_TAG;
+	const char *tag = VMM_LOG_PREFIX VMM_FAULTS_TAG, *state = VMM_LOG_PREFIX VMM_STATE_TAG;
 	while (fgets(line, sizeof(line), f)) {
+		size_t n = strcspn(line, "\n");
 		if (!strncmp(line, JAIL_READY_PREFIX, strlen(JAIL_READY_PREFIX)))
 			ready_us = atol(line + strlen(JAIL_READY_PREFIX));
 		else if (!strncmp(line, tag, strlen(tag))) {
 			if (faults)
-				session_printable(faults, faults_len, line + strlen(tag), strcspn(line + strlen(tag), "\n"));
-		} else if (line[0] != '\n')   /* vmm runs the guest: its words too */
-			session_printable(said, len, line, strcspn(line, "\n"));
+				session_printable(faults, faults_len, line + strlen(tag), n - strlen(tag));
+		} else if (!strncmp(line, state, strlen(state))) {
+			char shown[sizeof(line)];
+			logf_(x, "vmm's %s", session_printable(shown, sizeof(shown), line + strlen(VMM_LOG_PREFIX),
+							      n - strlen(VMM_LOG_PREFIX)));
+		} else if (line[0] != '\n') {   /* vmm runs the guest: its words too */
+			session_printable(said, len, line, n);
+		}
 	}
 	fclose(f);
 	return ready_us;
+}
+
+/* A run that timed out after its agent said HELLO, logged (-v, vmrund's
+ * worker): ask vmm for its devices' state before it is killed, and wait
+ * (RUN_STATE_WAIT_MS at most) for the lines, which read_err logs. They say
+ * whether the guest still had buffers and interrupts and what data was in
+ * flight, which tells a stuck guest from a stuck device. */
+static void ask_state(const struct exec *x)
+{
+	struct stat st;
+	if (!x->plan->log || stat(x->p.vmm_err, &st) < 0 || kill(x->jail.pid, VMM_STATE_SIGNAL) < 0)
+		return;
+	off_t before = st.st_size;
+	for (int64_t until = session_now_ms() + RUN_STATE_WAIT_MS; session_now_ms() < until;) {
+		if (stat(x->p.vmm_err, &st) == 0 && st.st_size > before)
+			return;
+		usleep(1000);
+	}
 }
 
 /* ---- the snapshot ---------------------------------------------------------- */
@@ -303,7 +327,7 @@ static int snapshot_boot(struct exec *x, const char *dir, bool *vmm_failed, char
 	if (jail_prepare(&js, &j, err, errlen) || start_vmm(&js, &j, x->p.snap_err, err, errlen))
 		goto out;
 	reap(&j, x->plan, session_now_ms() + RUN_SNAPSHOT_TIMEOUT_MS, &rp);
-	read_err(x->p.snap_err, said, sizeof(said), NULL, 0);
+	read_err(x, x->p.snap_err, said, sizeof(said), NULL, 0);
 	if (rp.killed || rp.lost || !WIFEXITED(rp.status) || WEXITSTATUS(rp.status)) {
 		snapshot_boot_failed(&rp, said, err, errlen);
 		*vmm_failed = !rp.cancelled;
@@ -457,7 +481,7 @@ static int prepare(struct exec *x, char *err, size_t errlen)
  * clone-to-exec time in us (-1 if absent). */
 static long read_vmm_err(struct exec *x)
 {
-	long ready_us = read_err(x->p.vmm_err, x->vmm_said, sizeof(x->vmm_said), x->vmm_faults, sizeof(x->vmm_faults));
+	long ready_us = read_err(x, x->p.vmm_err, x->vmm_said, sizeof(x->vmm_said), x->vmm_faults, sizeof(x->vmm_faults));
 	x->facts.vmm_said = x->vmm_said;
 	if (x->vmm_faults[0])
 		logf_(x, "the guest's device faults, as vmm counted them: %s", x->vmm_faults);
@@ -540,6 +564,9 @@ static void run_vm(struct exec *x)
 	if (conn >= 0) {
 		f->session = session_run(conn, &plan->proto, &io, deadline, &x->sr);
 		exit_at = session_now_ms();
+		/* before the close, which vmm would pass on to the guest */
+		if (f->session == SESSION_TIMEOUT && x->sr.hello_ms)
+			ask_state(x);
 		close(conn);   /* the agent waits for this before it resets the VM */
 	} else if (cancelled(plan)) {
 		f->session = SESSION_CANCELLED;
@@ -550,7 +577,9 @@ static void run_vm(struct exec *x)
 	f->ended_ms = exit_at ? exit_at : session_now_ms();
 	r->boot = (x->sr.hello_ms ? x->sr.hello_ms : session_now_ms()) - start;
 	r->run = x->sr.hello_ms ? (exit_at ? exit_at : session_now_ms()) - x->sr.hello_ms : 0;
-	int64_t teardown_from = session_now_ms();
+	/* from the session's end: asking vmm's state delays the kill, so it
+	 * is part of the teardown's time */
+	int64_t teardown_from = exit_at ? exit_at : session_now_ms();
 	x->ended_ms = teardown_from;
 	reap_vmm(x, f->session == SESSION_DONE ? teardown_from + RUN_TEARDOWN_GRACE_MS : teardown_from);
 	r->teardown = session_now_ms() - teardown_from;

@@ -31,6 +31,7 @@
 #define RUN_TEARDOWN_GRACE_MS 5000       /* after EXIT, how long vmm gets to reset the guest */
 #define RUN_EXTRACT_TIMEOUT_MS 30000
 #define RUN_REAP_AFTER_KILL_MS 10000     /* after the cgroup was killed, how long vmm gets to die */
+#define RUN_STATE_WAIT_MS 50             /* a timed-out vmm's answer to VMM_STATE_SIGNAL, logged runs only */
 #define RUN_VMM_ARGC_MAX      32
 #define RUN_SNAPSHOT_TIMEOUT_MS 60000    /* a boot that makes a snapshot (the emulated KVM host is slow) */
 #define RUN_SNAPSHOT_WAIT_MS  (RUN_SNAPSHOT_TIMEOUT_MS + 15000)   /* for another run making the same one */

@@ -11,6 +11,12 @@
  * no error: it counts, at exit, what the guest did wrong to the devices. */
 #define VMM_LOG_PREFIX "vmm: "
 #define VMM_FAULTS_TAG "guest faults: "
+/* Nor is one that goes on with VMM_STATE_TAG: a device's state (queue
+ * indices, interrupts, vsock connections and counters), written when vmm
+ * gets VMM_STATE_SIGNAL, as vmrun sends it when a run times out, so that
+ * a guest that seems stuck can be told from a device that is. */
+#define VMM_STATE_TAG "state: "
+#define VMM_STATE_SIGNAL SIGUSR2
 
 /* Print "vmm: " followed by the formatted message and a newline to stderr. */
 void vmm_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -174,6 +174,7 @@ int main(int argc, char **argv)
 	sigaddset(&term, SIGTERM);
 	sigaddset(&term, SIGINT);
 	sigaddset(&term, SIGHUP);
+	sigaddset(&term, VMM_STATE_SIGNAL);   /* not a termination: see vm_wait */
 	sigprocmask(SIG_BLOCK, &term, NULL);
 	signal(SIGPIPE, SIG_IGN);
 

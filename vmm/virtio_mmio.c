@@ -363,6 +363,25 @@ int virtio_mmio_cmdline(const struct virtio_mmio *t, char *buf, size_t len)
 	return (n < 0 || (size_t)n >= len) ? -1 : 0;
 }
 
+void virtio_mmio_describe(struct virtio_mmio *t, char *buf, size_t len)
+{
+	pthread_mutex_lock(&t->lock);
+	int n = snprintf(buf, len, "%s: irq %u, status 0x%x isr 0x%x", t->ops->name, t->irq, t->status,
+			 atomic_load(&t->interrupt_status));
+	size_t used = n < 0 ? len : (size_t)n;
+	for (unsigned i = 0; i < t->ops->nqueues && used < len; i++) {
+		char q[80];
+		vq_state(&t->queues[i], q, sizeof(q));
+		n = snprintf(buf + used, len - used, ", q%u %s signalled %u", i, q, t->signalled[i]);
+		used = n < 0 ? len : used + (size_t)n;
+	}
+	if (t->ops->describe && used + 2 < len) {
+		memcpy(buf + used, ", ", 3);
+		t->ops->describe(t->dev, buf + used + 2, len - used - 2);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
 void virtio_mmio_config_changed(struct virtio_mmio *t, const void *config, uint32_t len)
 {
 	pthread_mutex_lock(&t->lock);

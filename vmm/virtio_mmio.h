@@ -46,6 +46,10 @@ struct virtio_dev_ops {
 
 	/* The driver reset the device: drop every in-flight state. */
 	void (*reset)(void *dev);
+
+	/* Optional: the device's own state in words (its connections, its
+	 * counters) into buf, for vmm's state line; the lock is held. */
+	void (*describe)(void *dev, char *buf, size_t len);
 };
 
 struct virtio_mmio {
@@ -146,5 +150,12 @@ int virtio_mmio_restore(struct virtio_mmio *t, const struct virtio_mmio_state *s
 /* Write this device's "virtio_mmio.device=4K@0x...:IRQ" kernel parameter
  * into buf. Returns 0, or -1 when it does not fit. */
 int virtio_mmio_cmdline(const struct virtio_mmio *t, char *buf, size_t len);
+
+/* What the device is doing now, in one line into buf, taken under its lock:
+ * "vsock: irq 7, status 0xf isr 0x0, q0 avail 64 next 64 used 64 signalled
+ * 64, ..., " (the irq tells two disks apart) then the
+ * device's describe op. For vmm's state line, which says whether a guest
+ * that seems stuck still has buffers, interrupts and data in flight. */
+void virtio_mmio_describe(struct virtio_mmio *t, char *buf, size_t len);
 
 #endif

@@ -601,6 +601,27 @@ static void vsock_reset(void *dev)
 	vs->rst_head = vs->rst_len = 0;
 }
 
+static void vsock_describe(void *dev, char *buf, size_t len)
+{
+	struct virtio_vsock *vs = dev;
+	int n = snprintf(buf, len, "to host %llu, to guest %llu, resets %llu owed %u", (unsigned long long)vs->stats.to_host,
+			 (unsigned long long)vs->stats.to_guest, (unsigned long long)vs->stats.resets_sent, vs->rst_len);
+	size_t used = n < 0 ? len : (size_t)n;
+	for (unsigned i = 0; i < VSOCK_MAX_CONNS && used < len; i++) {
+		const struct vsock_conn *c = &vs->conns[i];
+		if (c->state == VSOCK_FREE)
+			continue;
+		static const char *const names[] = { [VSOCK_HANDSHAKE] = "handshake", [VSOCK_CONNECTING] = "connecting",
+						     [VSOCK_ESTABLISHED] = "established" };
+		n = snprintf(buf + used, len - used,
+			     ", conn %u->%u %s pending 0x%x%s%s%s%s credit %u buffered %u",
+			     c->local_port, c->peer_port, names[c->state], c->pending, c->host_readable ? " readable" : "",
+			     c->host_eof ? " eof" : "", c->guest_shut_send ? " guest-shut-send" : "",
+			     c->guest_shut_rcv ? " guest-shut-rcv" : "", peer_credit(c), c->buf_len);
+		used = n < 0 ? len : used + (size_t)n;
+	}
+}
+
 static const struct virtio_dev_ops vsock_ops = {
 	.name = "vsock",
 	.device_id = VIRTIO_ID_VSOCK,
@@ -609,6 +630,7 @@ static const struct virtio_dev_ops vsock_ops = {
 	.activate = vsock_activate,
 	.notify = vsock_notify,
 	.reset = vsock_reset,
+	.describe = vsock_describe,
 };
 
 /* The one event the device sends: every connection the guest holds is

@@ -1,6 +1,7 @@
 #include "virtqueue.h"
 
 #include <linux/virtio_ring.h>
+#include <stdio.h>
 #include <string.h>
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -153,6 +154,16 @@ bool vq_has_avail(struct virtq *q)
 	if (q->broken || !q->avail)
 		return false;
 	return ld16(q->avail + 2) != q->last_avail;
+}
+
+void vq_state(struct virtq *q, char *buf, size_t len)
+{
+	if (!q->avail) {
+		snprintf(buf, len, "not live");
+		return;
+	}
+	snprintf(buf, len, "avail %u next %u used %u%s", ld16(q->avail + 2), q->last_avail, q->used_idx,
+		 ld16(q->avail) & VRING_AVAIL_F_NO_INTERRUPT ? " nointr" : "");
 }
 
 /* Copy between a flat buffer and the iovecs, from offset within them. */

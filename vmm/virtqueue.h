@@ -86,6 +86,11 @@ bool vq_should_interrupt(struct virtq *q);
 /* Whether the guest has made chains available that vq_pop has not taken. */
 bool vq_has_avail(struct virtq *q);
 
+/* The ring's indices as "avail A next N used U" (the driver's avail idx,
+ * the next entry the device takes, the device's used idx), with " nointr"
+ * while the driver suppresses interrupts, into buf: for vmm's state line. */
+void vq_state(struct virtq *q, char *buf, size_t len);
+
 /* Copy len bytes starting at offset within the iovecs into dst. Returns the
  * number of bytes copied (less than len when the iovecs end first). */
 size_t iov_read(const struct iovec *iov, unsigned n, size_t offset, void *dst, size_t len);

@@ -30,6 +30,7 @@
 #define VM_MAX_DISKS 8
 /* Every virtio device: the disks, vsock and rng. */
 #define VM_MAX_VIRTIO (VM_MAX_DISKS + 2)
+#define VM_STATE_LINE_MAX 400   /* one device's VMM_STATE_TAG line */
 
 enum vm_stop {
 	VM_RUNNING = 0,
@@ -137,8 +138,9 @@ int vm_start_vcpus(struct vm *vm);
 int vm_join_vcpus(struct vm *vm, long timeout_ms);
 
 /* Run the event loop until the VM stops or a termination signal arrives
- * (signals must be blocked in every thread and handed in as a signalfd).
- * Returns the stop reason. */
+ * (signals must be blocked in every thread and handed in as a signalfd,
+ * VMM_STATE_SIGNAL too: it writes the devices' state to stderr, a
+ * "vmm: state: " line each, and the VM runs on). Returns the stop reason. */
 enum vm_stop vm_wait(struct vm *vm, int sig_fd);
 
 /* Handle one KVM exit of v (exported for the run loop and the host probe).

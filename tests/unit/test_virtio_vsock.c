@@ -523,6 +523,18 @@ static void guest_connect_and_data(void **state)
 	rx_none(f);
 	assert_int_equal(f->vs.stats.bad_packets, 0);
 	assert_int_equal(f->vs.stats.resets_sent, 0);
+
+	/* what vmm's state line says of it: the live queues, the byte
+	 * counts, the connection and the guest's credit left */
+	char line[400], want[128];
+	virtio_mmio_describe(&f->vs.t, line, sizeof(line));
+	assert_non_null(strstr(line, "vsock: irq "));
+	assert_non_null(strstr(line, ", status 0xf isr "));
+	assert_non_null(strstr(line, ", q0 avail "));
+	assert_non_null(strstr(line, ", to host 1000, to guest 8000, resets 0 owed 0"));
+	snprintf(want, sizeof(want), ", conn %u->%u established pending 0x0 credit %u buffered 0", HPORT, GPORT,
+		 VSOCK_BUF_ALLOC - 8000);
+	assert_non_null(strstr(line, want));
 }
 
 /* The device sends the host's data only as far as the guest's credit goes. */

@@ -81,6 +81,11 @@ expect "a run past its timeout: timed_out" 200 "j['state']=='timed_out'"
 id=$(python3 -c "import json; print(json.load(open('$tmp/out'))['id'])" 2>/dev/null)
 grep -q "^vmrund: run $id: vmrund-worker: vmm started" "$tmp/vmrund.log" &&
 	ok "its progress lines are in vmrund's log" || not_ok "no progress lines of run $id in vmrund.log"
+# and vmm's answer when asked, before the kill, what its devices were
+# doing: here the agent's connection, with the request delivered
+grep -q "^vmrund: run $id: vmrund-worker: vmm's state: vsock: irq [0-9]*, status 0xf .*to guest [1-9][0-9]*, .*conn [0-9]*->[0-9]* established" \
+	"$tmp/vmrund.log" && ok "vmm's device state at the timeout is in vmrund's log" ||
+	not_ok "no vsock state line of run $id in vmrund.log"
 
 post '{"argv":["sleep","100"],"limits":{"timeout_s":200}}' "/v1/runs"
 id=$(python3 -c "import json; print(json.load(open('$tmp/out'))['id'])" 2>/dev/null)
