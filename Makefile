@@ -55,7 +55,7 @@ PAYLOAD_SRCS := $(wildcard tests/payloads/*.S)
 PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
-.PHONY: eval eval-short eval-guest vmrund-test all deps guest kernel rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots \
+.PHONY: eval eval-short eval-guest vmrund-test all deps guest kernel rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots stress-runs \
 	bench-vmm bench-boot bench-virtio bench-vmrun bench-vmrund bench-queue bench-workspace bench-net net-test clean fuzz \
 	fuzz-smoke
 
@@ -306,6 +306,8 @@ eval-guest: guest $(BUILD)/tests/agent-guest-root $(EVAL_ATTACKS)
 STRESS_RUNS ?= 100
 stress-boots: all payloads guest
 	@./scripts/on-kvm-host.sh --limit 1800 stress-boots tests/stress/agent-boots.sh $(STRESS_RUNS)
+stress-runs: all payloads guest
+	@./scripts/on-kvm-host.sh --limit 3600 stress-runs tests/stress/runs.sh $(STRESS_RUNS)
 
 demo:
 	@./scripts/deps.sh
