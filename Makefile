@@ -12,8 +12,14 @@ CFLAGS  ?= -O2 -g
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 VERSION := 0.1.0
 
-VMM_SRCS  := $(wildcard vmm/*.c)
+# vmm's arch code is named by its arch (kvm_x86_64.c, fdt_aarch64.c): vmm is
+# built of the arch-neutral files and this machine's. The aarch64 modules
+# that need no KVM (the device tree, the Image header) are unit-tested and
+# fuzzed on every host.
+VMM_ARCH  := $(shell uname -m)
+VMM_SRCS  := $(filter-out $(if $(filter aarch64,$(VMM_ARCH)),%_x86_64.c,%_aarch64.c),$(wildcard vmm/*.c))
 VMM_OBJS  := $(VMM_SRCS:%.c=$(BUILD)/obj/%.o)
+VMM_AARCH64_PURE := vmm/fdt_aarch64.c vmm/loader_aarch64.c
 # The guest agent: a static musl binary. Its session logic and the wire
 # format (guest-agent/proto.c, which vmrun compiles too) are also built for
 # the host, for the unit tests.
@@ -44,7 +50,7 @@ VMRUND_CFLAGS_store_pg_conn := $(VMRUND_CFLAGS_store_pg)
 # Unit tests link every vmm module but main, the agent's library and vmrun's
 # modules, built again with sanitizers.
 VMM_LIB   := $(filter-out vmm/main.c,$(VMM_SRCS))
-ASAN_OBJS := $(sort $(VMM_LIB:%.c=$(BUILD)/asan/%.o) $(AGENT_LIB:%.c=$(BUILD)/asan/%.o) \
+ASAN_OBJS := $(sort $(VMM_LIB:%.c=$(BUILD)/asan/%.o) $(VMM_AARCH64_PURE:%.c=$(BUILD)/asan/%.o) $(AGENT_LIB:%.c=$(BUILD)/asan/%.o) \
 	$(HOST_LIB:%.c=$(BUILD)/asan/%.o) $(VMRUND_LIB:%.c=$(BUILD)/asan/%.o) $(PROXY_LIB:%.c=$(BUILD)/asan/%.o))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 # A unit test's own libraries, by its module's name: OpenSSL writes the
@@ -170,7 +176,7 @@ rootfs-test: rootfs
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_OBJS) $(wildcard tests/common/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost -Ihost/vmrund -Ihost/proxy -Itests/common $(filter %.c %.o,$^) \
-		-lcmocka $(HOST_LIBS) $(VMRUND_LIBS) $(PROXY_LIBS) $(TEST_LIBS_$*) -pthread -o $@
+		-lcmocka $(HOST_LIBS) $(VMRUND_LIBS) $(PROXY_LIBS) -lfdt $(TEST_LIBS_$*) -pthread -o $@
 
 unit: $(UNIT_BINS)
 	@./tests/run-all.sh unit $(UNIT_BINS)
@@ -388,6 +394,9 @@ FUZZ_LOADER_SRCS := vmm/loader_x86_64.c vmm/guest_mem.c vmm/log.c
 $(BUILD)/fuzz/fuzz_loader: tests/fuzz/fuzz_loader.c $(FUZZ_LOADER_SRCS) $(wildcard vmm/*.h)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) tests/fuzz/fuzz_loader.c $(FUZZ_LOADER_SRCS) -o $@
+$(BUILD)/fuzz/fuzz_loader_aarch64: tests/fuzz/fuzz_loader_aarch64.c vmm/loader_aarch64.c $(wildcard vmm/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) tests/fuzz/fuzz_loader_aarch64.c vmm/loader_aarch64.c -o $@
 
 # The virtio harnesses: the ring walker alone, then each device over the
 # transport (tests/common/fake_virtio.h plays the driver).
