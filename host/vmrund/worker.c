@@ -33,6 +33,7 @@
 #include "spool.h"
 
 #define WORKER_LOG_LINES 16
+#define WORKER_LOG_LINE_MAX 512
 
 struct worker {
 	const char *dir, *vmm, *guest;
@@ -43,8 +44,9 @@ struct worker {
 	bool output_failed;
 	/* the run library's last progress and guest console lines, said for
 	 * a run that went wrong (vmrund copies what we say into its log): a
-	 * run that hung has no other trace once its run directory is gone */
-	char log[WORKER_LOG_LINES][240];
+	 * run that hung has no other trace once its run directory is gone;
+	 * long enough for vmm's vsock state line (VM_STATE_LINE_MAX) whole */
+	char log[WORKER_LOG_LINES][WORKER_LOG_LINE_MAX];
 	unsigned nlog;
 };
 

@@ -75,7 +75,7 @@ record() {
 	printf '{"id":%s,"category":%s,"expected":%s,"attempt":%s,"profile":%s,"status":%d,"wall_ms":%d,' \
 		"$(jstr "$1")" "$(jstr "$2")" "$(jstr "$3")" "$(jstr "$4")" "$(jstr "$profile")" "$rc" "$ms" >>"$cases"
 	printf '"destroy_ms":%s,"leftovers":%s,"facts":%s,"stderr_tail":%s,"result":%s}\n' "$(destroy_ms)" \
-		"$(jlines "$(leftovers)")" "$facts" "$(jstr "$(grep -v '^  |' "$tmp/err" | tail -n 5)")" \
+		"$(jlines "$(leftovers)")" "$facts" "$(jstr "$(grep -v '^  |' "$tmp/err" | tail -n 10)")" \
 		"$(result_of)" >>"$cases"
 	echo "case $1: status $rc after $ms ms"
 }
