@@ -17,10 +17,10 @@ enum session_status {
 	SESSION_CANCELLED = 3, /* the cancel fd became readable */
 };
 
-/* Output as it arrives: of stage (0..), type PROTO_STDOUT or PROTO_STDERR. */
 /* What a gate returns when the deadline passed while it waited. */
 #define SESSION_GATE_LATE 1
 
+/* Output as it arrives: of stage (0..), type PROTO_STDOUT or PROTO_STDERR. */
 typedef void (*session_output_fn)(void *ctx, unsigned stage, uint16_t type, const uint8_t *data, uint32_t len);
 
 struct session_io {
