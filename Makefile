@@ -20,6 +20,8 @@ VMM_ARCH  := $(shell uname -m)
 VMM_SRCS  := $(filter-out $(if $(filter aarch64,$(VMM_ARCH)),%_x86_64.c,%_aarch64.c),$(wildcard vmm/*.c))
 VMM_OBJS  := $(VMM_SRCS:%.c=$(BUILD)/obj/%.o)
 VMM_AARCH64_PURE := vmm/fdt_aarch64.c vmm/loader_aarch64.c
+# libfdt writes aarch64's device tree.
+VMM_LIBS  := -lseccomp $(if $(filter aarch64,$(VMM_ARCH)),-lfdt)
 # The guest agent: a static musl binary. Its session logic and the wire
 # format (guest-agent/proto.c, which vmrun compiles too) are also built for
 # the host, for the unit tests.
@@ -61,7 +63,7 @@ PAYLOAD_SRCS := $(wildcard tests/payloads/*.S)
 PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
-.PHONY: eval eval-short eval-guest vmrund-test all deps guest kernel rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots stress-runs \
+.PHONY: eval eval-short eval-guest vmrund-test all deps guest kernel kernel-aarch64 aarch64 vm-test-aarch64 rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots stress-runs \
 	bench-vmm bench-boot bench-virtio bench-vmrun bench-vmrund bench-queue bench-workspace bench-net net-test clean fuzz \
 	fuzz-smoke
 
@@ -126,7 +128,7 @@ $(BUILD)/bin/vmrun-proxy: $(PROXY_SRCS:%.c=$(BUILD)/obj/%.o) $(PROXY_SHARED:%.c=
 # loader or libraries there. libseccomp builds its per-thread filters.
 $(BUILD)/bin/vmm: $(VMM_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -static -pthread $^ -lseccomp -o $@
+	$(CC) $(CFLAGS) -static -pthread $^ $(VMM_LIBS) -o $@
 
 # Test builds of vmm that differ only in vm.c, where a test hook is
 # compiled in. vmm-forbidden: vCPU 0 makes one call its seccomp filter
@@ -145,7 +147,77 @@ $(BUILD)/hooks/%/vm.o: vmm/vm.c $(wildcard vmm/*.h)
 
 $(BUILD)/tests/vmm-%: $(filter-out $(BUILD)/obj/vmm/vm.o,$(VMM_OBJS)) $(BUILD)/hooks/%/vm.o
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -static -pthread $^ -lseccomp -o $@
+	$(CC) $(CFLAGS) -static -pthread $^ $(VMM_LIBS) -o $@
+
+# ---- aarch64, cross-built on x86_64 ----------------------------------------
+# vmm for aarch64, with Debian's cross compiler and the arm64 builds of
+# libseccomp and libfdt (multiarch), static like the native one; its
+# seccomp test build (vmm-forbidden); the arm64 guest kernel; and a test
+# guest whose /init says hello, reads virtio-rng and powers off. They run
+# on an aarch64 KVM host: the emulated one (tests/kvmhost/run-aarch64)
+# where this machine is not one.
+A64       := $(BUILD)/aarch64
+A64_CC    := aarch64-linux-gnu-gcc
+A64_SRCS  := $(filter-out %_x86_64.c,$(wildcard vmm/*.c))
+A64_OBJS  := $(A64_SRCS:%.c=$(A64)/obj/%.o)
+# The arm64 libraries and their headers, unpacked from Debian's arm64
+# packages (scripts/arm64-debs.sh: nothing installed, no foreign dpkg arch).
+A64_SYSROOT := $(A64)/sysroot
+A64_LIBS  := -L$(A64_SYSROOT)/usr/lib/aarch64-linux-gnu -lseccomp -lfdt
+
+$(A64_SYSROOT)/.unpacked: scripts/arm64-debs.sh
+	@./scripts/arm64-debs.sh $(A64_SYSROOT) libseccomp-dev libseccomp2 libfdt-dev libfdt1 libcmocka-dev libcmocka0 >/dev/null
+	@touch $@
+$(A64)/obj/%.o: %.c $(wildcard vmm/*.h) guest-agent/proto.h $(A64_SYSROOT)/.unpacked
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(CSTD) $(WARN) $(CFLAGS) -I$(A64_SYSROOT)/usr/include -Iguest-agent -I$(BUILD)/gen \
+		-DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+$(A64)/obj/vmm/vm_snapshot.o: $(BUILD)/gen/vmm_build_id.h
+$(A64)/hooks/%/vm.o: vmm/vm.c $(wildcard vmm/*.h) $(A64_SYSROOT)/.unpacked
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(CSTD) $(WARN) $(CFLAGS) -I$(A64_SYSROOT)/usr/include -Iguest-agent $(VMM_HOOK_$*) \
+		-DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+.SECONDARY: $(A64)/hooks/forbidden/vm.o
+
+$(A64)/bin/vmm: $(A64_OBJS)
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(CFLAGS) -static -pthread $^ $(A64_LIBS) -o $@
+$(A64)/tests/vmm-%: $(filter-out $(A64)/obj/vmm/vm.o,$(A64_OBJS)) $(A64)/hooks/%/vm.o
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(CFLAGS) -static -pthread $^ $(A64_LIBS) -o $@
+
+# The seccomp filters' unit test, for aarch64's syscall numbers. Debian
+# ships cmocka for arm64 as a shared library only, so the test is linked
+# dynamically and run through the arm64 loader with the libraries it needs
+# copied beside it ($(A64)/lib): the aarch64 host's userland has none.
+A64_LIBDIR := $(A64)/lib
+$(A64)/tests/test_seccomp_filter: tests/unit/test_seccomp_filter.c $(filter-out $(A64)/obj/vmm/main.o,$(A64_OBJS)) \
+		$(wildcard tests/common/*.h)
+	@mkdir -p $(dir $@) $(A64_LIBDIR)
+	$(A64_CC) $(CSTD) $(WARN) -O1 -g -I$(A64_SYSROOT)/usr/include -Ivmm -Iguest-agent -Itests/common \
+		$(filter %.c %.o,$^) -Wl,-Bstatic $(A64_LIBS) -Wl,-Bdynamic -lcmocka -pthread -o $@
+	@cp -L /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 /usr/aarch64-linux-gnu/lib/libc.so.6 \
+		$(A64_SYSROOT)/usr/lib/aarch64-linux-gnu/libcmocka.so.0 $(A64_LIBDIR)/
+
+$(A64)/tests/hello_init: tests/guest/hello_init.c
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(CSTD) $(WARN) -O2 -static $< -o $@
+# A root image of that /init alone (ext4, made by mke2fs -d, no mount).
+$(A64)/tests/hello.ext4: $(A64)/tests/hello_init
+	@rm -rf $@.d && mkdir -p $@.d/dev $@.d/proc $@.d/sys
+	@cp $< $@.d/init
+	@mke2fs -q -F -t ext4 -d $@.d $@.tmp 8M && mv $@.tmp $@ && rm -rf $@.d
+
+kernel-aarch64:
+	@./kernel-config/build-aarch64.sh $(BUILD)/guest/aarch64/Image
+
+aarch64: $(A64)/bin/vmm $(A64)/tests/vmm-forbidden $(A64)/tests/test_seccomp_filter $(A64)/tests/hello.ext4 kernel-aarch64
+
+# The aarch64 VM tests: boots to the root-mount attempt with 1 and 2 vCPUs,
+# the test guest from its disk, the seccomp filter's kill, on an aarch64
+# KVM host (the emulated one here).
+vm-test-aarch64: aarch64
+	@./scripts/on-kvm-host.sh --arch aarch64 --limit 600 "aarch64 vm tests" tests/vm/aarch64.sh
 
 # ---- guest images ----------------------------------------------------------
 guest: kernel rootfs

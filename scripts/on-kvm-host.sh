@@ -1,6 +1,11 @@
 #!/bin/bash
-# on-kvm-host.sh [--any-kvm] [--limit SEC] WHAT CMD...: run CMD where it can
-# run, within SEC seconds in all.
+# on-kvm-host.sh [--any-kvm] [--arch aarch64] [--limit SEC] WHAT CMD...: run
+# CMD where it can run, within SEC seconds in all.
+#
+# --arch aarch64: CMD needs an aarch64 KVM host (the cross-built vmm in
+# build/aarch64). This machine is one only if it is aarch64 and its KVM
+# passes that vmm's --probe with the arm64 kernel; anywhere else CMD runs
+# on the emulated aarch64 host (tests/kvmhost/run-aarch64).
 #
 # Three kinds of host, told apart by a probe, never by a guess:
 #   hardware KVM      runs Linux guests and payloads: CMD runs here
@@ -20,9 +25,11 @@
 set -u
 any=0
 limit=0
+arch=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--any-kvm) any=1; shift ;;
+	--arch) arch=$2; shift 2 ;;
 	--limit) limit=$2; shift 2 ;;
 	*) break ;;
 	esac
@@ -31,14 +38,29 @@ what=$1
 shift
 cd "$(dirname "$0")/.."
 
-if [ "$any" = 1 ]; then
+emulated_host=tests/kvmhost/run
+if [ "$arch" = aarch64 ]; then
+	emulated_host=tests/kvmhost/run-aarch64
+	need="runs aarch64 guests"
+	if [ "$(uname -m)" = aarch64 ]; then
+		err=$(timeout 60 build/aarch64/bin/vmm --probe --kernel build/guest/aarch64/Image --memory 64 2>&1 >/dev/null)
+		rc=$?
+	else
+		err="this machine is $(uname -m)"
+		rc=1
+	fi
+elif [ -n "$arch" ]; then
+	echo "$what: --arch $arch: only aarch64 is known" >&2
+	exit 2
+elif [ "$any" = 1 ]; then
 	need="runs payloads"
 	err=$(timeout 60 build/bin/vmm --accept-emulated-kvm --kernel build/payloads/reset.elf --memory 16 2>&1 >/dev/null)
+	rc=$?
 else
 	need="runs guest kernels in hardware"
 	err=$(timeout 60 build/bin/vmm --kernel build/payloads/reset.elf --memory 16 2>&1 >/dev/null)
+	rc=$?
 fi
-rc=$?
 [ $rc -eq 0 ] || [ -n "$err" ] || err="probe ended with status $rc"
 
 if [ -c /dev/kvm ] && [ $rc -eq 0 ]; then
@@ -50,11 +72,11 @@ if [ -c /dev/kvm ] && [ $rc -eq 0 ]; then
 	fi
 	st=$?
 else
-	echo "$what: local /dev/kvm cannot be used (${err:-no /dev/kvm}); running on the emulated KVM host (tests/kvmhost/run)"
+	echo "$what: local /dev/kvm cannot be used (${err:-no /dev/kvm}); running on the emulated KVM host ($emulated_host)"
 	if [ "$limit" -gt 0 ]; then
-		KVMHOST_TIMEOUT=$limit tests/kvmhost/run "$@"
+		KVMHOST_TIMEOUT=$limit $emulated_host "$@"
 	else
-		tests/kvmhost/run "$@"
+		$emulated_host "$@"
 	fi
 	st=$?
 fi

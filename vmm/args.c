@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "args.h"
-#include "boot_x86_64.h"
 #include "log.h"
 
 #ifndef VMRUN_VERSION
@@ -19,7 +18,8 @@ static const char usage[] =
 	"           [--disk FILE[,ro]]... [--vsock-uds PATH] [--kvm-fd N] [--accept-emulated-kvm]\n"
 	"           [--stats] [--probe] [--snapshot-out DIR | --restore DIR]\n"
 	"Boots one microVM on /dev/kvm and exits when the guest resets or powers off.\n"
-	"  --kernel FILE          ELF vmlinux or bzImage (x86_64, 64-bit boot protocol)\n"
+	"  --kernel FILE          x86_64: ELF vmlinux or bzImage (64-bit boot protocol);\n"
+	"                         aarch64: an arm64 Image\n"
 	"  --cmdline STR          appended to the default kernel command line:\n"
 	"                         \"" VMM_DEFAULT_CMDLINE "\"\n"
 	"  --no-default-cmdline   use --cmdline alone\n"
@@ -138,8 +138,8 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 			cfg->memory_mib = n;
 			break;
 		case 'n':
-			if (parse_u64(optarg, 1, MPTABLE_MAX_CPUS, &n)) {
-				vmm_err("--cpus: '%s' is not a number between 1 and %d", optarg, MPTABLE_MAX_CPUS);
+			if (parse_u64(optarg, 1, VMM_MAX_CPUS, &n)) {
+				vmm_err("--cpus: '%s' is not a number between 1 and %d", optarg, VMM_MAX_CPUS);
 				return -1;
 			}
 			cfg->cpus = (unsigned)n;

@@ -6,15 +6,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The i8042 and PCI parameters are x86's: on aarch64 there is neither,
+ * and a parameter the kernel does not know goes to init's environment. */
+#if defined(__aarch64__)
+#define VMM_DEFAULT_CMDLINE "console=ttyS0 reboot=k panic=1 nomodule quiet"
+#else
 #define VMM_DEFAULT_CMDLINE                                                                   \
 	"console=ttyS0 reboot=k panic=1 pci=off nomodule i8042.noaux i8042.nomux i8042.nopnp " \
 	"i8042.dumbkbd quiet"
+#endif
 #define VMM_DEFAULT_MEMORY_MIB   256
 #define VMM_MIN_MEMORY_MIB       2
 #define VMM_MAX_MEMORY_MIB       (64 * 1024)
 #define VMM_DEFAULT_CONSOLE_LIMIT (1024 * 1024)
 #define VMM_MAX_DISKS            8
 #define VMM_DISK_PATH_MAX        4096
+/* vCPUs --cpus allows: what both arches' boot tables list (x86_64's MP
+ * table, aarch64's GIC redistributors). */
+#define VMM_MAX_CPUS             32
+/* The longest kernel command line vmm builds, NUL included: Linux's
+ * COMMAND_LINE_SIZE on x86_64 and arm64 alike. */
+#define VMM_CMDLINE_MAX          2048
 
 struct vmm_disk {
 	char path[VMM_DISK_PATH_MAX];

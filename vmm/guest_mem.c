@@ -90,14 +90,14 @@ int guest_mem_init_file(struct guest_mem *gm, uint64_t size, uint64_t gap_start,
 	gm->base = p;
 	gm->size = size;
 
+	/* A gap from address 0 (aarch64's devices below RAM) leaves no RAM
+	 * below it, and KVM refuses an empty memory slot. */
 	uint64_t low = size < gap_start ? size : gap_start;
-	gm->regions[0] = (struct guest_region){ .gpa = 0, .size = low, .hva = gm->base };
-	gm->nregions = 1;
-	if (size > low) {
-		gm->regions[1] = (struct guest_region){
+	if (low)
+		gm->regions[gm->nregions++] = (struct guest_region){ .gpa = 0, .size = low, .hva = gm->base };
+	if (size > low)
+		gm->regions[gm->nregions++] = (struct guest_region){
 			.gpa = gap_end, .size = size - low, .hva = gm->base + low };
-		gm->nregions = 2;
-	}
 	return 0;
 }
 
@@ -136,7 +136,7 @@ int guest_mem_revert(struct guest_mem *gm, uint64_t gpa, uint64_t len)
 
 uint64_t guest_mem_low_end(const struct guest_mem *gm)
 {
-	return gm->nregions ? gm->regions[0].size : 0;
+	return gm->nregions && gm->regions[0].gpa == 0 ? gm->regions[0].size : 0;
 }
 
 int64_t guest_mem_resident(const struct guest_mem *gm)

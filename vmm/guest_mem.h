@@ -47,7 +47,8 @@ void guest_mem_release(struct guest_mem *gm);
  * the only way any module reaches guest memory. */
 void *guest_mem_ptr(const struct guest_mem *gm, uint64_t gpa, uint64_t len);
 
-/* End of the RAM region that starts at gpa 0 (the RAM below the gap). */
+/* End of the RAM region that starts at gpa 0 (the RAM below the gap), 0
+ * where RAM starts above the gap. */
 uint64_t guest_mem_low_end(const struct guest_mem *gm);
 
 /* Bytes of guest RAM currently resident in the host (pages the guest or the

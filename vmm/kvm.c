@@ -146,9 +146,11 @@ void kvm_release(struct vm *vm)
 		v->run = NULL;
 		v->fd = -1;
 	}
+	if (vm->irqchip_fd >= 0)
+		close(vm->irqchip_fd);
 	if (vm->vm_fd >= 0)
 		close(vm->vm_fd);
 	if (vm->kvm_fd >= 0)
 		close(vm->kvm_fd);
-	vm->vm_fd = vm->kvm_fd = -1;
+	vm->vm_fd = vm->kvm_fd = vm->irqchip_fd = -1;
 }

@@ -3,6 +3,7 @@
 #define VMM_KVM_ARCH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kvm.h"
@@ -12,11 +13,35 @@
 /* Arch capabilities checked by kvm_open; terminated by a {0, NULL} entry. */
 extern const struct kvm_cap_req kvm_arch_caps[];
 
+/* Where guest RAM lies: RAM that would fall in [gap_start, gap_end) is
+ * placed at gap_end (guest_mem_init). x86_64: the MMIO gap below 4 GiB;
+ * aarch64: devices below 2 GiB, so all RAM starts there. */
+extern const uint64_t kvm_arch_ram_gap_start, kvm_arch_ram_gap_end;
+
+/* Whether the guest learns its virtio devices from kernel parameters
+ * (x86_64: virtio_mmio.device=) rather than from a device tree (aarch64,
+ * where parameters would add each device a second time). */
+extern const bool kvm_arch_virtio_on_cmdline;
+
+/* Load the kernel image (len bytes at img) into guest RAM and write what
+ * the guest finds at its first instruction that needs no KVM (x86_64: the
+ * boot tables with cmdline, for ncpus vCPUs). *entry gets the entry point.
+ * Returns 0, or -1 after one error line. */
+int kvm_arch_load_kernel(struct vm *vm, const uint8_t *img, size_t len, const char *cmdline, unsigned ncpus,
+			 uint64_t *entry);
+
+/* Once the VM, its devices and vCPUs exist: write what depends on KVM's
+ * choices (aarch64: the device tree, which names the GIC version the host
+ * gave). Returns 0, or -1 after one error line. */
+int kvm_arch_boot_finish(struct vm *vm, const char *cmdline);
+
 /* VM-wide arch setup after KVM_CREATE_VM and before any vCPU: on x86, the
- * TSS area, the in-kernel irqchip and the PIT. Returns 0 or -1. */
+ * TSS area, the in-kernel irqchip and the PIT; on aarch64, the GIC
+ * (created and placed, initialised once the vCPUs are). Returns 0 or -1. */
 int kvm_arch_vm_init(struct vm *vm);
 
-/* Per-vCPU arch setup (CPUID, MSRs, local APIC) for every vCPU. Returns 0 or -1. */
+/* Per-vCPU arch setup for every vCPU (x86_64: CPUID, MSRs, local APIC;
+ * aarch64: KVM_ARM_VCPU_INIT, then the GIC's initialisation). Returns 0 or -1. */
 int kvm_arch_vcpus_init(struct vm *vm);
 
 /* Put the boot vCPU at the kernel's entry point with the boot protocol's
@@ -45,9 +70,26 @@ int kvm_arch_virtio_slot(unsigned i, uint64_t *base, unsigned *irq);
  * stopped (and were quiesced). Returns 0, or -1 with a reason in err. */
 int kvm_arch_snapshot_save(struct vm *vm, struct snap_writer *w, char *err, size_t errlen);
 
+/* Every KVM request kvm_arch_snapshot_save makes, all of them reads
+ * (the snapshotting main thread's seccomp filter allows these). */
+extern const unsigned long kvm_arch_snapshot_reads[];
+extern const size_t kvm_arch_nsnapshot_reads;
+
+/* NULL where this arch's VMs can be snapshotted, else why not, for the
+ * one-line refusal of --snapshot-out and --restore. */
+extern const char *const kvm_arch_no_snapshots;
+
 /* Put the saved arch state back into a VM whose vCPUs were created and
  * initialised as for a boot. Returns 0, or -1 with a reason in err. */
 int kvm_arch_snapshot_restore(struct vm *vm, const struct snap_view *v, char *err, size_t errlen);
+
+/* The guest program counter of v, for a fault's message (on v's own
+ * thread). Returns 0, or -1 when KVM would not say. */
+int kvm_arch_vcpu_pc(struct vcpu *v, uint64_t *pc);
+/* What the arch calls that register ("rip", "pc"), for the same message,
+ * and the one vCPU ioctl that reads it (the vCPU seccomp filter allows it). */
+extern const char kvm_arch_pc_name[];
+extern const unsigned long kvm_arch_pc_ioctl;
 
 /* On a vCPU thread stopping for a snapshot: finish the exit it was in,
  * so that its saved state is between two instructions. */

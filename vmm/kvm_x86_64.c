@@ -7,10 +7,12 @@
 #include <sys/ioctl.h>
 #include <time.h>
 
+#include "args.h"
 #include "boot_x86_64.h"
 #include "cpuid_x86_64.h"
 #include "kvm_arch.h"
 #include "layout_x86_64.h"
+#include "loader_x86_64.h"
 #include "log.h"
 
 const struct kvm_cap_req kvm_arch_caps[] = {
@@ -20,6 +22,41 @@ const struct kvm_cap_req kvm_arch_caps[] = {
 	{ KVM_CAP_GET_TSC_KHZ, "KVM_CAP_GET_TSC_KHZ" },
 	{ 0, NULL },
 };
+
+const uint64_t kvm_arch_ram_gap_start = MMIO_GAP_START, kvm_arch_ram_gap_end = MMIO_GAP_END;
+const bool kvm_arch_virtio_on_cmdline = true;
+
+_Static_assert(VMM_MAX_CPUS <= MPTABLE_MAX_CPUS, "the MP table lists every vCPU --cpus allows");
+_Static_assert(VMM_CMDLINE_MAX <= COMMAND_LINE_MAX, "every command line vmm builds fits its guest page");
+
+int kvm_arch_load_kernel(struct vm *vm, const uint8_t *img, size_t len, const char *cmdline, unsigned ncpus,
+			 uint64_t *entry)
+{
+	struct kernel_image k;
+	if (kernel_load_x86_64(&vm->mem, img, len, &k) || boot_write_tables_x86_64(&vm->mem, &k, cmdline, ncpus))
+		return -1;
+	*entry = k.entry;
+	return 0;
+}
+
+int kvm_arch_boot_finish(struct vm *vm, const char *cmdline)
+{
+	(void)vm;
+	(void)cmdline;   /* the zero page has it already: nothing here depends on KVM */
+	return 0;
+}
+
+const char kvm_arch_pc_name[] = "rip";
+const unsigned long kvm_arch_pc_ioctl = KVM_GET_REGS;
+
+int kvm_arch_vcpu_pc(struct vcpu *v, uint64_t *pc)
+{
+	struct kvm_regs regs;
+	if (ioctl(v->fd, KVM_GET_REGS, &regs) < 0)
+		return -1;
+	*pc = regs.rip;
+	return 0;
+}
 
 /* MSR numbers (Intel SDM vol. 4); not part of the kernel UAPI. */
 #define MSR_IA32_SYSENTER_CS  0x174

@@ -30,7 +30,7 @@ int arm64_image_plan(const uint8_t *img, size_t len, uint64_t ram_size, struct a
 		return fail(err, errlen, "guest RAM out of range for an arm64 guest");
 	uint64_t occupies = image_size > len ? image_size : (uint64_t)len;
 	uint64_t load = AARCH64_RAM_BASE + text_offset;
-	uint64_t fdt = AARCH64_RAM_BASE + ram_size - AARCH64_FDT_MAX;
+	uint64_t fdt = arm64_fdt_addr(ram_size);
 	if (occupies > fdt - load)
 		return fail(err, errlen, "the Image does not fit in guest RAM below the device tree");
 	*out = (struct arm64_image_plan){ .load = load, .end = load + occupies, .fdt = fdt };

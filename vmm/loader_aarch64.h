@@ -33,6 +33,13 @@ struct arm64_image_plan {
 	uint64_t fdt;      /* where the device tree goes: the last AARCH64_FDT_MAX of RAM */
 };
 
+/* Where the device tree of a guest with ram_size bytes of RAM goes: its
+ * last AARCH64_FDT_MAX bytes, 2 MiB aligned since RAM's size is. */
+static inline uint64_t arm64_fdt_addr(uint64_t ram_size)
+{
+	return AARCH64_RAM_BASE + ram_size - AARCH64_FDT_MAX;
+}
+
 /* Check the Image img (len bytes) for a guest whose RAM is ram_size bytes
  * at AARCH64_RAM_BASE, and plan where it goes: the lowest 2 MiB aligned
  * base, plus text_offset; the tree at RAM's top. Returns 0, or -1 with a

@@ -16,11 +16,8 @@
 #include <unistd.h>
 
 #include "args.h"
-#include "boot_x86_64.h"
 #include "kvm.h"
 #include "kvm_arch.h"
-#include "layout_x86_64.h"
-#include "loader_x86_64.h"
 #include "log.h"
 #include "virtio_devices.h"
 #include "vm.h"
@@ -42,26 +39,27 @@ static uint64_t ns(const struct timespec *t)
 	return (uint64_t)t->tv_sec * 1000000000ull + (uint64_t)t->tv_nsec;
 }
 
-/* Map the kernel file, load it into guest RAM, unmap it. */
-static int load_kernel_file(struct vm *vm, const char *path, struct kernel_image *k)
+/* Map the kernel file, load it into guest RAM with what the arch writes
+ * beside it, unmap it. */
+static int load_kernel_file(struct vm *vm, const struct vmm_config *cfg, const char *cmdline, uint64_t *entry)
 {
 	int rc = -1;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(cfg->kernel, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		vmm_perr("kernel %s", path);
+		vmm_perr("kernel %s", cfg->kernel);
 		return -1;
 	}
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
-		vmm_err("kernel %s: not a non-empty regular file", path);
+		vmm_err("kernel %s: not a non-empty regular file", cfg->kernel);
 		goto out;
 	}
 	void *img = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (img == MAP_FAILED) {
-		vmm_perr("kernel %s: mmap", path);
+		vmm_perr("kernel %s: mmap", cfg->kernel);
 		goto out;
 	}
-	rc = kernel_load_x86_64(&vm->mem, img, (size_t)st.st_size, k);
+	rc = kvm_arch_load_kernel(vm, img, (size_t)st.st_size, cmdline, cfg->cpus, entry);
 	munmap(img, (size_t)st.st_size);
 out:
 	close(fd);
@@ -70,39 +68,41 @@ out:
 
 /* The VM, its devices and vCPUs, created alike for a boot and a restore;
  * before this, guest memory is in place and (booting) the kernel and the
- * boot tables are in it. */
+ * boot tables are in it. The virtio devices' irqfds come last: arm64 KVM
+ * takes an irqfd only once its GIC is initialised, which needs every vCPU. */
 static int create_vm(struct vm *vm, const struct vmm_config *cfg)
 {
 	if (kvm_open(vm, cfg->kvm_fd) || kvm_create_vm(vm) || kvm_arch_vm_init(vm) || kvm_map_memory(vm) ||
-	    kvm_arch_devices_init(vm) || virtio_devices_attach(vm))
+	    kvm_arch_devices_init(vm))
 		return -1;
 	vm->ncpus = cfg->cpus;
 	for (unsigned i = 0; i < vm->ncpus; i++)
 		if (kvm_create_vcpu(vm, i))
 			return -1;
-	return kvm_arch_vcpus_init(vm);
+	return kvm_arch_vcpus_init(vm) || virtio_devices_attach(vm) ? -1 : 0;
 }
 
 /* Everything from the arguments' files to vCPUs created, with the kernel,
  * the boot tables and the devices in place. What the command line names
- * (console file, guest memory size, kernel, disks, vsock socket, command
- * line length) is checked before /dev/kvm is touched, so those errors read
- * the same on a host with no KVM, an emulating one and a hardware one. */
-static int acquire(struct vm *vm, const struct vmm_config *cfg, struct kernel_image *k)
+ * (console file, guest memory size, disks, vsock socket, command line
+ * length, kernel) is checked before /dev/kvm is touched, so those errors
+ * read the same on a host with no KVM, an emulating one and a hardware
+ * one. */
+static int acquire(struct vm *vm, const struct vmm_config *cfg, uint64_t *entry)
 {
-	char devices[COMMAND_LINE_MAX], cmdline[COMMAND_LINE_MAX];
+	char devices[VMM_CMDLINE_MAX] = "", cmdline[VMM_CMDLINE_MAX];
 	if (console_open(&vm->console, cfg->console, cfg->console_limit) ||
-	    guest_mem_init(&vm->mem, cfg->memory_mib << 20, MMIO_GAP_START, MMIO_GAP_END) ||
-	    load_kernel_file(vm, cfg->kernel, k) || evl_init(&vm->evl) || virtio_devices_init(vm, cfg))
+	    guest_mem_init(&vm->mem, cfg->memory_mib << 20, kvm_arch_ram_gap_start, kvm_arch_ram_gap_end) ||
+	    evl_init(&vm->evl) || virtio_devices_init(vm, cfg))
 		return -1;
-	if (virtio_devices_cmdline(vm, devices, sizeof(devices)) ||
+	if ((kvm_arch_virtio_on_cmdline && virtio_devices_cmdline(vm, devices, sizeof(devices))) ||
 	    vmm_build_cmdline(cfg, devices, cmdline, sizeof(cmdline))) {
-		vmm_err("kernel command line is longer than %llu bytes", COMMAND_LINE_MAX - 1);
+		vmm_err("kernel command line is longer than %d bytes", VMM_CMDLINE_MAX - 1);
 		return -1;
 	}
-	if (boot_write_tables_x86_64(&vm->mem, k, cmdline, cfg->cpus))
+	if (load_kernel_file(vm, cfg, cmdline, entry) || create_vm(vm, cfg))
 		return -1;
-	return create_vm(vm, cfg);
+	return kvm_arch_boot_finish(vm, cmdline);
 }
 
 /* The same for a restore: the snapshot is read and checked first, memory
@@ -110,7 +110,8 @@ static int acquire(struct vm *vm, const struct vmm_config *cfg, struct kernel_im
 static int acquire_restored(struct vm *vm, const struct vmm_config *cfg, struct snapshot_in *in)
 {
 	if (vm_restore_load(cfg, in) || console_open(&vm->console, cfg->console, cfg->console_limit) ||
-	    guest_mem_init_file(&vm->mem, in->meta.memory_bytes, MMIO_GAP_START, MMIO_GAP_END, in->mem_fd) ||
+	    guest_mem_init_file(&vm->mem, in->meta.memory_bytes, kvm_arch_ram_gap_start, kvm_arch_ram_gap_end,
+				in->mem_fd) ||
 	    evl_init(&vm->evl) || virtio_devices_init(vm, cfg))
 		return -1;
 	return create_vm(vm, cfg);
@@ -179,7 +180,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	static struct vm vm;
-	vm.kvm_fd = vm.vm_fd = vm.evl.epfd = -1;
+	vm.kvm_fd = vm.vm_fd = vm.irqchip_fd = vm.evl.epfd = -1;
 	for (unsigned i = 0; i < VM_MAX_VCPUS; i++)
 		vm.vcpus[i].fd = -1;
 	struct snapshot_in in = { .mem_fd = -1 };
@@ -192,8 +193,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	struct kernel_image k;
-	if (cfg.restore ? acquire_restored(&vm, &cfg, &in) : acquire(&vm, &cfg, &k))
+	uint64_t entry = 0;
+	if (cfg.restore ? acquire_restored(&vm, &cfg, &in) : acquire(&vm, &cfg, &entry))
 		goto out;
 	if (cfg.snapshot_out && vm_snapshot_prepare(&vm, &cfg, &snap))
 		goto out;
@@ -201,7 +202,7 @@ int main(int argc, char **argv)
 	/* After the probe (which runs on vCPU 0): the entry point, or the
 	 * saved state. */
 	if (probe_host(&vm, &cfg) ||
-	    (cfg.restore ? vm_restore_apply(&vm, &cfg, &in) : kvm_arch_boot_vcpu(&vm, k.entry)))
+	    (cfg.restore ? vm_restore_apply(&vm, &cfg, &in) : kvm_arch_boot_vcpu(&vm, entry)))
 		goto out;
 	clock_gettime(CLOCK_MONOTONIC, &t.guest_start);
 	if (cfg.probe_only) {

@@ -1,6 +1,7 @@
 #include "seccomp_filter.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/kvm.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -8,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "kvm_arch.h"
 #include "vm.h"
 
 /* Compare only the low 32 bits of an argument the kernel reads as an int
@@ -95,8 +97,9 @@ static void vcpu_rules(struct rules *r, int vm_fd, int vcpu_fd)
 {
 	/* The run loop, on this thread's own vCPU fd only. */
 	ALLOW_IF(r, ioctl, ARG32(0, vcpu_fd), ARG32(1, KVM_RUN));
-	/* The rip of a guest fault for the stop message (guest_fault_at). */
-	ALLOW_IF(r, ioctl, ARG32(0, vcpu_fd), ARG32(1, KVM_GET_REGS));
+	/* The program counter of a guest fault for the stop message
+	 * (guest_fault_at; the request is the arch's). */
+	ALLOW_IF(r, ioctl, ARG32(0, vcpu_fd), ARG32(1, kvm_arch_pc_ioctl));
 	/* The 8250 raises and lowers IRQ 4 from the port write or read that
 	 * changed its interrupt state, on the VM fd. */
 	ALLOW_IF(r, ioctl, ARG32(0, vm_fd), ARG32(1, KVM_IRQ_LINE));
@@ -107,8 +110,13 @@ static void vcpu_rules(struct rules *r, int vm_fd, int vcpu_fd)
 /* The main thread after start: the event loop, device back-ends, teardown. */
 static void main_rules(struct rules *r)
 {
-	/* The event loop's wait (its epoll_ctl is among the shared rules). */
+	/* The event loop's wait (its epoll_ctl is among the shared rules).
+	 * aarch64 has no epoll_wait: glibc waits with epoll_pwait there. */
+#ifdef __NR_epoll_wait
 	ALLOW(r, epoll_wait);
+#else
+	ALLOW(r, epoll_pwait);
+#endif
 	/* signalfd (termination signals) and eventfds (the stop eventfd, queue
 	 * kicks from ioeventfds). */
 	ALLOW(r, read);
@@ -129,8 +137,13 @@ static void main_rules(struct rules *r)
 	ALLOW(r, accept4);
 	ALLOW(r, recvfrom);
 	ALLOW(r, writev);
-	/* Teardown: the vsock listener's socket file is removed. */
+	/* Teardown: the vsock listener's socket file is removed (with
+	 * unlinkat on aarch64, which has no unlink). */
+#ifdef __NR_unlink
 	ALLOW(r, unlink);
+#else
+	ALLOW_IF(r, unlinkat, ARG32(0, AT_FDCWD), ARG32(2, 0));
+#endif
 	/* --stats: guest pages resident (mincore) and the peak RSS (getrusage). */
 	ALLOW(r, mincore);
 	ALLOW(r, getrusage);
@@ -145,13 +158,8 @@ static void main_rules(struct rules *r)
  * vCPU fds are many, and none of these requests changes anything. */
 static void snapshot_rules(struct rules *r)
 {
-	static const unsigned long reads[] = {
-		KVM_GET_REGS, KVM_GET_SREGS, KVM_GET_XSAVE, KVM_GET_XSAVE2, KVM_GET_XCRS, KVM_GET_DEBUGREGS,
-		KVM_GET_LAPIC, KVM_GET_VCPU_EVENTS, KVM_GET_MP_STATE, KVM_GET_MSRS, KVM_GET_MSR_INDEX_LIST,
-		KVM_GET_IRQCHIP, KVM_GET_PIT2, KVM_GET_CLOCK, KVM_CHECK_EXTENSION,
-	};
-	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++)
-		ALLOW_IF(r, ioctl, ARG32(1, reads[i]));
+	for (size_t i = 0; i < kvm_arch_nsnapshot_reads; i++)
+		ALLOW_IF(r, ioctl, ARG32(1, kvm_arch_snapshot_reads[i]));
 	/* The files are made durable before vmm reports success. */
 	ALLOW(r, fsync);
 }

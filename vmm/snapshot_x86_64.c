@@ -33,6 +33,14 @@ enum {
 #define NIRQCHIPS   3u   /* PIC master, PIC slave, IOAPIC */
 
 const uint32_t snap_arch = SNAP_ARCH_X86_64;
+const char *const kvm_arch_no_snapshots = NULL;
+
+const unsigned long kvm_arch_snapshot_reads[] = {
+	KVM_GET_REGS, KVM_GET_SREGS, KVM_GET_XSAVE, KVM_GET_XSAVE2, KVM_GET_XCRS, KVM_GET_DEBUGREGS,
+	KVM_GET_LAPIC, KVM_GET_VCPU_EVENTS, KVM_GET_MP_STATE, KVM_GET_MSRS, KVM_GET_MSR_INDEX_LIST,
+	KVM_GET_IRQCHIP, KVM_GET_PIT2, KVM_GET_CLOCK, KVM_CHECK_EXTENSION,
+};
+const size_t kvm_arch_nsnapshot_reads = sizeof(kvm_arch_snapshot_reads) / sizeof(kvm_arch_snapshot_reads[0]);
 
 const struct snap_tag_desc snap_arch_tags[] = {
 	{ TAG_REGS, SNAP_MAX_INDEX, sizeof(struct kvm_regs), 0, "regs" },

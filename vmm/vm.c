@@ -98,10 +98,10 @@ static bool handle_mmio(struct vcpu *v)
 
 static void guest_fault_at(struct vcpu *v, const char *what)
 {
-	struct kvm_regs regs;
-	if (ioctl(v->fd, KVM_GET_REGS, &regs) == 0)
-		vm_request_stop(v->vm, VM_STOP_GUEST_FAULT, "vCPU %u: %s at rip 0x%llx", v->index, what,
-				(unsigned long long)regs.rip);
+	uint64_t pc;
+	if (kvm_arch_vcpu_pc(v, &pc) == 0)
+		vm_request_stop(v->vm, VM_STOP_GUEST_FAULT, "vCPU %u: %s at %s 0x%llx", v->index, what,
+				kvm_arch_pc_name, (unsigned long long)pc);
 	else
 		vm_request_stop(v->vm, VM_STOP_GUEST_FAULT, "vCPU %u: %s", v->index, what);
 }

@@ -80,6 +80,11 @@ struct vm {
 	struct i8042 i8042;
 	unsigned ncpus;
 	struct vcpu vcpus[VM_MAX_VCPUS];
+	/* aarch64's in-kernel GIC: its device fd until it is initialised
+	 * (-1 after, and on x86_64, whose irqchip has none), and its
+	 * version, which the device tree names. */
+	int irqchip_fd;
+	unsigned irqchip_version;
 
 	/* The start gate: vCPU threads count themselves in once their seccomp
 	 * filter is loaded, then wait until the main thread has loaded its own
