@@ -63,7 +63,7 @@ PAYLOAD_SRCS := $(wildcard tests/payloads/*.S)
 PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
-.PHONY: eval eval-short eval-guest vmrund-test all deps guest kernel kernel-aarch64 aarch64 vm-test-aarch64 rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots stress-runs \
+.PHONY: eval eval-short eval-guest vmrund-test all deps guest kernel kernel-aarch64 aarch64 vm-test-aarch64 rootfs-aarch64 rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots stress-runs \
 	bench-vmm bench-boot bench-virtio bench-vmrun bench-vmrund bench-queue bench-workspace bench-net net-test clean fuzz \
 	fuzz-smoke
 
@@ -166,11 +166,12 @@ A64_SYSROOT := $(A64)/sysroot
 A64_LIBS  := -L$(A64_SYSROOT)/usr/lib/aarch64-linux-gnu -lseccomp -lfdt
 
 $(A64_SYSROOT)/.unpacked: scripts/arm64-debs.sh
-	@./scripts/arm64-debs.sh $(A64_SYSROOT) libseccomp-dev libseccomp2 libfdt-dev libfdt1 libcmocka-dev libcmocka0 >/dev/null
+	@./scripts/arm64-debs.sh $(A64_SYSROOT) libseccomp-dev libseccomp2 libfdt-dev libfdt1 libcmocka-dev libcmocka0 \
+		libext2fs-dev comerr-dev libidn2-dev libunistring-dev libhttp-parser-dev >/dev/null
 	@touch $@
 $(A64)/obj/%.o: %.c $(wildcard vmm/*.h) guest-agent/proto.h $(A64_SYSROOT)/.unpacked
 	@mkdir -p $(dir $@)
-	$(A64_CC) $(CSTD) $(WARN) $(CFLAGS) -I$(A64_SYSROOT)/usr/include -Iguest-agent -I$(BUILD)/gen \
+	$(A64_CC) $(CSTD) $(WARN) $(CFLAGS) -I$(A64_SYSROOT)/usr/include -Iguest-agent -Ihost -I$(BUILD)/gen \
 		-DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 $(A64)/obj/vmm/vm_snapshot.o: $(BUILD)/gen/vmm_build_id.h
 $(A64)/hooks/%/vm.o: vmm/vm.c $(wildcard vmm/*.h) $(A64_SYSROOT)/.unpacked
@@ -185,6 +186,29 @@ $(A64)/bin/vmm: $(A64_OBJS)
 $(A64)/tests/vmm-%: $(filter-out $(A64)/obj/vmm/vm.o,$(A64_OBJS)) $(A64)/hooks/%/vm.o
 	@mkdir -p $(dir $@)
 	$(A64_CC) $(CFLAGS) -static -pthread $^ $(A64_LIBS) -o $@
+
+# vmrun, static as vmm is: the aarch64 host's userland has no libraries.
+# (The linker warns that getpwnam and friends want glibc's NSS modules at
+# run time: with none there, vmrun still knows root, the emulated host's
+# only user, by its uid.)
+$(A64)/bin/vmrun: $(HOST_SRCS:%.c=$(A64)/obj/%.o)
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(CFLAGS) -static $^ -L$(A64_SYSROOT)/usr/lib/aarch64-linux-gnu \
+		-lext2fs -lcom_err -lseccomp -lidn2 -lunistring -lhttp_parser -o $@
+
+# The guest agent, static. Debian has no musl for arm64 cross builds;
+# glibc's static libc serves (the agent needs no NSS: it names no user).
+$(A64)/guest/agent: $(AGENT_SRCS) $(wildcard guest-agent/*.h)
+	@mkdir -p $(dir $@)
+	$(A64_CC) -static $(CSTD) $(WARN) -O2 $(AGENT_SRCS) -o $@
+
+# The default root image (python's, as on x86), from Debian's arm64
+# packages, and its allowlist, where vmrun looks for them.
+rootfs-aarch64: $(A64)/guest/agent
+	@ROOTFS_ARCH=arm64 ./rootfs/build.sh $(A64)/guest/runtimes/python.ext4 $(A64)/guest/agent rootfs/runtimes/python
+	@cp $(A64)/guest/runtimes/python.ext4 $(A64)/guest/rootfs.ext4.tmp && \
+		mv $(A64)/guest/rootfs.ext4.tmp $(A64)/guest/rootfs.ext4 && \
+		cp $(A64)/guest/runtimes/python.programs $(A64)/guest/programs.txt
 
 # The seccomp filters' unit test, for aarch64's syscall numbers. Debian
 # ships cmocka for arm64 as a shared library only, so the test is linked
@@ -209,15 +233,18 @@ $(A64)/tests/hello.ext4: $(A64)/tests/hello_init
 	@mke2fs -q -F -t ext4 -d $@.d $@.tmp 8M && mv $@.tmp $@ && rm -rf $@.d
 
 kernel-aarch64:
-	@./kernel-config/build-aarch64.sh $(BUILD)/guest/aarch64/Image
+	@./kernel-config/build-aarch64.sh $(A64)/guest/Image
 
-aarch64: $(A64)/bin/vmm $(A64)/tests/vmm-forbidden $(A64)/tests/test_seccomp_filter $(A64)/tests/hello.ext4 kernel-aarch64
+aarch64: $(A64)/bin/vmm $(A64)/bin/vmrun $(A64)/tests/vmm-forbidden $(A64)/tests/test_seccomp_filter \
+	$(A64)/tests/hello.ext4 kernel-aarch64 rootfs-aarch64
 
-# The aarch64 VM tests: boots to the root-mount attempt with 1 and 2 vCPUs,
-# the test guest from its disk, the seccomp filter's kill, on an aarch64
-# KVM host (the emulated one here).
+# The aarch64 VM tests (boots to the root-mount attempt with 1 and 2
+# vCPUs, the test guest from its disk, the seccomp filters) and the e2e
+# subset through the arm64 vmrun, on an aarch64 KVM host (the emulated
+# one here).
 vm-test-aarch64: aarch64
 	@./scripts/on-kvm-host.sh --arch aarch64 --limit 600 "aarch64 vm tests" tests/vm/aarch64.sh
+	@./scripts/on-kvm-host.sh --arch aarch64 --limit 900 "aarch64 e2e tests" tests/e2e/aarch64.sh
 
 # ---- guest images ----------------------------------------------------------
 guest: kernel rootfs
@@ -330,8 +357,9 @@ vmrund-test: all $(BUILD)/tests/test_store
 
 check:
 	@start=$$(date +%s); ./scripts/deps.sh && \
-	$(MAKE) --no-print-directory all payloads guest $(UNIT_BINS) $(FUZZ_BINS) $(VM_TEST_BINS) $(PISTON_CLIENT) && \
-	$(MAKE) --no-print-directory unit fuzz-smoke vmrund-test net-test rootfs-test payload-test vm-test eval-short; st=$$?; \
+	$(MAKE) --no-print-directory all payloads guest aarch64 $(UNIT_BINS) $(FUZZ_BINS) $(VM_TEST_BINS) $(PISTON_CLIENT) && \
+	$(MAKE) --no-print-directory unit fuzz-smoke vmrund-test net-test rootfs-test payload-test vm-test vm-test-aarch64 \
+		eval-short; st=$$?; \
 	echo "check: $$(( $$(date +%s) - start )) s in all, status $$st"; exit $$st
 
 # The corrupt-workspace case: the artifact extractor, built with the

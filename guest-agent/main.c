@@ -8,7 +8,6 @@
  * hanging. */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/vm_sockets.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +17,8 @@
 #include <sys/reboot.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+/* After sys/socket.h: glibc's, unlike musl's, leaves struct sockaddr to it. */
+#include <linux/vm_sockets.h>
 #include <time.h>
 #include <unistd.h>
 

@@ -67,7 +67,8 @@ static void on_output(void *ctx, uint32_t kind, uint16_t type, const uint8_t *da
 }
 
 /* The built binaries and images sit next to each other: build/bin/vmrun,
- * build/bin/vmm, build/guest/{vmlinux,rootfs.ext4,programs.txt}. */
+ * build/bin/vmm, build/guest/{vmlinux,rootfs.ext4,programs.txt} (Image for
+ * vmlinux on aarch64, where build/aarch64/ holds the cross-built ones). */
 static int locate(struct cli_run *c)
 {
 	char exe[PATH_MAX];

@@ -19,6 +19,13 @@
 # and NAME.runtime beside it: the manifest with the version read from the
 # package (`version-of`), for vmrun to list and look up.
 #
+# ROOTFS_ARCH=arm64 builds the image of an arm64 guest on this x86_64
+# machine: the packages are Debian's arm64 ones (apt with the private
+# state of scripts/apt-arm64.sh), busybox is busybox-static's arm64 binary
+# (its applet links listed by this machine's busybox of the same version,
+# as an arm64 binary cannot run here), AGENT must be an arm64 build, and
+# the manifest's check, which runs the runtime, is not run.
+#
 # Reproducible: the same inputs give the same image bytes. File times are
 # pinned, the UUID and directory hash seed are fixed, mke2fs's clock is
 # faked, the staging tree sits on tmpfs, whose readdir order depends only on
@@ -39,6 +46,16 @@ PYTHON=/usr/bin/python3.11
 # elsewhere (nodesource's nodejs) must not pick the version or its
 # dependencies.
 APT_CACHE="apt-cache -o Dir::State::status=/dev/null"
+APT_GET="apt-get"
+native=$(dpkg --print-architecture)
+arch=${ROOTFS_ARCH:-$native}
+if [ "$arch" != "$native" ]; then
+	[ "$arch" = arm64 ] || { echo "rootfs: ROOTFS_ARCH=$arch: only arm64 is known besides $native" >&2; exit 1; }
+	. "$here/../scripts/apt-arm64.sh"
+	apt_arm64_lists || { echo "rootfs: arm64 apt-get update failed (see $APT_ARM64_DIR/update.log)" >&2; exit 1; }
+	APT_CACHE="apt-cache $APT_ARM64_OPTS"
+	APT_GET="apt-get $APT_ARM64_OPTS"
+fi
 
 # key: the value of one "key: value" line of the manifest ("" when absent).
 key() { sed -n "s/^$1:[[:space:]]*//p" "$manifest" | head -n 1; }
@@ -63,6 +80,22 @@ EXCLUDE=" dpkg install-info tar perl perl-base perl-modules-5.36 libperl5.36 lib
 	{ echo "rootfs: $BUSYBOX missing (run 'make deps')" >&2; exit 1; }
 file -L "$BUSYBOX" 2>/dev/null | grep -q 'statically linked' ||
 	{ echo "rootfs: $BUSYBOX is not static (install busybox-static)" >&2; exit 1; }
+# The image's busybox: this machine's, or the same version's arm64 build.
+# Its applets are listed by this machine's (APPLETS), which can run here.
+APPLETS=$BUSYBOX
+if [ "$arch" != "$native" ]; then
+	bbver=$(dpkg-query -W -f='${Version}' busybox-static)
+	[ "$($APT_CACHE policy busybox-static | sed -n 's/^  Candidate: //p')" = "$bbver" ] ||
+		{ echo "rootfs: Debian's $arch busybox-static is not this machine's $bbver" >&2; exit 1; }
+	bbdir=$cache/busybox-$arch-$bbver
+	if [ ! -x "$bbdir/bin/busybox" ]; then
+		rm -rf "$bbdir.tmp"
+		"$here/../scripts/arm64-debs.sh" "$bbdir.tmp" busybox-static >/dev/null &&
+			rm -rf "$bbdir" && mv "$bbdir.tmp" "$bbdir" ||
+			{ echo "rootfs: cannot unpack busybox-static for $arch" >&2; exit 1; }
+	fi
+	BUSYBOX=$bbdir/bin/busybox
+fi
 [ -x "$agent" ] || { echo "rootfs: agent $agent not built" >&2; exit 1; }
 [ -z "$(key compileall)" ] || [ -x "$PYTHON" ] || { echo "rootfs: $PYTHON missing (run 'make deps')" >&2; exit 1; }
 
@@ -82,9 +115,9 @@ pkgver=$(echo "$versions" | sed -n "s/^$(key version-of)=//p")
 [ -n "$pkgver" ] || { echo "rootfs: $(key version-of) is not among $name's packages" >&2; exit 1; }
 version=$(echo "$pkgver" | sed 's/^[0-9]*://; s/[-+~].*$//')
 
-hash=$( { cat "$0" "$here/passwd" "$here/group" "$manifest" "$agent" "$BUSYBOX"; echo "$versions"
+hash=$( { cat "$0" "$here/passwd" "$here/group" "$manifest" "$agent" "$BUSYBOX"; echo "$arch $versions"
 	[ -z "$(key compileall)" ] || "$PYTHON" -V; } | sha256sum | cut -c1-16)
-cached=$cache/rootfs-$name-$hash.ext4
+cached=$cache/rootfs-$name$([ "$arch" = "$native" ] || echo "-$arch")-$hash.ext4
 mkdir -p "$(dirname "$out")"
 manifest_out=${out%.ext4}.programs
 runtime_out=${out%.ext4}.runtime
@@ -103,15 +136,23 @@ fi
 # ---- the packages, downloaded once into the cache --------------------------
 debs=$cache/debs
 mkdir -p "$debs"
+# deb_of NAME VERSION: the cached .deb of this arch (or of all arches), by
+# its exact name: another arch's build of the same version may be there.
+deb_of() {
+	for f in "$debs/${1}_$(echo "$2" | sed 's/:/%3a/')_$arch.deb" "$debs/${1}_$(echo "$2" | sed 's/:/%3a/')_all.deb"; do
+		[ -f "$f" ] && { echo "$f"; return 0; }
+	done
+	return 1
+}
 missing=
 for pv in $versions; do
 	p=${pv%%=*}
 	v=${pv#*=}
-	ls "$debs/${p}_$(echo "$v" | sed 's/:/%3a/')_"*.deb >/dev/null 2>&1 || missing="$missing $pv"
+	deb_of "$p" "$v" >/dev/null || missing="$missing $pv"
 done
 if [ -n "$missing" ]; then
 	echo "rootfs: downloading$missing"
-	(cd "$debs" && apt-get download $missing 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2) ||
+	(cd "$debs" && $APT_GET download $missing 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2) ||
 		{ echo "rootfs: apt-get download failed" >&2; exit 1; }
 fi
 
@@ -121,9 +162,7 @@ stage=$(mktemp -d "$stage_root/vmrun-rootfs.XXXXXX")
 trap 'rm -rf "$stage" "$stage.cmds" "$stage.err"' EXIT
 
 for pv in $versions; do
-	p=${pv%%=*}
-	v=$(echo "${pv#*=}" | sed 's/:/%3a/')
-	dpkg-deb -x "$(ls "$debs/${p}_${v}_"*.deb | head -n 1)" "$stage"
+	dpkg-deb -x "$(deb_of "${pv%%=*}" "${pv#*=}")" "$stage"
 done
 # Documentation and package metadata are of no use in the sandbox.
 rm -rf "$stage/usr/share/doc" "$stage/usr/share/man" "$stage/usr/share/lintian" "$stage/usr/share/info" \
@@ -165,7 +204,7 @@ mkdir -p "$stage/bin" "$stage/sbin" "$stage/usr/bin" "$stage/usr/sbin" "$stage/e
 cp "$BUSYBOX" "$stage/bin/busybox"
 # Applet links, in sorted order so the tree is built the same way each time;
 # never over a file a package installed.
-"$BUSYBOX" --list-full | sort | while read -r path; do
+"$APPLETS" --list-full | sort | while read -r path; do
 	[ "$path" = bin/busybox ] || [ "$path" = sbin/init ] && continue
 	[ -e "$stage/$path" ] || [ -L "$stage/$path" ] && continue
 	depth=$(echo "$path" | tr -cd / | wc -c)
@@ -193,7 +232,7 @@ chown 1000:1000 "$stage/home/sandbox" 2>/dev/null || true
 # the JVM writes its font cache), so that nothing it writes reaches the
 # image. The mounts live in a mount and PID namespace of their
 # own and end with it, as does any process the check leaves.
-if [ "$(id -u)" = 0 ] && [ -n "$(key check)" ]; then
+if [ "$(id -u)" = 0 ] && [ -n "$(key check)" ] && [ "$arch" = "$native" ]; then
 	unshare --mount --propagation private --pid --fork --mount-proc="$stage/proc" /bin/sh -ec '
 		mount -t tmpfs -o mode=0755,size=1m vmrun-dev "$1/dev"
 		mknod -m 0666 "$1/dev/null" c 1 3

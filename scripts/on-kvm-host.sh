@@ -43,7 +43,7 @@ if [ "$arch" = aarch64 ]; then
 	emulated_host=tests/kvmhost/run-aarch64
 	need="runs aarch64 guests"
 	if [ "$(uname -m)" = aarch64 ]; then
-		err=$(timeout 60 build/aarch64/bin/vmm --probe --kernel build/guest/aarch64/Image --memory 64 2>&1 >/dev/null)
+		err=$(timeout 60 build/aarch64/bin/vmm --probe --kernel build/aarch64/guest/Image --memory 64 2>&1 >/dev/null)
 		rc=$?
 	else
 		err="this machine is $(uname -m)"

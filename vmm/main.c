@@ -193,6 +193,11 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
+	/* Before anything is acquired: vmrun falls back to a cold boot at once. */
+	if ((cfg.snapshot_out || cfg.restore) && kvm_arch_no_snapshots) {
+		vmm_err("%s: %s", cfg.restore ? "--restore" : "--snapshot-out", kvm_arch_no_snapshots);
+		goto out;
+	}
 	uint64_t entry = 0;
 	if (cfg.restore ? acquire_restored(&vm, &cfg, &in) : acquire(&vm, &cfg, &entry))
 		goto out;

@@ -94,10 +94,6 @@ static int open_out(const char *dir, const char *name)
 int vm_snapshot_prepare(struct vm *vm, const struct vmm_config *cfg, struct snapshot_out *out)
 {
 	out->state_fd = out->mem_fd = -1;
-	if (kvm_arch_no_snapshots) {
-		vmm_err("--snapshot-out: %s", kvm_arch_no_snapshots);
-		return -1;
-	}
 	if (!vm->has_vsock) {
 		vmm_err("--snapshot-out needs --vsock-uds: the agent says it is ready over vsock");
 		return -1;
@@ -313,10 +309,6 @@ int vm_restore_load(const struct vmm_config *cfg, struct snapshot_in *in)
 	in->mem_fd = -1;
 	const char *dir = cfg->restore;
 	char err[256];
-	if (kvm_arch_no_snapshots) {
-		vmm_err("--restore: %s", kvm_arch_no_snapshots);
-		return -1;
-	}
 	if (read_state(dir, in))
 		return -1;
 	if (snap_parse(in->buf, in->len, VMM_BUILD_ID, snap_arch, &in->view, err, sizeof(err)) ||

@@ -19,7 +19,7 @@ set -u
 cd "$(dirname "$0")/../.."
 A64=build/aarch64
 VMM=$A64/bin/vmm
-IMAGE=build/guest/aarch64/Image
+IMAGE=build/aarch64/guest/Image
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pass=0
