@@ -233,7 +233,7 @@ $(A64)/tests/hello.ext4: $(A64)/tests/hello_init
 	@mke2fs -q -F -t ext4 -d $@.d $@.tmp 8M && mv $@.tmp $@ && rm -rf $@.d
 
 kernel-aarch64:
-	@./kernel-config/build-aarch64.sh $(A64)/guest/Image
+	@./kernel-config/build.sh --arch aarch64 $(A64)/guest/Image
 
 aarch64: $(A64)/bin/vmm $(A64)/bin/vmrun $(A64)/tests/vmm-forbidden $(A64)/tests/test_seccomp_filter \
 	$(A64)/tests/hello.ext4 kernel-aarch64 rootfs-aarch64

@@ -27,6 +27,13 @@
 #include "runtime.h"
 #include "session.h"
 
+/* The built kernel's name in a guest directory: the file each arch's vmm
+ * boots (x86_64 an ELF vmlinux, aarch64 an arm64 Image). */
+#if defined(__aarch64__)
+#define RUN_GUEST_KERNEL "Image"
+#else
+#define RUN_GUEST_KERNEL "vmlinux"
+#endif
 #define RUN_CONSOLE_LIMIT     "262144"   /* bytes of guest console vmm keeps */
 #define RUN_TEARDOWN_GRACE_MS 5000       /* after EXIT, how long vmm gets to reset the guest */
 #define RUN_EXTRACT_TIMEOUT_MS 30000

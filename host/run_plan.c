@@ -74,14 +74,6 @@ static int open_as_caller(const struct run_plan *plan, const char *opt, const ch
 	return fd;
 }
 
-/* The built kernel's name in the guest directory: the file each arch's
- * vmm boots (x86_64 an ELF vmlinux, aarch64 an arm64 Image). */
-#if defined(__aarch64__)
-#define GUEST_KERNEL_FILE "Image"
-#else
-#define GUEST_KERNEL_FILE "vmlinux"
-#endif
-
 /* The guest's files: --kernel and --rootfs as the caller gives them, else
  * the built ones (a --runtime's image), which the caller must be able to
  * read as well. The program manifest sits next to the root image. */
@@ -92,7 +84,7 @@ static int open_guest(struct run_plan *plan, const struct run_request *req, stru
 	snprintf(kernel, sizeof(kernel), "%s", req->kernel ? req->kernel : "");
 	snprintf(rootfs, sizeof(rootfs), "%s", req->rootfs ? req->rootfs : "");
 	if (!req->kernel)
-		snprintf(kernel, sizeof(kernel), "%.4000s/%s", req->guest_dir, GUEST_KERNEL_FILE);
+		snprintf(kernel, sizeof(kernel), "%.4000s/%s", req->guest_dir, RUN_GUEST_KERNEL);
 	if (req->runtime) {
 		if (req->rootfs)
 			return errf(err, errlen, "--runtime and --rootfs name two root images; give one");

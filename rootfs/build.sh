@@ -85,7 +85,9 @@ file -L "$BUSYBOX" 2>/dev/null | grep -q 'statically linked' ||
 APPLETS=$BUSYBOX
 if [ "$arch" != "$native" ]; then
 	bbver=$(dpkg-query -W -f='${Version}' busybox-static)
-	[ "$($APT_CACHE policy busybox-static | sed -n 's/^  Candidate: //p')" = "$bbver" ] ||
+	bb_candidate() { $APT_CACHE policy busybox-static | sed -n 's/^  Candidate: //p'; }
+	# Stale private lists may name an older version: fetch them once more.
+	[ "$(bb_candidate)" = "$bbver" ] || { apt_arm64_update && [ "$(bb_candidate)" = "$bbver" ]; } ||
 		{ echo "rootfs: Debian's $arch busybox-static is not this machine's $bbver" >&2; exit 1; }
 	bbdir=$cache/busybox-$arch-$bbver
 	if [ ! -x "$bbdir/bin/busybox" ]; then
@@ -150,10 +152,22 @@ for pv in $versions; do
 	v=${pv#*=}
 	deb_of "$p" "$v" >/dev/null || missing="$missing $pv"
 done
+download() {
+	(cd "$debs" && $APT_GET download "$@" 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2)
+	left=""
+	for pv in "$@"; do deb_of "${pv%%=*}" "${pv#*=}" >/dev/null || left="$left $pv"; done
+	[ -z "$left" ]
+}
 if [ -n "$missing" ]; then
 	echo "rootfs: downloading$missing"
-	(cd "$debs" && $APT_GET download $missing 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2) ||
-		{ echo "rootfs: apt-get download failed" >&2; exit 1; }
+	# shellcheck disable=SC2086 # a list of NAME=VERSION words
+	if ! download $missing; then
+		# The private arm64 lists are fetched once: a version they name
+		# may be gone from the archive since. This machine's own lists
+		# are apt-get update's business.
+		[ "$arch" != "$native" ] && apt_arm64_update && download $left ||
+			{ echo "rootfs: apt-get download failed for:$left" >&2; exit 1; }
+	fi
 fi
 
 stage_root=/dev/shm

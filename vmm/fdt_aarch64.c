@@ -191,14 +191,14 @@ static const char *invalid(const struct fdt_vm *vm)
 		return "vCPU count out of range";
 	if (vm->gic_version != 2 && vm->gic_version != 3)
 		return "GIC version is neither 2 nor 3";
-	if (vm->gic_version == 2 && vm->ncpus > 8)
+	if (vm->gic_version == 2 && vm->ncpus > AARCH64_GICV2_MAX_VCPUS)
 		return "GICv2 serves at most 8 vCPUs";
 	if (!vm->mem_size || vm->mem_base + vm->mem_size < vm->mem_base)
 		return "memory range is empty or wraps";
 	if (vm->nvirtio > AARCH64_VIRTIO_SLOTS)
 		return "more virtio devices than slots";
 	for (unsigned i = 0; i < vm->nvirtio; i++)
-		if (vm->virtio[i].spi >= 988)
+		if (vm->virtio[i].spi >= AARCH64_GIC_MAX_SPIS)
 			return "a virtio SPI beyond the GIC's";
 	return NULL;
 }

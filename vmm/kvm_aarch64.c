@@ -36,8 +36,6 @@ _Static_assert(VMM_MAX_CPUS <= AARCH64_MAX_VCPUS, "the GIC's redistributors cove
  * SPI here needs, rounded up to KVM's multiple of 32. */
 #define GIC_SPI_INTID(spi) (32u + (spi))
 #define GIC_NR_IRQS (((GIC_SPI_INTID(AARCH64_VIRTIO_SPI_BASE + AARCH64_VIRTIO_SLOTS) + 31u) / 32u) * 32u)
-/* GICv2 has a CPU mask of 8 bits: more vCPUs need GICv3. */
-#define GICV2_MAX_VCPUS 8u
 
 /* The id of one 64-bit core register for KVM_{GET,SET}_ONE_REG. */
 #define CORE_REG(field) \
@@ -68,9 +66,22 @@ static int gic_create(struct vm *vm, uint32_t type)
 int kvm_arch_vm_init(struct vm *vm)
 {
 	/* GICv3 where the host has it (every Graviton, any GICv3 host); a
-	 * GICv2-only host (older Cortex-A57/A72 boards) gets a GICv2. */
-	if (gic_create(vm, KVM_DEV_TYPE_ARM_VGIC_V3) < 0 && gic_create(vm, KVM_DEV_TYPE_ARM_VGIC_V2) < 0) {
-		vmm_perr("KVM_CREATE_DEVICE (GICv3, then GICv2)");
+	 * GICv2-only host (older Cortex-A57/A72 boards) gets a GICv2. KVM
+	 * says ENODEV for a type it lacks: any other failure is the one to
+	 * report. */
+	if (gic_create(vm, KVM_DEV_TYPE_ARM_VGIC_V3) < 0) {
+		int v3_errno = errno;
+		if (v3_errno != ENODEV || gic_create(vm, KVM_DEV_TYPE_ARM_VGIC_V2) < 0) {
+			if (v3_errno != ENODEV)
+				errno = v3_errno;
+			vmm_perr("KVM_CREATE_DEVICE (GICv3%s)", v3_errno == ENODEV ? ", then GICv2" : "");
+			return -1;
+		}
+	}
+	/* Creating a GICv2 capped the VM at 8 vCPUs: say so before
+	 * KVM_CREATE_VCPU fails with a bare EINVAL. */
+	if (vm->irqchip_version == 2 && vm->ncpus > AARCH64_GICV2_MAX_VCPUS) {
+		vmm_err("this host's KVM has only a GICv2, which takes at most %u vCPUs", AARCH64_GICV2_MAX_VCPUS);
 		return -1;
 	}
 	uint64_t dist = AARCH64_GIC_DIST_BASE;
@@ -95,10 +106,6 @@ int kvm_arch_vm_init(struct vm *vm)
 
 int kvm_arch_vcpus_init(struct vm *vm)
 {
-	if (vm->irqchip_version == 2 && vm->ncpus > GICV2_MAX_VCPUS) {
-		vmm_err("this host's KVM has only a GICv2, which takes at most %u vCPUs", GICV2_MAX_VCPUS);
-		return -1;
-	}
 	struct kvm_vcpu_init init;
 	if (ioctl(vm->vm_fd, KVM_ARM_PREFERRED_TARGET, &init) < 0) {
 		vmm_perr("KVM_ARM_PREFERRED_TARGET");
@@ -193,7 +200,7 @@ int kvm_arch_boot_finish(struct vm *vm, const char *cmdline)
 	void *buf = guest_mem_ptr(&vm->mem, arm64_fdt_addr(vm->mem.size), AARCH64_FDT_MAX);
 	char err[160];
 	if (!buf || fdt_aarch64_build(&fv, buf, AARCH64_FDT_MAX, err, sizeof(err)) < 0) {
-		vmm_err("device tree: %s", buf ? err : "outside guest RAM");
+		vmm_err("%s", buf ? err : "device tree: outside guest RAM");
 		return -1;
 	}
 	return 0;

@@ -48,9 +48,9 @@ int kvm_arch_vcpus_init(struct vm *vm);
  * register state. Returns 0 or -1. */
 int kvm_arch_boot_vcpu(struct vm *vm, uint64_t entry);
 
-/* Time a short ring-0 loop on the boot vCPU and report whether the host runs
- * guest kernel code in KVM's instruction emulator (*emulated, as on PVM
- * hosts) rather than in hardware; vm->probe_cycles_per_loop gets the fastest
+/* Report whether the host runs guest kernel code in KVM's instruction
+ * emulator (*emulated, as on x86 PVM hosts) rather than in hardware: x86
+ * times a short ring-0 loop on the boot vCPU (aarch64 has no such mode); vm->probe_cycles_per_loop gets the fastest
  * of up to a few rounds, as preemption only slows a round.
  * Leaves the probe page zeroed. Returns 0, or -1 after one error line when
  * the probe itself could not run. */
@@ -59,7 +59,8 @@ int kvm_arch_probe_emulation(struct vm *vm, bool *emulated);
 /* Give a restored guest back the page the probe ran in (it zeroes it). Returns 0 or -1. */
 int kvm_arch_probe_revert(struct vm *vm);
 
-/* Register the arch's legacy devices (UART, reset line) on the buses. Returns 0 or -1. */
+/* Register the arch's own devices on the buses: the UART (and on x86 the
+ * i8042 reset line). Returns 0 or -1. */
 int kvm_arch_devices_init(struct vm *vm);
 
 /* Where virtio-mmio device number i (0-based) lives: its register window

@@ -1,5 +1,6 @@
-/* Guest-physical memory layout of an aarch64 vmrun guest (the low 1 GiB
- * for devices, as QEMU's virt machine and Firecracker keep it, RAM above):
+/* Guest-physical memory layout of an aarch64 vmrun guest (the low 2 GiB
+ * for devices and RAM above, as Firecracker keeps it; the device windows
+ * are where QEMU's virt machine puts them):
  *
  *   0x08000000  GIC distributor (64 KiB), then its redistributors (GICv3:
  *               128 KiB per vCPU) or its CPU interface (GICv2: 8 KiB)
@@ -21,6 +22,10 @@
 #define AARCH64_GIC_CPU_BASE      (AARCH64_GIC_DIST_BASE + AARCH64_GIC_DIST_SIZE)   /* GICv2 */
 #define AARCH64_GIC_CPU_SIZE      0x2000ULL
 #define AARCH64_MAX_VCPUS         32u
+/* GICv2 targets CPUs by an 8-bit mask: KVM caps its VMs at 8 vCPUs. */
+#define AARCH64_GICV2_MAX_VCPUS   8u
+/* SPIs a GIC can have: INTIDs 32 to 1019. */
+#define AARCH64_GIC_MAX_SPIS      988u
 #define AARCH64_UART_BASE         0x09000000ULL
 #define AARCH64_UART_SIZE         0x1000ULL
 #define AARCH64_UART_SPI          1u
@@ -57,7 +62,7 @@ _Static_assert(AARCH64_GIC_REDIST_BASE + AARCH64_MAX_VCPUS * AARCH64_GIC_REDIST_
 _Static_assert(AARCH64_UART_BASE + AARCH64_UART_SIZE <= AARCH64_VIRTIO_MMIO_BASE, "UART overlaps virtio");
 _Static_assert(AARCH64_VIRTIO_MMIO_BASE + AARCH64_VIRTIO_SLOTS * AARCH64_VIRTIO_SLOT_SIZE <= AARCH64_RAM_BASE,
 	       "virtio windows sit below RAM");
-_Static_assert(AARCH64_VIRTIO_SPI_BASE + AARCH64_VIRTIO_SLOTS <= 988, "SPIs within the GIC's 988");
+_Static_assert(AARCH64_VIRTIO_SPI_BASE + AARCH64_VIRTIO_SLOTS <= AARCH64_GIC_MAX_SPIS, "SPIs within the GIC's");
 _Static_assert(AARCH64_UART_SPI < AARCH64_VIRTIO_SPI_BASE, "UART's SPI apart from virtio's");
 _Static_assert(AARCH64_GUEST_MEM_MIN >= 2 * AARCH64_IMAGE_ALIGN + AARCH64_FDT_MAX, "minimum guest holds an Image and the tree");
 

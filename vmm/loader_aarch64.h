@@ -34,7 +34,8 @@ struct arm64_image_plan {
 };
 
 /* Where the device tree of a guest with ram_size bytes of RAM goes: its
- * last AARCH64_FDT_MAX bytes, 2 MiB aligned since RAM's size is. */
+ * last AARCH64_FDT_MAX bytes (page aligned, as RAM's size is; booting.rst
+ * asks for 8 bytes). */
 static inline uint64_t arm64_fdt_addr(uint64_t ram_size)
 {
 	return AARCH64_RAM_BASE + ram_size - AARCH64_FDT_MAX;

@@ -1,8 +1,9 @@
 /* vmm: boot one microVM on /dev/kvm.
  *
- * main is straight-line: parse, acquire (KVM, memory, kernel, boot tables,
- * devices, vCPUs), probe the host, run until the guest or a signal stops it,
- * tear down. Every acquisition is released on the way out, whatever failed. */
+ * main is straight-line: parse, acquire (memory, devices, kernel and boot
+ * tables, then KVM, the vCPUs, the devices' KVM wiring and what the boot
+ * needs from KVM), probe the host, run until the guest or a signal stops
+ * it, tear down. Every acquisition is released on the way out, whatever failed. */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +23,8 @@
 #include "virtio_devices.h"
 #include "vm.h"
 #include "vm_snapshot.h"
+
+_Static_assert(VMM_MAX_CPUS <= VM_MAX_VCPUS, "the VM holds every vCPU --cpus allows");
 
 /* How long the vCPU threads get to leave KVM_RUN once the VM stops: a
  * kicked vCPU leaves in microseconds on hardware and in milliseconds on an
@@ -67,15 +70,16 @@ out:
 }
 
 /* The VM, its devices and vCPUs, created alike for a boot and a restore;
- * before this, guest memory is in place and (booting) the kernel and the
- * boot tables are in it. The virtio devices' irqfds come last: arm64 KVM
- * takes an irqfd only once its GIC is initialised, which needs every vCPU. */
+ * before this, guest memory is in place and (booting) the kernel and what
+ * needs no KVM of its boot tables are in it. The virtio devices' irqfds
+ * come last: arm64 KVM takes an irqfd only once its GIC is initialised,
+ * which needs every vCPU. */
 static int create_vm(struct vm *vm, const struct vmm_config *cfg)
 {
+	vm->ncpus = cfg->cpus;   /* the arch's VM-wide setup may depend on it (aarch64's GICv2) */
 	if (kvm_open(vm, cfg->kvm_fd) || kvm_create_vm(vm) || kvm_arch_vm_init(vm) || kvm_map_memory(vm) ||
 	    kvm_arch_devices_init(vm))
 		return -1;
-	vm->ncpus = cfg->cpus;
 	for (unsigned i = 0; i < vm->ncpus; i++)
 		if (kvm_create_vcpu(vm, i))
 			return -1;

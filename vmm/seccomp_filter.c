@@ -100,8 +100,8 @@ static void vcpu_rules(struct rules *r, int vm_fd, int vcpu_fd)
 	/* The program counter of a guest fault for the stop message
 	 * (guest_fault_at; the request is the arch's). */
 	ALLOW_IF(r, ioctl, ARG32(0, vcpu_fd), ARG32(1, kvm_arch_pc_ioctl));
-	/* The 8250 raises and lowers IRQ 4 from the port write or read that
-	 * changed its interrupt state, on the VM fd. */
+	/* The 8250 raises and lowers its line (x86 IRQ 4, aarch64 SPI 1) from
+	 * the register access that changed its interrupt state, on the VM fd. */
 	ALLOW_IF(r, ioctl, ARG32(0, vm_fd), ARG32(1, KVM_IRQ_LINE));
 	/* A vCPU thread ends by returning from its start routine. */
 	ALLOW(r, exit);
@@ -171,7 +171,8 @@ scmp_filter_ctx seccomp_filter_build(enum seccomp_role role, int vm_fd, int vcpu
 		errno = ENOMEM;
 		return NULL;
 	}
-	/* A call made through another ABI (x32, i386) kills too; errors of the
+	/* A call made through another ABI (x86's x32 and i386, arm64's
+	 * 32-bit compat) kills too; errors of the
 	 * load itself come back as the kernel's errno. */
 	int rc = seccomp_attr_set(r.ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	if (rc == 0)

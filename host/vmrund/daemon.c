@@ -15,6 +15,7 @@
 
 #include "errmsg.h"
 #include "keep.h"
+#include "run.h"
 #include "spool.h"
 
 int64_t vmrund_now_ms(void)
@@ -279,7 +280,7 @@ bool vmrund_ready(struct vmrund *d, char *why, size_t whylen)
 			return false;
 		}
 	char path[PATH_MAX + 32];
-	const char *images[] = { "vmlinux", "rootfs.ext4" };
+	const char *images[] = { RUN_GUEST_KERNEL, "rootfs.ext4" };
 	for (size_t i = 0; i < 2; i++) {
 		snprintf(path, sizeof(path), "%s/%s", d->guest, images[i]);
 		if (access(path, R_OK) < 0) {

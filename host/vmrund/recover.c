@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "errmsg.h"
+#include "run.h"
 #include "spool.h"
 
 #define SWEEP_GRACE_MS 15000   /* a worker left running gets this long to destroy its VM itself */
@@ -259,7 +260,7 @@ static int load_runtimes(struct vmrund *d, char *err, size_t errlen)
 static void probe_kvm(struct vmrund *d)
 {
 	char kernel[PATH_MAX + 16];
-	snprintf(kernel, sizeof(kernel), "%s/vmlinux", d->guest);
+	snprintf(kernel, sizeof(kernel), "%s/" RUN_GUEST_KERNEL, d->guest);
 	char *argv[] = { d->vmm, "--probe", "--kernel", kernel, "--memory", "32", "--console", "none", NULL };
 	char *envp[] = { NULL };
 	int p[2];

@@ -37,6 +37,8 @@ int main(void)
 	/* The kernel mounts devtmpfs only when told to; mount it ourselves. */
 	if (mount("devtmpfs", "/dev", "devtmpfs", 0, NULL) < 0 && errno != EBUSY)
 		printf("hello_init: FAIL mount /dev: %s\n", strerror(errno));
+	/* With no /sys mounted, glibc counts the CPUs this process may run
+	 * on (sched_getaffinity): every CPU the kernel brought up. */
 	printf("hello_init: running on %ld CPUs\n", sysconf(_SC_NPROCESSORS_ONLN));
 	rng();
 	fflush(stdout);

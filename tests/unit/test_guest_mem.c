@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "guest_mem.h"
+#include "layout_aarch64.h"
 #include "layout_x86_64.h"
 
 #define MIB (1ULL << 20)
@@ -83,6 +84,25 @@ static void init_exactly_gap(void **state)
 	assert_int_equal(guest_mem_low_end(&gm), MMIO_GAP_START);
 	assert_null(guest_mem_ptr(&gm, MMIO_GAP_START, 1));
 	assert_null(guest_mem_ptr(&gm, MMIO_GAP_END, 1));
+	guest_mem_release(&gm);
+}
+
+/* aarch64: devices below RAM, so a gap from 0 leaves one region, at the
+ * gap's end, and no empty one at 0 (KVM refuses an empty memory slot). */
+static void init_above_gap_from_zero(void **state)
+{
+	(void)state;
+	struct guest_mem gm;
+	assert_int_equal(guest_mem_init(&gm, 64 * MIB, 0, AARCH64_RAM_BASE), 0);
+	assert_int_equal(gm.nregions, 1);
+	assert_int_equal(gm.regions[0].gpa, AARCH64_RAM_BASE);
+	assert_int_equal(gm.regions[0].size, 64 * MIB);
+	assert_ptr_equal(gm.regions[0].hva, gm.base);
+	assert_int_equal(guest_mem_low_end(&gm), 0);
+	assert_ptr_equal(guest_mem_ptr(&gm, AARCH64_RAM_BASE, 64 * MIB), gm.base);
+	assert_null(guest_mem_ptr(&gm, 0, 1));
+	assert_null(guest_mem_ptr(&gm, AARCH64_RAM_BASE - 1, 2));
+	assert_null(guest_mem_ptr(&gm, AARCH64_RAM_BASE + 64 * MIB - 1, 2));
 	guest_mem_release(&gm);
 }
 
@@ -224,6 +244,7 @@ int main(void)
 		cmocka_unit_test(init_refused),
 		cmocka_unit_test(release_twice),
 		cmocka_unit_test(init_exactly_gap),
+		cmocka_unit_test(init_above_gap_from_zero),
 		cmocka_unit_test(init_two_regions),
 		cmocka_unit_test(ptr_bounds),
 		cmocka_unit_test(resident_counts_touched_pages),
