@@ -63,7 +63,7 @@ PAYLOAD_SRCS := $(wildcard tests/payloads/*.S)
 PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
-.PHONY: eval eval-short eval-guest vmrund-test all deps guest kernel kernel-aarch64 aarch64 vm-test-aarch64 rootfs-aarch64 rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots stress-runs \
+.PHONY: eval eval-short eval-guest vmrund-test all deps guest kernel kernel-aarch64 aarch64 vm-test-aarch64 bench-boot-aarch64 rootfs-aarch64 rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots stress-runs \
 	bench-vmm bench-boot bench-virtio bench-vmrun bench-vmrund bench-queue bench-workspace bench-net net-test clean fuzz \
 	fuzz-smoke
 
@@ -237,6 +237,14 @@ kernel-aarch64:
 
 aarch64: $(A64)/bin/vmm $(A64)/bin/vmrun $(A64)/tests/vmm-forbidden $(A64)/tests/test_seccomp_filter \
 	$(A64)/tests/hello.ext4 kernel-aarch64 rootfs-aarch64
+
+# The arm64 boot benchmark: vmm against QEMU's virt machine with KVM
+# (Debian's arm64 qemu-system-aarch64, unpacked with its libraries, nothing
+# installed), both booting the arm64 Image to its root-mount attempt on an
+# aarch64 KVM host. Printed, not asserted (BENCHMARKS.md).
+bench-boot-aarch64: $(A64)/bin/vmm kernel-aarch64
+	@./tests/bench/qemu-aarch64.sh $(A64)/qemu
+	@./scripts/on-kvm-host.sh --arch aarch64 --limit 900 bench-boot-aarch64 tests/bench/boot_aarch64.sh
 
 # The aarch64 VM tests (boots to the root-mount attempt with 1 and 2
 # vCPUs, the test guest from its disk, the seccomp filters) and the e2e
