@@ -54,16 +54,48 @@ static int map_holes_anonymous(uint8_t *p, uint64_t size, int fd)
 	return 0;
 }
 
+/* Anonymous memory of size bytes starting at a multiple of align (0: any
+ * page): over-mapped by align, the head and tail given back. */
+static void *map_anonymous(uint64_t size, uint64_t align)
+{
+	int flags = MAP_PRIVATE | MAP_NORESERVE | MAP_ANONYMOUS;
+	if (!align)
+		return mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, flags, -1, 0);
+	if (size > SIZE_MAX - align)
+		return MAP_FAILED;
+	uint8_t *r = mmap(NULL, (size_t)(size + align), PROT_READ | PROT_WRITE, flags, -1, 0);
+	if (r == MAP_FAILED)
+		return MAP_FAILED;
+	uint8_t *a = (uint8_t *)(((uintptr_t)r + align - 1) & ~(uintptr_t)(align - 1));
+	if (a > r)
+		munmap(r, (size_t)(a - r));
+	if (a + size < r + size + align)
+		munmap(a + size, (size_t)(r + size + align - (a + size)));
+	return a;
+}
+
+static int init(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint64_t gap_end, int fd, uint64_t align);
+
 int guest_mem_init(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint64_t gap_end)
 {
-	return guest_mem_init_file(gm, size, gap_start, gap_end, -1);
+	return init(gm, size, gap_start, gap_end, -1, 0);
+}
+
+int guest_mem_init_aligned(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint64_t gap_end, uint64_t align)
+{
+	return init(gm, size, gap_start, gap_end, -1, align);
 }
 
 int guest_mem_init_file(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint64_t gap_end, int fd)
 {
+	return init(gm, size, gap_start, gap_end, fd, 0);
+}
+
+static int init(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint64_t gap_end, int fd, uint64_t align)
+{
 	memset(gm, 0, sizeof(*gm));
 	long page = sysconf(_SC_PAGESIZE);
-	if (size == 0 || size % (uint64_t)page != 0 || gap_start > gap_end) {
+	if (size == 0 || size % (uint64_t)page != 0 || gap_start > gap_end || (align & (align - 1))) {
 		vmm_err("guest memory: invalid size %llu", (unsigned long long)size);
 		return -1;
 	}
@@ -75,8 +107,8 @@ int guest_mem_init_file(struct guest_mem *gm, uint64_t size, uint64_t gap_start,
 	/* NORESERVE: the guest only costs the pages it touches. PRIVATE on a
 	 * file: pages come from the page cache, shared by every VM restored
 	 * from it, and the guest's writes land in copies, never in the file. */
-	void *p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_NORESERVE | (fd < 0 ? MAP_ANONYMOUS : 0), fd, 0);
+	void *p = fd < 0 ? map_anonymous(size, align)
+			 : mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd, 0);
 	if (p == MAP_FAILED) {
 		vmm_perr("guest memory: mmap of %llu MiB", (unsigned long long)(size >> 20));
 		return -1;

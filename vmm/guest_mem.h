@@ -27,6 +27,13 @@ struct guest_mem {
  * one error line (size zero, not page-aligned, or mmap failure). */
 int guest_mem_init(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint64_t gap_end);
 
+/* guest_mem_init with the host mapping starting at a multiple of align (a
+ * power of two; 0 as guest_mem_init): KVM maps guest memory to the guest
+ * in blocks as large as the host's pages only where host and guest
+ * addresses agree modulo the block (kvm_arch_ram_align says what it
+ * was measured to be worth). */
+int guest_mem_init_aligned(struct guest_mem *gm, uint64_t size, uint64_t gap_start, uint64_t gap_end, uint64_t align);
+
 /* The same over fd's first size bytes, mapped copy-on-write (a snapshot's
  * memory file, opened read-only: it is never written); fd -1 is zeroed
  * anonymous memory. The file's holes (the guest's zero pages) are mapped

@@ -29,6 +29,11 @@ const struct kvm_cap_req kvm_arch_caps[] = {
 /* Devices below 2 GiB, RAM from there: all of RAM lies above the "gap". */
 const uint64_t kvm_arch_ram_gap_start = 0, kvm_arch_ram_gap_end = AARCH64_RAM_BASE;
 const bool kvm_arch_virtio_on_cmdline = false;
+/* 2 MiB: with the mapping unaligned, KVM mapped the guest's RAM a 4 KiB
+ * page per stage-2 fault though the host backs it with huge pages, and
+ * the guest kernel's boot to its root mount took ~830 ms of its own
+ * clock on the emulated aarch64 host against ~355 aligned (BENCHMARKS.md). */
+const uint64_t kvm_arch_ram_align = 2u << 20;
 
 _Static_assert(VMM_MAX_CPUS <= AARCH64_MAX_VCPUS, "the GIC's redistributors cover every vCPU --cpus allows");
 

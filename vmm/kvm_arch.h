@@ -18,6 +18,10 @@ extern const struct kvm_cap_req kvm_arch_caps[];
  * aarch64: devices below 2 GiB, so all RAM starts there. */
 extern const uint64_t kvm_arch_ram_gap_start, kvm_arch_ram_gap_end;
 
+/* What a booted guest's host mapping is aligned to (0: a page), so that
+ * KVM can map the guest's RAM in 2 MiB blocks (guest_mem_init_aligned). */
+extern const uint64_t kvm_arch_ram_align;
+
 /* Whether the guest learns its virtio devices from kernel parameters
  * (x86_64: virtio_mmio.device=) rather than from a device tree (aarch64,
  * where parameters would add each device a second time). */

@@ -25,6 +25,10 @@ const struct kvm_cap_req kvm_arch_caps[] = {
 
 const uint64_t kvm_arch_ram_gap_start = MMIO_GAP_START, kvm_arch_ram_gap_end = MMIO_GAP_END;
 const bool kvm_arch_virtio_on_cmdline = true;
+/* Not aligned: on the emulated x86 KVM host aligned guest memory made
+ * restores 3-4x slower (each first write to a 2 MiB page zeroes all of it
+ * under TCG; BENCHMARKS.md, session 24). */
+const uint64_t kvm_arch_ram_align = 0;
 
 _Static_assert(VMM_MAX_CPUS <= MPTABLE_MAX_CPUS, "the MP table lists every vCPU --cpus allows");
 _Static_assert(VMM_CMDLINE_MAX <= COMMAND_LINE_MAX, "every command line vmm builds fits its guest page");

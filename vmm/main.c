@@ -96,7 +96,8 @@ static int acquire(struct vm *vm, const struct vmm_config *cfg, uint64_t *entry)
 {
 	char devices[VMM_CMDLINE_MAX] = "", cmdline[VMM_CMDLINE_MAX];
 	if (console_open(&vm->console, cfg->console, cfg->console_limit) ||
-	    guest_mem_init(&vm->mem, cfg->memory_mib << 20, kvm_arch_ram_gap_start, kvm_arch_ram_gap_end) ||
+	    guest_mem_init_aligned(&vm->mem, cfg->memory_mib << 20, kvm_arch_ram_gap_start, kvm_arch_ram_gap_end,
+				   kvm_arch_ram_align) ||
 	    evl_init(&vm->evl) || virtio_devices_init(vm, cfg))
 		return -1;
 	if ((kvm_arch_virtio_on_cmdline && virtio_devices_cmdline(vm, devices, sizeof(devices))) ||

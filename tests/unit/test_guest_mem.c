@@ -106,6 +106,25 @@ static void init_above_gap_from_zero(void **state)
 	guest_mem_release(&gm);
 }
 
+/* An aligned mapping starts at a multiple of the alignment, holds the
+ * whole size, and is released whole; a non-power-of-two is refused. */
+static void init_aligned(void **state)
+{
+	(void)state;
+	struct guest_mem gm;
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(guest_mem_init_aligned(&gm, 66 * MIB + PAGE * (uint64_t)i, 0, AARCH64_RAM_BASE, 2 * MIB), 0);
+		assert_int_equal((uintptr_t)gm.base % (2 * MIB), 0);
+		uint8_t *p = guest_mem_ptr(&gm, AARCH64_RAM_BASE, gm.size);
+		assert_ptr_equal(p, gm.base);
+		p[0] = 1;
+		p[gm.size - 1] = 2;
+		guest_mem_release(&gm);
+	}
+	assert_int_equal(guest_mem_init_aligned(&gm, 64 * MIB, 0, AARCH64_RAM_BASE, 3 * MIB), -1);
+	assert_null(gm.base);
+}
+
 /* RAM beyond the gap start continues at the gap end. */
 static void init_two_regions(void **state)
 {
@@ -245,6 +264,7 @@ int main(void)
 		cmocka_unit_test(release_twice),
 		cmocka_unit_test(init_exactly_gap),
 		cmocka_unit_test(init_above_gap_from_zero),
+		cmocka_unit_test(init_aligned),
 		cmocka_unit_test(init_two_regions),
 		cmocka_unit_test(ptr_bounds),
 		cmocka_unit_test(resident_counts_touched_pages),
