@@ -6,10 +6,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The i8042 and PCI parameters are x86's: on aarch64 there is neither,
- * and a parameter the kernel does not know goes to init's environment. */
+/* The i8042, PCI and module parameters are x86's: the arm64 guest kernel
+ * knows none of them, and hands a parameter it does not know to init. */
 #if defined(__aarch64__)
-#define VMM_DEFAULT_CMDLINE "console=ttyS0 reboot=k panic=1 nomodule quiet"
+#define VMM_DEFAULT_CMDLINE "console=ttyS0 reboot=k panic=1 quiet"
 #else
 #define VMM_DEFAULT_CMDLINE                                                                   \
 	"console=ttyS0 reboot=k panic=1 pci=off nomodule i8042.noaux i8042.nomux i8042.nopnp " \
