@@ -87,7 +87,8 @@ v 0 --cold -- sh -c 'head -c 16 /dev/urandom | od -An -tx1' && first=$(cat "$tmp
 # Nothing left behind by any of the runs above.
 left=$(ls -A "$TMPDIR")
 # (busybox here has no pgrep: the command lines are read from /proc.)
-procs=$(for c in /proc/[0-9]*/cmdline; do tr '\0' ' ' <"$c" 2>/dev/null; echo; done | grep '^vmm --kvm-fd 3 ')
+# (A process may end between the glob and the read: its error is dropped.)
+procs=$(for c in /proc/[0-9]*/cmdline; do { tr '\0' ' ' <"$c"; } 2>/dev/null; echo; done | grep '^vmm --kvm-fd 3 ')
 cgroups=$(ls -d /sys/fs/cgroup/vmrun/*/ /sys/fs/cgroup/*/vmrun-*/ 2>/dev/null)
 [ -z "$left" ] && [ -z "$procs" ] && [ -z "$cgroups" ] &&
 	ok "no run directory, image, socket, cgroup or vmm process left behind" ||
