@@ -363,11 +363,18 @@ vmrund-test: all $(BUILD)/tests/test_store
 	@timeout -k 5 400 ./tests/vmrund/cluster.sh
 	@timeout -k 5 300 ./tests/vmrund/store_pg.sh $(BUILD)/tests/test_store
 
+# The test targets one after another, each one's time said in a line
+# (where make check's minutes go); the first to fail ends it.
+CHECK_TESTS := unit fuzz-smoke vmrund-test net-test rootfs-test payload-test vm-test vm-test-aarch64 eval-short
 check:
-	@start=$$(date +%s); ./scripts/deps.sh && \
-	$(MAKE) --no-print-directory all payloads guest aarch64 $(UNIT_BINS) $(FUZZ_BINS) $(VM_TEST_BINS) $(PISTON_CLIENT) && \
-	$(MAKE) --no-print-directory unit fuzz-smoke vmrund-test net-test rootfs-test payload-test vm-test vm-test-aarch64 \
-		eval-short; st=$$?; \
+	@start=$$(date +%s); st=0; ./scripts/deps.sh && \
+	$(MAKE) --no-print-directory all payloads guest aarch64 $(UNIT_BINS) $(FUZZ_BINS) $(VM_TEST_BINS) $(PISTON_CLIENT) || st=$$?; \
+	echo "check: build $$(( $$(date +%s) - start )) s, status $$st"; \
+	for t in $(CHECK_TESTS); do \
+		[ $$st -eq 0 ] || break; \
+		t0=$$(date +%s); $(MAKE) --no-print-directory $$t || st=$$?; \
+		echo "check: $$t $$(( $$(date +%s) - t0 )) s, status $$st"; \
+	done; \
 	echo "check: $$(( $$(date +%s) - start )) s in all, status $$st"; exit $$st
 
 # The corrupt-workspace case: the artifact extractor, built with the

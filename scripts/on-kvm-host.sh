@@ -37,6 +37,7 @@ done
 what=$1
 shift
 cd "$(dirname "$0")/.."
+started=$(date +%s)
 
 emulated_host=tests/kvmhost/run
 if [ "$arch" = aarch64 ]; then
@@ -81,4 +82,6 @@ else
 	st=$?
 fi
 [ $st -ne 124 ] || [ "$limit" -eq 0 ] || echo "$what: timed out after $limit s" >&2
+# Where make check's minutes go, a line per script.
+echo "$what: $(( $(date +%s) - started )) s, status $st"
 exit $st
