@@ -58,6 +58,8 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 # A unit test's own libraries, by its module's name: OpenSSL writes the
 # ClientHellos that the SNI reader's test reads.
 TEST_LIBS_tls_sni := -lssl -lcrypto
+# libarchive reads back the artifacts' tar as an independent reader.
+TEST_LIBS_tar := -larchive
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 PAYLOAD_SRCS := $(wildcard tests/payloads/*.S)
 PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
@@ -561,6 +563,11 @@ $(BUILD)/fuzz/fuzz_policy: tests/fuzz/fuzz_policy.c host/policy.c host/netpolicy
 $(BUILD)/fuzz/fuzz_netpolicy: tests/fuzz/fuzz_netpolicy.c host/netpolicy.c host/errmsg.c host/netpolicy.h host/errmsg.h
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost tests/fuzz/fuzz_netpolicy.c host/netpolicy.c host/errmsg.c -lidn2 -o $@
+
+# The artifacts' tar headers (guest-chosen names), read back by libarchive.
+$(BUILD)/fuzz/fuzz_tar: tests/fuzz/fuzz_tar.c host/vmrund/tar.c host/vmrund/tar.h host/artifacts.h
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/vmrund tests/fuzz/fuzz_tar.c host/vmrund/tar.c -ljansson -larchive -o $@
 
 # The host proxy's request heads (guest input), through http_parser.
 $(BUILD)/fuzz/fuzz_proxy_request: tests/fuzz/fuzz_proxy_request.c host/proxy_request.c host/errmsg.c \

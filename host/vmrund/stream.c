@@ -5,15 +5,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "proto.h"
 #include "spool.h"
+#include "tar.h"
 
 #define STREAM_BLOCK   65536
 #define STREAM_PING_MS 10000
@@ -200,171 +199,31 @@ enum MHD_Result stream_output(struct http_req *r, const char *id)
 
 /* ---- artifacts as a tar ------------------------------------------------- */
 
-struct tar_stream {
-	json_t *list;
-	size_t next;
-	int dirfd, fd;
-	uint64_t left;                /* data bytes of the current file to send */
-	size_t pad;                   /* zeros after it */
-	char hdr[2048];               /* a pax header when the name is long, then the ustar one */
-	size_t hoff, hlen;
-	size_t trailer;               /* zeros at the end */
-};
-
-/* width - 1 octal digits and a NUL: a value too large for them (a file
- * over 8 GiB in a 12-byte field) keeps only its low digits, which the
- * artifact caps never reach. */
-static void octal(char *field, size_t width, uint64_t v)
-{
-	field[width - 1] = '\0';
-	for (size_t i = width - 1; i-- > 0; v >>= 3)
-		field[i] = (char)('0' + (v & 7));
-}
-
-static void ustar_header(char *h, const char *name, char type, uint64_t size, int64_t mtime)
-{
-	memset(h, 0, 512);
-	size_t n = strlen(name);
-	const char *slash = n > 100 ? memchr(name + (n > 100 ? n - 100 : 0) - 1, '/', 101) : NULL;
-	if (n <= 100) {
-		memcpy(h, name, n);
-	} else if (slash && slash - name <= 155 && n - (size_t)(slash - name) - 1 <= 100) {
-		memcpy(h + 345, name, (size_t)(slash - name));
-		memcpy(h, slash + 1, n - (size_t)(slash - name) - 1);
-	} else {
-		memcpy(h, name, 100);   /* the pax header before it has the whole name */
-	}
-	octal(h + 100, 8, 0644);
-	octal(h + 108, 8, 0);
-	octal(h + 116, 8, 0);
-	octal(h + 124, 12, size);
-	octal(h + 136, 12, mtime > 0 ? (uint64_t)mtime : 0);
-	h[156] = type;
-	memcpy(h + 257, "ustar", 6);
-	memcpy(h + 263, "00", 2);
-	memset(h + 148, ' ', 8);
-	unsigned sum = 0;
-	for (int i = 0; i < 512; i++)
-		sum += (unsigned char)h[i];
-	snprintf(h + 148, 8, "%06o", sum);
-	h[155] = ' ';
-}
-
-/* The next file's headers: false at the end of the list. */
-static bool tar_next(struct tar_stream *t)
-{
-	while (t->next < json_array_size(t->list)) {
-		const char *path = json_string_value(json_object_get(json_array_get(t->list, t->next++), "path"));
-		if (!path || path[0] == '/' || strstr(path, ".."))
-			continue;
-		struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
-					.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
-		int fd = (int)syscall(SYS_openat2, t->dirfd, path, &how, sizeof(how));
-		struct stat st;
-		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-			if (fd >= 0)
-				close(fd);
-			continue;
-		}
-		size_t n = strlen(path);
-		t->hlen = 0;
-		if (n > 100) {
-			/* pax "path" record: "LEN path=NAME\n", LEN counting itself */
-			char rec[1200];
-			size_t body = n + 7, len = body + 1;
-			while (len != (size_t)snprintf(NULL, 0, "%zu", len) + body)
-				len = (size_t)snprintf(NULL, 0, "%zu", len) + body;
-			snprintf(rec, sizeof(rec), "%zu path=%s\n", len, path);
-			ustar_header(t->hdr, "././@PaxHeader", 'x', len, st.st_mtime);
-			memset(t->hdr + 512, 0, 1024);
-			memcpy(t->hdr + 512, rec, len);
-			t->hlen = 512 + ((len + 511) / 512) * 512;
-		}
-		ustar_header(t->hdr + t->hlen, path, '0', (uint64_t)st.st_size, st.st_mtime);
-		t->hlen += 512;
-		t->hoff = 0;
-		t->fd = fd;
-		t->left = (uint64_t)st.st_size;
-		t->pad = (size_t)((512 - st.st_size % 512) % 512);
-		return true;
-	}
-	return false;
-}
-
 static ssize_t tar_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	(void)pos;
-	struct tar_stream *t = cls;
-	for (;;) {
-		if (t->hoff < t->hlen) {
-			size_t n = t->hlen - t->hoff < max ? t->hlen - t->hoff : max;
-			memcpy(buf, t->hdr + t->hoff, n);
-			t->hoff += n;
-			return (ssize_t)n;
-		}
-		if (t->left) {
-			size_t want = t->left < max ? (size_t)t->left : max;
-			ssize_t n = t->fd >= 0 ? read(t->fd, buf, want) : 0;
-			if (n <= 0) {
-				/* Shorter than its header said: zeros keep the archive whole. */
-				memset(buf, 0, want);
-				n = (ssize_t)want;
-			}
-			t->left -= (uint64_t)n;
-			return n;
-		}
-		if (t->pad) {
-			size_t n = t->pad < max ? t->pad : max;
-			memset(buf, 0, n);
-			t->pad -= n;
-			return (ssize_t)n;
-		}
-		if (t->fd >= 0) {
-			close(t->fd);
-			t->fd = -1;
-		}
-		if (tar_next(t))
-			continue;
-		if (!t->trailer)
-			return MHD_CONTENT_READER_END_OF_STREAM;
-		size_t n = t->trailer < max ? t->trailer : max;
-		memset(buf, 0, n);
-		t->trailer -= n;
-		return (ssize_t)n;
-	}
+	size_t n = tar_stream_read(cls, buf, max);
+	return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
 }
 
 static void tar_free(void *cls)
 {
-	struct tar_stream *t = cls;
-	if (t->fd >= 0)
-		close(t->fd);
-	if (t->dirfd >= 0)
-		close(t->dirfd);
-	json_decref(t->list);
-	free(t);
+	tar_stream_free(cls);
 }
 
 enum MHD_Result stream_tar(struct http_req *r, const struct store_run *run, const char *dir)
 {
-	struct tar_stream *t = calloc(1, sizeof(*t));
-	json_t *res = run->result ? json_loads(run->result, 0, NULL) : NULL;
-	if (!t) {
-		json_decref(res);
-		return http_error(r, 500, 0, "out of memory");
-	}
-	t->fd = -1;
-	t->trailer = 1024;
-	t->list = json_incref(json_object_get(res, "artifacts"));
-	json_decref(res);
-	t->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (t->dirfd < 0) {
-		tar_free(t);
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dirfd < 0)
 		return http_error(r, 404, 0, "run %s kept no artifacts, or they expired", run->id);
-	}
+	json_t *res = run->result ? json_loads(run->result, 0, NULL) : NULL;
+	struct tar_stream *t = tar_stream_new(dirfd, json_object_get(res, "artifacts"));
+	json_decref(res);
+	if (!t)
+		return http_error(r, 500, 0, "out of memory");
 	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, tar_reader, t, tar_free);
 	if (!resp) {
-		tar_free(t);
+		tar_stream_free(t);
 		return MHD_NO;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-tar");

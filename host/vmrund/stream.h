@@ -13,7 +13,7 @@
  * ended before the stream began replays its result's output. */
 enum MHD_Result stream_output(struct http_req *r, const char *id);
 
-/* GET /v1/runs/ID/artifacts.tar: a POSIX ustar archive of the files the
+/* GET /v1/runs/ID/artifacts.tar: a POSIX pax archive (host/vmrund/tar.h) of the files the
  * run's result lists, read beneath dir. */
 enum MHD_Result stream_tar(struct http_req *r, const struct store_run *run, const char *dir);
 

@@ -325,6 +325,17 @@ def judge_sigkill_vmrund(c, r):
     return f"left after the kill: {left}; after the restart the run is lost: {r['message']}"
 
 
+def judge_artifact_tar_names(c, r):
+    need(r is not None and r.get("state") == "succeeded", "the run that leaves the artifacts did not succeed")
+    tar = c["facts"]["tar"]
+    escaped_if(c["facts"]["healthz"] != "200", "vmrund stopped answering after the tar was read")
+    escaped_if(tar["error"] is not None, f"the tar does not read back: {tar['error']}")
+    want = [["/".join([ch * 255] * 3 + [ch * n]), ch * 3] for ch, n in (("A", 246), ("B", 255))]
+    escaped_if(tar["members"] != want, "the tar holds other names or bytes than the guest's two files")
+    escaped_if(not tar["tail_zero"], "bytes other than the end blocks follow the last file")
+    return f"the 1014- and 1023-byte names came back whole in a {tar['tar_bytes']}-byte tar; vmrund still answers"
+
+
 def judge_load_api(c, r):
     need(r is not None and r.get("state"), "no run")
     escaped_if(r["state"] != "succeeded", f"{r['state']}: {r.get('message')}")
@@ -358,6 +369,7 @@ JUDGES = {
     "vsock_flood": judge_vsock_flood,
     "agent_impersonation": judge_agent_impersonation,
     "sigkill_vmrund": judge_sigkill_vmrund,
+    "artifact_tar_names": judge_artifact_tar_names,
 }
 
 

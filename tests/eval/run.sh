@@ -315,6 +315,41 @@ if vmrund_start; then
 	record sigkill_vmrund lifecycle recovered "SIGKILL vmrund while a run's command runs, then restart it" \
 		"{\"left_after_kill\":$(jlines "$before"),\"spool_left\":$( [ -e "$VD/lib/runs/$id" ] && echo true || echo false)}"
 
+	# The longest artifact names a guest may leave (1014 and 1023 bytes),
+	# then their tar: a 1014-byte name once sent vmrund's tar headers 512
+	# bytes past their buffer, with the guest's bytes, and the heap out to
+	# the client. Read back by Python's tarfile; vmrund must still answer.
+	code='import os
+for c, n in (("A", 246), ("B", 255)):
+    p = "artifacts/" + "/".join([c * 255] * 3 + [c * n])
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    open(p, "w").write(c * 3)'
+	t0=$(date +%s%N)
+	id=$(api POST /v1/runs "$(python3 -c 'import json, sys; print(json.dumps({"argv": ["python3", "-c", sys.argv[1]],
+		"keep_artifacts": True, "limits": {"timeout_s": 60}}))' "$code")" | run_id)
+	wait_terminal "$id" 120
+	rc=$?
+	curl -s -m 30 -o "$tmp/tar" -H "Authorization: Bearer $KEY" "$BASE/v1/runs/$id/artifacts.tar"
+	tar_facts=$(python3 - "$tmp/tar" <<'PY'
+import json, sys, tarfile
+facts = {"tar_bytes": 0, "members": None, "error": None}
+try:
+    data = open(sys.argv[1], "rb").read()
+    facts["tar_bytes"] = len(data)
+    with tarfile.open(sys.argv[1], "r:") as t:
+        facts["members"] = [[m.name, t.extractfile(m).read().decode("latin-1")] for m in t.getmembers()]
+        # what follows the last member: the two zero blocks and nothing else
+        facts["tail_zero"] = not data[t.offset:].strip(b"\0")
+except Exception as e:
+    facts["error"] = str(e)[:200]
+print(json.dumps(facts))
+PY
+)
+	healthz=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$BASE/healthz")
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	record artifact_tar_names service contained "leave artifacts with the longest names allowed (1014 and 1023 bytes, components of 255) and fetch their tar from vmrund" \
+		"{\"tar\":$tar_facts,\"healthz\":$(jstr "$healthz")}"
+
 	# Load through the API (the full profile): 4x the slots at once, each
 	# polled to its end.
 	if [ "$profile" = full ]; then

@@ -9,7 +9,11 @@ worker says what went wrong; the result says what it did. The real worker is
 tested by tests/vmrund/vm.sh. It keeps the gate too: it asks vmrund
 before the "command" starts, and only then writes its line to
 standin.log, so the cluster test can count how often each run started.
-argv ["boot", "S", ...] spends S seconds "booting" before the gate."""
+argv ["boot", "S", ...] spends S seconds "booting" before the gate.
+argv ["artifacts", PATH, TEXT, ...] leaves each TEXT at PATH under the
+run's artifacts/ when the request keeps artifacts, and lists them in the
+result as the real worker does (the guest chooses such names: the tar
+endpoint's test gives it the longest ones allowed)."""
 import json, os, select, signal, socket, struct, sys, time
 
 run_dir = sys.argv[1]
@@ -53,6 +57,7 @@ def emit(text, stream=4):
 
 t0 = time.time()
 stdout = ""
+artifacts = []
 if cancelled:
     pass
 elif argv[0] == "sleep":
@@ -63,6 +68,14 @@ elif argv[0] == "echo":
     stdout = " ".join(argv[1:]) + "\n"
     emit(stdout)
     emit("to stderr\n", 5)
+elif argv[0] == "artifacts":
+    for path, text in zip(argv[1::2], argv[2::2]):
+        if req.get("keep_artifacts"):
+            full = os.path.join(run_dir, "artifacts", path)
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(full, "w") as f:
+                f.write(text)
+        artifacts.append({"path": path, "size": len(text.encode())})
 elif argv[0] == "say":
     # what the real worker says on its stderr (worker.log), e.g. a guest
     # console's tail; vmrund relays it into its own log
@@ -75,7 +88,7 @@ result = {
     "stdout_truncated": False, "stderr_truncated": False,
     "usage": {"cpu_ms": 0, "max_rss_kib": 0},
     "durations_ms": {"prepare": 0, "boot": 0, "run": ms, "teardown": 0, "extract": 0, "total": ms},
-    "artifacts": [], "artifacts_skipped": [], "message": "stand-in worker",
+    "artifacts": artifacts, "artifacts_skipped": [], "message": "stand-in worker",
 }
 with open(os.path.join(run_dir, "result.json.tmp"), "w") as f:
     json.dump(result, f)
