@@ -565,9 +565,9 @@ $(BUILD)/fuzz/fuzz_netpolicy: tests/fuzz/fuzz_netpolicy.c host/netpolicy.c host/
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost tests/fuzz/fuzz_netpolicy.c host/netpolicy.c host/errmsg.c -lidn2 -o $@
 
 # The artifacts' tar headers (guest-chosen names), read back by libarchive.
-$(BUILD)/fuzz/fuzz_tar: tests/fuzz/fuzz_tar.c host/vmrund/tar.c host/vmrund/tar.h host/artifacts.h
+$(BUILD)/fuzz/fuzz_tar: tests/fuzz/fuzz_tar.c host/vmrund/tar.c host/utf8.c host/vmrund/tar.h host/utf8.h host/artifacts.h
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/vmrund tests/fuzz/fuzz_tar.c host/vmrund/tar.c -ljansson -larchive -o $@
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/vmrund tests/fuzz/fuzz_tar.c host/vmrund/tar.c host/utf8.c -ljansson -larchive -o $@
 
 # The host proxy's request heads (guest input), through http_parser.
 $(BUILD)/fuzz/fuzz_proxy_request: tests/fuzz/fuzz_proxy_request.c host/proxy_request.c host/errmsg.c \

@@ -21,6 +21,7 @@
 #include "artifacts_sandbox.h"
 #include "errmsg.h"
 #include "session.h"   /* vmrun's clock */
+#include "utf8.h"
 
 /* The helper lists at most this many skipped entries; the last line says
  * that later ones went unlisted. The parent accepts no more. */
@@ -253,6 +254,11 @@ static const char *bad_name(const char *name, size_t len)
 		if (c < 0x20 || c == 0x7f)
 			return "invalid name: contains a control byte";
 	}
+	/* The result lists names as JSON strings and vmrund keeps them in
+	 * text columns: a name that is not UTF-8 would be listed as another
+	 * (U+FFFD for its bytes) or refused by the store. */
+	if (!utf8_valid(name, len))
+		return "invalid name: not UTF-8";
 	return NULL;
 }
 

@@ -33,7 +33,7 @@ static enum MHD_Result execute(struct http_req *r)
 	pthread_mutex_unlock(&r->d->lock);
 	if (found != 1)
 		return http_error(r, 500, 0, "%s", found < 0 ? err : "the run vanished");
-	json_t *result = run.result ? json_loads(run.result, 0, NULL) : NULL;
+	json_t *result = spool_result_parse(run.result);
 	char path[PATH_MAX], *output[2];
 	vmrund_run_path(r->d, id, SPOOL_OUTPUT, path, sizeof(path));
 	spool_output_text(path, output);

@@ -29,7 +29,7 @@ static json_t *iso_time(int64_t ms)
 
 json_t *api_run_view(const struct store_run *run)
 {
-	json_t *o = run->result ? json_loads(run->result, 0, NULL) : NULL;
+	json_t *o = spool_result_parse(run->result);
 	if (!json_is_object(o)) {
 		json_decref(o);
 		o = json_object();
@@ -190,7 +190,7 @@ static bool kept(struct http_req *r, const struct store_run *run, char *dir, siz
 static enum MHD_Result artifact_list(struct http_req *r, const struct store_run *run)
 {
 	char dir[PATH_MAX];
-	json_t *res = run->result ? json_loads(run->result, 0, NULL) : NULL;
+	json_t *res = spool_result_parse(run->result);
 	json_t *list = json_object_get(res, "artifacts");
 	enum MHD_Result rc;
 	if (!store_state_terminal(run->state))

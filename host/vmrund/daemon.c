@@ -354,7 +354,7 @@ static void audit(struct vmrund *d, const char *id, const char *tenant, enum run
 
 void vmrund_ended(struct vmrund *d, const struct store_run *run)
 {
-	json_t *r = run->result ? json_loads(run->result, 0, NULL) : NULL;
+	json_t *r = spool_result_parse(run->result);
 	int64_t queue_ms = run->started_ms ? run->started_ms - run->created_ms : 0;
 	metrics_run_ended(&d->m, run->state, r, queue_ms);
 	audit(d, run->id, run->tenant, run->state, r, run->request, queue_ms, run->message);

@@ -249,15 +249,15 @@ static void record(struct vmrund *d, struct vmrund_active *x)
 	vmrund_run_path(d, x->id, NULL, dir, sizeof(dir));
 	vmrund_run_path(d, x->id, SPOOL_RESULT, path, sizeof(path));
 	char *text = slurp(path, 64u << 20);
-	json_t *result = text ? json_loads(text, 0, NULL) : NULL;
+	json_t *result = spool_result_parse(text);
 	bool stopped = x->cancel || x->refused;
 	enum run_state st = spool_state_of(result, stopped);
 	if (x->refused && !x->cancel)
 		snprintf(message, sizeof(message), "not started: this node no longer held the run when its VM was up");
 	else if (stopped)
 		snprintf(message, sizeof(message), "cancelled while running; the VM was destroyed");
-	else if (result)
-		snprintf(message, sizeof(message), "%s", json_string_value(json_object_get(result, "message")) ?: "");
+	else if (result)   /* cut between characters: the store's text columns take only UTF-8 */
+		store_copy_text(message, sizeof(message), json_string_value(json_object_get(result, "message")));
 	if (!result && !stopped) {
 		char line[400];
 		int status = x->status;

@@ -238,3 +238,8 @@ void spool_output_text(const char *path, char *out[2])
 	free(t.p[0]);
 	free(t.p[1]);
 }
+
+json_t *spool_result_parse(const char *text)
+{
+	return text ? json_loads(text, JSON_ALLOW_NUL, NULL) : NULL;
+}

@@ -90,6 +90,11 @@ long spool_parse(const uint8_t *buf, size_t len,
  * Pure. */
 enum run_state spool_state_of(const json_t *result, bool cancelled);
 
+/* A result's JSON text (result.json, as stored) parsed: NULL when it is
+ * not JSON. Output that held a NUL byte is "\u0000" there, which jansson
+ * takes only when told: every reader of a result parses it here. */
+json_t *spool_result_parse(const char *text);
+
 
 /* Remove the run directory dir, or when keep everything in it but output
  * and artifacts/ (then dir stays for them). No symlink is followed. 0, or

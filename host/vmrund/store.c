@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
 static const char *const state_names[RS_COUNT] = {
 	[RS_QUEUED] = "queued",       [RS_RUNNING] = "running",     [RS_SUCCEEDED] = "succeeded",
 	[RS_FAILED] = "failed",       [RS_TIMED_OUT] = "timed_out", [RS_CANCELLED] = "cancelled",
@@ -62,7 +64,8 @@ bool store_blob_name_ok(const char *name)
 {
 	if (!strcmp(name, "output"))
 		return true;
-	if (strncmp(name, "artifacts/", 10))
+	/* names are text columns: PostgreSQL refuses bytes that are not UTF-8 */
+	if (strncmp(name, "artifacts/", 10) || !utf8_valid(name, strlen(name)))
 		return false;
 	const char *p = name + 10;
 	if (!*p)

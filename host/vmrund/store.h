@@ -204,7 +204,7 @@ int store_state_parse(const char *name);
 bool store_state_terminal(enum run_state st);
 
 /* Whether name is a blob name a run may have: "output", or "artifacts/"
- * and a relative path with no empty, "." or ".." component. Pure. */
+ * and a relative path, UTF-8, with no empty, "." or ".." component. Pure. */
 bool store_blob_name_ok(const char *name);
 
 /* Copy text (NULL: "") into a fixed field of cap bytes, cut at a

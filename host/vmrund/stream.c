@@ -97,7 +97,7 @@ static bool read_more(struct out_stream *s)
 
 static void replay(struct out_stream *s, const char *result)
 {
-	json_t *r = json_loads(result, 0, NULL);
+	json_t *r = spool_result_parse(result);
 	json_t *run = json_object_get(r, "run");
 	json_t *stages[2] = { json_object_get(r, "compile"), json_is_object(run) ? run : r };
 	for (int i = 0; i < 2; i++)
@@ -216,7 +216,7 @@ enum MHD_Result stream_tar(struct http_req *r, const struct store_run *run, cons
 	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (dirfd < 0)
 		return http_error(r, 404, 0, "run %s kept no artifacts, or they expired", run->id);
-	json_t *res = run->result ? json_loads(run->result, 0, NULL) : NULL;
+	json_t *res = spool_result_parse(run->result);
 	struct tar_stream *t = tar_stream_new(dirfd, json_object_get(res, "artifacts"));
 	json_decref(res);
 	if (!t)

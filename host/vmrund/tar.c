@@ -14,6 +14,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "utf8.h"
+
 /* ustar's fields (POSIX.1-1988, pax's ustar interchange format). */
 #define USTAR_NAME     0
 #define USTAR_NAME_LEN 100
@@ -56,29 +58,6 @@ static size_t decimal_digits(size_t v)
 		d++;
 	}
 	return d;
-}
-
-/* Whether s is well-formed UTF-8 (no overlong forms, surrogates or
- * code points past U+10FFFF), as pax wants its values unless told. */
-static bool utf8_ok(const unsigned char *s, size_t n)
-{
-	for (size_t i = 0; i < n;) {
-		unsigned c = s[i];
-		size_t more = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : 4;
-		if (more == 4 || c == 0xc0 || c == 0xc1 || n - i <= more)
-			return false;   /* no such lead byte, an overlong one, or cut short */
-		unsigned cp = more ? c & (0x3f >> more) : c;
-		for (size_t k = 1; k <= more; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return false;
-			cp = cp << 6 | (s[i + k] & 0x3f);
-		}
-		if ((more == 2 && cp < 0x800) || (more == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
-		    (cp >= 0xd800 && cp <= 0xdfff))
-			return false;
-		i += more + 1;
-	}
-	return true;
 }
 
 /* "LEN KEY=VALUE\n" into out, which has room for cap bytes: the record's
@@ -150,7 +129,7 @@ size_t tar_file_header(char *out, const char *name, size_t namelen, uint64_t siz
 	 * the header's size, which is checked before out is touched. */
 	char pax[TAR_PAX_CHARSET_LEN + TAR_PAX_PATH_MAX + TAR_PAX_SIZE_MAX];
 	size_t plen = 0;
-	if (namelen > USTAR_NAME_LEN && !utf8_ok((const unsigned char *)name, namelen)) {
+	if (namelen > USTAR_NAME_LEN && !utf8_valid(name, namelen)) {
 		plen = pax_record(pax, TAR_PAX_CHARSET_LEN, "hdrcharset", "BINARY", 6);
 		if (!plen)
 			return 0;

@@ -1356,7 +1356,7 @@ static void blob_names_refused(void **state)
 	const char *bad[] = {
 		"",	       "out",	       "outputs",	 "output/x",	   "artifacts",	     "artifacts/",
 		"artifacts//a", "artifacts/./a", "artifacts/../a", "artifacts/a/..", "artifacts/a/", "/artifacts/a",
-		"../output",   "artifacts/a/../../b",
+		"../output",   "artifacts/a/../../b", "artifacts/lat\xe9", "artifacts/\xff",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err[0] = '\0';

@@ -147,6 +147,22 @@ else echo "    status $code, $(wc -c <"$tmp/out") bytes"; not_ok "artifacts.tar 
 c - "$BASE/healthz"
 expect "vmrund still answers after the longest names' tar" 200
 
+# ---- guest text that JSON and the store must carry as it is --------------------
+# A NUL byte in the output is "\u0000" in the result, which jansson took
+# only when told: the run was "failed", its result lost.
+post "$KA" '{"argv":["nul"]}' "/v1/runs?wait=10"
+expect "output with a NUL byte: the result is kept, the byte in it" 200 "j['state']=='succeeded' and j['stdout']=='a\x00b'"
+# A message of 300 two-byte characters, cut at 511 bytes mid-character,
+# was not UTF-8: the audit line lost it (and PostgreSQL refused the row).
+post "$KA" "{\"argv\":[\"message\",\"$(python3 -c 'print("\u00e9" * 300)')\"]}" "/v1/runs?wait=10"
+mid=$(field id)
+expect "a 600-byte message is cut between characters" 200 "j['message'] and set(j['message']) == {'\u00e9'} and len(j['message'].encode()) <= 511"
+python3 - "$tmp/lib/audit.jsonl" "$mid" <<'PY' && ok "the audit line keeps the cut message" || not_ok "audit line without the message"
+import json, sys
+line = [l for l in map(json.loads, open(sys.argv[1])) if l["run_id"] == sys.argv[2]]
+sys.exit(0 if line and set(line[0].get("message", "")) == {"\u00e9"} else 1)
+PY
+
 # ---- every error ------------------------------------------------------------
 post "$KA" '{"argv":' /v1/runs
 expect "malformed JSON: 400 with a message" 400 "'malformed JSON' in j['message']"

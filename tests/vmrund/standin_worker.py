@@ -76,6 +76,9 @@ elif argv[0] == "artifacts":
             with open(full, "w") as f:
                 f.write(text)
         artifacts.append({"path": path, "size": len(text.encode())})
+elif argv[0] == "nul":
+    stdout = "a\0b"
+    emit(stdout)
 elif argv[0] == "say":
     # what the real worker says on its stderr (worker.log), e.g. a guest
     # console's tail; vmrund relays it into its own log
@@ -90,6 +93,8 @@ result = {
     "durations_ms": {"prepare": 0, "boot": 0, "run": ms, "teardown": 0, "extract": 0, "total": ms},
     "artifacts": artifacts, "artifacts_skipped": [], "message": "stand-in worker",
 }
+if argv[0] == "message":
+    result["message"] = argv[1]
 with open(os.path.join(run_dir, "result.json.tmp"), "w") as f:
     json.dump(result, f)
 os.rename(os.path.join(run_dir, "result.json.tmp"), os.path.join(run_dir, "result.json"))
