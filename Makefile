@@ -564,6 +564,15 @@ $(BUILD)/fuzz/fuzz_netpolicy: tests/fuzz/fuzz_netpolicy.c host/netpolicy.c host/
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost tests/fuzz/fuzz_netpolicy.c host/netpolicy.c host/errmsg.c -lidn2 -o $@
 
+# The result object's hand-built JSON (guest text in every string), read
+# back as vmrund reads it, by jansson.
+FUZZ_RESULT_SRCS := host/result.c host/artifacts.c host/artifacts_sandbox.c host/session.c host/errmsg.c host/sysfile.c \
+	host/utf8.c host/netpolicy.c guest-agent/proto.c
+$(BUILD)/fuzz/fuzz_result: tests/fuzz/fuzz_result.c $(FUZZ_RESULT_SRCS) $(wildcard host/*.h guest-agent/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Iguest-agent tests/fuzz/fuzz_result.c $(FUZZ_RESULT_SRCS) \
+		-ljansson -lext2fs -lcom_err -lseccomp -lidn2 -o $@
+
 # The artifacts' tar headers (guest-chosen names), read back by libarchive.
 $(BUILD)/fuzz/fuzz_tar: tests/fuzz/fuzz_tar.c host/vmrund/tar.c host/utf8.c host/vmrund/tar.h host/utf8.h host/artifacts.h
 	@mkdir -p $(dir $@)
