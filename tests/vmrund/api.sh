@@ -289,5 +289,82 @@ st=$?
 [ "$st" = 0 ] && ok "SIGTERM: vmrund drains and exits 0" || not_ok "exit status $st"
 left=$(cd "$tmp/lib/runs" && find . -mindepth 2 ! -name output ! -path './*/artifacts*')
 [ -z "$left" ] && ok "run_dir keeps only ended runs' output and artifacts" || not_ok "left in run_dir: $left"
+# ---- admission by memory and disk (issue 38, finding 3) --------------------
+# A second vmrund of its own: a node with room for 2 GiB of guest memory
+# and 4 GiB of workspaces, and a tenant with ceilings per run.
+KS=key-small-0123456789abcdef
+mkdir -p "$tmp/adm"
+cat >"$tmp/adm/keys" <<KEYS
+tenant alice concurrent=4 queued=10 rate=1000 burst=1000
+tenant small concurrent=2 queued=4 rate=1000 burst=1000 max_memory_mib=512 max_disk_mib=128
+key $KA alice
+key $KS small
+KEYS
+chmod 600 "$tmp/adm/keys"
+sed -e "s|$tmp/lib|$tmp/adm|g" -e "s|$tmp/etc/keys|$tmp/adm/keys|" -e 's|^slots = .*|slots = 4|' \
+	"$tmp/etc/vmrund.conf" >"$tmp/adm/vmrund.conf"
+printf 'node_memory_mib = 2048\nnode_disk_mib = 4096\n' >>"$tmp/adm/vmrund.conf"
+"$VMRUND" --config "$tmp/adm/vmrund.conf" >>"$tmp/adm/vmrund.log" 2>&1 &
+pid=$!
+up=0
+for _ in $(seq 100); do
+	curl -fs -m 2 "$BASE/healthz" >/dev/null 2>&1 && { up=1; break; }
+	sleep 0.1
+done
+[ "$up" = 1 ] && ok "admission: vmrund starts with node_memory_mib and node_disk_mib" ||
+	{ not_ok "admission: vmrund did not start: $(tail -2 "$tmp/adm/vmrund.log")"; kill "$pid" 2>/dev/null; }
+# two runs of 1.5 GiB on a node with room for 2: one behind the other
+post "$KA" '{"argv":["sleep","1.5"],"limits":{"memory_mib":1536}}' /v1/runs
+m1=$(field id)
+post "$KA" '{"argv":["sleep","0.2"],"limits":{"memory_mib":1536}}' /v1/runs
+m2=$(field id)
+wait_state "$KA" "$m1" running succeeded
+s2=$(state_of "$KA" "$m2")
+sleep 0.5
+s2b=$(state_of "$KA" "$m2")
+wait_state "$KA" "$m2" succeeded
+python3 - "$BASE" "$KA" "$m1" "$m2" <<'PY' && [ "$s2" = queued ] && [ "$s2b" = queued ] &&
+import json, sys, urllib.request
+def get(i):
+    rq = urllib.request.Request("%s/v1/runs/%s" % (sys.argv[1], i), headers={"Authorization": "Bearer " + sys.argv[2]})
+    return json.load(urllib.request.urlopen(rq, timeout=10))
+a, b = get(sys.argv[3]), get(sys.argv[4])
+sys.exit(0 if a["state"] == b["state"] == "succeeded" and b["started_at"] >= a["finished_at"] else 1)
+PY
+	ok "admission: two runs of 1.5 GiB with room for 2 GiB: the second queued while the first ran, then ran" ||
+	not_ok "admission by memory: the second was $s2, then $s2b, while the first ran"
+# the same by disk: two workspaces of 3 GiB with room for 4
+post "$KA" '{"argv":["sleep","1.5"],"limits":{"disk_mib":3072}}' /v1/runs
+d1=$(field id)
+post "$KA" '{"argv":["sleep","0.2"],"limits":{"disk_mib":3072}}' /v1/runs
+d2=$(field id)
+wait_state "$KA" "$d1" running succeeded
+sleep 0.3
+s2=$(state_of "$KA" "$d2")
+wait_state "$KA" "$d2" succeeded && [ "$s2" = queued ] &&
+	ok "admission: two workspaces of 3 GiB with room for 4 GiB: one behind the other" ||
+	not_ok "admission by disk: the second was $s2 while the first ran"
+# a small run is not held back by nothing: it starts beside a large one
+post "$KA" '{"argv":["sleep","1"],"limits":{"memory_mib":1536}}' /v1/runs
+b1=$(field id)
+post "$KA" '{"argv":["sleep","0.1"],"limits":{"memory_mib":256}}' /v1/runs
+b2=$(field id)
+wait_state "$KA" "$b2" succeeded && [ "$(state_of "$KA" "$b1")" = running ] &&
+	ok "admission: a run that fits starts beside a large one" || not_ok "admission: a small run that fits waited"
+wait_state "$KA" "$b1" succeeded
+# larger than the node: refused at submission, nothing queued
+post "$KA" '{"argv":["echo"],"limits":{"memory_mib":3000}}' /v1/runs
+expect "admission: a run with more memory than the node has is refused with 400" 400 "'memory' in j['message'] and '2048' in j['message']"
+post "$KA" '{"argv":["echo"],"limits":{"disk_mib":5000}}' /v1/runs
+expect "admission: a run with a larger workspace than the node has is refused with 400" 400 "'disk' in j['message'] and '4096' in j['message']"
+# the tenant's ceilings (keys file: max_memory_mib, max_disk_mib)
+post "$KS" '{"argv":["echo"],"limits":{"memory_mib":1024}}' /v1/runs
+expect "admission: memory over the tenant's max_memory_mib is refused with 400" 400 "'small' in j['message'] and '512' in j['message']"
+post "$KS" '{"argv":["echo"],"limits":{"disk_mib":256}}' /v1/runs
+expect "admission: a workspace over the tenant's max_disk_mib is refused with 400" 400 "'small' in j['message'] and '128' in j['message']"
+post "$KS" '{"argv":["echo","fits"],"limits":{"memory_mib":512,"disk_mib":128}}' "/v1/runs?wait=10"
+expect "admission: a run within the tenant's ceilings runs" 200 "j['state']=='succeeded'"
+kill -TERM "$pid"
+wait "$pid" 2>/dev/null
 echo "vmrund api tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
