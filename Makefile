@@ -44,7 +44,7 @@ PROXY_LIBS := -lcares -lseccomp -lidn2 -lhttp_parser -lssl -lcrypto
 # PostgreSQL (libpq).
 VMRUND_SRCS := $(wildcard host/vmrund/*.c)
 VMRUND_LIB  := $(filter-out host/vmrund/main.c host/vmrund/worker.c,$(VMRUND_SRCS))
-VMRUND_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lpq
+VMRUND_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lpq -lcrypto
 # Per-module flags, by the source's name: libpq's header, which Debian keeps
 # in a directory of its own, for the PostgreSQL store (its two files) only.
 VMRUND_CFLAGS_store_pg := -I/usr/include/postgresql

@@ -97,6 +97,9 @@ static int apply(struct vmrund_config *c, const char *k, const char *v, char *er
 		{ "slot_memory_mib", &c->slot_memory_mib, 64, 1u << 20 },
 		{ "lease_s", &c->lease_s, 2, 3600 },
 		{ "blob_max_mib", &c->blob_max_mib, 1, 4096 },
+		/* admission by size (issue 38): 0 is "from the machine" */
+		{ "node_memory_mib", &c->node_memory_mib, 0, 1u << 30 },
+		{ "node_disk_mib", &c->node_disk_mib, 0, 1u << 30 },
 	};
 	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
 		if (strcmp(k, nums[i].key))
@@ -217,6 +220,18 @@ int config_load(struct vmrund_config *c, const char *path, bool optional, char *
 	if (config_parse(c, buf, n, why, sizeof(why)))
 		return errf(err, errlen, "%s:%s", path, why);
 	return 0;
+}
+
+void config_node_size(const struct vmrund_config *c, uint64_t mem_total_mib, uint64_t fs_free_mib,
+		      uint64_t *memory_mib, uint64_t *disk_mib)
+{
+	/* The host's own services, page cache, and each VM's vmm beyond its
+	 * guest (JAIL_MEMORY_OVERHEAD_MIB) live in the reserve. */
+	uint64_t reserve = mem_total_mib / 8 > 1024 ? mem_total_mib / 8 : 1024;
+	uint64_t mem = mem_total_mib > reserve ? mem_total_mib - reserve : 0;
+	uint64_t disk = fs_free_mib / 10 * 9;
+	*memory_mib = c->node_memory_mib ? c->node_memory_mib : mem > 256 ? mem : 256;
+	*disk_mib = c->node_disk_mib ? c->node_disk_mib : disk > 64 ? disk : 64;
 }
 
 unsigned config_slots(const struct vmrund_config *c, unsigned cpus, uint64_t mem_mib)

@@ -37,6 +37,11 @@ struct vmrund_config {
 	char node[64];                /* "" for the host's name */
 	unsigned lease_s;             /* a silent node's runs are taken back after this */
 	unsigned blob_max_mib;        /* output and artifacts kept in the store per run */
+	/* admission by size (issue 38): what this node has for its runs'
+	 * guest memory and workspaces together; 0: from the machine at start
+	 * (config_node_size) */
+	unsigned node_memory_mib;
+	unsigned node_disk_mib;
 };
 
 /* The defaults, before any file. */
@@ -54,5 +59,13 @@ int config_load(struct vmrund_config *c, const char *path, bool optional, char *
  * CPU, and no more than the memory holds at slot_memory_mib each, at
  * least 1. Pure. */
 unsigned config_slots(const struct vmrund_config *c, unsigned cpus, uint64_t mem_mib);
+
+/* The node's size for admission into *memory_mib and *disk_mib: the
+ * config's node_memory_mib and node_disk_mib, or where 0, from the
+ * machine: its memory (MiB) less a reserve for the host and the VMs' own
+ * overhead (an eighth, at least 1 GiB; at least 256 MiB left), and 90% of
+ * the free space of run_dir's file system (at least 64 MiB). Pure. */
+void config_node_size(const struct vmrund_config *c, uint64_t mem_total_mib, uint64_t fs_free_mib,
+		      uint64_t *memory_mib, uint64_t *disk_mib);
 
 #endif

@@ -88,7 +88,18 @@ struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const stru
 	char why[sizeof(((struct vmrund_answer *)0)->message)];
 	if (tenant_net_check(&d->ts.t[tenant], rq, why, sizeof(why)))
 		return answer(403, 0, "%s", why);
-	json_t *j = req_to_json(rq);
+	/* Its size, within the tenant's ceilings and this node's size: a run
+	 * that could never start is refused now rather than queued forever.
+	 * The sizes go into the stored request, so that the run gets what it
+	 * was admitted with and the claim reads them back (store.h). */
+	struct req sized = *rq;   /* a shallow copy: it owns nothing */
+	const struct runtime *rt = rq->runtime[0] ? req_runtime(d->rts, d->nrts, rq->runtime) : NULL;
+	req_size(rq, rt, &sized.memory_mib, &sized.disk_mib);
+	struct sched_size size = { sized.memory_mib, sized.disk_mib };
+	if (tenant_size_check(&d->ts.t[tenant], size.memory_mib, size.disk_mib, why, sizeof(why)) ||
+	    sched_size_check(&size, &d->size, why, sizeof(why)))
+		return answer(400, 0, "%s", why);
+	json_t *j = req_to_json(&sized);
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	if (!text)

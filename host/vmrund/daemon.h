@@ -36,6 +36,7 @@ struct vmrund_active {
 	int64_t created_ms, started_ms;
 	bool cancel;                  /* a cancel was asked: it ends cancelled */
 	bool refused;                 /* the gate said no: nothing started */
+	struct sched_size size;       /* what it takes of the node's room */
 };
 
 struct vmrund {
@@ -54,6 +55,7 @@ struct vmrund {
 	pthread_cond_t changed;       /* broadcast when a run changes state */
 	struct sched_rate rate;
 	unsigned slots;
+	struct sched_size size;       /* the node's room for runs, all of it (config_node_size) */
 	struct vmrund_active *active; /* slots of them */
 	struct metrics m;
 	FILE *audit;
@@ -85,8 +87,9 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 void vmrund_close(struct vmrund *d);
 
 /* Accept rq for tenant: admitted and queued in the store, for any node
- * to claim. 202 with its id, or 403 (a network rule beyond the tenant's
- * ceiling), 429 / 503 (Retry-After; 503 too when the store cannot be
+ * to claim. 202 with its id, or 400 (memory or workspace over the
+ * tenant's ceilings or larger than this node), 403 (a network rule beyond
+ * the tenant's ceiling), 429 / 503 (Retry-After; 503 too when the store cannot be
  * reached), or 500. */
 struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const struct req *rq, char id[SCHED_ID_MAX]);
 

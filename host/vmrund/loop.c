@@ -19,6 +19,7 @@
 
 #include "errmsg.h"
 #include "keep.h"
+#include "request.h"
 #include "spool.h"
 
 #define EXPIRE_EVERY_MS    1000    /* how often a node looks for dead nodes' runs */
@@ -30,9 +31,11 @@
  * calls between fork and exec: we are multi-threaded. */
 static pid_t spawn_worker(struct vmrund *d, const char *dir, int gate, char *err, size_t errlen)
 {
-	char log[PATH_MAX + 16], tmpdir[PATH_MAX + 16];
+	char log[PATH_MAX + 16], tmpdir[PATH_MAX + 16], lib[PATH_MAX];
 	snprintf(log, sizeof(log), "%s/" SPOOL_LOG, dir);
-	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=" SPOOL_LIB_TMP);
+	/* checked at start (vmrund_open): it fits */
+	(void)spool_lib_tmp(d->cfg.run_dir, lib, sizeof(lib));
+	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", lib);
 	char *argv[] = { d->worker, (char *)dir, d->vmm, d->guest, NULL };
 	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", tmpdir, NULL };
 	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -115,6 +118,10 @@ static void start_run(struct vmrund *d, const struct store_run *run)
 		vmrund_end_run(d, run->id, d->node, RS_FAILED, NULL, err);
 		return;
 	}
+	/* What it takes of the node's room until it ends: as admitted (the
+	 * store sized it from the same request's limits). */
+	struct sched_size size;
+	(void)req_size_json(run->request, &size.memory_mib, &size.disk_mib);
 	char pidtext[24];
 	snprintf(pidtext, sizeof(pidtext), "%d", (int)pid);
 	vmrund_run_path(d, run->id, "worker.pid", path, sizeof(path));
@@ -122,13 +129,30 @@ static void start_run(struct vmrund *d, const struct store_run *run)
 	(void)spool_write_file(path, pidtext, strlen(pidtext), false, 0600);
 	fcntl(sv[0], F_SETFL, O_NONBLOCK);
 	*x = (struct vmrund_active){ .used = true, .pid = pid, .gate_fd = sv[0], .created_ms = run->created_ms,
-				     .started_ms = run->started_ms };
+				     .started_ms = run->started_ms, .size = size };
 	snprintf(x->id, sizeof(x->id), "%s", run->id);
 	snprintf(x->tenant, sizeof(x->tenant), "%s", run->tenant);
 	pthread_cond_broadcast(&d->changed);
 }
 
-/* Claim what the free slots can take, and start it; lock held. */
+/* What the node has left for runs: its size less what every run it
+ * holds takes, until that run is recorded (its VM and workspace are gone
+ * by then). Lock held. */
+static struct sched_size room_left(const struct vmrund *d)
+{
+	struct sched_size left = d->size;
+	for (unsigned i = 0; i < d->slots; i++) {
+		const struct sched_size *s = &d->active[i].size;
+		if (!d->active[i].used)
+			continue;
+		left.memory_mib -= s->memory_mib < left.memory_mib ? s->memory_mib : left.memory_mib;
+		left.disk_mib -= s->disk_mib < left.disk_mib ? s->disk_mib : left.disk_mib;
+	}
+	return left;
+}
+
+/* Claim what the free slots and the node's room can take, and start it;
+ * lock held. */
 static void claim(struct vmrund *d)
 {
 	unsigned room = d->slots - vmrund_running_here(d);
@@ -138,7 +162,9 @@ static void claim(struct vmrund *d)
 	char err[300];
 	if (!rows)
 		return;
-	int n = d->store->ops->claim(d->store, d->node, room, &d->ts, vmrund_wall_ms(), rows, err, sizeof(err));
+	struct sched_size left = room_left(d);
+	int n = d->store->ops->claim(d->store, d->node, room, &d->ts, &left, &d->size, vmrund_wall_ms(), rows, err,
+				     sizeof(err));
 	if (n < 0)
 		vmrund_store_failed(d, "claiming runs", err);
 	else

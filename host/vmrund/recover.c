@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "errmsg.h"
@@ -102,8 +103,11 @@ static void sweep_worker(struct vmrund *d, const char *dir)
 }
 
 /* The run library's cgroup for the run, if its worker left one. */
-static void sweep_cgroup(const char *dir)
+static void sweep_cgroup(const struct vmrund *d, const char *dir)
 {
+	char lib[SPOOL_LIB_TMP_MAX + 1];
+	if (spool_lib_tmp(d->cfg.run_dir, lib, sizeof(lib)) < 0)
+		return;   /* vmrund_open refused it already */
 	char path[PATH_MAX + 16], id[40] = "";
 	snprintf(path, sizeof(path), "%s/" SPOOL_VM_ID, dir);
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -125,10 +129,10 @@ static void sweep_cgroup(const char *dir)
 	/* and the run library's own run directory, named for the same id */
 	char prefix[24];
 	snprintf(prefix, sizeof(prefix), "vmrun-%.12s-", id);
-	DIR *t = opendir(SPOOL_LIB_TMP);
+	DIR *t = opendir(lib);
 	for (struct dirent *e; t && (e = readdir(t));)
 		if (!strncmp(e->d_name, prefix, strlen(prefix))) {
-			snprintf(path, sizeof(path), SPOOL_LIB_TMP "/%s", e->d_name);
+			snprintf(path, sizeof(path), "%s/%s", lib, e->d_name);
 			spool_clean(path, false);
 		}
 	if (t)
@@ -153,7 +157,7 @@ static int recover_own(struct vmrund *d, char *err, size_t errlen)
 		char dir[PATH_MAX];
 		vmrund_run_path(d, l.id[i], NULL, dir, sizeof(dir));
 		sweep_worker(d, dir);
-		sweep_cgroup(dir);
+		sweep_cgroup(d, dir);
 		spool_clean(dir, false);
 	}
 	idlist_free(&l);
@@ -173,7 +177,9 @@ static void sweep_run_dir(struct vmrund *d)
 	if (!dir)
 		return;
 	for (struct dirent *e; (e = readdir(dir));) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+		/* the worker's TMPDIR stays; what a dead run left in it goes
+		 * with that run (sweep_cgroup) or at the run library's sweep */
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, SPOOL_LIB_TMP))
 			continue;
 		struct store_run run;
 		char err[300], path[PATH_MAX];
@@ -217,14 +223,32 @@ static unsigned host_slots(const struct vmrund_config *cfg)
 	return config_slots(cfg, cpus > 0 ? (unsigned)cpus : 1, mem_mib);
 }
 
+/* The node's room for runs (config_node_size): the machine's memory, and
+ * the free space of run_dir's file system, where the workspaces go. */
+static void node_size(struct vmrund *d)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t mem_mib = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz >> 20 : 1024;
+	struct statvfs fs;
+	uint64_t free_mib = statvfs(d->cfg.run_dir, &fs) == 0 ? (uint64_t)fs.f_bavail * fs.f_frsize >> 20 : 0;
+	config_node_size(&d->cfg, mem_mib, free_mib, &d->size.memory_mib, &d->size.disk_mib);
+	fprintf(stderr, "vmrund: room for runs: %llu MiB of guest memory%s, %llu MiB of workspaces%s\n",
+		(unsigned long long)d->size.memory_mib, d->cfg.node_memory_mib ? "" : " (from the machine)",
+		(unsigned long long)d->size.disk_mib, d->cfg.node_disk_mib ? "" : " (from run_dir's free space)");
+}
+
 static int open_files(struct vmrund *d, char *err, size_t errlen)
 {
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], lib[PATH_MAX];
 	parent_dir(d->cfg.state_db, dir, sizeof(dir));
-	const char *dirs[] = { d->cfg.run_dir, SPOOL_LIB_TMP, dir };
+	if (spool_lib_tmp(d->cfg.run_dir, lib, sizeof(lib)) < 0)
+		return errf(err, errlen, "run_dir %s: at most %d bytes, so that the run library's sockets under it fit",
+			    d->cfg.run_dir, SPOOL_LIB_TMP_MAX - (int)strlen("/" SPOOL_LIB_TMP));
+	/* The workspaces live in lib: on run_dir's disk, root's alone. */
+	const char *dirs[] = { d->cfg.run_dir, lib, dir };
 	bool pg = d->cfg.store[0] != '\0';
 	for (size_t i = 0; i < (pg ? 2 : 3); i++)
-		if (mkdirs(dirs[i], i == 1 ? 0755 : 0700) < 0)
+		if (mkdirs(dirs[i], 0700) < 0 || (i == 1 && chmod(lib, 0700) < 0))
 			return errf(err, errlen, "%s: %s", dirs[i], strerror(errno));
 	if (!(d->store = store_open(pg ? d->cfg.store : d->cfg.state_db, err, errlen)))
 		return -1;
@@ -317,6 +341,7 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 	if (load_runtimes(d, err, errlen) || open_files(d, err, errlen))
 		return -1;
 	d->slots = host_slots(cfg);
+	node_size(d);
 	if (sched_rate_init(&d->rate, &d->ts) || !(d->active = calloc(d->slots, sizeof(*d->active))) ||
 	    (d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
 		return errf(err, errlen, "out of memory");

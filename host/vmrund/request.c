@@ -5,11 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "errmsg.h"
 #include "netpolicy.h"
 #include "proto.h"
 #include "proxy_wire.h"
 #include "runtime.h"
+
+/* Admission counts what the run library and the worker will give a run. */
+_Static_assert(REQ_DEFAULT_MEMORY_MIB == RUN_DEFAULT_MEMORY_MIB, "the run library's default memory");
+_Static_assert(REQ_DEFAULT_DISK_MIB == VMRUN_DEFAULT_DISK_MIB, "the worker's default workspace");
 
 /* A run's rules all travel to its proxy, which holds no more. */
 _Static_assert(REQ_MAX_NET_RULES == PROXY_RULES_MAX, "a request's network rules must fit the proxy's");
@@ -838,6 +843,63 @@ json_t *req_to_json(const struct req *rq)
 		return NULL;
 	}
 	return o;
+}
+
+/* ---- sizes ---------------------------------------------------------------- */
+
+static bool has_alias(const char *aliases, const char *name)
+{
+	size_t len = strlen(name);
+	for (const char *a = aliases; *(a += strspn(a, " "));) {
+		size_t n = strcspn(a, " ");
+		if (n == len && !strncmp(a, name, n))
+			return true;
+		a += n;
+	}
+	return false;
+}
+
+const struct runtime *req_runtime(const struct runtime *rts, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(rts[i].name, name) || has_alias(rts[i].aliases, name))
+			return &rts[i];
+	return NULL;
+}
+
+void req_size(const struct req *rq, const struct runtime *rt, uint64_t *memory_mib, uint64_t *disk_mib)
+{
+	*disk_mib = rq->disk_mib ? rq->disk_mib : REQ_DEFAULT_DISK_MIB;
+	*memory_mib = rq->memory_mib ? rq->memory_mib : REQ_DEFAULT_MEMORY_MIB;
+	if (rq->memory_mib || !rq->source || !rt)
+		return;
+	/* run_stages_build's: each stage's limit, asked or the runtime's;
+	 * the VM gets the largest plus the slack, at least the default */
+	uint64_t run = rq->run.memory_mib ? rq->run.memory_mib : rt->run_memory_mib;
+	uint64_t compile = rq->compile.memory_mib ? rq->compile.memory_mib : rt->compile_memory_mib;
+	uint64_t stage = rt->compile[0] && compile > run ? compile : run;
+	if (stage + RUN_STAGE_MEMORY_SLACK_MIB > *memory_mib)
+		*memory_mib = stage + RUN_STAGE_MEMORY_SLACK_MIB;
+}
+
+int req_size_json(const char *text, uint64_t *memory_mib, uint64_t *disk_mib)
+{
+	json_t *o = json_loads(text, 0, NULL);
+	*memory_mib = REQ_DEFAULT_MEMORY_MIB;
+	*disk_mib = REQ_DEFAULT_DISK_MIB;
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return -1;
+	}
+	json_t *limits = json_object_get(o, "limits");
+	json_int_t m = json_integer_value(json_object_get(limits, "memory_mib"));
+	json_int_t d = json_integer_value(json_object_get(limits, "disk_mib"));
+	if (m > 0)
+		*memory_mib = (uint64_t)m;
+	if (d > 0)
+		*disk_mib = (uint64_t)d;
+	json_decref(o);
+	return 0;
 }
 
 void req_free(struct req *rq)

@@ -41,6 +41,12 @@
 
 #include <jansson.h>
 
+/* What a run takes when its request does not say: the run library's
+ * RUN_DEFAULT_MEMORY_MIB and vmrun's VMRUN_DEFAULT_DISK_MIB (asserted in
+ * request.c), for admission by size. */
+#define REQ_DEFAULT_MEMORY_MIB 256
+#define REQ_DEFAULT_DISK_MIB   64
+
 /* Caps on what one request may hold (the body's own cap is the server's). */
 #define REQ_MAX_ARGS       256
 #define REQ_MAX_ARG_LEN    4096
@@ -107,6 +113,27 @@ int req_parse_text(const char *text, size_t len, struct req *rq, char *err, size
  * memory. The caller json_decref()s it. */
 json_t *req_to_json(const struct req *rq);
 
+
+struct runtime;
+
+/* The installed runtime named name, by its name or one of its aliases,
+ * among rts[n]; NULL when none is. Pure. */
+const struct runtime *req_runtime(const struct runtime *rts, size_t n, const char *name);
+
+/* What a run of rq takes of a node, as the run library will size it:
+ * *memory_mib the VM's memory (limits.memory_mib; else in source mode the
+ * largest stage limit, the request's or rt's, plus the run library's
+ * slack, at least its default; else REQ_DEFAULT_MEMORY_MIB), *disk_mib
+ * its workspace (limits.disk_mib, else REQ_DEFAULT_DISK_MIB). rt: the
+ * runtime rq names (NULL: none). Pure. */
+void req_size(const struct req *rq, const struct runtime *rt, uint64_t *memory_mib, uint64_t *disk_mib);
+
+/* The sizes a stored request's canonical JSON text says (vmrund writes
+ * req_size's into limits at submission, so that a run gets what it was
+ * admitted with): limits.memory_mib and limits.disk_mib, each its default
+ * above when absent (a run queued by an older vmrund). 0, or -1 when text
+ * is not a JSON object. */
+int req_size_json(const char *text, uint64_t *memory_mib, uint64_t *disk_mib);
 
 /* Free what rq holds and zero it; safe on a zeroed or failed one, twice. */
 void req_free(struct req *rq);

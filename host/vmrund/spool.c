@@ -5,11 +5,26 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "proto.h"
+
+/* The run library's longest socket path under the worker's TMPDIR (its
+ * run directory, vmrun-ID12-XXXXXX, then sock/v.sock_PORT) fits sun_path
+ * with the NUL, as host/run.c requires. */
+_Static_assert(SPOOL_LIB_TMP_MAX + sizeof("/vmrun-123456789012-XXXXXX/sock/" PROTO_VSOCK_UDS "_4294967295") <
+		       sizeof(((struct sockaddr_un *)0)->sun_path),
+	       "the worker's TMPDIR leaves room for the run library's sockets");
+
+int spool_lib_tmp(const char *run_dir, char *out, size_t len)
+{
+	int n = snprintf(out, len, "%s/" SPOOL_LIB_TMP, run_dir);
+	return n < 0 || (size_t)n >= len || n > SPOOL_LIB_TMP_MAX ? -1 : 0;
+}
 
 int spool_write_file(const char *path, const void *data, size_t len, bool excl, mode_t mode)
 {

@@ -32,9 +32,14 @@
 #define SPOOL_VM_ID     "vm-id"
 #define SPOOL_LOG       "worker.log"
 /* The worker's TMPDIR, where the run library makes its own run
- * directory (vmrun-IDPREFIX-XXXXXX): short, since the vsock Unix socket's
- * path inside it must fit sun_path, and root's, mode 0755. */
-#define SPOOL_LIB_TMP   "/run/vmrun/runs"
+ * directory (vmrun-IDPREFIX-XXXXXX) with the workspace image in it:
+ * SPOOL_LIB_TMP under the config's run_dir, on disk (never a tmpfs such
+ * as /run, whose pages a workspace would pin in memory), root's, mode
+ * 0700. At most SPOOL_LIB_TMP_MAX bytes, since the vsock Unix sockets'
+ * paths inside it (DIR/vmrun-ID12-XXXXXX/sock/v.sock_PORT) must fit
+ * sun_path. */
+#define SPOOL_LIB_TMP     "vm"
+#define SPOOL_LIB_TMP_MAX 56
 #define SPOOL_FILES     "files"
 #define SPOOL_ARTIFACTS "artifacts"
 
@@ -61,6 +66,10 @@ struct spool_record {
 _Static_assert(sizeof(struct spool_record) == 8, "the output file's record header is 8 bytes");
 
 #define SPOOL_RECORD_MAX (1u << 20)   /* data bytes in one record at most */
+
+/* The worker's TMPDIR for run_dir into out: 0, or -1 when the path is
+ * longer than SPOOL_LIB_TMP_MAX. Pure. */
+int spool_lib_tmp(const char *run_dir, char *out, size_t len);
 
 /* Append one record to fd (O_APPEND) in one write, so that a reader never
  * sees half a header. 0, or -1 with errno. */

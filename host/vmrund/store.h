@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "scheduler.h"
 #include "tenants.h"
 
 enum run_state {
@@ -89,9 +90,14 @@ struct store_ops {
 	/* Claim up to n queued runs for node: sched_choose over every
 	 * tenant of ts (counts of the whole store), each tenant's oldest
 	 * first; they become running, held by node, started_ms now_ms. Runs
-	 * of tenants not in ts are never claimed. out[0..n) receives the
-	 * claimed rows (free each). Returns how many, or -1. */
-	int (*claim)(struct store *s, const char *node, unsigned n, const struct tenants *ts, int64_t now_ms,
+	 * of tenants not in ts are never claimed. With room (NULL: slots
+	 * alone), what node has left, and size, all it has: the runs chosen
+	 * fit room by their requests' limits.memory_mib and limits.disk_mib
+	 * (req_size_json's defaults where absent), read in the same
+	 * transaction. out[0..n) receives the claimed rows (free each).
+	 * Returns how many, or -1. */
+	int (*claim)(struct store *s, const char *node, unsigned n, const struct tenants *ts,
+		     const struct sched_size *room, const struct sched_size *size, int64_t now_ms,
 		     struct store_run *out, char *err, size_t errlen);
 	/* node is about to start run id's command: records command_ms. 1 when
 	 * it may (the run is running, held by node, no cancel asked), 0 when

@@ -103,13 +103,59 @@ static int by_seq(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* The sizes of the oldest queued runs of each tenant that the choice may
+ * look at (sched_want), into one array *out that the stats point into
+ * (free it). Locked as the claim's own pick locks them, skipping rows a
+ * cancel holds, so that the runs sized are the runs then taken. */
+static int pg_sizes(struct store_pg *s, const struct tenants *ts, struct sched_stat *st, unsigned n,
+		    struct sched_size **out, char *err, size_t errlen)
+{
+	size_t total = 0;
+	for (size_t i = 0; i < ts->n; i++)
+		total += sched_want(&st[i], n);
+	struct sched_size *sz = *out = calloc(total ? total : 1, sizeof(*sz));
+	if (!sz)
+		return errf(err, errlen, "store: out of memory claiming runs");
+	char mem[24], disk[24];
+	snprintf(mem, sizeof(mem), "%d", REQ_DEFAULT_MEMORY_MIB);
+	snprintf(disk, sizeof(disk), "%d", REQ_DEFAULT_DISK_MIB);
+	for (size_t i = 0; i < ts->n; i++) {
+		unsigned want = sched_want(&st[i], n);
+		st[i].next = sz;
+		st[i].nnext = 0;
+		if (!want)
+			continue;
+		char limit[16];
+		snprintf(limit, sizeof(limit), "%u", want);
+		const char *const v[] = { ts->t[i].name, limit, mem, disk };
+		PGresult *res = pg_exec_sql(s, "sizing queued runs",
+					    "SELECT coalesce((request::json #>> '{limits,memory_mib}')::bigint, $3::bigint),"
+					    " coalesce((request::json #>> '{limits,disk_mib}')::bigint, $4::bigint)"
+					    " FROM runs WHERE state = 'queued' AND tenant = $1 ORDER BY seq LIMIT $2"
+					    " FOR UPDATE SKIP LOCKED",
+					    4, v, err, errlen);
+		if (!res)
+			return -1;
+		for (int r = 0; r < PQntuples(res) && st[i].nnext < want; r++) {
+			int64_t m = pg_get_i64(res, r, 0), d = pg_get_i64(res, r, 1);
+			if (m <= 0 || d <= 0)
+				break;   /* not a size: the run is not started here */
+			sz[st[i].nnext++] = (struct sched_size){ (uint64_t)m, (uint64_t)d };
+		}
+		PQclear(res);
+		sz += st[i].nnext;
+	}
+	return 0;
+}
+
 /* Claims serialize on LOCK_CLAIM across every node: the counts the
  * choice is made over are read after the lock, so no two nodes both see
  * a tenant one under its concurrency and both start a run of it; a
  * tenant's concurrency holds for the whole cluster. Claims are short (a
  * few statements), so the lock is too. */
-static int pg_claim(struct store *base, const char *node, unsigned n, const struct tenants *ts, int64_t now_ms,
-		    struct store_run *out, char *err, size_t errlen)
+static int pg_claim(struct store *base, const char *node, unsigned n, const struct tenants *ts,
+		    const struct sched_size *room, const struct sched_size *size, int64_t now_ms, struct store_run *out,
+		    char *err, size_t errlen)
 {
 	struct store_pg *s = backend(base);
 	if (n == 0 || ts->n == 0)
@@ -118,6 +164,7 @@ static int pg_claim(struct store *base, const char *node, unsigned n, const stru
 		n = INT_MAX;
 	struct sched_stat *st = calloc(ts->n, sizeof(*st));
 	unsigned *picks = calloc(ts->n, sizeof(*picks));
+	struct sched_size *sizes = NULL;
 	if (!st || !picks) {
 		free(st);
 		free(picks);
@@ -150,7 +197,9 @@ static int pg_claim(struct store *base, const char *node, unsigned n, const stru
 		st[t].last_start_ms = pg_get_i64(res, r, 3);
 	}
 	PQclear(res);
-	sched_choose(st, ts->n, n, picks);
+	if (room && pg_sizes(s, ts, st, n, &sizes, err, errlen) < 0)
+		goto out;
+	sched_choose(st, ts->n, n, room, size, picks);
 	char started[24];
 	fmt_i64(started, sizeof(started), now_ms);
 	for (size_t i = 0; i < ts->n; i++) {
@@ -194,6 +243,7 @@ out:
 	}
 	free(st);
 	free(picks);
+	free(sizes);
 	return rc;
 }
 

@@ -29,6 +29,7 @@ enum stmt_id {
 	ST_GET,
 	ST_STAT,
 	ST_TAKE,
+	ST_SIZES,
 	ST_COMMAND,
 	ST_FINISH,
 	ST_PEEK,
@@ -62,6 +63,12 @@ static const char *const stmt_sql[ST_N] = {
 	[ST_TAKE] = "UPDATE runs SET state = 'running', node = ?2, started_ms = ?3"
 		    " WHERE seq IN (SELECT seq FROM runs WHERE state = 'queued' AND tenant = ?1 ORDER BY seq LIMIT ?4)"
 		    " RETURNING " STORE_COLS,
+	/* A tenant's oldest queued runs' sizes, as their canonical requests
+	 * pin them (request.h's req_size_json, defaults ?3 and ?4), in the
+	 * order ST_TAKE takes them. */
+	[ST_SIZES] = "SELECT coalesce(json_extract(request, '$.limits.memory_mib'), ?3),"
+		     " coalesce(json_extract(request, '$.limits.disk_mib'), ?4)"
+		     " FROM runs WHERE state = 'queued' AND tenant = ?1 ORDER BY seq LIMIT ?2",
 	/* A second call keeps the first time: the command may have had
 	 * effects since then. */
 	[ST_COMMAND] = "UPDATE runs SET command_ms = coalesce(command_ms, ?3)"
@@ -317,6 +324,47 @@ static int read_stats(struct store_sqlite *s, const struct tenants *ts, struct s
 	return 0;
 }
 
+/* The sizes of the oldest queued runs of each tenant that the choice may
+ * look at (sched_want), into one array *out that the stats point into
+ * (free it). */
+static int read_sizes(struct store_sqlite *s, const struct tenants *ts, struct sched_stat *stat, unsigned n,
+		      struct sched_size **out, char *err, size_t errlen)
+{
+	size_t total = 0;
+	for (size_t i = 0; i < ts->n; i++)
+		total += sched_want(&stat[i], n);
+	struct sched_size *sz = *out = calloc(total ? total : 1, sizeof(*sz));
+	if (!sz)
+		return errf(err, errlen, "state db: out of memory claiming runs");
+	sqlite3_stmt *st = s->stmt[ST_SIZES];
+	for (size_t i = 0; i < ts->n; i++) {
+		unsigned want = sched_want(&stat[i], n);
+		stat[i].next = sz;
+		stat[i].nnext = 0;
+		if (!want)
+			continue;
+		if (bind_text(st, 1, ts->t[i].name) || sqlite3_bind_int64(st, 2, want) ||
+		    sqlite3_bind_int64(st, 3, REQ_DEFAULT_MEMORY_MIB) || sqlite3_bind_int64(st, 4, REQ_DEFAULT_DISK_MIB))
+			return bind_err(s, st, err, errlen);
+		int rc;
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW && stat[i].nnext < want) {
+			sqlite3_int64 m = sqlite3_column_int64(st, 0), d = sqlite3_column_int64(st, 1);
+			/* not a positive number: the run is not started here */
+			if (m <= 0 || d <= 0)
+				break;
+			sz[stat[i].nnext++] = (struct sched_size){ (uint64_t)m, (uint64_t)d };
+		}
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+			db_err(s, err, errlen);
+			release(st);
+			return -1;
+		}
+		release(st);
+		sz += stat[i].nnext;
+	}
+	return 0;
+}
+
 /* Tenant's oldest k queued runs -> running, held by node, appended to
  * out[*got..]. */
 static int take(struct store_sqlite *s, const char *tenant, unsigned k, const char *node, int64_t now_ms,
@@ -349,8 +397,9 @@ static int by_seq(const void *a, const void *b)
 	return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-static int sq_claim(struct store *base, const char *node, unsigned n, const struct tenants *ts, int64_t now_ms,
-		    struct store_run *out, char *err, size_t errlen)
+static int sq_claim(struct store *base, const char *node, unsigned n, const struct tenants *ts,
+		    const struct sched_size *room, const struct sched_size *size, int64_t now_ms, struct store_run *out,
+		    char *err, size_t errlen)
 {
 	struct store_sqlite *s = backend(base);
 	if (node_ok(node, err, errlen) < 0)
@@ -359,6 +408,7 @@ static int sq_claim(struct store *base, const char *node, unsigned n, const stru
 		return 0;
 	struct sched_stat *stat = calloc(ts->n, sizeof(*stat));
 	unsigned *picks = calloc(ts->n, sizeof(*picks));
+	struct sched_size *sizes = NULL;
 	unsigned got = 0;
 	int rc = -1;
 	if (!stat || !picks) {
@@ -369,7 +419,9 @@ static int sq_claim(struct store *base, const char *node, unsigned n, const stru
 		goto out;
 	if (read_stats(s, ts, stat, err, errlen) < 0)
 		goto out;
-	sched_choose(stat, ts->n, n, picks);
+	if (room && read_sizes(s, ts, stat, n, &sizes, err, errlen) < 0)
+		goto out;
+	sched_choose(stat, ts->n, n, room, size, picks);
 	for (size_t i = 0; i < ts->n; i++)
 		if (picks[i] && take(s, ts->t[i].name, picks[i], node, now_ms, out, &got, n, err, errlen) < 0)
 			goto out;
@@ -386,6 +438,7 @@ out:
 	}
 	free(stat);
 	free(picks);
+	free(sizes);
 	return rc;
 }
 

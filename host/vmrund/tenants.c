@@ -8,6 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
 #include "errmsg.h"
 #include "request.h"
 
@@ -115,10 +118,14 @@ static int tenant_option(struct tenant *t, char *opt, unsigned *seen, char *err,
 		t->rate = v;
 	else if (kl == 5 && !strncmp(opt, "burst", kl) && v >= 1)
 		t->burst = v;
+	else if (kl == 14 && !strncmp(opt, "max_memory_mib", kl) && whole)
+		t->max_memory_mib = (uint64_t)v;
+	else if (kl == 12 && !strncmp(opt, "max_disk_mib", kl) && whole)
+		t->max_disk_mib = (uint64_t)v;
 	else
 		return errf(err, errlen,
-			    "unknown or out-of-range option \"%.64s\" (concurrent>=1, queued, rate>0, burst>=1, net, "
-			    "net_addr)",
+			    "unknown or out-of-range option \"%.64s\" (concurrent>=1, queued, rate>0, burst>=1, "
+			    "max_memory_mib, max_disk_mib, net, net_addr)",
 			    opt);
 	return 0;
 }
@@ -160,7 +167,7 @@ static int parse_key(struct tenants *ts, char *rest, char *err, size_t errlen)
 		return errf(err, errlen, "key: given twice");
 	if (ts->nkeys == TENANT_KEYS_MAX)
 		return errf(err, errlen, "more than %d keys", TENANT_KEYS_MAX);
-	snprintf(ts->keys[ts->nkeys].key, sizeof(ts->keys[0].key), "%s", key);
+	SHA256((const unsigned char *)key, strlen(key), ts->keys[ts->nkeys].digest);
 	ts->keys[ts->nkeys++].tenant = (unsigned)t;
 	return 0;
 }
@@ -247,20 +254,17 @@ out:
 }
 
 /* Equal in time that depends on the lengths only. */
-static bool same_key(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	unsigned char d = la != lb;
-	for (size_t i = 0; i < la && i < lb; i++)
-		d |= (unsigned char)(a[i] ^ b[i]);
-	return d == 0;
-}
+_Static_assert(TENANT_DIGEST_LEN == SHA256_DIGEST_LENGTH, "a key's digest is SHA-256's");
 
 int tenants_by_key(const struct tenants *ts, const char *key)
 {
+	/* Digests of one length: the compare's time says nothing of a stored
+	 * key's length or content, and every stored key is compared. */
+	unsigned char d[TENANT_DIGEST_LEN];
+	SHA256((const unsigned char *)key, strlen(key), d);
 	int found = -1;
 	for (size_t i = 0; i < ts->nkeys; i++)
-		if (same_key(ts->keys[i].key, key) && found < 0)
+		if (!CRYPTO_memcmp(ts->keys[i].digest, d, sizeof(d)) && found < 0)
 			found = (int)ts->keys[i].tenant;
 	return found;
 }
@@ -297,6 +301,17 @@ int tenant_net_check(const struct tenant *t, const struct req *rq, char *err, si
 	if (check_rules(t, rq->allow_net, rq->nallow_net, false, err, errlen))
 		return -1;
 	return check_rules(t, rq->allow_net_addr, rq->nallow_net_addr, true, err, errlen);
+}
+
+int tenant_size_check(const struct tenant *t, uint64_t memory_mib, uint64_t disk_mib, char *err, size_t errlen)
+{
+	if (t->max_memory_mib && memory_mib > t->max_memory_mib)
+		return errf(err, errlen, "limits.memory_mib: %llu MiB is over tenant %s's ceiling of %llu MiB (max_memory_mib)",
+			    (unsigned long long)memory_mib, t->name, (unsigned long long)t->max_memory_mib);
+	if (t->max_disk_mib && disk_mib > t->max_disk_mib)
+		return errf(err, errlen, "limits.disk_mib: %llu MiB is over tenant %s's ceiling of %llu MiB (max_disk_mib)",
+			    (unsigned long long)disk_mib, t->name, (unsigned long long)t->max_disk_mib);
+	return 0;
 }
 
 void tenants_free(struct tenants *ts)

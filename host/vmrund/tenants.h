@@ -2,15 +2,19 @@
  * /etc/vmrun/keys by default), that nobody but root may write:
  *
  *   # a tenant, then the keys that act as it
- *   tenant alice concurrent=4 queued=32 rate=10 burst=20
+ *   tenant alice concurrent=4 queued=32 rate=10 burst=20 max_memory_mib=2048 max_disk_mib=1024
  *   tenant bob net=*.pypi.org,files.pythonhosted.org:443 net_addr=10.1.2.0/24:3128
  *   key 6f1c...e2 alice
  *
  * concurrent: runs at once; queued: runs waiting beyond those; rate and
  * burst: requests per second, as a token bucket (every request that
  * carries the key counts, reads too; one bucket for all the nodes that
- * share a PostgreSQL store, store.h's rate). A key is 16 to 128 characters of
- * [A-Za-z0-9._-]; the file names every tenant before its keys.
+ * share a PostgreSQL store, store.h's rate). max_memory_mib and
+ * max_disk_mib: the most guest memory and workspace one run of the tenant
+ * may ask for (0, the default: no ceiling of the tenant's own; the node's
+ * size and the system policy's still bound it). A key is 16 to 128
+ * characters of [A-Za-z0-9._-]; the file names every tenant before its
+ * keys, and only the keys' SHA-256 digests are kept once it is read.
  *
  * The network ceiling: what a run's "network" (request.h) may allow.
  *   net=none                  the default: the tenant's runs get no network
@@ -39,18 +43,22 @@ struct req;
 #define TENANTS_MAX     1024
 #define TENANT_KEYS_MAX 4096
 #define TENANT_NET_RULES_MAX 16   /* net= rules, and net_addr= rules, each */
+#define TENANT_DIGEST_LEN 32      /* SHA-256 */
 
 struct tenant {
 	char name[TENANT_NAME_MAX];
 	unsigned concurrent, queued;
 	double rate, burst;
+	uint64_t max_memory_mib, max_disk_mib;   /* per run; 0: none of the tenant's own */
 	bool net_any;                 /* net=any */
 	struct net_rule *net;         /* net= and net_addr= rules (malloc'd; NULL: none) */
 	unsigned nnet;
 };
 
+/* A key as its digest: the same length whatever the key's, so that
+ * comparing one takes the same time for every stored key. */
 struct tenant_key {
-	char key[TENANT_KEY_MAX + 1];
+	unsigned char digest[TENANT_DIGEST_LEN];
 	unsigned tenant;              /* index into tenants */
 };
 
@@ -69,8 +77,10 @@ int tenants_parse(struct tenants *ts, const char *text, size_t len, char *err, s
  * writable by root alone (like root's policy file), and parse it. */
 int tenants_load(struct tenants *ts, const char *path, char *err, size_t errlen);
 
-/* The tenant a key acts as: its index, or -1. Compares in time that does
- * not depend on where a wrong key first differs. */
+/* The tenant a key acts as: its index, or -1. Compares the key's
+ * SHA-256 digest with every stored one in full (CRYPTO_memcmp), so the
+ * time depends on neither where a wrong key first differs nor any stored
+ * key's length. */
 int tenants_by_key(const struct tenants *ts, const char *key);
 
 /* The tenant with this name: its index, or -1. */
@@ -80,6 +90,12 @@ int tenants_by_name(const struct tenants *ts, const char *name);
  * the first that is not in err ("network.allow[0]: beyond tenant alice's
  * network ceiling"). A request without rules always passes. Pure. */
 int tenant_net_check(const struct tenant *t, const struct req *rq, char *err, size_t errlen);
+
+/* Whether a run of memory_mib guest memory and a workspace of disk_mib
+ * (both as the run will get them, defaults applied) is within t's
+ * ceilings: 0, or -1 with the reason in err ("limits.memory_mib: 3000 MiB
+ * is over tenant alice's ceiling of 2048 MiB (max_memory_mib)"). Pure. */
+int tenant_size_check(const struct tenant *t, uint64_t memory_mib, uint64_t disk_mib, char *err, size_t errlen);
 
 /* Free and zero; safe twice. */
 void tenants_free(struct tenants *ts);

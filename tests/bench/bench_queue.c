@@ -74,7 +74,7 @@ static void *node_main(void *arg)
 	}
 	for (unsigned idle = 0; idle < 3;) {
 		double t0 = now_ms();
-		int n = s->ops->claim(s, nd->name, nd->slots, nd->ts, wall_ms(), rows, err, sizeof(err));
+		int n = s->ops->claim(s, nd->name, nd->slots, nd->ts, NULL, NULL, wall_ms(), rows, err, sizeof(err));
 		double t1 = now_ms();
 		if (n < 0) {
 			fprintf(stderr, "bench_queue: claim: %s\n", err);

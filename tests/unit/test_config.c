@@ -391,6 +391,43 @@ static void slots(void **state)
 	assert_int_equal(config_slots(&c, 4096, UINT64_MAX), 4096);
 }
 
+/* Admission by size (issue 38): node_memory_mib and node_disk_mib, and
+ * the node's size from the machine where they are 0. */
+static void node_size(void **state)
+{
+	(void)state;
+	struct vmrund_config c;
+	uint64_t mem, disk;
+	assert_int_equal(parse(&c, ""), 0);
+	assert_int_equal(c.node_memory_mib, 0);
+	assert_int_equal(c.node_disk_mib, 0);
+	assert_int_equal(parse(&c, "node_memory_mib = 2048\nnode_disk_mib = 4096\n"), 0);
+	assert_int_equal(c.node_memory_mib, 2048);
+	assert_int_equal(c.node_disk_mib, 4096);
+	config_node_size(&c, 65536, 100000, &mem, &disk);
+	assert_int_equal(mem, 2048);   /* as configured, whatever the machine */
+	assert_int_equal(disk, 4096);
+	assert_int_equal(parse(&c, "node_memory_mib = 1073741824\nnode_disk_mib = 0\n"), 0);
+	refused("node_memory_mib = 1073741825", "node_memory_mib: a whole number from 0 to 1073741824");
+	refused("node_disk_mib = -1", "node_disk_mib: a whole number from 0 to 1073741824");
+	refused("node_disk_mib = 1.5", "node_disk_mib: a whole number");
+	/* from the machine: an eighth of its memory kept back, at least 1 GiB */
+	config_defaults(&c);
+	config_node_size(&c, 65536, 100000, &mem, &disk);
+	assert_int_equal(mem, 65536 - 8192);
+	assert_int_equal(disk, 90000);   /* 90% of run_dir's free space */
+	config_node_size(&c, 4096, 1000, &mem, &disk);
+	assert_int_equal(mem, 3072);
+	assert_int_equal(disk, 900);
+	/* a small machine: still room for one run of the defaults */
+	config_node_size(&c, 1024, 10, &mem, &disk);
+	assert_int_equal(mem, 256);
+	assert_int_equal(disk, 64);
+	config_node_size(&c, 0, 0, &mem, &disk);
+	assert_int_equal(mem, 256);
+	assert_int_equal(disk, 64);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -403,6 +440,7 @@ int main(void)
 		cmocka_unit_test(layout_and_errors),
 		cmocka_unit_test(load),
 		cmocka_unit_test(slots),
+		cmocka_unit_test(node_size),
 	};
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

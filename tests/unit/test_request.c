@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "request.h"
+#include "runtime.h"
 
 static char err[512];
 
@@ -495,13 +496,73 @@ static void network(void **state)
 		"network.allow_addr[0]: ");
 }
 
+/* What a run takes of a node (admission, issue 38): the limits asked, the
+ * run library's defaults, and in source mode its derivation from the
+ * runtime's stages; and those sizes read back from the stored JSON. */
+static void sizes(void **state)
+{
+	(void)state;
+	struct req rq;
+	uint64_t mem, disk;
+	struct runtime rts[2] = { { .name = "c", .aliases = "gcc  cc", .compile = "gcc {files}", .run = "./a.out",
+				    .run_memory_mib = 128, .compile_memory_mib = 900 },
+				  { .name = "python", .aliases = "py", .run = "python3 {file}", .run_memory_mib = 300 } };
+	assert_ptr_equal(req_runtime(rts, 2, "c"), &rts[0]);
+	assert_ptr_equal(req_runtime(rts, 2, "cc"), &rts[0]);
+	assert_ptr_equal(req_runtime(rts, 2, "py"), &rts[1]);
+	assert_null(req_runtime(rts, 2, "p"));
+	assert_null(req_runtime(rts, 2, "gcc cc"));
+	assert_null(req_runtime(rts, 0, "c"));
+	/* argv mode: the limits, else the defaults */
+	assert_int_equal(parse("{\"argv\": [\"x\"]}", &rq), 0);
+	req_size(&rq, NULL, &mem, &disk);
+	assert_int_equal(mem, REQ_DEFAULT_MEMORY_MIB);
+	assert_int_equal(disk, REQ_DEFAULT_DISK_MIB);
+	req_free(&rq);
+	assert_int_equal(parse("{\"argv\": [\"x\"], \"limits\": {\"memory_mib\": 1536, \"disk_mib\": 3072}}", &rq), 0);
+	req_size(&rq, &rts[0], &mem, &disk);
+	assert_int_equal(mem, 1536);
+	assert_int_equal(disk, 3072);
+	/* a size written back into the canonical JSON reads back */
+	rq.memory_mib = 1537;
+	json_t *j = req_to_json(&rq);
+	char *text = json_dumps(j, JSON_COMPACT);
+	assert_int_equal(req_size_json(text, &mem, &disk), 0);
+	assert_int_equal(mem, 1537);
+	assert_int_equal(disk, 3072);
+	free(text);
+	json_decref(j);
+	req_free(&rq);
+	/* source mode: the largest stage (compile's 900) plus the slack */
+	const char *src = "{\"runtime\": \"c\", \"files\": [{\"name\": \"a.c\", \"content\": \"\"}]}";
+	assert_int_equal(parse(src, &rq), 0);
+	req_size(&rq, &rts[0], &mem, &disk);
+	assert_int_equal(mem, 900 + 64);
+	assert_int_equal(disk, REQ_DEFAULT_DISK_MIB);
+	/* a runtime without a compile stage: its compile memory does not count */
+	rts[0].compile[0] = '\0';
+	req_size(&rq, &rts[0], &mem, &disk);
+	assert_int_equal(mem, REQ_DEFAULT_MEMORY_MIB);   /* 128 + 64 is under the default */
+	rq.run.memory_mib = 1000;
+	req_size(&rq, &rts[0], &mem, &disk);
+	assert_int_equal(mem, 1064);
+	req_free(&rq);
+	/* stored JSON without limits (queued by an older vmrund): the
+	 * defaults; not an object: -1 */
+	assert_int_equal(req_size_json("{\"argv\":[\"x\"]}", &mem, &disk), 0);
+	assert_int_equal(mem, REQ_DEFAULT_MEMORY_MIB);
+	assert_int_equal(disk, REQ_DEFAULT_DISK_MIB);
+	assert_int_equal(req_size_json("[1]", &mem, &disk), -1);
+	assert_int_equal(req_size_json("{", &mem, &disk), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(argv_mode),     cmocka_unit_test(source_mode),   cmocka_unit_test(refuses_shape),
 		cmocka_unit_test(refuses_types), cmocka_unit_test(refuses_files), cmocka_unit_test(caps),
 		cmocka_unit_test(refuses_nul),   cmocka_unit_test(decodes),       cmocka_unit_test(round_trip),
-		cmocka_unit_test(network),
+		cmocka_unit_test(network),      cmocka_unit_test(sizes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,8 +3,10 @@
  * which verdict wins), how slots are shared (fewest running first, ties
  * to the least recent start, within each tenant's concurrency, its queue
  * and the slots), fairness between a tenant flooding the queue and one
- * that comes after it over many rounds, and the rate's token bucket on an
- * injected clock. */
+ * that comes after it over many rounds, admission by the node's memory and
+ * disk (a run that does not fit waits and is not overtaken; one larger
+ * than the node is passed over there, and refused at submission), and the
+ * rate's token bucket on an injected clock. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -83,7 +85,7 @@ static struct sched_stat stat(unsigned running, unsigned queued, unsigned concur
 static unsigned choose(const struct sched_stat *st, size_t n, unsigned slots, unsigned *picks)
 {
 	memset(picks, 0xff, n * sizeof(*picks));   /* every one must be written */
-	unsigned total = sched_choose(st, n, slots, picks);
+	unsigned total = sched_choose(st, n, slots, NULL, NULL, picks);
 	unsigned sum = 0;
 	for (size_t i = 0; i < n; i++)
 		sum += picks[i];
@@ -220,6 +222,171 @@ static void fairness_over_rounds(void **state)
 	assert_int_equal(b_early, 3);
 }
 
+/* sched_choose with room: the same checks as choose, and every pick within
+ * what the node had left. */
+static unsigned choose_room(const struct sched_stat *st, size_t n, unsigned slots, struct sched_size room,
+			    struct sched_size node, unsigned *picks)
+{
+	memset(picks, 0xff, n * sizeof(*picks));
+	unsigned total = sched_choose(st, n, slots, &room, &node, picks);
+	uint64_t mem = 0, disk = 0;
+	unsigned sum = 0;
+	for (size_t i = 0; i < n; i++) {
+		sum += picks[i];
+		for (unsigned k = 0; k < picks[i]; k++) {
+			assert_true(k < st[i].nnext);
+			mem += st[i].next[k].memory_mib;
+			disk += st[i].next[k].disk_mib;
+		}
+	}
+	assert_int_equal(total, sum);
+	assert_true(total <= slots);
+	assert_true(mem <= room.memory_mib && disk <= room.disk_mib);
+	return total;
+}
+
+static struct sched_size mib(uint64_t memory, uint64_t disk)
+{
+	struct sched_size s = { .memory_mib = memory, .disk_mib = disk };
+	return s;
+}
+
+/* Room for 2 GiB: two runs of 1.5 GiB go one behind the other, though
+ * slots are free; by disk the same. */
+static void room_queues(void **state)
+{
+	(void)state;
+	unsigned p[2];
+	struct sched_size big[2] = { mib(1536, 64), mib(1536, 64) };
+	struct sched_stat st[1] = { stat(0, 2, 4, 0) };
+	st[0].next = big;
+	st[0].nnext = 2;
+	assert_int_equal(choose_room(st, 1, 4, mib(2048, 4096), mib(2048, 4096), p), 1);
+	assert_int_equal(p[0], 1);
+	/* the first runs: 512 left, the second waits */
+	st[0] = stat(1, 1, 4, 1000);
+	st[0].next = big + 1;
+	st[0].nnext = 1;
+	assert_int_equal(choose_room(st, 1, 4, mib(512, 4032), mib(2048, 4096), p), 0);
+	/* it ended: the second starts */
+	st[0].running = 0;
+	assert_int_equal(choose_room(st, 1, 4, mib(2048, 4096), mib(2048, 4096), p), 1);
+	/* workspaces: 3 GiB each with 4 GiB of disk */
+	struct sched_size disk[3] = { mib(256, 3072), mib(256, 3072), mib(256, 64) };
+	st[0] = stat(0, 3, 4, 0);
+	st[0].next = disk;
+	st[0].nnext = 3;
+	assert_int_equal(choose_room(st, 1, 4, mib(8192, 4096), mib(8192, 4096), p), 1);
+	/* and a tenant's runs start in order: its small third waits behind its second */
+	assert_int_equal(p[0], 1);
+	/* exactly what is left fits */
+	assert_int_equal(choose_room(st, 1, 4, mib(512, 6144), mib(8192, 8192), p), 2);
+}
+
+/* The run whose turn it is holds the room: a smaller one of another
+ * tenant does not overtake it, so a large run is not starved. */
+static void room_no_overtaking(void **state)
+{
+	(void)state;
+	unsigned p[2];
+	struct sched_size a_runs[1] = { mib(1536, 64) }, b_runs[3] = { mib(256, 64), mib(256, 64), mib(256, 64) };
+	/* a: nothing running, its turn; b: one running */
+	struct sched_stat st[2] = { stat(0, 1, 4, 0), stat(1, 3, 4, 500) };
+	st[0].next = a_runs;
+	st[0].nnext = 1;
+	st[1].next = b_runs;
+	st[1].nnext = 3;
+	assert_int_equal(choose_room(st, 2, 4, mib(1024, 4096), mib(2048, 4096), p), 0);
+	/* once the room is there, a goes first, then b in the 512 left */
+	assert_int_equal(choose_room(st, 2, 4, mib(2048, 4096), mib(2048, 4096), p), 3);
+	assert_int_equal(p[0], 1);
+	assert_int_equal(p[1], 2);
+	/* when b's turn comes first, its small runs fit beside each other
+	 * until a's large one is the next turn and does not fit */
+	st[0] = stat(1, 1, 4, 0);
+	st[0].next = a_runs;
+	st[0].nnext = 1;
+	st[1] = stat(0, 3, 4, 500);
+	st[1].next = b_runs;
+	st[1].nnext = 3;
+	assert_int_equal(choose_room(st, 2, 4, mib(1024, 4096), mib(2048, 4096), p), 1);
+	assert_int_equal(p[0], 0);
+	assert_int_equal(p[1], 1);
+}
+
+/* A run larger than the whole node is passed over on this node (another
+ * may be larger), never waited for; one whose size the store did not read
+ * is not started either. */
+static void room_larger_than_node(void **state)
+{
+	(void)state;
+	unsigned p[3];
+	struct sched_size huge[1] = { mib(4096, 64) }, wide[1] = { mib(256, 8192) }, small[2] = { mib(256, 64), mib(256, 64) };
+	struct sched_stat st[3] = { stat(0, 1, 4, 0), stat(0, 1, 4, 0), stat(0, 5, 4, 100) };
+	st[0].next = huge;
+	st[0].nnext = 1;
+	st[1].next = wide;
+	st[1].nnext = 1;
+	st[2].next = small;
+	st[2].nnext = 2;   /* 5 queued, 2 sizes read */
+	assert_int_equal(choose_room(st, 3, 8, mib(2048, 4096), mib(2048, 4096), p), 2);
+	assert_int_equal(p[0], 0);
+	assert_int_equal(p[1], 0);
+	assert_int_equal(p[2], 2);
+	/* no room at all, no run: nothing */
+	assert_int_equal(choose_room(st, 3, 8, mib(0, 0), mib(2048, 4096), p), 0);
+}
+
+/* A large run behind a tenant that keeps queueing small ones starts once
+ * the small ones running end: over rounds, with the store's counts. */
+static void room_large_run_not_starved(void **state)
+{
+	(void)state;
+	struct sched_size big[1] = { mib(1536, 64) }, small[64];
+	for (unsigned i = 0; i < 64; i++)
+		small[i] = mib(512, 64);
+	struct sched_stat st[2] = { stat(0, 64, 4, 0), stat(0, 0, 4, 0) };
+	st[0].next = small;
+	st[0].nnext = 64;
+	st[1].next = big;
+	unsigned p[2], running_small = 0, round;
+	uint64_t used = 0;
+	for (round = 0; round < 20; round++) {
+		if (round == 1) {   /* b queues its large run after a's flood began */
+			st[1].queued = 1;
+			st[1].nnext = 1;
+		}
+		choose_room(st, 2, 4, mib(2048 - used, 4096), mib(2048, 4096), p);
+		if (p[1])
+			break;
+		st[0].running += p[0];
+		st[0].queued -= p[0];
+		st[0].next += p[0];
+		st[0].nnext -= p[0];
+		running_small += p[0];
+		used += 512ull * p[0];
+		st[0].last_start_ms = 1000 * (round + 1);
+		if (running_small) {   /* one small run ends each round */
+			running_small--;
+			st[0].running--;
+			used -= 512;
+		}
+	}
+	assert_true(round < 6);
+}
+
+static void size_check(void **state)
+{
+	(void)state;
+	char e[200];
+	struct sched_size node = mib(2048, 4096);
+	assert_int_equal(sched_size_check(&(struct sched_size){ 2048, 4096 }, &node, e, sizeof(e)), 0);
+	assert_int_equal(sched_size_check(&(struct sched_size){ 3000, 64 }, &node, e, sizeof(e)), -1);
+	assert_string_equal(e, "limits.memory_mib: 3000 MiB is more than this node has for runs (node_memory_mib = 2048)");
+	assert_int_equal(sched_size_check(&(struct sched_size){ 256, 5000 }, &node, e, sizeof(e)), -1);
+	assert_string_equal(e, "limits.disk_mib: 5000 MiB is more than this node has for workspaces (node_disk_mib = 4096)");
+}
+
 static void rate(void **state)
 {
 	(void)state;
@@ -301,6 +468,11 @@ int main(void)
 		cmocka_unit_test(choose_caps),
 		cmocka_unit_test(choose_least_recent),
 		cmocka_unit_test(fairness_over_rounds),
+		cmocka_unit_test(room_queues),
+		cmocka_unit_test(room_no_overtaking),
+		cmocka_unit_test(room_larger_than_node),
+		cmocka_unit_test(room_large_run_not_starved),
+		cmocka_unit_test(size_check),
 		cmocka_unit_test(rate),
 	};
 	return cmocka_run_group_tests_name("scheduler", tests, NULL, NULL);

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -556,6 +557,28 @@ static void read_file(void **state)
 	close(dfd);
 }
 
+/* The worker's TMPDIR: under run_dir, on its disk (not /run's tmpfs), and
+ * short enough for the run library's sockets. */
+static void lib_tmp(void **state)
+{
+	(void)state;
+	char out[PATH_MAX], dir[128];
+	assert_int_equal(spool_lib_tmp("/var/lib/vmrun/runs", out, sizeof(out)), 0);
+	assert_string_equal(out, "/var/lib/vmrun/runs/" SPOOL_LIB_TMP);
+	/* the longest run_dir that fits, and one byte more */
+	size_t max = SPOOL_LIB_TMP_MAX - strlen("/" SPOOL_LIB_TMP);
+	memset(dir, 'a', sizeof(dir));
+	dir[0] = '/';
+	dir[max] = '\0';
+	assert_int_equal(spool_lib_tmp(dir, out, sizeof(out)), 0);
+	assert_int_equal(strlen(out), SPOOL_LIB_TMP_MAX);
+	dir[max] = 'a';
+	dir[max + 1] = '\0';
+	assert_int_equal(spool_lib_tmp(dir, out, sizeof(out)), -1);
+	/* and a buffer too small */
+	assert_int_equal(spool_lib_tmp("/r", out, 4), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -568,6 +591,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(clean_keep, setup, teardown),
 		cmocka_unit_test_setup_teardown(output_text, setup, teardown),
 		cmocka_unit_test(utf8),
+		cmocka_unit_test(lib_tmp),
 		cmocka_unit_test_setup_teardown(write_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(read_file, setup, teardown),
 	};

@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/sha.h>
+
 #include "request.h"
 #include "tenants.h"
 
@@ -178,10 +180,11 @@ static void keys(void **state)
 			 0);
 	assert_int_equal(ts.n, 2);
 	assert_int_equal(ts.nkeys, 3);
-	assert_string_equal(ts.keys[0].key, KEY_A);
+	unsigned char d[SHA256_DIGEST_LENGTH];
+	assert_memory_equal(ts.keys[0].digest, SHA256((const unsigned char *)KEY_A, strlen(KEY_A), d), sizeof(d));
 	assert_int_equal(ts.keys[0].tenant, 0);
 	assert_int_equal(ts.keys[1].tenant, 1);
-	assert_string_equal(ts.keys[2].key, KEY_A2);
+	assert_memory_equal(ts.keys[2].digest, SHA256((const unsigned char *)KEY_A2, strlen(KEY_A2), d), sizeof(d));
 
 	assert_int_equal(tenants_by_key(&ts, KEY_A), 0);
 	assert_int_equal(tenants_by_key(&ts, KEY_A2), 0);
@@ -232,6 +235,62 @@ static void keys(void **state)
 	/* the same key twice, for the same tenant or another */
 	refused("tenant alice\nkey " KEY_A " alice\nkey " KEY_A " alice\n", "3: key: given twice");
 	refused("tenant alice\ntenant bob\nkey " KEY_A " alice\n#\nkey " KEY_A " bob\n", "5: key: given twice");
+}
+
+/* Keys are held as SHA-256 digests and compared in time that depends on
+ * neither a stored key's length nor where a wrong key differs: the table
+ * holds no key text at all, and keys of every length that share a prefix
+ * with a stored one are told apart from it. */
+static void keys_as_digests(void **state)
+{
+	(void)state;
+	const char *stored[] = { KEY_A, "aaaaaaaaaaaaaaaa00010001", KEY_B };
+	char text[400];
+	snprintf(text, sizeof(text), "tenant alice\ntenant bob\nkey %s alice\nkey %s bob\nkey %s alice\n", stored[0],
+		 stored[1], stored[2]);
+	struct tenants ts;
+	assert_int_equal(parse(&ts, text), 0);
+	assert_int_equal(ts.nkeys, 3);
+	for (size_t i = 0; i < 3; i++)
+		if (memmem(ts.keys, ts.nkeys * sizeof(*ts.keys), stored[i], strlen(stored[i])))
+			fail_msg("key %zu is held as text", i);
+	assert_int_equal(tenants_by_key(&ts, KEY_A), 0);
+	assert_int_equal(tenants_by_key(&ts, "aaaaaaaaaaaaaaaa00010001"), 1);
+	assert_int_equal(tenants_by_key(&ts, KEY_B), 0);
+	/* every prefix of the longer key, and the longer key grown by one */
+	char k[64];
+	for (size_t n = 0; n < strlen(stored[1]); n++) {
+		snprintf(k, sizeof(k), "%.*s", (int)n, stored[1]);
+		assert_int_equal(tenants_by_key(&ts, k), n == strlen(KEY_A) ? 0 : -1);
+	}
+	snprintf(k, sizeof(k), "%s0", stored[1]);
+	assert_int_equal(tenants_by_key(&ts, k), -1);
+	tenants_free(&ts);
+}
+
+/* max_memory_mib= and max_disk_mib=: a tenant's ceilings per run (0, the
+ * default: none of its own), and the check of a run's sizes against them. */
+static void size_ceilings(void **state)
+{
+	(void)state;
+	struct tenants ts;
+	if (parse(&ts, "tenant small max_memory_mib=512 max_disk_mib=128\ntenant big\n"))
+		fail_msg("%s", err);
+	assert_int_equal(ts.t[0].max_memory_mib, 512);
+	assert_int_equal(ts.t[0].max_disk_mib, 128);
+	assert_int_equal(ts.t[1].max_memory_mib, 0);
+	assert_int_equal(ts.t[1].max_disk_mib, 0);
+	assert_int_equal(tenant_size_check(&ts.t[0], 512, 128, err, sizeof(err)), 0);
+	assert_int_equal(tenant_size_check(&ts.t[0], 513, 128, err, sizeof(err)), -1);
+	assert_string_equal(err, "limits.memory_mib: 513 MiB is over tenant small's ceiling of 512 MiB (max_memory_mib)");
+	assert_int_equal(tenant_size_check(&ts.t[0], 64, 129, err, sizeof(err)), -1);
+	assert_string_equal(err, "limits.disk_mib: 129 MiB is over tenant small's ceiling of 128 MiB (max_disk_mib)");
+	assert_int_equal(tenant_size_check(&ts.t[1], UINT64_C(1) << 20, UINT64_C(1) << 20, err, sizeof(err)), 0);
+	tenants_free(&ts);
+	refused("tenant a max_memory_mib=1.5\n",
+		"1: unknown or out-of-range option \"max_memory_mib=1.5\" (concurrent>=1, queued, rate>0, burst>=1, "
+		"max_memory_mib, max_disk_mib, net, net_addr)");
+	refused("tenant a max_disk_mib=-1\n", "1: max_disk_mib: a number from 0 to 1000000");
 }
 
 static void free_twice(void **state)
@@ -486,6 +545,8 @@ int main(void)
 		cmocka_unit_test(tenant_lines),
 		cmocka_unit_test(bad_tenant_lines),
 		cmocka_unit_test(keys),
+		cmocka_unit_test(keys_as_digests),
+		cmocka_unit_test(size_ceilings),
 		cmocka_unit_test(free_twice),
 		cmocka_unit_test(net_ceiling),
 		cmocka_unit_test(bad_net_lines),

@@ -334,5 +334,87 @@ st=$?
 [ "$st" = 0 ] && ok "SIGTERM: vmrund drains and exits 0" || not_ok "exit status $st"
 left=$(cd "$tmp/lib/runs" && find . -mindepth 2 ! -name output ! -path './*/artifacts*')
 [ -z "$left" ] && ok "run_dir keeps only ended runs' output and artifacts" || not_ok "left in run_dir: $left"
+# ---- admission by memory and disk (issue 38, finding 3) --------------------
+# A second vmrund of its own: a node with room for 2 GiB of guest memory
+# and 4 GiB of workspaces, and a tenant with ceilings per run.
+KS=key-small-0123456789abcdef
+mkdir -p "$tmp/adm"
+cat >"$tmp/adm/keys" <<KEYS
+tenant alice concurrent=4 queued=10 rate=1000 burst=1000
+tenant small concurrent=2 queued=4 rate=1000 burst=1000 max_memory_mib=512 max_disk_mib=128
+key $KA alice
+key $KS small
+KEYS
+chmod 600 "$tmp/adm/keys"
+sed -e "s|$tmp/lib|$tmp/adm|g" -e "s|$tmp/etc/keys|$tmp/adm/keys|" -e 's|^slots = .*|slots = 4|' -e '/^anonymous_tenant/d' \
+	"$tmp/etc/vmrund.conf" >"$tmp/adm/vmrund.conf"
+printf 'node_memory_mib = 2048\nnode_disk_mib = 4096\n' >>"$tmp/adm/vmrund.conf"
+"$VMRUND" --config "$tmp/adm/vmrund.conf" >>"$tmp/adm/vmrund.log" 2>&1 &
+pid=$!
+up=0
+for _ in $(seq 100); do
+	curl -fs -m 2 "$BASE/healthz" >/dev/null 2>&1 && { up=1; break; }
+	sleep 0.1
+done
+[ "$up" = 1 ] && ok "admission: vmrund starts with node_memory_mib and node_disk_mib" ||
+	{ not_ok "admission: vmrund did not start: $(tail -2 "$tmp/adm/vmrund.log")"; kill "$pid" 2>/dev/null; }
+# at ID: the run's started_at or finished_at ("" when not yet), to
+# order runs by the times the store recorded, whatever the machine's load
+at() { c "$KA" "$BASE/v1/runs/$1"; python3 -c "import json; print(json.load(open('$tmp/out')).get('$2') or '')" 2>/dev/null; }
+# behind KIND A B: run B (queued behind A) was seen queued while A ran,
+# and started only after A had ended
+behind() {
+	local s2 s1
+	wait_state "$KA" "$2" running succeeded
+	s2=$(state_of "$KA" "$3")
+	s1=$(state_of "$KA" "$2")
+	wait_state "$KA" "$3" succeeded && wait_state "$KA" "$2" succeeded
+	local fin1 st2
+	fin1=$(at "$2" finished_at)
+	st2=$(at "$3" started_at)
+	if [ "$s2" = queued ] && [ "$s1" = running ] && [ -n "$fin1" ] && [ -n "$st2" ] && [[ ! "$st2" < "$fin1" ]]; then
+		ok "admission by $1: the second was queued while the first ran, and started after it ended"
+	else
+		not_ok "admission by $1: the second was $s2 while the first was $s1; first ended $fin1, second started $st2"
+	fi
+}
+# two runs of 1.5 GiB on a node with room for 2: one behind the other
+post "$KA" '{"argv":["sleep","3"],"limits":{"memory_mib":1536}}' /v1/runs
+m1=$(field id)
+post "$KA" '{"argv":["sleep","0.2"],"limits":{"memory_mib":1536}}' /v1/runs
+m2=$(field id)
+behind memory "$m1" "$m2"
+# the same by disk: two workspaces of 3 GiB with room for 4
+post "$KA" '{"argv":["sleep","3"],"limits":{"disk_mib":3072}}' /v1/runs
+d1=$(field id)
+post "$KA" '{"argv":["sleep","0.2"],"limits":{"disk_mib":3072}}' /v1/runs
+d2=$(field id)
+behind disk "$d1" "$d2"
+# a run that fits starts beside a large one: it ends before the large one
+post "$KA" '{"argv":["sleep","3"],"limits":{"memory_mib":1536}}' /v1/runs
+b1=$(field id)
+post "$KA" '{"argv":["sleep","0.1"],"limits":{"memory_mib":256}}' /v1/runs
+b2=$(field id)
+wait_state "$KA" "$b2" succeeded
+wait_state "$KA" "$b1" succeeded
+f1=$(at "$b1" finished_at)
+f2=$(at "$b2" finished_at)
+[ -n "$f1" ] && [ -n "$f2" ] && [[ "$f2" < "$f1" ]] &&
+	ok "admission: a run that fits what is left starts beside a large one" ||
+	not_ok "admission: the small run ended $f2, the large one $f1"
+# larger than the node: refused at submission, nothing queued
+post "$KA" '{"argv":["echo"],"limits":{"memory_mib":3000}}' /v1/runs
+expect "admission: a run with more memory than the node has is refused with 400" 400 "'memory' in j['message'] and '2048' in j['message']"
+post "$KA" '{"argv":["echo"],"limits":{"disk_mib":5000}}' /v1/runs
+expect "admission: a run with a larger workspace than the node has is refused with 400" 400 "'disk' in j['message'] and '4096' in j['message']"
+# the tenant's ceilings (keys file: max_memory_mib, max_disk_mib)
+post "$KS" '{"argv":["echo"],"limits":{"memory_mib":1024}}' /v1/runs
+expect "admission: memory over the tenant's max_memory_mib is refused with 400" 400 "'small' in j['message'] and '512' in j['message']"
+post "$KS" '{"argv":["echo"],"limits":{"disk_mib":256}}' /v1/runs
+expect "admission: a workspace over the tenant's max_disk_mib is refused with 400" 400 "'small' in j['message'] and '128' in j['message']"
+post "$KS" '{"argv":["echo","fits"],"limits":{"memory_mib":512,"disk_mib":128}}' "/v1/runs?wait=10"
+expect "admission: a run within the tenant's ceilings runs" 200 "j['state']=='succeeded'"
+kill -TERM "$pid"
+wait "$pid" 2>/dev/null
 echo "vmrund api tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

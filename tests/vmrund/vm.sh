@@ -100,9 +100,9 @@ c -X DELETE "$BASE/v1/runs/$id"
 expect "cancel while the VM runs: cancelled" 200 "j['state']=='cancelled'"
 sleep 1
 [ -n "$vmid" ] && [ ! -e "/sys/fs/cgroup/vmrun/$vmid" ] && ! pgrep -f "build/bin/vmm" >/dev/null &&
-	[ ! -e "$tmp/lib/runs/$id" ] && [ -z "$(ls -A /run/vmrun/runs)" ] &&
+	[ ! -e "$tmp/lib/runs/$id" ] && [ -z "$(ls -A /run/vmrun/runs)" ] && [ -z "$(ls -A "$tmp/lib/runs/vm")" ] &&
 	ok "after the cancel: no vmm, no cgroup, no run directory (vmrund's or the run library's)" ||
-	not_ok "leftovers after cancel (vm $vmid): $(pgrep -af build/bin/vmm) $(ls -A "$tmp/lib/runs" /run/vmrun/runs)"
+	not_ok "leftovers after cancel (vm $vmid): $(pgrep -af build/bin/vmm) $(ls -A "$tmp/lib/runs" "$tmp/lib/runs/vm" /run/vmrun/runs)"
 # kill -9 with a command running (past the gate: its first output is in
 # the run directory): the worker destroys its VM (its parent died), and
 # the restarted vmrund ends the run lost, since the command may have had
@@ -123,9 +123,9 @@ c "$BASE/v1/runs/$id"
 expect "kill -9 while a command runs, restart: the run ended lost, with a message" 200 "j['state']=='lost' and 'stopped while the run was running' in j['message']"
 for _ in $(seq 50); do pgrep -f build/bin/vmm >/dev/null || break; sleep 0.2; done
 [ -n "$vmid" ] && [ ! -e "/sys/fs/cgroup/vmrun/$vmid" ] && ! pgrep -f build/bin/vmm >/dev/null &&
-	[ ! -e "$tmp/lib/runs/$id" ] && [ -z "$(ls -A /run/vmrun/runs)" ] &&
+	[ ! -e "$tmp/lib/runs/$id" ] && [ -z "$(ls -A /run/vmrun/runs)" ] && [ -z "$(ls -A "$tmp/lib/runs/vm")" ] &&
 	ok "after the restart: no vmm, cgroup or run directory of the lost run" ||
-	not_ok "leftovers after kill -9 (vm $vmid): $(pgrep -af build/bin/vmm) $(ls -A "$tmp/lib/runs" /run/vmrun/runs)"
+	not_ok "leftovers after kill -9 (vm $vmid): $(pgrep -af build/bin/vmm) $(ls -A "$tmp/lib/runs" "$tmp/lib/runs/vm" /run/vmrun/runs)"
 kill -TERM "$pid"
 wait "$pid"
 [ $? = 0 ] && ok "vmrund stops on SIGTERM" || not_ok "vmrund exit status"
