@@ -41,6 +41,10 @@ mkdir -p "$TMPDIR"
 leftovers() {
 	local dir=${1:-$TMPDIR}
 	ls -A "$dir" 2>/dev/null | sed "s|^|run directory: $dir/|"
+	# vmrund's workers make their run directories beneath its run_dir
+	for d in "$tmp"/vmrund/lib/runs/vm "$tmp"/pressure/lib/runs/vm; do
+		ls -A "$d" 2>/dev/null | sed "s|^|run directory: $d/|"
+	done
 	pgrep -f "$JAILED_VMM" | sed 's/^/vmm process: /'
 	pgrep -f 'bin/vmrund-worker' | sed 's/^/vmrund worker: /'
 	ls -d /sys/fs/cgroup/vmrun/*/ /sys/fs/cgroup/*/vmrun-*/ 2>/dev/null | sed 's/^/cgroup: /'
@@ -372,6 +376,47 @@ else
 	: >"$tmp/out"
 	tail -n 5 "$VD/vmrund.log" >"$tmp/err"
 	record vmrund_start lifecycle started "start vmrund for its cases (no judge: an error)"
+fi
+
+# ---- vmrund under one tenant's pressure: room and connections ---------------
+# A vmrund of its own: two slots on a node with room for 1 GiB of guest
+# memory, so that room and not slots decides. A tenant's two runs of 768
+# MiB must run one after the other, and a run larger than the node must be
+# refused at submission (once, each such run pinned its memory and
+# workspace whatever was left; /run was a tmpfs they filled).
+PD=$tmp/pressure
+mkdir -p "$PD/etc" "$PD/lib"
+printf 'tenant t concurrent=4 queued=16 rate=10000\nkey %s t\n' "$KEY" >"$PD/etc/keys"
+chmod 600 "$PD/etc/keys"
+printf 'listen = 127.0.0.1:%s\nstate_db = %s\nrun_dir = %s\nkeys = %s\naudit_log = %s\nslots = 2\nnode_memory_mib = 1024\n' \
+	"$PORT" "$PD/lib/state.db" "$PD/lib/runs" "$PD/etc/keys" "$PD/lib/audit.jsonl" >"$PD/etc/vmrund.conf"
+VD=$PD
+if vmrund_start; then
+	t0=$(date +%s%N)
+	a=$(api POST /v1/runs '{"argv":["sh","-c","sleep 4"],"limits":{"timeout_s":60,"memory_mib":768}}' | run_id)
+	b=$(api POST /v1/runs '{"argv":["true"],"limits":{"timeout_s":60,"memory_mib":768}}' | run_id)
+	# B's state while A runs
+	b_while=""
+	for _ in $(seq 600); do
+		api GET "/v1/runs/$a" >"$tmp/a.json"
+		if [ "$(run_state <"$tmp/a.json")" = running ]; then
+			b_while=$(api GET "/v1/runs/$b" | run_state)
+			break
+		fi
+		sleep 0.2
+	done
+	wait_terminal "$b" 120
+	wait_terminal "$a" 120
+	rc=$?
+	api GET "/v1/runs/$a" >"$tmp/a.json"
+	api GET "/v1/runs/$b" >"$tmp/out"
+	big=$(curl -s -m 30 -o "$tmp/big.json" -w '%{http_code}' -X POST -H "Authorization: Bearer $KEY" \
+		-H 'Content-Type: application/json' --data-binary '{"argv":["true"],"limits":{"memory_mib":2048}}' "$BASE/v1/runs")
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	record admission_by_size service admitted "two runs of 768 MiB on a node with room for 1024 and two free slots, then one of 2048 MiB" \
+		"{\"a\":$(cat "$tmp/a.json" 2>/dev/null || echo null),\"b_while_a_ran\":$(jstr "$b_while"),\"big_status\":$(jstr "$big"),\"big\":$(cat "$tmp/big.json" 2>/dev/null || echo null)}"
+	kill -TERM "$vd_pid"
+	wait "$vd_pid" 2>/dev/null
 fi
 
 # ---- load --------------------------------------------------------------------
