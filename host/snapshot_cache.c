@@ -172,6 +172,19 @@ int snapshot_cache_choose(const struct snapshot_env *e, char *dir, size_t len, c
 	return 0;
 }
 
+int snapshot_cache_tenant(const char *base, const char *tenant, char *out, size_t len, char *err, size_t errlen)
+{
+	size_t n = strlen(tenant);
+	/* one component, never one that climbs: the name becomes a path */
+	if (!n || !strcmp(tenant, ".") || !strcmp(tenant, "..") ||
+	    strspn(tenant, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != n)
+		return errf(err, errlen, "tenant %.64s: not a name for a snapshot directory", tenant);
+	int k = snprintf(out, len, "%s/tenants/%s", base, tenant);
+	if (k < 0 || (size_t)k >= len)
+		return errf(err, errlen, "cache directory %.200s/tenants/%.64s: path too long", base, tenant);
+	return 0;
+}
+
 /* mkdir -p with 0700 for each level made: a cache under a fresh HOME
  * must not be readable by others on the way. */
 static int make_levels(char *path)

@@ -93,6 +93,15 @@ int snapshot_facts_gather(struct snapshot_facts *f, const char *vmm, int kernel_
  * or -1 with a reason (no HOME to put it under, a path too long). */
 int snapshot_cache_choose(const struct snapshot_env *e, char *dir, size_t len, char *err, size_t errlen);
 
+/* The cache root (what VMRUN_CACHE names) of one tenant's own snapshots,
+ * for a service that keeps no snapshot page shared between tenants:
+ * base/tenants/TENANT, so that the directory snapshot_cache_choose gives
+ * for it is base/tenants/TENANT/snapshots, apart from the shared
+ * base/snapshots and from every other tenant's. Returns 0, or -1 with a
+ * reason when tenant is not one path component of [A-Za-z0-9._-] (empty,
+ * ".", "..", a slash) or the path is too long. Pure. */
+int snapshot_cache_tenant(const char *base, const char *tenant, char *out, size_t len, char *err, size_t errlen);
+
 /* The cache directory for this process, created (each missing level 0700)
  * and checked to be a directory of ours that nobody else may write.
  * Returns 0, or -1 with a reason. */

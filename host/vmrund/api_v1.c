@@ -125,11 +125,8 @@ int api_submit(struct http_req *r, struct req *rq, char id[SCHED_ID_MAX])
 	return 0;
 }
 
-static enum MHD_Result create(struct http_req *r)
+static enum MHD_Result submit_and_wait(struct http_req *r, int wait)
 {
-	int wait = api_wait_seconds(r);
-	if (wait < 0)
-		return MHD_YES;
 	json_t *body = http_body_json(r);
 	if (!body)
 		return MHD_YES;
@@ -141,6 +138,21 @@ static enum MHD_Result create(struct http_req *r)
 		return MHD_YES;
 	bool done = wait > 0 && vmrund_wait(r->d, id, vmrund_now_ms() + (int64_t)wait * 1000);
 	return answer_run(r, done ? 200 : 202, id);
+}
+
+static enum MHD_Result create(struct http_req *r)
+{
+	int wait = api_wait_seconds(r);
+	if (wait < 0)
+		return MHD_YES;
+	/* a wait holds this connection's thread: one of the tenant's places,
+	 * taken before the run is queued so that a refusal queues nothing */
+	if (wait > 0 && !http_stream_begin(r))
+		return MHD_YES;
+	enum MHD_Result rc = submit_and_wait(r, wait);
+	if (wait > 0)
+		vmrund_stream_end(r->d, (unsigned)r->tenant);
+	return rc;
 }
 
 static enum MHD_Result cancel(struct http_req *r, const char *id)

@@ -21,9 +21,22 @@ void config_defaults(struct vmrund_config *c)
 	c->queue_max = 256;
 	c->max_body = 16u << 20;
 	c->max_connections = 256;
+	/* a quarter of the connections: one client cannot hold them all,
+	 * and a frontend that puts every tenant behind one address raises it */
+	c->max_connections_per_address = 64;
 	c->connection_timeout_s = 30;
+	/* a head is a few hundred bytes that come in one packet; 10 s is
+	 * generous for a slow link and short for a slowloris */
+	c->request_head_timeout_s = 10;
+	/* an eighth of the connections: a tenant's streams and waits can
+	 * hold no more than that many of their threads */
+	c->max_streams_per_tenant = 32;
 	c->wait_max_s = 300;
 	c->retention_s = 86400;
+	/* A week: clients read a result within minutes, the audit log keeps
+	 * every run's record for good, and the store stays bounded by a
+	 * week of output rather than growing forever. */
+	c->run_retention_s = 7 * 86400;
 	c->slot_memory_mib = 512;
 	c->lease_s = 10;
 	c->blob_max_mib = 64;
@@ -91,9 +104,13 @@ static int apply(struct vmrund_config *c, const char *k, const char *v, char *er
 		{ "slots", &c->slots, 0, 4096 },
 		{ "queue_max", &c->queue_max, 1, 1000000 },
 		{ "max_connections", &c->max_connections, 1, 100000 },
+		{ "max_connections_per_address", &c->max_connections_per_address, 0, 100000 },
 		{ "connection_timeout_s", &c->connection_timeout_s, 1, 3600 },
+		{ "request_head_timeout_s", &c->request_head_timeout_s, 1, 3600 },
+		{ "max_streams_per_tenant", &c->max_streams_per_tenant, 1, 100000 },
 		{ "wait_max_s", &c->wait_max_s, 0, 86400 },
 		{ "retention_s", &c->retention_s, 0, 100u * 86400 },
+		{ "run_retention_s", &c->run_retention_s, 0, 3650u * 86400 },
 		{ "slot_memory_mib", &c->slot_memory_mib, 64, 1u << 20 },
 		{ "lease_s", &c->lease_s, 2, 3600 },
 		{ "blob_max_mib", &c->blob_max_mib, 1, 4096 },
@@ -159,6 +176,12 @@ static int apply(struct vmrund_config *c, const char *k, const char *v, char *er
 		if (strlen(v) >= sizeof(c->anonymous_tenant))
 			return errf(err, errlen, "anonymous_tenant: too long");
 		snprintf(c->anonymous_tenant, sizeof(c->anonymous_tenant), "%s", v);
+		return 0;
+	}
+	if (!strcmp(k, "snapshot_scope")) {
+		if (strcmp(v, "shared") && strcmp(v, "tenant"))
+			return errf(err, errlen, "snapshot_scope: shared or tenant");
+		c->snapshot_per_tenant = !strcmp(v, "tenant");
 		return 0;
 	}
 	if (!strcmp(k, "anonymous_from")) {
@@ -241,4 +264,12 @@ unsigned config_slots(const struct vmrund_config *c, unsigned cpus, uint64_t mem
 	uint64_t by_mem = mem_mib / (c->slot_memory_mib ? c->slot_memory_mib : 512);
 	uint64_t n = cpus < by_mem ? cpus : by_mem;
 	return n ? (unsigned)n : 1;
+}
+
+int64_t config_retention_every_ms(const struct vmrund_config *c)
+{
+	int64_t every = 60000;
+	if (c->run_retention_s && (int64_t)c->run_retention_s * 250 < every)
+		every = (int64_t)c->run_retention_s * 250;
+	return every < 1000 ? 1000 : every;
 }

@@ -25,9 +25,13 @@ struct vmrund_config {
 	unsigned queue_max;           /* queued runs, all tenants together */
 	size_t max_body;              /* bytes of a request body */
 	unsigned max_connections;
+	unsigned max_connections_per_address;   /* from one client address at once; 0: no cap */
 	unsigned connection_timeout_s;   /* idle time before a connection is dropped */
+	unsigned request_head_timeout_s; /* the whole time a request's head may take to arrive */
+	unsigned max_streams_per_tenant; /* output streams and waits (?wait, Piston execute) open at once */
 	unsigned wait_max_s;          /* the longest ?wait= and Piston execute */
 	unsigned retention_s;         /* kept artifacts are removed this long after their run ended */
+	unsigned run_retention_s;     /* whole runs (row, output, result) likewise; 0: kept forever */
 	char anonymous_tenant[64];    /* requests with no key act as this tenant; "" refuses them */
 	bool anonymous_any;           /* anonymous_from = any: not only from loopback */
 	unsigned slot_memory_mib;     /* host memory one slot counts (slots = 0) */
@@ -42,6 +46,7 @@ struct vmrund_config {
 	 * (config_node_size) */
 	unsigned node_memory_mib;
 	unsigned node_disk_mib;
+	bool snapshot_per_tenant;     /* snapshot_scope = tenant: no snapshot page shared across tenants */
 };
 
 /* The defaults, before any file. */
@@ -67,5 +72,9 @@ unsigned config_slots(const struct vmrund_config *c, unsigned cpus, uint64_t mem
  * the free space of run_dir's file system (at least 64 MiB). Pure. */
 void config_node_size(const struct vmrund_config *c, uint64_t mem_total_mib, uint64_t fs_free_mib,
 		      uint64_t *memory_mib, uint64_t *disk_mib);
+/* How often the loop looks for kept files and runs past their retention:
+ * every minute, or every quarter of a short run_retention_s (at least a
+ * second), so that a run goes no later than a quarter past it. Pure. */
+int64_t config_retention_every_ms(const struct vmrund_config *c);
 
 #endif

@@ -264,6 +264,24 @@ unsigned vmrund_rate(struct vmrund *d, unsigned tenant)
 	return wait ? (unsigned)((wait + 999) / 1000) : 0;
 }
 
+bool vmrund_stream_begin(struct vmrund *d, unsigned tenant)
+{
+	pthread_mutex_lock(&d->lock);
+	bool room = d->streams[tenant] < d->cfg.max_streams_per_tenant;
+	if (room)
+		d->streams[tenant]++;
+	pthread_mutex_unlock(&d->lock);
+	return room;
+}
+
+void vmrund_stream_end(struct vmrund *d, unsigned tenant)
+{
+	pthread_mutex_lock(&d->lock);
+	if (d->streams[tenant])
+		d->streams[tenant]--;
+	pthread_mutex_unlock(&d->lock);
+}
+
 unsigned vmrund_running_here(struct vmrund *d)
 {
 	unsigned n = 0;

@@ -65,6 +65,10 @@ struct vmrund {
 	 * a lease after the store answers again. An outage of the server
 	 * let every lease run out; the live nodes renew theirs first. */
 	int64_t expire_from_ms;
+	/* Each tenant's output streams and waits open now (by index in ts):
+	 * each holds a connection's thread, so a tenant may hold no more
+	 * than max_streams_per_tenant of them. */
+	unsigned streams[TENANTS_MAX];
 	bool stopping;                /* SIGTERM: start nothing more, refuse new runs */
 	bool closing;                 /* the loop is over: waits and streams end now */
 };
@@ -102,6 +106,13 @@ struct vmrund_answer vmrund_cancel(struct vmrund *d, unsigned tenant, const char
 /* Wait until run id has ended or until deadline_ms (monotonic). Returns
  * true when it has ended. */
 bool vmrund_wait(struct vmrund *d, const char *id, int64_t deadline_ms);
+
+/* Take one of tenant's places for an output stream or a wait (?wait,
+ * Piston execute): true, or false when it holds max_streams_per_tenant
+ * already. Each true is given back once, by vmrund_stream_end, when the
+ * stream is freed or the wait is over. */
+bool vmrund_stream_begin(struct vmrund *d, unsigned tenant);
+void vmrund_stream_end(struct vmrund *d, unsigned tenant);
 
 /* Take one request from tenant's rate, the cluster's where the store
  * keeps one (else, or while the store is down, this node's): 0, or the

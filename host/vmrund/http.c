@@ -9,9 +9,34 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
 
 #include "errmsg.h"
 #include "request.h"
+
+#define GUARD_EVERY_MS 250   /* how late past its deadline a head may be cut */
+
+/* One connection, watched for the deadline of its request's head
+ * (request_head_timeout_s): libmicrohttpd's own timeout is an idle one,
+ * which a client that sends a byte at a time never reaches. */
+struct watched {
+	struct watched *prev, *next;
+	int fd;
+	int64_t since_ms;             /* accepted, or its last request completed */
+	bool head;                    /* its current request's head is whole */
+	bool cut;                     /* shut down for being late */
+};
+
+struct http_server {
+	struct MHD_Daemon *mhd;
+	struct vmrund *d;
+	pthread_mutex_t lock;         /* the list and stop */
+	pthread_cond_t wake;          /* stop */
+	struct watched *list;
+	bool stop;
+	pthread_t guard;
+};
 
 /* What one connection's request accumulates between callbacks. */
 struct conn_state {
@@ -206,14 +231,117 @@ static enum MHD_Result route(struct http_req *r)
 	return v1 ? api_v1(r, p + 3) : api_piston(r, p + 7);
 }
 
+/* ---- the deadline for a request's head ------------------------------------ */
+
+/* The connection's watch (NULL when it has none: out of memory at its
+ * accept, and then it was cut at once). */
+static struct watched *watch_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+/* The head of the connection's request is whole (head), or its request
+ * is over and the next one's head is awaited from now (!head). */
+static void watch_mark(struct http_server *h, struct MHD_Connection *conn, bool head)
+{
+	struct watched *w = watch_of(conn);
+	if (!w)
+		return;
+	pthread_mutex_lock(&h->lock);
+	w->head = head;
+	if (!head)
+		w->since_ms = vmrund_now_ms();
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* Accepted: watched from now. Closed: forgotten, before libmicrohttpd
+ * closes the descriptor (so the guard, under the same lock, never shuts
+ * down a descriptor that another connection has taken since). */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode what)
+{
+	struct http_server *h = cls;
+	struct watched *w = *socket_context;
+	if (what == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (!w)
+			return;
+		pthread_mutex_lock(&h->lock);
+		if (w->prev)
+			w->prev->next = w->next;
+		else
+			h->list = w->next;
+		if (w->next)
+			w->next->prev = w->prev;
+		pthread_mutex_unlock(&h->lock);
+		free(w);
+		*socket_context = NULL;
+		return;
+	}
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (!ci)
+		return;
+	if (!(w = calloc(1, sizeof(*w)))) {
+		shutdown(ci->connect_fd, SHUT_RDWR);   /* not served unwatched */
+		return;
+	}
+	w->fd = ci->connect_fd;
+	w->since_ms = vmrund_now_ms();
+	pthread_mutex_lock(&h->lock);
+	w->next = h->list;
+	if (h->list)
+		h->list->prev = w;
+	h->list = w;
+	pthread_mutex_unlock(&h->lock);
+	*socket_context = w;
+}
+
+/* Whether a watched connection is past its deadline for a head. Pure. */
+static bool head_late(const struct watched *w, int64_t now_ms, int64_t limit_ms)
+{
+	return !w->head && !w->cut && now_ms - w->since_ms >= limit_ms;
+}
+
+/* The guard's thread: shuts down every connection past its deadline,
+ * which wakes its thread from its wait at once to close it. */
+static void *guard(void *arg)
+{
+	struct http_server *h = arg;
+	int64_t limit = (int64_t)h->d->cfg.request_head_timeout_s * 1000;
+	pthread_mutex_lock(&h->lock);
+	while (!h->stop) {
+		int64_t now = vmrund_now_ms();
+		for (struct watched *w = h->list; w; w = w->next)
+			if (head_late(w, now, limit)) {
+				shutdown(w->fd, SHUT_RDWR);
+				w->cut = true;
+			}
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += GUARD_EVERY_MS * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&h->wake, &h->lock, &ts);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+/* ---- requests ---------------------------------------------------------------- */
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
 				  const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
 	(void)version;
-	struct vmrund *d = cls;
+	struct http_server *h = cls;
+	struct vmrund *d = h->d;
 	struct conn_state *cs = *con_cls;
 	struct http_req r = { .d = d, .conn = conn, .method = method, .path = url, .tenant = -1 };
 	if (!cs) {
+		/* the first call comes once the head is whole */
+		watch_mark(h, conn, true);
 		if (!(cs = calloc(1, sizeof(*cs))))
 			return MHD_NO;
 		*con_cls = cs;
@@ -258,17 +386,40 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode t)
 {
-	(void)cls;
-	(void)conn;
 	(void)t;
 	struct conn_state *cs = *con_cls;
 	if (cs)
 		free(cs->body);
 	free(cs);
 	*con_cls = NULL;
+	/* a kept-alive connection's next head has the same time */
+	watch_mark(cls, conn, false);
 }
 
-struct MHD_Daemon *http_start(struct vmrund *d, char *err, size_t errlen)
+/* The server's own parts, before libmicrohttpd starts. */
+static struct http_server *server_new(struct vmrund *d)
+{
+	struct http_server *h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->d = d;
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	return h;
+}
+
+static void server_free(struct http_server *h)
+{
+	pthread_cond_destroy(&h->wake);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+}
+
+struct http_server *http_start(struct vmrund *d, char *err, size_t errlen)
 {
 	struct sockaddr_storage ss = { 0 };
 	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
@@ -285,19 +436,55 @@ struct MHD_Daemon *http_start(struct vmrund *d, char *err, size_t errlen)
 		errf(err, errlen, "listen %s: not a numeric address", d->cfg.listen_host);
 		return NULL;
 	}
-	struct MHD_Daemon *h = MHD_start_daemon(
-		flags, (uint16_t)d->cfg.listen_port, NULL, NULL, on_request, d, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)d->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-		(unsigned)d->cfg.connection_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-		MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
-	if (!h)
+	struct http_server *h = server_new(d);
+	if (!h) {
+		errf(err, errlen, "out of memory");
+		return NULL;
+	}
+	/* The per-address cap is libmicrohttpd's, counted at accept in every
+	 * threading mode; a connection past it is closed unanswered. */
+	h->mhd = MHD_start_daemon(
+		flags, (uint16_t)d->cfg.listen_port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)d->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		(unsigned)d->cfg.max_connections_per_address, MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned)d->cfg.connection_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+		MHD_OPTION_END);
+	if (!h->mhd) {
 		errf(err, errlen, "listen %s:%u: cannot start the HTTP server (address in use?)", d->cfg.listen_host,
 		     d->cfg.listen_port);
+		server_free(h);
+		return NULL;
+	}
+	int e = pthread_create(&h->guard, NULL, guard, h);
+	if (e) {
+		errf(err, errlen, "the HTTP server's guard thread: %s", strerror(e));
+		MHD_stop_daemon(h->mhd);
+		server_free(h);
+		return NULL;
+	}
 	return h;
 }
 
-void http_stop(struct MHD_Daemon *h)
+void http_stop(struct http_server *h)
 {
-	if (h)
-		MHD_stop_daemon(h);
+	if (!h)
+		return;
+	/* every connection closes first, and leaves the list as it does */
+	MHD_stop_daemon(h->mhd);
+	pthread_mutex_lock(&h->lock);
+	h->stop = true;
+	pthread_cond_signal(&h->wake);
+	pthread_mutex_unlock(&h->lock);
+	pthread_join(h->guard, NULL);
+	server_free(h);
+}
+
+bool http_stream_begin(struct http_req *r)
+{
+	if (vmrund_stream_begin(r->d, (unsigned)r->tenant))
+		return true;
+	http_error(r, 429, 1, "tenant %s has %u output streams and waits open (max_streams_per_tenant); end one first",
+		   r->d->ts.t[r->tenant].name, r->d->cfg.max_streams_per_tenant);
+	return false;
 }

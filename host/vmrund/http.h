@@ -1,8 +1,11 @@
 /* vmrund's HTTP side, on libmicrohttpd: one thread per connection (so a
- * handler may wait for a run, and a stream may wait for output), a cap on
- * connections and on idle time (a slowloris holds one thread until its
- * timeout and no more than max_connections of them), bodies capped at
- * max_body. http.c owns the server, authentication and routing; the
+ * handler may wait for a run, and a stream may wait for output), caps on
+ * connections (max_connections in all, max_connections_per_address from
+ * one client address), on idle time (connection_timeout_s) and on the
+ * whole time a request's head may take (request_head_timeout_s, so a
+ * slowloris that sends a byte at a time holds one thread that long at
+ * most), on each tenant's open streams and waits (max_streams_per_tenant,
+ * 429 past it), bodies capped at max_body. http.c owns the server, authentication and routing; the
  * endpoints live in api_v1.c (native) and api_piston.c (Piston v2), and
  * answer through the helpers here. Every error is JSON {"message": ...}. */
 #ifndef VMRUND_HTTP_H
@@ -26,11 +29,17 @@ struct http_req {
 	int tenant;                   /* who is asking (authenticated), or -1 before */
 };
 
-/* Start serving on the config's address. NULL with a reason in err. */
-struct MHD_Daemon *http_start(struct vmrund *d, char *err, size_t errlen);
+struct http_server;
 
-/* Stop: no new connections; waits for the threads. */
-void http_stop(struct MHD_Daemon *h);
+/* Start serving on the config's address. NULL with a reason in err. */
+struct http_server *http_start(struct vmrund *d, char *err, size_t errlen);
+
+/* Stop: no new connections; waits for the threads; frees h (NULL: nothing). */
+void http_stop(struct http_server *h);
+
+/* Take one of the asking tenant's places for an output stream or a wait
+ * (vmrund_stream_begin): true, or false after answering 429. */
+bool http_stream_begin(struct http_req *r);
 
 /* Answer with a JSON value (taken: decref'd here). */
 enum MHD_Result http_json(struct http_req *r, unsigned status, json_t *v);

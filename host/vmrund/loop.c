@@ -20,24 +20,26 @@
 #include "errmsg.h"
 #include "keep.h"
 #include "request.h"
+#include "snapshot_cache.h"
 #include "spool.h"
 
 #define EXPIRE_EVERY_MS    1000    /* how often a node looks for dead nodes' runs */
-#define RETENTION_EVERY_MS 60000
 
 /* The worker's process: its own stderr in the run directory, the gate
  * as descriptor SPOOL_GATE_FD and no other fd of ours, a fixed
- * environment, and SIGTERM when vmrund dies. Only async-signal-safe
- * calls between fork and exec: we are multi-threaded. */
-static pid_t spawn_worker(struct vmrund *d, const char *dir, int gate, char *err, size_t errlen)
+ * environment (and VMRUN_CACHE=cache when not NULL: where the run library
+ * keeps its snapshots), and SIGTERM when vmrund dies. Only
+ * async-signal-safe calls between fork and exec: we are multi-threaded. */
+static pid_t spawn_worker(struct vmrund *d, const char *dir, const char *cache, int gate, char *err, size_t errlen)
 {
-	char log[PATH_MAX + 16], tmpdir[PATH_MAX + 16], lib[PATH_MAX];
+	char log[PATH_MAX + 16], tmpdir[PATH_MAX + 16], lib[PATH_MAX], cachevar[PATH_MAX + 16];
 	snprintf(log, sizeof(log), "%s/" SPOOL_LOG, dir);
 	/* checked at start (vmrund_open): it fits */
 	(void)spool_lib_tmp(d->cfg.run_dir, lib, sizeof(lib));
 	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", lib);
+	snprintf(cachevar, sizeof(cachevar), "VMRUN_CACHE=%s", cache ? cache : "");
 	char *argv[] = { d->worker, (char *)dir, d->vmm, d->guest, NULL };
-	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", tmpdir, NULL };
+	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", tmpdir, cache ? cachevar : NULL, NULL };
 	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	pid_t pid = -1;
@@ -92,15 +94,22 @@ static struct vmrund_active *free_slot(struct vmrund *d)
  * nothing of it has run. */
 static void start_run(struct vmrund *d, const struct store_run *run)
 {
-	char err[400], dir[PATH_MAX], path[PATH_MAX];
+	char err[400], dir[PATH_MAX], path[PATH_MAX], cache[PATH_MAX];
 	struct vmrund_active *x = free_slot(d);
 	int sv[2] = { -1, -1 };
 	pid_t pid = -1;
 	vmrund_run_path(d, run->id, NULL, dir, sizeof(dir));
 	vmrund_run_path(d, run->id, SPOOL_REQUEST, path, sizeof(path));
 	spool_clean(dir, false);   /* a stale one, from a life before this one's sweep */
+	/* snapshot_scope = tenant: the worker's snapshots are the tenant's
+	 * own (the worker runs as root, so the run library takes VMRUN_CACHE);
+	 * a tenant whose name cannot be one fails rather than shares */
+	bool own_cache = d->cfg.snapshot_per_tenant;
 	if (!x)
 		errf(err, sizeof(err), "no free slot record");
+	else if (own_cache && snapshot_cache_tenant(SNAPSHOT_SYSTEM_CACHE, run->tenant, cache, sizeof(cache), err,
+						    sizeof(err)))
+		;   /* err says why */
 	else if (mkdir(dir, 0700) < 0)
 		errf(err, sizeof(err), "%s: %s", dir, strerror(errno));
 	else if (spool_write_file(path, run->request, strlen(run->request), false, 0600) < 0)
@@ -108,7 +117,7 @@ static void start_run(struct vmrund *d, const struct store_run *run)
 	else if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		errf(err, sizeof(err), "socketpair: %s", strerror(errno));
 	else
-		pid = spawn_worker(d, dir, sv[1], err, sizeof(err));
+		pid = spawn_worker(d, dir, own_cache ? cache : NULL, sv[1], err, sizeof(err));
 	if (sv[1] >= 0)
 		close(sv[1]);
 	if (pid < 0) {
@@ -394,15 +403,21 @@ static void cluster(struct vmrund *d, int64_t *next_beat, int64_t *next_expiry, 
 	}
 }
 
-/* Kept output and artifacts past the retention: removed here and from
- * the store; the run's row stays. */
+/* Kept output and artifacts past retention_s: removed here and from the
+ * store, the run's row staying; whole runs past run_retention_s: their
+ * rows and blobs from the store, and their directories here (a run the
+ * store no longer has is one that went). The audit log keeps their
+ * lines. */
 static void expire_kept(struct vmrund *d)
 {
-	int64_t before = vmrund_wall_ms() - (int64_t)d->cfg.retention_s * 1000;
+	int64_t now = vmrund_wall_ms(), before = now - (int64_t)d->cfg.retention_s * 1000;
 	char err[300];
 	pthread_mutex_lock(&d->lock);
 	if (d->store->ops->drop_blobs(d->store, before, err, sizeof(err)) < 0)
 		vmrund_store_failed(d, "removing kept output past its retention", err);
+	else if (d->cfg.run_retention_s &&
+		 d->store->ops->drop_runs(d->store, now - (int64_t)d->cfg.run_retention_s * 1000, err, sizeof(err)) < 0)
+		vmrund_store_failed(d, "removing runs past run_retention_s", err);
 	pthread_mutex_unlock(&d->lock);
 	DIR *dir = opendir(d->cfg.run_dir);
 	if (!dir)
@@ -413,13 +428,16 @@ static void expire_kept(struct vmrund *d)
 		pthread_mutex_lock(&d->lock);
 		struct store_run run;
 		char path[PATH_MAX];
-		if (d->store->ops->get(d->store, e->d_name, NULL, &run, err, sizeof(err)) == 1) {
-			if (store_state_terminal(run.state) && run.finished_ms < before) {
-				vmrund_run_path(d, e->d_name, NULL, path, sizeof(path));
-				spool_clean(path, false);
-			}
-			store_run_free(&run);
+		int found = d->store->ops->get(d->store, e->d_name, NULL, &run, err, sizeof(err));
+		/* a directory is made only for a run the store has (start_run,
+		 * keep_fetch), under this lock: one with no run is a leftover */
+		bool gone = found == 0 || (found == 1 && store_state_terminal(run.state) && run.finished_ms < before);
+		if (gone) {
+			vmrund_run_path(d, e->d_name, NULL, path, sizeof(path));
+			spool_clean(path, false);
 		}
+		if (found == 1)
+			store_run_free(&run);
 		pthread_mutex_unlock(&d->lock);
 	}
 	closedir(dir);
@@ -468,7 +486,7 @@ int vmrund_loop(struct vmrund *d, char *err, size_t errlen)
 			break;
 		if (vmrund_now_ms() >= next_retention) {
 			expire_kept(d);
-			next_retention = vmrund_now_ms() + RETENTION_EVERY_MS;
+			next_retention = vmrund_now_ms() + config_retention_every_ms(&d->cfg);
 		}
 		if (poll(p, n, d->store_down ? 250 : 1000) < 0 && errno != EINTR)
 			break;

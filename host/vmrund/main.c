@@ -96,7 +96,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	int status = 1;
-	struct MHD_Daemon *h = NULL;
+	struct http_server *h = NULL;
 	if (vmrund_open(d, &cfg, dirname(exe), err, sizeof(err)) || !(h = http_start(d, err, sizeof(err)))) {
 		say("%s", err);
 		goto out;

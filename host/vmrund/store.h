@@ -155,6 +155,12 @@ struct store_ops {
 	/* Remove the blobs of runs that ended before before_ms (retention);
 	 * the rows stay. How many blobs went, or -1. */
 	long (*drop_blobs)(struct store *s, int64_t before_ms, char *err, size_t errlen);
+	/* Remove the runs that ended before before_ms (run retention): their
+	 * rows, so their requests, results and messages, and their blobs, in
+	 * one transaction; a queued or running run stays whatever its age,
+	 * and seq never goes back for the runs that come after. How many
+	 * runs went, or -1 (then nothing went). */
+	long (*drop_runs)(struct store *s, int64_t before_ms, char *err, size_t errlen);
 	/* A descriptor that turns readable when notifications may be waiting
 	 * (poll it, then call notes), or -1 when this backend has none (one
 	 * node: the daemon knows everything itself) or is not connected

@@ -575,6 +575,25 @@ static long pg_drop_blobs(struct store *base, int64_t before_ms, char *err, size
 	return n;
 }
 
+/* One statement: the blobs go with their rows (ON DELETE CASCADE). */
+static long pg_drop_runs(struct store *base, int64_t before_ms, char *err, size_t errlen)
+{
+	struct store_pg *s = backend(base);
+	if (pg_ensure(s, err, errlen) < 0)
+		return -1;
+	char before[24];
+	fmt_i64(before, sizeof(before), before_ms);
+	const char *const v[] = { before };
+	PGresult *res = pg_exec_sql(s, "dropping runs past their retention",
+				    "DELETE FROM runs WHERE finished_ms < $1 AND state NOT IN ('queued', 'running')", 1,
+				    v, err, errlen);
+	if (!res)
+		return -1;
+	long n = strtol(PQcmdTuples(res), NULL, 10);
+	PQclear(res);
+	return n;
+}
+
 /* One statement, so one round trip per request: the row's lock (the
  * upsert's) orders two nodes' takes. The refill is measured on the
  * server's clock, the same for every node; a tenant's first request
@@ -693,6 +712,7 @@ static const struct store_ops pg_ops = {
 	.put_blob = pg_put_blob,
 	.blobs = pg_blobs,
 	.drop_blobs = pg_drop_blobs,
+	.drop_runs = pg_drop_runs,
 	.note_fd = pg_note_fd,
 	.notes = pg_notes,
 	.rate = pg_rate,

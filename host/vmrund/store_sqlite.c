@@ -43,6 +43,8 @@ enum stmt_id {
 	ST_PUT_BLOB,
 	ST_BLOB,
 	ST_DROP_BLOBS,
+	ST_DROP_RUN_BLOBS,
+	ST_DROP_RUNS,
 	ST_N
 };
 
@@ -96,6 +98,11 @@ static const char *const stmt_sql[ST_N] = {
 	/* One per query, as ST_EACH, for the same reason. */
 	[ST_BLOB] = "SELECT name, data FROM blobs WHERE id = ?1 AND name > ?2 ORDER BY name LIMIT 1",
 	[ST_DROP_BLOBS] = "DELETE FROM blobs WHERE id IN (SELECT id FROM runs WHERE finished_ms < ?1)",
+	/* Run retention: blobs first, since no key ties them to their run
+	 * here; terminal runs only, though only those have finished_ms. */
+	[ST_DROP_RUN_BLOBS] = "DELETE FROM blobs WHERE id IN (SELECT id FROM runs WHERE finished_ms < ?1"
+			      " AND state NOT IN ('queued', 'running'))",
+	[ST_DROP_RUNS] = "DELETE FROM runs WHERE finished_ms < ?1 AND state NOT IN ('queued', 'running')",
 };
 
 struct store_sqlite {
@@ -839,6 +846,32 @@ static long sq_drop_blobs(struct store *base, int64_t before_ms, char *err, size
 	return step_write(s, st, err, errlen);
 }
 
+static long sq_drop_runs(struct store *base, int64_t before_ms, char *err, size_t errlen)
+{
+	struct store_sqlite *s = backend(base);
+	sqlite3_stmt *st = s->stmt[ST_DROP_RUN_BLOBS];
+	int n = -1;
+	if (begin(s, err, errlen) < 0)
+		return -1;
+	if (sqlite3_bind_int64(st, 1, before_ms)) {
+		bind_err(s, st, err, errlen);
+		goto fail;
+	}
+	if (step_write(s, st, err, errlen) < 0)
+		goto fail;
+	st = s->stmt[ST_DROP_RUNS];
+	if (sqlite3_bind_int64(st, 1, before_ms)) {
+		bind_err(s, st, err, errlen);
+		goto fail;
+	}
+	if ((n = step_write(s, st, err, errlen)) < 0 || commit(s, err, errlen) < 0)
+		goto fail;
+	return n;
+fail:
+	rollback(s);
+	return -1;
+}
+
 /* One node: the daemon itself made every change there is to hear of. */
 static int sq_note_fd(struct store *base)
 {
@@ -876,6 +909,7 @@ static const struct store_ops sqlite_ops = {
 	.put_blob = sq_put_blob,
 	.blobs = sq_blobs,
 	.drop_blobs = sq_drop_blobs,
+	.drop_runs = sq_drop_runs,
 	.note_fd = sq_note_fd,
 	.notes = sq_notes,
 	.close = sq_close,

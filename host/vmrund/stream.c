@@ -21,6 +21,7 @@
 
 struct out_stream {
 	struct vmrund *d;
+	unsigned tenant;              /* whose place it holds (vmrund_stream_begin) */
 	char id[SCHED_ID_MAX], path[PATH_MAX];
 	int fd;
 	uint8_t *raw;                 /* file bytes not yet a whole record */
@@ -171,6 +172,7 @@ static ssize_t out_reader(void *cls, uint64_t pos, char *buf, size_t max)
 static void out_free(void *cls)
 {
 	struct out_stream *s = cls;
+	vmrund_stream_end(s->d, s->tenant);
 	if (s->fd >= 0)
 		close(s->fd);
 	free(s->raw);
@@ -180,10 +182,15 @@ static void out_free(void *cls)
 
 enum MHD_Result stream_output(struct http_req *r, const char *id)
 {
+	if (!http_stream_begin(r))
+		return MHD_YES;
 	struct out_stream *s = calloc(1, sizeof(*s));
-	if (!s)
+	if (!s) {
+		vmrund_stream_end(r->d, (unsigned)r->tenant);
 		return http_error(r, 500, 0, "out of memory");
+	}
 	s->d = r->d;
+	s->tenant = (unsigned)r->tenant;
 	s->fd = -1;
 	s->last_ms = vmrund_now_ms();
 	snprintf(s->id, sizeof(s->id), "%s", id);

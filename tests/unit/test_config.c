@@ -56,6 +56,11 @@ static void defaults(void **state)
 	assert_int_equal(c.connection_timeout_s, 30);
 	assert_int_equal(c.wait_max_s, 300);
 	assert_int_equal(c.retention_s, 86400);
+	assert_int_equal(c.max_connections_per_address, 64);
+	assert_int_equal(c.request_head_timeout_s, 10);
+	assert_int_equal(c.max_streams_per_tenant, 32);
+	assert_int_equal(c.run_retention_s, 7 * 86400);
+	assert_false(c.snapshot_per_tenant);
 	assert_string_equal(c.anonymous_tenant, "");
 	assert_false(c.anonymous_any);
 	assert_int_equal(c.slot_memory_mib, 512);
@@ -123,6 +128,10 @@ static void numbers(void **state)
 		{ "slot_memory_mib", 64, 1ull << 20 },
 		{ "lease_s", 2, 3600 },
 		{ "blob_max_mib", 1, 4096 },
+		{ "max_connections_per_address", 0, 100000 },
+		{ "request_head_timeout_s", 1, 3600 },
+		{ "max_streams_per_tenant", 1, 100000 },
+		{ "run_retention_s", 0, 3650ull * 86400 },
 	};
 	char line[128], want[128];
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
@@ -139,6 +148,10 @@ static void numbers(void **state)
 				       : !strcmp(k, "retention_s")          ? c.retention_s
 				       : !strcmp(k, "lease_s")              ? c.lease_s
 				       : !strcmp(k, "blob_max_mib")         ? c.blob_max_mib
+				       : !strcmp(k, "max_connections_per_address") ? c.max_connections_per_address
+				       : !strcmp(k, "request_head_timeout_s") ? c.request_head_timeout_s
+				       : !strcmp(k, "max_streams_per_tenant") ? c.max_streams_per_tenant
+				       : !strcmp(k, "run_retention_s")      ? c.run_retention_s
 									    : c.slot_memory_mib;
 			assert_int_equal(got, edge[e]);
 		}
@@ -366,6 +379,40 @@ static void load(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+/* snapshot_scope: shared (the default) or tenant, nothing else. */
+static void snapshot_scope(void **state)
+{
+	(void)state;
+	struct vmrund_config c;
+	assert_int_equal(parse(&c, "snapshot_scope = tenant"), 0);
+	assert_true(c.snapshot_per_tenant);
+	assert_int_equal(parse(&c, "snapshot_scope = tenant\nsnapshot_scope = shared"), 0);
+	assert_false(c.snapshot_per_tenant);
+	refused("snapshot_scope = Tenant", "snapshot_scope: shared or tenant");
+	refused("snapshot_scope = run", "snapshot_scope: shared or tenant");
+	refused("snapshot_scope =", "snapshot_scope: shared or tenant");
+}
+
+/* The retention sweep: every minute, sooner for a short run_retention_s
+ * (a quarter of it), never more than once a second. */
+static void retention_every(void **state)
+{
+	(void)state;
+	struct vmrund_config c;
+	config_defaults(&c);
+	assert_int_equal(config_retention_every_ms(&c), 60000);
+	c.run_retention_s = 0;   /* kept forever: the artifacts' minute */
+	assert_int_equal(config_retention_every_ms(&c), 60000);
+	c.run_retention_s = 240;
+	assert_int_equal(config_retention_every_ms(&c), 60000);
+	c.run_retention_s = 200;
+	assert_int_equal(config_retention_every_ms(&c), 50000);
+	c.run_retention_s = 2;
+	assert_int_equal(config_retention_every_ms(&c), 1000);
+	c.run_retention_s = 1;
+	assert_int_equal(config_retention_every_ms(&c), 1000);
+}
+
 static void slots(void **state)
 {
 	(void)state;
@@ -441,6 +488,8 @@ int main(void)
 		cmocka_unit_test(load),
 		cmocka_unit_test(slots),
 		cmocka_unit_test(node_size),
+		cmocka_unit_test(snapshot_scope),
+		cmocka_unit_test(retention_every),
 	};
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

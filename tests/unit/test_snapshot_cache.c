@@ -110,6 +110,50 @@ static int choose(uid_t ruid, uid_t euid, const char *cache, const char *xdg, co
 	return snapshot_cache_choose(&e, dir, PATH_MAX, err, 512);
 }
 
+/* snapshot_scope = tenant in vmrund: each tenant's runs restore from a
+ * cache of that tenant's own, which the worker's VMRUN_CACHE names; no
+ * two tenants share a directory, and none is the shared one. */
+static void tenant_scope(void **state)
+{
+	(void)state;
+	char root[PATH_MAX], dir[PATH_MAX], other[PATH_MAX], err[512];
+	assert_int_equal(snapshot_cache_tenant(SNAPSHOT_SYSTEM_CACHE, "alice", root, sizeof(root), err, sizeof(err)), 0);
+	assert_string_equal(root, "/var/cache/vmrun/tenants/alice");
+	assert_int_equal(choose(0, 0, root, NULL, NULL, dir, err), 0);
+	assert_string_equal(dir, "/var/cache/vmrun/tenants/alice/snapshots");
+	assert_int_equal(snapshot_cache_tenant(SNAPSHOT_SYSTEM_CACHE, "bob", root, sizeof(root), err, sizeof(err)), 0);
+	assert_int_equal(choose(0, 0, root, NULL, NULL, other, err), 0);
+	assert_string_equal(other, "/var/cache/vmrun/tenants/bob/snapshots");
+	assert_string_not_equal(dir, other);
+	assert_int_equal(choose(0, 0, NULL, NULL, NULL, other, err), 0);   /* shared */
+	assert_string_not_equal(dir, other);
+	/* the same facts give the same key, so the directory alone keeps
+	 * two tenants' snapshots apart */
+	struct snapshot_facts f = { .memory_mib = 256, .cpus = 1 };
+	struct snapshot_slot a, b;
+	assert_int_equal(snapshot_slot_init(&a, dir, &f, err, sizeof(err)), 0);
+	assert_int_equal(snapshot_slot_init(&b, other, &f, err, sizeof(err)), 0);
+	assert_string_equal(a.key, b.key);
+	assert_string_not_equal(a.path, b.path);
+	assert_string_equal(a.path + strlen(a.path) - SNAPSHOT_KEY_CHARS, a.key);
+	assert_int_equal(strncmp(a.path, "/var/cache/vmrun/tenants/alice/snapshots/", 41), 0);
+	/* names that are not one harmless component */
+	const char *bad[] = { "", ".", "..", "a/b", "../x", "a b", "a\nb", "\xc3\xa9" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		if (snapshot_cache_tenant(SNAPSHOT_SYSTEM_CACHE, bad[i], root, sizeof(root), err, sizeof(err)) != -1)
+			fail_msg("tenant \"%s\" was taken", bad[i]);
+		assert_non_null(strstr(err, "not a name for a snapshot directory"));
+	}
+	/* a path too long is refused, not cut */
+	char big[PATH_MAX];
+	memset(big, 'a', sizeof(big) - 1);
+	big[0] = '/';
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(snapshot_cache_tenant(big, "alice", root, sizeof(root), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "path too long"));
+}
+
 static void directory_rules(void **state)
 {
 	(void)state;
@@ -323,6 +367,7 @@ int main(void)
 		cmocka_unit_test(key_text_is_16_hex_digits),
 		cmocka_unit_test(cpu_flags),
 		cmocka_unit_test(directory_rules),
+		cmocka_unit_test(tenant_scope),
 		T(make_find_replace_discard),
 		T(writable_cache_refused),
 		T(gathered_facts),

@@ -1401,6 +1401,74 @@ static void blobs(void **state)
 	store_close(s);
 }
 
+/* Whether run n is in the store (any tenant's). */
+static bool exists(struct store *s, unsigned n)
+{
+	struct store_run r;
+	int found = s->ops->get(s, id_of(n).s, NULL, &r, err, sizeof(err));
+	if (found < 0)
+		fail_msg("get %u: %s", n, err);
+	if (found)
+		store_run_free(&r);
+	return found == 1;
+}
+
+/* Run retention: runs that ended before the time go whole (row and
+ * blobs); queued and running ones stay whatever their age; seq goes on
+ * past the runs that went. */
+static void drop_runs(void **state)
+{
+	(void)state;
+	struct tset x = { 0 };
+	tset_add(&x, "a", 100, 100);
+	struct store *s = open_store();
+	struct text n_ = nm("n");
+	const char *n = n_.s;
+	char holder[STORE_NODE_MAX];
+	for (unsigned i = 1; i <= 4; i++)
+		put(s, i, nm("a").s, "{}");
+	claims(s, n, 3, &x.ts, 100, 3, (unsigned[]){ 1, 2, 3 });
+	put_blob(s, 1, "output", "one", 3);
+	put_blob(s, 2, "output", "two", 3);
+	put_blob(s, 3, "artifacts/x", "x", 1);
+	finish_ok(s, 1, n, RS_SUCCEEDED);   /* at 5000 */
+	finish_ok(s, 3, n, RS_FAILED);
+	assert_int_equal(s->ops->cancel(s, id_of(4).s, NULL, 5000, holder, err, sizeof(err)), 1);
+	struct store_run last = get(s, 4);   /* the newest seq so far */
+	long dropped = s->ops->drop_runs(s, 6000, err, sizeof(err));
+	if (dropped < 0)
+		fail_msg("drop_runs: %s", err);
+	assert_true(dropped >= 3);   /* a shared store may hold others' */
+	assert_false(exists(s, 1));
+	assert_false(exists(s, 3));
+	assert_false(exists(s, 4));   /* cancelled while queued is ended too */
+	assert_int_equal(list_blobs(s, 1).k, 0);
+	assert_int_equal(list_blobs(s, 3).k, 0);
+	/* running since 100: stays, with its blob */
+	assert_int_equal(state_of(s, 2), RS_RUNNING);
+	assert_int_equal(list_blobs(s, 2).k, 1);
+	/* a new run comes after the newest that went */
+	put(s, 5, nm("a").s, "{}");
+	struct store_run next = get(s, 5);
+	assert_true(next.seq > last.seq);
+	store_run_free(&next);
+	store_run_free(&last);
+	/* queued: stays too, however late the time */
+	assert_true(s->ops->drop_runs(s, 1000000, err, sizeof(err)) >= 0);
+	assert_int_equal(state_of(s, 5), RS_QUEUED);
+	assert_int_equal(state_of(s, 2), RS_RUNNING);
+	/* and once it ends, it goes at its time, not before */
+	assert_int_equal(s->ops->finish(s, id_of(2).s, n, RS_SUCCEEDED, 9000, "{}", NULL, err, sizeof(err)), 1);
+	assert_true(s->ops->drop_runs(s, 9000, err, sizeof(err)) >= 0);
+	assert_true(exists(s, 2));
+	assert_true(s->ops->drop_runs(s, 9001, err, sizeof(err)) >= 1);
+	assert_false(exists(s, 2));
+	assert_int_equal(list_blobs(s, 2).k, 0);
+	/* one that is not there is not an error: nothing to do */
+	assert_true(s->ops->drop_runs(s, 9001, err, sizeof(err)) >= 0);
+	store_close(s);
+}
+
 static void blob_names_refused(void **state)
 {
 	(void)state;
@@ -1696,6 +1764,7 @@ int main(void)
 		T(expire_lease),
 		T(blobs),
 		T(blob_names_refused),
+		T(drop_runs),
 		T(each_in_order),
 		T(counts),
 		cmocka_unit_test(state_names),

@@ -416,5 +416,123 @@ post "$KS" '{"argv":["echo","fits"],"limits":{"memory_mib":512,"disk_mib":128}}'
 expect "admission: a run within the tenant's ceilings runs" 200 "j['state']=='succeeded'"
 kill -TERM "$pid"
 wait "$pid" 2>/dev/null
+# ---- issue 38: connection exhaustion and run retention ----------------------
+# A second vmrund of its own (its own port, store and run_dir) with small
+# limits: 4 connections from one address, 2 open streams and waits per
+# tenant, 3 s to send a request's head, runs kept for 2 s after they end.
+PORT2=$((PORT + 1))
+BASE2=http://127.0.0.1:$PORT2
+mkdir -p "$tmp/lib2"
+sed -e "s|^listen = .*|listen = 127.0.0.1:$PORT2|" -e "s|$tmp/lib/|$tmp/lib2/|" -e 's|^slots = .*|slots = 4|' \
+	"$tmp/etc/vmrund.conf" >"$tmp/etc/vmrund2.conf"
+cat >>"$tmp/etc/vmrund2.conf" <<CONF
+max_connections_per_address = 4
+max_streams_per_tenant = 2
+request_head_timeout_s = 3
+run_retention_s = 2
+CONF
+"$VMRUND" --config "$tmp/etc/vmrund2.conf" >>"$tmp/vmrund2.log" 2>&1 &
+pid2=$!
+for _ in $(seq 100); do curl -fs -m 2 "$BASE2/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -fs -m 2 "$BASE2/healthz" >/dev/null 2>&1 && ok "vmrund with connection limits and run retention starts" ||
+	{ not_ok "vmrund with connection limits did not start"; sed 's/^/    /' "$tmp/vmrund2.log" | tail -3; }
+
+# Per address: 127.0.0.2 holds its 4 connections; its 5th is closed
+# unanswered, while 127.0.0.1 is still served.
+python3 - "$PORT2" <<'PY' && ok "a 5th connection from one address is refused while another address gets through" ||
+import socket, sys
+port = int(sys.argv[1])
+req = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+def answer(src):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(src, 0))
+    try:
+        s.sendall(req)
+        return s.recv(64)
+    except OSError:
+        return b""
+    finally:
+        s.close()
+held = [socket.create_connection(("127.0.0.1", port), timeout=5, source_address=("127.0.0.2", 0)) for _ in range(4)]
+fifth, other = answer("127.0.0.2"), answer("127.0.0.1")
+print(f"    5th from 127.0.0.2: {fifth[:15]!r}; from 127.0.0.1: {other[:15]!r}")
+for s in held:
+    s.close()
+sys.exit(0 if fifth == b"" and other.startswith(b"HTTP/1.1 200") else 1)
+PY
+	not_ok "per-address connection limit"
+
+# Slowloris by the byte: a header dribbled a byte a second never lets the
+# idle timeout (5 s) run out, and is cut at the 3 s deadline for the head.
+python3 - "$PORT2" <<'PY' && ok "a request head dribbled a byte a second is cut off at its deadline" || not_ok "head deadline"
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=2)
+t0 = time.time()
+s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+cut = None
+while time.time() - t0 < 12:
+    try:
+        s.sendall(b"a")
+        s.settimeout(1)
+        if s.recv(64) == b"":
+            cut = time.time() - t0
+            break
+    except socket.timeout:
+        continue
+    except OSError:
+        cut = time.time() - t0
+        break
+print(f"    cut after {cut:.1f} s" if cut else "    still open after 12 s")
+sys.exit(0 if cut and 2.5 <= cut <= 6 else 1)
+PY
+
+# Per tenant: alice holds 2 output streams; a 3rd stream and a ?wait are
+# refused with 429 (the run not queued), bob's stream works, and alice's
+# places come back when her streams end.
+post2() { c "$1" -X POST -H 'Content-Type: application/json' --data-binary "$2" "$BASE2$3"; }
+post2 "$KA" '{"argv":["sleep","4"]}' /v1/runs
+a1=$(field id)
+post2 "$KA" '{"argv":["sleep","4"]}' /v1/runs
+a2=$(field id)
+curl -s -N -m 20 -H "Authorization: Bearer $KA" -o "$tmp/s1" "$BASE2/v1/runs/$a1/output" &
+s1=$!
+curl -s -N -m 20 -H "Authorization: Bearer $KA" -o "$tmp/s2" "$BASE2/v1/runs/$a2/output" &
+s2=$!
+sleep 1
+c "$KA" -N "$BASE2/v1/runs/$a1/output"
+expect "alice's 3rd open stream: 429 with a message" 429 "'max_streams_per_tenant' in j['message']"
+n0=$(python3 -c "import sqlite3; print(sqlite3.connect('$tmp/lib2/state.db').execute('select count(*) from runs').fetchone()[0])")
+post2 "$KA" '{"argv":["echo","waited"]}' "/v1/runs?wait=5"
+n1=$(python3 -c "import sqlite3; print(sqlite3.connect('$tmp/lib2/state.db').execute('select count(*) from runs').fetchone()[0])")
+expect "alice's ?wait past her streams and waits: 429, nothing queued" 429 "'max_streams_per_tenant' in j['message'] and $n0 == $n1"
+post2 "$KB" '{"argv":["echo","bob"]}' /v1/runs
+b1=$(field id)
+c "$KB" -N "$BASE2/v1/runs/$b1/output"
+[ "$code" = 200 ] && grep -q '^event: end' "$tmp/out" && ok "bob's stream works meanwhile" || not_ok "bob's stream ($code)"
+wait "$s1" "$s2"
+grep -q '"state":"succeeded"' "$tmp/s1" && grep -q '"state":"succeeded"' "$tmp/s2" &&
+	ok "alice's two streams ran to their runs' ends" || not_ok "alice's streams"
+c "$KA" -N "$BASE2/v1/runs/$a1/output"
+[ "$code" = 200 ] && grep -q '^event: end' "$tmp/out" && ok "a stream that ended gives its place back" || not_ok "place not given back ($code)"
+
+# Run retention: 2 s after it ended a run is gone: 404, its row, its
+# blobs and its directory; the audit log keeps its line.
+post2 "$KA" '{"argv":["echo","short-lived"]}' "/v1/runs?wait=10"
+r1=$(field id)
+[ "$code" = 200 ] && [ -d "$tmp/lib2/runs/$r1" ] && ok "a run that ended is there at first" || not_ok "run $r1 ($code)"
+for _ in $(seq 80); do
+	c "$KA" "$BASE2/v1/runs/$r1"
+	[ "$code" = 404 ] && break
+	sleep 0.1
+done
+expect "a run past run_retention_s: 404" 404
+python3 - "$tmp/lib2/state.db" "$r1" <<'PY' && [ ! -e "$tmp/lib2/runs/$r1" ] && grep -q "\"run_id\":\"$r1\"" "$tmp/lib2/audit.jsonl" &&
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+sys.exit(db.execute("select count(*) from runs where id=?", (sys.argv[2],)).fetchone()[0] +
+         db.execute("select count(*) from blobs where id=?", (sys.argv[2],)).fetchone()[0])
+PY
+	ok "its row, blobs and directory are gone; its audit line stays" || not_ok "run $r1 left behind"
+kill -TERM "$pid2"
+wait "$pid2" 2>/dev/null
 echo "vmrund api tests: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
