@@ -347,6 +347,18 @@ def judge_admission_by_size(c, r):
     return f"the second run waited for the first; the larger one was refused: {f['big']['message']}"
 
 
+def judge_connection_exhaustion(c, r):
+    f = c["facts"]
+    conn = f["conn"]
+    need(r is not None and r.get("state") == "succeeded", "the run whose output was streamed did not succeed")
+    need(f["streams_ended"] == 2, "the two streams within the limit did not both run to the end")
+    escaped_if(not conn["other"].startswith("HTTP/1.1 200"), "another address was not served while one held its connections")
+    escaped_if(conn["fifth"] != "", "a 5th connection from one address was served past its limit of 4")
+    escaped_if(any(t is None or t > 8 for t in conn["cut_s"]), f"heads dribbled a byte a second were not cut at their deadline: {conn['cut_s']}")
+    escaped_if(f["third_stream"] != "429", f"a third output stream was answered {f['third_stream']}, not 429")
+    return f"the 5th connection was refused, another address served, the slow heads cut after {max(conn['cut_s'])} s, the 3rd stream 429"
+
+
 def judge_load_api(c, r):
     need(r is not None and r.get("state"), "no run")
     escaped_if(r["state"] != "succeeded", f"{r['state']}: {r.get('message')}")
@@ -382,6 +394,7 @@ JUDGES = {
     "sigkill_vmrund": judge_sigkill_vmrund,
     "artifact_tar_names": judge_artifact_tar_names,
     "admission_by_size": judge_admission_by_size,
+    "connection_exhaustion": judge_connection_exhaustion,
 }
 
 
