@@ -368,23 +368,53 @@ static const struct denied deny_set[] = {
 	V4(203, 0, 113, 0, 24, "documentation (203.0.113.0/24)"),
 	V4(224, 0, 0, 0, 4, "multicast (224.0.0.0/4)"),
 	V4(240, 0, 0, 0, 4, "reserved (240.0.0.0/4)"),
+	V4(168, 63, 129, 16, 32, "a cloud host endpoint (168.63.129.16)"),
 	{ { 0 }, 128, "unspecified (::)" },
 	{ { [15] = 1 }, 128, "loopback (::1)" },
+	/* NAT64 is refused whole, not judged by the IPv4 address inside: the
+	 * translator is the network's, and what it reaches (its own
+	 * loopback, the operator's private ranges) is not ours to know. The
+	 * local-use prefix is more so: its operator picks where in the
+	 * address the IPv4 part sits (RFC 6052: after bit 32 to 96), so
+	 * there is no one IPv4 address to judge. */
 	{ { 0x00, 0x64, 0xff, 0x9b }, 96, "NAT64 (64:ff9b::/96)" },
+	{ { 0x00, 0x64, 0xff, 0x9b, 0x00, 0x01 }, 48, "local-use NAT64 (64:ff9b:1::/48)" },
+	{ { 0x01 }, 64, "discard-only (100::/64)" },
 	{ { 0x20, 0x01, 0x0d, 0xb8 }, 32, "documentation (2001:db8::/32)" },
 	{ { 0x20, 0x01 }, 32, "Teredo (2001::/32)" },
 	{ { 0x20, 0x02 }, 16, "6to4 (2002::/16)" },
 	{ { 0xfc }, 7, "unique local (fc00::/7)" },
 	{ { 0xfe, 0x80 }, 10, "link-local (fe80::/10)" },
+	{ { 0xfe, 0xc0 }, 10, "site-local, private as fc00::/7 is (fec0::/10)" },
 	{ { 0xff }, 8, "multicast (ff00::/8)" },
 };
 
-const char *net_addr_denied(const uint8_t addr[16])
+static const char *deny_lookup(const uint8_t addr[16])
 {
 	for (size_t i = 0; i < sizeof(deny_set) / sizeof(deny_set[0]); i++)
 		if (same_prefix(addr, deny_set[i].addr, deny_set[i].prefix))
 			return deny_set[i].why;
 	return NULL;
+}
+
+/* Whether addr is IPv4-compatible (::a.b.c.d, ::/96; deprecated, but a
+ * host with a SIT tunnel still sends it to a.b.c.d over IPv4), not ::
+ * or ::1, which have meanings of their own. */
+static bool v4_compatible(const uint8_t addr[16])
+{
+	static const uint8_t zero[12];
+	return !memcmp(addr, zero, sizeof(zero)) && (addr[12] | addr[13] | addr[14] || addr[15] > 1);
+}
+
+const char *net_addr_denied(const uint8_t addr[16])
+{
+	if (v4_compatible(addr)) {
+		uint8_t mapped[16];
+		memcpy(mapped, mapped_prefix, sizeof(mapped_prefix));
+		memcpy(mapped + 12, addr + 12, 4);
+		return deny_lookup(mapped);
+	}
+	return deny_lookup(addr);
 }
 
 /* Whether every port r allows, c allows too. */

@@ -69,7 +69,9 @@ bool net_addr_allowed(const struct net_rule *rules, size_t n, const uint8_t addr
 
 /* The deny set: why addr may not be dialed ("loopback", "private",
  * "link-local (cloud metadata)", ...), or NULL when it is a public
- * address. An IPv4-mapped IPv6 address is judged as the IPv4 inside. */
+ * address. An IPv4-mapped (::ffff:a.b.c.d) or IPv4-compatible
+ * (::a.b.c.d) address is judged as the IPv4 inside; NAT64 prefixes are
+ * refused whole. */
 const char *net_addr_denied(const uint8_t addr[16]);
 
 /* Whether every destination r allows is allowed by one rule of

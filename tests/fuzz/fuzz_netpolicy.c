@@ -5,7 +5,8 @@
  * checks what parsing promises: a refusal is one line; a rule written
  * back (net_rule_format) parses to the same rule and is allowed by a
  * ceiling of itself; a normalized name is valid again and unchanged by a
- * second normalization. */
+ * second normalization; an IPv4-compatible address is refused exactly
+ * when its IPv4 address is. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		abort();
 	}
 	uint8_t a[16];
-	if (net_ip_literal(text, a))
+	if (net_ip_literal(text, a) && net_addr_is_v4(a)) {
+		/* IPv4-compatible ::a.b.c.d is judged as a.b.c.d: refused
+		 * exactly when the mapped form is (:: and ::1 are refused
+		 * for their own reasons, as are 0.0.0.0 and 0.0.0.1) */
+		uint8_t compat[16] = { 0 };
+		memcpy(compat + 12, a + 12, 4);
+		if (!net_addr_denied(compat) != !net_addr_denied(a))
+			abort();
+	} else if (net_ip_literal(text, a)) {
 		(void)net_addr_denied(a);
+	}
 	return 0;
 }
