@@ -397,7 +397,7 @@ $(BUILD)/tests/eval-extract: tests/eval/extract_corrupt.c $(EVAL_EXTRACT_OBJS)
 eval: EVAL_PROFILE := full
 eval: EVAL_LIMIT := 1500
 eval-short: EVAL_PROFILE := short
-eval-short: EVAL_LIMIT := 900
+eval-short: EVAL_LIMIT := 1200
 eval eval-short: all payloads guest eval-guest $(BUILD)/tests/eval-extract
 	@./scripts/on-kvm-host.sh --limit $(EVAL_LIMIT) "eval ($(EVAL_PROFILE))" tests/eval/run.sh $(EVAL_PROFILE) $(BUILD)/eval
 	@images=$$(./scripts/e2fs-test-images.sh) && \

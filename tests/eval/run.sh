@@ -42,7 +42,7 @@ leftovers() {
 	local dir=${1:-$TMPDIR}
 	ls -A "$dir" 2>/dev/null | sed "s|^|run directory: $dir/|"
 	# vmrund's workers make their run directories beneath its run_dir
-	for d in "$tmp"/vmrund/lib/runs/vm "$tmp"/pressure/lib/runs/vm; do
+	for d in "$tmp"/vmrund/lib/runs/vm; do
 		ls -A "$d" 2>/dev/null | sed "s|^|run directory: $d/|"
 	done
 	pgrep -f "$JAILED_VMM" | sed 's/^/vmm process: /'
@@ -376,107 +376,6 @@ else
 	: >"$tmp/out"
 	tail -n 5 "$VD/vmrund.log" >"$tmp/err"
 	record vmrund_start lifecycle started "start vmrund for its cases (no judge: an error)"
-fi
-
-# ---- vmrund under one tenant's pressure: room and connections ---------------
-# A vmrund of its own: two slots on a node with room for 1 GiB of guest
-# memory, so that room and not slots decides. A tenant's two runs of 768
-# MiB must run one after the other, and a run larger than the node must be
-# refused at submission (once, each such run pinned its memory and
-# workspace whatever was left; /run was a tmpfs they filled).
-PD=$tmp/pressure
-mkdir -p "$PD/etc" "$PD/lib"
-printf 'tenant t concurrent=4 queued=16 rate=10000\nkey %s t\n' "$KEY" >"$PD/etc/keys"
-chmod 600 "$PD/etc/keys"
-printf 'listen = 127.0.0.1:%s\nstate_db = %s\nrun_dir = %s\nkeys = %s\naudit_log = %s\nslots = 2\nnode_memory_mib = 1024\nmax_connections_per_address = 4\nrequest_head_timeout_s = 3\nmax_streams_per_tenant = 2\n' \
-	"$PORT" "$PD/lib/state.db" "$PD/lib/runs" "$PD/etc/keys" "$PD/lib/audit.jsonl" >"$PD/etc/vmrund.conf"
-VD=$PD
-if vmrund_start; then
-	t0=$(date +%s%N)
-	a=$(api POST /v1/runs '{"argv":["sh","-c","sleep 4"],"limits":{"timeout_s":60,"memory_mib":768}}' | run_id)
-	b=$(api POST /v1/runs '{"argv":["true"],"limits":{"timeout_s":60,"memory_mib":768}}' | run_id)
-	# B's state while A runs
-	b_while=""
-	for _ in $(seq 600); do
-		api GET "/v1/runs/$a" >"$tmp/a.json"
-		if [ "$(run_state <"$tmp/a.json")" = running ]; then
-			b_while=$(api GET "/v1/runs/$b" | run_state)
-			break
-		fi
-		sleep 0.2
-	done
-	wait_terminal "$b" 120
-	wait_terminal "$a" 120
-	rc=$?
-	api GET "/v1/runs/$a" >"$tmp/a.json"
-	api GET "/v1/runs/$b" >"$tmp/out"
-	big=$(curl -s -m 30 -o "$tmp/big.json" -w '%{http_code}' -X POST -H "Authorization: Bearer $KEY" \
-		-H 'Content-Type: application/json' --data-binary '{"argv":["true"],"limits":{"memory_mib":2048}}' "$BASE/v1/runs")
-	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-	record admission_by_size service admitted "two runs of 768 MiB on a node with room for 1024 and two free slots, then one of 2048 MiB" \
-		"{\"a\":$(cat "$tmp/a.json" 2>/dev/null || echo null),\"b_while_a_ran\":$(jstr "$b_while"),\"big_status\":$(jstr "$big"),\"big\":$(cat "$tmp/big.json" 2>/dev/null || echo null)}"
-
-	# One tenant's connections: 4 slowloris connections from 127.0.0.2 that
-	# dribble their heads, a 5th from there, a request from 127.0.0.1 while
-	# they hold; then two open output streams of a running run and a third.
-	# Once, one address or one tenant could hold every connection vmrund had.
-	t0=$(date +%s%N)
-	conn_facts=$(python3 - "$PORT" <<'PY'
-import json, socket, sys, threading, time
-port = int(sys.argv[1])
-req = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-def answer(src):
-    try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(src, 0))
-        s.sendall(req)
-        return s.recv(64).decode("latin-1")
-    except OSError:
-        return ""
-held = [socket.create_connection(("127.0.0.1", port), timeout=5, source_address=("127.0.0.2", 0)) for _ in range(4)]
-cut = [None] * 4
-def dribble(i, s):
-    t0 = time.time()
-    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-    s.settimeout(1)
-    while time.time() - t0 < 15:
-        try:
-            s.sendall(b"a")
-            if s.recv(64) == b"":
-                cut[i] = round(time.time() - t0, 1)
-                return
-        except socket.timeout:
-            continue
-        except OSError:
-            cut[i] = round(time.time() - t0, 1)
-            return
-threads = [threading.Thread(target=dribble, args=(i, s)) for i, s in enumerate(held)]
-for t in threads:
-    t.start()
-time.sleep(0.5)
-fifth, other = answer("127.0.0.2"), answer("127.0.0.1")
-for t in threads:
-    t.join()
-print(json.dumps({"fifth": fifth[:15], "other": other[:15], "cut_s": cut}))
-PY
-)
-	c=$(api POST /v1/runs '{"argv":["sh","-c","echo up; sleep 8"],"limits":{"timeout_s":60}}' | run_id)
-	for _ in $(seq 300); do [ "$(api GET "/v1/runs/$c" | run_state)" = running ] && break; sleep 0.2; done
-	spids=()
-	for i in 1 2; do
-		curl -s -N -m 40 -o "$tmp/stream$i" -H "Authorization: Bearer $KEY" "$BASE/v1/runs/$c/output" &
-		spids+=($!)
-	done
-	sleep 1
-	third=$(curl -s -m 10 -o "$tmp/third.json" -w '%{http_code}' -H "Authorization: Bearer $KEY" "$BASE/v1/runs/$c/output")
-	wait_terminal "$c" 120
-	rc=$?
-	wait "${spids[@]}"
-	streamed=$(grep -c '^event: end' "$tmp/stream1" "$tmp/stream2" | awk -F: '{n += $2} END {print n + 0}')
-	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-	record connection_exhaustion service limited "one address holds 4 connections dribbling their heads (limit 4, head deadline 3 s), opens a 5th; another address asks meanwhile; one tenant opens a 3rd output stream (limit 2)" \
-		"{\"conn\":$conn_facts,\"third_stream\":$(jstr "$third"),\"streams_ended\":$streamed}"
-	kill -TERM "$vd_pid"
-	wait "$vd_pid" 2>/dev/null
 fi
 
 # ---- load --------------------------------------------------------------------
