@@ -209,6 +209,14 @@ static void dial(struct proxy_server *s, unsigned i)
 		dial_failed(s, i, 502, why);
 		return;
 	}
+	/* The second check, on the very address connect() gets: whatever
+	 * went wrong above, never loopback, link-local or the host itself. */
+	char refusal[160];
+	const char *no = s->dial_check(s->dial_check_ctx, (const struct sockaddr *)&ss, sl, refusal, sizeof(refusal));
+	if (no) {
+		refuse(s, i, 403, no);
+		return;
+	}
 	if (connect(t->remote, (struct sockaddr *)&ss, sl) == 0) {
 		start_relay(s, i);
 	} else if (errno == EINPROGRESS) {
@@ -540,9 +548,14 @@ static void tunnel_ready(struct proxy_server *s, unsigned i, short gev, short re
 }
 
 int proxy_server_init(struct proxy_server *s, const struct proxy_config *cfg, int listen_fd, int control_fd,
-		      net_resolve_fn resolve, void *resolve_ctx, const uint8_t (*self)[16], size_t nself, SSL_CTX *tls)
+		      net_resolve_fn resolve, void *resolve_ctx, const uint8_t (*self)[16], size_t nself,
+		      proxy_dial_check_fn dial_check, const void *dial_check_ctx, SSL_CTX *tls)
 {
 	memset(s, 0, sizeof(*s));
+	if (!dial_check)
+		return -1;
+	s->dial_check = dial_check;
+	s->dial_check_ctx = dial_check_ctx;
 	s->cfg = cfg;
 	s->listen_fd = listen_fd;
 	s->control_fd = control_fd;
