@@ -113,11 +113,19 @@ static int answer(int fd, int status, const char *why)
 	if (status == 200) {
 		n = snprintf(msg, sizeof(msg), "HTTP/1.1 200 %s\r\n\r\n", status_text(200));
 	} else {
+		/* why may quote the guest: a long one is cut, and Content-Length
+		 * must count what is sent, not what snprintf would have written */
 		int bl = snprintf(body, sizeof(body), "vmrun proxy: %s\n", why);
+		if (bl < 0 || (size_t)bl >= sizeof(body)) {
+			body[sizeof(body) - 2] = '\n';
+			bl = (int)sizeof(body) - 1;
+		}
 		n = snprintf(msg, sizeof(msg),
 			     "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 			     status, status_text(status), bl, body);
 	}
+	if (n < 0 || (size_t)n >= sizeof(msg))
+		return -1;   /* cannot happen with the sizes above; never send a cut head */
 	return send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n ? 0 : -1;
 }
 
