@@ -46,7 +46,10 @@ def read_all(s):
 
 def http(px, request):
     s = guest(px)
-    s.sendall(request.encode())
+    try:
+        s.sendall(request.encode())
+    except (BrokenPipeError, ConnectionResetError):
+        pass   # a refusal (a cap's 503) may come and close before the request is sent
     r = read_all(s)
     s.close()
     return r.decode(errors="replace")
