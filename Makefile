@@ -287,6 +287,9 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_OBJS) $(wildcard tests/common/
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost -Ihost/vmrund -Ihost/proxy -Itests/common $(filter %.c %.o,$^) \
 		-lcmocka $(HOST_LIBS) $(VMRUND_LIBS) $(PROXY_LIBS) -lfdt $(TEST_LIBS_$*) -pthread -o $@
 
+# test_run_net starts the real proxy, found next to vmm in $(BUILD)/bin
+$(BUILD)/tests/test_run_net: $(BUILD)/bin/vmrun-proxy
+
 unit: $(UNIT_BINS)
 	@./tests/run-all.sh unit $(UNIT_BINS)
 

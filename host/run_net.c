@@ -105,6 +105,21 @@ static int send_line(void *ctx, const char *line)
 	return send(*(int *)ctx, line, strlen(line), MSG_NOSIGNAL) == (ssize_t)strlen(line) ? 0 : -1;
 }
 
+/* The proxy's stderr: a pipe, read when it is done (proxy_said). Both
+ * ends non-blocking: the proxy never waits on a full pipe (a line past
+ * 64 KiB of them is lost; it writes one when it fails), and we never
+ * wait on a proxy that still holds its end. Returns the write end for
+ * the child, or -1. */
+static int err_pipe(struct run_net *n)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -1;
+	n->err_fd = p[0];
+	n->err_open = true;
+	return p[1];
+}
+
 /* In the child, between fork and exec: only async-signal-safe calls.
  * fds[] become 3 (listen), 4 (control) and 2 (stderr); fds are first
  * moved above any target so that no dup2 overwrites another; ca_fd
@@ -154,10 +169,8 @@ int run_net_start(struct run_net *n, const struct proxy_config *cfg, int ca_fd, 
 		n->root[0] = '\0';
 		goto out;
 	}
-	snprintf(n->err_path, sizeof(n->err_path), "%s/proxy.err", run_dir);
-	if ((errfd = open(n->err_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0) {
-		errf(err, errlen, "network: %s: %s", n->err_path, strerror(errno));
-		n->err_path[0] = '\0';
+	if ((errfd = err_pipe(n)) < 0) {
+		errf(err, errlen, "network: the proxy's stderr: %s", strerror(errno));
 		goto out;
 	}
 	if ((listen_fd = listen_proxy(n, uds, vmm_jail, err, errlen)) < 0)
@@ -228,20 +241,32 @@ static void read_audit(struct run_net *n, struct run_result *r)
 	}
 }
 
-/* The last line the proxy wrote to its stderr, printable, into buf. */
-static void proxy_said(const char *path, char *buf, size_t cap)
+/* The last line the proxy wrote to its stderr (what the pipe holds),
+ * printable, into buf; a line is kept to its first 599 bytes. */
+static void proxy_said(int fd, char *buf, size_t cap)
 {
 	buf[0] = '\0';
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return;
-	char line[600];
-	while (fgets(line, sizeof(line), f))
-		if (line[0] != '\n') {
-			line[strcspn(line, "\n")] = '\0';
-			errmsg_printable(buf, cap, line);
+	char chunk[4096], line[600];
+	size_t len = 0;
+	ssize_t k;
+	while ((k = read(fd, chunk, sizeof(chunk))) > 0 || (k < 0 && errno == EINTR)) {
+		for (ssize_t i = 0; i < k; i++) {
+			if (chunk[i] != '\n') {
+				if (len + 1 < sizeof(line))
+					line[len++] = chunk[i];
+				continue;
+			}
+			if (len) {
+				line[len] = '\0';
+				errmsg_printable(buf, cap, line);
+			}
+			len = 0;
 		}
-	fclose(f);
+	}
+	if (len) {   /* a last line without its newline */
+		line[len] = '\0';
+		errmsg_printable(buf, cap, line);
+	}
 }
 
 static void reap(struct run_net *n, struct run_result *r)
@@ -259,8 +284,9 @@ static void reap(struct run_net *n, struct run_result *r)
 	n->pid = 0;
 	if (w < 0 || (WIFEXITED(st) && WEXITSTATUS(st) == 0))
 		return;
-	char said[300];
-	proxy_said(n->err_path, said, sizeof(said));
+	char said[300] = "";
+	if (n->err_open)
+		proxy_said(n->err_fd, said, sizeof(said));
 	if (WIFSIGNALED(st))
 		result_add_message(r, "network proxy died of SIG%s", sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?");
 	else
@@ -289,10 +315,11 @@ void run_net_release(struct run_net *n)
 	n->control = -1;
 	if (n->sock[0])
 		unlink(n->sock);
-	if (n->err_path[0])
-		unlink(n->err_path);
+	if (n->err_open)
+		close(n->err_fd);
+	n->err_open = false;
 	if (n->root[0])
 		rmdir(n->root);
-	n->sock[0] = n->err_path[0] = n->root[0] = '\0';
+	n->sock[0] = n->root[0] = '\0';
 	jail_release_uid(&n->helper);
 }

@@ -8,6 +8,7 @@
 #define VMRUN_RUN_NET_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -23,7 +24,8 @@ struct run_net {
 	struct jail helper;            /* the uid reserved for it (root only) */
 	char sock[PATH_MAX + 96];      /* "<uds>_3128" */
 	char root[PATH_MAX + 32];      /* the empty directory it makes its root */
-	char err_path[PATH_MAX + 32];  /* its stderr */
+	int err_fd;                    /* its stderr, a pipe: our end, when err_open */
+	bool err_open;
 };
 
 /* What the proxy of a run of req under policy p allows, into c (from
@@ -37,8 +39,10 @@ int run_net_plan(const struct policy *p, const struct run_request *req, struct p
 /* Start the proxy for cfg (its rules, caps and secrets; the ids are
  * filled in here), with ca_fd (-1: none) as its CA file: the listening socket "<uds>_PROTO_NET_VSOCK_PORT" owned by the
  * jail's uid (vmm connects to it), the proxy program next to vmm, a uid
- * of its own when root, its stderr in run_dir. Returns 0, or -1 with a
- * one-line reason in err, with what was made left for run_net_release. */
+ * of its own when root, its stderr a pipe that run_net_finish reads (not
+ * a file: the proxy may write none, RLIMIT_FSIZE 0, and a line to one
+ * would kill it with SIGXFSZ). Returns 0, or -1 with a one-line reason
+ * in err, with what was made left for run_net_release. */
 int run_net_start(struct run_net *n, const struct proxy_config *cfg, int ca_fd, const char *vmm, const char *run_dir,
 		  const char *uds, const struct jail_spec *js, const struct jail *vmm_jail, char *err, size_t errlen);
 

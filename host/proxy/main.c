@@ -15,13 +15,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dial_guard.h"
 #include "proxy_wire.h"
 #include "resolve.h"
 #include "sandbox.h"
 #include "server.h"
 #include "tls_relay.h"
 
-#define SELF_MAX 64
+#define SELF_MAX 256   /* the host's own addresses kept; more are not read */
 #define RESOLVE_TIMEOUT_MS 5000
 
 /* Everything the program holds. */
@@ -31,8 +32,8 @@ struct proxy_main {
 	uint8_t self[SELF_MAX][16];
 };
 
-/* The program's one formatter: "vmrun-proxy: " and the line, to stderr,
- * which the run keeps and reports when the proxy fails. */
+/* The program's one formatter: "vmrun-proxy: " and the line, to stderr
+ * (a pipe the run reads), which the run reports when the proxy fails. */
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail(const char *fmt, ...)
 {
@@ -66,7 +67,11 @@ static int read_config(int fd, struct proxy_config *c, char *err, size_t errlen)
 }
 
 /* Every address of every interface of the host: the proxy never dials
- * itself, whatever a name resolves to. */
+ * itself, whatever a name resolves to (net_decide, and again the dial
+ * guard). Read once, here: getifaddrs needs a netlink socket, which the
+ * jail's filter refuses after; an address the host gains later is
+ * still refused by net_decide's deny set if it is private or
+ * link-local, and by the guard if loopback or link-local. */
 static size_t own_addresses(uint8_t (*self)[16], size_t cap)
 {
 	struct ifaddrs *ifa;
@@ -89,6 +94,10 @@ int main(int argc, char **argv)
 		return fail("usage: vmrun-proxy EMPTY-DIR (started by vmrun, with fds %d and %d)", PROXY_FD_LISTEN,
 			    PROXY_FD_CONTROL);
 	signal(SIGPIPE, SIG_IGN);
+	/* Its jail lets it write no file (RLIMIT_FSIZE 0). The run gives it
+	 * a pipe for stderr; should stderr be a file all the same (a
+	 * harness's), a line is lost with EFBIG instead of killing it. */
+	signal(SIGXFSZ, SIG_IGN);
 	struct proxy_main *m = calloc(1, sizeof(*m));
 	if (!m)
 		return fail("out of memory");
@@ -115,8 +124,9 @@ int main(int argc, char **argv)
 		fail("%s", err);
 		goto out;
 	}
+	struct dial_guard guard = { (const uint8_t (*)[16])m->self, nself };
 	if (proxy_server_init(&m->srv, &m->cfg, PROXY_FD_LISTEN, PROXY_FD_CONTROL, resolver_lookup, &res,
-			      (const uint8_t (*)[16])m->self, nself, tls) < 0) {
+			      (const uint8_t (*)[16])m->self, nself, dial_guard_refusal, &guard, tls) < 0) {
 		fail("out of memory");
 		goto out;
 	}

@@ -74,6 +74,25 @@ static int drop_ids(const struct proxy_config *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* Where the proxy may connect to is checked in userspace, twice: by
+ * net_decide, and by the dial guard (dial_guard.h) on the exact socket
+ * address right before connect(). No kernel rule backs it, because none
+ * that fits is to be had:
+ *   seccomp      sees connect()'s sockaddr only as a pointer; it cannot
+ *                read the address (and user notification would be racy
+ *                against the proxy's own threads' writes, and slow)
+ *   Landlock     network rules need Linux 6.7 (ABI 4; Debian 12 runs
+ *                6.1) and match TCP ports only, not addresses: loopback
+ *                on 443 stays open
+ *   cgroup BPF   connect4/connect6 programs can judge the address, but
+ *                need root (CAP_BPF and CAP_NET_ADMIN) to load and attach,
+ *                a cgroup of the proxy's own (rootless runs may have none
+ *                delegated), and a BPF loader this project does not have
+ *   nftables     "meta skuid" rules would judge the reserved uid, but
+ *                they change the host's firewall for every run
+ * The DNS queries (c-ares) go to the servers the policy names, which may
+ * well be on loopback (127.0.0.53), so a kernel rule would also have to
+ * make an exception for them. */
 #define ALLOW(name) { SCMP_SYS(name), SCMP_ACT_ALLOW }
 #define REFUSE(name) { SCMP_SYS(name), SCMP_ACT_ERRNO(EACCES) }
 

@@ -6,7 +6,8 @@
  *             call that takes a path is allowed anyway
  *   identity  the uid/gid the run reserved for it (as root), no groups,
  *             no capabilities, no_new_privs, not dumpable
- *   limits    descriptors for its tunnels, no files written, no core
+ *   limits    descriptors for its tunnels, no files written (stderr is
+ *             a pipe; SIGXFSZ is ignored), no core
  *   syscalls  a seccomp filter of what a poll loop over TCP sockets
  *             needs; anything else kills it
  * The network namespace stays the host's: dialing out is its job. */

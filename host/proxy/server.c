@@ -113,11 +113,19 @@ static int answer(int fd, int status, const char *why)
 	if (status == 200) {
 		n = snprintf(msg, sizeof(msg), "HTTP/1.1 200 %s\r\n\r\n", status_text(200));
 	} else {
+		/* why may quote the guest: a long one is cut, and Content-Length
+		 * must count what is sent, not what snprintf would have written */
 		int bl = snprintf(body, sizeof(body), "vmrun proxy: %s\n", why);
+		if (bl < 0 || (size_t)bl >= sizeof(body)) {
+			body[sizeof(body) - 2] = '\n';
+			bl = (int)sizeof(body) - 1;
+		}
 		n = snprintf(msg, sizeof(msg),
 			     "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 			     status, status_text(status), bl, body);
 	}
+	if (n < 0 || (size_t)n >= sizeof(msg))
+		return -1;   /* cannot happen with the sizes above; never send a cut head */
 	return send(fd, msg, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n ? 0 : -1;
 }
 
@@ -207,6 +215,14 @@ static void dial(struct proxy_server *s, unsigned i)
 	if (t->remote < 0) {
 		snprintf(why, sizeof(why), "socket: %s", strerror(errno));
 		dial_failed(s, i, 502, why);
+		return;
+	}
+	/* The second check, on the very address connect() gets: whatever
+	 * went wrong above, never loopback, link-local or the host itself. */
+	char refusal[160];
+	const char *no = s->dial_check(s->dial_check_ctx, (const struct sockaddr *)&ss, sl, refusal, sizeof(refusal));
+	if (no) {
+		refuse(s, i, 403, no);
 		return;
 	}
 	if (connect(t->remote, (struct sockaddr *)&ss, sl) == 0) {
@@ -540,9 +556,14 @@ static void tunnel_ready(struct proxy_server *s, unsigned i, short gev, short re
 }
 
 int proxy_server_init(struct proxy_server *s, const struct proxy_config *cfg, int listen_fd, int control_fd,
-		      net_resolve_fn resolve, void *resolve_ctx, const uint8_t (*self)[16], size_t nself, SSL_CTX *tls)
+		      net_resolve_fn resolve, void *resolve_ctx, const uint8_t (*self)[16], size_t nself,
+		      proxy_dial_check_fn dial_check, const void *dial_check_ctx, SSL_CTX *tls)
 {
 	memset(s, 0, sizeof(*s));
+	if (!dial_check)
+		return -1;
+	s->dial_check = dial_check;
+	s->dial_check_ctx = dial_check_ctx;
 	s->cfg = cfg;
 	s->listen_fd = listen_fd;
 	s->control_fd = control_fd;

@@ -21,6 +21,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "dial_guard.h"
 #include "proxy_wire.h"
 #include "server.h"
 
@@ -32,6 +33,8 @@ struct fixture {
 	int up_fd;                 /* the remote's listener */
 	uint16_t up_port;
 	pthread_t th;
+	struct dial_guard guard;   /* the proxy's own check, as main.c sets it */
+	uint8_t self[1][16];
 	struct proxy_audit audit[PROXY_AUDIT_MAX];
 	unsigned naudit, dropped;
 };
@@ -43,7 +46,7 @@ static int table(void *ctx, const char *host, uint8_t addrs[][16], char *err, si
 	static const struct {
 		const char *name, *addr;
 	} t[] = { { "up.test", "127.0.0.1" }, { "meta.test", "169.254.169.254" }, { "lo.test", "127.0.0.2" },
-		  { "private.test", "10.1.2.3" } };
+		  { "private.test", "10.1.2.3" }, { "host.test", "198.51.100.7" } };
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		if (strcmp(host, t[i].name))
 			continue;
@@ -73,9 +76,22 @@ static void rule(struct fixture *f, const char *line)
 	assert_int_equal(proxy_config_line(&f->cfg, line, err, sizeof(err)), 0);
 }
 
+/* The dial check of the tests that need a remote: the remote's
+ * loopback address passes, everything else meets the proxy's own. */
+static const char *remote_or_guard(const void *ctx, const struct sockaddr *sa, socklen_t len, char *why, size_t cap)
+{
+	const struct sockaddr_in *v4 = (const struct sockaddr_in *)(const void *)sa;
+	if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(*v4) && v4->sin_addr.s_addr == htonl(INADDR_LOOPBACK))
+		return NULL;
+	return dial_guard_refusal(ctx, sa, len, why, cap);
+}
+
 /* A proxy allowing up.test on 80, 443 and the remote's port, and
- * 127.0.0.1 (the remote) on those ports; caps as the test set them. */
-static struct fixture *setup(void (*tune)(struct proxy_caps *))
+ * 127.0.0.1 (the remote) on those ports; caps as the test set them.
+ * check: the dial check (NULL: the remote passes, else the proxy's);
+ * the guard's own address is host.test's; more (NULL: none) adds rules. */
+static struct fixture *setup_with(void (*tune)(struct proxy_caps *), proxy_dial_check_fn check,
+				  void (*more)(struct fixture *))
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	assert_non_null(f);
@@ -99,6 +115,8 @@ static struct fixture *setup(void (*tune)(struct proxy_caps *))
 	rule(f, line);
 	if (tune)
 		tune(&f->cfg.caps);
+	if (more)
+		more(f);
 	snprintf(f->path, sizeof(f->path), "/tmp/vmrun-proxy-test-%d-%p", (int)getpid(), (void *)f);
 	struct sockaddr_un u = { .sun_family = AF_UNIX };
 	snprintf(u.sun_path, sizeof(u.sun_path), "%s", f->path);
@@ -106,9 +124,19 @@ static struct fixture *setup(void (*tune)(struct proxy_caps *))
 	assert_int_equal(bind(f->listen_fd, (struct sockaddr *)&u, sizeof(u)), 0);
 	assert_int_equal(listen(f->listen_fd, 16), 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, f->control), 0);
-	assert_int_equal(proxy_server_init(&f->srv, &f->cfg, f->listen_fd, f->control[1], table, NULL, NULL, 0, NULL), 0);
+	assert_int_equal(inet_pton(AF_INET6, "::ffff:198.51.100.7", f->self[0]), 1);
+	f->guard = (struct dial_guard){ (const uint8_t (*)[16])f->self, 1 };
+	/* no own addresses for net_decide: only the dial check knows them */
+	assert_int_equal(proxy_server_init(&f->srv, &f->cfg, f->listen_fd, f->control[1], table, NULL, NULL, 0,
+					   check ? check : remote_or_guard, &f->guard, NULL),
+			 0);
 	assert_int_equal(pthread_create(&f->th, NULL, serve, f), 0);
 	return f;
+}
+
+static struct fixture *setup(void (*tune)(struct proxy_caps *))
+{
+	return setup_with(tune, NULL, NULL);
 }
 
 /* Stop the proxy the way a run does, and read its audit. The proxy is
@@ -432,11 +460,62 @@ static void caps(void **state)
 	teardown(f);
 }
 
+/* Issue 38, finding 7: what the policy allows (address rules for
+ * loopback, metadata, link-local; a name that resolves to the host's
+ * own address, which net_decide was not told of) is still refused on
+ * the socket address at connect(), and the remote never sees a dial. */
+static void guarded_rules(struct fixture *f)
+{
+	char line[128];
+	const char *ranges[] = { "[::1/128]", "169.254.169.254/32", "[fe80::/10]", "198.51.100.7/32" };
+	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+		snprintf(line, sizeof(line), "rule-addr %s:%u", ranges[i], f->up_port);
+		rule(f, line);
+	}
+	snprintf(line, sizeof(line), "rule-host host.test:%u", f->up_port);
+	rule(f, line);
+}
+
+static void dial_guard_after_decide(void **state)
+{
+	(void)state;
+	struct fixture *f = setup_with(NULL, dial_guard_refusal, guarded_rules);
+	const struct {
+		const char *target, *why;
+	} cases[] = {
+		{ "127.0.0.1", "127.0.0.1 is loopback" },   { "up.test", "127.0.0.1 is loopback" },
+		{ "[::1]", "::1 is loopback" },             { "[::ffff:127.0.0.1]", "127.0.0.1 is loopback" },
+		{ "169.254.169.254", "169.254.169.254 is link-local" },
+		{ "[fe80::1]", "fe80::1 is link-local" },   { "host.test", "198.51.100.7 is the host's own address" },
+	};
+	size_t n = sizeof(cases) / sizeof(cases[0]);
+	for (size_t i = 0; i < n; i++) {
+		int g = guest(f);
+		char req[160], buf[1024];
+		snprintf(req, sizeof(req), "CONNECT %s:%u HTTP/1.1\r\n\r\n", cases[i].target, f->up_port);
+		say(g, req);
+		hear(g, buf, sizeof(buf));
+		close(g);
+		if (strncmp(buf, "HTTP/1.1 403", 12) || !strstr(buf, cases[i].why))
+			fail_msg("%s: got \"%.160s\"", cases[i].target, buf);
+	}
+	struct pollfd p = { f->up_fd, POLLIN, 0 };
+	assert_int_equal(poll(&p, 1, 0), 0);   /* no connection reached the remote */
+	finish(f);
+	assert_int_equal(f->naudit, n);
+	for (size_t i = 0; i < n; i++) {
+		assert_false(f->audit[i].allowed);
+		if (!strstr(f->audit[i].why, cases[i].why))
+			fail_msg("%s: audit why \"%s\"", cases[i].target, f->audit[i].why);
+	}
+	teardown(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(plain_http_allowed), cmocka_unit_test(refusals), cmocka_unit_test(sni),
-		cmocka_unit_test(connect_tunnel), cmocka_unit_test(caps),
+		cmocka_unit_test(connect_tunnel), cmocka_unit_test(caps), cmocka_unit_test(dial_guard_after_decide),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

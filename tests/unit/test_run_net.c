@@ -2,16 +2,26 @@
  * allow_net rules, then the request's --allow-net and --allow-net-addr,
  * each within the policy's network ceiling, and the policy's caps and DNS
  * servers, into the proxy's configuration. Pure: a policy from a tiny
- * manifest and policy text in memory, no proxy started. */
+ * manifest and policy text in memory, no proxy started.
+ *
+ * And one test that does start one: the real vmrun-proxy (next to this
+ * binary, build/bin/), through run_net_start and run_net_finish, made to
+ * fail after it has jailed itself, to show that its error line reaches
+ * the result and does not kill it (issue 38, finding 7). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "run_net.h"
 
@@ -235,6 +245,48 @@ static void too_many_rules(void **state)
 	assert_err(f, plan(f, net, PROXY_RULES_MAX - 1, addr, 1), "--allow-net-addr: more than 64 network rules in all");
 }
 
+/* The proxy's late error line: the run reads the audit of a proxy that
+ * cannot send it (its control socket shut both ways before it got
+ * there), so the proxy's one line after its jail, "sending the audit:
+ * ...", must reach the result, and the proxy exit rather than die of
+ * SIGXFSZ on a file it may not write (RLIMIT_FSIZE 0). As root the
+ * proxy gets a uid of its own; else it makes a user namespace. */
+static void proxy_late_error_reported(void **state)
+{
+	(void)state;
+	char self[PATH_MAX], vmm[PATH_MAX + 16], dir[] = "/tmp/vmrun-run-net-XXXXXX", uds[64], uids[64], err[512];
+	ssize_t k = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	assert_true(k > 0);
+	self[k] = '\0';
+	snprintf(vmm, sizeof(vmm), "%s/../bin/vmm", dirname(self));   /* the proxy is found next to vmm */
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(chmod(dir, 0755), 0);
+	snprintf(uds, sizeof(uds), "%s/v.sock", dir);
+	snprintf(uids, sizeof(uids), "%s/uids", dir);
+	struct jail_spec js = { .run_dir = dir, .vmm = vmm, .uid_dir = uids };
+	struct jail vj = { .uid = getuid(), .gid = getgid(), .uid_fd = -1 };
+	struct proxy_config c;
+	proxy_config_init(&c);
+	assert_int_equal(proxy_config_line(&c, "rule-host example.test", err, sizeof(err)), 0);
+	snprintf(c.dns, sizeof(c.dns), "127.0.0.1");
+	struct run_net n = { .control = -1, .helper.uid_fd = -1 };
+	if (run_net_start(&n, &c, -1, vmm, dir, uds, &js, &vj, err, sizeof(err)) < 0)
+		fail_msg("run_net_start: %s", err);
+	assert_int_equal(shutdown(n.control, SHUT_RDWR), 0);
+	struct run_result r;
+	memset(&r, 0, sizeof(r));
+	run_net_finish(&n, &r);
+	run_net_release(&n);
+	print_message("the run's message: %s\n", r.message);
+	assert_null(strstr(r.message, "SIGXFSZ"));
+	assert_non_null(strstr(r.message, "vmrun-proxy: sending the audit: "));
+	result_free(&r);
+	char path[128];
+	snprintf(path, sizeof(path), "%s/uids", dir);
+	rmdir(path);
+	assert_int_equal(rmdir(dir), 0);   /* nothing of the proxy's left behind */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -244,6 +296,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(bad_rule_text, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(caps_and_dns_from_policy, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(too_many_rules, fx_setup, fx_teardown),
+		cmocka_unit_test(proxy_late_error_reported),
 	};
 	return cmocka_run_group_tests_name("run_net", tests, NULL, NULL);
 }
