@@ -190,3 +190,22 @@ int caller_rmdir(const struct caller *c, const char *path)
 	caller_leave(&s);
 	return rc;
 }
+
+int caller_work_dir(const struct caller *c, const char *path, char *resolved, size_t len, char *err,
+		    size_t errlen)
+{
+	struct stat st;
+	if (snprintf(resolved, len, "%s", path) >= (int)len)
+		return errf(err, errlen, "%.300s: path too long", path);
+	if (c->switch_ids) {
+		if (stat(path, &st) < 0)
+			return errf(err, errlen, "%.300s: %s", path, strerror(errno));
+		if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)))
+			return errf(err, errlen, "%.300s: acting for uid %u, vmrun makes its run directory only in a "
+				    "root-owned directory that is sticky or writable by root alone", path, (unsigned)c->uid);
+	}
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errf(err, errlen, "%.300s: %s", path, strerror(errno));
+	return fd;
+}

@@ -70,4 +70,13 @@ int caller_mkdir(const struct caller *c, const char *path);
  * nothing (only an empty directory goes). Returns 0 or -1 with errno. */
 int caller_rmdir(const struct caller *c, const char *path);
 
+/* A directory that root may work in by path (create, bind, chown, unlink)
+ * while acting for c: path resolved once, its absolute form into resolved
+ * (len bytes), and, when c->switch_ids, every directory on it from / down
+ * owned by root and writable by root alone or sticky, so that the caller
+ * can neither rename nor replace any part of it afterwards. Returns an
+ * O_DIRECTORY fd of it, or -1 with "PATH: reason" in err. */
+int caller_work_dir(const struct caller *c, const char *path, char *resolved, size_t len, char *err,
+		    size_t errlen);
+
 #endif

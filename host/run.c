@@ -112,29 +112,19 @@ static void track(struct exec *x)
 		logf_(x, "%s", err);
 }
 
-/* Acting for someone else, the run directory goes only where they cannot
- * rename it away from under root's path-based work (chown, bind mounts):
- * a root-owned directory that is sticky or not writable by others. */
-static int run_dir_parent_ok(const struct caller *c, const char *dir, char *err, size_t errlen)
-{
-	struct stat st;
-	if (!c->switch_ids)
-		return 0;
-	if (stat(dir, &st) < 0)
-		return errf(err, errlen, "TMPDIR %.300s: %s", dir, strerror(errno));
-	if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)))
-		return errf(err, errlen, "TMPDIR %.300s: acting for uid %u, vmrun makes its run directory only in a "
-			    "root-owned directory that is sticky or writable by root alone", dir, (unsigned)c->uid);
-	return 0;
-}
-
+/* The run directory, in $TMPDIR: acting for someone else, only where
+ * they cannot rename it away from under root's path-based work (chown,
+ * bind mounts); caller_work_dir checks. */
 static int make_run_dir(struct run_paths *p, const struct caller *c, const char *run_id, char *err, size_t errlen)
 {
 	const char *tmp = getenv("TMPDIR");
+	char why[512], dir[PATH_MAX];
 	tmp = tmp && *tmp ? tmp : "/tmp";
-	if (run_dir_parent_ok(c, tmp, err, errlen))
-		return -1;
-	snprintf(p->dir, sizeof(p->dir), "%.3000s/vmrun-%.12s-XXXXXX", tmp, run_id);
+	int dfd = caller_work_dir(c, tmp, dir, sizeof(dir), why, sizeof(why));
+	if (dfd < 0)
+		return errf(err, errlen, "TMPDIR %s", why);
+	close(dfd);
+	snprintf(p->dir, sizeof(p->dir), "%.3000s/vmrun-%.12s-XXXXXX", dir, run_id);
 	if (!mkdtemp(p->dir)) {
 		errf(err, errlen, "run directory %.300s: %s", p->dir, strerror(errno));
 		p->dir[0] = '\0';
