@@ -285,8 +285,9 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_OBJS) $(wildcard tests/common/
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost -Ihost/vmrund -Ihost/proxy -Itests/common $(filter %.c %.o,$^) \
 		-lcmocka $(HOST_LIBS) $(VMRUND_LIBS) $(PROXY_LIBS) -lfdt $(TEST_LIBS_$*) -pthread -o $@
 
-unit: $(UNIT_BINS)
+unit: $(UNIT_BINS) $(BUILD)/bin/vmrun
 	@./tests/run-all.sh unit $(UNIT_BINS)
+	@timeout -k 5 120 ./tests/e2e/sudo_paths.sh   # vmrun's check stage for a sudo caller: no VM
 
 $(BUILD)/payloads/%.elf: tests/payloads/%.S tests/payloads/payload.ld
 	@mkdir -p $(dir $@)
