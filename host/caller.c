@@ -307,21 +307,47 @@ int caller_rmdir(const struct caller *c, const char *path)
 	return rc;
 }
 
+/* Whether root may work by path in the directory st, acting for c: no
+ * one else may rename or replace what is in it. */
+static bool root_only(const struct caller *c, const struct stat *st)
+{
+	return !c->switch_ids || (st->st_uid == 0 && (!(st->st_mode & 022) || (st->st_mode & S_ISVTX)));
+}
+
 int caller_work_dir(const struct caller *c, const char *path, char *resolved, size_t len, char *err,
 		    size_t errlen)
 {
-	struct stat st;
-	if (snprintf(resolved, len, "%s", path) >= (int)len)
-		return errf(err, errlen, "%.300s: path too long", path);
-	if (c->switch_ids) {
-		if (stat(path, &st) < 0)
-			return errf(err, errlen, "%.300s: %s", path, strerror(errno));
-		if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)))
-			return errf(err, errlen, "%.300s: acting for uid %u, vmrun makes its run directory only in a "
-				    "root-owned directory that is sticky or writable by root alone", path, (unsigned)c->uid);
-	}
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	char real[PATH_MAX], name[NAME_MAX + 1];
+	if (!realpath(path, real))
 		return errf(err, errlen, "%.300s: %s", path, strerror(errno));
-	return fd;
+	if (snprintf(resolved, len, "%s", real) >= (int)len)
+		return errf(err, errlen, "%.300s: path too long", path);
+	/* Walked down from / by fd, following no symlink (realpath took them
+	 * all), so that each directory checked is the one the next is opened
+	 * in, and the last is the one returned. */
+	int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	for (const char *p = real + 1;;) {
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			errf(err, errlen, "%.300s: %.*s: %s", path, (int)(p - real), real, strerror(errno));
+			break;
+		}
+		if (!root_only(c, &st)) {
+			errf(err, errlen, "%.300s: acting for uid %u, vmrun works only in a directory whose every "
+				"parent is root's and writable by root alone or sticky; %.*s is not", path,
+				(unsigned)c->uid, p > real + 1 ? (int)(p - real - 1) : 1, real);
+			break;
+		}
+		size_t n = strcspn(p, "/");
+		if (!n)
+			return fd;
+		snprintf(name, sizeof(name), "%.*s", (int)n, p);
+		int next = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(fd);
+		fd = next;
+		p += n + (p[n] == '/');
+	}
+	if (fd >= 0)
+		close(fd);
+	return -1;
 }

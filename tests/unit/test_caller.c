@@ -211,12 +211,87 @@ static void own_links_refused_by_name(void **state)
 	reap(pid);
 }
 
+/* Finding 5: acting for a sudo caller, $TMPDIR is used only when every
+ * directory on its path is root's and closed to others (or sticky), and
+ * only as it resolved then. */
+static void work_dir_every_component(void **state)
+{
+	(void)state;
+	char dir[64], theirs[96], tmp_in_theirs[128], good[96], good_tmp[128], link[96], grp[96], grp_tmp[128];
+	char resolved[PATH_MAX], err[512], real[PATH_MAX];
+	scratch(dir, sizeof(dir));
+	snprintf(theirs, sizeof(theirs), "%s/theirs", dir);
+	snprintf(tmp_in_theirs, sizeof(tmp_in_theirs), "%s/tmp", theirs);
+	snprintf(good, sizeof(good), "%s/good", dir);
+	snprintf(good_tmp, sizeof(good_tmp), "%s/tmp", good);
+	snprintf(grp, sizeof(grp), "%s/grp", dir);
+	snprintf(grp_tmp, sizeof(grp_tmp), "%s/tmp", grp);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	assert_int_equal(mkdir(theirs, 0755), 0);
+	assert_int_equal(mkdir(tmp_in_theirs, 01777), 0);
+	assert_int_equal(mkdir(good, 0755), 0);
+	assert_int_equal(mkdir(good_tmp, 01777), 0);
+	assert_int_equal(mkdir(grp, 0775), 0);
+	assert_int_equal(mkdir(grp_tmp, 0755), 0);
+	assert_int_equal(chmod(tmp_in_theirs, 01777), 0);   /* past the umask */
+	assert_int_equal(chmod(good_tmp, 01777), 0);
+	assert_int_equal(chmod(grp, 0775), 0);
+	assert_non_null(realpath(good_tmp, real));
+
+	struct caller c = sudo_nobody();
+	if (geteuid() != 0) {
+		/* Not root: nobody to act for; the path still resolves once. */
+		memset(&c, 0, sizeof(c));
+		c.uid = getuid();
+		c.gid = getgid();
+	}
+	int fd = caller_work_dir(&c, good_tmp, resolved, sizeof(resolved), err, sizeof(err));
+	if (fd < 0)
+		fail_msg("%s refused: %s", good_tmp, err);
+	close(fd);
+	assert_string_equal(resolved, real);
+	/* A symlink to it resolves once: what swapping the link does later
+	 * cannot move the run directory. */
+	assert_int_equal(symlink(good_tmp, link), 0);
+	fd = caller_work_dir(&c, link, resolved, sizeof(resolved), err, sizeof(err));
+	if (fd < 0)
+		fail_msg("%s refused: %s", link, err);
+	close(fd);
+	assert_string_equal(resolved, real);
+	assert_int_equal(unlink(link), 0);
+	if (geteuid() != 0) {
+		remove_tree(dir);
+		return;
+	}
+
+	/* Root's and sticky itself, but under a directory of the caller's:
+	 * they could rename the parent and put their own in its place. */
+	assert_int_equal(chown(theirs, NOBODY, NOBODY), 0);
+	assert_int_equal(caller_work_dir(&c, tmp_in_theirs, resolved, sizeof(resolved), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "theirs"));
+	/* the same through a symlink */
+	assert_int_equal(symlink(tmp_in_theirs, link), 0);
+	assert_int_equal(caller_work_dir(&c, link, resolved, sizeof(resolved), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "theirs"));
+	/* and under a group-writable (not sticky) directory of root's */
+	assert_int_equal(caller_work_dir(&c, grp_tmp, resolved, sizeof(resolved), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "grp"));
+	/* Root for itself may work anywhere it likes. */
+	struct caller self = { .uid = 0, .gid = 0 };
+	fd = caller_work_dir(&self, tmp_in_theirs, resolved, sizeof(resolved), err, sizeof(err));
+	if (fd < 0)
+		fail_msg("root refused %s: %s", tmp_in_theirs, err);
+	close(fd);
+	remove_tree(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(proc_links_by_name),
 		cmocka_unit_test(own_links_refused_by_name),
 		cmocka_unit_test(no_capability_as_the_caller),
+		cmocka_unit_test(work_dir_every_component),
 	};
 	return cmocka_run_group_tests(tests, 0, NULL);
 }
