@@ -8,7 +8,7 @@
 # caller, so that even a plan that passed would stop before the jail.
 # Needs root (sudo's case); no KVM. Usage: tests/e2e/sudo_paths.sh
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 if [ "$(id -u)" != 0 ]; then
 	echo "sudo_paths: needs root (it plays sudo's part); run it as root" >&2
 	exit 1
