@@ -290,8 +290,9 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_OBJS) $(wildcard tests/common/
 # test_run_net starts the real proxy, found next to vmm in $(BUILD)/bin
 $(BUILD)/tests/test_run_net: $(BUILD)/bin/vmrun-proxy
 
-unit: $(UNIT_BINS)
+unit: $(UNIT_BINS) $(BUILD)/bin/vmrun
 	@./tests/run-all.sh unit $(UNIT_BINS)
+	@timeout -k 5 120 ./tests/e2e/sudo_paths.sh   # vmrun's check stage for a sudo caller: no VM
 
 $(BUILD)/payloads/%.elf: tests/payloads/%.S tests/payloads/payload.ld
 	@mkdir -p $(dir $@)

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -112,31 +113,45 @@ static void track(struct exec *x)
 		logf_(x, "%s", err);
 }
 
-/* Acting for someone else, the run directory goes only where they cannot
- * rename it away from under root's path-based work (chown, bind mounts):
- * a root-owned directory that is sticky or not writable by others. */
-static int run_dir_parent_ok(const struct caller *c, const char *dir, char *err, size_t errlen)
+/* Make the run directory "vmrun-ID-XXXXXX" (mode 0700) in the directory
+ * open as dfd, named dir, as mkdtemp would but through the fd: the name
+ * into p->dir. Returns 0, or -1 with errno set. */
+static int mkdtempat(int dfd, const char *dir, const char *run_id, struct run_paths *p)
 {
-	struct stat st;
-	if (!c->switch_ids)
-		return 0;
-	if (stat(dir, &st) < 0)
-		return errf(err, errlen, "TMPDIR %.300s: %s", dir, strerror(errno));
-	if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)))
-		return errf(err, errlen, "TMPDIR %.300s: acting for uid %u, vmrun makes its run directory only in a "
-			    "root-owned directory that is sticky or writable by root alone", dir, (unsigned)c->uid);
-	return 0;
+	for (int tries = 0; tries < 100; tries++) {
+		uint8_t b[3];
+		char name[40];
+		if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+			return -1;
+		snprintf(name, sizeof(name), "vmrun-%.12s-%02x%02x%02x", run_id, b[0], b[1], b[2]);
+		if (mkdirat(dfd, name, 0700) == 0) {
+			snprintf(p->dir, sizeof(p->dir), "%.3000s/%s", dir, name);
+			return 0;
+		}
+		if (errno != EEXIST)
+			return -1;
+	}
+	return -1;
 }
 
+/* The run directory, in $TMPDIR. Acting for someone else, only where they
+ * cannot rename it, or any directory above it, away from under root's
+ * path-based work (chown, bind mounts, unlink): caller_work_dir checks
+ * every directory from / down, and the path used is the one it resolved
+ * once; the run directory is made through the fd of the one checked. */
 static int make_run_dir(struct run_paths *p, const struct caller *c, const char *run_id, char *err, size_t errlen)
 {
 	const char *tmp = getenv("TMPDIR");
+	char why[512], dir[PATH_MAX];
 	tmp = tmp && *tmp ? tmp : "/tmp";
-	if (run_dir_parent_ok(c, tmp, err, errlen))
-		return -1;
-	snprintf(p->dir, sizeof(p->dir), "%.3000s/vmrun-%.12s-XXXXXX", tmp, run_id);
-	if (!mkdtemp(p->dir)) {
-		errf(err, errlen, "run directory %.300s: %s", p->dir, strerror(errno));
+	int dfd = caller_work_dir(c, tmp, dir, sizeof(dir), why, sizeof(why));
+	if (dfd < 0)
+		return errf(err, errlen, "TMPDIR %s", why);
+	int rc = mkdtempat(dfd, dir, run_id, p);
+	int e = errno;
+	close(dfd);
+	if (rc < 0) {
+		errf(err, errlen, "run directory in %.300s: %s", dir, strerror(e));
 		p->dir[0] = '\0';
 		return -1;
 	}

@@ -44,6 +44,17 @@ void run_result_init(struct run_result *r, const struct run_request *req)
 	r->limits.max_output = req->max_output;
 }
 
+/* A path through /proc/PID/root, cwd or fd leads into another process's
+ * files or mount namespace: refused by name, with a line that says so
+ * (caller_open refuses it too, and with no capability held). */
+static int proc_link(const char *opt, const char *path, char *err, size_t errlen)
+{
+	if (!caller_path_refused(path))
+		return 0;
+	return errf(err, errlen, "%s%s%.300s: a path through /proc/PID/root, cwd or fd is refused", opt,
+		    *opt ? " " : "", path);
+}
+
 /* What a caller-named path must be. */
 enum want { WANT_FILE, WANT_STREAM, WANT_DIR };
 
@@ -56,10 +67,17 @@ static int open_as_caller(const struct run_plan *plan, const char *opt, const ch
 			  char *err, size_t errlen)
 {
 	int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | (want == WANT_DIR ? O_DIRECTORY : 0);
+	if (proc_link(opt, path, err, errlen))
+		return -1;
 	int fd = caller_open(&plan->caller, path, flags);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0) {
-		errf(err, errlen, "%s%s%.300s: %s", opt, *opt ? " " : "", path, strerror(errno));
+		/* Acting for someone else, openat2 refuses /proc's links with
+		 * ELOOP: say so, the symlink that led there being the caller's. */
+		bool link = fd < 0 && errno == ELOOP && plan->caller.switch_ids;
+		errf(err, errlen, "%s%s%.300s: %s", opt, *opt ? " " : "", path,
+		     link ? "too many levels of symbolic links, or one to /proc's links into a process (refused)"
+			  : strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -262,6 +280,8 @@ static int open_io(struct run_plan *plan, const struct run_request *req, char *e
 		return 0;
 	if (strlen(req->artifacts) >= sizeof(plan->artifacts))
 		return errf(err, errlen, "--artifacts: path too long");
+	if (proc_link("--artifacts", req->artifacts, err, errlen))
+		return -1;
 	plan->artifacts_fd = caller_mkdir(&plan->caller, req->artifacts);
 	if (plan->artifacts_fd < 0)
 		return errf(err, errlen, "--artifacts %.300s: %s", req->artifacts,
