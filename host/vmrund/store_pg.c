@@ -557,7 +557,9 @@ static int pg_blobs(struct store *base, const char *id,
 	return rc;
 }
 
-static long pg_drop_blobs(struct store *base, int64_t before_ms, char *err, size_t errlen)
+/* A DELETE of what ended before before_ms ($1): how many rows went, or -1. */
+static long pg_delete_before(struct store *base, const char *what, const char *sql, int64_t before_ms, char *err,
+			     size_t errlen)
 {
 	struct store_pg *s = backend(base);
 	if (pg_ensure(s, err, errlen) < 0)
@@ -565,9 +567,7 @@ static long pg_drop_blobs(struct store *base, int64_t before_ms, char *err, size
 	char before[24];
 	fmt_i64(before, sizeof(before), before_ms);
 	const char *const v[] = { before };
-	PGresult *res = pg_exec_sql(s, "dropping blobs",
-				    "DELETE FROM blobs b USING runs r WHERE b.id = r.id AND r.finished_ms < $1",
-				    1, v, err, errlen);
+	PGresult *res = pg_exec_sql(s, what, sql, 1, v, err, errlen);
 	if (!res)
 		return -1;
 	long n = strtol(PQcmdTuples(res), NULL, 10);
@@ -575,23 +575,19 @@ static long pg_drop_blobs(struct store *base, int64_t before_ms, char *err, size
 	return n;
 }
 
+static long pg_drop_blobs(struct store *base, int64_t before_ms, char *err, size_t errlen)
+{
+	return pg_delete_before(base, "dropping blobs",
+				"DELETE FROM blobs b USING runs r WHERE b.id = r.id AND r.finished_ms < $1", before_ms,
+				err, errlen);
+}
+
 /* One statement: the blobs go with their rows (ON DELETE CASCADE). */
 static long pg_drop_runs(struct store *base, int64_t before_ms, char *err, size_t errlen)
 {
-	struct store_pg *s = backend(base);
-	if (pg_ensure(s, err, errlen) < 0)
-		return -1;
-	char before[24];
-	fmt_i64(before, sizeof(before), before_ms);
-	const char *const v[] = { before };
-	PGresult *res = pg_exec_sql(s, "dropping runs past their retention",
-				    "DELETE FROM runs WHERE finished_ms < $1 AND state NOT IN ('queued', 'running')", 1,
-				    v, err, errlen);
-	if (!res)
-		return -1;
-	long n = strtol(PQcmdTuples(res), NULL, 10);
-	PQclear(res);
-	return n;
+	return pg_delete_before(base, "dropping runs past their retention",
+				"DELETE FROM runs WHERE finished_ms < $1 AND state NOT IN ('queued', 'running')",
+				before_ms, err, errlen);
 }
 
 /* One statement, so one round trip per request: the row's lock (the
