@@ -336,6 +336,31 @@ def judge_artifact_tar_names(c, r):
     return f"the 1014- and 1023-byte names came back whole in a {tar['tar_bytes']}-byte tar; vmrund still answers"
 
 
+def judge_admission_by_size(c, r):
+    f = c["facts"]
+    need(f, "the attempt printed nothing (timed out)")
+    a, b = f["a"], r
+    need(a and b and a.get("state") == "succeeded" and b.get("state") == "succeeded", "the two runs did not both succeed")
+    need(f["b_while_a_ran"], "the first run was never seen running")
+    escaped_if(f["b_while_a_ran"] != "queued", f"the second run was {f['b_while_a_ran']} beside the first: 1536 MiB on a node of 1024")
+    escaped_if(b["started_at"] < a["finished_at"], "the second run started before the first had ended")
+    escaped_if(f["big_status"] != "400", f"a run larger than the node was answered {f['big_status']}, not refused with 400")
+    return f"the second run waited for the first; the larger one was refused: {f['big']['message']}"
+
+
+def judge_connection_exhaustion(c, r):
+    f = c["facts"]
+    conn, streams = f["conn"], f["streams"]
+    need(conn and streams, "the attempts printed nothing (timed out)")
+    need(r is not None and r.get("state") == "succeeded", "the run whose output was streamed did not succeed")
+    need(streams["streams_ended"] == 2, "the two streams within the limit did not both run to the end")
+    escaped_if(not conn["other"].startswith("HTTP/1.1 200"), "another address was not served while one held its connections")
+    escaped_if(conn["fifth"] != "", "a 5th connection from one address was served past its limit of 4")
+    escaped_if(any(t is None or t > 8 for t in conn["cut_s"]), f"heads dribbled a byte a second were not cut at their deadline: {conn['cut_s']}")
+    escaped_if(streams["third_stream"] != "429", f"a third output stream was answered {streams['third_stream']}, not 429")
+    return f"the 5th connection was refused, another address served, the slow heads cut after {max(conn['cut_s'])} s, the 3rd stream 429"
+
+
 def judge_load_api(c, r):
     need(r is not None and r.get("state"), "no run")
     escaped_if(r["state"] != "succeeded", f"{r['state']}: {r.get('message')}")
@@ -370,6 +395,8 @@ JUDGES = {
     "agent_impersonation": judge_agent_impersonation,
     "sigkill_vmrund": judge_sigkill_vmrund,
     "artifact_tar_names": judge_artifact_tar_names,
+    "admission_by_size": judge_admission_by_size,
+    "connection_exhaustion": judge_connection_exhaustion,
 }
 
 

@@ -42,7 +42,7 @@ leftovers() {
 	local dir=${1:-$TMPDIR}
 	ls -A "$dir" 2>/dev/null | sed "s|^|run directory: $dir/|"
 	# vmrund's workers make their run directories beneath its run_dir
-	for d in "$tmp"/vmrund/lib/runs/vm; do
+	for d in "$tmp"/vmrund/lib/runs/vm "$tmp"/pressure/lib/runs/vm; do
 		ls -A "$d" 2>/dev/null | sed "s|^|run directory: $d/|"
 	done
 	pgrep -f "$JAILED_VMM" | sed 's/^/vmm process: /'
@@ -283,6 +283,8 @@ api() {
 	curl -s -m 30 -X "$1" -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \
 		${3:+--data-binary "$3"} "$BASE$2" | python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin)))' 2>/dev/null
 }
+# The JSON in FILE, compacted, or null when it holds none.
+json_or_null() { python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))))' "$1" 2>/dev/null || echo null; }
 run_id() { python3 -c 'import json, sys; print(json.loads(sys.stdin.read())["id"])' 2>/dev/null; }
 run_state() { python3 -c 'import json, sys; print(json.loads(sys.stdin.read())["state"])' 2>/dev/null; }
 # wait_terminal ID SECONDS: poll the run until it is no longer queued or
@@ -376,6 +378,167 @@ else
 	: >"$tmp/out"
 	tail -n 5 "$VD/vmrund.log" >"$tmp/err"
 	record vmrund_start lifecycle started "start vmrund for its cases (no judge: an error)"
+fi
+
+# ---- vmrund under one tenant's pressure: room and connections ---------------
+# A vmrund of its own: two slots on a node with room for 1 GiB of guest
+# memory, so that room and not slots decides. Each case polls against a
+# deadline of its own (every curl has its -m too), so that a vmrund that
+# stops answering or a run that never starts ends the case, not the
+# evaluation.
+PD=$tmp/pressure
+mkdir -p "$PD/etc" "$PD/lib"
+printf 'tenant t concurrent=4 queued=16 rate=10000\nkey %s t\n' "$KEY" >"$PD/etc/keys"
+chmod 600 "$PD/etc/keys"
+printf 'listen = 127.0.0.1:%s\nstate_db = %s\nrun_dir = %s\nkeys = %s\naudit_log = %s\nslots = 2\nnode_memory_mib = 1024\nnode_disk_mib = 1024\nmax_connections_per_address = 4\nrequest_head_timeout_s = 3\nmax_streams_per_tenant = 2\n' \
+	"$PORT" "$PD/lib/state.db" "$PD/lib/runs" "$PD/etc/keys" "$PD/lib/audit.jsonl" >"$PD/etc/vmrund.conf"
+# state_by END ID STATE...: poll the run until its state is one of STATE
+# or END (date +%s) passes; its last state on stdout.
+state_by() {
+	local end=$1 id=$2 st
+	shift 2
+	while :; do
+		st=$(api GET "/v1/runs/$id" | run_state)
+		case " $* " in *" $st "*) break ;; esac
+		[ "$(date +%s)" -lt "$end" ] || break
+		sleep 0.3
+	done
+	echo "$st"
+}
+VD=$PD
+if vmrund_start; then
+	# A tenant's two runs of 768 MiB must run one after the other, and a
+	# run larger than the node must be refused at submission (once, each
+	# such run pinned its memory and workspace whatever was left; /run was
+	# a tmpfs they filled). One Python process submits and polls: under an
+	# emulated host each process started costs seconds, and the first run
+	# must still be running when the second is looked at.
+	t0=$(date +%s%N)
+	: >"$tmp/out"
+	adm_facts=$(timeout -k 5 200 python3 - "$BASE" "$KEY" "$tmp" <<'PY'
+import json, sys, time, urllib.error, urllib.request
+base, key, tmp = sys.argv[1:4]
+def call(method, path, body=None):
+    req = urllib.request.Request(base + path, method=method, data=json.dumps(body).encode() if body else None,
+                                 headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+    except (OSError, ValueError):
+        return 0, None
+def until(rid, states, deadline):
+    while True:
+        _, run = call("GET", "/v1/runs/" + rid)
+        if (run and run.get("state") in states) or time.time() > deadline:
+            return run
+        time.sleep(0.2)
+deadline = time.time() + 150
+_, a = call("POST", "/v1/runs", {"argv": ["sh", "-c", "sleep 6"], "limits": {"timeout_s": 60, "memory_mib": 768}})
+_, b = call("POST", "/v1/runs", {"argv": ["true"], "limits": {"timeout_s": 60, "memory_mib": 768}})
+facts = {"a": None, "b_while_a_ran": "", "big_status": "", "big": None}
+if a and b:
+    ended = ("succeeded", "failed", "timed_out", "cancelled", "lost")
+    if until(a["id"], ("running",) + ended, deadline).get("state") == "running":
+        facts["b_while_a_ran"] = (call("GET", "/v1/runs/" + b["id"])[1] or {}).get("state", "")
+    facts["a"] = until(a["id"], ended, deadline)
+    open(tmp + "/out", "w").write(json.dumps(until(b["id"], ended, deadline)) + "\n")
+status, facts["big"] = call("POST", "/v1/runs", {"argv": ["true"], "limits": {"memory_mib": 2048}})
+facts["big_status"] = str(status)
+print(json.dumps(facts))
+PY
+)
+	rc=$?
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	record admission_by_size service admitted "two runs of 768 MiB on a node with room for 1024 and two free slots, then one of 2048 MiB" \
+		"${adm_facts:-null}"
+
+	# One address's connections: 4 from 127.0.0.2 that dribble their heads
+	# a byte a second, a 5th from there, a request from 127.0.0.1 while they
+	# hold; then one tenant's two open output streams of a running run and
+	# a third. Once, one address or one tenant could hold every connection
+	# vmrund had.
+	t0=$(date +%s%N)
+	conn_facts=$(timeout -k 5 60 python3 - "$PORT" <<'PY'
+import json, socket, sys, threading, time
+port = int(sys.argv[1])
+req = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+def answer(src):
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(src, 0))
+        s.sendall(req)
+        return s.recv(64).decode("latin-1")
+    except OSError:
+        return ""
+held = [socket.create_connection(("127.0.0.1", port), timeout=5, source_address=("127.0.0.2", 0)) for _ in range(4)]
+cut = [None] * 4
+def dribble(i, s):
+    t0 = time.time()
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    s.settimeout(1)
+    while time.time() - t0 < 15:
+        try:
+            s.sendall(b"a")
+            if s.recv(64) == b"":
+                cut[i] = round(time.time() - t0, 1)
+                return
+        except socket.timeout:
+            continue
+        except OSError:
+            cut[i] = round(time.time() - t0, 1)
+            return
+threads = [threading.Thread(target=dribble, args=(i, s)) for i, s in enumerate(held)]
+for t in threads:
+    t.start()
+time.sleep(0.5)
+fifth, other = answer("127.0.0.2"), answer("127.0.0.1")
+for t in threads:
+    t.join()
+print(json.dumps({"fifth": fifth[:15], "other": other[:15], "cut_s": cut}))
+PY
+)
+	# The streams: two of one run opened at once and held (each counted
+	# from its answer's head), then a third; the run then ends them.
+	: >"$tmp/out"
+	stream_facts=$(timeout -k 5 150 python3 - "$PORT" "$KEY" "$tmp" <<'PY'
+import http.client, json, sys, time
+port, key, tmp = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+auth = {"Authorization": "Bearer " + key, "Content-Type": "application/json", "Connection": "close"}
+def call(method, path, body=None, timeout=30):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c.request(method, path, body=json.dumps(body) if body else None, headers=auth)
+    return c, c.getresponse()
+facts = {"third_stream": "", "streams_ended": 0}
+_, r = call("POST", "/v1/runs", {"argv": ["sh", "-c", "echo up; sleep 10"], "limits": {"timeout_s": 60}})
+rid = json.load(r)["id"]
+held = [call("GET", f"/v1/runs/{rid}/output", timeout=120)[1] for _ in range(2)]
+_, third = call("GET", f"/v1/runs/{rid}/output", timeout=10)
+facts["third_stream"] = str(third.status)
+third.close()
+facts["streams_ended"] = sum(h.status == 200 and b"event: end" in h.read() for h in held)
+deadline = time.time() + 60
+while True:
+    _, r = call("GET", "/v1/runs/" + rid)
+    run = json.load(r)
+    if run.get("state") not in ("queued", "running") or time.time() > deadline:
+        break
+    time.sleep(0.3)
+open(tmp + "/out", "w").write(json.dumps(run) + "\n")
+print(json.dumps(facts))
+PY
+)
+	rc=$?
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	record connection_exhaustion service limited "one address holds 4 connections dribbling their heads (limit 4, head deadline 3 s), opens a 5th; another address asks meanwhile; one tenant opens a 3rd output stream (limit 2)" \
+		"{\"conn\":${conn_facts:-null},\"streams\":${stream_facts:-null}}"
+	kill -TERM "$vd_pid"
+	wait "$vd_pid" 2>/dev/null
+else
+	rc=1 ms=0
+	: >"$tmp/out"
+	tail -n 5 "$VD/vmrund.log" >"$tmp/err"
+	record pressure_vmrund_start lifecycle started "start the pressure cases' vmrund (no judge: an error)"
 fi
 
 # ---- load --------------------------------------------------------------------
