@@ -135,8 +135,7 @@ int jail_prepare(const struct jail_spec *s, struct jail *j, char *err, size_t er
 		j->root[0] = '\0';
 		return errf(err, errlen, "jail: %s: %s", s->run_dir, strerror(errno));
 	}
-	if (!j->rootless && ((s->image && chown(s->image, j->uid, j->gid) < 0) ||
-			     (s->snapshot && s->snapshot_rw && chown(s->snapshot, j->uid, j->gid) < 0) ||
+	if (!j->rootless && ((s->snapshot && s->snapshot_rw && chown(s->snapshot, j->uid, j->gid) < 0) ||
 			     chown(s->sock_dir, j->uid, j->gid) < 0))
 		return errf(err, errlen, "jail: giving the run's files to uid %u: %s", j->uid, strerror(errno));
 	return 0;
@@ -425,6 +424,8 @@ int jail_start(const struct jail_spec *s, struct jail *j, char *err, size_t errl
 {
 	if (jail_cgroup_create(s, j, err, errlen))
 		return -1;
+	if (!j->rootless && s->image && chown(s->image, j->uid, j->gid) < 0)
+		return errf(err, errlen, "jail: giving the workspace image to uid %u: %s", j->uid, strerror(errno));
 	int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (kvm < 0)
 		return errf(err, errlen, "/dev/kvm: %s", strerror(errno));

@@ -18,9 +18,11 @@
  *                memory's while a snapshot is made; processes, no core
  *                dumps) and
  *                a cgroup (v2 where mounted, else v1) with a memory
- *                ceiling of guest memory + JAIL_MEMORY_OVERHEAD_MIB, a
- *                pids ceiling and an optional CPU quota; killing the run
- *                kills the whole cgroup
+ *                ceiling of guest memory + JAIL_MEMORY_OVERHEAD_MIB +
+ *                the workspace (written into the run's cgroup by
+ *                jail_charged, so that its page cache, or its pages on a
+ *                tmpfs, are the run's), a pids ceiling and an optional
+ *                CPU quota; killing the run kills the whole cgroup
  *   process      an empty environment, only fds 0-3 */
 #ifndef VMRUN_JAIL_H
 #define VMRUN_JAIL_H
@@ -76,6 +78,7 @@ struct jail {
 	bool rootless;                /* built without root: a user namespace, our own ids */
 	bool cgroup_delegated;        /* rootless: under a cgroup v2 subtree delegated to us */
 	int cgroup_version;           /* 2, 1, or 0 before setup (rootless: none to be had) */
+	bool cgroup_made;             /* its creation was tried (by jail_charged or jail_start) */
 	char cgroup[PATH_MAX];        /* v2: the run's cgroup; v1: the memory one */
 	char cgroup_pids[PATH_MAX];   /* v1 only */
 	char root[PATH_MAX];
@@ -110,14 +113,32 @@ void jail_release_uid(struct jail *j);
  * for the console and the snapshot's state. Pure. */
 uint64_t jail_fsize_limit(const struct jail_spec *s);
 
-/* Pick the run's uid/gid and give it the files vmm must write (the
- * workspace image, a writable snapshot directory, the socket directory). Without root (rootless), the
- * ids are ours and the jail is built in a user namespace mapping them.
- * Returns 0, or -1 with a reason. */
+/* Pick the run's uid/gid and give it the files vmm must write that exist
+ * now (a writable snapshot directory, the socket directory); the
+ * workspace image, which may be written after this, is given at
+ * jail_start. Without root (rootless), the ids are ours and the jail is
+ * built in a user namespace mapping them. Returns 0, or -1 with a
+ * reason. */
 int jail_prepare(const struct jail_spec *s, struct jail *j, char *err, size_t errlen);
 
-/* Create the cgroup and start vmm inside the jail. Returns 0 with j->pid
- * set, or -1 with a reason (nothing left running). */
+/* What jail_charged runs: 0, or -1 with a reason in err; out is the
+ * caller's, copied back from the child on success. */
+typedef int (*jail_charged_fn)(void *ctx, void *out, char *err, size_t errlen);
+
+/* After jail_prepare: run fn(ctx, out) in a child process that belongs to
+ * the run's cgroup (made now), so that the memory it makes the kernel
+ * take, the workspace image's page cache or its pages on a tmpfs, is
+ * charged to the run and bounded by the run's ceiling, not to the
+ * supervisor that serves every run. Without a cgroup (rootless with a
+ * weaker jail allowed) fn runs in the child all the same. The child dies
+ * with the caller. Returns fn's 0 with out (outlen bytes) filled, or -1
+ * with fn's reason or why the child failed. */
+int jail_charged(const struct jail_spec *s, struct jail *j, jail_charged_fn fn, void *ctx, void *out, size_t outlen,
+		 char *err, size_t errlen);
+
+/* Create the cgroup (unless jail_charged did), give vmm the workspace
+ * image, and start vmm inside the jail. Returns 0 with j->pid set, or -1
+ * with a reason (nothing left running). */
 int jail_start(const struct jail_spec *s, struct jail *j, char *err, size_t errlen);
 
 /* Kill everything in the run's cgroup (vmm and anything it started). */

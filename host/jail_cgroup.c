@@ -9,7 +9,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "errmsg.h"
@@ -22,6 +26,15 @@ static void made(const struct jail_spec *s, int version, const char *path)
 {
 	if (s->on_cgroup)
 		s->on_cgroup(s->on_cgroup_ctx, version, path);
+}
+
+/* Bytes the run may hold: the guest, vmm's own, and the workspace, which
+ * jail_charged writes into the run's cgroup (on a disk it is page cache,
+ * reclaimed under the ceiling before anything is killed; on a tmpfs it is
+ * memory outright, so it must fit). */
+static uint64_t memory_ceiling(const struct jail_spec *s)
+{
+	return (s->memory_mib + JAIL_MEMORY_OVERHEAD_MIB + (s->image ? s->disk_mib : 0)) << 20;
 }
 
 /* The run's cgroup v2 under parent (which holds no processes, so its
@@ -41,7 +54,7 @@ static int cgroup_v2_under(const struct jail_spec *s, struct jail *j, const char
 	j->cgroup_version = 2;
 	made(s, 2, j->cgroup);
 	struct { const char *file; uint64_t v; } lim[] = {
-		{ "memory.max", (s->memory_mib + JAIL_MEMORY_OVERHEAD_MIB) << 20 },
+		{ "memory.max", memory_ceiling(s) },
 		{ "memory.swap.max", 0 },
 		{ "pids.max", s->cpus + JAIL_PIDS_EXTRA },
 	};
@@ -84,7 +97,7 @@ static int cgroup_v1(const struct jail_spec *s, struct jail *j, char *err, size_
 	}
 	made(s, 1, j->cgroup_pids);
 	snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", j->cgroup);
-	snprintf(val, sizeof(val), "%llu", (unsigned long long)((s->memory_mib + JAIL_MEMORY_OVERHEAD_MIB) << 20));
+	snprintf(val, sizeof(val), "%llu", (unsigned long long)memory_ceiling(s));
 	if (sysfile_write(path, val) < 0)
 		return errf(err, errlen, "jail: %s: %s", path, strerror(errno));
 	snprintf(path, sizeof(path), "%s/pids.max", j->cgroup_pids);
@@ -151,6 +164,9 @@ static int cgroup_delegated(const struct jail_spec *s, struct jail *j, char *err
 
 int jail_cgroup_create(const struct jail_spec *s, struct jail *j, char *err, size_t errlen)
 {
+	if (j->cgroup_made)
+		return 0;
+	j->cgroup_made = true;
 	if (j->rootless) {
 		if (cgroup_delegated(s, j, err, errlen) == 0)
 			return 0;
@@ -164,6 +180,90 @@ int jail_cgroup_create(const struct jail_spec *s, struct jail *j, char *err, siz
 	if (access(CGROUP_ROOT "/memory", F_OK) == 0 && access(CGROUP_ROOT "/pids", F_OK) == 0)
 		return cgroup_v1(s, j, err, errlen);
 	return errf(err, errlen, "jail: no cgroup v2 at " CGROUP_ROOT " and no v1 memory and pids hierarchies");
+}
+
+/* Reads or writes all of len bytes; -1 on error or end of file. */
+static int io_all(int fd, void *buf, size_t len, bool wr)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t n = wr ? write(fd, (char *)buf + done, len - done) : read(fd, (char *)buf + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* What jail_charged's child sends back before out. */
+struct charged_head {
+	int rc;
+	char err[512];
+};
+
+/* jail_charged's child: into the run's cgroups, then fn; its result, and
+ * out when fn succeeded, back through fd. Never returns. */
+static _Noreturn void charged_child(const struct jail *j, int fd, jail_charged_fn fn, void *ctx, void *out,
+				    size_t outlen)
+{
+	struct charged_head h = { .rc = -1 };
+	const char *dirs[] = { j->cgroup, j->cgroup_pids };
+	/* a supervisor killed mid-copy takes its copier with it */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	for (size_t i = 0; j->cgroup_version && i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char path[PATH_MAX + 32];
+		if (!dirs[i][0])
+			continue;
+		snprintf(path, sizeof(path), "%s/cgroup.procs", dirs[i]);
+		if (sysfile_write(path, "0") < 0) {
+			errf(h.err, sizeof(h.err), "jail: joining %s: %s", dirs[i], strerror(errno));
+			goto send;
+		}
+	}
+	h.rc = fn(ctx, out, h.err, sizeof(h.err));
+send:
+	_exit(io_all(fd, &h, sizeof(h), true) || (h.rc == 0 && io_all(fd, out, outlen, true)) ? 1 : 0);
+}
+
+int jail_charged(const struct jail_spec *s, struct jail *j, jail_charged_fn fn, void *ctx, void *out, size_t outlen,
+		 char *err, size_t errlen)
+{
+	if (jail_cgroup_create(s, j, err, errlen))
+		return -1;
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return errf(err, errlen, "jail: pipe: %s", strerror(errno));
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(p[0]);
+		charged_child(j, p[1], fn, ctx, out, outlen);
+	}
+	int e = errno;
+	close(p[1]);
+	if (pid < 0) {
+		close(p[0]);
+		return errf(err, errlen, "jail: fork: %s", strerror(e));
+	}
+	struct charged_head h;
+	bool got = io_all(p[0], &h, sizeof(h), false) == 0 && (h.rc != 0 || io_all(p[0], out, outlen, false) == 0);
+	close(p[0]);
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!got) {
+		if (WIFSIGNALED(status))
+			return errf(err, errlen, "jail: the process writing the run's files in its cgroup was killed by "
+				    "signal %d (%s)", WTERMSIG(status),
+				    WTERMSIG(status) == SIGKILL ? "the run's memory ceiling, or a kill" : strsignal(WTERMSIG(status)));
+		return errf(err, errlen, "jail: the process writing the run's files in its cgroup ended with status %d "
+			    "and no answer", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	}
+	if (h.rc) {
+		h.err[sizeof(h.err) - 1] = '\0';
+		return errf(err, errlen, "%s", h.err);
+	}
+	return 0;
 }
 
 /* The pids in a cgroup's procs file, each killed. Returns how many. */

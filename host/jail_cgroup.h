@@ -10,7 +10,8 @@
 /* Create the run's cgroup with its memory, pids and CPU limits: v2 under
  * /sys/fs/cgroup/vmrun, else v1; rootless, under the delegated subtree,
  * or none at all when there is none and the spec allows a weaker jail.
- * Sets j->cgroup*, j->cgroup_version. Returns 0, or -1 with a reason. */
+ * Once per jail: a second call does nothing (j->cgroup_made). Sets
+ * j->cgroup*, j->cgroup_version. Returns 0, or -1 with a reason. */
 int jail_cgroup_create(const struct jail_spec *s, struct jail *j, char *err, size_t errlen);
 
 /* After jail_kill: remove the cgroup (retrying while it empties); safe

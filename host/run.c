@@ -459,11 +459,11 @@ int run_snapshot_make(struct run_plan *plan, char *dir, size_t dirlen, char *err
 
 /* ---- the run ---------------------------------------------------------------- */
 
-/* Run directory, workspace image, jail, the agent's socket. */
-static int prepare(struct exec *x, char *err, size_t errlen)
+/* The workspace image, made in the run's cgroup by jail_charged. */
+static int make_workspace(void *ctx, void *out, char *err, size_t errlen)
 {
+	struct exec *x = ctx;
 	struct run_plan *plan = x->plan;
-	struct workspace_stats ws;
 	struct workspace_file files[RUN_MAX_SOURCES];
 	for (unsigned i = 0; i < plan->nsources; i++)
 		files[i] = (struct workspace_file){ plan->source_fd[i], plan->source_name[i] };
@@ -471,17 +471,25 @@ static int prepare(struct exec *x, char *err, size_t errlen)
 					.nfiles = plan->nsources,
 					.name = plan->workspace_fd >= 0 ? "--workspace" : "the source files" };
 	bool copy = plan->workspace_fd >= 0 || plan->nsources;
+	return workspace_create(x->p.image, plan->disk_mib, copy ? &src : NULL, PROTO_SANDBOX_UID, PROTO_SANDBOX_GID,
+				out, err, errlen);
+}
+
+/* Run directory, jail, workspace image (charged to the run), the agent's
+ * socket. */
+static int prepare(struct exec *x, char *err, size_t errlen)
+{
+	struct run_plan *plan = x->plan;
+	struct workspace_stats ws;
 	if (make_run_dir(&x->p, &plan->caller, plan->run_id, err, errlen))
 		return -1;
 	track(x);
 	if (!plan->cold)
 		warm(x);
-	if (workspace_create(x->p.image, plan->disk_mib, copy ? &src : NULL, PROTO_SANDBOX_UID, PROTO_SANDBOX_GID, &ws,
-			     err, errlen))
-		return -1;
 	spec_for(x, &x->js, plan->run_id, x->p.image, x->restoring ? x->snap.path : NULL, false,
 		 x->restoring ? plan->restore_argv : plan->vmm_argv);
 	if (jail_prepare(&x->js, &x->jail, err, errlen) ||
+	    jail_charged(&x->js, &x->jail, make_workspace, x, &ws, sizeof(ws), err, errlen) ||
 	    (x->listen_fd = listen_agent(&x->p, &x->jail, err, errlen)) < 0 ||
 	    (plan->net && run_net_start(&x->net, plan->net, plan->secret_ca_fd, plan->vmm, x->p.dir, x->p.uds, &x->js, &x->jail, err, errlen)))
 		return -1;

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,69 @@ static void fsize_limit(void **state)
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
+/* What the charged child did: the file it filled, and its own cgroups. */
+struct charged {
+	const char *file;
+	size_t bytes;
+	char cgroups[1024];
+};
+
+static int fill_file(void *ctx, void *out, char *err, size_t errlen)
+{
+	const struct charged *c = ctx;
+	struct charged *o = out;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	size_t n = f ? fread(o->cgroups, 1, sizeof(o->cgroups) - 1, f) : 0;
+	o->cgroups[n] = '\0';
+	if (f)
+		fclose(f);
+	if (!c->file) {
+		snprintf(err, errlen, "fill: no file named");
+		return -1;
+	}
+	FILE *w = fopen(c->file, "we");
+	static const char block[65536];
+	for (size_t done = 0; w && done < c->bytes; done += sizeof(block))
+		fwrite(block, 1, sizeof(block), w);
+	return w && fclose(w) == 0 ? 0 : -1;
+}
+
+/* The workspace's pages are the run's: what jail_charged's fn writes to a
+ * tmpfs is charged to the run's cgroup, in which the child was, and a
+ * reason from fn comes back whole. Needs root and a memory cgroup. */
+static void charged_to_the_runs_cgroup(void **state)
+{
+	(void)state;
+	if (geteuid() != 0 || (access("/sys/fs/cgroup/cgroup.controllers", F_OK) && access("/sys/fs/cgroup/memory", F_OK)))
+		skip();
+	char id[64], file[96], path[PATH_MAX + 64], err[600] = "";
+	snprintf(id, sizeof(id), "test-jail-charged-%d", (int)getpid());
+	snprintf(file, sizeof(file), "/dev/shm/%s", id);
+	struct jail_spec s = { .run_id = id, .memory_mib = 16, .cpus = 1, .disk_mib = 32, .image = file };
+	struct jail j = { .uid_fd = -1 };
+	struct charged in = { .file = file, .bytes = 16u << 20 }, out;
+	int rc = jail_charged(&s, &j, fill_file, &in, &out, sizeof(out), err, sizeof(err));
+	if (rc)
+		fail_msg("jail_charged: %s", err);
+	assert_true(j.cgroup_version == 1 || j.cgroup_version == 2);
+	const char *leaf = strrchr(j.cgroup, '/');
+	assert_non_null(strstr(out.cgroups, leaf));
+	snprintf(path, sizeof(path), "%s/%s", j.cgroup, j.cgroup_version == 2 ? "memory.current" : "memory.usage_in_bytes");
+	FILE *f = fopen(path, "re");
+	unsigned long long used = 0;
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%llu", &used), 1);
+	fclose(f);
+	assert_true(used >= in.bytes);
+	/* fn's own reason, as it gave it */
+	struct charged none = { 0 };
+	assert_int_equal(jail_charged(&s, &j, fill_file, &none, &out, sizeof(out), err, sizeof(err)), -1);
+	assert_string_equal(err, "fill: no file named");
+	unlink(file);
+	jail_cleanup(&j);
+	assert_int_equal(access(path, F_OK), -1);
+}
+
 /* The OOM-kill count, from the files cgroup v2 and v1 keep it in. */
 static void oom_kills_parsed(void **state)
 {
@@ -183,6 +247,7 @@ int main(void)
 		T(writable_dir_refused),
 		cmocka_unit_test(fsize_limit),
 		cmocka_unit_test(oom_kills_parsed),
+		cmocka_unit_test(charged_to_the_runs_cgroup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
