@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proto.h"
 #include "spool.h"
+#include "sse.h"
 #include "tar.h"
 
 #define STREAM_BLOCK   65536
@@ -26,52 +26,11 @@ struct out_stream {
 	int fd;
 	uint8_t *raw;                 /* file bytes not yet a whole record */
 	size_t rawlen;
-	char *pend;                   /* events ready to send */
-	size_t plen, pcap, poff;
+	struct sse_buf ev;            /* events ready to send */
 	bool terminal, done;
 	char state[24];
 	int64_t last_ms;
 };
-
-static void pend(struct out_stream *s, const char *text, size_t n)
-{
-	if (s->plen + n > s->pcap) {
-		size_t cap = (s->plen + n) * 2;
-		char *p = realloc(s->pend, cap);
-		if (!p)
-			return;   /* out of memory: this event is lost, the stream goes on */
-		s->pend = p;
-		s->pcap = cap;
-	}
-	memcpy(s->pend + s->plen, text, n);
-	s->plen += n;
-}
-
-static void event(struct out_stream *s, const char *name, json_t *data)
-{
-	char *text = json_dumps(data, JSON_COMPACT);
-	json_decref(data);
-	if (!text)
-		return;
-	pend(s, "event: ", 7);
-	pend(s, name, strlen(name));
-	pend(s, "\ndata: ", 7);
-	pend(s, text, strlen(text));
-	pend(s, "\n\n", 2);
-	free(text);
-}
-
-static void on_record(void *ctx, unsigned stage, unsigned stream, const uint8_t *data, size_t n)
-{
-	struct out_stream *s = ctx;
-	size_t len;
-	char *text = spool_utf8(data, n, &len);
-	if (!text)
-		return;
-	event(s, stream == PROTO_STDOUT ? "stdout" : "stderr",
-	      json_pack("{s:s,s:s%}", "stage", stage == PROTO_STAGE_COMPILE ? "compile" : "run", "text", text, len));
-	free(text);
-}
 
 /* New records from the output file: true when there were bytes. */
 static bool read_more(struct out_stream *s)
@@ -86,7 +45,7 @@ static bool read_more(struct out_stream *s)
 	if (n <= 0)
 		return false;
 	s->rawlen += (size_t)n;
-	long used = spool_parse(s->raw, s->rawlen, on_record, s);
+	long used = sse_records(&s->ev, s->raw, s->rawlen);
 	if (used < 0) {
 		s->rawlen = 0;   /* not ours: say nothing more of it */
 		return true;
@@ -106,7 +65,7 @@ static void replay(struct out_stream *s, const char *result)
 			const char *key = k ? "stderr" : "stdout";
 			json_t *text = json_object_get(stages[i], key);
 			if (json_string_length(text))
-				event(s, key, json_pack("{s:s,s:O}", "stage", i ? "run" : "compile", "text", text));
+				sse_event(&s->ev, key, json_pack("{s:s,s:O}", "stage", i ? "run" : "compile", "text", text));
 		}
 	json_decref(r);
 }
@@ -137,12 +96,8 @@ static ssize_t out_reader(void *cls, uint64_t pos, char *buf, size_t max)
 	(void)pos;
 	struct out_stream *s = cls;
 	for (;;) {
-		if (s->poff < s->plen) {
-			size_t n = s->plen - s->poff < max ? s->plen - s->poff : max;
-			memcpy(buf, s->pend + s->poff, n);
-			s->poff += n;
-			if (s->poff == s->plen)
-				s->poff = s->plen = 0;
+		if (!sse_empty(&s->ev)) {
+			size_t n = sse_take(&s->ev, buf, max);
 			s->last_ms = vmrund_now_ms();
 			return (ssize_t)n;
 		}
@@ -155,7 +110,7 @@ static ssize_t out_reader(void *cls, uint64_t pos, char *buf, size_t max)
 		 * it; then the end event. */
 		if (s->terminal) {
 			s->done = true;
-			event(s, "end", json_pack("{s:s}", "state", s->state));
+			sse_event(&s->ev, "end", json_pack("{s:s}", "state", s->state));
 			continue;
 		}
 		if (check_end(s)) {
@@ -163,7 +118,7 @@ static ssize_t out_reader(void *cls, uint64_t pos, char *buf, size_t max)
 			continue;
 		}
 		if (vmrund_now_ms() - s->last_ms >= STREAM_PING_MS)
-			pend(s, ": waiting\n\n", 11);
+			sse_comment(&s->ev, "waiting");
 		else
 			vmrund_wait(s->d, s->id, vmrund_now_ms() + 200);
 	}
@@ -176,7 +131,7 @@ static void out_free(void *cls)
 	if (s->fd >= 0)
 		close(s->fd);
 	free(s->raw);
-	free(s->pend);
+	sse_free(&s->ev);
 	free(s);
 }
 
