@@ -270,6 +270,8 @@ bool vmrund_stream_begin(struct vmrund *d, unsigned tenant)
 	bool room = d->streams[tenant] < d->cfg.max_streams_per_tenant;
 	if (room)
 		d->streams[tenant]++;
+	else
+		d->m.refused_streams++;
 	pthread_mutex_unlock(&d->lock);
 	return room;
 }

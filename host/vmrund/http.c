@@ -311,11 +311,22 @@ static void *guard(void *arg)
 	pthread_mutex_lock(&h->lock);
 	while (!h->stop) {
 		int64_t now = vmrund_now_ms();
+		unsigned cut = 0;
 		for (struct watched *w = h->list; w; w = w->next)
 			if (head_late(w, now, limit)) {
 				shutdown(w->fd, SHUT_RDWR);
 				w->cut = true;
+				cut++;
 			}
+		if (cut) {
+			/* the daemon's lock is never taken inside ours elsewhere,
+			 * nor ours inside it: let go of ours first all the same */
+			pthread_mutex_unlock(&h->lock);
+			pthread_mutex_lock(&h->d->lock);
+			h->d->m.cut_head += cut;
+			pthread_mutex_unlock(&h->d->lock);
+			pthread_mutex_lock(&h->lock);
+		}
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ts.tv_nsec += GUARD_EVERY_MS * 1000000L;

@@ -154,6 +154,12 @@ char *metrics_render(const struct metrics *m, size_t queued, unsigned running, u
 		"# TYPE vmrund_runs_accepted_total counter\nvmrund_runs_accepted_total %llu\n",
 	    (unsigned long long)m->refused_rate, (unsigned long long)m->refused_tenant,
 	    (unsigned long long)m->refused_queue, (unsigned long long)m->accepted);
+	put(&t, "# HELP vmrund_streams_refused_total Output streams and waits refused: the tenant's were open "
+		"(max_streams_per_tenant).\n# TYPE vmrund_streams_refused_total counter\nvmrund_streams_refused_total %llu\n"
+		"# HELP vmrund_connections_cut_total Connections shut without an answer, by reason.\n"
+		"# TYPE vmrund_connections_cut_total counter\n"
+		"vmrund_connections_cut_total{reason=\"head_deadline\"} %llu\n",
+	    (unsigned long long)m->refused_streams, (unsigned long long)m->cut_head);
 	put(&t, "# HELP vmrund_queue_depth Runs waiting for a slot.\n# TYPE vmrund_queue_depth gauge\n"
 		"vmrund_queue_depth %zu\n# HELP vmrund_slots_in_use Runs running.\n# TYPE vmrund_slots_in_use gauge\n"
 		"vmrund_slots_in_use %u\n# TYPE vmrund_slots gauge\nvmrund_slots %u\n",

@@ -28,6 +28,8 @@ struct metrics {
 	uint64_t term[METRICS_TERMS];       /* by termination */
 	uint64_t limit_timeout, limit_memory, limit_cpu, limit_output;
 	uint64_t accepted, refused_rate, refused_tenant, refused_queue;
+	uint64_t refused_streams;           /* 429: max_streams_per_tenant */
+	uint64_t cut_head;                  /* connections cut at request_head_timeout_s */
 	unsigned code[METRICS_CODES];       /* the status codes below */
 	uint64_t code_count[METRICS_CODES];
 	struct histogram phase[PH_COUNT];

@@ -513,6 +513,10 @@ grep -q '"state":"succeeded"' "$tmp/s1" && grep -q '"state":"succeeded"' "$tmp/s
 	ok "alice's two streams ran to their runs' ends" || not_ok "alice's streams"
 c "$KA" -N "$BASE2/v1/runs/$a1/output"
 [ "$code" = 200 ] && grep -q '^event: end' "$tmp/out" && ok "a stream that ended gives its place back" || not_ok "place not given back ($code)"
+m=$(curl -s -m 5 "$BASE2/metrics")
+grep -q '^vmrund_streams_refused_total 2$' <<<"$m" && grep -q '^vmrund_connections_cut_total{reason="head_deadline"} [1-9]' <<<"$m" &&
+	ok "/metrics counts the 2 streams refused and the heads cut" ||
+	not_ok "metrics: $(grep -E '^vmrund_(streams_refused|connections_cut)' <<<"$m" | tr '\n' ' ')"
 
 # Run retention: 2 s after it ended a run is gone: 404, its row, its
 # blobs and its directory; the audit log keeps its line.
