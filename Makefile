@@ -65,9 +65,16 @@ PAYLOAD_SRCS := $(wildcard tests/payloads/*.S)
 PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
-.PHONY: eval eval-short eval-guest vmrund-test all deps guest kernel kernel-aarch64 aarch64 vm-test-aarch64 bench-boot-aarch64 rootfs-aarch64 rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots stress-runs \
+.PHONY: eval eval-short eval-judge eval-guest vmrund-test all deps guest kernel kernel-aarch64 aarch64 vm-test-aarch64 bench-boot-aarch64 rootfs-aarch64 rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots stress-runs \
 	bench-vmm bench-boot bench-virtio bench-vmrun bench-vmrund bench-queue bench-workspace bench-net net-test clean fuzz \
 	fuzz-smoke
+
+# One step that fills the shared cache at a time (a kernel, a root image,
+# arm64 packages): a kernel build takes every core, and the root images
+# of both arches fetch into one directory of packages; make -j may start
+# several at once. Steps that find their cache filled pass in moments.
+CACHE_DIR  := $${VMRUN_CACHE:-/var/cache/vmrun}
+CACHE_LOCK := mkdir -p $(CACHE_DIR) && flock $(CACHE_DIR)/.fill.lock
 
 all: $(BUILD)/bin/vmm $(BUILD)/bin/vmrun $(BUILD)/bin/vmrun-proxy $(BUILD)/bin/vmrund $(BUILD)/bin/vmrund-worker
 
@@ -88,12 +95,22 @@ $(BUILD)/obj/%.o: %.c $(wildcard vmm/*.h) guest-agent/proto.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -I$(BUILD)/gen -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 
-$(BUILD)/asan/%.o: %.c $(wildcard vmm/*.h guest-agent/*.h host/*.h host/vmrund/*.h host/proxy/*.h)
+# The headers each object includes are in its .d file (-MMD), so that a
+# header's change rebuilds only what includes it.
+$(BUILD)/asan/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Iguest-agent -I$(BUILD)/gen -Ihost -Ihost/vmrund -Ihost/proxy $(VMRUND_CFLAGS_$(notdir $*)) -c $< -o $@
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -MMD -MP -Iguest-agent -I$(BUILD)/gen -Ihost -Ihost/vmrund -Ihost/proxy $(VMRUND_CFLAGS_$(notdir $*)) -c $< -o $@
+-include $(ASAN_OBJS:.o=.d)
 
 # Keep the sanitizer objects between runs (make would delete them as intermediates).
 .SECONDARY: $(ASAN_OBJS)
+
+# The unit tests link against one archive of them: each takes only the
+# objects it needs, instead of every object of every module.
+ASAN_LIB := $(BUILD)/asan/libvmrun.a
+$(ASAN_LIB): $(ASAN_OBJS)
+	@rm -f $@
+	@ar rcs $@ $^
 
 $(BUILD)/obj/host/%.o: host/%.c $(wildcard host/*.h host/proxy/*.h guest-agent/*.h) vmm/log.h
 	@mkdir -p $(dir $@)
@@ -168,7 +185,7 @@ A64_SYSROOT := $(A64)/sysroot
 A64_LIBS  := -L$(A64_SYSROOT)/usr/lib/aarch64-linux-gnu -lseccomp -lfdt
 
 $(A64_SYSROOT)/.unpacked: scripts/arm64-debs.sh
-	@./scripts/arm64-debs.sh $(A64_SYSROOT) libseccomp-dev libseccomp2 libfdt-dev libfdt1 libcmocka-dev libcmocka0 \
+	@$(CACHE_LOCK) ./scripts/arm64-debs.sh $(A64_SYSROOT) libseccomp-dev libseccomp2 libfdt-dev libfdt1 libcmocka-dev libcmocka0 \
 		libext2fs-dev comerr-dev libidn2-dev libunistring-dev libhttp-parser-dev >/dev/null
 	@touch $@
 $(A64)/obj/%.o: %.c $(wildcard vmm/*.h) guest-agent/proto.h $(A64_SYSROOT)/.unpacked
@@ -207,7 +224,7 @@ $(A64)/guest/agent: $(AGENT_SRCS) $(wildcard guest-agent/*.h)
 # The default root image (python's, as on x86), from Debian's arm64
 # packages, and its allowlist, where vmrun looks for them.
 rootfs-aarch64: $(A64)/guest/agent
-	@ROOTFS_ARCH=arm64 ./rootfs/build.sh $(A64)/guest/runtimes/python.ext4 $(A64)/guest/agent rootfs/runtimes/python
+	@$(CACHE_LOCK) env ROOTFS_ARCH=arm64 ./rootfs/build.sh $(A64)/guest/runtimes/python.ext4 $(A64)/guest/agent rootfs/runtimes/python
 	@cp $(A64)/guest/runtimes/python.ext4 $(A64)/guest/rootfs.ext4.tmp && \
 		mv $(A64)/guest/rootfs.ext4.tmp $(A64)/guest/rootfs.ext4 && \
 		cp $(A64)/guest/runtimes/python.programs $(A64)/guest/programs.txt
@@ -235,7 +252,7 @@ $(A64)/tests/hello.ext4: $(A64)/tests/hello_init
 	@mke2fs -q -F -t ext4 -d $@.d $@.tmp 8M && mv $@.tmp $@ && rm -rf $@.d
 
 kernel-aarch64:
-	@./kernel-config/build.sh --arch aarch64 $(A64)/guest/Image
+	@$(CACHE_LOCK) ./kernel-config/build.sh --arch aarch64 $(A64)/guest/Image
 
 aarch64: $(A64)/bin/vmm $(A64)/bin/vmrun $(A64)/tests/vmm-forbidden $(A64)/tests/test_seccomp_filter \
 	$(A64)/tests/hello.ext4 kernel-aarch64 rootfs-aarch64
@@ -253,14 +270,13 @@ bench-boot-aarch64: $(A64)/bin/vmm kernel-aarch64
 # subset through the arm64 vmrun, on an aarch64 KVM host (the emulated
 # one here).
 vm-test-aarch64: aarch64
-	@./scripts/on-kvm-host.sh --arch aarch64 --limit 600 "aarch64 vm tests" tests/vm/aarch64.sh
-	@./scripts/on-kvm-host.sh --arch aarch64 --limit 900 "aarch64 e2e tests" tests/e2e/aarch64.sh
+	@./scripts/vm-lanes.sh "aarch64-vm aarch64-e2e"
 
 # ---- guest images ----------------------------------------------------------
 guest: kernel rootfs
 
 kernel:
-	@./kernel-config/build.sh $(BUILD)/guest/vmlinux $(BUILD)/guest/bzImage
+	@$(CACHE_LOCK) ./kernel-config/build.sh $(BUILD)/guest/vmlinux $(BUILD)/guest/bzImage
 
 $(BUILD)/guest/agent: $(AGENT_SRCS) $(wildcard guest-agent/*.h)
 	@mkdir -p $(dir $@)
@@ -271,7 +287,7 @@ $(BUILD)/guest/agent: $(AGENT_SRCS) $(wildcard guest-agent/*.h)
 RUNTIMES := $(notdir $(wildcard rootfs/runtimes/*))
 rootfs: $(BUILD)/guest/agent
 	@for r in $(RUNTIMES); do \
-		./rootfs/build.sh $(BUILD)/guest/runtimes/$$r.ext4 $(BUILD)/guest/agent rootfs/runtimes/$$r || exit 1; \
+		$(CACHE_LOCK) ./rootfs/build.sh $(BUILD)/guest/runtimes/$$r.ext4 $(BUILD)/guest/agent rootfs/runtimes/$$r || exit 1; \
 	done
 	@cp $(BUILD)/guest/runtimes/python.ext4 $(BUILD)/guest/rootfs.ext4.tmp && \
 		mv $(BUILD)/guest/rootfs.ext4.tmp $(BUILD)/guest/rootfs.ext4 && \
@@ -282,9 +298,9 @@ rootfs: $(BUILD)/guest/agent
 rootfs-test: rootfs
 	@./tests/rootfs/reproducible.sh bash
 
-$(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_OBJS) $(wildcard tests/common/*.h)
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_LIB) $(wildcard tests/common/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost -Ihost/vmrund -Ihost/proxy -Itests/common $(filter %.c %.o,$^) \
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost -Ihost/vmrund -Ihost/proxy -Itests/common $< $(ASAN_LIB) \
 		-lcmocka $(HOST_LIBS) $(VMRUND_LIBS) $(PROXY_LIBS) -lfdt $(TEST_LIBS_$*) -pthread -o $@
 
 # test_run_net starts the real proxy, found next to vmm in $(BUILD)/bin
@@ -306,7 +322,7 @@ payloads: $(PAYLOADS)
 # Every script runs under a limit (--limit, seconds, the emulated host's boot
 # included) past which it is killed and fails: no hang reaches CI's timeout.
 payload-test: all payloads $(BUILD)/tests/vmm-forbidden $(BUILD)/tests/vmm-stuck
-	@./scripts/on-kvm-host.sh --any-kvm --limit 300 "payload tests" tests/payloads/run.sh
+	@./scripts/vm-lanes.sh payload
 
 # Test programs for Linux guests: vtest runs inside the guest (static, musl),
 # vsock_host is its host-side peer; vmm-forbidden is vmm with its seccomp test
@@ -332,20 +348,13 @@ $(BUILD)/tests/two_runs: tests/vm/two_runs.c $(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Ihost -Iguest-agent $^ $(HOST_LIBS) -pthread -o $@
 
-# Linux guests: directly where the local KVM runs them, else on an emulated
-# KVM host; scripts/on-kvm-host.sh probes and says which, in one line.
+# Linux guests: directly where the local KVM runs them, else on emulated
+# KVM hosts, two side by side (scripts/vm-lanes.sh holds every suite's
+# limit; scripts/on-kvm-host.sh probes and says where, in one line).
+VM_SUITES_A := source e2e-warm jail agent net
+VM_SUITES_B := e2e-cold snapshot runtimes vmrund virtio boot
 vm-test: all payloads guest $(VM_TEST_BINS) $(PISTON_CLIENT)
-	@./scripts/on-kvm-host.sh --limit 300 "vm tests" tests/vm/boot.sh
-	@./scripts/on-kvm-host.sh --limit 300 "virtio tests" tests/vm/virtio.sh
-	@./scripts/on-kvm-host.sh --limit 600 "agent tests" tests/vm/agent.sh
-	@./scripts/on-kvm-host.sh --limit 900 "e2e tests (restored)" tests/e2e/run.sh warm
-	@./scripts/on-kvm-host.sh --limit 900 "e2e tests (cold)" tests/e2e/run.sh cold
-	@./scripts/on-kvm-host.sh --limit 900 "snapshot tests" tests/e2e/snapshot.sh
-	@./scripts/on-kvm-host.sh --limit 300 "jail tests" tests/e2e/jail.sh
-	@./scripts/on-kvm-host.sh --limit 600 "runtime tests" tests/e2e/runtimes.sh
-	@./scripts/on-kvm-host.sh --limit 1500 "source mode tests" tests/e2e/source.sh
-	@./scripts/on-kvm-host.sh --limit 600 "vmrund vm tests" tests/vmrund/vm.sh
-	@./scripts/on-kvm-host.sh --limit 900 "network tests" tests/e2e/net.sh
+	@./scripts/vm-lanes.sh "$(VM_SUITES_A)" "$(VM_SUITES_B)"
 
 # vmrun-proxy in its jail against the test's hosts in network namespaces
 # (tests/net/lib.sh): no KVM needed.
@@ -369,18 +378,36 @@ vmrund-test: all $(BUILD)/tests/test_store
 	@timeout -k 5 400 ./tests/vmrund/cluster.sh
 	@timeout -k 5 300 ./tests/vmrund/store_pg.sh $(BUILD)/tests/test_store
 
-# The test targets one after another, each one's time said in a line
-# (where make check's minutes go); the first to fail ends it.
-CHECK_TESTS := unit fuzz-smoke vmrund-test net-test rootfs-test payload-test vm-test vm-test-aarch64 eval-short
+# make check: the build with every core, the tests of this machine one
+# after another, then every suite that needs a KVM host in two lanes side
+# by side (each suite in an emulated host of one vCPU: two cores busy),
+# then the evaluation's judge. Each part's time is said in a line (where
+# the minutes go; the VM suites one line each), then the total and whether
+# the caches were warm. The first part to fail ends it.
+CHECK_TESTS := unit fuzz-smoke vmrund-test net-test rootfs-test
+# The lanes, balanced by their suites' times on the emulated host.
+CHECK_LANE_A := $(VM_SUITES_A) payload aarch64-vm aarch64-e2e
+CHECK_LANE_B := eval-short $(VM_SUITES_B)
 check:
-	@start=$$(date +%s); st=0; ./scripts/deps.sh && \
-	$(MAKE) --no-print-directory all payloads guest aarch64 $(UNIT_BINS) $(FUZZ_BINS) $(VM_TEST_BINS) $(PISTON_CLIENT) || st=$$?; \
+	@start=$$(date +%s); st=0; ./scripts/deps.sh && mkdir -p $(BUILD) && \
+	./scripts/cache-report.sh before $(BUILD)/.cache-before && \
+	$(MAKE) --no-print-directory -j$$(nproc) all payloads guest aarch64 eval-guest $(BUILD)/tests/eval-extract \
+		$(UNIT_BINS) $(FUZZ_BINS) $(VM_TEST_BINS) $(PISTON_CLIENT) || st=$$?; \
 	echo "check: build $$(( $$(date +%s) - start )) s, status $$st"; \
 	for t in $(CHECK_TESTS); do \
 		[ $$st -eq 0 ] || break; \
 		t0=$$(date +%s); $(MAKE) --no-print-directory $$t || st=$$?; \
 		echo "check: $$t $$(( $$(date +%s) - t0 )) s, status $$st"; \
 	done; \
+	if [ $$st -eq 0 ]; then \
+		t0=$$(date +%s); ./scripts/vm-lanes.sh "$(CHECK_LANE_A)" "$(CHECK_LANE_B)" || st=$$?; \
+		echo "check: vm lanes $$(( $$(date +%s) - t0 )) s, status $$st"; \
+	fi; \
+	if [ $$st -eq 0 ]; then \
+		t0=$$(date +%s); $(MAKE) --no-print-directory eval-judge EVAL_PROFILE=short || st=$$?; \
+		echo "check: eval-judge $$(( $$(date +%s) - t0 )) s, status $$st"; \
+	fi; \
+	./scripts/cache-report.sh after $(BUILD)/.cache-before; \
 	echo "check: $$(( $$(date +%s) - start )) s in all, status $$st"; exit $$st
 
 # The corrupt-workspace case: the artifact extractor, built with the
@@ -399,11 +426,15 @@ $(BUILD)/tests/eval-extract: tests/eval/extract_corrupt.c $(EVAL_EXTRACT_OBJS)
 # of load); make eval the full one (a minute of load at 4x the slots, and
 # more deadline-ended runs for the destruction times' tail).
 eval: EVAL_PROFILE := full
-eval: EVAL_LIMIT := 1500
 eval-short: EVAL_PROFILE := short
-eval-short: EVAL_LIMIT := 1200
 eval eval-short: all payloads guest eval-guest $(BUILD)/tests/eval-extract
-	@./scripts/on-kvm-host.sh --limit $(EVAL_LIMIT) "eval ($(EVAL_PROFILE))" tests/eval/run.sh $(EVAL_PROFILE) $(BUILD)/eval
+	@./scripts/vm-lanes.sh eval-$(EVAL_PROFILE)
+	@$(MAKE) --no-print-directory eval-judge EVAL_PROFILE=$(EVAL_PROFILE)
+
+# The evaluation's part on this host: the corrupt-workspace cases (no VM),
+# then the judge over every case recorded in $(BUILD)/eval.
+EVAL_PROFILE ?= short
+eval-judge: $(BUILD)/tests/eval-extract
 	@images=$$(./scripts/e2fs-test-images.sh) && \
 		timeout -k 5 600 ./tests/eval/corrupt_images.sh "$$images" $(BUILD)/eval/cases.jsonl $(EVAL_PROFILE)
 	@python3 tests/eval/judge.py $(BUILD)/eval
@@ -425,7 +456,7 @@ $(BUILD)/tests/vsockattack: tests/guest/vsockattack.c guest-agent/proto.c guest-
 	@mkdir -p $(dir $@)
 	$(MUSL_CC) -Iguest-agent tests/guest/vsockattack.c guest-agent/proto.c -o $@
 eval-guest: guest $(BUILD)/tests/agent-guest-root $(EVAL_ATTACKS)
-	@./kernel-config/build.sh $(EVAL_GUEST)/vmlinux $(EVAL_GUEST)/bzImage tests/eval/kernel-attack.config
+	@$(CACHE_LOCK) ./kernel-config/build.sh $(EVAL_GUEST)/vmlinux $(EVAL_GUEST)/bzImage tests/eval/kernel-attack.config
 	@./tests/eval/attack_image.sh $(BUILD)/guest/rootfs.ext4 $(BUILD)/tests/agent-guest-root $(EVAL_GUEST) $(EVAL_ATTACKS)
 
 # The agent boot loop that measured the emulated host's hang rate (issue 11):

@@ -18,6 +18,10 @@
 # emulated KVM host (tests/kvmhost/run). One line, prefixed by WHAT, says
 # which and why.
 #
+# --where: print where a CMD that boots Linux would run, "local" or
+# "emulated", and run nothing (vm-lanes.sh asks before running lanes side
+# by side).
+#
 # --limit SEC bounds CMD, the emulated host's boot included: past it CMD (or
 # the emulated host with everything in it) is killed, "WHAT: timed out after
 # SEC s" is printed and the status is 124, so a wedged guest or host becomes
@@ -25,17 +29,19 @@
 set -u
 any=0
 limit=0
+where=0
 arch=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--any-kvm) any=1; shift ;;
 	--arch) arch=$2; shift 2 ;;
 	--limit) limit=$2; shift 2 ;;
+	--where) where=1; shift ;;
 	*) break ;;
 	esac
 done
-what=$1
-shift
+what=${1:-}
+[ $# -eq 0 ] || shift
 cd "$(dirname "$0")/.."
 started=$(date +%s)
 
@@ -63,6 +69,10 @@ else
 	rc=$?
 fi
 [ $rc -eq 0 ] || [ -n "$err" ] || err="probe ended with status $rc"
+if [ "$where" = 1 ]; then
+	[ -c /dev/kvm ] && [ $rc -eq 0 ] && echo local || echo emulated
+	exit 0
+fi
 
 if [ -c /dev/kvm ] && [ $rc -eq 0 ]; then
 	echo "$what: local /dev/kvm $need (probe passed); running directly"
