@@ -63,7 +63,8 @@ bad_fds=$(while read -r n l; do case "$l" in
 	*) echo -n "$n=$l " ;; esac; done <"$snap/fds")
 vcheck "only the expected fds are open ($(wc -l <"$snap/fds")): stdio, /dev/kvm, KVM, event fds, images, console, sockets${bad_fds:+ (unexpected: $bad_fds)}" '[ -z "$bad_fds" ] && [ -s "$snap/fds" ]'
 vcheck "the root image is read-only and no host path is visible" '[ ! -e /proc/$pid/root/etc ] && [ ! -e /proc/$pid/root/tmp ] && [ ! -e /proc/$pid/root/dev ]'
-vcheck "cgroup memory.max is guest memory + 64 MiB" '[ "$(cat $snap/memory.max)" = $(( (256 + 64) * 1048576 )) ]'
+# guest + vmm's own 64 MiB + the 64 MiB workspace, which is the run's too
+vcheck "cgroup memory.max is guest memory + 64 MiB + the workspace disk" '[ "$(cat $snap/memory.max)" = $(( (256 + 64 + 64) * 1048576 )) ]'
 vcheck "cgroup pids.max is vCPUs + 8" '[ "$(cat $snap/pids.max)" = 10 ]'
 wait $run
 rc=$?
@@ -158,7 +159,7 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ] && command -v setpriv >/dev/null; th
 	rns=$(readlink /proc/$rpid/ns/user 2>/dev/null)
 	wait $rlrun
 	check "rootless vmm runs in the delegated cgroup (pid ${rpid:-none}, uid ${ruid:-?}, memory.max ${rmem:-?})" \
-		'[ -n "$rpid" ] && [ "$ruid" = 65534 ] && [ "$rmem" = $(( (256 + 64) * 1048576 )) ] &&
+		'[ -n "$rpid" ] && [ "$ruid" = 65534 ] && [ "$rmem" = $(( (256 + 64 + 64) * 1048576 )) ] &&
 		 [ -n "$rns" ] && [ "$rns" != "$(readlink /proc/self/ns/user)" ]'
 	check "its artifacts are nobody's" '[ "$(stat -c %u "$rl/out/copy.txt" 2>/dev/null)" = 65534 ] && [ "$(cat "$rl/out/copy.txt")" = data ]'
 	as_rootless /sys/fs/cgroup -- true
