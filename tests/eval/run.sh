@@ -283,8 +283,6 @@ api() {
 	curl -s -m 30 -X "$1" -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \
 		${3:+--data-binary "$3"} "$BASE$2" | python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin)))' 2>/dev/null
 }
-# The JSON in FILE, compacted, or null when it holds none.
-json_or_null() { python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))))' "$1" 2>/dev/null || echo null; }
 run_id() { python3 -c 'import json, sys; print(json.loads(sys.stdin.read())["id"])' 2>/dev/null; }
 run_state() { python3 -c 'import json, sys; print(json.loads(sys.stdin.read())["state"])' 2>/dev/null; }
 # wait_terminal ID SECONDS: poll the run until it is no longer queued or
@@ -392,19 +390,6 @@ printf 'tenant t concurrent=4 queued=16 rate=10000\nkey %s t\n' "$KEY" >"$PD/etc
 chmod 600 "$PD/etc/keys"
 printf 'listen = 127.0.0.1:%s\nstate_db = %s\nrun_dir = %s\nkeys = %s\naudit_log = %s\nslots = 2\nnode_memory_mib = 1024\nnode_disk_mib = 1024\nmax_connections_per_address = 4\nrequest_head_timeout_s = 3\nmax_streams_per_tenant = 2\n' \
 	"$PORT" "$PD/lib/state.db" "$PD/lib/runs" "$PD/etc/keys" "$PD/lib/audit.jsonl" >"$PD/etc/vmrund.conf"
-# state_by END ID STATE...: poll the run until its state is one of STATE
-# or END (date +%s) passes; its last state on stdout.
-state_by() {
-	local end=$1 id=$2 st
-	shift 2
-	while :; do
-		st=$(api GET "/v1/runs/$id" | run_state)
-		case " $* " in *" $st "*) break ;; esac
-		[ "$(date +%s)" -lt "$end" ] || break
-		sleep 0.3
-	done
-	echo "$st"
-}
 VD=$PD
 if vmrund_start; then
 	# A tenant's two runs of 768 MiB must run one after the other, and a
