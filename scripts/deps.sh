@@ -4,7 +4,7 @@
 # and `apt-get update` runs first then, since a fresh machine has stale lists.
 set -eu
 
-PKGS="build-essential pkg-config libext2fs-dev libcmocka-dev libseccomp-dev
+PKGS="build-essential ccache pkg-config libext2fs-dev libcmocka-dev libseccomp-dev
 libmicrohttpd-dev libjansson-dev libsqlite3-dev postgresql libpq-dev curl
 musl-tools linux-source-6.1 busybox-static qemu-system-x86 flex bison
 libelf-dev bc libssl-dev clang libclang-rt-14-dev cpio e2fsprogs kmod
