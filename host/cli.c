@@ -42,7 +42,7 @@ static const char usage[] =
 	"                          sees the value (repeatable)\n"
 	"      --secret-ca FILE    verify those TLS servers against FILE's CAs (PEM), not the\n"
 	"                          system's\n"
-	"      --policy FILE       allowlist and limit ceilings (default built in; see README)\n"
+	"      --policy FILE       allowlist and limit ceilings (default built in; see docs/cli.md)\n"
 	"      --json              print the result object instead of streaming output\n"
 	"      --kernel FILE       guest kernel (default: the built one)\n"
 	"      --rootfs FILE       guest root image (default: the built one)\n"

@@ -472,7 +472,7 @@ int jail_start(const struct jail_spec *s, struct jail *j, char *err, size_t errl
 		return errf(err, errlen, "jail: clone: %s%s", strerror(e),
 			    e == EPERM && j->rootless ? " (unprivileged user namespaces are off on this host; "
 							 "run as root)" :
-			    e == EPERM ? " (vmrun needs root, or a rootless jail's user namespace; see README)" : "");
+			    e == EPERM ? " (vmrun needs root, or a rootless jail's user namespace; see docs/security.md)" : "");
 	}
 	if (j->rootless && rootless_setup(j, sync[1], err, errlen) < 0) {
 		kill(j->pid, SIGKILL);

@@ -1,4 +1,4 @@
-/* The vmm command line (see README, "vmm"). */
+/* The vmm command line (see docs/vmm.md). */
 #ifndef VMM_ARGS_H
 #define VMM_ARGS_H
 

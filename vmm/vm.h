@@ -42,7 +42,7 @@ enum vm_stop {
 	VM_STOP_SNAPSHOT,     /* --snapshot-out: the agent is ready, save the VM */
 };
 
-/* Exit statuses of the vmm process (documented in the README). */
+/* Exit statuses of the vmm process (documented in docs/vmm.md). */
 enum vmm_exit {
 	VMM_EXIT_CLEAN = 0,
 	VMM_EXIT_SETUP = 1,

@@ -1,4 +1,4 @@
-/* vmrund's native API under /v1 (README, "vmrund"; openapi.yaml). */
+/* vmrund's native API under /v1 (docs/vmrund.md; openapi.yaml). */
 #include "http.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* vmrund's configuration: a file of "key = value" lines (# comments),
- * every key optional, documented in the README and in
+ * every key optional, documented in docs/vmrund.md and in
  * packaging/vmrund.conf. Parsed by a pure function, so every key and every
  * error is unit tested without a daemon. */
 #ifndef VMRUND_CONFIG_H

@@ -33,7 +33,7 @@ static const char usage[] =
 	"  --config FILE   key = value settings (default " VMRUND_CONFIG_PATH ", if present)\n"
 	"  --help, --version\n"
 	"Endpoints: /v1/runs, /v1/runtimes, /api/v2/execute, /api/v2/runtimes (Piston),\n"
-	"/healthz, /readyz, /metrics. See the README and openapi.yaml.\n";
+	"/healthz, /readyz, /metrics. See docs/vmrund.md and openapi.yaml.\n";
 
 /* The options: 0 to go on, 1 when done (help), -1 on a bad one. */
 static int parse(int argc, char **argv, const char **config)

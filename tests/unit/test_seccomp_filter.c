@@ -583,7 +583,7 @@ static void main_vsock_handshakes_and_teardown(void **state)
 }
 
 /* Both filters build, default to killing the process, and say how many
- * rules they have (the README quotes the counts). */
+ * rules they have (docs/vmm.md quotes the counts). */
 static void filters_build(void **state)
 {
 	(void)state;
