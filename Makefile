@@ -640,10 +640,10 @@ $(BUILD)/fuzz/fuzz_result: tests/fuzz/fuzz_result.c $(FUZZ_RESULT_SRCS) $(wildca
 		-ljansson -lext2fs -lcom_err -lseccomp -lidn2 -o $@
 
 # The output's Server-Sent Events (guest bytes in every event's text).
-$(BUILD)/fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c host/vmrund/sse.c host/vmrund/spool.c host/vmrund/sse.h host/vmrund/spool.h
+$(BUILD)/fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c host/vmrund/sse.c host/vmrund/spool.c host/tree.c host/vmrund/sse.h host/vmrund/spool.h
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_sse.c host/vmrund/sse.c \
-		host/vmrund/spool.c -ljansson -o $@
+		host/vmrund/spool.c host/tree.c -ljansson -o $@
 
 # The artifacts' tar headers (guest-chosen names), read back by libarchive.
 $(BUILD)/fuzz/fuzz_tar: tests/fuzz/fuzz_tar.c host/vmrund/tar.c host/utf8.c host/vmrund/tar.h host/utf8.h host/artifacts.h

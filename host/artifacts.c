@@ -19,6 +19,7 @@
 #include <ext2fs/ext2fs.h>
 
 #include "artifacts_sandbox.h"
+#include "clock.h"
 #include "errmsg.h"
 #include "session.h"   /* vmrun's clock */
 #include "utf8.h"
@@ -729,7 +730,7 @@ static int read_report(int fd, int errfd, int64_t deadline, struct parser *p, st
 		if (n < 0)
 			return errf(err, errlen, "artifacts: poll: %s", strerror(errno));
 		if (n == 0) {
-			if (session_now_ms() >= deadline)
+			if (clock_mono_ms() >= deadline)
 				return 1;
 			continue;
 		}
@@ -774,7 +775,7 @@ static int reap(pid_t pid, int64_t deadline, int *status)
 			*status = 0;
 			return 0;
 		}
-		if (session_now_ms() >= deadline) {
+		if (clock_mono_ms() >= deadline) {
 			kill(pid, SIGKILL);
 			while (waitpid(pid, status, 0) < 0 && errno == EINTR)
 				;
@@ -900,7 +901,7 @@ static int run_helper(int image_fd, int dest_fd, const struct artifacts_ids *ids
 		.parent = getpid(), .switch_ids = geteuid() == 0, .uid = ids->helper_uid, .gid = ids->helper_gid,
 		.max_file = lim_add(lim->max_bytes, 4096), .extra_fds = FD_SLACK + depth,
 	};
-	int64_t deadline = session_now_ms() + lim->timeout_ms;
+	int64_t deadline = clock_mono_ms() + lim->timeout_ms;
 	pid_t pid = fork();
 	if (pid < 0) {
 		errf(err, errlen, "artifacts: fork: %s", strerror(errno));

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "result.h"
 #include "run.h"
 #include "runtime.h"
@@ -240,7 +241,7 @@ int main(int argc, char **argv)
 		say("out of memory");
 		return 125;
 	}
-	int64_t t0 = session_now_ms();
+	int64_t t0 = clock_mono_ms();
 	run_result_init(r, &req);
 	bool console_begun = false;
 	if (run_plan_build(plan, &req, r) == 0) {
@@ -251,7 +252,7 @@ int main(int argc, char **argv)
 		run_execute(plan, r);
 		run_plan_release(plan);
 	}
-	r->total = session_now_ms() - t0;
+	r->total = clock_mono_ms() - t0;
 	name_signal(c.sigfd, r);
 	print(&o, r);
 	int status = result_exit_status(r);

@@ -449,6 +449,11 @@ bool net_rule_within(const struct net_rule *r, const struct net_rule *ceiling, s
 	return false;
 }
 
+bool net_ceiling_admits(const struct net_rule *r, bool any_host, const struct net_rule *ceiling, size_t n)
+{
+	return (any_host && r->kind != NET_RULE_ADDR) || net_rule_within(r, ceiling, n);
+}
+
 /* Why addr may not be dialed for port under rules, or NULL: an address
  * rule lets a denied range through, never the proxy's own addresses. */
 static const char *addr_refusal(const struct net_rule *rules, size_t n, const uint8_t addr[16], uint16_t port,

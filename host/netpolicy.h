@@ -78,6 +78,11 @@ const char *net_addr_denied(const uint8_t addr[16]);
  * ceiling[n] too: how a policy file or a tenant bounds what a run asks. */
 bool net_rule_within(const struct net_rule *r, const struct net_rule *ceiling, size_t n);
 
+/* Whether a ceiling admits r: any_host (every host name, never an address
+ * rule) or a rule of ceiling[n] that r is within. The one test behind the
+ * policy's ceiling, a lower policy's own, and a tenant's. */
+bool net_ceiling_admits(const struct net_rule *r, bool any_host, const struct net_rule *ceiling, size_t n);
+
 /* Whether addr is an IPv4 address (::ffff:a.b.c.d). */
 bool net_addr_is_v4(const uint8_t addr[16]);
 

@@ -65,7 +65,7 @@ static int add_rule(struct net_rule **list, unsigned *n, const struct net_rule *
 
 bool policy_net_admits(const struct policy *p, const struct net_rule *r)
 {
-	return (r->kind != NET_RULE_ADDR && p->net.any_host) || net_rule_within(r, p->net.ceiling, p->net.nceiling);
+	return net_ceiling_admits(r, p->net.any_host, p->net.ceiling, p->net.nceiling);
 }
 
 /* Drop the rules of one kind (addresses or names) from the ceiling. */
@@ -105,7 +105,7 @@ static int apply_ceiling(struct apply_ctx *a, const char *val, bool addr, char *
 	struct net_rule r;
 	if (net_rule_parse(val, addr, &r, why, len) < 0)
 		return -1;
-	bool was = (r.kind != NET_RULE_ADDR && a->base_any_host) || net_rule_within(&r, a->base_ceiling, a->nbase_ceiling);
+	bool was = net_ceiling_admits(&r, a->base_any_host, a->base_ceiling, a->nbase_ceiling);
 	if (a->trust == POLICY_LOWER_ONLY && !was)
 		return errf(why, len, "widens the network ceiling; only root's policy may");
 	if (add_rule(&p->net.ceiling, &p->net.nceiling, &r))

@@ -103,8 +103,16 @@ const char *result_termination_name(enum termination t)
 {
 	static const char *const names[] = { "exited",    "signaled", "timeout", "denied",
 					     "not_found", "vm_failed", "error",  "compile_error" };
-	_Static_assert(sizeof(names) / sizeof(names[0]) == TERM_COMPILE_ERROR + 1, "a name per termination");
+	_Static_assert(sizeof(names) / sizeof(names[0]) == TERM_COUNT, "a name per termination");
 	return names[t];
+}
+
+int result_termination_from_name(const char *name)
+{
+	for (int t = 0; name && t < TERM_COUNT; t++)
+		if (!strcmp(name, result_termination_name((enum termination)t)))
+			return t;
+	return -1;
 }
 
 /* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if invalid. */

@@ -21,6 +21,8 @@ enum termination {
 	TERM_ERROR,
 	TERM_COMPILE_ERROR,   /* the run as a whole: its compile stage failed */
 };
+/* How many terminations there are: the size of a table indexed by one. */
+#define TERM_COUNT (TERM_COMPILE_ERROR + 1)
 
 /* One output stream of the command, on the host. vmrun caps each stream
  * at limit bytes itself, streamed or collected for --json, whatever the
@@ -121,6 +123,9 @@ int result_exit_status(const struct run_result *r);
 
 /* The termination's name as DESIGN spells it. */
 const char *result_termination_name(enum termination t);
+
+/* The termination whose name is name (a result read back), or -1. Pure. */
+int result_termination_from_name(const char *name);
 
 /* Print r as one JSON object (valid UTF-8: invalid bytes in the output
  * become U+FFFD) and a newline: the final stage's fields at the top, and

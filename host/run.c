@@ -24,6 +24,7 @@
 
 #include "../vmm/log.h"
 #include "artifacts.h"
+#include "clock.h"
 #include "errmsg.h"
 #include "jail.h"
 #include "run_net.h"
@@ -242,7 +243,7 @@ static void reap(struct jail *j, const struct run_plan *plan, int64_t deadline_m
 		pid_t r = waitpid(j->pid, &out->status, WNOHANG);
 		if (r == j->pid || (r < 0 && errno != EINTR))
 			return;
-		int64_t now = session_now_ms();
+		int64_t now = clock_mono_ms();
 		if (!out->killed && (now >= deadline_ms || cancelled(plan))) {
 			jail_kill(j);
 			out->killed = true;
@@ -301,7 +302,7 @@ static void ask_state(const struct exec *x)
 	if (!x->plan->log || stat(x->p.vmm_err, &st) < 0 || kill(x->jail.pid, VMM_STATE_SIGNAL) < 0)
 		return;
 	off_t before = st.st_size;
-	for (int64_t until = session_now_ms() + RUN_STATE_WAIT_MS; session_now_ms() < until;) {
+	for (int64_t until = clock_mono_ms() + RUN_STATE_WAIT_MS; clock_mono_ms() < until;) {
 		if (stat(x->p.vmm_err, &st) == 0 && st.st_size > before)
 			return;
 		usleep(1000);
@@ -341,7 +342,7 @@ static int snapshot_boot(struct exec *x, const char *dir, bool *vmm_failed, char
 	spec_for(x, &js, x->snap_id, NULL, dir, true, x->plan->snap_argv);
 	if (jail_prepare(&js, &j, err, errlen) || start_vmm(&js, &j, x->p.snap_err, err, errlen))
 		goto out;
-	reap(&j, x->plan, session_now_ms() + RUN_SNAPSHOT_TIMEOUT_MS, &rp);
+	reap(&j, x->plan, clock_mono_ms() + RUN_SNAPSHOT_TIMEOUT_MS, &rp);
 	read_err(x, x->p.snap_err, said, sizeof(said), NULL, 0);
 	if (rp.killed || rp.lost || !WIFEXITED(rp.status) || WEXITSTATUS(rp.status)) {
 		snapshot_boot_failed(&rp, said, err, errlen);
@@ -406,7 +407,7 @@ static int snapshot_ready(struct exec *x, bool replace, char *err, size_t errlen
 static void warm(struct exec *x)
 {
 	char why[512];
-	int64_t t0 = session_now_ms();
+	int64_t t0 = clock_mono_ms();
 	int got = snapshot_ready(x, false, why, sizeof(why));
 	if (got < 0) {
 		logf_(x, "snapshot: %s; booting cold", why);
@@ -414,7 +415,7 @@ static void warm(struct exec *x)
 	}
 	x->restoring = true;
 	if (got)
-		logf_(x, "snapshot %s made in %lld ms", x->snap.path, (long long)(session_now_ms() - t0));
+		logf_(x, "snapshot %s made in %lld ms", x->snap.path, (long long)(clock_mono_ms() - t0));
 	else
 		logf_(x, "snapshot %s found", x->snap.path);
 }
@@ -559,7 +560,7 @@ static void run_vm(struct exec *x)
 	struct run_plan *plan = x->plan;
 	struct run_result *r = x->r;
 	struct run_facts *f = &x->facts;
-	int64_t start = session_now_ms();
+	int64_t start = clock_mono_ms();
 	int64_t deadline = start + (int64_t)(plan->timeout_s * 1000.0);
 	if (start_vmm(&x->js, &x->jail, x->p.vmm_err, x->start_error, sizeof(x->start_error))) {
 		f->start_error = x->start_error;
@@ -586,26 +587,26 @@ static void run_vm(struct exec *x)
 	f->session = SESSION_FAILED;
 	if (conn >= 0) {
 		f->session = session_run(conn, &plan->proto, &io, deadline, &x->sr);
-		exit_at = session_now_ms();
+		exit_at = clock_mono_ms();
 		/* before the close, which vmm would pass on to the guest */
 		if (f->session == SESSION_TIMEOUT && x->sr.hello_ms)
 			ask_state(x);
 		close(conn);   /* the agent waits for this before it resets the VM */
 	} else if (cancelled(plan)) {
 		f->session = SESSION_CANCELLED;
-	} else if (session_now_ms() >= deadline) {
+	} else if (clock_mono_ms() >= deadline) {
 		f->session = SESSION_TIMEOUT;
 	}
 	f->cancelled = f->session == SESSION_CANCELLED;
-	f->ended_ms = exit_at ? exit_at : session_now_ms();
-	r->boot = (x->sr.hello_ms ? x->sr.hello_ms : session_now_ms()) - start;
-	r->run = x->sr.hello_ms ? (exit_at ? exit_at : session_now_ms()) - x->sr.hello_ms : 0;
+	f->ended_ms = exit_at ? exit_at : clock_mono_ms();
+	r->boot = (x->sr.hello_ms ? x->sr.hello_ms : clock_mono_ms()) - start;
+	r->run = x->sr.hello_ms ? (exit_at ? exit_at : clock_mono_ms()) - x->sr.hello_ms : 0;
 	/* from the session's end: asking vmm's state delays the kill, so it
 	 * is part of the teardown's time */
-	int64_t teardown_from = exit_at ? exit_at : session_now_ms();
+	int64_t teardown_from = exit_at ? exit_at : clock_mono_ms();
 	x->ended_ms = teardown_from;
 	reap_vmm(x, f->session == SESSION_DONE ? teardown_from + RUN_TEARDOWN_GRACE_MS : teardown_from);
-	r->teardown = session_now_ms() - teardown_from;
+	r->teardown = clock_mono_ms() - teardown_from;
 	long ready_us = read_vmm_err(x);
 	logf_(x, "jail (uid %u, cgroup v%d) ready in %ld us; agent \"%s\", boot %lld ms, run %lld ms, "
 	      "teardown %lld ms, vmm status %d", x->jail.uid, x->jail.cgroup_version, ready_us, x->sr.agent,
@@ -644,7 +645,7 @@ static void extract(struct exec *x)
 	    (r->term != TERM_EXITED && r->term != TERM_SIGNALED && r->term != TERM_COMPILE_ERROR) ||
 	    x->facts.vmm_lost || cancelled(plan))
 		return;
-	int64_t t0 = session_now_ms();
+	int64_t t0 = clock_mono_ms();
 	char err[512];
 	struct artifacts_limits lim = {
 		.max_bytes = plan->pol.artifacts_max_bytes, .max_files = plan->pol.artifacts_max_files,
@@ -673,12 +674,12 @@ out:
 	if (image >= 0)
 		close(image);
 	jail_release_uid(&helper);
-	r->extract = session_now_ms() - t0;
+	r->extract = clock_mono_ms() - t0;
 }
 
 void run_execute(struct run_plan *plan, struct run_result *r)
 {
-	int64_t t0 = session_now_ms();
+	int64_t t0 = clock_mono_ms();
 	struct exec *x = calloc(1, sizeof(*x));
 	if (!x) {
 		r->term = TERM_ERROR;
@@ -705,7 +706,7 @@ void run_execute(struct run_plan *plan, struct run_result *r)
 		result_message(r, "%s", err);
 		goto cleanup;
 	}
-	r->prepare = session_now_ms() - t0;
+	r->prepare = clock_mono_ms() - t0;
 	if (cancelled(plan)) {
 		x->facts.cancelled = true;
 		x->facts.start_error = "cancelled before the VM started";
@@ -727,7 +728,7 @@ cleanup:
 	run_record_close(&x->rec);
 	if (x->ended_ms)   /* the figure make eval's destruction times are made of */
 		logf_(x, "torn down %lld ms after the command ended or its deadline passed",
-		      (long long)(session_now_ms() - x->ended_ms));
+		      (long long)(clock_mono_ms() - x->ended_ms));
 	free(x);
 }
 

@@ -147,7 +147,7 @@ struct run_plan {
 	bool keep_output;                    /* with output: also keep it in the result */
 	run_log_fn log;
 	/* Before the command starts, in the booted VM (NULL: none), with the
-	 * run's deadline (session_now_ms terms), which it must not wait past:
+	 * run's deadline (clock_mono_ms terms), which it must not wait past:
 	 * 0 lets it start; SESSION_GATE_LATE, the deadline passed first, ends
 	 * the run timed out; else it ends cancelled; nothing started. */
 	int (*gate)(void *ctx, int64_t deadline_ms);

@@ -17,18 +17,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "errmsg.h"
 #include "proto.h"
 
 #define RUN_NET_AUDIT_WAIT_MS 3000   /* for the audit, once told to stop */
 #define RUN_NET_EXIT_WAIT_MS  2000   /* for the proxy to exit after it */
-
-static int64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 /* One rule into c: parsed, within the ceiling. */
 static int plan_rule(const struct policy *p, struct proxy_config *c, const struct net_rule *r, const char *what,
@@ -204,9 +198,9 @@ out:
 /* The proxy's records until its end record, EOF or the deadline. */
 static void read_audit(struct run_net *n, struct run_result *r)
 {
-	int64_t deadline = now_ms() + RUN_NET_AUDIT_WAIT_MS;
+	int64_t deadline = clock_mono_ms() + RUN_NET_AUDIT_WAIT_MS;
 	for (;;) {
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - clock_mono_ms();
 		struct pollfd p = { n->control, POLLIN, 0 };
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0) {
 			result_add_message(r, "network proxy: no audit within %d ms", RUN_NET_AUDIT_WAIT_MS);
@@ -272,9 +266,9 @@ static void proxy_said(int fd, char *buf, size_t cap)
 static void reap(struct run_net *n, struct run_result *r)
 {
 	int st = 0;
-	int64_t deadline = now_ms() + RUN_NET_EXIT_WAIT_MS;
+	int64_t deadline = clock_mono_ms() + RUN_NET_EXIT_WAIT_MS;
 	pid_t w;
-	while ((w = waitpid(n->pid, &st, WNOHANG)) == 0 && now_ms() < deadline)
+	while ((w = waitpid(n->pid, &st, WNOHANG)) == 0 && clock_mono_ms() < deadline)
 		usleep(2000);
 	if (w == 0) {
 		kill(n->pid, SIGKILL);

@@ -13,9 +13,10 @@
 
 #include "errmsg.h"
 #include "jail.h"
+#include "tree.h"
 
 #define RECORD_MAX_BYTES  (16 * 1024)   /* far more than RUN_RECORD_MAX_CGROUPS + 1 lines */
-#define TREE_MAX_DEPTH    16
+#define TREE_MAX_DEPTH    16            /* deeper than any run directory vmrun makes */
 
 int run_record_dir_choose(uid_t euid, const char *runtime_dir, char *out, size_t len)
 {
@@ -175,54 +176,6 @@ int run_record_parse(const char *text, size_t len, struct run_record_facts *f)
 	return 0;
 }
 
-/* ---- removal ---------------------------------------------------------------- */
-
-/* Remove name under dirfd (on device dev) and, when it is a directory,
- * what is in it, depth levels at most. */
-static int remove_at(int dirfd, const char *name, dev_t dev, int depth)
-{
-	struct stat st;
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 0 : -1;
-	if (!S_ISDIR(st.st_mode))
-		return unlinkat(dirfd, name, 0) < 0 && errno != ENOENT ? -1 : 0;
-	if (st.st_dev != dev || depth == 0)
-		return -1;   /* a mount point, or deeper than any run makes: left, and reported */
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -1;
-	}
-	int rc = 0;
-	struct dirent *e;
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && remove_at(fd, e->d_name, dev, depth - 1))
-			rc = -1;
-	closedir(d);
-	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		rc = -1;
-	return rc;
-}
-
-int run_record_remove_tree(const char *path)
-{
-	char parent[PATH_MAX];
-	const char *slash = strrchr(path, '/');
-	if (!slash || !slash[1] || strlen(path) >= sizeof(parent))
-		return -1;
-	snprintf(parent, sizeof(parent), "%.*s", (int)(slash - path), path);
-	int pfd = open(parent[0] ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (pfd < 0)
-		return errno == ENOENT ? 0 : -1;
-	struct stat st;
-	int rc = fstat(pfd, &st) < 0 ? -1 : remove_at(pfd, slash + 1, st.st_dev, TREE_MAX_DEPTH);
-	close(pfd);
-	return rc;
-}
-
 /* ---- the sweep --------------------------------------------------------------- */
 
 /* Reclaim what f names. Returns 0 when all of it is gone. */
@@ -238,7 +191,7 @@ static int reclaim(const struct run_record_facts *f, struct run_sweep *st)
 	}
 	if (f->dir[0]) {
 		bool there = access(f->dir, F_OK) == 0;
-		if (run_record_remove_tree(f->dir))
+		if (tree_remove(f->dir, TREE_MAX_DEPTH))
 			rc = -1;
 		else if (there)
 			st->dirs++;

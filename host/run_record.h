@@ -78,11 +78,6 @@ void run_record_close(struct run_record *r);
  * write cut short) is ignored. Pure. Returns 0, or -1 on anything else. */
 int run_record_parse(const char *text, size_t len, struct run_record_facts *f);
 
-/* Remove the tree at path: entries removed depth first by their parent's
- * fd, no symbolic link followed, no mount crossed, at most 16 levels.
- * Returns 0 when it is gone (or was never there), else -1. */
-int run_record_remove_tree(const char *path);
-
 /* Reclaim every dead run recorded in dir (see above), into st (zeroed
  * here). Live runs' records are left alone. Returns 0, or -1 with a reason
  * when dir cannot be read. */

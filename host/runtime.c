@@ -145,17 +145,18 @@ int runtime_list(const char *dir, struct runtime *list, size_t max, char *err, s
 	return (int)n;
 }
 
-static int answers_to(const struct runtime *rt, const char *name)
+bool runtime_answers_to(const struct runtime *rt, const char *name)
 {
 	if (!strcmp(rt->name, name))
-		return 1;
-	for (const char *a = rt->aliases; *a; a += strspn(a, " ")) {
+		return true;
+	size_t n = strlen(name);
+	for (const char *a = rt->aliases + strspn(rt->aliases, " "); *a; a += strspn(a, " ")) {
 		size_t k = strcspn(a, " ");
-		if (k == strlen(name) && !strncmp(a, name, k))
-			return 1;
+		if (k == n && !memcmp(a, name, n))
+			return true;
 		a += k;
 	}
-	return 0;
+	return false;
 }
 
 int runtime_find(const char *dir, const char *name, struct runtime *rt, char *err, size_t errlen)
@@ -167,7 +168,7 @@ int runtime_find(const char *dir, const char *name, struct runtime *rt, char *er
 		return errf(err, errlen, "out of memory");
 	int n = runtime_list(dir, list, RUNTIME_MAX, err, errlen), rc = -1;
 	for (int i = 0; i < n; i++)
-		if (answers_to(&list[i], name)) {
+		if (runtime_answers_to(&list[i], name)) {
 			*rt = list[i];
 			rc = 0;
 			break;

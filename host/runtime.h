@@ -17,6 +17,7 @@
 #define VMRUN_RUNTIME_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,6 +62,9 @@ int runtime_load(const char *path, struct runtime *rt, char *err, size_t errlen)
 /* The runtimes installed in dir (its *.runtime files), sorted by name, at
  * most max of them into list. Returns how many, or -1 with a reason. */
 int runtime_list(const char *dir, struct runtime *list, size_t max, char *err, size_t errlen);
+
+/* Whether rt is called name: its name, or one of its aliases. Pure. */
+bool runtime_answers_to(const struct runtime *rt, const char *name);
 
 /* Find the runtime called name (its name or one of its aliases) in dir.
  * Returns 0, or -1 with a reason naming the installed ones. */

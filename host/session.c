@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "errmsg.h"
 
 char *session_printable(char *dst, size_t cap, const void *src, size_t n)
@@ -25,23 +26,16 @@ char *session_printable(char *dst, size_t cap, const void *src, size_t n)
 	return dst;
 }
 
-int64_t session_now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 int session_left_ms(int64_t deadline)
 {
-	int64_t l = deadline - session_now_ms();
+	int64_t l = deadline - clock_mono_ms();
 	return l < 0 ? 0 : l > 60000 ? 60000 : (int)l;
 }
 
 int session_accept(int listen_fd, int watch_fd, int cancel_fd, int64_t deadline_ms, char *err, size_t errlen)
 {
 	for (;;) {
-		if (session_now_ms() >= deadline_ms) {
+		if (clock_mono_ms() >= deadline_ms) {
 			errf(err, errlen, "the agent did not connect in time");
 			return -1;
 		}
@@ -133,10 +127,10 @@ static int stage_exit(const struct proto_request *req, const uint8_t *p, uint32_
 	if (e.stage != res->exits || res->exits >= req->nstages)
 		return failed(res, "EXIT for stage %u while stage %u runs", e.stage, res->exits);
 	res->exit[res->exits] = e;
-	res->stage_end_ms[res->exits++] = session_now_ms();
+	res->stage_end_ms[res->exits++] = clock_mono_ms();
 	if (!proto_stage_continues(req, &e))
 		return SESSION_DONE;
-	res->stage_start_ms[res->stages++] = session_now_ms();
+	res->stage_start_ms[res->stages++] = clock_mono_ms();
 	return -1;
 }
 
@@ -152,7 +146,7 @@ static int agent_frame(uint16_t type, const uint8_t *p, uint32_t len, bool *hell
 		if (proto_decode_hello(p, len, &version, err, sizeof(err)))
 			return failed(res, "bad HELLO: %s", err);
 		session_printable(res->agent, sizeof(res->agent), p + 4, len - 4);
-		res->hello_ms = session_now_ms();
+		res->hello_ms = clock_mono_ms();
 		*hello = true;
 		return -1;
 	}
@@ -239,7 +233,7 @@ static int queue_request(struct conv *c, const struct proto_request *req, const 
 		return -1;
 	}
 	queue_frame(out, PROTO_REQUEST, out->buf + PROTO_HDR_LEN, (uint32_t)n);
-	res->stage_start_ms[res->stages++] = session_now_ms();
+	res->stage_start_ms[res->stages++] = clock_mono_ms();
 	return 0;
 }
 
@@ -280,7 +274,7 @@ static enum session_status converse(int fd, const struct proto_request *req, con
 					 { io->cancel_fd, POLLIN, 0 },
 					 { want_stdin ? io->stdin_fd : -1, POLLIN, 0 } };
 		int64_t due = deadline_now(deadline_ms, io, res);
-		if (session_now_ms() >= due) {
+		if (clock_mono_ms() >= due) {
 			res->stage_timeout = due < deadline_ms;
 			return SESSION_TIMEOUT;
 		}

@@ -28,7 +28,7 @@ struct session_io {
 	int cancel_fd;                /* readable: give up at once; -1 for never */
 	session_output_fn output;
 	/* Called once, after the agent's HELLO and before the REQUEST that
-	 * starts the command, with the session's deadline (session_now_ms
+	 * starts the command, with the session's deadline (clock_mono_ms
 	 * terms): 0 lets it start; SESSION_GATE_LATE, that the deadline came
 	 * first, ends the session SESSION_TIMEOUT; anything else ends it
 	 * SESSION_CANCELLED; with nothing started either way (NULL: always
@@ -62,9 +62,6 @@ struct session_result {
  * guest cannot send terminal escape sequences, break a one-line message or
  * end it early with a NUL. Returns dst. Pure. */
 char *session_printable(char *dst, size_t cap, const void *src, size_t n);
-
-/* Monotonic clock in ms: vmrun's clock for phases and deadlines. */
-int64_t session_now_ms(void);
 
 /* Milliseconds left until deadline_ms, as a poll() timeout: 0 when past,
  * at most a minute (callers loop and look at the clock again). */

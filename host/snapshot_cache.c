@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "errmsg.h"
 #include "proto.h"
 
@@ -260,13 +261,6 @@ bool snapshot_exists(struct snapshot_slot *s)
 	return ok;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 int snapshot_lock(struct snapshot_slot *s, int cancel_fd, int64_t timeout_ms, char *err, size_t errlen)
 {
 	int fd = open(s->lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -274,7 +268,7 @@ int snapshot_lock(struct snapshot_slot *s, int cancel_fd, int64_t timeout_ms, ch
 		return errf(err, errlen, "%.300s: %s", s->lock, strerror(errno));
 	/* Polled, not a blocking flock: the run's cancel must still stop a
 	 * run waiting for another's snapshot. */
-	int64_t until = now_ms() + timeout_ms;
+	int64_t until = clock_mono_ms() + timeout_ms;
 	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		struct pollfd p = { cancel_fd, POLLIN, 0 };
 		int e = errno;
@@ -282,10 +276,10 @@ int snapshot_lock(struct snapshot_slot *s, int cancel_fd, int64_t timeout_ms, ch
 			close(fd);
 			return errf(err, errlen, "%.300s: %s", s->lock, strerror(e));
 		}
-		if (now_ms() >= until || poll(&p, 1, LOCK_POLL_MS) > 0) {
+		if (clock_mono_ms() >= until || poll(&p, 1, LOCK_POLL_MS) > 0) {
 			close(fd);
 			return errf(err, errlen, "%s while another run makes it",
-				    now_ms() >= until ? "gave up waiting" : "cancelled");
+				    clock_mono_ms() >= until ? "gave up waiting" : "cancelled");
 		}
 	}
 	s->lock_fd = fd;

@@ -69,7 +69,9 @@ struct vcpu_step {
 	const char *name;
 };
 
-static int errf(char *err, size_t errlen, const char *what, int index)
+/* The ioctl what failed (errno says why), for vCPU index or the VM (-1): the
+ * message into err. Returns -1. */
+static int ioctl_failed(char *err, size_t errlen, const char *what, int index)
 {
 	if (index >= 0)
 		snprintf(err, errlen, "%s (vCPU %d): %s", what, index, strerror(errno));
@@ -93,7 +95,7 @@ static int save_msrs(struct vm *vm, struct vcpu *v, struct snap_writer *w, char 
 {
 	struct kvm_msr_list probe = { .nmsrs = 0 };
 	if (ioctl(vm->kvm_fd, KVM_GET_MSR_INDEX_LIST, &probe) < 0 && errno != E2BIG)
-		return errf(err, errlen, "KVM_GET_MSR_INDEX_LIST", -1);
+		return ioctl_failed(err, errlen, "KVM_GET_MSR_INDEX_LIST", -1);
 	uint32_t n = probe.nmsrs > MSRS_MAX ? MSRS_MAX : probe.nmsrs;
 	struct kvm_msr_list *list = calloc(1, sizeof(*list) + n * sizeof(uint32_t));
 	struct kvm_msrs *m = calloc(1, sizeof(*m) + n * sizeof(struct kvm_msr_entry));
@@ -105,7 +107,7 @@ static int save_msrs(struct vm *vm, struct vcpu *v, struct snap_writer *w, char 
 	}
 	list->nmsrs = n;
 	if (ioctl(vm->kvm_fd, KVM_GET_MSR_INDEX_LIST, list) < 0) {
-		rc = errf(err, errlen, "KVM_GET_MSR_INDEX_LIST", -1);
+		rc = ioctl_failed(err, errlen, "KVM_GET_MSR_INDEX_LIST", -1);
 		goto out;
 	}
 	uint32_t kept = 0;
@@ -115,7 +117,7 @@ static int save_msrs(struct vm *vm, struct vcpu *v, struct snap_writer *w, char 
 			m->entries[i] = (struct kvm_msr_entry){ .index = list->indices[at + i] };
 		int got = ioctl(v->fd, KVM_GET_MSRS, m);
 		if (got < 0) {
-			rc = errf(err, errlen, "KVM_GET_MSRS", (int)v->index);
+			rc = ioctl_failed(err, errlen, "KVM_GET_MSRS", (int)v->index);
 			goto out;
 		}
 		memcpy(out + kept, m->entries, (size_t)got * sizeof(*out));
@@ -151,13 +153,13 @@ static int save_vcpu(struct vm *vm, struct vcpu *v, struct snap_writer *w, char 
 	int rc = -1;
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
 		if (ioctl(v->fd, fixed[i].req, buf) < 0) {
-			errf(err, errlen, fixed[i].name, (int)v->index);
+			ioctl_failed(err, errlen, fixed[i].name, (int)v->index);
 			goto out;
 		}
 		snap_add(w, fixed[i].tag, v->index, buf, fixed[i].size);
 	}
 	if (ioctl(v->fd, xs > XSAVE_MIN ? KVM_GET_XSAVE2 : KVM_GET_XSAVE, buf) < 0) {
-		errf(err, errlen, "KVM_GET_XSAVE", (int)v->index);
+		ioctl_failed(err, errlen, "KVM_GET_XSAVE", (int)v->index);
 		goto out;
 	}
 	snap_add(w, TAG_XSAVE, v->index, buf, xs);
@@ -175,16 +177,16 @@ int kvm_arch_snapshot_save(struct vm *vm, struct snap_writer *w, char *err, size
 	for (uint32_t c = 0; c < NIRQCHIPS; c++) {
 		struct kvm_irqchip chip = { .chip_id = c };
 		if (ioctl(vm->vm_fd, KVM_GET_IRQCHIP, &chip) < 0)
-			return errf(err, errlen, "KVM_GET_IRQCHIP", -1);
+			return ioctl_failed(err, errlen, "KVM_GET_IRQCHIP", -1);
 		snap_add(w, TAG_IRQCHIP, c, &chip, sizeof(chip));
 	}
 	struct kvm_pit_state2 pit;
 	if (ioctl(vm->vm_fd, KVM_GET_PIT2, &pit) < 0)
-		return errf(err, errlen, "KVM_GET_PIT2", -1);
+		return ioctl_failed(err, errlen, "KVM_GET_PIT2", -1);
 	snap_add(w, TAG_PIT, 0, &pit, sizeof(pit));
 	struct kvm_clock_data clock = { 0 };
 	if (ioctl(vm->vm_fd, KVM_GET_CLOCK, &clock) < 0)
-		return errf(err, errlen, "KVM_GET_CLOCK", -1);
+		return ioctl_failed(err, errlen, "KVM_GET_CLOCK", -1);
 	snap_add(w, TAG_CLOCK, 0, &clock, sizeof(clock));
 	return 0;
 }
@@ -211,7 +213,7 @@ static int restore_msrs(struct vcpu *v, const struct snap_view *sv, char *err, s
 	int set = ioctl(v->fd, KVM_SET_MSRS, m);
 	int rc = 0;
 	if (set < 0)
-		rc = errf(err, errlen, "KVM_SET_MSRS", (int)v->index);
+		rc = ioctl_failed(err, errlen, "KVM_SET_MSRS", (int)v->index);
 	else if ((uint32_t)set != n) {
 		snprintf(err, errlen, "KVM_SET_MSRS (vCPU %u): MSR 0x%x refused", v->index, m->entries[set].index);
 		rc = -1;
@@ -258,7 +260,7 @@ static int restore_vcpu(struct vm *vm, struct vcpu *v, const struct snap_view *s
 			goto out;
 		}
 		if (ioctl(v->fd, steps[i].req, buf) < 0) {
-			errf(err, errlen, steps[i].name, (int)v->index);
+			ioctl_failed(err, errlen, steps[i].name, (int)v->index);
 			goto out;
 		}
 	}
@@ -277,7 +279,7 @@ int kvm_arch_snapshot_restore(struct vm *vm, const struct snap_view *sv, char *e
 			return -1;
 		}
 		if (ioctl(vm->vm_fd, KVM_SET_IRQCHIP, &chip) < 0)
-			return errf(err, errlen, "KVM_SET_IRQCHIP", -1);
+			return ioctl_failed(err, errlen, "KVM_SET_IRQCHIP", -1);
 	}
 	struct kvm_pit_state2 pit;
 	if (snap_get(sv, TAG_PIT, 0, &pit, sizeof(pit))) {
@@ -285,7 +287,7 @@ int kvm_arch_snapshot_restore(struct vm *vm, const struct snap_view *sv, char *e
 		return -1;
 	}
 	if (ioctl(vm->vm_fd, KVM_SET_PIT2, &pit) < 0)
-		return errf(err, errlen, "KVM_SET_PIT2", -1);
+		return ioctl_failed(err, errlen, "KVM_SET_PIT2", -1);
 	for (unsigned i = 0; i < vm->ncpus; i++)
 		if (restore_vcpu(vm, &vm->vcpus[i], sv, err, errlen))
 			return -1;
@@ -303,7 +305,7 @@ int kvm_arch_snapshot_restore(struct vm *vm, const struct snap_view *sv, char *e
 	}
 	struct kvm_clock_data set = { .clock = clock.clock };
 	if (ioctl(vm->vm_fd, KVM_SET_CLOCK, &set) < 0)
-		return errf(err, errlen, "KVM_SET_CLOCK", -1);
+		return ioctl_failed(err, errlen, "KVM_SET_CLOCK", -1);
 	return 0;
 }
 

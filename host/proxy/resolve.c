@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "clock.h"
 #include "errmsg.h"
 
 /* One lookup's answer, filled by the callback. */
@@ -18,13 +19,6 @@ struct lookup {
 	uint8_t (*addrs)[16];
 	int n;
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 int resolver_init(struct resolver *r, int timeout_ms, const char *servers, char *err, size_t errlen)
 {
@@ -73,7 +67,7 @@ static void on_answer(void *arg, int status, int timeouts, struct ares_addrinfo 
 static void wait_answer(ares_channel ch, struct lookup *l, int64_t deadline)
 {
 	while (!l->done) {
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - clock_mono_ms();
 		if (left <= 0) {
 			ares_cancel(ch);   /* the callback runs, with ARES_ECANCELLED */
 			return;
@@ -109,7 +103,7 @@ int resolver_lookup(void *ctx, const char *host, uint8_t addrs[][16], char *err,
 	 * the resolver's order is kept, and the policy picks. */
 	struct ares_addrinfo_hints h = { .ai_flags = ARES_AI_NOSORT, .ai_family = AF_UNSPEC };
 	ares_getaddrinfo(r->channel, host, NULL, &h, on_answer, &l);
-	wait_answer(r->channel, &l, now_ms() + r->timeout_ms);
+	wait_answer(r->channel, &l, clock_mono_ms() + r->timeout_ms);
 	if (l.status == ARES_ECANCELLED)
 		return errf(err, errlen, "no answer within %d ms", r->timeout_ms);
 	if (l.status == ARES_ENOTFOUND || l.status == ARES_ENODATA)

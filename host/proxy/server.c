@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "errmsg.h"
 #include "proxy_relay.h"
 #include "proxy_request.h"
@@ -42,13 +43,6 @@ struct tunnel {
 		struct tls_relay tls;
 	} io;
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 /* ---- the audit ------------------------------------------------------------ */
 
@@ -138,7 +132,7 @@ static void tunnel_close(struct proxy_server *s, unsigned i)
 		return;
 	struct proxy_audit *a = rec_of(s, t);
 	if (a)
-		a->ms = now_ms() - t->start_ms;
+		a->ms = clock_mono_ms() - t->start_ms;
 	if (t->guest >= 0)
 		close(t->guest);
 	if (t->remote >= 0)
@@ -194,9 +188,9 @@ static void start_relay(struct proxy_server *s, unsigned i)
 			dial_failed(s, i, 502, why);
 			return;
 		}
-		tls_relay_init(&t->io.tls, t->guest, t->remote, ssl, t->first, t->firstlen, &lim, now_ms());
+		tls_relay_init(&t->io.tls, t->guest, t->remote, ssl, t->first, t->firstlen, &lim, clock_mono_ms());
 	} else {
-		relay_init(&t->io.relay, t->guest, t->remote, t->first, t->firstlen, &lim, now_ms());
+		relay_init(&t->io.relay, t->guest, t->remote, t->first, t->firstlen, &lim, clock_mono_ms());
 	}
 	if (t->first_owned)
 		free(t->first);
@@ -229,7 +223,7 @@ static void dial(struct proxy_server *s, unsigned i)
 		start_relay(s, i);
 	} else if (errno == EINPROGRESS) {
 		t->st = T_DIAL;
-		t->deadline_ms = now_ms() + s->cfg->caps.connect_ms;
+		t->deadline_ms = clock_mono_ms() + s->cfg->caps.connect_ms;
 	} else {
 		snprintf(why, sizeof(why), "connect: %s", strerror(errno));
 		dial_failed(s, i, 502, why);
@@ -351,7 +345,7 @@ static void decide(struct proxy_server *s, unsigned i, struct proxy_request *req
 			}
 			t->answered = true;
 			t->st = T_HELLO;
-			t->deadline_ms = now_ms() + c->caps.connect_ms;
+			t->deadline_ms = clock_mono_ms() + c->caps.connect_ms;
 			check_hello(s, i);
 			return;
 		}
@@ -470,7 +464,7 @@ static void accept_one(struct proxy_server *s)
 	t->guest = fd;
 	t->remote = -1;
 	t->rec = -1;
-	t->start_ms = now_ms();
+	t->start_ms = clock_mono_ms();
 	t->deadline_ms = t->start_ms + s->cfg->caps.connect_ms;
 	s->t[i] = t;
 }
@@ -547,7 +541,7 @@ static void tunnel_ready(struct proxy_server *s, unsigned i, short gev, short re
 	case T_DIAL: if (rev) on_dial(s, i); break;
 	case T_RELAY: {
 		short ev[2] = { gev, rev };
-		enum relay_end e = t->secret ? tls_relay_step(&t->io.tls, ev, now_ms()) : relay_step(&t->io.relay, ev, now_ms());
+		enum relay_end e = t->secret ? tls_relay_step(&t->io.tls, ev, clock_mono_ms()) : relay_step(&t->io.relay, ev, clock_mono_ms());
 		if (e != RELAY_RUNNING)
 			end_relay(s, i, relay_end_name(e));
 		break;
@@ -584,7 +578,7 @@ int proxy_server_run(struct proxy_server *s)
 		return -1;
 	int rc = 0;
 	for (;;) {
-		int64_t now = now_ms(), wait = -1;
+		int64_t now = clock_mono_ms(), wait = -1;
 		p[0] = (struct pollfd){ s->control_fd, POLLIN, 0 };
 		p[1] = (struct pollfd){ s->listen_fd, POLLIN, 0 };
 		for (unsigned i = 0; i < k; i++) {
@@ -609,7 +603,7 @@ int proxy_server_run(struct proxy_server *s)
 			if (n <= 0 && !(n < 0 && errno == EAGAIN))
 				break;
 		}
-		now = now_ms();
+		now = clock_mono_ms();
 		for (unsigned i = 0; i < k; i++) {
 			if (!s->t[i])
 				continue;

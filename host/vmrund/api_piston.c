@@ -2,11 +2,12 @@
  * execute waits for the run, as Piston does, bounded by wait_max_s; each
  * stage's "output" is its streams as they interleaved, from the run's
  * output file. */
-#include "http.h"
+#include "api.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "piston.h"
 #include "spool.h"
 
@@ -22,7 +23,7 @@ static enum MHD_Result execute_and_wait(struct http_req *r)
 	json_decref(body);
 	if (api_accept(r, rc, &rq, err, id))
 		return MHD_YES;
-	if (!vmrund_wait(r->d, id, vmrund_now_ms() + (int64_t)r->d->cfg.wait_max_s * 1000))
+	if (!vmrund_wait(r->d, id, clock_mono_ms() + (int64_t)r->d->cfg.wait_max_s * 1000))
 		return http_error(r, 504, 0, "run %s has not ended in %u s; GET /v1/runs/%s has it", id,
 				  r->d->cfg.wait_max_s, id);
 	struct store_run run;

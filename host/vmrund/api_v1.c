@@ -1,5 +1,5 @@
 /* vmrund's native API under /v1 (docs/vmrund.md; openapi.yaml). */
-#include "http.h"
+#include "api.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "spool.h"
 #include "stream.h"
 
@@ -18,13 +19,8 @@ static json_t *iso_time(int64_t ms)
 {
 	if (!ms)
 		return json_null();
-	char buf[40];
-	time_t secs = (time_t)(ms / 1000);
-	struct tm tm;
-	gmtime_r(&secs, &tm);
-	size_t k = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf + k, sizeof(buf) - k, ".%03dZ", (int)(ms % 1000));
-	return json_string(buf);
+	char buf[CLOCK_ISO8601_MAX];
+	return json_string(clock_iso8601(ms, buf));
 }
 
 json_t *api_run_view(const struct store_run *run)
@@ -104,14 +100,8 @@ int api_submit(struct http_req *r, struct req *rq, char id[SCHED_ID_MAX])
 {
 	if (rq->runtime[0]) {
 		bool known = false;
-		for (size_t i = 0; i < r->d->nrts && !known; i++) {
-			known = !strcmp(r->d->rts[i].name, rq->runtime);
-			for (const char *a = r->d->rts[i].aliases; !known && *(a += strspn(a, " "));) {
-				size_t n = strcspn(a, " ");
-				known = n == strlen(rq->runtime) && !strncmp(a, rq->runtime, n);
-				a += n;
-			}
-		}
+		for (size_t i = 0; i < r->d->nrts && !known; i++)
+			known = runtime_answers_to(&r->d->rts[i], rq->runtime);
 		if (!known) {
 			http_error(r, 400, 0, "runtime %s is not installed (GET /v1/runtimes lists them)", rq->runtime);
 			return -1;
@@ -136,7 +126,7 @@ static enum MHD_Result submit_and_wait(struct http_req *r, int wait)
 	json_decref(body);
 	if (api_accept(r, rc, &rq, err, id))
 		return MHD_YES;
-	bool done = wait > 0 && vmrund_wait(r->d, id, vmrund_now_ms() + (int64_t)wait * 1000);
+	bool done = wait > 0 && vmrund_wait(r->d, id, clock_mono_ms() + (int64_t)wait * 1000);
 	return answer_run(r, done ? 200 : 202, id);
 }
 

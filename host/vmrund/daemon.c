@@ -13,24 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "errmsg.h"
 #include "keep.h"
 #include "run.h"
 #include "spool.h"
-
-int64_t vmrund_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t vmrund_wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void vmrund_run_path(const struct vmrund *d, const char *id, const char *file, char *buf, size_t len)
 {
@@ -105,7 +92,7 @@ struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const stru
 	if (!text)
 		return answer(500, 0, "out of memory");
 	new_id(id);
-	struct store_run run = { .tenant = "", .state = RS_QUEUED, .created_ms = vmrund_wall_ms(), .request = text };
+	struct store_run run = { .tenant = "", .state = RS_QUEUED, .created_ms = clock_wall_ms(), .request = text };
 	snprintf(run.id, sizeof(run.id), "%s", id);
 	snprintf(run.tenant, sizeof(run.tenant), "%s", d->ts.t[tenant].name);
 	char err[300];
@@ -157,7 +144,7 @@ static bool wait_locked(struct vmrund *d, const char *id, int64_t deadline_ms)
 			return true;
 		if (d->closing)
 			return false;
-		int64_t left = deadline_ms - vmrund_now_ms();
+		int64_t left = deadline_ms - clock_mono_ms();
 		if (left <= 0)
 			return false;
 		struct timespec ts;
@@ -199,7 +186,7 @@ struct vmrund_answer vmrund_cancel(struct vmrund *d, unsigned tenant, const char
 	char err[300], node[STORE_NODE_MAX] = "";
 	struct vmrund_answer a;
 	pthread_mutex_lock(&d->lock);
-	int rc = d->store->ops->cancel(d->store, id, d->ts.t[tenant].name, vmrund_wall_ms(), node, err, sizeof(err));
+	int rc = d->store->ops->cancel(d->store, id, d->ts.t[tenant].name, clock_wall_ms(), node, err, sizeof(err));
 	int found = rc == 1 || rc == 3 ? d->store->ops->get(d->store, id, NULL, &run, err, sizeof(err)) : 0;
 	if (rc < 0) {
 		a = answer(503, 2, "the store: %s", err);
@@ -216,7 +203,7 @@ struct vmrund_answer vmrund_cancel(struct vmrund *d, unsigned tenant, const char
 		 * told (and whose heartbeat finds it again if it missed it). */
 		if (!strcmp(node, d->node))
 			vmrund_stop(d, id);
-		a = wait_locked(d, id, vmrund_now_ms() + wait_ms) ? answer(200, 0, "cancelled")
+		a = wait_locked(d, id, clock_mono_ms() + wait_ms) ? answer(200, 0, "cancelled")
 								   : answer(202, 0, "cancelling: the VM is being destroyed");
 	}
 	if (found == 1)
@@ -228,15 +215,15 @@ struct vmrund_answer vmrund_cancel(struct vmrund *d, unsigned tenant, const char
 void vmrund_store_failed(struct vmrund *d, const char *what, const char *err)
 {
 	if (!d->store_down)
-		fprintf(stderr, "vmrund: %s: %s; retrying\n", what, err);
+		vmrund_say("%s: %s; retrying", what, err);
 	d->store_down = true;
 }
 
 void vmrund_store_ok(struct vmrund *d)
 {
 	if (d->store_down) {
-		fprintf(stderr, "vmrund: the store answers again\n");
-		d->expire_from_ms = vmrund_now_ms() + (int64_t)d->cfg.lease_s * 1000;
+		vmrund_say("the store answers again");
+		d->expire_from_ms = clock_mono_ms() + (int64_t)d->cfg.lease_s * 1000;
 	}
 	d->store_down = false;
 }
@@ -257,7 +244,7 @@ unsigned vmrund_rate(struct vmrund *d, unsigned tenant)
 	/* One node, or a store that is down: this node's own bucket, so
 	 * that each node still holds the rate while it cannot ask. */
 	if (wait < 0)
-		wait = sched_rate_take(&d->rate, tenant, vmrund_now_ms());
+		wait = sched_rate_take(&d->rate, tenant, clock_mono_ms());
 	if (wait)
 		d->m.refused_rate++;
 	pthread_mutex_unlock(&d->lock);
@@ -331,14 +318,8 @@ static void audit(struct vmrund *d, const char *id, const char *tenant, enum run
 		return;
 	json_t *rq = request ? json_loads(request, 0, NULL) : NULL;
 	json_t *line = json_object();
-	char when[40];
-	int64_t now = vmrund_wall_ms();
-	time_t secs = (time_t)(now / 1000);
-	struct tm tm;
-	gmtime_r(&secs, &tm);
-	size_t k = strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(when + k, sizeof(when) - k, ".%03dZ", (int)(now % 1000));
-	json_object_set_new(line, "time", json_string(when));
+	char when[CLOCK_ISO8601_MAX];
+	json_object_set_new(line, "time", json_string(clock_iso8601(clock_wall_ms(), when)));
 	json_object_set_new(line, "tenant", json_string(tenant));
 	json_object_set_new(line, "run_id", json_string(id));
 	json_object_set_new(line, "state", json_string(store_state_name(st)));
@@ -397,9 +378,9 @@ int vmrund_end_run(struct vmrund *d, const char *id, const char *node, enum run_
 		   const char *message)
 {
 	char err[300];
-	int done = d->store->ops->finish(d->store, id, node, st, vmrund_wall_ms(), result, message, err, sizeof(err));
+	int done = d->store->ops->finish(d->store, id, node, st, clock_wall_ms(), result, message, err, sizeof(err));
 	if (done < 0) {
-		fprintf(stderr, "vmrund: run %s: %s\n", id, err);
+		vmrund_say("run %s: %s", id, err);
 		return -1;
 	}
 	struct store_run run;
@@ -418,6 +399,6 @@ int vmrund_fetch(struct vmrund *d, const char *id)
 	vmrund_run_path(d, id, NULL, dir, sizeof(dir));
 	int rc = keep_fetch(d->store, id, d->cfg.run_dir, dir, err, sizeof(err));
 	if (rc < 0)
-		fprintf(stderr, "vmrund: run %s: %s\n", id, err);
+		vmrund_say("run %s: %s", id, err);
 	return rc < 0 ? -1 : 0;
 }

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "say.h"
 #include "metrics.h"
 #include "request.h"
 #include "runtime.h"
@@ -171,10 +172,6 @@ unsigned vmrund_running_here(struct vmrund *d);
 
 /* Wake the loop (a run was queued or cancelled). */
 void vmrund_wake(struct vmrund *d);
-
-/* Monotonic and wall-clock ms. */
-int64_t vmrund_now_ms(void);
-int64_t vmrund_wall_ms(void);
 
 /* A run's directory: run_dir/ID (into buf). */
 void vmrund_run_path(const struct vmrund *d, const char *id, const char *file, char *buf, size_t len);

@@ -12,6 +12,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "api.h"
+#include "clock.h"
 #include "errmsg.h"
 #include "request.h"
 
@@ -251,7 +253,7 @@ static void watch_mark(struct http_server *h, struct MHD_Connection *conn, bool 
 	pthread_mutex_lock(&h->lock);
 	w->head = head;
 	if (!head)
-		w->since_ms = vmrund_now_ms();
+		w->since_ms = clock_mono_ms();
 	pthread_mutex_unlock(&h->lock);
 }
 
@@ -286,7 +288,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 		return;
 	}
 	w->fd = ci->connect_fd;
-	w->since_ms = vmrund_now_ms();
+	w->since_ms = clock_mono_ms();
 	pthread_mutex_lock(&h->lock);
 	w->next = h->list;
 	if (h->list)
@@ -310,7 +312,7 @@ static void *guard(void *arg)
 	int64_t limit = (int64_t)h->d->cfg.request_head_timeout_s * 1000;
 	pthread_mutex_lock(&h->lock);
 	while (!h->stop) {
-		int64_t now = vmrund_now_ms();
+		int64_t now = clock_mono_ms();
 		unsigned cut = 0;
 		for (struct watched *w = h->list; w; w = w->next)
 			if (head_late(w, now, limit)) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "errmsg.h"
+#include "say.h"
 #include "spool.h"
 
 struct putter {
@@ -51,7 +52,7 @@ static int put_tree(struct putter *p, int dirfd, const char *rel)
 		if (!S_ISREG(st.st_mode) || !store_blob_name_ok(name))
 			continue;
 		if ((uint64_t)st.st_size > p->left || spool_read_file(dirfd, e->d_name, p->left, &data, &len)) {
-			fprintf(stderr, "vmrund: run %s: %s is not kept in the store (past blob_max_mib)\n", p->id, name);
+			vmrund_say("run %s: %s is not kept in the store (past blob_max_mib)", p->id, name);
 			continue;
 		}
 		rc = p->s->ops->put_blob(p->s, p->id, name, data, len, p->err, p->errlen);

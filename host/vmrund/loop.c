@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "errmsg.h"
 #include "keep.h"
 #include "request.h"
@@ -172,7 +173,7 @@ static void claim(struct vmrund *d)
 	if (!rows)
 		return;
 	struct sched_size left = room_left(d);
-	int n = d->store->ops->claim(d->store, d->node, room, &d->ts, &left, &d->size, vmrund_wall_ms(), rows, err,
+	int n = d->store->ops->claim(d->store, d->node, room, &d->ts, &left, &d->size, clock_wall_ms(), rows, err,
 				     sizeof(err));
 	if (n < 0)
 		vmrund_store_failed(d, "claiming runs", err);
@@ -205,7 +206,7 @@ static void answer_gates(struct vmrund *d)
 		if (!x->used || !x->gate_asked)
 			continue;
 		char err[300];
-		int ok = x->cancel ? 0 : d->store->ops->command(d->store, x->id, d->node, vmrund_wall_ms(), err, sizeof(err));
+		int ok = x->cancel ? 0 : d->store->ops->command(d->store, x->id, d->node, clock_wall_ms(), err, sizeof(err));
 		if (ok < 0) {
 			vmrund_store_failed(d, "letting a command start", err);
 			continue;
@@ -270,7 +271,7 @@ static void relay_log(const char *id, const char *path)
 		if (*next)
 			*next++ = '\0';
 		if (*line)
-			fprintf(stderr, "vmrund: run %s: %s\n", id, line);
+			vmrund_say("run %s: %s", id, line);
 	}
 	free(text);
 }
@@ -312,13 +313,13 @@ static void record(struct vmrund *d, struct vmrund_active *x)
 		goto out;
 	}
 	if (done == 0)
-		fprintf(stderr, "vmrund: run %s: ended here after this node's lease ran out; what it did is not recorded\n",
+		vmrund_say("run %s: ended here after this node's lease ran out; what it did is not recorded",
 			x->id);
 	/* once only: a store that is away has us here again next tick */
 	vmrund_run_path(d, x->id, SPOOL_LOG, path, sizeof(path));
 	relay_log(x->id, path);
 	if (spool_clean(dir, st != RS_CANCELLED) < 0)
-		fprintf(stderr, "vmrund: run %s: cleaning %s: %s\n", x->id, dir, strerror(errno));
+		vmrund_say("run %s: cleaning %s: %s", x->id, dir, strerror(errno));
 	if (x->gate_fd >= 0)
 		close(x->gate_fd);
 	x->used = false;
@@ -359,7 +360,7 @@ static void on_taken_back(void *ctx, const struct store_run *run)
 	if (store_state_terminal(run->state))
 		vmrund_ended(d, run);
 	else
-		fprintf(stderr, "vmrund: run %s queued again: the node that held it stopped before its command started\n",
+		vmrund_say("run %s queued again: the node that held it stopped before its command started",
 			run->id);
 }
 
@@ -376,7 +377,7 @@ static void on_note(void *ctx, enum store_note note, const char *id)
 static void cluster(struct vmrund *d, int64_t *next_beat, int64_t *next_expiry, bool note_ready)
 {
 	char err[300];
-	int64_t now = vmrund_now_ms();
+	int64_t now = clock_mono_ms();
 	/* Also on each beat: a backend that lost its listening connection
 	 * has no descriptor to poll, and reconnects only in notes. */
 	if ((note_ready || now >= *next_beat) && d->store->ops->notes(d->store, on_note, d, err, sizeof(err)) < 0) {
@@ -397,7 +398,7 @@ static void cluster(struct vmrund *d, int64_t *next_beat, int64_t *next_expiry, 
 	/* Not while the store is down either: the call that would find it
 	 * back must not be the one that takes runs (vmrund_store_ok). */
 	if (now >= *next_expiry && !d->store_down && now >= d->expire_from_ms) {
-		if (d->store->ops->expire(d->store, NULL, vmrund_wall_ms(), on_taken_back, d, err, sizeof(err)) < 0)
+		if (d->store->ops->expire(d->store, NULL, clock_wall_ms(), on_taken_back, d, err, sizeof(err)) < 0)
 			vmrund_store_failed(d, "taking back dead nodes' runs", err);
 		*next_expiry = now + EXPIRE_EVERY_MS;
 	}
@@ -410,7 +411,7 @@ static void cluster(struct vmrund *d, int64_t *next_beat, int64_t *next_expiry, 
  * lines. */
 static void expire_kept(struct vmrund *d)
 {
-	int64_t now = vmrund_wall_ms(), before = now - (int64_t)d->cfg.retention_s * 1000;
+	int64_t now = clock_wall_ms(), before = now - (int64_t)d->cfg.retention_s * 1000;
 	char err[300];
 	pthread_mutex_lock(&d->lock);
 	if (d->store->ops->drop_blobs(d->store, before, err, sizeof(err)) < 0)
@@ -484,9 +485,9 @@ int vmrund_loop(struct vmrund *d, char *err, size_t errlen)
 		pthread_mutex_unlock(&d->lock);
 		if (done)
 			break;
-		if (vmrund_now_ms() >= next_retention) {
+		if (clock_mono_ms() >= next_retention) {
 			expire_kept(d);
-			next_retention = vmrund_now_ms() + config_retention_every_ms(&d->cfg);
+			next_retention = clock_mono_ms() + config_retention_every_ms(&d->cfg);
 		}
 		if (poll(p, n, d->store_down ? 250 : 1000) < 0 && errno != EINTR)
 			break;

@@ -15,17 +15,6 @@
 #include "daemon.h"
 #include "http.h"
 
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("vmrund: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
 static const char usage[] =
 	"usage: vmrund [--config FILE]\n"
 	"\n"
@@ -52,7 +41,7 @@ static int parse(int argc, char **argv, const char **config)
 			*config = argv[++i];
 			continue;
 		}
-		say("unknown option %s (vmrund --help)", argv[i]);
+		vmrund_say("unknown option %s (vmrund --help)", argv[i]);
 		return -1;
 	}
 	return 0;
@@ -81,35 +70,35 @@ int main(int argc, char **argv)
 	char err[800], exe[PATH_MAX];
 	config_defaults(&cfg);
 	if (config_load(&cfg, config_path ? config_path : VMRUND_CONFIG_PATH, !config_path, err, sizeof(err))) {
-		say("%s", err);
+		vmrund_say("%s", err);
 		return 1;
 	}
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n < 0 || block_signals() < 0) {
-		say("%s: %s", n < 0 ? "/proc/self/exe" : "sigprocmask", strerror(errno));
+		vmrund_say("%s: %s", n < 0 ? "/proc/self/exe" : "sigprocmask", strerror(errno));
 		return 1;
 	}
 	exe[n] = '\0';
 	struct vmrund *d = calloc(1, sizeof(*d));
 	if (!d) {
-		say("out of memory");
+		vmrund_say("out of memory");
 		return 1;
 	}
 	int status = 1;
 	struct http_server *h = NULL;
 	if (vmrund_open(d, &cfg, dirname(exe), err, sizeof(err)) || !(h = http_start(d, err, sizeof(err)))) {
-		say("%s", err);
+		vmrund_say("%s", err);
 		goto out;
 	}
-	say("node %s listening on %s:%u, %u slots, queue of %u, %zu tenants, %zu runtimes, store %s", d->node,
+	vmrund_say("node %s listening on %s:%u, %u slots, queue of %u, %zu tenants, %zu runtimes, store %s", d->node,
 	    cfg.listen_host, cfg.listen_port, d->slots, cfg.queue_max, d->ts.n, d->nrts,
 	    cfg.store[0] ? "PostgreSQL" : cfg.state_db);
 	if (vmrund_loop(d, err, sizeof(err)))
-		say("%s", err);
+		vmrund_say("%s", err);
 	else
 		status = 0;
 	vmrund_closing(d);
-	say("stopped");
+	vmrund_say("stopped");
 out:
 	http_stop(h);
 	vmrund_close(d);

@@ -10,8 +10,6 @@
  * seconds, a compile under emulation a minute. */
 static const double bounds[METRICS_BUCKETS] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60 };
 static const char *const phase_key[PH_COUNT] = { "queue", "prepare", "boot", "run", "teardown", "extract", "total" };
-static const char *const term_name[METRICS_TERMS] = { "exited", "signaled", "timeout", "denied",
-						      "not_found", "vm_failed", "error", "compile_error" };
 
 static void observe(struct histogram *h, double s)
 {
@@ -50,9 +48,9 @@ void metrics_run_ended(struct metrics *m, enum run_state state, const json_t *re
 	if (!result)
 		return;
 	const char *term = json_string_value(json_object_get(result, "termination"));
-	for (int i = 0; term && i < METRICS_TERMS; i++)
-		if (!strcmp(term, term_name[i]))
-			m->term[i]++;
+	int t = result_termination_from_name(term);
+	if (t >= 0)
+		m->term[t]++;
 	const char *hit[4];
 	unsigned n = metrics_limits_hit(result, hit);
 	for (unsigned i = 0; i < n; i++) {
@@ -136,7 +134,7 @@ char *metrics_render(const struct metrics *m, size_t queued, unsigned running, u
 	put(&t, "# HELP vmrund_terminations_total Ended runs by vmrun's termination.\n"
 		"# TYPE vmrund_terminations_total counter\n");
 	for (int i = 0; i < METRICS_TERMS; i++)
-		put(&t, "vmrund_terminations_total{termination=\"%s\"} %llu\n", term_name[i],
+		put(&t, "vmrund_terminations_total{termination=\"%s\"} %llu\n", result_termination_name((enum termination)i),
 		    (unsigned long long)m->term[i]);
 	put(&t, "# HELP vmrund_limit_triggers_total Runs that hit a limit, by limit.\n"
 		"# TYPE vmrund_limit_triggers_total counter\n"

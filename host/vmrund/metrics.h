@@ -9,10 +9,11 @@
 
 #include <jansson.h>
 
+#include "result.h"
 #include "store.h"
 
 #define METRICS_BUCKETS 12
-#define METRICS_TERMS   8     /* vmrun's terminations (host/result.h) */
+#define METRICS_TERMS   TERM_COUNT   /* vmrun's terminations */
 #define METRICS_CODES   16
 
 struct histogram {

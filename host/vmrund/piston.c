@@ -263,20 +263,6 @@ static bool is_string_eq(const json_t *j, const char *s)
 	return json_is_string(j) && !strcmp(json_string_value(j), s);
 }
 
-
-static bool has_alias(const char *aliases, const char *name)
-{
-	size_t n = strlen(name);
-	for (const char *a = aliases; *a;) {
-		size_t len = strcspn(a, " ");
-		if (len == n && !memcmp(a, name, n))
-			return true;
-		a += len;
-		a += strspn(a, " ");
-	}
-	return false;
-}
-
 /* Piston's get_latest_runtime_matching_language_version: by name or alias,
  * the newest version the selector accepts. */
 static const struct runtime *choose(const struct runtime *rts, size_t n, const char *language, const char *selector)
@@ -285,7 +271,7 @@ static const struct runtime *choose(const struct runtime *rts, size_t n, const c
 	struct ver best_v = { { 0 } };
 	for (size_t i = 0; i < n; i++) {
 		struct ver v;
-		if ((strcmp(rts[i].name, language) && !has_alias(rts[i].aliases, language)) ||
+		if (!runtime_answers_to(&rts[i], language) ||
 		    !piston_version_match(rts[i].version, selector) || !ver_parse(rts[i].version, &v))
 			continue;
 		if (!best || ver_cmp(&v, &best_v) > 0) {

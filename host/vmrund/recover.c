@@ -19,6 +19,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "errmsg.h"
 #include "run.h"
 #include "spool.h"
@@ -96,7 +97,7 @@ static void sweep_worker(struct vmrund *d, const char *dir)
 		return;
 	/* SIGTERM is its cancel: it kills its VM and cleans up as always. */
 	kill(pid, SIGTERM);
-	for (int64_t end = vmrund_now_ms() + SWEEP_GRACE_MS; vmrund_now_ms() < end && is_worker(d, pid, dir);)
+	for (int64_t end = clock_mono_ms() + SWEEP_GRACE_MS; clock_mono_ms() < end && is_worker(d, pid, dir);)
 		usleep(20000);
 	if (is_worker(d, pid, dir))
 		kill(pid, SIGKILL);
@@ -121,7 +122,7 @@ static void sweep_cgroup(const struct vmrund *d, const char *dir)
 	snprintf(path, sizeof(path), "%s/cgroup.kill", cg);
 	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) >= 0) {
 		if (write(fd, "1", 1) < 0)
-			fprintf(stderr, "vmrund: %s: %s\n", path, strerror(errno));
+			vmrund_say("%s: %s", path, strerror(errno));
 		close(fd);
 	}
 	for (int i = 0; i < 100 && rmdir(cg) < 0 && errno == EBUSY; i++)
@@ -161,11 +162,11 @@ static int recover_own(struct vmrund *d, char *err, size_t errlen)
 		spool_clean(dir, false);
 	}
 	idlist_free(&l);
-	int n = d->store->ops->expire(d->store, d->node, vmrund_wall_ms(), on_taken_back, d, err, errlen);
+	int n = d->store->ops->expire(d->store, d->node, clock_wall_ms(), on_taken_back, d, err, errlen);
 	if (n < 0)
 		return -1;
 	if (n)
-		fprintf(stderr, "vmrund: %d runs were running when this node stopped: taken back\n", n);
+		vmrund_say("%d runs were running when this node stopped: taken back", n);
 	return 0;
 }
 
@@ -232,7 +233,7 @@ static void node_size(struct vmrund *d)
 	struct statvfs fs;
 	uint64_t free_mib = statvfs(d->cfg.run_dir, &fs) == 0 ? (uint64_t)fs.f_bavail * fs.f_frsize >> 20 : 0;
 	config_node_size(&d->cfg, mem_mib, free_mib, &d->size.memory_mib, &d->size.disk_mib);
-	fprintf(stderr, "vmrund: room for runs: %llu MiB of guest memory%s, %llu MiB of workspaces%s\n",
+	vmrund_say("room for runs: %llu MiB of guest memory%s, %llu MiB of workspaces%s",
 		(unsigned long long)d->size.memory_mib, d->cfg.node_memory_mib ? "" : " (from the machine)",
 		(unsigned long long)d->size.disk_mib, d->cfg.node_disk_mib ? "" : " (from run_dir's free space)");
 }
@@ -353,7 +354,7 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 	sweep_run_dir(d);
 	probe_kvm(d);
 	if (!d->kvm_ok)
-		fprintf(stderr, "vmrund: not ready: %s\n", d->kvm_why);
+		vmrund_say("not ready: %s", d->kvm_why);
 	return 0;
 }
 

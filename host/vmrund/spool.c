@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "proto.h"
+#include "tree.h"
 
 /* The run library's longest socket path under the worker's TMPDIR (its
  * run directory, vmrun-ID12-XXXXXX, then sock/v.sock_PORT) fits sun_path
@@ -140,32 +141,14 @@ enum run_state spool_state_of(const json_t *result, bool cancelled)
 	return RS_FAILED;
 }
 
-/* Remove name in dirfd and, for a directory, everything under it. */
-static int remove_at(int dirfd, const char *name, int depth)
-{
-	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
-		return 0;
-	if ((errno != EISDIR && errno != EPERM) || depth > 64)
-		return -1;
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	int rc = 0;
-	for (struct dirent *e; (e = readdir(d));)
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && remove_at(fd, e->d_name, depth + 1))
-			rc = -1;
-	closedir(d);
-	return unlinkat(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? rc : -1;
-}
+/* How deep a run's directory may go and still be removed whole: its
+ * artifacts are the guest's tree. */
+#define SPOOL_TREE_DEPTH 64
 
 int spool_clean(const char *dir, bool keep)
 {
 	if (!keep)
-		return remove_at(AT_FDCWD, dir, 0);
+		return tree_remove(dir, SPOOL_TREE_DEPTH);
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
@@ -176,7 +159,7 @@ int spool_clean(const char *dir, bool keep)
 	int rc = 0;
 	for (struct dirent *e; (e = readdir(d));)
 		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, SPOOL_ARTIFACTS) &&
-		    strcmp(e->d_name, SPOOL_OUTPUT) && remove_at(fd, e->d_name, 1))
+		    strcmp(e->d_name, SPOOL_OUTPUT) && tree_remove_at(fd, e->d_name, SPOOL_TREE_DEPTH - 1))
 			rc = -1;
 	closedir(d);
 	return rc;

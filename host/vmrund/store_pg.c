@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "errmsg.h"
 #include "request.h"
 #include "scheduler.h"
@@ -149,15 +150,6 @@ static int pg_sizes(struct store_pg *s, const struct tenants *ts, struct sched_s
 	return 0;
 }
 
-/* Microseconds on a clock that only goes forward: how long a claim
- * waited for its lock. */
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Claims serialize on LOCK_CLAIM across every node: the counts the
  * choice is made over are read after the lock, so no two nodes both see
  * a tenant one under its concurrency and both start a run of it; a
@@ -184,12 +176,12 @@ static int pg_claim(struct store *base, const char *node, unsigned n, const stru
 		return errf(err, errlen, "store: out of memory claiming runs");
 	}
 	int got = 0, rc = -1;
-	int64_t asked_us = mono_us();
+	int64_t asked_us = clock_mono_us();
 	if (pg_ensure(s, err, errlen) < 0 || pg_begin(s, err, errlen) < 0)
 		goto out;
 	if (pg_exec_cmd(s, "claim lock", "SELECT pg_advisory_xact_lock(" LOCK_CLAIM ")", 0, NULL, err, errlen) < 0)
 		goto out;
-	now_ms += (mono_us() - asked_us + 999) / 1000;   /* up: never before the lock */
+	now_ms += (clock_mono_us() - asked_us + 999) / 1000;   /* up: never before the lock */
 	/* Per tenant with runs open: running, queued, and its last start over
 	 * all its runs (an index lookup each, on (tenant, started_ms)). */
 	PGresult *res = pg_exec_sql(s, "counting runs",

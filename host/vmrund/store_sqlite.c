@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "errmsg.h"
 #include "request.h"
 #include "scheduler.h"
@@ -247,9 +248,7 @@ static int commit(struct store_sqlite *s, char *err, size_t errlen)
  * only one that uses the file. */
 static int64_t backend_now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return clock_wall_ms();
 }
 
 /* A node's name as the rows keep it: what fits the row's field, and not

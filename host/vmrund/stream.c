@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "spool.h"
 #include "sse.h"
 #include "tar.h"
@@ -98,7 +99,7 @@ static ssize_t out_reader(void *cls, uint64_t pos, char *buf, size_t max)
 	for (;;) {
 		if (!sse_empty(&s->ev)) {
 			size_t n = sse_take(&s->ev, buf, max);
-			s->last_ms = vmrund_now_ms();
+			s->last_ms = clock_mono_ms();
 			return (ssize_t)n;
 		}
 		if (s->done || s->d->closing)
@@ -117,10 +118,10 @@ static ssize_t out_reader(void *cls, uint64_t pos, char *buf, size_t max)
 			s->terminal = true;
 			continue;
 		}
-		if (vmrund_now_ms() - s->last_ms >= STREAM_PING_MS)
+		if (clock_mono_ms() - s->last_ms >= STREAM_PING_MS)
 			sse_comment(&s->ev, "waiting");
 		else
-			vmrund_wait(s->d, s->id, vmrund_now_ms() + 200);
+			vmrund_wait(s->d, s->id, clock_mono_ms() + 200);
 	}
 }
 
@@ -147,7 +148,7 @@ enum MHD_Result stream_output(struct http_req *r, const char *id)
 	s->d = r->d;
 	s->tenant = (unsigned)r->tenant;
 	s->fd = -1;
-	s->last_ms = vmrund_now_ms();
+	s->last_ms = clock_mono_ms();
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	vmrund_run_path(r->d, id, SPOOL_OUTPUT, s->path, sizeof(s->path));
 	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, out_reader, s, out_free);

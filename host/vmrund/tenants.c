@@ -287,7 +287,7 @@ static int check_rules(const struct tenant *t, char *const *rules, unsigned n, b
 		/* req_parse checked each rule already; one that no longer parses
 		 * is refused here all the same, never let through */
 		bool ok = !net_rule_parse(rules[i], addr, &r, why, sizeof(why)) &&
-			  ((!addr && t->net_any) || net_rule_within(&r, t->net, t->nnet));
+			  net_ceiling_admits(&r, t->net_any, t->net, t->nnet);
 		if (!ok)
 			return errf(err, errlen, "network.%s[%u]: beyond tenant %s's network ceiling%s",
 				    addr ? "allow_addr" : "allow", i, t->name,

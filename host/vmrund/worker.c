@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "clock.h"
 #include "errmsg.h"
 #include "request.h"
 #include "result.h"
@@ -34,6 +35,9 @@
 
 #define WORKER_LOG_LINES 16
 #define WORKER_LOG_LINE_MAX 512
+/* The largest request file the worker reads back (the canonical request
+ * vmrund wrote): four times max_body's default. */
+#define REQUEST_MAX_BYTES (64u << 20)
 
 struct worker {
 	const char *dir, *vmm, *guest;
@@ -65,27 +69,14 @@ static int read_request(struct worker *w, char *err, size_t errlen)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/" SPOOL_REQUEST, w->dir);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return errf(err, errlen, "%.300s: %s", path, strerror(errno)), -1;
-	size_t cap = 1 << 16, len = 0;
-	char *buf = malloc(cap);
-	for (size_t n; buf && (n = fread(buf + len, 1, cap - len, f)) > 0;) {
-		len += n;
-		if (len == cap) {
-			char *b = cap < (64u << 20) ? realloc(buf, cap *= 2) : NULL;
-			if (!b) {
-				free(buf);
-				buf = NULL;
-			}
-			buf = b;
-		}
-	}
-	fclose(f);
-	if (!buf)
-		return errf(err, errlen, "%s: out of memory or too large", path), -1;
+	uint8_t *buf;
+	size_t len;
+	errno = 0;
+	if (spool_read_file(AT_FDCWD, path, REQUEST_MAX_BYTES, &buf, &len) < 0)
+		return errf(err, errlen, "%.300s: %s", path,
+			    errno ? strerror(errno) : "not a regular file of at most 64 MiB"), -1;
 	char why[400];
-	int rc = req_parse_text(buf, len, &w->rq, why, sizeof(why));
+	int rc = req_parse_text((const char *)buf, len, &w->rq, why, sizeof(why));
 	free(buf);
 	if (rc)
 		errf(err, errlen, "%.300s: %s", path, why);
@@ -180,7 +171,7 @@ static int gate(void *ctx, int64_t deadline_ms)
 		return -1;
 	}
 	for (;;) {
-		if (session_now_ms() >= deadline_ms) {
+		if (clock_mono_ms() >= deadline_ms) {
 			say("gate: vmrund did not let the command start before the run's deadline");
 			return SESSION_GATE_LATE;
 		}
@@ -257,7 +248,7 @@ int main(int argc, char **argv)
 	struct run_request req;
 	int inputs = write_inputs(&w, err, sizeof(err));
 	build_request(&w, &req);
-	int64_t t0 = session_now_ms();
+	int64_t t0 = clock_mono_ms();
 	run_result_init(r, &req);
 	if (inputs) {
 		result_message(r, "%s", err);
@@ -273,7 +264,7 @@ int main(int argc, char **argv)
 		say_log(&w, r);
 		run_plan_release(plan);
 	}
-	r->total = session_now_ms() - t0;
+	r->total = clock_mono_ms() - t0;
 	status = write_result(&w, r) ? 1 : 0;
 	result_free(r);
 out:

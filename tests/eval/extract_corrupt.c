@@ -26,12 +26,13 @@
 #include <unistd.h>
 
 #include "artifacts.h"
+#include "clock.h"
 #include "jail.h"
 #include "policy.h"
 #include "result.h"
 #include "run.h"
-#include "run_record.h"
 #include "session.h"
+#include "tree.h"
 
 #define MAX_VIOLATIONS 8
 
@@ -166,9 +167,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "eval-extract: %s: %s\n", destpath, strerror(errno));
 		goto out;
 	}
-	int64_t t0 = session_now_ms();
+	int64_t t0 = clock_mono_ms();
 	int got = artifacts_extract(image, destfd, &ids, &lim, &res, err, sizeof(err));
-	int64_t ms = session_now_ms() - t0;
+	int64_t ms = clock_mono_ms() - t0;
 
 	if (got < 0 && (strncmp(err, "artifacts: ", 11) != 0 || strchr(err, '\n')))
 		violation(&o, "not a one-line artifacts: reason");
@@ -222,7 +223,7 @@ out:
 	artifacts_result_free(&res);
 	if (destfd >= 0) {
 		close(destfd);
-		run_record_remove_tree(destpath);   /* what stays is the script's leftover */
+		tree_remove(destpath, 64);   /* what stays is the script's leftover */
 	}
 	if (image >= 0)
 		close(image);

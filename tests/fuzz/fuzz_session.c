@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "session.h"
 
 struct seen {
@@ -49,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	struct seen s = { &res };
 	struct session_io io = { .stdin_fd = -1, .cancel_fd = -1, .output = output, .ctx = &s,
 				 .run_id = "0123456789abcdef0123456789abcdef" };
-	enum session_status st = session_run(sv[0], &rq, &io, session_now_ms() + 2000, &res);
+	enum session_status st = session_run(sv[0], &rq, &io, clock_mono_ms() + 2000, &res);
 	close(sv[0]);
 	if (res.exits > rq.nstages || res.stages > rq.nstages || res.exits > res.stages)
 		abort();

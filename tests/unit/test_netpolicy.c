@@ -278,6 +278,14 @@ static void ceilings(void **state)
 	}
 	struct net_rule r = rule("pypi.org", false);
 	assert_false(net_rule_within(&r, NULL, 0));   /* no ceiling lines: nothing */
+	/* any host: every name, no address beyond the rules */
+	assert_true(net_ceiling_admits(&r, true, NULL, 0));
+	struct net_rule a = rule("10.1.0.0/16", true), b = rule("11.0.0.0/8", true);
+	assert_false(net_ceiling_admits(&b, true, NULL, 0));
+	assert_true(net_ceiling_admits(&a, true, c, n));
+	assert_false(net_ceiling_admits(&b, true, c, n));
+	assert_false(net_ceiling_admits(&r, false, NULL, 0));
+	assert_true(net_ceiling_admits(&r, false, c, n));
 }
 
 /* A resolver from a table, counting its calls. */

@@ -321,6 +321,19 @@ static void json_boot(void **state)
 	json_decref(v);
 }
 
+/* Every termination's name reads back as that termination; nothing else
+ * reads as one. */
+static void termination_names_round_trip(void **state)
+{
+	(void)state;
+	for (int t = 0; t < TERM_COUNT; t++)
+		assert_int_equal(result_termination_from_name(result_termination_name((enum termination)t)), t);
+	assert_int_equal(result_termination_from_name("timeout"), TERM_TIMEOUT);
+	assert_int_equal(result_termination_from_name("timed_out"), -1);
+	assert_int_equal(result_termination_from_name(""), -1);
+	assert_int_equal(result_termination_from_name(NULL), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -331,6 +344,7 @@ int main(void)
 		cmocka_unit_test(json_escapes),
 		cmocka_unit_test(json_network),
 		cmocka_unit_test(json_boot),
+		cmocka_unit_test(termination_names_round_trip),
 	};
 	return cmocka_run_group_tests_name("result", tests, NULL, NULL);
 }

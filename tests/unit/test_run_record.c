@@ -1,6 +1,6 @@
 /* Records of live runs and the sweeper (host/run_record.c), without KVM or
- * cgroups: where records go, what a record may say, the tree removal that
- * follows no link, and a sweep that reclaims a dead run's directory while
+ * cgroups: where records go, what a record may say, and a sweep that
+ * reclaims a dead run's directory (following no link out of it) while
  * leaving a live run's record and directory alone. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -121,25 +121,6 @@ static void fake_run_dir(const char *dir, const char *outside)
 	assert_int_equal(symlink(outside, p), 0);
 }
 
-static void remove_tree_follows_no_link(void **state)
-{
-	(void)state;
-	char *d = scratch();
-	char run[PATH_MAX], keep[PATH_MAX], keepfile[PATH_MAX + 8];
-	snprintf(keep, sizeof(keep), "%s/keep", d);
-	assert_int_equal(mkdir(keep, 0700), 0);
-	snprintf(keepfile, sizeof(keepfile), "%s/f", keep);
-	put(keepfile, "mine");
-	snprintf(run, sizeof(run), "%s/vmrun-a-1", d);
-	fake_run_dir(run, keep);
-	assert_int_equal(run_record_remove_tree(run), 0);
-	assert_int_equal(access(run, F_OK), -1);
-	assert_int_equal(access(keepfile, F_OK), 0);
-	assert_int_equal(run_record_remove_tree(run), 0);   /* gone already: fine */
-	rm_rf(d);
-	free(d);
-}
-
 static void open_and_close(void **state)
 {
 	(void)state;
@@ -225,7 +206,6 @@ int main(void)
 		cmocka_unit_test(dir_follows_the_uid),
 		cmocka_unit_test(parse_takes_what_a_run_writes),
 		cmocka_unit_test(parse_refuses_what_no_run_writes),
-		cmocka_unit_test(remove_tree_follows_no_link),
 		cmocka_unit_test(open_and_close),
 		cmocka_unit_test(sweep_reclaims_the_dead_only),
 	};

@@ -89,6 +89,24 @@ static void finds_by_name_or_alias(void **state)
 	assert_int_equal(runtime_find(dir, "", &rt, err, sizeof(err)), -1);
 }
 
+/* Name or alias, whole words only, whatever the spaces around them. */
+static void answers_to_name_or_alias(void **state)
+{
+	(void)state;
+	struct runtime rt = { .name = "python", .aliases = "  py py3  python3 " };
+	assert_true(runtime_answers_to(&rt, "python"));
+	assert_true(runtime_answers_to(&rt, "py"));
+	assert_true(runtime_answers_to(&rt, "py3"));
+	assert_true(runtime_answers_to(&rt, "python3"));
+	assert_false(runtime_answers_to(&rt, "p"));
+	assert_false(runtime_answers_to(&rt, "py3 "));
+	assert_false(runtime_answers_to(&rt, "python33"));
+	assert_false(runtime_answers_to(&rt, ""));
+	struct runtime bare = { .name = "c" };
+	assert_true(runtime_answers_to(&bare, "c"));
+	assert_false(runtime_answers_to(&bare, "c++"));
+}
+
 static void refuses_bad_files(void **state)
 {
 	(void)state;
@@ -167,6 +185,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(loads_and_lists, setup, teardown),
 		cmocka_unit_test_setup_teardown(finds_by_name_or_alias, setup, teardown),
+		cmocka_unit_test(answers_to_name_or_alias),
 		cmocka_unit_test_setup_teardown(refuses_bad_files, setup, teardown),
 		cmocka_unit_test(expands_templates),
 	};

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "proto.h"
 #include "session.h"
 
@@ -51,7 +52,7 @@ static enum session_status scripted(const uint8_t *script, size_t n)
 	rq.nstages = 1;
 	rq.stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_RUN, .argc = 1, .argv = { "true" } };
 	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .run_id = RUN_ID };
-	enum session_status st = session_run(sv[0], &rq, &io, session_now_ms() + 5000, &res);
+	enum session_status st = session_run(sv[0], &rq, &io, clock_mono_ms() + 5000, &res);
 	close(sv[0]);
 	return st;
 }
@@ -159,7 +160,7 @@ static enum session_status staged(const uint8_t *script, size_t n, int64_t stage
 	seen[0] = '\0';
 	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .output = collect, .stage_timeout_ms = { stage0_ms, 0 },
 				 .run_id = RUN_ID };
-	enum session_status st = session_run(sv[0], &rq, &io, session_now_ms() + within_ms, &res);
+	enum session_status st = session_run(sv[0], &rq, &io, clock_mono_ms() + within_ms, &res);
 	close(sv[0]);
 	close(sv[1]);
 	return st;
@@ -201,10 +202,10 @@ static void stages(void **state)
 	assert_string_equal(res.error, "EXIT for stage 1 while stage 0 runs");
 	/* the first stage's limit, well before the session's deadline */
 	n = hello_frame(s);
-	int64_t t0 = session_now_ms();
+	int64_t t0 = clock_mono_ms();
 	assert_int_equal(staged(s, n, 100, 5000), SESSION_TIMEOUT);
 	assert_true(res.stage_timeout);
-	assert_true(session_now_ms() - t0 < 4000);
+	assert_true(clock_mono_ms() - t0 < 4000);
 	/* the session's own deadline */
 	assert_int_equal(staged(s, n, 0, 100), SESSION_TIMEOUT);
 	assert_false(res.stage_timeout);
@@ -254,7 +255,7 @@ static enum session_status scripted2(const uint8_t *script, size_t n, bool close
 		close(sv[1]);
 	out_len = err_len = 0;
 	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .output = on_output, .run_id = RUN_ID };
-	enum session_status st = session_run(sv[0], &rq, &io, session_now_ms() + deadline_ms, &res);
+	enum session_status st = session_run(sv[0], &rq, &io, clock_mono_ms() + deadline_ms, &res);
 	close(sv[0]);
 	if (!close_after)
 		close(sv[1]);
@@ -364,13 +365,13 @@ static void scripted_agents(void **state)
 
 	/* silence: the deadline, on time */
 	n = put_frame(s, PROTO_HELLO, hello, hn);
-	int64_t t0 = session_now_ms();
+	int64_t t0 = clock_mono_ms();
 	assert_int_equal(scripted2(s, n, false, 200), SESSION_TIMEOUT);
-	int64_t ms = session_now_ms() - t0;
+	int64_t ms = clock_mono_ms() - t0;
 	assert_true(ms >= 200 && ms < 5000);
-	t0 = session_now_ms();
+	t0 = clock_mono_ms();
 	assert_int_equal(scripted2(s, 0, false, 0), SESSION_TIMEOUT);
-	assert_true(session_now_ms() - t0 < 500);
+	assert_true(clock_mono_ms() - t0 < 500);
 
 	/* a request that cannot be encoded is not sent */
 	rq.nstages = 0;
@@ -395,10 +396,10 @@ static void deadline_with_idle_stdin(void **state)
 	assert_int_equal(proto_send(sv[1], PROTO_HELLO, hello, (uint32_t)n), 0);
 	alarm(5);
 	struct session_io io = { .cancel_fd = -1, .stdin_fd = sp[0], .run_id = RUN_ID };
-	int64_t t0 = session_now_ms();
+	int64_t t0 = clock_mono_ms();
 	assert_int_equal(session_run(sv[0], &rq, &io, t0 + 300, &res), SESSION_TIMEOUT);
 	alarm(0);
-	int64_t ms = session_now_ms() - t0;
+	int64_t ms = clock_mono_ms() - t0;
 	assert_true(ms >= 300 && ms < 3000);
 	close(sv[0]);
 	close(sv[1]);
@@ -417,7 +418,7 @@ static int probe_gate(void *ctx, int64_t deadline_ms)
 {
 	struct gate_probe *g = ctx;
 	g->deadline_ms = deadline_ms;
-	while (g->wait && session_now_ms() < deadline_ms)
+	while (g->wait && clock_mono_ms() < deadline_ms)
 		usleep(1000);
 	return g->answer;
 }
@@ -450,16 +451,16 @@ static void gate_bounded_by_deadline(void **state)
 {
 	(void)state;
 	bool sent = true;
-	int64_t t0 = session_now_ms();
+	int64_t t0 = clock_mono_ms();
 	struct gate_probe late = { .answer = SESSION_GATE_LATE, .wait = true };
 	assert_int_equal(gated(&late, t0 + 200, &sent), SESSION_TIMEOUT);
 	assert_int_equal(late.deadline_ms, t0 + 200);
 	assert_false(sent);
 	struct gate_probe no = { .answer = -1 };
-	assert_int_equal(gated(&no, session_now_ms() + 5000, &sent), SESSION_CANCELLED);
+	assert_int_equal(gated(&no, clock_mono_ms() + 5000, &sent), SESSION_CANCELLED);
 	assert_false(sent);
 	struct gate_probe go = { .answer = 0 };
-	assert_int_equal(gated(&go, session_now_ms() + 300, &sent), SESSION_TIMEOUT);   /* the agent says nothing more */
+	assert_int_equal(gated(&go, clock_mono_ms() + 300, &sent), SESSION_TIMEOUT);   /* the agent says nothing more */
 	assert_true(sent);
 }
 
@@ -498,7 +499,7 @@ static void survives_agent_closing(void **state)
 	close(sv[1]);
 	alarm(10);
 	struct session_io io = { .cancel_fd = -1, .stdin_fd = in, .run_id = RUN_ID };
-	assert_int_equal(session_run(sv[0], &rq, &io, session_now_ms() + 5000, &res), SESSION_FAILED);
+	assert_int_equal(session_run(sv[0], &rq, &io, clock_mono_ms() + 5000, &res), SESSION_FAILED);
 	alarm(0);
 	assert_string_equal(res.error, "the agent's connection ended before EXIT");
 	assert_string_equal(res.agent, "fake");
@@ -570,7 +571,7 @@ static enum session_status session_with_agent(const char *run_id, struct request
 	pthread_t t;
 	assert_int_equal(pthread_create(&t, NULL, request_agent, a), 0);
 	struct session_io io = { .cancel_fd = -1, .stdin_fd = -1, .run_id = run_id };
-	enum session_status st = session_run(sv[0], &rq, &io, session_now_ms() + 5000, &res);
+	enum session_status st = session_run(sv[0], &rq, &io, clock_mono_ms() + 5000, &res);
 	close(sv[0]);   /* ends the agent's read when the session sent nothing */
 	pthread_join(t, NULL);
 	close(sv[1]);

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "session.h"
 
 static void output(void *ctx, unsigned stage, uint16_t type, const uint8_t *data, uint32_t len)
@@ -51,7 +52,7 @@ int main(int argc, char **argv)
 	static struct proto_request req = { .nstages = 1, .stage = { { .kind = PROTO_STAGE_RUN } },
 					    .max_output = 1 << 20, .nproc = 256, .nofile = 256, .fsize = 64 << 20 };
 	struct proto_stage *run = &req.stage[0];
-	int64_t start = session_now_ms();
+	int64_t start = clock_mono_ms();
 	signal(SIGPIPE, SIG_IGN);   /* a closed connection is an error return, as in vmrun */
 	if (argc < 5) {
 		fprintf(stderr, "usage: agent_client UDS ALLOWLIST [-o N] [-i FILE] [-e N=V]... [-t S] [-c MS] [-m KIB] "

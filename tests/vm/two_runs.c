@@ -18,6 +18,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "run.h"
 
 struct job {
@@ -68,7 +69,7 @@ static void *drive(void *arg)
 		run_execute(&j->plan, &j->r);
 		run_plan_release(&j->plan);
 	}
-	j->ended_ms = session_now_ms();
+	j->ended_ms = clock_mono_ms();
 	return NULL;
 }
 
