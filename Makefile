@@ -6,6 +6,13 @@
 CC      ?= gcc
 CLANG   ?= clang
 BUILD   := build
+# The system's programs first: what make deps installed from Debian is what
+# the build and the tests are written against. A version manager's shims
+# ahead of them on PATH (pyenv's python3 is a bash script that execs the
+# interpreter) would give other versions, and make each of the tests'
+# hundreds of python3 starts cost ten times the interpreter's own, inside
+# the emulated KVM host most of all.
+export PATH := /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$(PATH)
 # A compiler cache in the shared cache (where the kernels and root images
 # are): a fresh clone, as make check's in CI, compiles from it what an
 # earlier clone compiled. Paths count relative to the tree, so clones at
