@@ -374,8 +374,8 @@ $(BUILD)/tests/two_runs: tests/vm/two_runs.c $(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(
 # Linux guests: directly where the local KVM runs them, else on emulated
 # KVM hosts, two side by side (scripts/vm-lanes.sh holds every suite's
 # limit; scripts/on-kvm-host.sh probes and says where, in one line).
-VM_SUITES_A := source e2e-warm jail agent net
-VM_SUITES_B := e2e-cold snapshot runtimes vmrund virtio boot
+VM_SUITES_A := source e2e-warm jail agent net vmrund
+VM_SUITES_B := e2e-cold snapshot runtimes virtio boot
 vm-test: all payloads guest $(VM_TEST_BINS) $(PISTON_CLIENT)
 	@./scripts/vm-lanes.sh "$(VM_SUITES_A)" "$(VM_SUITES_B)"
 
@@ -412,7 +412,7 @@ vmrund-test: all $(BUILD)/tests/test_store
 CHECK_TESTS := unit vmrund-test net-test rootfs-test
 # Each harness's time in make check: 16 of them one at a time take about
 # what CHECK_TESTS take. make fuzz-smoke alone keeps FUZZ_SMOKE_TIME.
-CHECK_FUZZ_TIME := 14
+CHECK_FUZZ_TIME := 12
 # The lanes, balanced by their suites' times on the emulated host.
 CHECK_LANE_A := $(VM_SUITES_A) payload aarch64-vm aarch64-e2e
 CHECK_LANE_B := eval-short $(VM_SUITES_B)
