@@ -309,23 +309,31 @@ for i in 1 2 3; do
 	posts+=($!)
 done
 wait "${posts[@]}"   # these three only: vmrund is a child too
+t_queued=$(date +%s.%N)
 for i in 1 2 3; do
 	bobs="$bobs $(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('id'))" "$tmp/bob$i" 2>/dev/null)"
 done
 for id in $bobs; do wait_state "$KB" "$id" succeeded; done
 ms=$(( ($(date +%s%N) - t_flood) / 1000000 ))
-# Counted from bob's first submission: with two slots and fewest-running
-# first, bob's runs and alice's alternate (3 + 3); alice's 20 first would
-# put bob's last past 17.
-pos=$(python3 - "$tmp/lib/standin.log" "$t_bob" $bobs <<'PY'
+# Counted as alice's starts after bob's three were all queued and before
+# bob's last started: with two slots and fewest-running first, bob's runs
+# and alice's alternate, so 2 or 3 (one more where a start was under way as they were queued); alice's 20 first would make it 17.
+# (Starts while bob's posts were still on their way are no unfairness:
+# bob had nothing queued yet.)
+pos=$(python3 - "$tmp/lib/standin.log" "$t_queued" $bobs <<'PY'
 import sys
-order = [l.split()[0] for l in open(sys.argv[1]) if float(l.split()[2]) >= float(sys.argv[2])]
-bobs = sys.argv[3:]
-print(max(order.index(b) for b in bobs) + 1 if all(b in order for b in bobs) else 99)
+starts = [(float(l.split()[2]), l.split()[0]) for l in open(sys.argv[1])]
+since, bobs = float(sys.argv[2]), sys.argv[3:]
+when = {rid: t for t, rid in starts}
+if not all(b in when for b in bobs):
+    print(99)
+else:
+    last = max(when[b] for b in bobs)
+    print(sum(1 for t, rid in starts if rid not in bobs and since <= t <= last))
 PY
 )
-echo "    fairness: bob's 3 runs queued behind alice's 20 all ended in $ms ms; the last was start $pos after bob's first submission"
-[ "$pos" -le 7 ] && ok "fair: bob's runs start among the first 7 after they are queued, not after alice's 20" || not_ok "unfair: bob's last started $pos"
+echo "    fairness: bob's 3 runs queued behind alice's 20 all ended in $ms ms; $pos of alice's started between their queueing and bob's last start"
+[ "$pos" -le 5 ] && ok "fair: bob's runs start within 5 of alice's once queued, not after alice's 20" || not_ok "unfair: $pos of alice's started before bob's last"
 
 # ---- audit ------------------------------------------------------------------
 cp "$tmp/lib/audit.jsonl" "$tmp/out"
