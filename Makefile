@@ -18,11 +18,12 @@ export PATH := /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$(PA
 # earlier clone compiled. Paths count relative to the tree, so clones at
 # other paths share it. Unused where ccache is missing or the directory is
 # not ours to write.
-CCACHE  := $(shell d=$${VMRUN_CACHE:-/var/cache/vmrun}/ccache; mkdir -p $$d 2>/dev/null && [ -w $$d ] && command -v ccache)
+CCACHE_HOME := $(or $(VMRUN_CACHE),/var/cache/vmrun)/ccache
+CCACHE  := $(shell mkdir -p $(CCACHE_HOME) 2>/dev/null && [ -w $(CCACHE_HOME) ] && command -v ccache)
 ifneq ($(CCACHE),)
 override CC    := $(CCACHE) $(CC)
 override CLANG := $(CCACHE) $(CLANG)
-export CCACHE_DIR := $(shell echo $${VMRUN_CACHE:-/var/cache/vmrun}/ccache)
+export CCACHE_DIR := $(CCACHE_HOME)
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 endif

@@ -60,7 +60,8 @@ c() {
 	code=$(curl -s -m 30 -o "$tmp/out" -w '%{http_code}' "${auth[@]}" "$@" 2>"$tmp/err")
 }
 post() { c "$1" -X POST -H 'Content-Type: application/json' --data-binary "$2" "$BASE$3"; }
-field() { python3 -c "import json,sys; print(json.load(open('$tmp/out')).get('$1'))" 2>/dev/null; }
+field() { # KEY [FILE]: FILE's (the last answer's) KEY
+	python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('$1'))" "${2:-$tmp/out}" 2>/dev/null; }
 expect() { # NAME CODE [python condition over j]
 	if [ "$code" = "$2" ] && { [ -z "${3:-}" ] || json "$3"; }; then ok "$1"; else
 		echo "    status $code" >>"$tmp/err"; not_ok "$1"; fi
@@ -311,7 +312,7 @@ done
 wait "${posts[@]}"   # these three only: vmrund is a child too
 t_queued=$(date +%s.%N)
 for i in 1 2 3; do
-	bobs="$bobs $(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('id'))" "$tmp/bob$i" 2>/dev/null)"
+	bobs="$bobs $(field id "$tmp/bob$i")"
 done
 for id in $bobs; do wait_state "$KB" "$id" succeeded; done
 ms=$(( ($(date +%s%N) - t_flood) / 1000000 ))
