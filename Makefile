@@ -53,7 +53,7 @@ MUSL_CC    := musl-gcc -static $(CSTD) $(WARN) -O2 -idirafter /usr/include \
 # vmrun: host/*.c and the wire format.
 HOST_SRCS := $(wildcard host/*.c) guest-agent/proto.c
 HOST_LIB  := $(filter-out host/main.c,$(wildcard host/*.c))
-HOST_LIBS := -lext2fs -lcom_err -lseccomp -lidn2 -lhttp_parser
+HOST_LIBS := -lext2fs -lcom_err -lseccomp -lidn2 -lhttp_parser -ljansson
 # vmrun-proxy (host/proxy/): a run's egress proxy, over the policy
 # modules in host/ it shares with vmrun; DNS by c-ares.
 PROXY_SRCS := $(wildcard host/proxy/*.c)
@@ -683,7 +683,7 @@ $(BUILD)/fuzz/seeds-proxy_request.stamp: $(wildcard tests/fuzz/seeds-proxy_reque
 	@touch $@
 
 # vmrund's request bodies, native and Piston's (client input), through jansson.
-FUZZ_REQUEST_SRCS := host/vmrund/request.c host/vmrund/piston.c host/runtime.c host/textfile.c host/netpolicy.c \
+FUZZ_REQUEST_SRCS := host/run_spec.c host/vmrund/piston.c host/runtime.c host/policy.c host/textfile.c host/netpolicy.c \
 	host/errmsg.c
 $(BUILD)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRCS) $(wildcard host/*.h host/vmrund/*.h \
 		guest-agent/*.h)

@@ -107,26 +107,25 @@ enum {
 	O_SECRET_CA, O_COLD,
 };
 
-/* --allow-net and --allow-net-addr: the rule's syntax checked now, its
- * ceiling when the run is planned. */
+/* --allow-net and --allow-net-addr: parsed now, into the spec; each
+ * rule's ceiling when the run is planned. */
 static int net_option(bool addr, const char *v, struct vmrun_opts *o, char *err, size_t errlen)
 {
 	const char *opt = addr ? "--allow-net-addr" : "--allow-net";
-	unsigned *n = addr ? &o->nallow_net_addr : &o->nallow_net;
 	struct net_rule r;
 	char why[256], shown[120];
-	if (*n == PROXY_RULES_MAX)
-		return errf(err, errlen, "%s: at most %u", opt, PROXY_RULES_MAX);
 	if (net_rule_parse(v, addr, &r, why, sizeof(why)) < 0)
 		return errf(err, errlen, "%s %s: %s", opt, errmsg_printable(shown, sizeof(shown), v), why);
-	(addr ? o->allow_net_addr : o->allow_net)[(*n)++] = v;
+	if (run_spec_add_rule(&o->spec, &r) < 0)
+		return errno == ENOSPC ? errf(err, errlen, "%s: at most %u rules in all", opt, RUN_SPEC_MAX_NET_RULES)
+				       : errf(err, errlen, "out of memory");
 	return 0;
 }
 
 /* A stage limit option: which stage, which limit. */
 static int stage_option(int c, const char *name, const char *v, struct vmrun_opts *o, char *err, size_t errlen)
 {
-	struct run_stage_request *st = c <= O_C_CPU ? &o->compile : &o->run;
+	struct run_stage_limits *st = c <= O_C_CPU ? &o->spec.compile : &o->spec.run;
 	double sec;
 	switch (c) {
 	case O_C_TIMEOUT:
@@ -151,6 +150,21 @@ static int add_source(struct vmrun_opts *o, const char *path, char *err, size_t 
 	return 0;
 }
 
+/* PROGRAM ARG... (or source mode's ARGs) into the spec, each checked
+ * against the agent's bounds. */
+static int run_args(struct vmrun_opts *o, char **args, int n, char *err, size_t errlen)
+{
+	if (n > (int)PROTO_MAX_ARGS)
+		return errf(err, errlen, "at most %u program arguments", PROTO_MAX_ARGS);
+	for (int i = 0; i < n; i++) {
+		if (strlen(args[i]) > PROTO_MAX_STR)
+			return errf(err, errlen, "argument %d is longer than %u bytes", i, PROTO_MAX_STR);
+		if (run_spec_add_arg(&o->spec, args[i]) < 0)
+			return errf(err, errlen, "out of memory");
+	}
+	return 0;
+}
+
 /* Source mode's operands: more files up to "--" (unless getopt took it
  * already), then the run stage's arguments. */
 static int source_operands(int argc, char **argv, int at, struct vmrun_opts *o, char *err, size_t errlen)
@@ -164,9 +178,7 @@ static int source_operands(int argc, char **argv, int at, struct vmrun_opts *o, 
 		if (add_source(o, argv[at], err, errlen))
 			return -1;
 	}
-	o->argv = argv + at;
-	o->argc = argc - at;
-	return 0;
+	return run_args(o, argv + at, argc - at, err, errlen);
 }
 
 /* An option that both a run and `vmrun snapshot` take (they make the
@@ -175,14 +187,19 @@ static int source_operands(int argc, char **argv, int at, struct vmrun_opts *o, 
 static int guest_option(int c, const char *arg, struct vmrun_opts *o, char *err, size_t errlen)
 {
 	switch (c) {
-	case O_RUNTIME: o->runtime = arg; return 1;
+	case O_RUNTIME:
+		/* runtime_find judges the name; one that cannot fit is none */
+		if (strlen(arg) >= sizeof(o->spec.runtime))
+			return bad(err, errlen, "--runtime", arg, "a runtime name"), -1;
+		memcpy(o->spec.runtime, arg, strlen(arg) + 1);
+		return 1;
 	case O_ROOTFS: o->rootfs = arg; return 1;
 	case O_KERNEL: o->kernel = arg; return 1;
 	case O_POLICY: o->policy = arg; return 1;
 	case O_WEAKER: o->allow_weaker_jail = true; return 1;
 	case 'v': o->verbose = true; return 1;
-	case 'm': return number(err, errlen, "--memory", arg, 16, 65536, &o->memory_mib) ? -1 : 1;
-	case 'c': return number(err, errlen, "--cpus", arg, 1, 32, &o->cpus) ? -1 : 1;
+	case 'm': return number(err, errlen, "--memory", arg, 16, 65536, &o->spec.memory_mib) ? -1 : 1;
+	case 'c': return number(err, errlen, "--cpus", arg, 1, 32, &o->spec.cpus) ? -1 : 1;
 	default: return 0;
 	}
 }
@@ -212,9 +229,7 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t err
 		{ "secret-ca", required_argument, NULL, O_SECRET_CA }, { "cold", no_argument, NULL, O_COLD },
 		{ NULL, 0, NULL, 0 },
 	};
-	*o = (struct vmrun_opts){
-		.cpus = VMRUN_DEFAULT_CPUS, .disk_mib = VMRUN_DEFAULT_DISK_MIB, .max_output = VMRUN_DEFAULT_MAX_OUTPUT,
-	};
+	*o = (struct vmrun_opts){ 0 };
 	const char *stage_opt = NULL;   /* a stage limit given, for the message without --source */
 	int oi = -1;
 	optind = 0;
@@ -259,24 +274,24 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t err
 		case O_JSON: o->json = true; break;
 		case O_COLD: o->cold = true; break;
 		case 't':
-			if (seconds(err, errlen, "--timeout", optarg, &o->timeout_s))
+			if (seconds(err, errlen, "--timeout", optarg, &o->spec.timeout_s))
 				return -1;
 			break;
 		case O_DISK:
-			if (number(err, errlen, "--disk", optarg, 8, 65536, &o->disk_mib))
+			if (number(err, errlen, "--disk", optarg, 8, 65536, &o->spec.disk_mib))
 				return -1;
 			break;
 		case O_MAX_OUTPUT:
-			if (number(err, errlen, "--max-output", optarg, 0, UINT64_MAX, &o->max_output))
+			if (number(err, errlen, "--max-output", optarg, 0, UINT64_MAX, &o->spec.max_output))
 				return -1;
 			break;
 		case 'e':
 			if (!valid_grant(optarg))
 				return bad(err, errlen, "--env", optarg, "NAME=VALUE");
-			if (o->nenv == PROTO_MAX_ENV) {
+			if (o->spec.nenv == PROTO_MAX_ENV)
 				return errf(err, errlen, "--env: at most %u grants", PROTO_MAX_ENV);
-			}
-			o->env[o->nenv++] = optarg;
+			if (run_spec_add_env(&o->spec, optarg) < 0)
+				return errf(err, errlen, "out of memory");
 			break;
 		case O_HELP: fputs(usage, stdout); return 1;
 		case O_VERSION: printf("vmrun %s\n", VMRUN_VERSION); return 1;
@@ -289,25 +304,21 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t err
 		}
 	}
 	if (o->nsources) {
-		if (!o->runtime)
+		if (!o->spec.runtime[0])
 			return errf(err, errlen, "--source needs --runtime (see `vmrun runtimes`)");
-		if (source_operands(argc, argv, optind, o, err, errlen))
-			return -1;
-	} else if (stage_opt) {
+		o->spec.source = true;
+		return source_operands(argc, argv, optind, o, err, errlen);
+	}
+	if (stage_opt)
 		return errf(err, errlen, "--%s is a source-mode limit: it needs --source", stage_opt);
-	} else if (optind >= argc) {
+	if (optind >= argc)
 		return errf(err, errlen, "no PROGRAM given (see --help)");
-	} else {
-		o->argv = argv + optind;
-		o->argc = argc - optind;
-	}
-	if (o->argc > (int)PROTO_MAX_ARGS) {
-		return errf(err, errlen, "at most %u program arguments", PROTO_MAX_ARGS);
-	}
-	for (int i = 0; i < o->argc; i++)
-		if (strlen(o->argv[i]) > PROTO_MAX_STR)
-			return errf(err, errlen, "argument %d is longer than %u bytes", i, PROTO_MAX_STR);
-	return 0;
+	return run_args(o, argv + optind, argc - optind, err, errlen);
+}
+
+void cli_free(struct vmrun_opts *o)
+{
+	run_spec_free(&o->spec);
 }
 
 static const char snapshot_usage[] =
@@ -325,7 +336,7 @@ int cli_parse_snapshot(int argc, char **argv, struct vmrun_opts *o, char *err, s
 		{ "allow-weaker-jail", no_argument, NULL, O_WEAKER }, { "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, O_HELP },             { NULL, 0, NULL, 0 },
 	};
-	*o = (struct vmrun_opts){ .cpus = VMRUN_DEFAULT_CPUS };
+	*o = (struct vmrun_opts){ 0 };
 	optind = 0;
 	opterr = 0;
 	int c;
@@ -348,7 +359,7 @@ int cli_parse_snapshot(int argc, char **argv, struct vmrun_opts *o, char *err, s
 	}
 	if (optind + 1 < argc)
 		return errf(err, errlen, "snapshot: unexpected '%.200s' (it takes options only)", argv[optind + 1]);
-	if (o->runtime && o->rootfs)
+	if (o->spec.runtime[0] && o->rootfs)
 		return errf(err, errlen, "snapshot: --runtime and --rootfs name two root images; give one");
 	return 0;
 }

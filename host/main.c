@@ -99,14 +99,11 @@ static void name_signal(int sigfd, struct run_result *r)
 static void request_from(const struct vmrun_opts *o, const struct cli_run *c, struct run_request *req)
 {
 	*req = (struct run_request){
-		.argv = o->argv, .argc = o->argc, .env = o->env, .nenv = o->nenv, .timeout_s = o->timeout_s,
-		.memory_mib = o->memory_mib, .cpus = o->cpus, .disk_mib = o->disk_mib, .max_output = o->max_output,
-		.workspace = o->workspace, .artifacts = o->artifacts, .stdin_file = o->stdin_file, .policy = o->policy,
-		.kernel = o->kernel, .rootfs = o->rootfs, .vmm = c->vmm, .guest_dir = c->guest,
-		.allow_weaker_jail = o->allow_weaker_jail, .cold = o->cold, .allow_net = o->allow_net, .nallow_net = o->nallow_net,
-		.allow_net_addr = o->allow_net_addr, .nallow_net_addr = o->nallow_net_addr,
-		.secret_headers = o->secret_headers, .nsecret_headers = o->nsecret_headers, .secret_ca = o->secret_ca, .runtime = o->runtime, .sources = o->sources,
-		.nsources = o->nsources, .compile = o->compile, .run = o->run,
+		.spec = &o->spec, .workspace = o->workspace, .artifacts = o->artifacts, .stdin_file = o->stdin_file,
+		.policy = o->policy, .kernel = o->kernel, .rootfs = o->rootfs, .vmm = c->vmm, .guest_dir = c->guest,
+		.allow_weaker_jail = o->allow_weaker_jail, .cold = o->cold, .secret_headers = o->secret_headers,
+		.nsecret_headers = o->nsecret_headers, .secret_ca = o->secret_ca, .sources = o->sources,
+		.nsources = o->nsources,
 	};
 }
 
@@ -177,13 +174,16 @@ static int make_snapshot(const struct cli_run *c, int argc, char **argv)
 	int parsed = cli_parse_snapshot(argc, argv, &o, err, sizeof(err));
 	if (parsed < 0)
 		say("%s", err);
-	if (parsed)
+	if (parsed) {
+		cli_free(&o);
 		return parsed > 0 ? 0 : 1;
+	}
 	struct run_request req;
 	request_from(&o, c, &req);
 	struct run_plan *plan = malloc(sizeof(*plan));
 	if (!plan) {
 		say("out of memory");
+		cli_free(&o);
 		return 1;
 	}
 	bool console_begun = false;
@@ -196,6 +196,7 @@ static int make_snapshot(const struct cli_run *c, int argc, char **argv)
 		run_plan_release(plan);
 	}
 	free(plan);
+	cli_free(&o);
 	if (rc) {
 		say("snapshot: %s", err);
 		return 1;
@@ -225,8 +226,10 @@ int main(int argc, char **argv)
 	int parsed = cli_parse(argc, argv, &o, err, sizeof(err));
 	if (parsed < 0)
 		say("%s", err);
-	if (parsed)
+	if (parsed) {
+		cli_free(&o);
 		return parsed > 0 ? 0 : 125;
+	}
 	if (locate(&c))
 		return 125;
 	if ((c.sigfd = run_cancel_signals()) < 0) {
@@ -259,6 +262,7 @@ int main(int argc, char **argv)
 	result_free(r);
 	free(r);
 	free(plan);
+	cli_free(&o);
 	close(c.sigfd);
 	fflush(stdout);
 	return status;

@@ -24,6 +24,8 @@ static int load_manifest(struct policy *p, FILE *f, const char *file, char *err,
 {
 	char line[POLICY_PATH_MAX + 2];
 	enum textfile_line r;
+	if (!f)
+		return 0;   /* ceilings only (run_policy_ceilings): no program to allow */
 	for (unsigned no = 1; (r = textfile_read_line(f, line, sizeof(line))) != TEXTFILE_EOF; no++) {
 		if (r != TEXTFILE_OK)
 			return textfile_bad_line(err, errlen, "program manifest", file, no, r, sizeof(line));

@@ -56,6 +56,10 @@
 #include "netpolicy.h"
 #include "proto.h"
 
+/* Root's policy file, which vmrun, vmrund and its workers read unless
+ * told another (vmrund's "policy" setting). */
+#define POLICY_SYSTEM_FILE "/etc/vmrun/policy"
+
 #define POLICY_PATH_MAX 256
 #define POLICY_NET_RULES_MAX 64   /* ceiling rules, and allow rules, each */
 #define POLICY_SECRETS_MAX 8
@@ -84,7 +88,8 @@ struct policy {
 };
 
 /* Load the built-in policy, with the program manifest (one absolute path
- * per line, read from manifest; name for messages) as its allowlist.
+ * per line, read from manifest; name for messages) as its allowlist
+ * (manifest NULL: none, for a policy read for its ceilings only).
  * Returns 0, or -1 with a one-line reason in err. */
 int policy_load(struct policy *p, FILE *manifest, const char *manifest_name, char *err, size_t errlen);
 

@@ -24,6 +24,7 @@
 #include "proto.h"
 #include "proxy_wire.h"
 #include "result.h"
+#include "run_spec.h"
 #include "runtime.h"
 #include "session.h"
 
@@ -43,55 +44,29 @@
 #define RUN_SNAPSHOT_TIMEOUT_MS 60000    /* a boot that makes a snapshot (the emulated KVM host is slow) */
 #define RUN_SNAPSHOT_WAIT_MS  (RUN_SNAPSHOT_TIMEOUT_MS + 15000)   /* for another run making the same one */
 
-#define RUN_DEFAULT_TIMEOUT_S 10           /* a run without source mode, boot included */
-#define RUN_DEFAULT_MEMORY_MIB 256
-#define RUN_BOOT_ALLOWANCE_S  10           /* source mode: the run's limit is this plus the stages' */
-#define RUN_STAGE_MEMORY_SLACK_MIB 64      /* source mode: VM memory over the largest stage's limit */
-#define RUN_MAX_SOURCES       64
-#define RUN_DEFAULT_COMPILE_TIMEOUT_S 30   /* when the runtime's manifest names none */
-#define RUN_DEFAULT_RUN_TIMEOUT_S 10
+#define RUN_MAX_SOURCES       RUN_SPEC_MAX_FILES
 
-/* A source-mode stage's limits; 0 for each: the runtime's default. */
-struct run_stage_request {
-	double timeout_s;
-	uint64_t memory_mib, cpu_time_ms;
-};
-
-/* What a caller asks for: the CLI fills it from its options. Paths are the
- * caller's and opened with the caller's rights; NULL for none. */
+/* One run: what the client asked (spec: the contract every front end maps
+ * onto, host/run_spec.h), and what only the host names, as paths of the
+ * caller's, opened with the caller's rights (NULL for none). */
 struct run_request {
-	char *const *argv;           /* PROGRAM ARG...; in source mode the run stage's {args} */
-	int argc;
-	const char *const *env;      /* NAME=VALUE grants */
-	unsigned nenv;
-	double timeout_s;            /* 0: RUN_DEFAULT_TIMEOUT_S, or in source mode the
-				      * boot allowance plus the stages' limits */
-	uint64_t memory_mib;         /* 0: RUN_DEFAULT_MEMORY_MIB, or in source mode enough
-				      * for the largest stage limit */
-	uint64_t cpus, disk_mib, max_output;
-	/* Source mode (needs runtime): these files are copied into the
-	 * workspace's top directory, and the runtime's compile and run
-	 * templates make the stages. */
+	const struct run_spec *spec;
+	/* Source mode's files as the caller's paths (vmrun --source, and the
+	 * worker's copies of spec->files), each copied into the workspace's
+	 * top directory under its base name. */
 	const char *const *sources;
 	unsigned nsources;
-	struct run_stage_request compile, run;
 	const char *workspace;       /* directory copied into the workspace */
 	const char *artifacts;       /* directory created for the artifacts */
 	const char *stdin_file;
 	const char *policy;          /* the caller's policy file: may only lower ceilings unless root */
-	const char *system_policy;   /* root's policy file; NULL: RUN_SYSTEM_POLICY; "" for none */
+	const char *system_policy;   /* root's policy file; NULL: POLICY_SYSTEM_FILE; "" for none */
 	const char *kernel, *rootfs; /* NULL: the built ones next to vmm */
-	const char *runtime;         /* a runtime's name or alias: its image and allowlist (host/runtime.h) */
 	const char *vmm;             /* vmm's path (trusted: ours) */
 	const char *guest_dir;       /* where the built kernel, rootfs and manifest are */
 	bool allow_weaker_jail;      /* rootless: run without cgroup limits when none are delegated */
 	bool cold;                   /* boot from scratch; else restore the snapshot for this
 				      * kernel, root image, memory and vCPUs (made on first use) */
-	/* Network through the run's proxy (host/netpolicy.h): --allow-net
-	 * and --allow-net-addr texts, within the policy's ceiling. None of
-	 * either, and no allow_net line in the policy: no network. */
-	const char *const *allow_net, *const *allow_net_addr;
-	unsigned nallow_net, nallow_net_addr;
 	/* --secret-header HOST:HEADER=@FILE: FILE read as the caller; plain
 	 * HTTP to HOST goes out over TLS with the header added, verified
 	 * against secret_ca (the caller's PEM file) or the system's CAs. */
@@ -100,7 +75,6 @@ struct run_request {
 	const char *secret_ca;
 };
 
-#define RUN_SYSTEM_POLICY "/etc/vmrun/policy"
 
 /* Where a run's output goes as it arrives (NULL: collected in the result
  * for --json). kind is the stage's (enum proto_stage_kind), type
@@ -175,9 +149,11 @@ int run_plan_build(struct run_plan *plan, const struct run_request *req, struct 
  * nothing left open. Release it with run_plan_release. */
 int run_plan_snapshot(struct run_plan *plan, const struct run_request *req, char *err, size_t errlen);
 
-/* The requested limits against the policy's ceilings: 0, or -1 with the
- * option that exceeds one in err. Pure. */
-int run_check_limits(const struct run_request *req, const struct policy *pol, char *err, size_t errlen);
+/* The ceilings every run is held to: the built-in policy with root's
+ * file (path; "" for none) over it, as run_plan_build reads them, for a
+ * service that checks a spec when it is submitted (run_spec_check). Into
+ * pol; 0, or -1 with a one-line reason. Release it with policy_free. */
+int run_policy_ceilings(struct policy *pol, const char *path, char *err, size_t errlen);
 
 /* Close what the plan holds; remove the artifacts destination when the
  * run never got to fill it. Safe on any plan run_plan_build had (a failed

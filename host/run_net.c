@@ -24,7 +24,7 @@
 #define RUN_NET_AUDIT_WAIT_MS 3000   /* for the audit, once told to stop */
 #define RUN_NET_EXIT_WAIT_MS  2000   /* for the proxy to exit after it */
 
-/* One rule into c: parsed, within the ceiling. */
+/* One rule into c, within the ceiling. */
 static int plan_rule(const struct policy *p, struct proxy_config *c, const struct net_rule *r, const char *what,
 		     const char *text, char *err, size_t errlen)
 {
@@ -39,30 +39,19 @@ static int plan_rule(const struct policy *p, struct proxy_config *c, const struc
 int run_net_plan(const struct policy *p, const struct run_request *req, struct proxy_config *c, char *err,
 		 size_t errlen)
 {
-	char text[NET_HOST_MAX + 64], why[256];
+	char text[NET_HOST_MAX + 64];
 	for (unsigned i = 0; i < p->net.nallow; i++) {
 		net_rule_format(&p->net.allow[i], text, sizeof(text));
 		if (plan_rule(p, c, &p->net.allow[i], "policy allow_net", text, err, errlen) < 0)
 			return -1;
 	}
-	struct {
-		const char *const *texts;
-		unsigned n;
-		bool addr;
-		const char *opt;
-	} lists[] = { { req->allow_net, req->nallow_net, false, "--allow-net" },
-		      { req->allow_net_addr, req->nallow_net_addr, true, "--allow-net-addr" } };
-	for (size_t l = 0; l < 2; l++) {
-		for (unsigned i = 0; i < lists[l].n; i++) {
-			struct net_rule r;
-			char shown[120];
-			if (net_rule_parse(lists[l].texts[i], lists[l].addr, &r, why, sizeof(why)) < 0)
-				return errf(err, errlen, "%s %s: %s", lists[l].opt,
-					    errmsg_printable(shown, sizeof(shown), lists[l].texts[i]), why);
-			if (plan_rule(p, c, &r, lists[l].opt, errmsg_printable(shown, sizeof(shown), lists[l].texts[i]),
-				      err, errlen) < 0)
-				return -1;
-		}
+	/* the spec's, parsed once where the run was asked for */
+	for (unsigned i = 0; i < req->spec->nnet; i++) {
+		const struct net_rule *r = &req->spec->net[i];
+		net_rule_format(r, text, sizeof(text));
+		if (plan_rule(p, c, r, r->kind == NET_RULE_ADDR ? "--allow-net-addr" : "--allow-net", text, err,
+			      errlen) < 0)
+			return -1;
 	}
 	c->caps.tunnels = (unsigned)p->net.tunnels;
 	c->caps.max_up = p->net.max_up;

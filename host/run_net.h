@@ -29,7 +29,7 @@ struct run_net {
 };
 
 /* What the proxy of a run of req under policy p allows, into c (from
- * proxy_config_init): the policy's allow_net rules, then the request's,
+ * proxy_config_init): the policy's allow_net rules, then the spec's,
  * each within the policy's ceiling, and the policy's caps. Returns 1
  * when the run has network, 0 when it has none (no rule at all), or -1
  * with a one-line reason naming the rule in err. Pure. */

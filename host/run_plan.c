@@ -29,19 +29,21 @@ static void new_run_id(char *id)
 
 void run_result_init(struct run_result *r, const struct run_request *req)
 {
+	struct run_effective e;
+	run_spec_effective(req->spec, NULL, &e);
 	memset(r, 0, sizeof(*r));
 	new_run_id(r->run_id);
 	r->term = TERM_ERROR;
 	r->nstages = 1;
 	for (unsigned i = 0; i < PROTO_MAX_STAGES; i++) {
 		r->stage[i].term = TERM_ERROR;
-		r->stage[i].out.limit = r->stage[i].err.limit = req->max_output;
+		r->stage[i].out.limit = r->stage[i].err.limit = e.max_output;
 	}
-	r->limits.timeout_s = req->timeout_s > 0 ? req->timeout_s : RUN_DEFAULT_TIMEOUT_S;
-	r->limits.memory_mib = req->memory_mib ? req->memory_mib : RUN_DEFAULT_MEMORY_MIB;
-	r->limits.cpus = req->cpus;
-	r->limits.disk_mib = req->disk_mib;
-	r->limits.max_output = req->max_output;
+	r->limits.timeout_s = e.timeout_s;
+	r->limits.memory_mib = e.memory_mib;
+	r->limits.cpus = e.cpus;
+	r->limits.disk_mib = e.disk_mib;
+	r->limits.max_output = e.max_output;
 }
 
 /* A path through /proc/PID/root, cwd or fd leads into another process's
@@ -103,11 +105,11 @@ static int open_guest(struct run_plan *plan, const struct run_request *req, stru
 	snprintf(rootfs, sizeof(rootfs), "%s", req->rootfs ? req->rootfs : "");
 	if (!req->kernel)
 		snprintf(kernel, sizeof(kernel), "%.4000s/%s", req->guest_dir, RUN_GUEST_KERNEL);
-	if (req->runtime) {
+	if (req->spec->runtime[0]) {
 		if (req->rootfs)
 			return errf(err, errlen, "--runtime and --rootfs name two root images; give one");
 		snprintf(runtimes, sizeof(runtimes), "%.4000s/runtimes", req->guest_dir);
-		if (runtime_find(runtimes, req->runtime, rt, err, errlen))
+		if (runtime_find(runtimes, req->spec->runtime, rt, err, errlen))
 			return -1;
 		snprintf(rootfs, sizeof(rootfs), "%s", rt->image);
 		snprintf(plan->runtime, sizeof(plan->runtime), "%s", rt->name);
@@ -124,7 +126,7 @@ static int open_guest(struct run_plan *plan, const struct run_request *req, stru
 	 * the root image for root, but the built image's for anyone else,
 	 * whose own --rootfs must not bring its own list along. */
 	char *slash = strrchr(rootfs, '/');
-	if (req->runtime)
+	if (req->spec->runtime[0])
 		snprintf(manifest_name, namelen, "%s", rt->programs);
 	else if (req->rootfs && plan->caller.uid == 0)
 		snprintf(manifest_name, namelen, "%.*s/programs.txt", slash ? (int)(slash - rootfs) : 1,
@@ -177,7 +179,7 @@ static int load_policy(struct run_plan *plan, const struct run_request *req, FIL
 		       const char *manifest_name, char *err, size_t errlen)
 {
 	if (policy_load(&plan->pol, manifest, manifest_name, err, errlen) ||
-	    apply_system_policy(&plan->pol, req->system_policy ? req->system_policy : RUN_SYSTEM_POLICY, err, errlen))
+	    apply_system_policy(&plan->pol, req->system_policy ? req->system_policy : POLICY_SYSTEM_FILE, err, errlen))
 		return -1;
 	if (!req->policy)
 		return 0;
@@ -195,19 +197,14 @@ static int load_policy(struct run_plan *plan, const struct run_request *req, FIL
 	return rc;
 }
 
-int run_check_limits(const struct run_request *req, const struct policy *pol, char *err, size_t errlen)
+int run_policy_ceilings(struct policy *pol, const char *path, char *err, size_t errlen)
 {
-	struct { const char *opt; uint64_t v, max; } c[] = {
-		{ "--memory", req->memory_mib, pol->max_memory_mib }, { "--cpus", req->cpus, pol->max_cpus },
-		{ "--disk", req->disk_mib, pol->max_disk_mib },       { "--max-output", req->max_output, pol->max_output },
-	};
-	if (req->timeout_s > (double)pol->max_timeout_s)
-		return errf(err, errlen, "--timeout %g exceeds the policy's ceiling of %llu s", req->timeout_s,
-			    (unsigned long long)pol->max_timeout_s);
-	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
-		if (c[i].v > c[i].max)
-			return errf(err, errlen, "%s %llu exceeds the policy's ceiling of %llu", c[i].opt,
-				    (unsigned long long)c[i].v, (unsigned long long)c[i].max);
+	if (policy_load(pol, NULL, NULL, err, errlen))
+		return -1;
+	if (apply_system_policy(pol, path, err, errlen)) {
+		policy_free(pol);
+		return -1;
+	}
 	return 0;
 }
 
@@ -297,30 +294,31 @@ static void build_request(struct run_plan *plan, const struct run_request *req, 
 	struct proto_request *p = &plan->proto;
 	if (!plan->nstages_built) {
 		p->nstages = 1;
-		p->stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_RUN, .argc = (unsigned)req->argc };
-		for (int i = 0; i < req->argc; i++)
-			p->stage[0].argv[i] = req->argv[i];
+		p->stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_RUN, .argc = req->spec->argc };
+		for (unsigned i = 0; i < req->spec->argc; i++)
+			p->stage[0].argv[i] = req->spec->argv[i];
 	}
-	p->envc = req->nenv;
-	for (unsigned i = 0; i < req->nenv; i++)
-		p->env[i] = (char *)req->env[i];
+	p->envc = req->spec->nenv;
+	for (unsigned i = 0; i < req->spec->nenv; i++)
+		p->env[i] = req->spec->env[i];
 	p->nallow = plan->pol.nallow;
 	for (unsigned i = 0; i < plan->pol.nallow; i++)
 		p->allow[i] = plan->pol.allow[i];
 	if (compiled && p->nallow < PROTO_MAX_ALLOW)
 		p->allow[p->nallow++] = (char *)compiled;
-	p->max_output = req->max_output;
+	p->max_output = plan->max_output;
 	p->nproc = plan->pol.nproc;
 	p->nofile = plan->pol.nofile;
 	p->fsize = plan->pol.fsize;
 }
 
-/* Source mode: the stages from the runtime's templates, and the run's
- * limits derived from them, into plan, eff (the request as checked) and r. */
+/* Source mode: the stages from the runtime's templates, with e's limits,
+ * into plan and r. */
 static int plan_stages(struct run_plan *plan, const struct run_request *req, const struct runtime *rt,
-		       struct run_request *eff, const char **compiled, struct run_result *r, char *err, size_t errlen)
+		       const struct run_effective *e, const char **compiled, struct run_result *r, char *err,
+		       size_t errlen)
 {
-	if (!req->runtime)
+	if (!req->spec->runtime[0])
 		return errf(err, errlen, "--source needs --runtime (see `vmrun runtimes`)");
 	if (req->nsources > RUN_MAX_SOURCES)
 		return errf(err, errlen, "--source: at most %d files", RUN_MAX_SOURCES);
@@ -328,11 +326,9 @@ static int plan_stages(struct run_plan *plan, const struct run_request *req, con
 	for (unsigned i = 0; i < req->nsources; i++)
 		names[i] = base_name(req->sources[i]);
 	struct run_stages st = { .proto = &plan->proto, .store = plan->stage_store, .storelen = sizeof(plan->stage_store) };
-	if (run_stages_build(&st, req, rt, names, req->nsources, r, err, errlen))
+	if (run_stages_build(&st, req->spec, e, rt, names, req->nsources, r, err, errlen))
 		return -1;
 	memcpy(plan->stage_timeout_ms, st.stage_timeout_ms, sizeof(plan->stage_timeout_ms));
-	eff->timeout_s = st.timeout_s;
-	eff->memory_mib = st.memory_mib;
 	*compiled = st.compiled;
 	plan->nstages_built = true;
 	return 0;
@@ -486,19 +482,19 @@ int run_plan_snapshot(struct run_plan *plan, const struct run_request *req, char
 {
 	plan_init(plan, req);
 	new_run_id(plan->run_id);
-	struct run_request eff = *req;
-	eff.memory_mib = req->memory_mib ? req->memory_mib : RUN_DEFAULT_MEMORY_MIB;
-	eff.cpus = req->cpus ? req->cpus : 1;
+	struct run_effective e;
+	run_spec_effective(req->spec, NULL, &e);
 	char manifest_name[PATH_MAX + 16];
 	struct runtime rt = { 0 };
 	FILE *manifest = NULL;
 	int rc = -1;
 	if (caller_identify(&plan->caller, err, errlen) ||
 	    open_guest(plan, req, &rt, &manifest, manifest_name, sizeof(manifest_name), err, errlen) ||
-	    load_policy(plan, req, manifest, manifest_name, err, errlen) || run_check_limits(&eff, &plan->pol, err, errlen))
+	    load_policy(plan, req, manifest, manifest_name, err, errlen) ||
+	    run_spec_check(req->spec, &e, &plan->pol, RUN_SPEC_WORDS_CLI, err, errlen))
 		goto out;
-	plan->memory_mib = eff.memory_mib;
-	plan->cpus = eff.cpus;
+	plan->memory_mib = e.memory_mib;
+	plan->cpus = e.cpus;
 	build_vmm_argv(plan);
 	rc = 0;
 out:
@@ -513,36 +509,36 @@ int run_plan_build(struct run_plan *plan, const struct run_request *req, struct 
 {
 	plan_init(plan, req);
 	memcpy(plan->run_id, r->run_id, sizeof(plan->run_id));
-	struct run_request eff = *req;   /* with the limits the plan derives */
-	eff.timeout_s = r->limits.timeout_s;
-	eff.memory_mib = r->limits.memory_mib;
+	struct run_effective e;   /* every default applied, source mode's from the runtime */
 	char err[512], manifest_name[PATH_MAX + 16];
 	struct runtime rt = { 0 };
 	const char *compiled = NULL;
 	FILE *manifest = NULL;
 	int rc = -1;
-	if (caller_identify(&plan->caller, err, sizeof(err)) ||
-	    open_guest(plan, req, &rt, &manifest, manifest_name, sizeof(manifest_name), err, sizeof(err)) ||
-	    (req->nsources && plan_stages(plan, req, &rt, &eff, &compiled, r, err, sizeof(err))) ||
+	int ok = !caller_identify(&plan->caller, err, sizeof(err)) &&
+		 !open_guest(plan, req, &rt, &manifest, manifest_name, sizeof(manifest_name), err, sizeof(err));
+	if (ok)
+		run_spec_effective(req->spec, req->spec->source ? &rt : NULL, &e);
+	if (!ok || (req->spec->source && plan_stages(plan, req, &rt, &e, &compiled, r, err, sizeof(err))) ||
 	    load_policy(plan, req, manifest, manifest_name, err, sizeof(err)) ||
-	    run_check_limits(&eff, &plan->pol, err, sizeof(err))) {
+	    run_spec_check(req->spec, &e, &plan->pol, RUN_SPEC_WORDS_CLI, err, sizeof(err))) {
 		result_message(r, "%s", err);
 		goto out;
 	}
 	snprintf(r->runtime, sizeof(r->runtime), "%s", plan->runtime);
 	snprintf(r->runtime_version, sizeof(r->runtime_version), "%s", plan->runtime_version);
-	plan->timeout_s = r->limits.timeout_s = eff.timeout_s;
-	plan->memory_mib = r->limits.memory_mib = eff.memory_mib;
-	plan->cpus = req->cpus;
-	plan->disk_mib = req->disk_mib;
-	plan->max_output = req->max_output;
+	plan->timeout_s = r->limits.timeout_s = e.timeout_s;
+	plan->memory_mib = r->limits.memory_mib = e.memory_mib;
+	plan->cpus = e.cpus;
+	plan->disk_mib = e.disk_mib;
+	plan->max_output = e.max_output;
 	r->limits.nproc = plan->pol.nproc;
 	r->limits.nofile = plan->pol.nofile;
 	r->limits.fsize = plan->pol.fsize;
 	for (unsigned i = 0; plan->nstages_built && i < plan->proto.nstages; i++)
 		if (check_program(plan, plan->proto.stage[i].argv[0], compiled, r))
 			goto out;
-	if ((!plan->nstages_built && check_program(plan, req->argv[0], NULL, r)))
+	if ((!plan->nstages_built && check_program(plan, req->spec->argv[0], NULL, r)))
 		goto out;
 	if (open_io(plan, req, err, sizeof(err))) {
 		result_message(r, "%s", err);

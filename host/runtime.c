@@ -159,6 +159,14 @@ bool runtime_answers_to(const struct runtime *rt, const char *name)
 	return false;
 }
 
+const struct runtime *runtime_pick(const struct runtime *list, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (runtime_answers_to(&list[i], name))
+			return &list[i];
+	return NULL;
+}
+
 int runtime_find(const char *dir, const char *name, struct runtime *rt, char *err, size_t errlen)
 {
 	if (!runtime_valid_name(name))
@@ -167,12 +175,11 @@ int runtime_find(const char *dir, const char *name, struct runtime *rt, char *er
 	if (!list)
 		return errf(err, errlen, "out of memory");
 	int n = runtime_list(dir, list, RUNTIME_MAX, err, errlen), rc = -1;
-	for (int i = 0; i < n; i++)
-		if (runtime_answers_to(&list[i], name)) {
-			*rt = list[i];
-			rc = 0;
-			break;
-		}
+	const struct runtime *found = n > 0 ? runtime_pick(list, (size_t)n, name) : NULL;
+	if (found) {
+		*rt = *found;
+		rc = 0;
+	}
 	if (rc && n >= 0) {
 		char names[512] = "";
 		for (int i = 0; i < n; i++)

@@ -66,6 +66,9 @@ int runtime_list(const char *dir, struct runtime *list, size_t max, char *err, s
 /* Whether rt is called name: its name, or one of its aliases. Pure. */
 bool runtime_answers_to(const struct runtime *rt, const char *name);
 
+/* The runtime of list[n] that answers to name; NULL when none does. Pure. */
+const struct runtime *runtime_pick(const struct runtime *list, size_t n, const char *name);
+
 /* Find the runtime called name (its name or one of its aliases) in dir.
  * Returns 0, or -1 with a reason naming the installed ones. */
 int runtime_find(const char *dir, const char *name, struct runtime *rt, char *err, size_t errlen);

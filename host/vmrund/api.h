@@ -12,12 +12,12 @@
  * answering: an unknown runtime, 429, 503). */
 json_t *api_run_view(const struct store_run *run);
 int api_wait_seconds(struct http_req *r);
-int api_submit(struct http_req *r, struct req *rq, char id[SCHED_ID_MAX]);
+int api_submit(struct http_req *r, struct run_spec *rq, char id[SCHED_ID_MAX]);
 
 /* After a parser filled rq (parsed: its status, err its reason): 400
  * with the reason, or api_submit; rq is freed either way. 0 with the id,
  * or -1 after answering. */
-int api_accept(struct http_req *r, int parsed, struct req *rq, const char *err, char id[SCHED_ID_MAX]);
+int api_accept(struct http_req *r, int parsed, struct run_spec *rq, const char *err, char id[SCHED_ID_MAX]);
 
 /* Endpoints. path is past the prefix ("/v1", "/api/v2"). Each answers. */
 enum MHD_Result api_v1(struct http_req *r, const char *path);

@@ -16,7 +16,7 @@ static enum MHD_Result execute_and_wait(struct http_req *r)
 	json_t *body = http_body_json(r);
 	if (!body)
 		return MHD_YES;
-	struct req rq;
+	struct run_spec rq;
 	const struct runtime *rt = NULL;
 	char err[400], id[SCHED_ID_MAX];
 	int rc = piston_parse(body, r->d->rts, r->d->nrts, &rq, &rt, err, sizeof(err));

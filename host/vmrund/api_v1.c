@@ -89,14 +89,14 @@ int api_wait_seconds(struct http_req *r)
 	return s > (long)r->d->cfg.wait_max_s ? (int)r->d->cfg.wait_max_s : (int)s;
 }
 
-int api_accept(struct http_req *r, int parsed, struct req *rq, const char *err, char id[SCHED_ID_MAX])
+int api_accept(struct http_req *r, int parsed, struct run_spec *rq, const char *err, char id[SCHED_ID_MAX])
 {
 	int rc = parsed ? http_error(r, 400, 0, "%s", err), -1 : api_submit(r, rq, id);
-	req_free(rq);
+	run_spec_free(rq);
 	return rc;
 }
 
-int api_submit(struct http_req *r, struct req *rq, char id[SCHED_ID_MAX])
+int api_submit(struct http_req *r, struct run_spec *rq, char id[SCHED_ID_MAX])
 {
 	if (rq->runtime[0]) {
 		bool known = false;
@@ -120,9 +120,9 @@ static enum MHD_Result submit_and_wait(struct http_req *r, int wait)
 	json_t *body = http_body_json(r);
 	if (!body)
 		return MHD_YES;
-	struct req rq;
+	struct run_spec rq;
 	char err[400], id[SCHED_ID_MAX];
-	int rc = req_parse(body, &rq, err, sizeof(err));
+	int rc = run_spec_from_json(body, &rq, err, sizeof(err));
 	json_decref(body);
 	if (api_accept(r, rc, &rq, err, id))
 		return MHD_YES;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "errmsg.h"
+#include "policy.h"
 #include "store.h"
 
 void config_defaults(struct vmrund_config *c)
@@ -17,6 +18,7 @@ void config_defaults(struct vmrund_config *c)
 	snprintf(c->state_db, sizeof(c->state_db), "/var/lib/vmrun/state.db");
 	snprintf(c->run_dir, sizeof(c->run_dir), "/var/lib/vmrun/runs");
 	snprintf(c->keys, sizeof(c->keys), "/etc/vmrun/keys");
+	snprintf(c->policy, sizeof(c->policy), "%s", POLICY_SYSTEM_FILE);
 	snprintf(c->audit_log, sizeof(c->audit_log), "/var/log/vmrun/audit.jsonl");
 	c->queue_max = 256;
 	c->max_body = 16u << 20;
@@ -139,6 +141,7 @@ static int apply(struct vmrund_config *c, const char *k, const char *v, char *er
 		{ "audit_log", c->audit_log, sizeof(c->audit_log), true },
 		{ "worker", c->worker, sizeof(c->worker), true },
 		{ "guest_dir", c->guest_dir, sizeof(c->guest_dir), true },
+		{ "policy", c->policy, sizeof(c->policy), true },
 	};
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		if (strcmp(k, paths[i].key))

@@ -21,6 +21,7 @@ struct vmrund_config {
 	char audit_log[PATH_MAX];     /* JSON lines; "" for none */
 	char worker[PATH_MAX];        /* the per-run worker; "" for vmrund-worker beside vmrund */
 	char guest_dir[PATH_MAX];     /* kernel and images; "" for ../guest beside vmrund */
+	char policy[PATH_MAX];        /* root's policy file (ceilings) for vmrund and its workers; "" for none */
 	unsigned slots;               /* runs at once; 0: from the host's CPUs and memory */
 	unsigned queue_max;           /* queued runs, all tenants together */
 	size_t max_body;              /* bytes of a request body */

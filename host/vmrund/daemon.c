@@ -68,25 +68,31 @@ static struct vmrund_answer answer(unsigned status, unsigned retry, const char *
 
 /* ---- the API's side ------------------------------------------------------ */
 
-struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const struct req *rq, char id[SCHED_ID_MAX])
+struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const struct run_spec *rq, char id[SCHED_ID_MAX])
 {
-	/* The tenant's network ceiling, before anything is stored: a rule
-	 * beyond it is the client's to fix, never a run that fails later. */
+	/* The policy's ceilings and the tenant's, before anything is
+	 * stored: a spec beyond one is the client's to fix, never a run
+	 * that fails later. */
 	char why[sizeof(((struct vmrund_answer *)0)->message)];
+	const struct runtime *rt = rq->runtime[0] ? runtime_pick(d->rts, d->nrts, rq->runtime) : NULL;
+	struct run_effective e;
+	run_spec_effective(rq, rt, &e);
 	if (tenant_net_check(&d->ts.t[tenant], rq, why, sizeof(why)))
 		return answer(403, 0, "%s", why);
+	if (run_spec_check(rq, &e, &d->pol, RUN_SPEC_WORDS_API, why, sizeof(why)))
+		return answer(400, 0, "%s", why);
 	/* Its size, within the tenant's ceilings and this node's size: a run
 	 * that could never start is refused now rather than queued forever.
-	 * The sizes go into the stored request, so that the run gets what it
+	 * The sizes go into the stored spec, so that the run gets what it
 	 * was admitted with and the claim reads them back (store.h). */
-	struct req sized = *rq;   /* a shallow copy: it owns nothing */
-	const struct runtime *rt = rq->runtime[0] ? req_runtime(d->rts, d->nrts, rq->runtime) : NULL;
-	req_size(rq, rt, &sized.memory_mib, &sized.disk_mib);
-	struct sched_size size = { sized.memory_mib, sized.disk_mib };
+	struct sched_size size = { e.memory_mib, e.disk_mib };
 	if (tenant_size_check(&d->ts.t[tenant], size.memory_mib, size.disk_mib, why, sizeof(why)) ||
 	    sched_size_check(&size, &d->size, why, sizeof(why)))
 		return answer(400, 0, "%s", why);
-	json_t *j = req_to_json(&sized);
+	struct run_spec sized = *rq;   /* a shallow copy: it owns nothing */
+	sized.memory_mib = e.memory_mib;
+	sized.disk_mib = e.disk_mib;
+	json_t *j = run_spec_to_json(&sized);
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	if (!text)

@@ -17,7 +17,8 @@
 #include "config.h"
 #include "say.h"
 #include "metrics.h"
-#include "request.h"
+#include "policy.h"
+#include "run_spec.h"
 #include "runtime.h"
 #include "scheduler.h"
 #include "store.h"
@@ -48,6 +49,10 @@ struct vmrund {
 	char node[STORE_NODE_MAX];    /* this node's name in the store */
 	struct runtime *rts;          /* installed runtimes, read at start */
 	size_t nrts;
+	/* The ceilings every run is held to (root's policy file over the
+	 * built-in one), read at start: a spec past one is refused when it
+	 * is submitted. The worker's run library reads them again. */
+	struct policy pol;
 	char worker[PATH_MAX], vmm[PATH_MAX], guest[PATH_MAX];
 	bool kvm_ok;                  /* vmm --probe passed at start: KVM runs a Linux guest here */
 	char kvm_why[300];            /* else what it said */
@@ -92,11 +97,11 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 void vmrund_close(struct vmrund *d);
 
 /* Accept rq for tenant: admitted and queued in the store, for any node
- * to claim. 202 with its id, or 400 (memory or workspace over the
- * tenant's ceilings or larger than this node), 403 (a network rule beyond
- * the tenant's ceiling), 429 / 503 (Retry-After; 503 too when the store cannot be
+ * to claim. 202 with its id, or 403 (a network rule beyond the tenant's
+ * ceiling), 400 (a limit or rule beyond the policy's ceilings; memory or
+ * workspace over the tenant's ceilings or larger than this node), 429 / 503 (Retry-After; 503 too when the store cannot be
  * reached), or 500. */
-struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const struct req *rq, char id[SCHED_ID_MAX]);
+struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const struct run_spec *rq, char id[SCHED_ID_MAX]);
 
 /* Cancel tenant's run id: a queued one ends cancelled now; a running
  * one's node (this one, or another told through the store) has its

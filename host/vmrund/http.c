@@ -15,7 +15,7 @@
 #include "api.h"
 #include "clock.h"
 #include "errmsg.h"
-#include "request.h"
+#include "run_spec.h"
 
 #define GUARD_EVERY_MS 250   /* how late past its deadline a head may be cut */
 

@@ -20,7 +20,7 @@
 #include "clock.h"
 #include "errmsg.h"
 #include "keep.h"
-#include "request.h"
+#include "run_spec.h"
 #include "snapshot_cache.h"
 #include "spool.h"
 
@@ -39,7 +39,7 @@ static pid_t spawn_worker(struct vmrund *d, const char *dir, const char *cache, 
 	(void)spool_lib_tmp(d->cfg.run_dir, lib, sizeof(lib));
 	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", lib);
 	snprintf(cachevar, sizeof(cachevar), "VMRUN_CACHE=%s", cache ? cache : "");
-	char *argv[] = { d->worker, (char *)dir, d->vmm, d->guest, NULL };
+	char *argv[] = { d->worker, (char *)dir, d->vmm, d->guest, d->cfg.policy, NULL };
 	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", tmpdir, cache ? cachevar : NULL, NULL };
 	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -131,7 +131,7 @@ static void start_run(struct vmrund *d, const struct store_run *run)
 	/* What it takes of the node's room until it ends: as admitted (the
 	 * store sized it from the same request's limits). */
 	struct sched_size size;
-	(void)req_size_json(run->request, &size.memory_mib, &size.disk_mib);
+	(void)run_spec_size_json(run->request, &size.memory_mib, &size.disk_mib);
 	char pidtext[24];
 	snprintf(pidtext, sizeof(pidtext), "%d", (int)pid);
 	vmrund_run_path(d, run->id, "worker.pid", path, sizeof(path));

@@ -434,7 +434,7 @@ static int native_stage(json_t *native, const json_t *body, const char *stage, c
 	return 0;
 }
 
-/* Piston's body as a native one for rt, which req_parse then checks. */
+/* Piston's body as a native one for rt, which run_spec_from_json then checks. */
 static int native_body(json_t *native, const json_t *body, const struct runtime *rt, char *err, size_t errlen)
 {
 	if (!put(native, "runtime", json_string(rt->name)))
@@ -460,19 +460,19 @@ static bool decoded_as_utf8(const json_t *f)
 
 /* Piston runs its first utf8 file (the others are data): put the utf8
  * files first, in their order, since the run library runs the first. */
-static void utf8_first(struct req *rq, const json_t *files)
+static void utf8_first(struct run_spec *rq, const json_t *files)
 {
 	unsigned at = 0;
 	for (unsigned i = 0; i < rq->nfiles; i++) {
 		if (!decoded_as_utf8(json_array_get(files, i)))
 			continue;
-		struct req_file f = rq->files[i];
+		struct run_spec_file f = rq->files[i];
 		memmove(&rq->files[at + 1], &rq->files[at], (i - at) * sizeof(f));
 		rq->files[at++] = f;
 	}
 }
 
-int piston_parse(const json_t *body, const struct runtime *rts, size_t n, struct req *rq,
+int piston_parse(const json_t *body, const struct runtime *rts, size_t n, struct run_spec *rq,
 		 const struct runtime **chosen, char *err, size_t errlen)
 {
 	memset(rq, 0, sizeof(*rq));
@@ -498,7 +498,7 @@ int piston_parse(const json_t *body, const struct runtime *rts, size_t n, struct
 		return errf(err, errlen, "out of memory");
 	int rc = native_body(native, body, rt, err, errlen);
 	if (!rc)
-		rc = req_parse(native, rq, err, errlen);
+		rc = run_spec_from_json(native, rq, err, errlen);
 	json_decref(native);
 	if (rc)
 		return -1;

@@ -1,6 +1,6 @@
 /* Piston v2 compatibility (https://github.com/engineer-man/piston, its
  * api/v2): POST /api/v2/execute and GET /api/v2/runtimes, translated to and
- * from vmrund's own request (host/vmrund/request.h) and vmrun's result
+ * from the run spec's native body (host/run_spec.h) and vmrun's result
  * JSON (host/result.h, result_print_json). Pure: no I/O, no globals.
  *
  * Piston's meaning is kept: language is a runtime's name or alias; version
@@ -17,7 +17,7 @@
 
 #include <jansson.h>
 
-#include "request.h"
+#include "run_spec.h"
 #include "runtime.h"
 
 /* Whether version satisfies the semver selector (node-semver's range
@@ -29,9 +29,9 @@ bool piston_version_match(const char *version, const char *selector);
  * installed ones in rts (the newest version that matches, by name or
  * alias); *chosen points at it. Returns 0; or -1 with Piston's message in
  * err ("python-9.x runtime is unknown", "files is required as an array"),
- * or req_parse's for what only the native request checks (a file's name),
+ * or run_spec_from_json's for what only the native request checks (a file's name),
  * and rq empty. */
-int piston_parse(const json_t *body, const struct runtime *rts, size_t n, struct req *rq,
+int piston_parse(const json_t *body, const struct runtime *rts, size_t n, struct run_spec *rq,
 		 const struct runtime **chosen, char *err, size_t errlen);
 
 /* The execute response for rt from a run's result (result_print_json's

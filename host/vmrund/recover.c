@@ -339,7 +339,8 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 		return -1;
 	if (cfg->anonymous_tenant[0] && (d->anonymous = tenants_by_name(&d->ts, cfg->anonymous_tenant)) < 0)
 		return errf(err, errlen, "anonymous_tenant %s: not a tenant in %s", cfg->anonymous_tenant, cfg->keys);
-	if (load_runtimes(d, err, errlen) || open_files(d, err, errlen))
+	if (load_runtimes(d, err, errlen) || run_policy_ceilings(&d->pol, cfg->policy, err, errlen) ||
+	    open_files(d, err, errlen))
 		return -1;
 	d->slots = host_slots(cfg);
 	node_size(d);
@@ -376,6 +377,7 @@ void vmrund_close(struct vmrund *d)
 	d->active = NULL;
 	free(d->rts);
 	d->rts = NULL;
+	policy_free(&d->pol);
 	tenants_free(&d->ts);
 	pthread_cond_destroy(&d->changed);
 	pthread_mutex_destroy(&d->lock);

@@ -93,7 +93,7 @@ struct store_ops {
 	 * of tenants not in ts are never claimed. With room (NULL: slots
 	 * alone), what node has left, and size, all it has: the runs chosen
 	 * fit room by their requests' limits.memory_mib and limits.disk_mib
-	 * (req_size_json's defaults where absent), read in the same
+	 * (run_spec_size_json's defaults where absent), read in the same
 	 * transaction. out[0..n) receives the claimed rows (free each).
 	 * Returns how many, or -1. */
 	int (*claim)(struct store *s, const char *node, unsigned n, const struct tenants *ts,

@@ -19,7 +19,7 @@
 
 #include "clock.h"
 #include "errmsg.h"
-#include "request.h"
+#include "run_spec.h"
 #include "scheduler.h"
 
 static struct store_pg *backend(struct store *s)
@@ -119,8 +119,8 @@ static int pg_sizes(struct store_pg *s, const struct tenants *ts, struct sched_s
 	if (!sz)
 		return errf(err, errlen, "store: out of memory claiming runs");
 	char mem[24], disk[24];
-	snprintf(mem, sizeof(mem), "%d", REQ_DEFAULT_MEMORY_MIB);
-	snprintf(disk, sizeof(disk), "%d", REQ_DEFAULT_DISK_MIB);
+	snprintf(mem, sizeof(mem), "%d", RUN_SPEC_DEFAULT_MEMORY_MIB);
+	snprintf(disk, sizeof(disk), "%d", RUN_SPEC_DEFAULT_DISK_MIB);
 	for (size_t i = 0; i < ts->n; i++) {
 		unsigned want = sched_want(&st[i], n);
 		st[i].next = sz;

@@ -18,7 +18,7 @@
 
 #include "clock.h"
 #include "errmsg.h"
-#include "request.h"
+#include "run_spec.h"
 #include "scheduler.h"
 
 enum stmt_id {
@@ -67,7 +67,7 @@ static const char *const stmt_sql[ST_N] = {
 		    " WHERE seq IN (SELECT seq FROM runs WHERE state = 'queued' AND tenant = ?1 ORDER BY seq LIMIT ?4)"
 		    " RETURNING " STORE_COLS,
 	/* A tenant's oldest queued runs' sizes, as their canonical requests
-	 * pin them (request.h's req_size_json, defaults ?3 and ?4), in the
+	 * pin them (run_spec.h's run_spec_size_json, defaults ?3 and ?4), in the
 	 * order ST_TAKE takes them. */
 	[ST_SIZES] = "SELECT coalesce(json_extract(request, '$.limits.memory_mib'), ?3),"
 		     " coalesce(json_extract(request, '$.limits.disk_mib'), ?4)"
@@ -350,7 +350,7 @@ static int read_sizes(struct store_sqlite *s, const struct tenants *ts, struct s
 		if (!want)
 			continue;
 		if (bind_text(st, 1, ts->t[i].name) || sqlite3_bind_int64(st, 2, want) ||
-		    sqlite3_bind_int64(st, 3, REQ_DEFAULT_MEMORY_MIB) || sqlite3_bind_int64(st, 4, REQ_DEFAULT_DISK_MIB))
+		    sqlite3_bind_int64(st, 3, RUN_SPEC_DEFAULT_MEMORY_MIB) || sqlite3_bind_int64(st, 4, RUN_SPEC_DEFAULT_DISK_MIB))
 			return bind_err(s, st, err, errlen);
 		int rc;
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW && stat[i].nnext < want) {

@@ -12,7 +12,7 @@
 #include <openssl/sha.h>
 
 #include "errmsg.h"
-#include "request.h"
+#include "run_spec.h"
 
 static bool name_ok(const char *s)
 {
@@ -277,30 +277,18 @@ int tenants_by_name(const struct tenants *ts, const char *name)
 	return -1;
 }
 
-/* rules[n] of one kind, each within t's ceiling; the first that is not
- * named by key and index. */
-static int check_rules(const struct tenant *t, char *const *rules, unsigned n, bool addr, char *err, size_t errlen)
+int tenant_net_check(const struct tenant *t, const struct run_spec *rq, char *err, size_t errlen)
 {
-	for (unsigned i = 0; i < n; i++) {
-		struct net_rule r;
-		char why[200];
-		/* req_parse checked each rule already; one that no longer parses
-		 * is refused here all the same, never let through */
-		bool ok = !net_rule_parse(rules[i], addr, &r, why, sizeof(why)) &&
-			  net_ceiling_admits(&r, t->net_any, t->net, t->nnet);
-		if (!ok)
+	unsigned nth[2] = { 0, 0 };   /* each rule's index in its own list */
+	for (unsigned i = 0; i < rq->nnet; i++) {
+		bool addr = rq->net[i].kind == NET_RULE_ADDR;
+		unsigned n = nth[addr]++;
+		if (!net_ceiling_admits(&rq->net[i], t->net_any, t->net, t->nnet))
 			return errf(err, errlen, "network.%s[%u]: beyond tenant %s's network ceiling%s",
-				    addr ? "allow_addr" : "allow", i, t->name,
+				    addr ? "allow_addr" : "allow", n, t->name,
 				    t->nnet || t->net_any ? "" : " (its runs get no network)");
 	}
 	return 0;
-}
-
-int tenant_net_check(const struct tenant *t, const struct req *rq, char *err, size_t errlen)
-{
-	if (check_rules(t, rq->allow_net, rq->nallow_net, false, err, errlen))
-		return -1;
-	return check_rules(t, rq->allow_net_addr, rq->nallow_net_addr, true, err, errlen);
 }
 
 int tenant_size_check(const struct tenant *t, uint64_t memory_mib, uint64_t disk_mib, char *err, size_t errlen)

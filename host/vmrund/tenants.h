@@ -16,7 +16,7 @@
  * characters of [A-Za-z0-9._-]; the file names every tenant before its
  * keys, and only the keys' SHA-256 digests are kept once it is read.
  *
- * The network ceiling: what a run's "network" (request.h) may allow.
+ * The network ceiling: what a run's "network" (run_spec.h) may allow.
  *   net=none                  the default: the tenant's runs get no network
  *   net=any                   any host name (the proxy dials public
  *                             addresses only)
@@ -36,7 +36,7 @@
 
 #include "netpolicy.h"
 
-struct req;
+struct run_spec;
 
 #define TENANT_NAME_MAX 64
 #define TENANT_KEY_MAX  128
@@ -89,7 +89,7 @@ int tenants_by_name(const struct tenants *ts, const char *name);
 /* Whether every network rule of rq is within t's ceiling: 0, or -1 with
  * the first that is not in err ("network.allow[0]: beyond tenant alice's
  * network ceiling"). A request without rules always passes. Pure. */
-int tenant_net_check(const struct tenant *t, const struct req *rq, char *err, size_t errlen);
+int tenant_net_check(const struct tenant *t, const struct run_spec *rq, char *err, size_t errlen);
 
 /* Whether a run of memory_mib guest memory and a workspace of disk_mib
  * (both as the run will get them, defaults applied) is within t's

@@ -1,8 +1,9 @@
 /* vmrund-worker: one run of vmrund, in its own process, so that one run's
  * failure cannot take down the others or the daemon.
  *
- *   vmrund-worker RUN_DIR VMM GUEST_DIR
+ *   vmrund-worker RUN_DIR VMM GUEST_DIR POLICY
  *
+ * POLICY: root's policy file, as vmrund read it ("" for none).
  * Reads RUN_DIR/request.json (host/vmrund/spool.h), writes the request's
  * files and stdin next to it, runs it through the run library with the
  * output streamed to RUN_DIR/output and kept for the result, and writes
@@ -25,10 +26,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "clock.h"
 #include "errmsg.h"
-#include "request.h"
+#include "run_spec.h"
 #include "result.h"
 #include "run.h"
 #include "spool.h"
@@ -40,11 +40,11 @@
 #define REQUEST_MAX_BYTES (64u << 20)
 
 struct worker {
-	const char *dir, *vmm, *guest;
-	struct req rq;
+	const char *dir, *vmm, *guest, *policy;
+	struct run_spec rq;
 	int output_fd, sigfd;
 	char files_dir[PATH_MAX], stdin_path[PATH_MAX], artifacts[PATH_MAX];
-	char *source_paths[REQ_MAX_FILES];
+	char *source_paths[RUN_SPEC_MAX_FILES];
 	bool output_failed;
 	/* the run library's last progress and guest console lines, said for
 	 * a run that went wrong (vmrund copies what we say into its log): a
@@ -76,7 +76,7 @@ static int read_request(struct worker *w, char *err, size_t errlen)
 		return errf(err, errlen, "%.300s: %s", path,
 			    errno ? strerror(errno) : "not a regular file of at most 64 MiB"), -1;
 	char why[400];
-	int rc = req_parse_text((const char *)buf, len, &w->rq, why, sizeof(why));
+	int rc = run_spec_from_text((const char *)buf, len, &w->rq, why, sizeof(why));
 	free(buf);
 	if (rc)
 		errf(err, errlen, "%.300s: %s", path, why);
@@ -106,25 +106,16 @@ static int write_inputs(struct worker *w, char *err, size_t errlen)
 	return 0;
 }
 
+/* The run: the spec as stored, and the host's side (this run's files
+ * and directories in RUN_DIR, vmm, the guest, root's policy file: the
+ * one vmrund checked the spec against). */
 static void build_request(const struct worker *w, struct run_request *req)
 {
-	const struct req *rq = &w->rq;
+	const struct run_spec *rq = &w->rq;
 	*req = (struct run_request){
-		.argv = rq->argv, .argc = (int)rq->argc, .env = (const char *const *)rq->env, .nenv = rq->nenv,
-		.timeout_s = rq->timeout_s, .memory_mib = rq->memory_mib,
-		/* 0 is "not given" in a request: vmrun's own defaults then */
-		.cpus = rq->cpus ? rq->cpus : VMRUN_DEFAULT_CPUS,
-		.disk_mib = rq->disk_mib ? rq->disk_mib : VMRUN_DEFAULT_DISK_MIB,
-		.max_output = rq->max_output ? rq->max_output : VMRUN_DEFAULT_MAX_OUTPUT, .runtime = rq->runtime[0] ? rq->runtime : NULL, .vmm = w->vmm,
-		.guest_dir = w->guest, .system_policy = NULL,
-		.compile = { rq->compile.timeout_s, rq->compile.memory_mib, rq->compile.cpu_time_ms },
-		.run = { rq->run.timeout_s, rq->run.memory_mib, rq->run.cpu_time_ms },
+		.spec = rq, .vmm = w->vmm, .guest_dir = w->guest, .system_policy = w->policy,
 		.stdin_file = rq->has_stdin ? w->stdin_path : NULL,
 		.artifacts = rq->keep_artifacts ? w->artifacts : NULL,
-		/* checked against the tenant's ceiling when vmrund took the run;
-		 * the run library checks the system policy's */
-		.allow_net = (const char *const *)rq->allow_net, .nallow_net = rq->nallow_net,
-		.allow_net_addr = (const char *const *)rq->allow_net_addr, .nallow_net_addr = rq->nallow_net_addr,
 	};
 	if (rq->source) {
 		req->sources = (const char *const *)w->source_paths;
@@ -221,11 +212,11 @@ static void write_vm_id(const struct worker *w, const char *id)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		say("usage: vmrund-worker RUN_DIR VMM GUEST_DIR (vmrund starts it)");
+	if (argc != 5) {
+		say("usage: vmrund-worker RUN_DIR VMM GUEST_DIR POLICY (vmrund starts it)");
 		return 2;
 	}
-	struct worker w = { .dir = argv[1], .vmm = argv[2], .guest = argv[3], .output_fd = -1 };
+	struct worker w = { .dir = argv[1], .vmm = argv[2], .guest = argv[3], .policy = argv[4], .output_fd = -1 };
 	if ((w.sigfd = run_cancel_signals()) < 0 || prctl(PR_SET_PDEATHSIG, SIGTERM) < 0) {
 		say("signals: %s", strerror(errno));
 		return 1;
@@ -268,9 +259,9 @@ int main(int argc, char **argv)
 	status = write_result(&w, r) ? 1 : 0;
 	result_free(r);
 out:
-	for (unsigned i = 0; i < REQ_MAX_FILES; i++)
+	for (unsigned i = 0; i < RUN_SPEC_MAX_FILES; i++)
 		free(w.source_paths[i]);
-	req_free(&w.rq);
+	run_spec_free(&w.rq);
 	free(r);
 	free(plan);
 	close(w.output_fd);

@@ -1,7 +1,7 @@
-/* libFuzzer harness for vmrund's request bodies (host/vmrund/request.c,
+/* libFuzzer harness for vmrund's request bodies (host/run_spec.c,
  * host/vmrund/piston.c): both are client input. Each input is parsed as a
  * native body; one that parses must come back the same from its canonical
- * form (req_to_json, dumped and parsed again), since the store keeps that
+ * form (run_spec_to_json, dumped and parsed again), since the store keeps that
  * form and the worker runs what it reads. The same input is then tried as
  * a Piston execute body against three runtimes. Beyond the sanitizers it
  * checks that every refusal is one non-empty line. */
@@ -22,17 +22,20 @@ static bool same_bytes(const unsigned char *a, size_t na, const unsigned char *b
 	return na == nb && (!na || !memcmp(a, b, na));
 }
 
-static bool same_strings(char *const *a, unsigned na, char *const *b, unsigned nb)
+/* Rules that allow the same: a rule written again and parsed back is
+ * the rule it was. */
+static bool same_rules(const struct net_rule *a, unsigned na, const struct net_rule *b, unsigned nb)
 {
 	if (na != nb)
 		return false;
 	for (unsigned i = 0; i < na; i++)
-		if (strcmp(a[i], b[i]))
+		if (a[i].kind != b[i].kind || strcmp(a[i].host, b[i].host) || memcmp(a[i].addr, b[i].addr, 16) ||
+		    a[i].prefix != b[i].prefix || a[i].port != b[i].port)
 			return false;
 	return true;
 }
 
-static bool same_req(const struct req *a, const struct req *b)
+static bool same_req(const struct run_spec *a, const struct run_spec *b)
 {
 	if (strcmp(a->runtime, b->runtime) || a->source != b->source || a->argc != b->argc ||
 	    a->nfiles != b->nfiles || a->has_stdin != b->has_stdin || a->nenv != b->nenv ||
@@ -51,28 +54,27 @@ static bool same_req(const struct req *a, const struct req *b)
 	for (unsigned i = 0; i < a->nenv; i++)
 		if (strcmp(a->env[i], b->env[i]))
 			return false;
-	return same_strings(a->allow_net, a->nallow_net, b->allow_net, b->nallow_net) &&
-	       same_strings(a->allow_net_addr, a->nallow_net_addr, b->allow_net_addr, b->nallow_net_addr);
+	return same_rules(a->net, a->nnet, b->net, b->nnet);
 }
 
 static void native(const uint8_t *data, size_t len)
 {
 	char err[512] = "";
-	struct req a, b;
-	int rc = req_parse_text((const char *)data, len, &a, err, sizeof(err));
+	struct run_spec a, b;
+	int rc = run_spec_from_text((const char *)data, len, &a, err, sizeof(err));
 	one_line(rc, err);
 	if (rc)
 		return;
-	json_t *j = req_to_json(&a);
+	json_t *j = run_spec_to_json(&a);
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	if (!text)
 		abort();
-	if (req_parse_text(text, strlen(text), &b, err, sizeof(err)) || !same_req(&a, &b))
+	if (run_spec_from_text(text, strlen(text), &b, err, sizeof(err)) || !same_req(&a, &b))
 		abort();   /* the canonical form means something else */
 	free(text);
 	json_decref(j);
-	req_free(&a);
-	req_free(&b);
+	run_spec_free(&a);
+	run_spec_free(&b);
 }
 
 static void piston(const uint8_t *data, size_t len)
@@ -89,13 +91,13 @@ static void piston(const uint8_t *data, size_t len)
 	if (!body)
 		return;
 	char err[512] = "";
-	struct req rq;
+	struct run_spec rq;
 	const struct runtime *rt;
 	int rc = piston_parse(body, rts, sizeof(rts) / sizeof(rts[0]), &rq, &rt, err, sizeof(err));
 	one_line(rc, err);
 	if (!rc && (!rt || !rq.source || strcmp(rq.runtime, rt->name)))
 		abort();
-	req_free(&rq);
+	run_spec_free(&rq);
 	json_decref(body);
 }
 

@@ -26,6 +26,7 @@ static int parse(const char *first, ...)
 		argv[argc++] = (char *)w;
 	va_end(ap);
 	err[0] = '\0';
+	cli_free(&o);   /* the last parse's spec */
 	return cli_parse(argc, argv, &o, err, sizeof(err));
 }
 
@@ -39,18 +40,18 @@ static void defaults_and_options(void **state)
 {
 	(void)state;
 	assert_int_equal(parse("true", NULL), 0);
-	assert_int_equal(o.memory_mib, 0);   /* not given: the run library decides */
-	assert_true(o.timeout_s == 0);
+	assert_int_equal(o.spec.memory_mib, 0);   /* not given: the run library decides */
+	assert_true(o.spec.timeout_s == 0);
 	assert_false(o.allow_weaker_jail);
 	assert_int_equal(parse("-m", "512", "--allow-weaker-jail", "--json", "-e", "A=1", "--", "sh", "-c", "x", NULL), 0);
-	assert_int_equal(o.memory_mib, 512);
+	assert_int_equal(o.spec.memory_mib, 512);
 	assert_true(o.allow_weaker_jail && o.json);
-	assert_int_equal(o.nenv, 1);
-	assert_int_equal(o.argc, 3);
-	assert_string_equal(o.argv[0], "sh");
+	assert_int_equal(o.spec.nenv, 1);
+	assert_int_equal(o.spec.argc, 3);
+	assert_string_equal(o.spec.argv[0], "sh");
 	/* PROGRAM's own options are its own */
 	assert_int_equal(parse("ls", "-m", "x", NULL), 0);
-	assert_int_equal(o.argc, 3);
+	assert_int_equal(o.spec.argc, 3);
 }
 
 static void refusals_are_one_line_without_prefix(void **state)
@@ -75,20 +76,20 @@ static void source_mode(void **state)
 			       "b.c", "--", "x", "-y", NULL), 0);
 	assert_int_equal(o.nsources, 2);
 	assert_string_equal(o.sources[1], "b.c");
-	assert_int_equal(o.argc, 2);
-	assert_string_equal(o.argv[1], "-y");
-	assert_int_equal(o.run.cpu_time_ms, 1500);
-	assert_int_equal(o.compile.memory_mib, 512);
+	assert_int_equal(o.spec.argc, 2);
+	assert_string_equal(o.spec.argv[1], "-y");
+	assert_int_equal(o.spec.run.cpu_time_ms, 1500);
+	assert_int_equal(o.spec.compile.memory_mib, 512);
 	/* getopt took the "--" itself: everything after it is ARGs */
 	assert_int_equal(parse("--runtime", "c", "--source", "a.c", "--", "b.c", NULL), 0);
 	assert_int_equal(o.nsources, 1);
-	assert_int_equal(o.argc, 1);
-	assert_string_equal(o.argv[0], "b.c");
+	assert_int_equal(o.spec.argc, 1);
+	assert_string_equal(o.spec.argv[0], "b.c");
 	/* repeated --source, no ARGs */
 	assert_int_equal(parse("--runtime", "py", "--source", "a.py", "--source", "b.py", "--run-timeout", "3", NULL), 0);
 	assert_int_equal(o.nsources, 2);
-	assert_int_equal(o.argc, 0);
-	assert_true(o.run.timeout_s == 3);
+	assert_int_equal(o.spec.argc, 0);
+	assert_true(o.spec.run.timeout_s == 3);
 	assert_refused(parse("--source", "a.c", NULL), "--source needs --runtime (see `vmrun runtimes`)");
 	assert_refused(parse("--run-timeout", "3", "true", NULL), "--run-timeout is a source-mode limit: it needs --source");
 	assert_refused(parse("--runtime", "c", "--compile-memory", "8", "--source", "a.c", NULL),
@@ -97,36 +98,49 @@ static void source_mode(void **state)
 		       "--run-cpu-time: '-1' is not a number of seconds above 0 and at most 86400");
 }
 
-/* --allow-net and --allow-net-addr: repeatable, syntax checked here, the
- * text kept as given (normalizing and the ceiling come with the plan). */
+/* rules of o's spec of one kind (addr: address rules), as written again,
+ * joined by spaces. */
+static const char *rules(bool addr)
+{
+	static char out[1024];
+	out[0] = '\0';
+	for (unsigned i = 0; i < o.spec.nnet; i++) {
+		char text[300];
+		if ((o.spec.net[i].kind == NET_RULE_ADDR) != addr)
+			continue;
+		net_rule_format(&o.spec.net[i], text, sizeof(text));
+		snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s", out[0] ? " " : "", text);
+	}
+	return out;
+}
+
+/* --allow-net and --allow-net-addr: repeatable, parsed here once into the
+ * spec, normalized (the ceiling comes with the plan). */
 static void network_options(void **state)
 {
 	(void)state;
 	assert_int_equal(parse("true", NULL), 0);
-	assert_int_equal(o.nallow_net, 0);
-	assert_int_equal(o.nallow_net_addr, 0);
+	assert_int_equal(o.spec.nnet, 0);
 	char bucher[] = "B\xc3\xbc" "cher.Example.", up[] = "API.example.com:8443";
 	assert_int_equal(parse("--allow-net", up, "--allow-net-addr", "10.0.0.0/8", "--allow-net", "*.pypi.org",
 			       "--allow-net", bucher, "--allow-net-addr", "[fd00::/8]:8080", "python3", NULL), 0);
-	assert_int_equal(o.nallow_net, 3);
-	assert_int_equal(o.nallow_net_addr, 2);
-	assert_ptr_equal(o.allow_net[0], up);   /* as given: not lowercased, the port still on */
-	assert_string_equal(o.allow_net[0], "API.example.com:8443");
-	assert_string_equal(o.allow_net[1], "*.pypi.org");
-	assert_ptr_equal(o.allow_net[2], bucher);   /* no IDNA conversion here */
-	assert_string_equal(o.allow_net[2], "B\xc3\xbc" "cher.Example.");
-	assert_string_equal(o.allow_net_addr[0], "10.0.0.0/8");
-	assert_string_equal(o.allow_net_addr[1], "[fd00::/8]:8080");
-	assert_int_equal(o.argc, 1);
-	assert_string_equal(o.argv[0], "python3");
+	assert_int_equal(o.spec.nnet, 5);
+	/* in the order given, lowercased, IDNA converted, the port kept */
+	assert_string_equal(rules(false), "api.example.com:8443 *.pypi.org xn--bcher-kva.example");
+	assert_string_equal(rules(true), "10.0.0.0/8 [fd00::/8]:8080");
+	assert_int_equal(o.spec.net[0].kind, NET_RULE_HOST);
+	assert_int_equal(o.spec.net[1].kind, NET_RULE_ADDR);
+	assert_int_equal(o.spec.net[2].kind, NET_RULE_SUFFIX);
+	assert_int_equal(o.spec.argc, 1);
+	assert_string_equal(o.spec.argv[0], "python3");
 	/* =VALUE works too; after PROGRAM they are PROGRAM's */
 	assert_int_equal(parse("--allow-net=a.test", "sh", "--allow-net", "10.0.0.1", NULL), 0);
-	assert_int_equal(o.nallow_net, 1);
-	assert_string_equal(o.allow_net[0], "a.test");
-	assert_int_equal(o.argc, 3);
+	assert_int_equal(o.spec.nnet, 1);
+	assert_string_equal(rules(false), "a.test");
+	assert_int_equal(o.spec.argc, 3);
 	/* each parse starts from none */
 	assert_int_equal(parse("true", NULL), 0);
-	assert_int_equal(o.nallow_net, 0);
+	assert_int_equal(o.spec.nnet, 0);
 }
 
 static void assert_refused_has(int rc, const char *part)
@@ -160,28 +174,32 @@ static void network_option_refusals(void **state)
 	assert_refused(parse("--allow-net", NULL), "--allow-net needs a value (see --help)");
 }
 
-/* At most PROXY_RULES_MAX of each. */
+/* At most RUN_SPEC_MAX_NET_RULES in all, as the run's proxy holds:
+ * that many of either kind, or of both together, and not one more. */
 static void network_option_limit(void **state)
 {
 	(void)state;
-	static char *argv[2 * (PROXY_RULES_MAX + 1) + 3];
-	for (int opt = 0; opt < 2; opt++) {
+	static char *argv[2 * (RUN_SPEC_MAX_NET_RULES + 1) + 3];
+	for (int opt = 0; opt < 3; opt++) {   /* names, addresses, both in turn */
 		for (int extra = 0; extra < 2; extra++) {
 			int argc = 0;
 			argv[argc++] = "vmrun";
-			for (int i = 0; i < PROXY_RULES_MAX + extra; i++) {
-				argv[argc++] = opt ? "--allow-net-addr" : "--allow-net";
-				argv[argc++] = opt ? "10.0.0.0/8" : "a.test";
+			for (int i = 0; i < RUN_SPEC_MAX_NET_RULES + extra; i++) {
+				bool addr = opt == 1 || (opt == 2 && i % 2);
+				argv[argc++] = addr ? "--allow-net-addr" : "--allow-net";
+				argv[argc++] = addr ? "10.0.0.0/8" : "a.test";
 			}
 			argv[argc++] = "true";
 			argv[argc] = NULL;
 			err[0] = '\0';
+			cli_free(&o);
 			int rc = cli_parse(argc, argv, &o, err, sizeof(err));
 			if (!extra) {
 				assert_int_equal(rc, 0);
-				assert_int_equal(opt ? o.nallow_net_addr : o.nallow_net, PROXY_RULES_MAX);
+				assert_int_equal(o.spec.nnet, RUN_SPEC_MAX_NET_RULES);
 			} else {
-				assert_refused(rc, opt ? "--allow-net-addr: at most 64" : "--allow-net: at most 64");
+				assert_refused(rc, opt == 1 ? "--allow-net-addr: at most 64 rules in all"
+							    : "--allow-net: at most 64 rules in all");
 			}
 		}
 	}
@@ -198,7 +216,7 @@ static void cold_option(void **state)
 	/* after PROGRAM it is PROGRAM's */
 	assert_int_equal(parse("true", "--cold", NULL), 0);
 	assert_false(o.cold);
-	assert_int_equal(o.argc, 2);
+	assert_int_equal(o.spec.argc, 2);
 }
 
 /* cli_parse_snapshot on "vmrun snapshot" and the words given. */
@@ -212,6 +230,7 @@ static int parse_snapshot(const char *first, ...)
 		argv[argc++] = (char *)w;
 	va_end(ap);
 	err[0] = '\0';
+	cli_free(&o);
 	return cli_parse_snapshot(argc, argv, &o, err, sizeof(err));
 }
 
@@ -219,16 +238,16 @@ static void snapshot_subcommand(void **state)
 {
 	(void)state;
 	assert_int_equal(parse_snapshot(NULL), 0);
-	assert_null(o.runtime);
+	assert_string_equal(o.spec.runtime, "");
 	assert_null(o.rootfs);
-	assert_int_equal(o.memory_mib, 0);   /* the run library's default */
-	assert_int_equal(o.cpus, VMRUN_DEFAULT_CPUS);
+	assert_int_equal(o.spec.memory_mib, 0);   /* the run library's default */
+	assert_int_equal(o.spec.cpus, 0);   /* the run library's default */
 	assert_int_equal(parse_snapshot("--runtime", "python", "--kernel", "/k", "-m", "512", "--cpus", "2",
 					"--allow-weaker-jail", "-v", NULL), 0);
-	assert_string_equal(o.runtime, "python");
+	assert_string_equal(o.spec.runtime, "python");
 	assert_string_equal(o.kernel, "/k");
-	assert_int_equal(o.memory_mib, 512);
-	assert_int_equal(o.cpus, 2);
+	assert_int_equal(o.spec.memory_mib, 512);
+	assert_int_equal(o.spec.cpus, 2);
 	assert_true(o.allow_weaker_jail && o.verbose);
 	assert_int_equal(parse_snapshot("--rootfs", "/r.ext4", "--memory", "256", NULL), 0);
 	assert_string_equal(o.rootfs, "/r.ext4");

@@ -49,6 +49,7 @@ static void defaults(void **state)
 	assert_string_equal(c.audit_log, "/var/log/vmrun/audit.jsonl");
 	assert_string_equal(c.worker, "");
 	assert_string_equal(c.guest_dir, "");
+	assert_string_equal(c.policy, "/etc/vmrun/policy");   /* root's, as vmrun reads it */
 	assert_int_equal(c.slots, 0);
 	assert_int_equal(c.queue_max, 256);
 	assert_int_equal(c.max_body, 16u << 20);
@@ -185,8 +186,9 @@ static void paths(void **state)
 	struct vmrund_config c;
 	assert_int_equal(parse(&c, "state_db = /srv/state.db\nrun_dir = /srv/runs\nkeys = /srv/keys\n"
 				   "audit_log = /srv/audit.jsonl\nworker = /opt/vmrun/bin/vmrund-worker\n"
-				   "guest_dir = /opt/vmrun/guest\n"),
+				   "guest_dir = /opt/vmrun/guest\npolicy = /srv/policy\n"),
 			 0);
+	assert_string_equal(c.policy, "/srv/policy");
 	assert_string_equal(c.state_db, "/srv/state.db");
 	assert_string_equal(c.run_dir, "/srv/runs");
 	assert_string_equal(c.keys, "/srv/keys");
@@ -196,7 +198,7 @@ static void paths(void **state)
 
 	/* relative paths refused everywhere; empty only where it means something */
 	const char *required[] = { "state_db", "run_dir", "keys" };
-	const char *optional[] = { "audit_log", "worker", "guest_dir" };
+	const char *optional[] = { "audit_log", "worker", "guest_dir", "policy" };
 	char line[128], want[128];
 	for (size_t i = 0; i < 3; i++) {
 		snprintf(want, sizeof(want), "%s: an absolute path", required[i]);
@@ -208,14 +210,15 @@ static void paths(void **state)
 		refused(line, want);
 		assert_null(strstr(err, "or nothing"));
 	}
-	for (size_t i = 0; i < 3; i++) {
+	for (size_t i = 0; i < 4; i++) {
 		snprintf(want, sizeof(want), "%s: an absolute path, or nothing", optional[i]);
 		snprintf(line, sizeof(line), "%s = ./x", optional[i]);
 		refused(line, want);
 		snprintf(line, sizeof(line), "%s =", optional[i]);
 		assert_int_equal(parse(&c, line), 0);
 	}
-	assert_int_equal(parse(&c, "audit_log =\nworker =\nguest_dir=\n"), 0);
+	assert_int_equal(parse(&c, "audit_log =\nworker =\nguest_dir=\npolicy =\n"), 0);
+	assert_string_equal(c.policy, "");   /* none: the built-in ceilings */
 	assert_string_equal(c.audit_log, "");
 	assert_string_equal(c.worker, "");
 	assert_string_equal(c.guest_dir, "");

@@ -133,7 +133,7 @@ static void versions(void **state)
 				 cases[i].want ? "a match" : "none");
 }
 
-static int execute(const char *text, struct req *rq, const struct runtime **rt)
+static int execute(const char *text, struct run_spec *rq, const struct runtime **rt)
 {
 	json_error_t je;
 	json_t *body = json_loads(text, 0, &je);
@@ -147,20 +147,20 @@ static int execute(const char *text, struct req *rq, const struct runtime **rt)
 
 static void refused(const char *text, const char *want)
 {
-	struct req rq;
+	struct run_spec rq;
 	const struct runtime *rt = rts;
 	int rc = execute(text, &rq, &rt);
 	if (rc != -1 || strcmp(err, want))
 		fail_msg("%s\n  gave rc %d, \"%s\"; wanted \"%s\"", text, rc, err, want);
 	assert_null(rt);
 	assert_null(rq.files);
-	req_free(&rq);
+	run_spec_free(&rq);
 }
 
 static void chooses_runtime(void **state)
 {
 	(void)state;
-	struct req rq;
+	struct run_spec rq;
 	const struct runtime *rt;
 	assert_int_equal(
 		execute("{\"language\": \"py\", \"version\": \"3.x\", \"files\": [{\"content\": \"print(1)\"}]}", &rq,
@@ -170,28 +170,28 @@ static void chooses_runtime(void **state)
 	assert_string_equal(rq.runtime, "python");
 	assert_true(rq.source);
 	assert_string_equal(rq.files[0].name, "file0.py");
-	req_free(&rq);
+	run_spec_free(&rq);
 	assert_int_equal(execute("{\"language\": \"python3\", \"version\": \"3.9\", \"files\": [{\"content\": \"\"}]}",
 				 &rq, &rt),
 			 0);
 	assert_ptr_equal(rt, &rts[0]);
-	req_free(&rq);
+	run_spec_free(&rq);
 	assert_int_equal(execute("{\"language\": \"python\", \"version\": \"<3.11\", \"files\": [{\"content\": \"\"}]}",
 				 &rq, &rt),
 			 0);
 	assert_ptr_equal(rt, &rts[0]);
-	req_free(&rq);
+	run_spec_free(&rq);
 	assert_int_equal(execute("{\"language\": \"javascript\", \"version\": \"*\", \"files\": [{\"content\": \"\"}]}",
 				 &rq, &rt),
 			 0);
 	assert_ptr_equal(rt, &rts[4]);
-	req_free(&rq);
+	run_spec_free(&rq);
 	assert_int_equal(execute("{\"language\": \"jdk\", \"version\": \"17.0.21\", \"files\": [{\"content\": \"\"}]}",
 				 &rq, &rt),
 			 0);
 	assert_ptr_equal(rt, &rts[3]);
 	assert_string_equal(rq.files[0].name, "file0.java");
-	req_free(&rq);
+	run_spec_free(&rq);
 	refused("{\"language\": \"py\", \"version\": \"9.x\", \"files\": [{\"content\": \"\"}]}",
 		"py-9.x runtime is unknown");
 	refused("{\"language\": \"pyt\", \"version\": \"*\", \"files\": [{\"content\": \"\"}]}",
@@ -203,7 +203,7 @@ static void chooses_runtime(void **state)
 static void translates(void **state)
 {
 	(void)state;
-	struct req rq;
+	struct run_spec rq;
 	const struct runtime *rt;
 	assert_int_equal(execute("{\"language\": \"c\", \"version\": \"12\", \"files\": ["
 				 "{\"name\": \"data\", \"content\": \"AAE=\", \"encoding\": \"base64\"},"
@@ -235,7 +235,7 @@ static void translates(void **state)
 	assert_int_equal(rq.compile.memory_mib, 0);
 	assert_int_equal(rq.run.memory_mib, 2); /* rounded up */
 	assert_true(rq.timeout_s == 0);
-	req_free(&rq);
+	run_spec_free(&rq);
 
 	/* an interpreter ignores the compile limits, whatever they hold */
 	assert_int_equal(
@@ -250,7 +250,7 @@ static void translates(void **state)
 	assert_true(rq.run.timeout_s == 0); /* 0 is Piston's "not given" */
 	assert_false(rq.has_stdin);
 	assert_int_equal(rq.argc, 0);
-	req_free(&rq);
+	run_spec_free(&rq);
 
 	assert_int_equal(
 		execute("{\"language\": \"py\", \"version\": \"3\", \"files\": [{\"name\": \"\", \"content\": \"\"}],"
@@ -259,7 +259,7 @@ static void translates(void **state)
 		0);
 	assert_string_equal(rq.files[0].name, "file0.py");
 	assert_int_equal(rq.stdin_len, 2);
-	req_free(&rq);
+	run_spec_free(&rq);
 }
 
 static void refuses(void **state)

@@ -180,6 +180,7 @@ static void classify_cancel_and_start_error(void **state)
 struct fx {
 	char dir[64], vmm[128], guest[128], kernel[160], rootfs[160], manifest[160], sys_policy[128];
 	char priv[128], file[160];
+	struct run_spec spec;   /* borrows argv and the tests' arrays: never freed */
 	struct run_request req;
 	struct run_plan plan;
 	char *argv[4];
@@ -214,10 +215,11 @@ static int fx_setup(void **state)
 	write_file(f->rootfs, "rootfs", 0644);
 	write_file(f->manifest, "/bin/sh\n/usr/bin/true\n/usr/bin/python3\n", 0644);
 	f->argv[0] = "true";
-	f->req = (struct run_request){
+	f->spec = (struct run_spec){
 		.argv = f->argv, .argc = 1, .timeout_s = 10, .memory_mib = 256, .cpus = 1, .disk_mib = 64,
-		.max_output = 1 << 20, .vmm = f->vmm, .guest_dir = f->guest, .system_policy = "",
+		.max_output = 1 << 20,
 	};
+	f->req = (struct run_request){ .spec = &f->spec, .vmm = f->vmm, .guest_dir = f->guest, .system_policy = "" };
 	*state = f;
 	return 0;
 }
@@ -263,12 +265,12 @@ static void plan_builds_once(void **state)
 {
 	struct fx *f = *state;
 	char *argv[] = { "sh", "-c", "echo hi", NULL };
-	const char *env[] = { "A=1" };
-	f->req.argv = argv;
-	f->req.argc = 3;
-	f->req.env = env;
-	f->req.nenv = 1;
-	f->req.memory_mib = 512;
+	char *env[] = { "A=1" };
+	f->spec.argv = argv;
+	f->spec.argc = 3;
+	f->spec.env = env;
+	f->spec.nenv = 1;
+	f->spec.memory_mib = 512;
 	assert_int_equal(build(f), 0);
 	assert_true(f->plan.kernel_fd >= 0 && f->plan.rootfs_fd >= 0);
 	assert_int_equal(f->plan.stdin_fd, -1);
@@ -319,11 +321,11 @@ static void plan_refuses_program_and_limits(void **state)
 	assert_refused(f, "/usr/bin/../bin/sh is not in the allowlist");
 	assert_int_equal(r.term, TERM_DENIED);
 	f->argv[0] = "true";
-	f->req.memory_mib = 8192;
+	f->spec.memory_mib = 8192;
 	assert_refused(f, "--memory 8192 exceeds the policy's ceiling of 4096");
 	assert_int_equal(r.term, TERM_ERROR);
-	f->req.memory_mib = 256;
-	f->req.timeout_s = 301;
+	f->spec.memory_mib = 256;
+	f->spec.timeout_s = 301;
 	assert_refused(f, "--timeout 301 exceeds the policy's ceiling of 300 s");
 }
 
@@ -335,7 +337,7 @@ static void plan_policies(void **state)
 	if (geteuid() != 0)
 		skip();   /* root's policy file must be root's */
 	as_caller();
-	f->req.memory_mib = 8192;
+	f->spec.memory_mib = 8192;
 	f->req.system_policy = f->sys_policy;
 	write_file(f->sys_policy, "max_memory 16384\n", 0644);
 	assert_int_equal(build(f), 0);
@@ -464,13 +466,13 @@ static void plan_snapshot(void **state)
 {
 	struct fx *f = *state;
 	char err[512];
-	f->req.argv = NULL;
-	f->req.argc = 0;
-	f->req.memory_mib = 0;
-	f->req.cpus = 2;
+	f->spec.argv = NULL;
+	f->spec.argc = 0;
+	f->spec.memory_mib = 0;
+	f->spec.cpus = 2;
 	assert_int_equal(run_plan_snapshot(&f->plan, &f->req, err, sizeof(err)), 0);
 	assert_true(f->plan.kernel_fd >= 0 && f->plan.rootfs_fd >= 0);
-	assert_int_equal(f->plan.memory_mib, RUN_DEFAULT_MEMORY_MIB);
+	assert_int_equal(f->plan.memory_mib, RUN_SPEC_DEFAULT_MEMORY_MIB);
 	assert_string_equal(f->plan.snap_argv[6], "256");
 	assert_string_equal(f->plan.snap_argv[8], "2");
 	assert_string_equal(f->plan.snap_argv[12], "none");
@@ -478,19 +480,19 @@ static void plan_snapshot(void **state)
 	run_plan_release(&f->plan);
 	assert_int_equal(f->plan.kernel_fd, -1);
 	/* the policy's ceilings hold as for a run */
-	f->req.memory_mib = 8192;
+	f->spec.memory_mib = 8192;
 	assert_int_equal(run_plan_snapshot(&f->plan, &f->req, err, sizeof(err)), -1);
 	assert_string_equal(err, "--memory 8192 exceeds the policy's ceiling of 4096");
 	assert_int_equal(f->plan.kernel_fd, -1);
-	f->req.memory_mib = 256;
+	f->spec.memory_mib = 256;
 	f->req.kernel = "/nonexistent/vmlinux";
 	assert_int_equal(run_plan_snapshot(&f->plan, &f->req, err, sizeof(err)), -1);
 	assert_string_equal(err, "--kernel /nonexistent/vmlinux: No such file or directory");
 	/* a run's --cold */
 	f->req.kernel = NULL;
 	char *argv[] = { "true", NULL };
-	f->req.argv = argv;
-	f->req.argc = 1;
+	f->spec.argv = argv;
+	f->spec.argc = 1;
 	f->req.cold = true;
 	assert_int_equal(build(f), 0);
 	assert_true(f->plan.cold);
@@ -510,7 +512,7 @@ static void plan_runtime(void **state)
 	write_file(path, "image", 0644);
 	snprintf(path, sizeof(path), "%s/javascript.programs", rt);
 	write_file(path, "/bin/sh\n/usr/bin/node\n", 0644);
-	f->req.runtime = "node";
+	snprintf(f->spec.runtime, sizeof(f->spec.runtime), "node");
 	f->argv[0] = "node";
 	assert_int_equal(build(f), 0);
 	assert_string_equal(f->plan.runtime, "javascript");
@@ -521,9 +523,9 @@ static void plan_runtime(void **state)
 	assert_refused(f, "python3: no such program in the guest image");
 	assert_int_equal(r.term, TERM_NOT_FOUND);
 	f->argv[0] = "node";
-	f->req.runtime = "ruby";
+	snprintf(f->spec.runtime, sizeof(f->spec.runtime), "ruby");
 	assert_refused(f, "--runtime ruby: no such runtime (installed: javascript)");
-	f->req.runtime = "js";
+	snprintf(f->spec.runtime, sizeof(f->spec.runtime), "js");
 	f->req.rootfs = f->rootfs;
 	assert_refused(f, "--runtime and --rootfs name two root images; give one");
 }
@@ -558,14 +560,15 @@ static void plan_source_mode(void **state)
 	write_file(b, "int x;\n", 0644);
 	const char *sources[] = { a, b };
 	char *args[] = { "x", "y z" };
-	f->req.runtime = "c";
+	snprintf(f->spec.runtime, sizeof(f->spec.runtime), "c");
+	f->spec.source = true;
 	f->req.sources = sources;
 	f->req.nsources = 2;
-	f->req.argv = args;
-	f->req.argc = 2;
-	f->req.timeout_s = 0;
-	f->req.memory_mib = 0;
-	f->req.run.cpu_time_ms = 1500;
+	f->spec.argv = args;
+	f->spec.argc = 2;
+	f->spec.timeout_s = 0;
+	f->spec.memory_mib = 0;
+	f->spec.run.cpu_time_ms = 1500;
 	assert_int_equal(build(f), 0);
 	struct proto_request *p = &f->plan.proto;
 	assert_int_equal(p->nstages, 2);
@@ -591,12 +594,12 @@ static void plan_source_mode(void **state)
 	run_plan_release(&f->plan);
 	/* a stage memory above the VM's; a compile limit without a compile
 	 * stage is caught by the runtime check below */
-	f->req.memory_mib = 256;
+	f->spec.memory_mib = 256;
 	assert_refused(f, "the compile stage's memory limit of 512 MiB exceeds the VM's 256 MiB (--memory)");
-	f->req.memory_mib = 0;
-	f->req.compile.timeout_s = 400;
+	f->spec.memory_mib = 0;
+	f->spec.compile.timeout_s = 400;
 	assert_refused(f, "--timeout 415 exceeds the policy's ceiling of 300 s");
-	f->req.compile.timeout_s = 0;
+	f->spec.compile.timeout_s = 0;
 	/* two files of one name; one the caller cannot read; --source without
 	 * --runtime */
 	sources[1] = "/nonexistent/main.c";
@@ -612,7 +615,7 @@ static void plan_source_mode(void **state)
 	write_file(b, "secret", 0600);
 	assert_refused(f, "--source ");
 	assert_non_null(strstr(r.message, "Permission denied"));
-	f->req.runtime = NULL;
+	f->spec.runtime[0] = '\0';
 	assert_refused(f, "--source needs --runtime");
 }
 

@@ -27,6 +27,7 @@
 
 struct fx {
 	struct policy p;
+	struct run_spec spec;
 	struct run_request req;
 	struct proxy_config c;
 	char err[512];
@@ -45,6 +46,7 @@ static int fx_teardown(void **state)
 {
 	struct fx *f = *state;
 	policy_free(&f->p);
+	run_spec_free(&f->spec);
 	free(f);
 	return 0;
 }
@@ -71,8 +73,16 @@ static void policy(struct fx *f, const char *text)
 /* run_net_plan of f's policy and a request with these rules. */
 static int plan(struct fx *f, const char *const *net, unsigned nnet, const char *const *addr, unsigned naddr)
 {
-	f->req = (struct run_request){ .allow_net = net, .nallow_net = nnet, .allow_net_addr = addr,
-				       .nallow_net_addr = naddr };
+	/* the rules as a front end parses them into the spec (vmrun's
+	 * options, test_cli.c; the API's fields, test_run_spec.c) */
+	run_spec_free(&f->spec);
+	for (unsigned i = 0; i < nnet + naddr; i++) {
+		struct net_rule r;
+		assert_int_equal(net_rule_parse(i < nnet ? net[i] : addr[i - nnet], i >= nnet, &r, f->err, sizeof(f->err)),
+				 0);
+		assert_int_equal(run_spec_add_rule(&f->spec, &r), 0);
+	}
+	f->req = (struct run_request){ .spec = &f->spec };
 	proxy_config_init(&f->c);
 	f->err[0] = '\0';
 	return run_net_plan(&f->p, &f->req, &f->c, f->err, sizeof(f->err));
@@ -91,13 +101,6 @@ static void assert_err(struct fx *f, int rc, const char *want)
 {
 	assert_int_equal(rc, -1);
 	assert_string_equal(f->err, want);
-}
-
-static void assert_err_starts(struct fx *f, int rc, const char *start, const char *part)
-{
-	assert_int_equal(rc, -1);
-	if (strncmp(f->err, start, strlen(start)) || !strstr(f->err, part) || strchr(f->err, '\n'))
-		fail_msg("error \"%s\": not one line starting \"%s\" and saying \"%s\"", f->err, start, part);
 }
 
 /* No rule anywhere: no network, and nothing in the configuration. */
@@ -144,14 +147,14 @@ static void rules_merged_in_order(void **state)
 	assert_string_equal(rule(f, 0), "example.com:8080");
 }
 
-/* A rule beyond the ceiling, from the request or the policy's own grants,
- * refuses the plan, naming it as it was given. */
+/* A rule beyond the ceiling, from the spec or the policy's own grants,
+ * refuses the plan, naming it as written again (normalized). */
 static void beyond_ceiling(void **state)
 {
 	struct fx *f = *state;
 	policy(f, "net_ceiling example.com\n");
 	static const char *const other[] = { "example.com", "Other.COM" };
-	assert_err(f, plan(f, other, 2, NULL, 0), "--allow-net Other.COM: beyond the policy's network ceiling");
+	assert_err(f, plan(f, other, 2, NULL, 0), "--allow-net other.com: beyond the policy's network ceiling");
 	static const char *const port[] = { "example.com:22" };
 	assert_err(f, plan(f, port, 1, NULL, 0), "--allow-net example.com:22: beyond the policy's network ceiling");
 	/* the default ceiling has no address range */
@@ -170,24 +173,6 @@ static void beyond_ceiling(void **state)
 	/* a policy granting past its own ceiling */
 	policy(f, "net_ceiling example.com\nallow_net Other.com:8080\n");
 	assert_err(f, plan(f, NULL, 0, NULL, 0), "policy allow_net other.com:8080: beyond the policy's network ceiling");
-}
-
-/* Text that is no rule: the option, the text, why. */
-static void bad_rule_text(void **state)
-{
-	struct fx *f = *state;
-	policy(f, NULL);
-	static const char *const ip[] = { "10.0.0.1" };
-	assert_err_starts(f, plan(f, ip, 1, NULL, 0), "--allow-net 10.0.0.1: ", "is an IP address");
-	static const char *const later[] = { "ok.test", "bad..name" };
-	assert_err_starts(f, plan(f, later, 2, NULL, 0), "--allow-net bad..name: ", "not a valid host name");
-	static const char *const name[] = { "example.com" };
-	assert_err_starts(f, plan(f, NULL, 0, name, 1), "--allow-net-addr example.com: ", "not an IP address");
-	static const char *const bits[] = { "10.0.0.1/8" };
-	assert_err_starts(f, plan(f, NULL, 0, bits, 1), "--allow-net-addr 10.0.0.1/8: ", "bits set past its prefix");
-	/* hostile bytes cannot end the message's line */
-	static const char *const ctl[] = { "a\nb.test" };
-	assert_err_starts(f, plan(f, ctl, 1, NULL, 0), "--allow-net a?b.test: ", "");
 }
 
 /* The caps and DNS servers come from the policy. */
@@ -234,8 +219,7 @@ static void too_many_rules(void **state)
 	assert_int_equal(plan(f, net, PROXY_RULES_MAX, NULL, 0), 1);
 	assert_int_equal(f->c.nrules, PROXY_RULES_MAX);
 	assert_string_equal(rule(f, PROXY_RULES_MAX - 1), "h63.test");
-	assert_err(f, plan(f, net, PROXY_RULES_MAX + 1, NULL, 0), "--allow-net: more than 64 network rules in all");
-	assert_int_equal(f->c.nrules, PROXY_RULES_MAX);
+	/* a 65th cannot be asked: a spec holds 64 (test_run_spec.c, builders) */
 	/* one of the policy's and 63 names fill it; one address more does not */
 	policy(f, "net_ceiling_addr 10.0.0.0/8\nallow_net p.test\n");
 	static const char *const addr[] = { "10.0.0.0/8" };
@@ -293,7 +277,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(no_rules_no_network, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(rules_merged_in_order, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(beyond_ceiling, fx_setup, fx_teardown),
-		cmocka_unit_test_setup_teardown(bad_rule_text, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(caps_and_dns_from_policy, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(too_many_rules, fx_setup, fx_teardown),
 		cmocka_unit_test(proxy_late_error_reported),

@@ -15,16 +15,20 @@
 static struct proto_request proto;
 static char store[RUNTIME_STORE_MAX];
 static struct run_result r;
+static struct run_effective eff;   /* the run's limits, as run_plan_build derives them */
 static char err[512];
 
-static int build(const struct run_request *req, const struct runtime *rt, struct run_stages *out)
+static int build(const struct run_spec *req, const struct runtime *rt, struct run_stages *out)
 {
 	static const char *files[] = { "main.py", "lib.py" };
 	memset(&proto, 0, sizeof(proto));
 	memset(&r, 0, sizeof(r));
 	*out = (struct run_stages){ .proto = &proto, .store = store, .storelen = sizeof(store) };
 	err[0] = '\0';
-	return run_stages_build(out, req, rt, files, 2, &r, err, sizeof(err));
+	struct run_spec source = *req;   /* a shallow copy, in source mode */
+	source.source = true;
+	run_spec_effective(&source, rt, &eff);
+	return run_stages_build(out, &source, &eff, rt, files, 2, &r, err, sizeof(err));
 }
 
 /* An interpreter: one run stage, the runtime's limits, VM memory at least
@@ -34,7 +38,7 @@ static void interpreted(void **state)
 	(void)state;
 	struct runtime rt = { .name = "python", .run = "python3 {file} {args}", .run_timeout_s = 7, .run_memory_mib = 100 };
 	char *args[] = { "-v" };
-	struct run_request req = { .argv = args, .argc = 1 };
+	struct run_spec req = { .argv = args, .argc = 1 };
 	struct run_stages st;
 	assert_int_equal(build(&req, &rt, &st), 0);
 	assert_int_equal(proto.nstages, 1);
@@ -45,19 +49,19 @@ static void interpreted(void **state)
 	assert_int_equal(proto.stage[0].memory_kib, 100 * 1024);
 	assert_int_equal(proto.stage[0].cpu_ms, 0);
 	assert_int_equal(st.stage_timeout_ms[0], 7000);
-	assert_true(st.timeout_s == RUN_BOOT_ALLOWANCE_S + 7);
-	assert_int_equal(st.memory_mib, RUN_DEFAULT_MEMORY_MIB);   /* 100 + slack is less */
+	assert_true(eff.timeout_s == RUN_SPEC_BOOT_ALLOWANCE_S + 7);
+	assert_int_equal(eff.memory_mib, RUN_SPEC_DEFAULT_MEMORY_MIB);   /* 100 + slack is less */
 	assert_null(st.compiled);
 	assert_true(r.source);
 	assert_int_equal(r.nstages, 1);
 	/* asked-for limits win; no limits at all in the runtime: the defaults */
 	struct runtime bare = { .name = "bash", .run = "bash {file}" };
-	req.run = (struct run_stage_request){ .memory_mib = 1024, .cpu_time_ms = 250 };
+	req.run = (struct run_stage_limits){ .memory_mib = 1024, .cpu_time_ms = 250 };
 	req.timeout_s = 3;
 	assert_int_equal(build(&req, &bare, &st), 0);
-	assert_int_equal(st.stage_timeout_ms[0], RUN_DEFAULT_RUN_TIMEOUT_S * 1000);
-	assert_true(st.timeout_s == 3);
-	assert_int_equal(st.memory_mib, 1024 + RUN_STAGE_MEMORY_SLACK_MIB);
+	assert_int_equal(st.stage_timeout_ms[0], RUN_SPEC_DEFAULT_RUN_TIMEOUT_S * 1000);
+	assert_true(eff.timeout_s == 3);
+	assert_int_equal(eff.memory_mib, 1024 + RUN_SPEC_STAGE_MEMORY_SLACK_MIB);
 	assert_int_equal(proto.stage[0].cpu_ms, 250);
 	/* compile limits where there is nothing to compile */
 	req.compile.timeout_s = 5;
@@ -71,7 +75,7 @@ static void compiled(void **state)
 {
 	(void)state;
 	struct runtime rt = { .name = "c", .compile = "gcc -o /tmp/prog {files}", .run = "/tmp/prog {args}" };
-	struct run_request req = { 0 };
+	struct run_spec req = { 0 };
 	struct run_stages st;
 	assert_int_equal(build(&req, &rt, &st), 0);
 	assert_int_equal(proto.nstages, 2);
@@ -79,8 +83,8 @@ static void compiled(void **state)
 	assert_int_equal(proto.stage[0].argc, 5);
 	assert_int_equal(proto.stage[1].argc, 1);
 	assert_string_equal(st.compiled, "/tmp/prog");
-	assert_int_equal(st.stage_timeout_ms[0], RUN_DEFAULT_COMPILE_TIMEOUT_S * 1000);
-	assert_true(st.timeout_s == RUN_BOOT_ALLOWANCE_S + RUN_DEFAULT_COMPILE_TIMEOUT_S + RUN_DEFAULT_RUN_TIMEOUT_S);
+	assert_int_equal(st.stage_timeout_ms[0], RUN_SPEC_DEFAULT_COMPILE_TIMEOUT_S * 1000);
+	assert_true(eff.timeout_s == RUN_SPEC_BOOT_ALLOWANCE_S + RUN_SPEC_DEFAULT_COMPILE_TIMEOUT_S + RUN_SPEC_DEFAULT_RUN_TIMEOUT_S);
 	/* a run program the compile stage does not name is not its output */
 	snprintf(rt.run, sizeof(rt.run), "/tmp/other");
 	assert_int_equal(build(&req, &rt, &st), 0);

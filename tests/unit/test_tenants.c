@@ -18,7 +18,7 @@
 
 #include <openssl/sha.h>
 
-#include "request.h"
+#include "run_spec.h"
 #include "tenants.h"
 
 #define KEY_A  "aaaaaaaaaaaaaaaa0001"
@@ -396,21 +396,21 @@ static void bad_net_lines(void **state)
 }
 
 /* rq from body, which must parse. */
-static void req_of(const char *body, struct req *rq)
+static void req_of(const char *body, struct run_spec *rq)
 {
 	char why[400];
-	if (req_parse_text(body, strlen(body), rq, why, sizeof(why)))
+	if (run_spec_from_text(body, strlen(body), rq, why, sizeof(why)))
 		fail_msg("%s: %s", body, why);
 }
 
 /* Whether tenant t admits body's rules; err has why not. */
 static bool admits(const struct tenant *t, const char *body)
 {
-	struct req rq;
+	struct run_spec rq;
 	req_of(body, &rq);
 	err[0] = '\0';
 	int rc = tenant_net_check(t, &rq, err, sizeof(err));
-	req_free(&rq);
+	run_spec_free(&rq);
 	if (rc)
 		assert_non_null(strstr(err, "beyond tenant"));
 	return rc == 0;

@@ -28,11 +28,24 @@ key $KB bob
 key key-slow-0123456789abcdef slow
 KEYS
 chmod 600 "$tmp/etc/keys"
+# Root's policy for vmrund and its runs: ceilings a request is checked
+# against when it is submitted (the network ceiling admits the names and
+# the range the tenants' cases use; memory and disk above the node's).
+cat >"$tmp/etc/policy" <<POLICY
+max_timeout 120
+max_memory 65536
+max_disk 65536
+net_ceiling *.test
+net_ceiling *.pypi.org
+net_ceiling_addr 10.1.2.0/24:3128
+POLICY
+chmod 644 "$tmp/etc/policy"
 cat >"$tmp/etc/vmrund.conf" <<CONF
 listen = 127.0.0.1:$PORT
 state_db = $tmp/lib/state.db
 run_dir = $tmp/lib/runs
 keys = $tmp/etc/keys
+policy = $tmp/etc/policy
 audit_log = $tmp/lib/audit.jsonl
 worker = $PWD/tests/vmrund/standin_worker.py
 slots = 2
@@ -202,6 +215,17 @@ post "$KN" '{"argv":["echo","x"],"network":{"allow":["example.test","127.0.0.1"]
 expect "a malformed network rule: 400 naming it" 400 "j['message'].startswith('network.allow[1]: 127.0.0.1 is an IP address')"
 post "$KN" '{"argv":["echo","x"],"network":{"allow":["example.test"],"deny":["x"]}}' /v1/runs
 expect "an unknown field in network: 400" 400 "'network: unknown field' in j['message']"
+
+# ---- the policy's ceilings, when a run is submitted ---------------------------
+runs_stored() { python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from runs').fetchone()[0])" "$tmp/lib/state.db"; }
+before=$(runs_stored)
+post "$KA" '{"argv":["echo","x"],"limits":{"timeout_s":121}}' /v1/runs
+expect "a timeout past the policy's max_timeout: 400 naming the field and the ceiling" 400 \
+	"j['message'].startswith('limits.timeout_s: 121 exceeds the policy') and j['message'].endswith(' ceiling of 120 s')"
+post "$KN" '{"argv":["echo","x"],"network":{"allow":["example.test","example.com"]}}' /v1/runs
+expect "a rule within the tenant's ceiling but past the policy's: 400 naming it" 400 \
+	"j['message'].startswith('network.allow[1]: example.com is beyond the policy') and 'network ceiling' in j['message']"
+[ "$(runs_stored)" = "$before" ] && ok "a request refused by the policy is never stored" || not_ok "stored: $before -> $(runs_stored)"
 
 c - "$BASE/v1/runs/$id"
 expect "no key: the anonymous tenant, which cannot see alice's run: 404" 404

@@ -65,6 +65,12 @@ c -X POST -H 'Content-Type: application/json' --data-binary '{"language":"py","v
 echo "    a Piston execute: $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 expect "Piston execute: language, version, run stage with code, status and the streams interleaved in output" 200 "j['language']=='python' and j['run']['stdout']=='2\n3\n' and j['run']['stderr']=='e\n' and j['run']['output']=='2\ne\n3\n' and j['run']['code']==3 and j['run']['status']=='RE' and 'compile' not in j"
 
+# A Piston request past the policy's ceilings (the built-in max_timeout
+# of 300 s: the run's is 10 s of boot plus the stages') is refused when
+# it is submitted, before any VM, and never stored.
+c -X POST -H 'Content-Type: application/json' --data-binary '{"language":"py","version":"3.x","files":[{"content":"print(1)"}],"run_timeout":400000}' "$BASE/api/v2/execute"
+expect "Piston execute past the policy's ceiling: 400 at submission, naming it" 400 "'exceeds the policy' in j['message'] and '410' in j['message']"
+
 # An existing Piston client, unchanged (its own ok/not ok lines).
 PISTON_CLIENT_DIR=$PWD/build/npm timeout -k 5 400 node tests/vmrund/piston_client.js "$BASE" >"$tmp/pc" 2>&1
 cat "$tmp/pc"

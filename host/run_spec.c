@@ -1,23 +1,20 @@
-#include "request.h"
+#include "run_spec.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
 #include "errmsg.h"
-#include "netpolicy.h"
+#include "policy.h"
 #include "proto.h"
 #include "proxy_wire.h"
 #include "runtime.h"
 
-/* Admission counts what the run library and the worker will give a run. */
-_Static_assert(REQ_DEFAULT_MEMORY_MIB == RUN_DEFAULT_MEMORY_MIB, "the run library's default memory");
-_Static_assert(REQ_DEFAULT_DISK_MIB == VMRUN_DEFAULT_DISK_MIB, "the worker's default workspace");
-
 /* A run's rules all travel to its proxy, which holds no more. */
-_Static_assert(REQ_MAX_NET_RULES == PROXY_RULES_MAX, "a request's network rules must fit the proxy's");
+_Static_assert(RUN_SPEC_MAX_NET_RULES == PROXY_RULES_MAX, "a request's network rules must fit the proxy's");
+_Static_assert(RUN_SPEC_MAX_ENV <= PROTO_MAX_ENV, "a spec's grants must fit the agent's REQUEST");
 
 /* Ceilings past which a number is a mistake, not a wish; the policy and
  * the run library hold the real limits. */
@@ -137,7 +134,7 @@ static bool known_encoding(const char *e)
 	return !strcmp(e, "utf8") || !strcmp(e, "base64") || !strcmp(e, "hex");
 }
 
-int req_decode(const char *s, size_t n, const char *encoding, size_t max, unsigned char **out, size_t *outlen,
+int run_spec_decode(const char *s, size_t n, const char *encoding, size_t max, unsigned char **out, size_t *outlen,
 	       char *err, size_t errlen)
 {
 	*out = NULL;
@@ -201,13 +198,13 @@ static int known_keys(const json_t *obj, const char *const *keys, const char *wh
 	return 0;
 }
 
-/* Whether j nests objects or arrays deeper than REQ_MAX_DEPTH, j itself
+/* Whether j nests objects or arrays deeper than RUN_SPEC_MAX_DEPTH, j itself
  * at depth. Recursion stops one level past the limit. */
 static bool too_deep(const json_t *j, int depth)
 {
 	if (!json_is_object(j) && !json_is_array(j))
 		return false;
-	if (depth > REQ_MAX_DEPTH)
+	if (depth > RUN_SPEC_MAX_DEPTH)
 		return true;
 	if (json_is_array(j)) {
 		for (size_t i = 0; i < json_array_size(j); i++)
@@ -293,7 +290,7 @@ static int get_data(const json_t *content, const json_t *encoding, const char *w
 	if (!json_is_string(content))
 		return errf(err, errlen, "%s: must be a string", what);
 	char why[160];
-	if (req_decode(json_string_value(content), json_string_length(content), enc, REQ_MAX_FILE_BYTES, out, len, why,
+	if (run_spec_decode(json_string_value(content), json_string_length(content), enc, RUN_SPEC_MAX_FILE_BYTES, out, len, why,
 		       sizeof(why)))
 		return errf(err, errlen, "%s: %s", what, why);
 	return 0;
@@ -310,15 +307,15 @@ static int get_strings(const json_t *a, const char *what, bool is_argv, char ***
 	size_t size = json_array_size(a);
 	if (is_argv && !size)
 		return errf(err, errlen, "%s: must not be empty", what);
-	if (size > REQ_MAX_ARGS)
-		return errf(err, errlen, "%s: at most %d arguments", what, REQ_MAX_ARGS);
+	if (size > RUN_SPEC_MAX_ARGS)
+		return errf(err, errlen, "%s: at most %d arguments", what, RUN_SPEC_MAX_ARGS);
 	if (!(*out = calloc(size + 1, sizeof(char *))))
 		return errf(err, errlen, "out of memory");
 	for (size_t i = 0; i < size; i++) {
 		char path[32];
 		const char *s;
 		snprintf(path, sizeof(path), "%s[%zu]", what, i);
-		if (get_text(json_array_get(a, i), path, REQ_MAX_ARG_LEN, &s, err, errlen))
+		if (get_text(json_array_get(a, i), path, RUN_SPEC_MAX_ARG_LEN, &s, err, errlen))
 			return -1;
 		if (is_argv && i == 0 && !*s)
 			return errf(err, errlen, "%s: must not be empty", path);
@@ -351,7 +348,7 @@ static int check_name(const char *name, const char *path, char *err, size_t errl
 	return 0;
 }
 
-static int get_file(const json_t *f, size_t i, struct req_file *rf, char *err, size_t errlen)
+static int get_file(const json_t *f, size_t i, struct run_spec_file *rf, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "name", "content", "encoding", NULL };
 	char where[32], path[48], path2[48];
@@ -365,7 +362,7 @@ static int get_file(const json_t *f, size_t i, struct req_file *rf, char *err, s
 	snprintf(path, sizeof(path), "%s.name", where);
 	if (!name)
 		return errf(err, errlen, "%s: is required", path);
-	if (get_text(name, path, REQ_MAX_FILE_NAME, &s, err, errlen) || check_name(s, path, err, errlen))
+	if (get_text(name, path, RUN_SPEC_MAX_FILE_NAME, &s, err, errlen) || check_name(s, path, err, errlen))
 		return -1;
 	memcpy(rf->name, s, strlen(s) + 1);
 	snprintf(path, sizeof(path), "%s.content", where);
@@ -375,21 +372,21 @@ static int get_file(const json_t *f, size_t i, struct req_file *rf, char *err, s
 	return get_data(content, json_object_get(f, "encoding"), path, path2, &rf->data, &rf->len, err, errlen);
 }
 
-static int get_files(const json_t *a, struct req *rq, size_t *total, char *err, size_t errlen)
+static int get_files(const json_t *a, struct run_spec *rq, size_t *total, char *err, size_t errlen)
 {
 	if (!json_is_array(a))
 		return errf(err, errlen, "files: must be an array of objects");
 	size_t size = json_array_size(a);
 	if (rq->source && !size)
 		return errf(err, errlen, "files: must not be empty without argv (source mode)");
-	if (size > REQ_MAX_FILES)
-		return errf(err, errlen, "files: at most %d files", REQ_MAX_FILES);
+	if (size > RUN_SPEC_MAX_FILES)
+		return errf(err, errlen, "files: at most %d files", RUN_SPEC_MAX_FILES);
 	if (!size)
 		return 0;
 	if (!(rq->files = calloc(size, sizeof(*rq->files))))
 		return errf(err, errlen, "out of memory");
 	for (size_t i = 0; i < size; i++) {
-		struct req_file *rf = &rq->files[rq->nfiles++];
+		struct run_spec_file *rf = &rq->files[rq->nfiles++];
 		if (get_file(json_array_get(a, i), i, rf, err, errlen))
 			return -1;
 		for (size_t j = 0; j < i; j++)
@@ -399,14 +396,14 @@ static int get_files(const json_t *a, struct req *rq, size_t *total, char *err, 
 					    errmsg_printable(q, sizeof(q), rf->name));
 			}
 		*total += rf->len;
-		if (*total > REQ_MAX_TOTAL_BYTES)
+		if (*total > RUN_SPEC_MAX_TOTAL_BYTES)
 			return errf(err, errlen, "files[%zu]: files and stdin over %u bytes in all", i,
-				    REQ_MAX_TOTAL_BYTES);
+				    RUN_SPEC_MAX_TOTAL_BYTES);
 	}
 	return 0;
 }
 
-static int get_stdin(const json_t *body, struct req *rq, size_t total, char *err, size_t errlen)
+static int get_stdin(const json_t *body, struct run_spec *rq, size_t total, char *err, size_t errlen)
 {
 	const json_t *in = json_object_get(body, "stdin"), *enc = json_object_get(body, "stdin_encoding");
 	if (!in) {
@@ -417,8 +414,8 @@ static int get_stdin(const json_t *body, struct req *rq, size_t total, char *err
 	if (get_data(in, enc, "stdin", "stdin_encoding", &rq->stdin_data, &rq->stdin_len, err, errlen))
 		return -1;
 	rq->has_stdin = true;
-	if (total + rq->stdin_len > REQ_MAX_TOTAL_BYTES)
-		return errf(err, errlen, "stdin: files and stdin over %u bytes in all", REQ_MAX_TOTAL_BYTES);
+	if (total + rq->stdin_len > RUN_SPEC_MAX_TOTAL_BYTES)
+		return errf(err, errlen, "stdin: files and stdin over %u bytes in all", RUN_SPEC_MAX_TOTAL_BYTES);
 	return 0;
 }
 
@@ -432,13 +429,13 @@ static bool env_name_ok(const char *s)
 	return true;
 }
 
-static int get_env(const json_t *o, struct req *rq, char *err, size_t errlen)
+static int get_env(const json_t *o, struct run_spec *rq, char *err, size_t errlen)
 {
 	if (!json_is_object(o))
 		return errf(err, errlen, "env: must be an object of NAME: \"VALUE\"");
 	size_t size = json_object_size(o);
-	if (size > REQ_MAX_ENV)
-		return errf(err, errlen, "env: at most %d variables", REQ_MAX_ENV);
+	if (size > RUN_SPEC_MAX_ENV)
+		return errf(err, errlen, "env: at most %d variables", RUN_SPEC_MAX_ENV);
 	if (!size)
 		return 0;
 	if (!(rq->env = calloc(size + 1, sizeof(char *))))
@@ -452,11 +449,11 @@ static int get_env(const json_t *o, struct req *rq, char *err, size_t errlen)
 			return errf(err, errlen, "env: \"%s\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*)",
 				    errmsg_printable(q, sizeof(q), k));
 		snprintf(path, sizeof(path), "env.%s", errmsg_printable(q, sizeof(q), k));
-		if (get_text(v, path, REQ_MAX_ENV_LEN, &s, err, errlen))
+		if (get_text(v, path, RUN_SPEC_MAX_ENV_LEN, &s, err, errlen))
 			return -1;
 		size_t kn = strlen(k), vn = strlen(s);
-		if (kn + 1 + vn > REQ_MAX_ENV_LEN)
-			return errf(err, errlen, "%s: NAME=VALUE longer than %d bytes", path, REQ_MAX_ENV_LEN);
+		if (kn + 1 + vn > RUN_SPEC_MAX_ENV_LEN)
+			return errf(err, errlen, "%s: NAME=VALUE longer than %d bytes", path, RUN_SPEC_MAX_ENV_LEN);
 		char *kv = malloc(kn + vn + 2);
 		if (!kv)
 			return errf(err, errlen, "out of memory");
@@ -468,7 +465,7 @@ static int get_env(const json_t *o, struct req *rq, char *err, size_t errlen)
 	return 0;
 }
 
-static int get_limits(const json_t *o, struct req *rq, char *err, size_t errlen)
+static int get_limits(const json_t *o, struct run_spec *rq, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "timeout_s", "memory_mib", "cpus", "disk_mib", "max_output", NULL };
 	if (!json_is_object(o))
@@ -491,7 +488,7 @@ static int get_limits(const json_t *o, struct req *rq, char *err, size_t errlen)
 	return 0;
 }
 
-static int get_stage(const json_t *o, const char *what, struct req_stage *st, char *err, size_t errlen)
+static int get_stage(const json_t *o, const char *what, struct run_stage_limits *st, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "timeout_s", "memory_mib", "cpu_time_ms", NULL };
 	char path[32];
@@ -513,12 +510,12 @@ static int get_stage(const json_t *o, const char *what, struct req_stage *st, ch
 	return 0;
 }
 
-static int get_runtime(const json_t *v, struct req *rq, char *err, size_t errlen)
+static int get_runtime(const json_t *v, struct run_spec *rq, char *err, size_t errlen)
 {
 	if (!v)
 		return 0;
 	const char *s;
-	if (get_text(v, "runtime", REQ_NAME_MAX - 1, &s, err, errlen))
+	if (get_text(v, "runtime", RUN_SPEC_NAME_MAX - 1, &s, err, errlen))
 		return -1;
 	if (!runtime_valid_name(s))
 		return errf(err, errlen, "runtime: not a runtime name ([a-z0-9+._-], not starting with '.' or '-')");
@@ -549,51 +546,82 @@ static void api_words(const char *why, char *out, size_t cap)
 	out[o] = '\0';
 }
 
+/* A copy of s appended to (*v)[*n], which stays NULL-terminated as
+ * run_spec_from_json's arrays are. */
+static int add_string(char ***v, unsigned *n, const char *s)
+{
+	char **more = realloc(*v, (*n + 2) * sizeof(*more));
+	if (!more)
+		return -1;
+	*v = more;
+	if (!(more[*n] = strdup(s)))
+		return -1;
+	more[++*n] = NULL;
+	return 0;
+}
+
+int run_spec_add_arg(struct run_spec *rq, const char *s)
+{
+	return add_string(&rq->argv, &rq->argc, s);
+}
+
+int run_spec_add_env(struct run_spec *rq, const char *s)
+{
+	return add_string(&rq->env, &rq->nenv, s);
+}
+
+int run_spec_add_rule(struct run_spec *rq, const struct net_rule *r)
+{
+	if (rq->nnet >= RUN_SPEC_MAX_NET_RULES)
+		return errno = ENOSPC, -1;
+	struct net_rule *more = realloc(rq->net, (rq->nnet + 1) * sizeof(*more));
+	if (!more)
+		return errno = ENOMEM, -1;
+	rq->net = more;
+	rq->net[rq->nnet++] = *r;
+	return 0;
+}
+
 /* One network rule, checked now so that a bad one is the client's 400
- * and never a failed run, and kept normalized. */
-static int get_net_rule(const json_t *v, const char *path, bool addr, char **out, char *err, size_t errlen)
+ * and never a failed run, and kept parsed. */
+static int get_net_rule(const json_t *v, const char *path, bool addr, struct run_spec *rq, char *err, size_t errlen)
 {
 	const char *s;
 	struct net_rule r;
-	char why[300], words[320], q[320], text[NET_HOST_MAX + 64];
+	char why[300], words[320], q[320];
 	if (get_text(v, path, MAX_NET_RULE_TEXT, &s, err, errlen))
 		return -1;
 	if (net_rule_parse(s, addr, &r, why, sizeof(why))) {
 		api_words(why, words, sizeof(words));
 		return errf(err, errlen, "%s: %s", path, errmsg_printable(q, sizeof(q), words));
 	}
-	net_rule_format(&r, text, sizeof(text));
-	if (!(*out = dup_text(text)))
-		return errf(err, errlen, "out of memory");
+	if (run_spec_add_rule(rq, &r))
+		return errf(err, errlen, "%s: %s", path,
+			    errno == ENOSPC ? "too many rules in allow and allow_addr together" : "out of memory");
 	return 0;
 }
 
 /* network.allow or network.allow_addr (key): an array of rules. */
-static int get_net_rules(const json_t *a, const char *key, bool addr, char ***out, unsigned *n, size_t *total,
-			 char *err, size_t errlen)
+static int get_net_rules(const json_t *a, const char *key, bool addr, struct run_spec *rq, size_t *total, char *err,
+			 size_t errlen)
 {
 	if (!json_is_array(a))
 		return errf(err, errlen, "network.%s: must be an array of strings", key);
 	size_t size = json_array_size(a);
 	*total += size;
-	if (*total > REQ_MAX_NET_RULES)
+	if (*total > RUN_SPEC_MAX_NET_RULES)
 		return errf(err, errlen, "network.%s: at most %d rules in allow and allow_addr together", key,
-			    REQ_MAX_NET_RULES);
-	if (!size)
-		return 0;
-	if (!(*out = calloc(size, sizeof(char *))))
-		return errf(err, errlen, "out of memory");
+			    RUN_SPEC_MAX_NET_RULES);
 	for (size_t i = 0; i < size; i++) {
 		char path[48];
 		snprintf(path, sizeof(path), "network.%s[%zu]", key, i);
-		if (get_net_rule(json_array_get(a, i), path, addr, &(*out)[i], err, errlen))
+		if (get_net_rule(json_array_get(a, i), path, addr, rq, err, errlen))
 			return -1;
-		(*n)++;
 	}
 	return 0;
 }
 
-static int get_network(const json_t *o, struct req *rq, char *err, size_t errlen)
+static int get_network(const json_t *o, struct run_spec *rq, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "allow", "allow_addr", NULL };
 	if (!json_is_object(o))
@@ -602,17 +630,15 @@ static int get_network(const json_t *o, struct req *rq, char *err, size_t errlen
 		return -1;
 	size_t total = 0;
 	const json_t *v;
-	if ((v = json_object_get(o, "allow")) &&
-	    get_net_rules(v, "allow", false, &rq->allow_net, &rq->nallow_net, &total, err, errlen))
+	if ((v = json_object_get(o, "allow")) && get_net_rules(v, "allow", false, rq, &total, err, errlen))
 		return -1;
-	if ((v = json_object_get(o, "allow_addr")) &&
-	    get_net_rules(v, "allow_addr", true, &rq->allow_net_addr, &rq->nallow_net_addr, &total, err, errlen))
+	if ((v = json_object_get(o, "allow_addr")) && get_net_rules(v, "allow_addr", true, rq, &total, err, errlen))
 		return -1;
 	return 0;
 }
 
 /* Which mode the body asks for, and the fields that belong to the other. */
-static int get_mode(const json_t *body, struct req *rq, char *err, size_t errlen)
+static int get_mode(const json_t *body, struct run_spec *rq, char *err, size_t errlen)
 {
 	const json_t *argv = json_object_get(body, "argv");
 	if (!argv && !json_object_get(body, "files"))
@@ -629,7 +655,7 @@ static int get_mode(const json_t *body, struct req *rq, char *err, size_t errlen
 	return 0;
 }
 
-static int parse_body(const json_t *body, struct req *rq, char *err, size_t errlen)
+static int parse_body(const json_t *body, struct run_spec *rq, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "runtime", "argv",   "files",   "args", "stdin",          "stdin_encoding",
 					    "env",     "limits", "compile", "run",  "keep_artifacts", "network",
@@ -637,7 +663,7 @@ static int parse_body(const json_t *body, struct req *rq, char *err, size_t errl
 	if (!json_is_object(body))
 		return errf(err, errlen, "the request must be a JSON object");
 	if (too_deep(body, 1))
-		return errf(err, errlen, "JSON nested deeper than %d", REQ_MAX_DEPTH);
+		return errf(err, errlen, "JSON nested deeper than %d", RUN_SPEC_MAX_DEPTH);
 	if (known_keys(body, keys, "", err, errlen) || get_mode(body, rq, err, errlen) ||
 	    get_runtime(json_object_get(body, "runtime"), rq, err, errlen))
 		return -1;
@@ -671,17 +697,17 @@ static int parse_body(const json_t *body, struct req *rq, char *err, size_t errl
 	return 0;
 }
 
-int req_parse(const json_t *body, struct req *rq, char *err, size_t errlen)
+int run_spec_from_json(const json_t *body, struct run_spec *rq, char *err, size_t errlen)
 {
 	memset(rq, 0, sizeof(*rq));
 	if (parse_body(body, rq, err, errlen)) {
-		req_free(rq);
+		run_spec_free(rq);
 		return -1;
 	}
 	return 0;
 }
 
-int req_parse_text(const char *text, size_t len, struct req *rq, char *err, size_t errlen)
+int run_spec_from_text(const char *text, size_t len, struct run_spec *rq, char *err, size_t errlen)
 {
 	memset(rq, 0, sizeof(*rq));
 	json_error_t je;
@@ -691,7 +717,7 @@ int req_parse_text(const char *text, size_t len, struct req *rq, char *err, size
 		return errf(err, errlen, "malformed JSON at line %d column %d: %s", je.line, je.column,
 			    errmsg_printable(q, sizeof(q), je.text));
 	}
-	int rc = req_parse(body, rq, err, errlen);
+	int rc = run_spec_from_json(body, rq, err, errlen);
 	json_decref(body);
 	return rc;
 }
@@ -724,7 +750,7 @@ static json_t *b64_json(const unsigned char *p, size_t n)
 	return j;
 }
 
-static json_t *files_json(const struct req *rq)
+static json_t *files_json(const struct run_spec *rq)
 {
 	json_t *a = json_array();
 	for (unsigned i = 0; a && i < rq->nfiles; i++) {
@@ -742,12 +768,12 @@ static json_t *files_json(const struct req *rq)
 	return a;
 }
 
-static json_t *env_json(const struct req *rq)
+static json_t *env_json(const struct run_spec *rq)
 {
 	json_t *o = json_object();
 	for (unsigned i = 0; o && i < rq->nenv; i++) {
 		const char *eq = strchr(rq->env[i], '=');
-		char name[REQ_MAX_ENV_LEN + 1];
+		char name[RUN_SPEC_MAX_ENV_LEN + 1];
 		size_t n = eq ? (size_t)(eq - rq->env[i]) : 0;
 		memcpy(name, rq->env[i], n);
 		name[n] = '\0';
@@ -770,7 +796,7 @@ static bool put_seconds(json_t *o, const char *key, double v)
 	return v == 0 || put(o, key, json_real(v));
 }
 
-static json_t *limits_json(const struct req *rq)
+static json_t *limits_json(const struct run_spec *rq)
 {
 	json_t *o = json_object();
 	if (o && put_seconds(o, "timeout_s", rq->timeout_s) && put_whole(o, "memory_mib", rq->memory_mib) &&
@@ -781,7 +807,7 @@ static json_t *limits_json(const struct req *rq)
 	return NULL;
 }
 
-static json_t *stage_json(const struct req_stage *st)
+static json_t *stage_json(const struct run_stage_limits *st)
 {
 	json_t *o = json_object();
 	if (o && put_seconds(o, "timeout_s", st->timeout_s) && put_whole(o, "memory_mib", st->memory_mib) &&
@@ -791,24 +817,44 @@ static json_t *stage_json(const struct req_stage *st)
 	return NULL;
 }
 
-static bool stage_set(const struct req_stage *st)
+static bool stage_set(const struct run_stage_limits *st)
 {
 	return st->timeout_s != 0 || st->memory_mib || st->cpu_time_ms;
 }
 
-/* "network", with each list that has a rule. */
-static json_t *network_json(const struct req *rq)
+/* The rules of one list (addr: allow_addr) as the user would write them. */
+static json_t *rules_json(const struct run_spec *rq, bool addr)
 {
-	json_t *o = json_object();
-	if (o && (!rq->nallow_net || put(o, "allow", strings_json(rq->allow_net, rq->nallow_net))) &&
-	    (!rq->nallow_net_addr || put(o, "allow_addr", strings_json(rq->allow_net_addr, rq->nallow_net_addr))))
+	json_t *a = json_array();
+	for (unsigned i = 0; a && i < rq->nnet; i++) {
+		if ((rq->net[i].kind == NET_RULE_ADDR) != addr)
+			continue;
+		char text[NET_HOST_MAX + 64];
+		net_rule_format(&rq->net[i], text, sizeof(text));
+		if (json_array_append_new(a, json_string(text))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+/* "network", with each list that has a rule. */
+static json_t *network_json(const struct run_spec *rq)
+{
+	json_t *o = json_object(), *allow = rules_json(rq, false), *addr = rules_json(rq, true);
+	bool ok = o && allow && addr && (!json_array_size(allow) || put(o, "allow", json_incref(allow))) &&
+		  (!json_array_size(addr) || put(o, "allow_addr", json_incref(addr)));
+	json_decref(allow);
+	json_decref(addr);
+	if (ok)
 		return o;
 	json_decref(o);
 	return NULL;
 }
 
-/* Each part that is set, so that req_parse reads the same req back. */
-static bool fill_json(json_t *o, const struct req *rq)
+/* Each part that is set, so that run_spec_from_json reads the same req back. */
+static bool fill_json(json_t *o, const struct run_spec *rq)
 {
 	if (rq->runtime[0] && !put(o, "runtime", json_string(rq->runtime)))
 		return false;
@@ -830,12 +876,12 @@ static bool fill_json(json_t *o, const struct req *rq)
 		return false;
 	if (rq->source && stage_set(&rq->run) && !put(o, "run", stage_json(&rq->run)))
 		return false;
-	if ((rq->nallow_net || rq->nallow_net_addr) && !put(o, "network", network_json(rq)))
+	if (rq->nnet && !put(o, "network", network_json(rq)))
 		return false;
 	return !rq->keep_artifacts || put(o, "keep_artifacts", json_true());
 }
 
-json_t *req_to_json(const struct req *rq)
+json_t *run_spec_to_json(const struct run_spec *rq)
 {
 	json_t *o = json_object();
 	if (o && !fill_json(o, rq)) {
@@ -845,48 +891,91 @@ json_t *req_to_json(const struct req *rq)
 	return o;
 }
 
-/* ---- sizes ---------------------------------------------------------------- */
+/* ---- what a run gets ------------------------------------------------------ */
 
-static bool has_alias(const char *aliases, const char *name)
+/* One stage's limits: asked for, else the runtime's, else the default. */
+static struct run_stage_limits stage_effective(const struct run_stage_limits *asked, uint64_t rt_timeout_s,
+					       uint64_t rt_memory_mib, double fallback_timeout_s)
 {
-	size_t len = strlen(name);
-	for (const char *a = aliases; *(a += strspn(a, " "));) {
-		size_t n = strcspn(a, " ");
-		if (n == len && !strncmp(a, name, n))
-			return true;
-		a += n;
-	}
-	return false;
+	return (struct run_stage_limits){
+		.timeout_s = asked->timeout_s > 0 ? asked->timeout_s
+			     : rt_timeout_s     ? (double)rt_timeout_s
+						: fallback_timeout_s,
+		.memory_mib = asked->memory_mib ? asked->memory_mib : rt_memory_mib,
+		.cpu_time_ms = asked->cpu_time_ms,
+	};
 }
 
-const struct runtime *req_runtime(const struct runtime *rts, size_t n, const char *name)
+void run_spec_effective(const struct run_spec *rq, const struct runtime *rt, struct run_effective *e)
 {
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(rts[i].name, name) || has_alias(rts[i].aliases, name))
-			return &rts[i];
-	return NULL;
-}
-
-void req_size(const struct req *rq, const struct runtime *rt, uint64_t *memory_mib, uint64_t *disk_mib)
-{
-	*disk_mib = rq->disk_mib ? rq->disk_mib : REQ_DEFAULT_DISK_MIB;
-	*memory_mib = rq->memory_mib ? rq->memory_mib : REQ_DEFAULT_MEMORY_MIB;
-	if (rq->memory_mib || !rq->source || !rt)
+	*e = (struct run_effective){
+		.timeout_s = rq->timeout_s > 0 ? rq->timeout_s : RUN_SPEC_DEFAULT_TIMEOUT_S,
+		.memory_mib = rq->memory_mib ? rq->memory_mib : RUN_SPEC_DEFAULT_MEMORY_MIB,
+		.cpus = rq->cpus ? rq->cpus : RUN_SPEC_DEFAULT_CPUS,
+		.disk_mib = rq->disk_mib ? rq->disk_mib : RUN_SPEC_DEFAULT_DISK_MIB,
+		.max_output = rq->max_output ? rq->max_output : RUN_SPEC_DEFAULT_MAX_OUTPUT,
+	};
+	if (!rq->source || !rt)
 		return;
-	/* run_stages_build's: each stage's limit, asked or the runtime's;
-	 * the VM gets the largest plus the slack, at least the default */
-	uint64_t run = rq->run.memory_mib ? rq->run.memory_mib : rt->run_memory_mib;
-	uint64_t compile = rq->compile.memory_mib ? rq->compile.memory_mib : rt->compile_memory_mib;
-	uint64_t stage = rt->compile[0] && compile > run ? compile : run;
-	if (stage + RUN_STAGE_MEMORY_SLACK_MIB > *memory_mib)
-		*memory_mib = stage + RUN_STAGE_MEMORY_SLACK_MIB;
+	if (rt->compile[0])
+		e->stage[e->nstages++] = stage_effective(&rq->compile, rt->compile_timeout_s, rt->compile_memory_mib,
+							 RUN_SPEC_DEFAULT_COMPILE_TIMEOUT_S);
+	e->stage[e->nstages++] =
+		stage_effective(&rq->run, rt->run_timeout_s, rt->run_memory_mib, RUN_SPEC_DEFAULT_RUN_TIMEOUT_S);
+	double timeout = RUN_SPEC_BOOT_ALLOWANCE_S;
+	uint64_t memory = 0;
+	for (unsigned i = 0; i < e->nstages; i++) {
+		timeout += e->stage[i].timeout_s;
+		if (e->stage[i].memory_mib > memory)
+			memory = e->stage[i].memory_mib;
+	}
+	if (rq->timeout_s <= 0)
+		e->timeout_s = timeout;
+	if (!rq->memory_mib && memory + RUN_SPEC_STAGE_MEMORY_SLACK_MIB > e->memory_mib)
+		e->memory_mib = memory + RUN_SPEC_STAGE_MEMORY_SLACK_MIB;
 }
 
-int req_size_json(const char *text, uint64_t *memory_mib, uint64_t *disk_mib)
+int run_spec_check(const struct run_spec *rq, const struct run_effective *e, const struct policy *pol,
+		   enum run_spec_words words, char *err, size_t errlen)
+{
+	bool cli = words == RUN_SPEC_WORDS_CLI;
+	struct { const char *cli, *api; uint64_t v, max; } c[] = {
+		{ "--memory ", "limits.memory_mib: ", e->memory_mib, pol->max_memory_mib },
+		{ "--cpus ", "limits.cpus: ", e->cpus, pol->max_cpus },
+		{ "--disk ", "limits.disk_mib: ", e->disk_mib, pol->max_disk_mib },
+		{ "--max-output ", "limits.max_output: ", e->max_output, pol->max_output },
+	};
+	if (e->timeout_s > (double)pol->max_timeout_s)
+		return errf(err, errlen, "%s%g exceeds the policy's ceiling of %llu s",
+			    cli ? "--timeout " : "limits.timeout_s: ", e->timeout_s,
+			    (unsigned long long)pol->max_timeout_s);
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		if (c[i].v > c[i].max)
+			return errf(err, errlen, "%s%llu exceeds the policy's ceiling of %llu", cli ? c[i].cli : c[i].api,
+				    (unsigned long long)c[i].v, (unsigned long long)c[i].max);
+	unsigned nth[2] = { 0, 0 };
+	for (unsigned i = 0; i < rq->nnet; i++) {
+		const struct net_rule *r = &rq->net[i];
+		bool addr = r->kind == NET_RULE_ADDR;
+		unsigned n = nth[addr]++;
+		if (policy_net_admits(pol, r))
+			continue;
+		char text[NET_HOST_MAX + 64];
+		net_rule_format(r, text, sizeof(text));
+		if (cli)
+			return errf(err, errlen, "%s %s: beyond the policy's network ceiling",
+				    addr ? "--allow-net-addr" : "--allow-net", text);
+		return errf(err, errlen, "network.%s[%u]: %s is beyond the policy's network ceiling",
+			    addr ? "allow_addr" : "allow", n, text);
+	}
+	return 0;
+}
+
+int run_spec_size_json(const char *text, uint64_t *memory_mib, uint64_t *disk_mib)
 {
 	json_t *o = json_loads(text, 0, NULL);
-	*memory_mib = REQ_DEFAULT_MEMORY_MIB;
-	*disk_mib = REQ_DEFAULT_DISK_MIB;
+	*memory_mib = RUN_SPEC_DEFAULT_MEMORY_MIB;
+	*disk_mib = RUN_SPEC_DEFAULT_DISK_MIB;
 	if (!json_is_object(o)) {
 		json_decref(o);
 		return -1;
@@ -902,7 +991,7 @@ int req_size_json(const char *text, uint64_t *memory_mib, uint64_t *disk_mib)
 	return 0;
 }
 
-void req_free(struct req *rq)
+void run_spec_free(struct run_spec *rq)
 {
 	for (unsigned i = 0; i < rq->argc; i++)
 		free(rq->argv[i]);
@@ -914,11 +1003,6 @@ void req_free(struct req *rq)
 	for (unsigned i = 0; i < rq->nenv; i++)
 		free(rq->env[i]);
 	free(rq->env);
-	for (unsigned i = 0; i < rq->nallow_net; i++)
-		free(rq->allow_net[i]);
-	free(rq->allow_net);
-	for (unsigned i = 0; i < rq->nallow_net_addr; i++)
-		free(rq->allow_net_addr[i]);
-	free(rq->allow_net_addr);
+	free(rq->net);
 	memset(rq, 0, sizeof(*rq));
 }

@@ -1,4 +1,4 @@
-/* vmrund's native request (host/vmrund/request.c): argv and source mode,
+/* The run spec (host/run_spec.c) as vmrund reads it: argv and source mode,
  * every refusal as one line naming its field, the encodings, the caps,
  * network rules checked and normalized, and the canonical form read back
  * into the same request. */
@@ -8,25 +8,27 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "request.h"
+#include "policy.h"
+#include "run_spec.h"
 #include "runtime.h"
 
 static char err[512];
 
-static int parse(const char *text, struct req *rq)
+static int parse(const char *text, struct run_spec *rq)
 {
 	err[0] = '\0';
-	return req_parse_text(text, strlen(text), rq, err, sizeof(err));
+	return run_spec_from_text(text, strlen(text), rq, err, sizeof(err));
 }
 
 /* text is refused with a message containing want, and rq is left empty. */
 static void refused(const char *text, const char *want)
 {
-	struct req rq;
+	struct run_spec rq;
 	int rc = parse(text, &rq);
 	if (rc != -1 || !strstr(err, want))
 		fail_msg("%.200s\n  gave rc %d, \"%s\"; wanted \"%s\"", text, rc, err, want);
@@ -34,13 +36,13 @@ static void refused(const char *text, const char *want)
 	assert_null(rq.argv);
 	assert_null(rq.files);
 	assert_int_equal(rq.nfiles, 0);
-	req_free(&rq);
+	run_spec_free(&rq);
 }
 
 static void argv_mode(void **state)
 {
 	(void)state;
-	struct req rq;
+	struct run_spec rq;
 	assert_int_equal(
 		parse("{\"argv\": [\"python3\", \"-c\", \"print(1)\"], \"runtime\": \"python\","
 		      " \"env\": {\"A\": \"1\", \"_B2\": \"x=y\"}, \"stdin\": \"hi\\n\","
@@ -71,20 +73,20 @@ static void argv_mode(void **state)
 	assert_int_equal(rq.disk_mib, 128);
 	assert_int_equal(rq.max_output, 1000);
 	assert_true(rq.keep_artifacts);
-	req_free(&rq);
-	req_free(&rq); /* twice is safe */
+	run_spec_free(&rq);
+	run_spec_free(&rq); /* twice is safe */
 
 	assert_int_equal(parse("{\"argv\": [\"true\"]}", &rq), 0);
 	assert_int_equal(rq.argc, 1);
 	assert_string_equal(rq.runtime, "");
 	assert_false(rq.has_stdin);
-	req_free(&rq);
+	run_spec_free(&rq);
 }
 
 static void source_mode(void **state)
 {
 	(void)state;
-	struct req rq;
+	struct run_spec rq;
 	assert_int_equal(parse("{\"runtime\": \"c\", \"files\": [{\"name\": \"main.c\", \"content\": \"int main(){}\"},"
 			       " {\"name\": \"util.h\", \"content\": \"2f2f\", \"encoding\": \"hex\"}],"
 			       " \"args\": [\"a\", \"\"], \"compile\": {\"timeout_s\": 30, \"memory_mib\": 512},"
@@ -101,14 +103,14 @@ static void source_mode(void **state)
 	assert_true(rq.compile.timeout_s == 30);
 	assert_int_equal(rq.compile.memory_mib, 512);
 	assert_int_equal(rq.run.cpu_time_ms, 1500);
-	req_free(&rq);
+	run_spec_free(&rq);
 
 	/* an empty file has no data */
 	assert_int_equal(parse("{\"runtime\": \"bash\", \"files\": [{\"name\": \"x.sh\", \"content\": \"\"}]}", &rq),
 			 0);
 	assert_null(rq.files[0].data);
 	assert_int_equal(rq.files[0].len, 0);
-	req_free(&rq);
+	run_spec_free(&rq);
 }
 
 static void refuses_shape(void **state)
@@ -238,7 +240,7 @@ static char *big_body(unsigned n, size_t size, size_t in)
 static void caps(void **state)
 {
 	(void)state;
-	char *t = big_body(1, REQ_MAX_FILE_BYTES + 1, 0);
+	char *t = big_body(1, RUN_SPEC_MAX_FILE_BYTES + 1, 0);
 	refused(t, "files[0].content: over 8388608 bytes");
 	free(t);
 	t = big_body(2, 7u << 20, 0);
@@ -247,33 +249,33 @@ static void caps(void **state)
 	t = big_body(1, 6u << 20, (6u << 20) + 1);
 	refused(t, "stdin: files and stdin over");
 	free(t);
-	struct req rq;
-	t = big_body(1, REQ_MAX_FILE_BYTES, 4u << 20);
+	struct run_spec rq;
+	t = big_body(1, RUN_SPEC_MAX_FILE_BYTES, 4u << 20);
 	assert_int_equal(parse(t, &rq), 0);
-	req_free(&rq);
+	run_spec_free(&rq);
 	free(t);
-	t = big_body(REQ_MAX_FILES + 1, 1, 0);
+	t = big_body(RUN_SPEC_MAX_FILES + 1, 1, 0);
 	refused(t, "files: at most 64 files");
 	free(t);
 
 	char text[16384], *p = text;
 	p += sprintf(p, "{\"argv\": [");
-	for (int i = 0; i <= REQ_MAX_ARGS; i++)
+	for (int i = 0; i <= RUN_SPEC_MAX_ARGS; i++)
 		p += sprintf(p, "%s\"a\"", i ? "," : "");
 	sprintf(p, "]}");
 	refused(text, "argv: at most 256 arguments");
 	p = text + sprintf(text, "{\"argv\": [\"x\"], \"env\": {");
-	for (int i = 0; i <= REQ_MAX_ENV; i++)
+	for (int i = 0; i <= RUN_SPEC_MAX_ENV; i++)
 		p += sprintf(p, "%s\"V%d\": \"\"", i ? "," : "", i);
 	sprintf(p, "}}");
 	refused(text, "env: at most 64 variables");
 	p = text + sprintf(text, "{\"argv\": [\"x\", \"");
-	memset(p, 'a', REQ_MAX_ARG_LEN + 1);
-	sprintf(p + REQ_MAX_ARG_LEN + 1, "\"]}");
+	memset(p, 'a', RUN_SPEC_MAX_ARG_LEN + 1);
+	sprintf(p + RUN_SPEC_MAX_ARG_LEN + 1, "\"]}");
 	refused(text, "argv[1]: longer than 4096 bytes");
 	p = text + sprintf(text, "{\"argv\": [\"x\"], \"env\": {\"AB\": \"");
-	memset(p, 'a', REQ_MAX_ENV_LEN - 2);
-	sprintf(p + REQ_MAX_ENV_LEN - 2, "\"}}");
+	memset(p, 'a', RUN_SPEC_MAX_ENV_LEN - 2);
+	sprintf(p + RUN_SPEC_MAX_ENV_LEN - 2, "\"}}");
 	refused(text, "env.AB: NAME=VALUE longer than 4096 bytes");
 }
 
@@ -282,12 +284,12 @@ static void refuses_nul(void **state)
 {
 	(void)state;
 	json_t *body = json_pack("{s:[s,s%]}", "argv", "ls", "a\0b", (size_t)3);
-	struct req rq;
-	assert_int_equal(req_parse(body, &rq, err, sizeof(err)), -1);
+	struct run_spec rq;
+	assert_int_equal(run_spec_from_json(body, &rq, err, sizeof(err)), -1);
 	assert_string_equal(err, "argv[1]: must not contain a NUL byte");
 	json_decref(body);
 	body = json_pack("{s:[s],s:[{s:s%,s:s}]}", "argv", "ls", "files", "name", "a\0b", (size_t)3, "content", "");
-	assert_int_equal(req_parse(body, &rq, err, sizeof(err)), -1);
+	assert_int_equal(run_spec_from_json(body, &rq, err, sizeof(err)), -1);
 	assert_string_equal(err, "files[0].name: must not contain a NUL byte");
 	json_decref(body);
 }
@@ -313,7 +315,7 @@ static void decodes(void **state)
 		{ "h\xc3\xa9", "utf8", "h\xc3\xa9", 3 },
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		assert_int_equal(req_decode(ok[i].in, strlen(ok[i].in), ok[i].enc, 100, &out, &len, err, sizeof(err)),
+		assert_int_equal(run_spec_decode(ok[i].in, strlen(ok[i].in), ok[i].enc, 100, &out, &len, err, sizeof(err)),
 				 0);
 		assert_int_equal(len, ok[i].n);
 		if (!len)
@@ -332,16 +334,16 @@ static void decodes(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		out = (unsigned char *)"x";
 		assert_int_equal(
-			req_decode(bad[i].in, strlen(bad[i].in), bad[i].enc, 100, &out, &len, err, sizeof(err)), -1);
+			run_spec_decode(bad[i].in, strlen(bad[i].in), bad[i].enc, 100, &out, &len, err, sizeof(err)), -1);
 		assert_null(out);
 	}
-	assert_int_equal(req_decode("QUJD", 4, "base64", 2, &out, &len, err, sizeof(err)), -1);
+	assert_int_equal(run_spec_decode("QUJD", 4, "base64", 2, &out, &len, err, sizeof(err)), -1);
 	assert_string_equal(err, "over 2 bytes");
-	assert_int_equal(req_decode("abc", 3, "utf8", 2, &out, &len, err, sizeof(err)), -1);
-	assert_int_equal(req_decode("abcdef", 6, "hex", 2, &out, &len, err, sizeof(err)), -1);
+	assert_int_equal(run_spec_decode("abc", 3, "utf8", 2, &out, &len, err, sizeof(err)), -1);
+	assert_int_equal(run_spec_decode("abcdef", 6, "hex", 2, &out, &len, err, sizeof(err)), -1);
 }
 
-static void same_req(const struct req *a, const struct req *b)
+static void same_req(const struct run_spec *a, const struct run_spec *b)
 {
 	assert_string_equal(a->runtime, b->runtime);
 	assert_int_equal(a->source, b->source);
@@ -367,19 +369,16 @@ static void same_req(const struct req *a, const struct req *b)
 	assert_int_equal(a->cpus, b->cpus);
 	assert_int_equal(a->disk_mib, b->disk_mib);
 	assert_int_equal(a->max_output, b->max_output);
-	const struct req_stage *sa[] = { &a->compile, &a->run }, *sb[] = { &b->compile, &b->run };
+	const struct run_stage_limits *sa[] = { &a->compile, &a->run }, *sb[] = { &b->compile, &b->run };
 	for (int i = 0; i < 2; i++) {
 		assert_true(sa[i]->timeout_s == sb[i]->timeout_s);
 		assert_int_equal(sa[i]->memory_mib, sb[i]->memory_mib);
 		assert_int_equal(sa[i]->cpu_time_ms, sb[i]->cpu_time_ms);
 	}
 	assert_int_equal(a->keep_artifacts, b->keep_artifacts);
-	assert_int_equal(a->nallow_net, b->nallow_net);
-	for (unsigned i = 0; i < a->nallow_net; i++)
-		assert_string_equal(a->allow_net[i], b->allow_net[i]);
-	assert_int_equal(a->nallow_net_addr, b->nallow_net_addr);
-	for (unsigned i = 0; i < a->nallow_net_addr; i++)
-		assert_string_equal(a->allow_net_addr[i], b->allow_net_addr[i]);
+	assert_int_equal(a->nnet, b->nnet);
+	for (unsigned i = 0; i < a->nnet; i++)
+		assert_memory_equal(&a->net[i], &b->net[i], sizeof(a->net[i]));
 }
 
 static void round_trip(void **state)
@@ -406,10 +405,10 @@ static void round_trip(void **state)
 		"{\"argv\": [\"x\"], \"network\": {\"allow\": [\"example.test\"], \"allow_addr\": []}}",
 	};
 	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
-		struct req a, b;
+		struct run_spec a, b;
 		if (parse(bodies[i], &a))
 			fail_msg("%s: %s", bodies[i], err);
-		json_t *j = req_to_json(&a);
+		json_t *j = run_spec_to_json(&a);
 		assert_non_null(j);
 		char *text = json_dumps(j, JSON_COMPACT);
 		assert_non_null(text);
@@ -418,45 +417,66 @@ static void round_trip(void **state)
 		same_req(&a, &b);
 		free(text);
 		json_decref(j);
-		req_free(&a);
-		req_free(&b);
+		run_spec_free(&a);
+		run_spec_free(&b);
 	}
 	/* the canonical form leaves out what is not set */
-	struct req a;
+	struct run_spec a;
 	assert_int_equal(parse("{\"argv\": [\"x\"]}", &a), 0);
-	json_t *j = req_to_json(&a);
+	json_t *j = run_spec_to_json(&a);
 	char *text = json_dumps(j, JSON_COMPACT);
 	assert_string_equal(text, "{\"argv\":[\"x\"]}");
 	free(text);
 	json_decref(j);
-	req_free(&a);
+	run_spec_free(&a);
+}
+
+/* rq's rules of one list (addr: allow_addr) as written again, joined by
+ * spaces into out. How many there are. */
+static unsigned rules(const struct run_spec *rq, bool addr, char *out, size_t cap)
+{
+	unsigned n = 0;
+	out[0] = '\0';
+	for (unsigned i = 0; i < rq->nnet; i++) {
+		if ((rq->net[i].kind == NET_RULE_ADDR) != addr)
+			continue;
+		char text[300];
+		net_rule_format(&rq->net[i], text, sizeof(text));
+		snprintf(out + strlen(out), cap - strlen(out), "%s%s", n++ ? " " : "", text);
+	}
+	return n;
 }
 
 static void network(void **state)
 {
 	(void)state;
-	struct req rq;
+	struct run_spec rq;
 	assert_int_equal(parse("{\"argv\": [\"x\"], \"network\": {\"allow\": [\"PyPI.org.\", \"*.Example.com:8443\","
 			       " \"b\\u00fccher.example\"], \"allow_addr\": [\"10.1.2.0/24:3128\","
 			       " \"[FD00::/8]:8080\"]}}",
 			       &rq),
 			 0);
-	/* kept normalized, as the run library will read them */
-	assert_int_equal(rq.nallow_net, 3);
-	assert_string_equal(rq.allow_net[0], "pypi.org");
-	assert_string_equal(rq.allow_net[1], "*.example.com:8443");
-	assert_string_equal(rq.allow_net[2], "xn--bcher-kva.example");
-	assert_int_equal(rq.nallow_net_addr, 2);
-	assert_string_equal(rq.allow_net_addr[0], "10.1.2.0/24:3128");
-	assert_string_equal(rq.allow_net_addr[1], "[fd00::/8]:8080");
-	req_free(&rq);
-	req_free(&rq);
+	/* kept parsed and normalized, as the run library will read them */
+	char text[1024];
+	assert_int_equal(rules(&rq, false, text, sizeof(text)), 3);
+	assert_string_equal(text, "pypi.org *.example.com:8443 xn--bcher-kva.example");
+	assert_int_equal(rules(&rq, true, text, sizeof(text)), 2);
+	assert_string_equal(text, "10.1.2.0/24:3128 [fd00::/8]:8080");
+	/* and written so in the canonical form */
+	json_t *j = run_spec_to_json(&rq);
+	char *dumped = json_dumps(json_object_get(j, "network"), JSON_COMPACT | JSON_SORT_KEYS);
+	assert_string_equal(dumped, "{\"allow\":[\"pypi.org\",\"*.example.com:8443\",\"xn--bcher-kva.example\"],"
+				    "\"allow_addr\":[\"10.1.2.0/24:3128\",\"[fd00::/8]:8080\"]}");
+	free(dumped);
+	json_decref(j);
+	run_spec_free(&rq);
+	run_spec_free(&rq);
 
 	/* no network object, or an empty one: no rules */
 	assert_int_equal(parse("{\"argv\": [\"x\"], \"network\": {}}", &rq), 0);
-	assert_int_equal(rq.nallow_net + rq.nallow_net_addr, 0);
-	assert_null(rq.allow_net);
-	req_free(&rq);
+	assert_int_equal(rq.nnet, 0);
+	assert_null(rq.net);
+	run_spec_free(&rq);
 
 	refused("{\"argv\": [\"x\"], \"network\": [\"a.com\"]}", "network: must be an object");
 	refused("{\"argv\": [\"x\"], \"network\": {\"allow\": [\"a.com\"], \"deny\": []}}",
@@ -484,16 +504,25 @@ static void network(void **state)
 		n += snprintf(body + n, sizeof(body) - (size_t)n, "%s\"10.0.%d.0/24\"", i ? "," : "", i);
 	snprintf(body + n, sizeof(body) - (size_t)n, "]}}");
 	assert_int_equal(parse(body, &rq), 0);
-	assert_int_equal(rq.nallow_net + rq.nallow_net_addr, 64);
-	req_free(&rq);
+	assert_int_equal(rq.nnet, 64);
+	run_spec_free(&rq);
 	/* one more */
 	memmove(addr_list + 15, addr_list, strlen(addr_list) + 1);
 	memcpy(addr_list, "\"10.9.9.0/24\", ", 15);
 	refused(body, "network.allow_addr: at most 64 rules in allow and allow_addr together");
 
-	/* a bad rule leaves nothing behind for req_free to miss (ASan) */
+	/* a bad rule leaves nothing behind for run_spec_free to miss (ASan) */
 	refused("{\"argv\": [\"x\"], \"network\": {\"allow\": [\"a.com\", \"b.com\"], \"allow_addr\": [\"x\"]}}",
 		"network.allow_addr[0]: ");
+}
+
+/* What admission counts: run_spec_effective's memory and workspace. */
+static void size(const struct run_spec *rq, const struct runtime *rt, uint64_t *mem, uint64_t *disk)
+{
+	struct run_effective e;
+	run_spec_effective(rq, rt, &e);
+	*mem = e.memory_mib;
+	*disk = e.disk_mib;
 }
 
 /* What a run takes of a node (admission, issue 38): the limits asked, the
@@ -502,58 +531,168 @@ static void network(void **state)
 static void sizes(void **state)
 {
 	(void)state;
-	struct req rq;
+	struct run_spec rq;
 	uint64_t mem, disk;
 	struct runtime rts[2] = { { .name = "c", .aliases = "gcc  cc", .compile = "gcc {files}", .run = "./a.out",
 				    .run_memory_mib = 128, .compile_memory_mib = 900 },
 				  { .name = "python", .aliases = "py", .run = "python3 {file}", .run_memory_mib = 300 } };
-	assert_ptr_equal(req_runtime(rts, 2, "c"), &rts[0]);
-	assert_ptr_equal(req_runtime(rts, 2, "cc"), &rts[0]);
-	assert_ptr_equal(req_runtime(rts, 2, "py"), &rts[1]);
-	assert_null(req_runtime(rts, 2, "p"));
-	assert_null(req_runtime(rts, 2, "gcc cc"));
-	assert_null(req_runtime(rts, 0, "c"));
+	assert_ptr_equal(runtime_pick(rts, 2, "c"), &rts[0]);
+	assert_ptr_equal(runtime_pick(rts, 2, "cc"), &rts[0]);
+	assert_ptr_equal(runtime_pick(rts, 2, "py"), &rts[1]);
+	assert_null(runtime_pick(rts, 2, "p"));
+	assert_null(runtime_pick(rts, 2, "gcc cc"));
+	assert_null(runtime_pick(rts, 0, "c"));
 	/* argv mode: the limits, else the defaults */
 	assert_int_equal(parse("{\"argv\": [\"x\"]}", &rq), 0);
-	req_size(&rq, NULL, &mem, &disk);
-	assert_int_equal(mem, REQ_DEFAULT_MEMORY_MIB);
-	assert_int_equal(disk, REQ_DEFAULT_DISK_MIB);
-	req_free(&rq);
+	size(&rq, NULL, &mem, &disk);
+	assert_int_equal(mem, RUN_SPEC_DEFAULT_MEMORY_MIB);
+	assert_int_equal(disk, RUN_SPEC_DEFAULT_DISK_MIB);
+	run_spec_free(&rq);
 	assert_int_equal(parse("{\"argv\": [\"x\"], \"limits\": {\"memory_mib\": 1536, \"disk_mib\": 3072}}", &rq), 0);
-	req_size(&rq, &rts[0], &mem, &disk);
+	size(&rq, &rts[0], &mem, &disk);
 	assert_int_equal(mem, 1536);
 	assert_int_equal(disk, 3072);
 	/* a size written back into the canonical JSON reads back */
 	rq.memory_mib = 1537;
-	json_t *j = req_to_json(&rq);
+	json_t *j = run_spec_to_json(&rq);
 	char *text = json_dumps(j, JSON_COMPACT);
-	assert_int_equal(req_size_json(text, &mem, &disk), 0);
+	assert_int_equal(run_spec_size_json(text, &mem, &disk), 0);
 	assert_int_equal(mem, 1537);
 	assert_int_equal(disk, 3072);
 	free(text);
 	json_decref(j);
-	req_free(&rq);
+	run_spec_free(&rq);
 	/* source mode: the largest stage (compile's 900) plus the slack */
 	const char *src = "{\"runtime\": \"c\", \"files\": [{\"name\": \"a.c\", \"content\": \"\"}]}";
 	assert_int_equal(parse(src, &rq), 0);
-	req_size(&rq, &rts[0], &mem, &disk);
+	size(&rq, &rts[0], &mem, &disk);
 	assert_int_equal(mem, 900 + 64);
-	assert_int_equal(disk, REQ_DEFAULT_DISK_MIB);
+	assert_int_equal(disk, RUN_SPEC_DEFAULT_DISK_MIB);
 	/* a runtime without a compile stage: its compile memory does not count */
 	rts[0].compile[0] = '\0';
-	req_size(&rq, &rts[0], &mem, &disk);
-	assert_int_equal(mem, REQ_DEFAULT_MEMORY_MIB);   /* 128 + 64 is under the default */
+	size(&rq, &rts[0], &mem, &disk);
+	assert_int_equal(mem, RUN_SPEC_DEFAULT_MEMORY_MIB);   /* 128 + 64 is under the default */
 	rq.run.memory_mib = 1000;
-	req_size(&rq, &rts[0], &mem, &disk);
+	size(&rq, &rts[0], &mem, &disk);
 	assert_int_equal(mem, 1064);
-	req_free(&rq);
+	run_spec_free(&rq);
 	/* stored JSON without limits (queued by an older vmrund): the
 	 * defaults; not an object: -1 */
-	assert_int_equal(req_size_json("{\"argv\":[\"x\"]}", &mem, &disk), 0);
-	assert_int_equal(mem, REQ_DEFAULT_MEMORY_MIB);
-	assert_int_equal(disk, REQ_DEFAULT_DISK_MIB);
-	assert_int_equal(req_size_json("[1]", &mem, &disk), -1);
-	assert_int_equal(req_size_json("{", &mem, &disk), -1);
+	assert_int_equal(run_spec_size_json("{\"argv\":[\"x\"]}", &mem, &disk), 0);
+	assert_int_equal(mem, RUN_SPEC_DEFAULT_MEMORY_MIB);
+	assert_int_equal(disk, RUN_SPEC_DEFAULT_DISK_MIB);
+	assert_int_equal(run_spec_size_json("[1]", &mem, &disk), -1);
+	assert_int_equal(run_spec_size_json("{", &mem, &disk), -1);
+}
+
+/* The one set of defaults: every limit a spec leaves at 0, in argv mode
+ * and in source mode, where the timeout is the boot allowance plus the
+ * stages' and asked-for values win. */
+static void effective(void **state)
+{
+	(void)state;
+	struct run_spec rq = { 0 };
+	struct run_effective e;
+	run_spec_effective(&rq, NULL, &e);
+	assert_true(e.timeout_s == RUN_SPEC_DEFAULT_TIMEOUT_S);
+	assert_int_equal(e.memory_mib, RUN_SPEC_DEFAULT_MEMORY_MIB);
+	assert_int_equal(e.cpus, RUN_SPEC_DEFAULT_CPUS);
+	assert_int_equal(e.disk_mib, RUN_SPEC_DEFAULT_DISK_MIB);
+	assert_int_equal(e.max_output, RUN_SPEC_DEFAULT_MAX_OUTPUT);
+	assert_int_equal(e.nstages, 0);
+	rq = (struct run_spec){ .timeout_s = 2.5, .cpus = 3, .disk_mib = 9, .max_output = 7 };
+	run_spec_effective(&rq, NULL, &e);
+	assert_true(e.timeout_s == 2.5);
+	assert_int_equal(e.cpus, 3);
+	assert_int_equal(e.disk_mib, 9);
+	assert_int_equal(e.max_output, 7);
+	/* source mode: the runtime's stage limits, else the defaults */
+	struct runtime c = { .name = "c", .compile = "cc {files}", .run = "./a.out", .compile_timeout_s = 20 };
+	rq = (struct run_spec){ .source = true, .run = { .cpu_time_ms = 500 } };
+	run_spec_effective(&rq, &c, &e);
+	assert_int_equal(e.nstages, 2);
+	assert_true(e.stage[0].timeout_s == 20);
+	assert_true(e.stage[1].timeout_s == RUN_SPEC_DEFAULT_RUN_TIMEOUT_S);
+	assert_int_equal(e.stage[1].cpu_time_ms, 500);
+	assert_true(e.timeout_s == RUN_SPEC_BOOT_ALLOWANCE_S + 20 + RUN_SPEC_DEFAULT_RUN_TIMEOUT_S);
+	c.compile[0] = '\0';
+	rq.timeout_s = 4;
+	run_spec_effective(&rq, &c, &e);
+	assert_int_equal(e.nstages, 1);
+	assert_true(e.stage[0].timeout_s == RUN_SPEC_DEFAULT_RUN_TIMEOUT_S);
+	assert_true(e.timeout_s == 4);
+	/* without the runtime (not known here): no stages, argv's defaults */
+	run_spec_effective(&rq, NULL, &e);
+	assert_int_equal(e.nstages, 0);
+}
+
+/* A spec against the policy's ceilings, in each front end's words. */
+static void check(void **state)
+{
+	(void)state;
+	struct policy pol;
+	char err[300];
+	assert_int_equal(policy_load(&pol, NULL, NULL, err, sizeof(err)), 0);
+	pol.max_timeout_s = 60;
+	pol.max_memory_mib = 1024;
+	struct run_spec rq = { 0 };
+	struct run_effective e;
+	run_spec_effective(&rq, NULL, &e);
+	assert_int_equal(run_spec_check(&rq, &e, &pol, RUN_SPEC_WORDS_API, err, sizeof(err)), 0);
+	e.timeout_s = 61;
+	assert_int_equal(run_spec_check(&rq, &e, &pol, RUN_SPEC_WORDS_API, err, sizeof(err)), -1);
+	assert_string_equal(err, "limits.timeout_s: 61 exceeds the policy's ceiling of 60 s");
+	assert_int_equal(run_spec_check(&rq, &e, &pol, RUN_SPEC_WORDS_CLI, err, sizeof(err)), -1);
+	assert_string_equal(err, "--timeout 61 exceeds the policy's ceiling of 60 s");
+	e.timeout_s = 60;
+	e.memory_mib = 2048;
+	assert_int_equal(run_spec_check(&rq, &e, &pol, RUN_SPEC_WORDS_API, err, sizeof(err)), -1);
+	assert_string_equal(err, "limits.memory_mib: 2048 exceeds the policy's ceiling of 1024");
+	assert_int_equal(run_spec_check(&rq, &e, &pol, RUN_SPEC_WORDS_CLI, err, sizeof(err)), -1);
+	assert_string_equal(err, "--memory 2048 exceeds the policy's ceiling of 1024");
+	e.memory_mib = 1024;
+	/* the built-in ceiling admits any host name, no address range */
+	struct net_rule host, addr;
+	assert_int_equal(net_rule_parse("Example.com", false, &host, err, sizeof(err)), 0);
+	assert_int_equal(net_rule_parse("10.0.0.0/8", true, &addr, err, sizeof(err)), 0);
+	assert_int_equal(run_spec_add_rule(&rq, &host), 0);
+	assert_int_equal(run_spec_add_rule(&rq, &host), 0);
+	assert_int_equal(run_spec_check(&rq, &e, &pol, RUN_SPEC_WORDS_API, err, sizeof(err)), 0);
+	assert_int_equal(run_spec_add_rule(&rq, &addr), 0);
+	assert_int_equal(run_spec_check(&rq, &e, &pol, RUN_SPEC_WORDS_API, err, sizeof(err)), -1);
+	assert_string_equal(err, "network.allow_addr[0]: 10.0.0.0/8 is beyond the policy's network ceiling");
+	assert_int_equal(run_spec_check(&rq, &e, &pol, RUN_SPEC_WORDS_CLI, err, sizeof(err)), -1);
+	assert_string_equal(err, "--allow-net-addr 10.0.0.0/8: beyond the policy's network ceiling");
+	run_spec_free(&rq);
+	policy_free(&pol);
+}
+
+/* A spec built field by field, as the CLI builds one: copies, arrays
+ * NULL-terminated, at most RUN_SPEC_MAX_NET_RULES rules. */
+static void builders(void **state)
+{
+	(void)state;
+	struct run_spec rq = { 0 };
+	char word[] = "echo";
+	assert_int_equal(run_spec_add_arg(&rq, word), 0);
+	assert_int_equal(run_spec_add_arg(&rq, "hi"), 0);
+	assert_int_equal(run_spec_add_env(&rq, "A=1"), 0);
+	word[0] = 'X';
+	assert_int_equal(rq.argc, 2);
+	assert_string_equal(rq.argv[0], "echo");
+	assert_null(rq.argv[2]);
+	assert_int_equal(rq.nenv, 1);
+	assert_null(rq.env[1]);
+	struct net_rule r;
+	char err[200];
+	assert_int_equal(net_rule_parse("a.test", false, &r, err, sizeof(err)), 0);
+	for (unsigned i = 0; i < RUN_SPEC_MAX_NET_RULES; i++)
+		assert_int_equal(run_spec_add_rule(&rq, &r), 0);
+	errno = 0;
+	assert_int_equal(run_spec_add_rule(&rq, &r), -1);
+	assert_int_equal(errno, ENOSPC);
+	run_spec_free(&rq);
+	run_spec_free(&rq);
 }
 
 int main(void)
@@ -562,7 +701,8 @@ int main(void)
 		cmocka_unit_test(argv_mode),     cmocka_unit_test(source_mode),   cmocka_unit_test(refuses_shape),
 		cmocka_unit_test(refuses_types), cmocka_unit_test(refuses_files), cmocka_unit_test(caps),
 		cmocka_unit_test(refuses_nul),   cmocka_unit_test(decodes),       cmocka_unit_test(round_trip),
-		cmocka_unit_test(network),      cmocka_unit_test(sizes),
+		cmocka_unit_test(network),      cmocka_unit_test(sizes),         cmocka_unit_test(effective),
+		cmocka_unit_test(check),        cmocka_unit_test(builders),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
