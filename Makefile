@@ -640,7 +640,7 @@ $(BUILD)/fuzz/fuzz_netpolicy: tests/fuzz/fuzz_netpolicy.c host/netpolicy.c host/
 
 # The result object's hand-built JSON (guest text in every string), read
 # back as vmrund reads it, by jansson.
-FUZZ_RESULT_SRCS := host/result.c host/artifacts.c host/artifacts_sandbox.c host/session.c host/errmsg.c host/sysfile.c \
+FUZZ_RESULT_SRCS := host/result.c host/outcome.c host/artifacts.c host/artifacts_sandbox.c host/session.c host/errmsg.c host/sysfile.c \
 	host/utf8.c host/netpolicy.c guest-agent/proto.c
 $(BUILD)/fuzz/fuzz_result: tests/fuzz/fuzz_result.c $(FUZZ_RESULT_SRCS) $(wildcard host/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
@@ -648,10 +648,11 @@ $(BUILD)/fuzz/fuzz_result: tests/fuzz/fuzz_result.c $(FUZZ_RESULT_SRCS) $(wildca
 		-ljansson -lext2fs -lcom_err -lseccomp -lidn2 -o $@
 
 # The output's Server-Sent Events (guest bytes in every event's text).
-$(BUILD)/fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c host/vmrund/sse.c host/vmrund/spool.c host/tree.c host/vmrund/sse.h host/vmrund/spool.h
+FUZZ_SSE_SRCS := host/vmrund/sse.c host/vmrund/spool.c host/tree.c host/outcome.c
+$(BUILD)/fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c $(FUZZ_SSE_SRCS) host/vmrund/sse.h host/vmrund/spool.h host/result.h
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_sse.c host/vmrund/sse.c \
-		host/vmrund/spool.c host/tree.c -ljansson -o $@
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_sse.c $(FUZZ_SSE_SRCS) \
+		-ljansson -o $@
 
 # The artifacts' tar headers (guest-chosen names), read back by libarchive.
 $(BUILD)/fuzz/fuzz_tar: tests/fuzz/fuzz_tar.c host/vmrund/tar.c host/utf8.c host/vmrund/tar.h host/utf8.h host/artifacts.h

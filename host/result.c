@@ -71,20 +71,6 @@ void result_free(struct run_result *r)
 	r->network.n = 0;
 }
 
-struct run_stage *result_final_mut(struct run_result *r)
-{
-	unsigned n = r->nstages ? r->nstages : 1;
-	for (unsigned i = n; i-- > 0;)
-		if (r->stage[i].started)
-			return &r->stage[i];
-	return &r->stage[n - 1];
-}
-
-const struct run_stage *result_final(const struct run_result *r)
-{
-	return result_final_mut((struct run_result *)r);
-}
-
 int result_exit_status(const struct run_result *r)
 {
 	const struct run_stage *s = result_final(r);
@@ -99,20 +85,16 @@ int result_exit_status(const struct run_result *r)
 	}
 }
 
-const char *result_termination_name(enum termination t)
+/* "outcome": the run's, decided here, for every reader to present. */
+static void print_run_outcome(FILE *f, const struct run_result *r)
 {
-	static const char *const names[] = { "exited",    "signaled", "timeout", "denied",
-					     "not_found", "vm_failed", "error",  "compile_error" };
-	_Static_assert(sizeof(names) / sizeof(names[0]) == TERM_COUNT, "a name per termination");
-	return names[t];
-}
-
-int result_termination_from_name(const char *name)
-{
-	for (int t = 0; name && t < TERM_COUNT; t++)
-		if (!strcmp(name, result_termination_name((enum termination)t)))
-			return t;
-	return -1;
+	struct run_outcome o;
+	result_outcome(r, &o);
+	fprintf(f, ",\"outcome\":{\"state\":\"%s\",\"limits_hit\":[", result_outcome_name(o.state));
+	for (unsigned b = 0, n = 0; b < OUTCOME_LIMITS; b++)
+		if (o.limits & (1u << b))
+			fprintf(f, "%s\"%s\"", n++ ? "," : "", result_limit_name(1u << b));
+	fputs("]}", f);
 }
 
 /* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if invalid. */
@@ -136,7 +118,7 @@ static size_t utf8_len(const uint8_t *p, size_t n)
 	return len;
 }
 
-static void json_string(FILE *f, const uint8_t *p, size_t n)
+static void print_bytes(FILE *f, const uint8_t *p, size_t n)
 {
 	fputc('"', f);
 	for (size_t i = 0; i < n;) {
@@ -170,7 +152,7 @@ static void json_string(FILE *f, const uint8_t *p, size_t n)
 
 void result_json_cstr(FILE *f, const char *s)
 {
-	json_string(f, (const uint8_t *)s, strlen(s));
+	print_bytes(f, (const uint8_t *)s, strlen(s));
 }
 
 /* A stage's outcome fields, shared by the top level and the stage
@@ -190,9 +172,9 @@ static void print_outcome(FILE *f, enum termination term, const struct run_stage
 	else
 		fputs(",\"signal\":null", f);
 	fprintf(f, ",\"timed_out\":%s,\"stdout\":", s->term == TERM_TIMEOUT ? "true" : "false");
-	json_string(f, s->out.data ? s->out.data : (const uint8_t *)"", s->out.len);
+	print_bytes(f, s->out.data ? s->out.data : (const uint8_t *)"", s->out.len);
 	fputs(",\"stderr\":", f);
-	json_string(f, s->err.data ? s->err.data : (const uint8_t *)"", s->err.len);
+	print_bytes(f, s->err.data ? s->err.data : (const uint8_t *)"", s->err.len);
 	/* dropped by the agent (its EXIT flags) or by the host's own cap */
 	fprintf(f, ",\"stdout_truncated\":%s,\"stderr_truncated\":%s",
 		s->out_truncated || s->out.truncated ? "true" : "false",
@@ -266,6 +248,7 @@ void result_print_json(FILE *f, const struct run_result *r)
 	result_json_cstr(f, r->run_id);
 	fputs(",\"termination\":", f);
 	print_outcome(f, r->term, fin);
+	print_run_outcome(f, r);
 	fprintf(f,
 		",\"durations_ms\":{\"prepare\":%lld,\"boot\":%lld,\"run\":%lld,\"teardown\":%lld,\"extract\":%lld,"
 		"\"total\":%lld}",

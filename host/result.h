@@ -127,6 +127,51 @@ const char *result_termination_name(enum termination t);
 /* The termination whose name is name (a result read back), or -1. Pure. */
 int result_termination_from_name(const char *name);
 
+/* How a run ended, decided once, by result_outcome, from the facts in
+ * its result, and written into the result's JSON ("outcome"): vmrund's
+ * state, its metrics and audit log only read it back
+ * (result_outcome_parse), and decide nothing again. */
+enum outcome_state {
+	OUTCOME_SUCCEEDED,   /* the command (the run stage) exited 0 */
+	OUTCOME_FAILED,      /* anything else that ran out of no limit of time */
+	OUTCOME_TIMED_OUT,   /* the run's deadline, or a stage's own timeout */
+};
+#define OUTCOME_STATE_COUNT (OUTCOME_TIMED_OUT + 1)
+
+/* The limits a run hit, as bits of run_outcome's limits. */
+enum outcome_limit {
+	LIMIT_TIMEOUT = 1u << 0,    /* wall clock: the run's or a stage's */
+	LIMIT_MEMORY = 1u << 1,     /* a stage's memory limit (the OOM killer) */
+	LIMIT_CPU_TIME = 1u << 2,   /* a stage's CPU time limit */
+	LIMIT_OUTPUT = 1u << 3,     /* an output stream was cut */
+};
+#define OUTCOME_LIMITS 4
+
+struct run_outcome {
+	enum outcome_state state;
+	enum termination term;      /* the run's, as its result says */
+	unsigned limits;            /* LIMIT_* bits */
+};
+
+/* r's outcome: timed out when the run or any stage that started ran out
+ * of time; succeeded when it exited 0 (in source mode: the run stage,
+ * after its compile stage); else failed. Pure. */
+void result_outcome(const struct run_result *r, struct run_outcome *o);
+
+/* The names the JSON uses: "succeeded", "failed", "timed_out"; and for
+ * one LIMIT_* bit "timeout", "memory", "cpu_time", "output" (NULL for a
+ * value that is none of them). */
+const char *result_outcome_name(enum outcome_state s);
+const char *result_limit_name(unsigned bit);
+
+struct json_t;
+
+/* The outcome a result's JSON (result_print_json's, parsed) says: 0, or
+ * -1 with *o a failure with no limit hit when result is not an object
+ * with a well-formed "outcome" and "termination" (no result, a garbled
+ * one, one of a worker from before outcomes). Pure. */
+int result_outcome_parse(const struct json_t *result, struct run_outcome *o);
+
 /* Print r as one JSON object (valid UTF-8: invalid bytes in the output
  * become U+FFFD) and a newline: the final stage's fields at the top, and
  * in source mode a "compile" object (null without a compile stage) and a

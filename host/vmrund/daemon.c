@@ -343,7 +343,7 @@ static void audit(struct vmrund *d, const char *id, const char *tenant, enum run
 		json_array_foreach(files, i, f) json_array_append(names, json_object_get(f, "name"));
 		json_object_set_new(line, "files", names);
 	}
-	const char *hit[4];
+	const char *hit[OUTCOME_LIMITS];
 	unsigned nhit = result ? metrics_limits_hit(result, hit) : 0;
 	json_t *hits = json_array();
 	for (unsigned i = 0; i < nhit; i++)

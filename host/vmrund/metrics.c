@@ -20,24 +20,15 @@ static void observe(struct histogram *h, double s)
 			h->bucket[i]++;
 }
 
-static bool stage_flag(const json_t *result, const char *key)
+unsigned metrics_limits_hit(const json_t *result, const char *names[OUTCOME_LIMITS])
 {
-	return json_is_true(json_object_get(result, key)) ||
-	       json_is_true(json_object_get(json_object_get(result, "compile"), key));
-}
-
-unsigned metrics_limits_hit(const json_t *result, const char *names[4])
-{
+	struct run_outcome o;
 	unsigned n = 0;
-	const char *term = json_string_value(json_object_get(result, "termination"));
-	if ((term && !strcmp(term, "timeout")) || stage_flag(result, "timed_out"))
-		names[n++] = "timeout";
-	if (stage_flag(result, "oom_killed"))
-		names[n++] = "memory";
-	if (stage_flag(result, "cpu_time_exceeded"))
-		names[n++] = "cpu_time";
-	if (stage_flag(result, "stdout_truncated") || stage_flag(result, "stderr_truncated"))
-		names[n++] = "output";
+	if (result_outcome_parse(result, &o))
+		return 0;
+	for (unsigned b = 0; b < OUTCOME_LIMITS; b++)
+		if (o.limits & (1u << b))
+			names[n++] = result_limit_name(1u << b);
 	return n;
 }
 
@@ -47,21 +38,13 @@ void metrics_run_ended(struct metrics *m, enum run_state state, const json_t *re
 	observe(&m->phase[PH_QUEUE], (double)queue_ms / 1000.0);
 	if (!result)
 		return;
-	const char *term = json_string_value(json_object_get(result, "termination"));
-	int t = result_termination_from_name(term);
-	if (t >= 0)
-		m->term[t]++;
-	const char *hit[4];
-	unsigned n = metrics_limits_hit(result, hit);
-	for (unsigned i = 0; i < n; i++) {
-		if (!strcmp(hit[i], "timeout"))
-			m->limit_timeout++;
-		else if (!strcmp(hit[i], "memory"))
-			m->limit_memory++;
-		else if (!strcmp(hit[i], "cpu_time"))
-			m->limit_cpu++;
-		else
-			m->limit_output++;
+	struct run_outcome o;
+	if (result_outcome_parse(result, &o) == 0) {
+		m->term[o.term]++;
+		m->limit_timeout += !!(o.limits & LIMIT_TIMEOUT);
+		m->limit_memory += !!(o.limits & LIMIT_MEMORY);
+		m->limit_cpu += !!(o.limits & LIMIT_CPU_TIME);
+		m->limit_output += !!(o.limits & LIMIT_OUTPUT);
 	}
 	json_t *d = json_object_get(result, "durations_ms");
 	for (int p = PH_PREPARE; p < PH_COUNT; p++) {

@@ -43,10 +43,10 @@ void metrics_run_ended(struct metrics *m, enum run_state state, const json_t *re
 /* Count one HTTP answer. */
 void metrics_http(struct metrics *m, unsigned status);
 
-/* The limits a result says it hit, by name ("timeout", "memory",
- * "cpu_time", "output") into names (at most 4), their count returned:
- * for the metrics and the audit log alike. Pure. */
-unsigned metrics_limits_hit(const json_t *result, const char *names[4]);
+/* The limits a result's outcome says the run hit, by name ("timeout",
+ * "memory", "cpu_time", "output") into names, their count returned: for
+ * the audit log. Pure. */
+unsigned metrics_limits_hit(const json_t *result, const char *names[OUTCOME_LIMITS]);
 
 /* The text for /metrics (malloc'd; NULL out of memory), with the gauges. */
 char *metrics_render(const struct metrics *m, size_t queued, unsigned running, unsigned slots,

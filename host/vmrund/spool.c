@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "proto.h"
+#include "result.h"
 #include "tree.h"
 
 /* The run library's longest socket path under the worker's TMPDIR (its
@@ -119,26 +120,15 @@ long spool_parse(const uint8_t *buf, size_t len,
 	return (long)pos;
 }
 
-static bool stage_timed_out(const json_t *stage)
-{
-	return json_is_true(json_object_get(stage, "timed_out"));
-}
-
 enum run_state spool_state_of(const json_t *result, bool cancelled)
 {
+	static const enum run_state states[] = { RS_SUCCEEDED, RS_FAILED, RS_TIMED_OUT };
+	_Static_assert(sizeof(states) / sizeof(states[0]) == OUTCOME_STATE_COUNT, "a state per outcome");
+	struct run_outcome o;
 	if (cancelled)
 		return RS_CANCELLED;
-	if (!json_is_object(result))
-		return RS_FAILED;
-	const char *term = json_string_value(json_object_get(result, "termination"));
-	if (!term)
-		return RS_FAILED;
-	if (!strcmp(term, "timeout") || stage_timed_out(result) || stage_timed_out(json_object_get(result, "compile")))
-		return RS_TIMED_OUT;
-	json_t *code = json_object_get(result, "exit_code");
-	if (!strcmp(term, "exited") && json_is_integer(code) && json_integer_value(code) == 0)
-		return RS_SUCCEEDED;
-	return RS_FAILED;
+	/* the outcome the run decided; none readable: a failure */
+	return result_outcome_parse(result, &o) ? RS_FAILED : states[o.state];
 }
 
 /* How deep a run's directory may go and still be removed whole: its

@@ -67,7 +67,7 @@ v "json signal" 137 --json -- sh -c 'kill -KILL $$' && json 'j["termination"]=="
 	ok "--json reports signaled/SIGKILL" || not_ok "json signal"
 v "timeout" 124 -t 2 -- sleep 100 && [ "$ms" -lt 6000 ] && ok "--timeout 2 on sleep 100: 124 after $ms ms" ||
 	not_ok "timeout (status $rc after $ms ms)"
-v "json timeout" 124 --json -t 2 -- sleep 100 && json 'j["termination"]=="timeout" and j["timed_out"] is True' &&
+v "json timeout" 124 --json -t 2 -- sleep 100 && json 'j["termination"]=="timeout" and j["timed_out"] is True and j["outcome"]=={"state":"timed_out","limits_hit":["timeout"]}' &&
 	ok "--json reports the timeout" || not_ok "json timeout"
 printf 'allow /usr/bin/python3\n' >"$tmp/policy"
 v "denied" 126 --policy "$tmp/policy" -v -- sh -c true && [ "$ms" -lt 1000 ] && ! grep -q 'vmm started' "$tmp/err" &&
@@ -85,7 +85,7 @@ v "cap" 0 --json --max-output 100 -- sh -c 'yes | head -c 5000; yes e | head -c 
 	ok "--max-output caps and flags each stream" || not_ok "output cap"
 v "python" 0 -- python3 -c 'import sys; print(sys.version_info[:2])' && [ "$(cat "$tmp/out")" = "(3, 11)" ] &&
 	ok "python3 runs" || not_ok "python3"
-v "json shape" 0 --json -- true && json 'set(j)=={"run_id","termination","exit_code","signal","timed_out","stdout","stderr","stdout_truncated","stderr_truncated","durations_ms","usage","artifacts","artifacts_skipped","limits","jail","message","boot"} and j["boot"]=="'$BOOT'" and set(j["durations_ms"])=={"prepare","boot","run","teardown","extract","total"}' &&
+v "json shape" 0 --json -- true && json 'set(j)=={"run_id","termination","exit_code","signal","timed_out","stdout","stderr","stdout_truncated","stderr_truncated","durations_ms","usage","artifacts","artifacts_skipped","limits","jail","message","boot","outcome"} and j["boot"]=="'$BOOT'" and j["outcome"]=={"state":"succeeded","limits_hit":[]} and set(j["durations_ms"])=={"prepare","boot","run","teardown","extract","total"}' &&
 	ok "--json has every field of DESIGN's result object, the jail layers, boot $BOOT" || not_ok "json shape"
 v "bad option" 125 --memory lots -- true && [ "$(wc -l <"$tmp/err")" -eq 1 ] && ok "a bad value: one line, 125" ||
 	not_ok "bad option (status $rc)"

@@ -124,6 +124,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t len)
 		same_if_utf8(o, "stderr", f[1].p, f[1].n);
 	if (nf > 2 && !memchr(f[2].p, 0, f[2].n) && f[2].n < sizeof(r->message))
 		same_if_utf8(o, "message", f[2].p, f[2].n);
+	/* the outcome the writer decided is the one every reader gets back */
+	struct run_outcome want, got;
+	result_outcome(r, &want);
+	if (result_outcome_parse(o, &got) || got.state != want.state || got.term != want.term ||
+	    got.limits != want.limits) {
+		fprintf(stderr, "outcome read back differs: %.*s\n", (int)tlen, text);
+		abort();
+	}
 	json_decref(o);
 	free(text);
 	free(r);

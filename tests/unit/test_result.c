@@ -334,6 +334,84 @@ static void termination_names_round_trip(void **state)
 	assert_int_equal(result_termination_from_name(NULL), -1);
 }
 
+/* r's outcome, decided, and read back from its JSON: the same. */
+static struct run_outcome outcome_of(const struct run_result *r)
+{
+	struct run_outcome want, got;
+	result_outcome(r, &want);
+	json_t *o = parsed(to_json(r));
+	assert_int_equal(result_outcome_parse(o, &got), 0);
+	json_decref(o);
+	assert_int_equal(got.state, want.state);
+	assert_int_equal(got.term, want.term);
+	assert_int_equal(got.limits, want.limits);
+	return want;
+}
+
+/* How a run ended, decided once: every case vmrund's state rests on
+ * (these were its spool's own decisions), and the limits hit. */
+static void outcome(void **state)
+{
+	(void)state;
+	struct run_result ok = { .term = TERM_EXITED, .nstages = 1, .stage = { { .started = true, .term = TERM_EXITED } } };
+	assert_int_equal(outcome_of(&ok).state, OUTCOME_SUCCEEDED);
+	assert_int_equal(outcome_of(&ok).limits, 0);
+	struct run_result one = ok;
+	one.stage[0].exit_code = 1;
+	assert_int_equal(outcome_of(&one).state, OUTCOME_FAILED);
+	struct run_result timeout = { .term = TERM_TIMEOUT, .nstages = 1,
+				      .stage = { { .started = true, .term = TERM_TIMEOUT } } };
+	assert_int_equal(outcome_of(&timeout).state, OUTCOME_TIMED_OUT);
+	assert_int_equal(outcome_of(&timeout).limits, LIMIT_TIMEOUT);
+	struct run_result sig = { .term = TERM_SIGNALED, .nstages = 1,
+				  .stage = { { .started = true, .term = TERM_SIGNALED, .signal = 9, .oom_killed = true } } };
+	assert_int_equal(outcome_of(&sig).state, OUTCOME_FAILED);
+	assert_int_equal(outcome_of(&sig).limits, LIMIT_MEMORY);
+	/* source mode: the compile stage ran out of time, the run never started */
+	struct run_result compile = { .term = TERM_COMPILE_ERROR, .source = true, .nstages = 2,
+				      .stage = { { .started = true, .term = TERM_TIMEOUT }, { .term = TERM_ERROR } } };
+	assert_int_equal(outcome_of(&compile).state, OUTCOME_TIMED_OUT);
+	assert_int_equal(outcome_of(&compile).term, TERM_COMPILE_ERROR);
+	/* compiled, then ran and exited 0; or the compiler failed */
+	struct run_result compiled = { .term = TERM_EXITED, .source = true, .nstages = 2,
+				       .stage = { { .started = true, .term = TERM_EXITED },
+						  { .started = true, .term = TERM_EXITED } } };
+	assert_int_equal(outcome_of(&compiled).state, OUTCOME_SUCCEEDED);
+	struct run_result compile_failed = compiled;
+	compile_failed.term = TERM_COMPILE_ERROR;
+	compile_failed.stage[0].exit_code = 1;
+	compile_failed.stage[1].started = false;
+	assert_int_equal(outcome_of(&compile_failed).state, OUTCOME_FAILED);
+	struct run_result vm_failed = { .term = TERM_VM_FAILED, .nstages = 1 };
+	assert_int_equal(outcome_of(&vm_failed).state, OUTCOME_FAILED);
+	/* the CPU limit and a cut stream, in the run stage */
+	struct run_result cpu = ok;
+	cpu.stage[0].cpu_exceeded = true;
+	cpu.stage[0].err.truncated = true;
+	assert_int_equal(outcome_of(&cpu).state, OUTCOME_SUCCEEDED);
+	assert_int_equal(outcome_of(&cpu).limits, LIMIT_CPU_TIME | LIMIT_OUTPUT);
+	/* names, and what is none */
+	assert_string_equal(result_outcome_name(OUTCOME_TIMED_OUT), "timed_out");
+	assert_null(result_outcome_name((enum outcome_state)7));
+	assert_string_equal(result_limit_name(LIMIT_CPU_TIME), "cpu_time");
+	assert_null(result_limit_name(LIMIT_MEMORY | LIMIT_OUTPUT));
+	/* a result that says no outcome, or a garbled one: a failure, -1 */
+	const char *bad[] = { "{}", "[1]", "{\"termination\":\"exited\"}",
+			      "{\"termination\":\"exited\",\"outcome\":{\"state\":\"won\",\"limits_hit\":[]}}",
+			      "{\"termination\":\"exited\",\"outcome\":{\"state\":\"succeeded\",\"limits_hit\":[\"x\"]}}",
+			      "{\"termination\":\"nope\",\"outcome\":{\"state\":\"succeeded\",\"limits_hit\":[]}}" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct run_outcome o = { .state = OUTCOME_SUCCEEDED };
+		json_t *v = json_loads(bad[i], 0, NULL);
+		assert_int_equal(result_outcome_parse(v, &o), -1);
+		assert_int_equal(o.state, OUTCOME_FAILED);
+		assert_int_equal(o.limits, 0);
+		json_decref(v);
+	}
+	struct run_outcome o;
+	assert_int_equal(result_outcome_parse(NULL, &o), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -345,6 +423,7 @@ int main(void)
 		cmocka_unit_test(json_network),
 		cmocka_unit_test(json_boot),
 		cmocka_unit_test(termination_names_round_trip),
+		cmocka_unit_test(outcome),
 	};
 	return cmocka_run_group_tests_name("result", tests, NULL, NULL);
 }

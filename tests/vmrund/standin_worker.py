@@ -88,6 +88,8 @@ result = {
     "run_id": "0" * 32, "termination": "signaled" if cancelled else "exited",
     "exit_code": None if cancelled else 0, "signal": "SIGKILL" if cancelled else None,
     "timed_out": False, "stdout": stdout, "stderr": "to stderr\n" if argv[0] == "echo" else "",
+    # decided by the run, as the run library's result_outcome decides it
+    "outcome": {"state": "failed" if cancelled else "succeeded", "limits_hit": []},
     "stdout_truncated": False, "stderr_truncated": False,
     "usage": {"cpu_ms": 0, "max_rss_kib": 0},
     "durations_ms": {"prepare": 0, "boot": 0, "run": ms, "teardown": 0, "extract": 0, "total": ms},
