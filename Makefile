@@ -53,12 +53,12 @@ MUSL_CC    := musl-gcc -static $(CSTD) $(WARN) -O2 -idirafter /usr/include \
 # vmrun: host/*.c and the wire format.
 HOST_SRCS := $(wildcard host/*.c) guest-agent/proto.c
 HOST_LIB  := $(filter-out host/main.c,$(wildcard host/*.c))
-HOST_LIBS := -lext2fs -lcom_err -lseccomp -lidn2 -lhttp_parser -ljansson
+HOST_LIBS := -lext2fs -lcom_err -lseccomp -lidn2 -ljansson
 # vmrun-proxy (host/proxy/): a run's egress proxy, over the policy
 # modules in host/ it shares with vmrun; DNS by c-ares.
 PROXY_SRCS := $(wildcard host/proxy/*.c)
 PROXY_LIB  := $(filter-out host/proxy/main.c,$(PROXY_SRCS))
-PROXY_SHARED := host/netpolicy.c host/proxy_request.c host/tls_sni.c host/proxy_relay.c host/proxy_wire.c host/errmsg.c
+PROXY_SHARED := host/netpolicy.c host/proxy_wire.c host/errmsg.c
 PROXY_LIBS := -lcares -lseccomp -lidn2 -lhttp_parser -lssl -lcrypto
 # vmrund (host/vmrund/): the service, its per-run worker, and the modules
 # both use; HTTP by libmicrohttpd, JSON by jansson, state in SQLite or
@@ -660,16 +660,16 @@ $(BUILD)/fuzz/fuzz_tar: tests/fuzz/fuzz_tar.c host/vmrund/tar.c host/utf8.c host
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/vmrund tests/fuzz/fuzz_tar.c host/vmrund/tar.c host/utf8.c -ljansson -larchive -o $@
 
 # The host proxy's request heads (guest input), through http_parser.
-$(BUILD)/fuzz/fuzz_proxy_request: tests/fuzz/fuzz_proxy_request.c host/proxy_request.c host/errmsg.c \
-		host/proxy_request.h host/netpolicy.h host/errmsg.h
+$(BUILD)/fuzz/fuzz_proxy_request: tests/fuzz/fuzz_proxy_request.c host/proxy/request.c host/errmsg.c \
+		host/proxy/request.h host/netpolicy.h host/errmsg.h
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Ihost tests/fuzz/fuzz_proxy_request.c host/proxy_request.c host/errmsg.c \
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/proxy tests/fuzz/fuzz_proxy_request.c host/proxy/request.c host/errmsg.c \
 		-lhttp_parser -o $@
 
 # The server name in a guest's ClientHello (guest input).
-$(BUILD)/fuzz/fuzz_tls_sni: tests/fuzz/fuzz_tls_sni.c host/tls_sni.c host/tls_sni.h
+$(BUILD)/fuzz/fuzz_tls_sni: tests/fuzz/fuzz_tls_sni.c host/proxy/tls_sni.c host/proxy/tls_sni.h
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Ihost tests/fuzz/fuzz_tls_sni.c host/tls_sni.c -o $@
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/proxy tests/fuzz/fuzz_tls_sni.c host/proxy/tls_sni.c -o $@
 
 # Seed: a ClientHello that Python's ssl (OpenSSL) wrote for pypi.org.
 $(BUILD)/fuzz/seeds-tls_sni.stamp: $(wildcard tests/fuzz/seeds-tls_sni/*)

@@ -15,8 +15,8 @@
 
 #include "clock.h"
 #include "errmsg.h"
-#include "proxy_relay.h"
-#include "proxy_request.h"
+#include "relay.h"
+#include "request.h"
 #include "tls_relay.h"
 #include "tls_sni.h"
 

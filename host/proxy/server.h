@@ -1,7 +1,7 @@
 /* The proxy's event loop: every tunnel of one run, in one thread, on
  * non-blocking sockets. A guest connection's life:
  *
- *   head    read the request head (host/proxy_request.h); a bad one is
+ *   head    read the request head (host/proxy/request.h); a bad one is
  *           answered 400/414/431/501, a slow one 408
  *   decide  the policy and the resolved address, once (net_decide); a
  *           refusal is answered 403 with the reason
@@ -10,7 +10,7 @@
  *   dial    connect to the one address decided, once the dial check
  *           (dial_guard.h) passes the socket address; plain HTTP gets its head
  *           rewritten to origin form (Connection: close)
- *   relay   host/proxy_relay.h, with the caps; a plain HTTP request to
+ *   relay   host/proxy/relay.h, with the caps; a plain HTTP request to
  *           a host with a secret header goes to its port 443 over TLS
  *           instead, the header added (tls_relay.h)
  *

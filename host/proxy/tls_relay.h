@@ -1,7 +1,7 @@
 /* A secret header's tunnel: the guest's plain HTTP on one side, TLS to
  * the real host on the other, which the proxy opens, verifies and
  * speaks (DESIGN: the guest never holds the platform's secret). The same
- * shape as host/proxy_relay.h, with the same caps, so one loop serves
+ * shape as host/proxy/relay.h, with the same caps, so one loop serves
  * both: the owner polls the two descriptors for what tls_relay_events
  * asks and steps. The guest's half-close is not passed on (the request
  * says Connection: close; the tunnel ends once the response is all
@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "proxy_relay.h"
+#include "relay.h"
 
 struct tls_relay {
 	int guest, remote;

@@ -1,5 +1,5 @@
 /* libFuzzer harness for the host proxy's request parser
- * (host/proxy_request.c over http_parser): every byte of it comes from
+ * (host/proxy/request.c over http_parser): every byte of it comes from
  * the guest. Beyond the sanitizers it checks what the parse promises: a
  * refusal is 400, 414, 431 or 501 with a one-line reason; a head taken
  * has a host, ends within the input, and the head it writes upstream
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy_request.h"
+#include "request.h"
 
 static void check_upstream(const struct proxy_request *r)
 {

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the ClientHello's server name (host/tls_sni.c):
+/* libFuzzer harness for the ClientHello's server name (host/proxy/tls_sni.c):
  * the first bytes of a guest's tunnel. Beyond the sanitizers it checks
  * what the reader promises: a name found is 1 to 253 printable ASCII
  * bytes; a refusal says why; and a prefix of the input never reads as

@@ -1,4 +1,4 @@
-/* One tunnel of the host proxy (host/proxy_relay.h), between two
+/* One tunnel of the host proxy (host/proxy/relay.h), between two
  * socketpairs that play the guest and the remote: bytes both ways with
  * what came after the head sent first, half-closes passed on, each cap,
  * idling out, back-pressure, and a remote that is gone. Time is passed
@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "proxy_relay.h"
+#include "relay.h"
 
 /* The guest's end and the remote's end the test holds, and the tunnel's. */
 struct pair {

@@ -1,4 +1,4 @@
-/* The proxy's request head (host/proxy_request.h): CONNECT and
+/* The proxy's request head (host/proxy/request.h): CONNECT and
  * absolute-form requests, what is dropped and kept, the head written
  * upstream, and every refusal with its status. */
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proxy_request.h"
+#include "request.h"
 
 static char err[256];
 

@@ -1,4 +1,4 @@
-/* The ClientHello's server name (host/tls_sni.h): read from hellos that
+/* The ClientHello's server name (host/proxy/tls_sni.h): read from hellos that
  * OpenSSL writes (in memory, no network), every prefix of one waited
  * on, and hand-built hellos for what OpenSSL would never send. */
 #include <stdarg.h>

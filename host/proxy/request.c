@@ -1,5 +1,5 @@
 /* The proxy's request head (proxy_request.h), over http_parser. */
-#include "proxy_request.h"
+#include "request.h"
 
 #include <http_parser.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * side is read only when what it sent before has been written on, so a
  * slow reader slows its writer (back-pressure) and memory stays two
  * buffers per tunnel. */
-#include "proxy_relay.h"
+#include "relay.h"
 
 #include <errno.h>
 #include <poll.h>
