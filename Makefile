@@ -60,12 +60,15 @@ PROXY_SRCS := $(wildcard host/proxy/*.c)
 PROXY_LIB  := $(filter-out host/proxy/main.c,$(PROXY_SRCS))
 PROXY_SHARED := host/netpolicy.c host/proxy_wire.c host/errmsg.c
 PROXY_LIBS := -lcares -lseccomp -lidn2 -lhttp_parser -lssl -lcrypto
-# vmrund (host/vmrund/): the service, its per-run worker, and the modules
-# both use; HTTP by libmicrohttpd, JSON by jansson, state in SQLite or
+# vmrund (host/vmrund/): the service and its modules; HTTP by libmicrohttpd, JSON by jansson, state in SQLite or
 # PostgreSQL (libpq).
 VMRUND_SRCS := $(wildcard host/vmrund/*.c)
-VMRUND_LIB  := $(filter-out host/vmrund/main.c host/vmrund/worker.c,$(VMRUND_SRCS))
+VMRUND_LIB  := $(filter-out host/vmrund/main.c,$(VMRUND_SRCS))
 VMRUND_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lpq -lcrypto
+# vmrund-worker (host/worker/): one of vmrund's runs in a process of its
+# own: the run library and the run directory's contract with vmrund
+# (host/vmrund/spool.c), and nothing of the service.
+WORKER_SRCS := host/worker/main.c host/vmrund/spool.c
 # Per-module flags, by the source's name: libpq's header, which Debian keeps
 # in a directory of its own, for the PostgreSQL store (its two files) only.
 VMRUND_CFLAGS_store_pg := -I/usr/include/postgresql
@@ -149,10 +152,14 @@ $(BUILD)/bin/vmrund: $(BUILD)/obj/host/vmrund/main.o $(VMRUND_LIB:%.c=$(BUILD)/o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(VMRUND_LIBS) $(HOST_LIBS) -pthread -o $@
 
-$(BUILD)/bin/vmrund-worker: $(BUILD)/obj/host/vmrund/worker.o $(VMRUND_LIB:%.c=$(BUILD)/obj/%.o) \
-		$(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/guest-agent/proto.o
+$(BUILD)/obj/host/worker/%.o: host/worker/%.c $(wildcard host/*.h host/vmrund/spool.h host/vmrund/store.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $^ $(VMRUND_LIBS) $(HOST_LIBS) -pthread -o $@
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost -Ihost/vmrund -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+
+$(BUILD)/bin/vmrund-worker: $(WORKER_SRCS:%.c=$(BUILD)/obj/%.o) $(HOST_LIB:%.c=$(BUILD)/obj/%.o) \
+		$(BUILD)/obj/guest-agent/proto.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ $(HOST_LIBS) -pthread -o $@
 
 $(BUILD)/obj/guest-agent/proto.o: guest-agent/proto.c guest-agent/proto.h
 	@mkdir -p $(dir $@)
