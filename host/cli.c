@@ -282,7 +282,7 @@ int cli_parse(int argc, char **argv, struct vmrun_opts *o, char *err, size_t err
 				return -1;
 			break;
 		case O_MAX_OUTPUT:
-			if (number(err, errlen, "--max-output", optarg, 0, UINT64_MAX, &o->spec.max_output))
+			if (number(err, errlen, "--max-output", optarg, 1, UINT64_MAX, &o->spec.max_output))
 				return -1;
 			break;
 		case 'e':

@@ -59,6 +59,9 @@ static void refusals_are_one_line_without_prefix(void **state)
 	(void)state;
 	assert_refused(parse("-m", "huge", "true", NULL), "--memory: 'huge' is not a whole number");
 	assert_refused(parse("-m", "8", "true", NULL), "--memory: '8' is not a whole number from 16 to 65536");
+	/* 0 is a spec's "not given": no cap of 0 bytes that would read as the default */
+	assert_refused(parse("--max-output", "0", "true", NULL),
+		       "--max-output: '0' is not a whole number from 1 to 18446744073709551615");
 	assert_refused(parse("-t", "0", "true", NULL), "--timeout: '0' is not a number of seconds above 0 and at most 86400");
 	assert_refused(parse("--bogus", "true", NULL), "unknown option '--bogus' (see --help)");
 	assert_refused(parse("-x", "true", NULL), "unknown option '-x' (see --help)");
