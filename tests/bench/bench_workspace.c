@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 		struct workspace_source ws = { .dirfd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC), .name = src };
 		int rc = ws.dirfd < 0 ? -1 : workspace_create(image, MIB, &ws, 1000, 1000, &st, err, sizeof(err));
 		if (ws.dirfd < 0)
-			snprintf(err, sizeof(err), "%s: %s", src, strerror(errno));
+			snprintf(err, sizeof(err), "%.300s: %s", src, strerror(errno));
 		else
 			close(ws.dirfd);
 		if (rc) {

@@ -28,6 +28,7 @@ struct job {
 	int cancel_fd;
 	bool watch;               /* cancel itself on its first line of output */
 	char vmm[4096], guest[4096];
+	struct run_spec spec;   /* borrows argv: never freed */
 	struct run_request req;
 	struct run_plan plan;
 	struct run_result r;
@@ -54,10 +55,11 @@ static void cancel_on_output(void *ctx, uint32_t kind, uint16_t type, const uint
 static void *drive(void *arg)
 {
 	struct job *j = arg;
-	j->req = (struct run_request){
+	j->spec = (struct run_spec){
 		.argv = j->argv, .argc = 3, .timeout_s = j->timeout_s, .memory_mib = 256, .cpus = 1, .disk_mib = 64,
-		.max_output = 1 << 20, .vmm = j->vmm, .guest_dir = j->guest,
+		.max_output = 1 << 20,
 	};
+	j->req = (struct run_request){ .spec = &j->spec, .vmm = j->vmm, .guest_dir = j->guest };
 	run_result_init(&j->r, &j->req);
 	j->built = run_plan_build(&j->plan, &j->req, &j->r) == 0;
 	if (j->built) {
