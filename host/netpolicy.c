@@ -197,7 +197,7 @@ static int split_port(char *colon, uint16_t *port, char *err, size_t errlen)
 	return 0;
 }
 
-static int parse_host_rule(char *text, struct net_rule *out, char *err, size_t errlen)
+static int parse_host_rule(char *text, const char *addr_word, struct net_rule *out, char *err, size_t errlen)
 {
 	if (split_port(strrchr(text, ':'), &out->port, err, errlen) < 0)
 		return -1;
@@ -208,7 +208,7 @@ static int parse_host_rule(char *text, struct net_rule *out, char *err, size_t e
 		name += 2;
 	}
 	if (net_ip_literal(name, NULL))
-		return errf(err, errlen, "%s is an IP address: allow it with --allow-net-addr", show(name, 64).s);
+		return errf(err, errlen, "%s is an IP address: allow it with %s", show(name, 64).s, addr_word);
 	return net_host_normalize(name, out->host, sizeof(out->host), err, errlen);
 }
 
@@ -269,6 +269,12 @@ static int parse_addr_rule(char *text, struct net_rule *out, char *err, size_t e
 
 int net_rule_parse(const char *text, bool addr, struct net_rule *out, char *err, size_t errlen)
 {
+	return net_rule_parse_as(text, addr, "--allow-net-addr", out, err, errlen);
+}
+
+int net_rule_parse_as(const char *text, bool addr, const char *addr_word, struct net_rule *out, char *err,
+		      size_t errlen)
+{
 	char buf[TEXT_MAX];
 	memset(out, 0, sizeof(*out));
 	size_t n = strlen(text);
@@ -277,7 +283,7 @@ int net_rule_parse(const char *text, bool addr, struct net_rule *out, char *err,
 	if (n >= sizeof(buf))
 		return errf(err, errlen, "a network rule of %zu bytes is too long", n);
 	memcpy(buf, text, n + 1);
-	return addr ? parse_addr_rule(buf, out, err, errlen) : parse_host_rule(buf, out, err, errlen);
+	return addr ? parse_addr_rule(buf, out, err, errlen) : parse_host_rule(buf, addr_word, out, err, errlen);
 }
 
 void net_addr_format(const uint8_t addr[16], char *buf, size_t cap)

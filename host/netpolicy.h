@@ -54,6 +54,12 @@ bool net_ip_literal(const char *text, uint8_t addr[16]);
  * text into *out: 0, or -1 with a one-line reason in err. */
 int net_rule_parse(const char *text, bool addr, struct net_rule *out, char *err, size_t errlen);
 
+/* net_rule_parse for input that spells an address rule otherwise than
+ * vmrun's option: an IP address given as a host rule is refused with
+ * "allow it with ADDR_WORD" ("network.allow_addr" for vmrund's API). */
+int net_rule_parse_as(const char *text, bool addr, const char *addr_word, struct net_rule *out, char *err,
+		      size_t errlen);
+
 /* The rule as the user would write it again (normalized), into buf. */
 void net_rule_format(const struct net_rule *r, char *buf, size_t cap);
 

@@ -523,29 +523,6 @@ static int get_runtime(const json_t *v, struct run_spec *rq, char *err, size_t e
 	return 0;
 }
 
-/* netpolicy's reasons speak vmrun's options ("allow it with
- * --allow-net-addr"); an API client knows the fields instead. The
- * reason, with each option's name swapped for its field's, into out. */
-static void api_words(const char *why, char *out, size_t cap)
-{
-	static const char *const words[][2] = { { "--allow-net-addr", "network.allow_addr" },
-						{ "--allow-net", "network.allow" } };
-	size_t o = 0;
-	while (*why && o + 1 < cap) {
-		size_t i = 0;
-		while (i < 2 && strncmp(why, words[i][0], strlen(words[i][0])))
-			i++;
-		const char *from = i < 2 ? words[i][1] : why;
-		size_t n = i < 2 ? strlen(from) : 1;
-		if (o + n >= cap)
-			break;
-		memcpy(out + o, from, n);
-		o += n;
-		why += i < 2 ? strlen(words[i][0]) : 1;
-	}
-	out[o] = '\0';
-}
-
 /* A copy of s appended to (*v)[*n], which stays NULL-terminated as
  * run_spec_from_json's arrays are. */
 static int add_string(char ***v, unsigned *n, const char *s)
@@ -588,13 +565,11 @@ static int get_net_rule(const json_t *v, const char *path, bool addr, struct run
 {
 	const char *s;
 	struct net_rule r;
-	char why[300], words[320], q[320];
+	char why[300], q[320];
 	if (get_text(v, path, MAX_NET_RULE_TEXT, &s, err, errlen))
 		return -1;
-	if (net_rule_parse(s, addr, &r, why, sizeof(why))) {
-		api_words(why, words, sizeof(words));
-		return errf(err, errlen, "%s: %s", path, errmsg_printable(q, sizeof(q), words));
-	}
+	if (net_rule_parse_as(s, addr, "network.allow_addr", &r, why, sizeof(why)))
+		return errf(err, errlen, "%s: %s", path, errmsg_printable(q, sizeof(q), why));
 	if (run_spec_add_rule(rq, &r))
 		return errf(err, errlen, "%s: %s", path,
 			    errno == ENOSPC ? "too many rules in allow and allow_addr together" : "out of memory");
