@@ -4,7 +4,13 @@
 #ifndef VMRUND_API_H
 #define VMRUND_API_H
 
+#include <jansson.h>
+#include <microhttpd.h>
+
 #include "http.h"
+#include "run_spec.h"
+#include "scheduler.h"
+#include "store.h"
 
 /* Shared by both APIs: a stored run as the API shows it (the result's
  * fields, state, tenant, times, queue_ms); ?wait= in seconds (0 absent,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "daemon.h"
 #include "piston.h"
 #include "spool.h"
 
@@ -27,11 +28,7 @@ static enum MHD_Result execute_and_wait(struct http_req *r)
 		return http_error(r, 504, 0, "run %s has not ended in %u s; GET /v1/runs/%s has it", id,
 				  r->d->cfg.wait_max_s, id);
 	struct store_run run;
-	pthread_mutex_lock(&r->d->lock);
-	int found = r->d->store->ops->get(r->d->store, id, NULL, &run, err, sizeof(err));
-	if (found == 1)
-		vmrund_fetch(r->d, id);   /* it may have run on another node */
-	pthread_mutex_unlock(&r->d->lock);
+	int found = vmrund_get_run_fetched(r->d, id, &run, err, sizeof(err));
 	if (found != 1)
 		return http_error(r, 500, 0, "%s", found < 0 ? err : "the run vanished");
 	json_t *result = spool_result_parse(run.result);

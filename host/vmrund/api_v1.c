@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "daemon.h"
 #include "spool.h"
 #include "stream.h"
 
@@ -53,9 +54,7 @@ static int find_run(struct http_req *r, const char *id, struct store_run *run)
 		http_error(r, 404, 0, "no run %.64s", id);
 		return 0;
 	}
-	pthread_mutex_lock(&r->d->lock);
-	int found = r->d->store->ops->get(r->d->store, id, r->d->ts.t[r->tenant].name, run, err, sizeof(err));
-	pthread_mutex_unlock(&r->d->lock);
+	int found = vmrund_get_run(r->d, id, r->d->ts.t[r->tenant].name, run, err, sizeof(err));
 	if (found < 0)
 		http_error(r, 500, 0, "%s", err);
 	else if (!found)
@@ -183,9 +182,7 @@ static bool kept(struct http_req *r, const struct store_run *run, char *dir, siz
 	struct stat st;
 	if (!store_state_terminal(run->state))
 		return false;
-	pthread_mutex_lock(&r->d->lock);
-	vmrund_fetch(r->d, run->id);   /* it may have run on another node */
-	pthread_mutex_unlock(&r->d->lock);
+	vmrund_fetch_run(r->d, run->id);   /* it may have run on another node */
 	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode);
 }
 

@@ -277,6 +277,76 @@ void vmrund_stream_end(struct vmrund *d, unsigned tenant)
 	pthread_mutex_unlock(&d->lock);
 }
 
+/* ---- the HTTP side's reads and counts ------------------------------------- */
+
+int vmrund_get_run(struct vmrund *d, const char *id, const char *tenant, struct store_run *run, char *err,
+		   size_t errlen)
+{
+	pthread_mutex_lock(&d->lock);
+	int found = d->store->ops->get(d->store, id, tenant, run, err, errlen);
+	pthread_mutex_unlock(&d->lock);
+	return found;
+}
+
+int vmrund_get_run_fetched(struct vmrund *d, const char *id, struct store_run *run, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&d->lock);
+	int found = d->store->ops->get(d->store, id, NULL, run, err, errlen);
+	if (found == 1)
+		vmrund_fetch(d, id);   /* it may have run on another node */
+	pthread_mutex_unlock(&d->lock);
+	return found;
+}
+
+int vmrund_get_run_output(struct vmrund *d, const char *id, bool want_output, struct store_run *run, bool *fetched)
+{
+	char err[300], path[PATH_MAX];
+	vmrund_run_path(d, id, SPOOL_OUTPUT, path, sizeof(path));
+	pthread_mutex_lock(&d->lock);
+	int found = d->store->ops->get(d->store, id, NULL, run, err, sizeof(err));
+	/* A run that ran on another node: its output file from the store,
+	 * in the order its streams interleaved (the caller replays the
+	 * result's when there is none). */
+	*fetched = want_output && found == 1 && store_state_terminal(run->state) && vmrund_fetch(d, id) == 0 &&
+		   access(path, R_OK) == 0;
+	pthread_mutex_unlock(&d->lock);
+	return found;
+}
+
+int vmrund_fetch_run(struct vmrund *d, const char *id)
+{
+	pthread_mutex_lock(&d->lock);
+	int rc = vmrund_fetch(d, id);
+	pthread_mutex_unlock(&d->lock);
+	return rc;
+}
+
+char *vmrund_metrics_text(struct vmrund *d, char *err, size_t errlen)
+{
+	uint64_t states[RS_COUNT] = { 0 };
+	pthread_mutex_lock(&d->lock);
+	int rc = d->store->ops->count(d->store, states, err, errlen);
+	char *text = rc < 0 ? NULL : metrics_render(&d->m, states[RS_QUEUED], vmrund_running_here(d), d->slots, states);
+	pthread_mutex_unlock(&d->lock);
+	if (!text && rc >= 0)
+		snprintf(err, errlen, "out of memory");
+	return text;
+}
+
+void vmrund_count_answer(struct vmrund *d, unsigned status)
+{
+	pthread_mutex_lock(&d->lock);
+	metrics_http(&d->m, status);
+	pthread_mutex_unlock(&d->lock);
+}
+
+void vmrund_count_cut(struct vmrund *d, unsigned n)
+{
+	pthread_mutex_lock(&d->lock);
+	d->m.cut_head += n;
+	pthread_mutex_unlock(&d->lock);
+}
+
 unsigned vmrund_running_here(struct vmrund *d)
 {
 	unsigned n = 0;

@@ -1,9 +1,11 @@
 /* vmrund's core: everything the service owns hangs off one struct vmrund
  * (no globals), shared by the HTTP threads and the scheduler loop under
- * one lock. The HTTP side (host/vmrund/http.c) calls submit, cancel and
- * wait; the main thread runs vmrund_loop, which starts a worker process
- * per run (vmrund-worker), reaps them, and records how each run ended.
- * Every state change reaches the store before anyone is told of it. */
+ * one lock. The HTTP side (http.c, api_v1.c, api_piston.c, stream.c)
+ * only calls the functions here, which take the lock themselves: the
+ * lock's scope and the store stay this file's to reason about. The main
+ * thread runs vmrund_loop, which starts a worker process per run
+ * (vmrund-worker), reaps them, and records how each run ended. Every
+ * state change reaches the store before anyone is told of it. */
 #ifndef VMRUND_DAEMON_H
 #define VMRUND_DAEMON_H
 
@@ -124,6 +126,31 @@ void vmrund_stream_end(struct vmrund *d, unsigned tenant);
  * keeps one (else, or while the store is down, this node's): 0, or the
  * seconds to wait. */
 unsigned vmrund_rate(struct vmrund *d, unsigned tenant);
+
+/* The HTTP side's reads and counts: each takes the lock itself, so that
+ * no handler holds it or reaches the store. */
+
+/* Run id, tenant's (NULL: anyone's), under the lock: 1 (run filled; the caller frees it), 0 none, -1 err. */
+int vmrund_get_run(struct vmrund *d, const char *id, const char *tenant, struct store_run *run, char *err,
+		   size_t errlen);
+
+/* vmrund_get_run of anyone's run id, then vmrund_fetch if found, in one hold of the lock. */
+int vmrund_get_run_fetched(struct vmrund *d, const char *id, struct store_run *run, char *err, size_t errlen);
+
+/* As vmrund_get_run_fetched, fetching only with want_output once ended (*fetched: output readable); err unsaid. */
+int vmrund_get_run_output(struct vmrund *d, const char *id, bool want_output, struct store_run *run, bool *fetched);
+
+/* vmrund_fetch, with the lock taken around it. */
+int vmrund_fetch_run(struct vmrund *d, const char *id);
+
+/* /metrics' text, the store's counts and this node's, in one hold of the lock: the caller frees it; NULL, err. */
+char *vmrund_metrics_text(struct vmrund *d, char *err, size_t errlen);
+
+/* Count an answer of this HTTP status for /metrics, under the lock. */
+void vmrund_count_answer(struct vmrund *d, unsigned status);
+
+/* Count n connections cut at request_head_timeout_s for /metrics, under the lock (take no other lock around it). */
+void vmrund_count_cut(struct vmrund *d, unsigned n);
 
 /* The store failed doing what: said once in the log until it works
  * again (vmrund_store_ok). Lock held. */

@@ -10,34 +10,17 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include "api.h"
-#include "clock.h"
+#include "daemon.h"
 #include "errmsg.h"
+#include "guard.h"
 #include "run_spec.h"
-
-#define GUARD_EVERY_MS 250   /* how late past its deadline a head may be cut */
-
-/* One connection, watched for the deadline of its request's head
- * (request_head_timeout_s): libmicrohttpd's own timeout is an idle one,
- * which a client that sends a byte at a time never reaches. */
-struct watched {
-	struct watched *prev, *next;
-	int fd;
-	int64_t since_ms;             /* accepted, or its last request completed */
-	bool head;                    /* its current request's head is whole */
-	bool cut;                     /* shut down for being late */
-};
 
 struct http_server {
 	struct MHD_Daemon *mhd;
 	struct vmrund *d;
-	pthread_mutex_t lock;         /* the list and stop */
-	pthread_cond_t wake;          /* stop */
-	struct watched *list;
-	bool stop;
-	pthread_t guard;
+	struct guard *guard;          /* the deadline for a request's head */
 };
 
 /* What one connection's request accumulates between callbacks. */
@@ -48,13 +31,6 @@ struct conn_state {
 	bool answered;                /* refused before its body (413) */
 };
 
-static void count(struct vmrund *d, unsigned status)
-{
-	pthread_mutex_lock(&d->lock);
-	metrics_http(&d->m, status);
-	pthread_mutex_unlock(&d->lock);
-}
-
 enum MHD_Result http_queue(struct http_req *r, unsigned status, struct MHD_Response *resp)
 {
 	if (!resp)
@@ -62,7 +38,7 @@ enum MHD_Result http_queue(struct http_req *r, unsigned status, struct MHD_Respo
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
 	enum MHD_Result rc = MHD_queue_response(r->conn, status, resp);
 	MHD_destroy_response(resp);
-	count(r->d, status);
+	vmrund_count_answer(r->d, status);
 	return rc;
 }
 
@@ -204,15 +180,10 @@ static enum MHD_Result health(struct http_req *r, bool ready)
 
 static enum MHD_Result metrics(struct http_req *r)
 {
-	struct vmrund *d = r->d;
-	uint64_t states[RS_COUNT] = { 0 };
 	char err[300];
-	pthread_mutex_lock(&d->lock);
-	int rc = d->store->ops->count(d->store, states, err, sizeof(err));
-	char *text = rc < 0 ? NULL : metrics_render(&d->m, states[RS_QUEUED], vmrund_running_here(d), d->slots, states);
-	pthread_mutex_unlock(&d->lock);
+	char *text = vmrund_metrics_text(r->d, err, sizeof(err));
 	if (!text)
-		return http_error(r, 500, 0, "%s", rc < 0 ? err : "out of memory");
+		return http_error(r, 500, 0, "%s", err);
 	enum MHD_Result res = http_bytes(r, 200, "text/plain; version=0.0.4", text, strlen(text));
 	free(text);
 	return res;
@@ -233,115 +204,6 @@ static enum MHD_Result route(struct http_req *r)
 	return v1 ? api_v1(r, p + 3) : api_piston(r, p + 7);
 }
 
-/* ---- the deadline for a request's head ------------------------------------ */
-
-/* The connection's watch (NULL when it has none: out of memory at its
- * accept, and then it was cut at once). */
-static struct watched *watch_of(struct MHD_Connection *conn)
-{
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	return ci ? ci->socket_context : NULL;
-}
-
-/* The head of the connection's request is whole (head), or its request
- * is over and the next one's head is awaited from now (!head). */
-static void watch_mark(struct http_server *h, struct MHD_Connection *conn, bool head)
-{
-	struct watched *w = watch_of(conn);
-	if (!w)
-		return;
-	pthread_mutex_lock(&h->lock);
-	w->head = head;
-	if (!head)
-		w->since_ms = clock_mono_ms();
-	pthread_mutex_unlock(&h->lock);
-}
-
-/* Accepted: watched from now. Closed: forgotten, before libmicrohttpd
- * closes the descriptor (so the guard, under the same lock, never shuts
- * down a descriptor that another connection has taken since). */
-static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-			  enum MHD_ConnectionNotificationCode what)
-{
-	struct http_server *h = cls;
-	struct watched *w = *socket_context;
-	if (what == MHD_CONNECTION_NOTIFY_CLOSED) {
-		if (!w)
-			return;
-		pthread_mutex_lock(&h->lock);
-		if (w->prev)
-			w->prev->next = w->next;
-		else
-			h->list = w->next;
-		if (w->next)
-			w->next->prev = w->prev;
-		pthread_mutex_unlock(&h->lock);
-		free(w);
-		*socket_context = NULL;
-		return;
-	}
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-	if (!ci)
-		return;
-	if (!(w = calloc(1, sizeof(*w)))) {
-		shutdown(ci->connect_fd, SHUT_RDWR);   /* not served unwatched */
-		return;
-	}
-	w->fd = ci->connect_fd;
-	w->since_ms = clock_mono_ms();
-	pthread_mutex_lock(&h->lock);
-	w->next = h->list;
-	if (h->list)
-		h->list->prev = w;
-	h->list = w;
-	pthread_mutex_unlock(&h->lock);
-	*socket_context = w;
-}
-
-/* Whether a watched connection is past its deadline for a head. Pure. */
-static bool head_late(const struct watched *w, int64_t now_ms, int64_t limit_ms)
-{
-	return !w->head && !w->cut && now_ms - w->since_ms >= limit_ms;
-}
-
-/* The guard's thread: shuts down every connection past its deadline,
- * which wakes its thread from its wait at once to close it. */
-static void *guard(void *arg)
-{
-	struct http_server *h = arg;
-	int64_t limit = (int64_t)h->d->cfg.request_head_timeout_s * 1000;
-	pthread_mutex_lock(&h->lock);
-	while (!h->stop) {
-		int64_t now = clock_mono_ms();
-		unsigned cut = 0;
-		for (struct watched *w = h->list; w; w = w->next)
-			if (head_late(w, now, limit)) {
-				shutdown(w->fd, SHUT_RDWR);
-				w->cut = true;
-				cut++;
-			}
-		if (cut) {
-			/* the daemon's lock is never taken inside ours elsewhere,
-			 * nor ours inside it: let go of ours first all the same */
-			pthread_mutex_unlock(&h->lock);
-			pthread_mutex_lock(&h->d->lock);
-			h->d->m.cut_head += cut;
-			pthread_mutex_unlock(&h->d->lock);
-			pthread_mutex_lock(&h->lock);
-		}
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += GUARD_EVERY_MS * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&h->wake, &h->lock, &ts);
-	}
-	pthread_mutex_unlock(&h->lock);
-	return NULL;
-}
-
 /* ---- requests ---------------------------------------------------------------- */
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -354,7 +216,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct http_req r = { .d = d, .conn = conn, .method = method, .path = url, .tenant = -1 };
 	if (!cs) {
 		/* the first call comes once the head is whole */
-		watch_mark(h, conn, true);
+		guard_mark(h->guard, conn, true);
 		if (!(cs = calloc(1, sizeof(*cs))))
 			return MHD_NO;
 		*con_cls = cs;
@@ -400,36 +262,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode t)
 {
 	(void)t;
+	struct http_server *h = cls;
 	struct conn_state *cs = *con_cls;
 	if (cs)
 		free(cs->body);
 	free(cs);
 	*con_cls = NULL;
 	/* a kept-alive connection's next head has the same time */
-	watch_mark(cls, conn, false);
-}
-
-/* The server's own parts, before libmicrohttpd starts. */
-static struct http_server *server_new(struct vmrund *d)
-{
-	struct http_server *h = calloc(1, sizeof(*h));
-	if (!h)
-		return NULL;
-	h->d = d;
-	pthread_mutex_init(&h->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&h->wake, &ca);
-	pthread_condattr_destroy(&ca);
-	return h;
-}
-
-static void server_free(struct http_server *h)
-{
-	pthread_cond_destroy(&h->wake);
-	pthread_mutex_destroy(&h->lock);
-	free(h);
+	guard_mark(h->guard, conn, false);
 }
 
 struct http_server *http_start(struct vmrund *d, char *err, size_t errlen)
@@ -449,9 +289,14 @@ struct http_server *http_start(struct vmrund *d, char *err, size_t errlen)
 		errf(err, errlen, "listen %s: not a numeric address", d->cfg.listen_host);
 		return NULL;
 	}
-	struct http_server *h = server_new(d);
+	struct http_server *h = calloc(1, sizeof(*h));
 	if (!h) {
 		errf(err, errlen, "out of memory");
+		return NULL;
+	}
+	h->d = d;
+	if (!(h->guard = guard_start(d, err, errlen))) {
+		free(h);
 		return NULL;
 	}
 	/* The per-address cap is libmicrohttpd's, counted at accept in every
@@ -461,19 +306,13 @@ struct http_server *http_start(struct vmrund *d, char *err, size_t errlen)
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)d->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 		(unsigned)d->cfg.max_connections_per_address, MHD_OPTION_CONNECTION_TIMEOUT,
 		(unsigned)d->cfg.connection_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-		MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+		MHD_OPTION_NOTIFY_CONNECTION, guard_on_connection, h->guard, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
 		MHD_OPTION_END);
 	if (!h->mhd) {
 		errf(err, errlen, "listen %s:%u: cannot start the HTTP server (address in use?)", d->cfg.listen_host,
 		     d->cfg.listen_port);
-		server_free(h);
-		return NULL;
-	}
-	int e = pthread_create(&h->guard, NULL, guard, h);
-	if (e) {
-		errf(err, errlen, "the HTTP server's guard thread: %s", strerror(e));
-		MHD_stop_daemon(h->mhd);
-		server_free(h);
+		guard_stop(h->guard);
+		free(h);
 		return NULL;
 	}
 	return h;
@@ -483,14 +322,10 @@ void http_stop(struct http_server *h)
 {
 	if (!h)
 		return;
-	/* every connection closes first, and leaves the list as it does */
+	/* every connection closes first, and leaves the guard's list as it does */
 	MHD_stop_daemon(h->mhd);
-	pthread_mutex_lock(&h->lock);
-	h->stop = true;
-	pthread_cond_signal(&h->wake);
-	pthread_mutex_unlock(&h->lock);
-	pthread_join(h->guard, NULL);
-	server_free(h);
+	guard_stop(h->guard);
+	free(h);
 }
 
 bool http_stream_begin(struct http_req *r)

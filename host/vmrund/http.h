@@ -5,9 +5,11 @@
  * whole time a request's head may take (request_head_timeout_s, so a
  * slowloris that sends a byte at a time holds one thread that long at
  * most), on each tenant's open streams and waits (max_streams_per_tenant,
- * 429 past it), bodies capped at max_body. http.c owns the server, authentication and routing; the
- * endpoints live in api_v1.c (native) and api_piston.c (Piston v2), and
- * answer through the helpers here. Every error is JSON {"message": ...}. */
+ * 429 past it), bodies capped at max_body. http.c owns the server,
+ * authentication and routing, guard.c the head's deadline; the endpoints
+ * live in api_v1.c (native) and api_piston.c (Piston v2) (api.h), answer
+ * through the helpers here, and reach runs only through daemon.h's
+ * functions. Every error is JSON {"message": ...}. */
 #ifndef VMRUND_HTTP_H
 #define VMRUND_HTTP_H
 
@@ -17,7 +19,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
-#include "daemon.h"
+struct vmrund;
 
 /* One request as the endpoints see it. */
 struct http_req {

@@ -1,6 +1,7 @@
 /* vmrund: the run service. Parse, load, recover, serve, drain, tear down:
  * the work is the daemon's (host/vmrund/daemon.h) and the HTTP side's
- * (host/vmrund/http.h); every message of ours gets "vmrund: " here. */
+ * (host/vmrund/http.h); every message of ours goes through vmrund_say
+ * (host/vmrund/say.h). */
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>

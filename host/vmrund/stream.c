@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "daemon.h"
 #include "spool.h"
 #include "sse.h"
 #include "tar.h"
@@ -76,14 +77,11 @@ static void replay(struct out_stream *s, const char *result)
 static bool check_end(struct out_stream *s)
 {
 	struct store_run run;
-	char err[300];
-	pthread_mutex_lock(&s->d->lock);
-	int found = s->d->store->ops->get(s->d->store, s->id, NULL, &run, err, sizeof(err));
+	bool fetched;
+	/* A stream that never saw the file wants it, fetched from the store
+	 * when the run ran on another node, else replays the result's. */
+	int found = vmrund_get_run_output(s->d, s->id, s->fd < 0, &run, &fetched);
 	bool ended = found == 0 || (found == 1 && store_state_terminal(run.state));
-	/* A run that ran on another node: its output file from the store,
-	 * in the order its streams interleaved, else from its result. */
-	bool fetched = ended && s->fd < 0 && found == 1 && vmrund_fetch(s->d, s->id) == 0 && access(s->path, R_OK) == 0;
-	pthread_mutex_unlock(&s->d->lock);
 	snprintf(s->state, sizeof(s->state), "%s", found == 1 ? store_state_name(run.state) : "lost");
 	if (ended && s->fd < 0 && found == 1 && run.result && !fetched)
 		replay(s, run.result);

@@ -4,7 +4,10 @@
 #ifndef VMRUND_STREAM_H
 #define VMRUND_STREAM_H
 
+#include <microhttpd.h>
+
 #include "http.h"
+#include "store.h"
 
 /* GET /v1/runs/ID/output: text/event-stream. Each piece of output is an
  * event named by its stream, its data {"stage": "compile"|"run", "text":
