@@ -1,0 +1,849 @@
+/* The run spec's JSON (run_spec.h): the native body read and checked
+ * field by field, and the canonical form written back, which the store
+ * and the spool keep; both with jansson. */
+#include "run_spec.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errmsg.h"
+#include "runtime.h"
+
+/* Ceilings past which a number is a mistake, not a wish; the policy and
+ * the run library hold the real limits. */
+#define MAX_TIMEOUT_S    86400.0
+#define MAX_MEMORY_MIB   (UINT64_C(1) << 20)
+#define MAX_CPUS         1024u
+#define MAX_DISK_MIB     (UINT64_C(1) << 20)
+#define MAX_OUTPUT_BYTES (UINT64_C(1) << 40)
+#define MAX_CPU_TIME_MS  UINT64_C(86400000)
+/* A network rule as sent: room for an international name in UTF-8,
+ * which is longer than the punycode it becomes (under netpolicy.c's own
+ * cap on text before normalizing). */
+#define MAX_NET_RULE_TEXT 1000
+
+/* ---- encodings ------------------------------------------------------------ */
+
+static const char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static int b64_value(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+static int hex_value(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* The decoded length of n base64 characters (padding stripped), or -1
+ * when no whole number of bytes fits them (one stray character). */
+static int b64_strip(const char *s, size_t *n)
+{
+	size_t pad = 0;
+	while (pad < 2 && *n > pad && s[*n - 1 - pad] == '=')
+		pad++;
+	/* With padding the text is whole quads; without, a final quad of 2 or
+	 * 3 characters is accepted too (both forms are common). */
+	if (pad && *n % 4)
+		return -1;
+	*n -= pad;
+	return *n % 4 == 1 ? -1 : 0;
+}
+
+static int b64_decode(const char *s, size_t n, size_t max, unsigned char **out, size_t *outlen, char *err,
+		      size_t errlen)
+{
+	if (b64_strip(s, &n))
+		return errf(err, errlen, "not valid base64 (bad length or padding)");
+	size_t len = n / 4 * 3 + (n % 4 ? n % 4 - 1 : 0);
+	if (len > max)
+		return errf(err, errlen, "over %zu bytes", max);
+	for (size_t i = 0; i < n; i++)
+		if (b64_value((unsigned char)s[i]) < 0)
+			return errf(err, errlen, "not valid base64 (a character outside A-Z a-z 0-9 + / at %zu)", i);
+	if (!len)
+		return 0;
+	unsigned char *d = malloc(len);
+	if (!d)
+		return errf(err, errlen, "out of memory");
+	size_t o = 0;
+	uint32_t acc = 0;
+	unsigned bits = 0;
+	for (size_t i = 0; i < n; i++) {
+		acc = acc << 6 | (uint32_t)b64_value((unsigned char)s[i]);
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			d[o++] = (unsigned char)(acc >> bits);
+		}
+	}
+	*out = d;
+	*outlen = o;
+	return 0;
+}
+
+static int hex_decode(const char *s, size_t n, size_t max, unsigned char **out, size_t *outlen, char *err,
+		      size_t errlen)
+{
+	if (n % 2)
+		return errf(err, errlen, "not valid hex (odd length)");
+	if (n / 2 > max)
+		return errf(err, errlen, "over %zu bytes", max);
+	for (size_t i = 0; i < n; i++)
+		if (hex_value((unsigned char)s[i]) < 0)
+			return errf(err, errlen, "not valid hex (a character outside 0-9 a-f A-F at %zu)", i);
+	if (!n)
+		return 0;
+	unsigned char *d = malloc(n / 2);
+	if (!d)
+		return errf(err, errlen, "out of memory");
+	const unsigned char *u = (const unsigned char *)s;
+	for (size_t i = 0; i < n / 2; i++)
+		d[i] = (unsigned char)(hex_value(u[2 * i]) << 4 | hex_value(u[2 * i + 1]));
+	*out = d;
+	*outlen = n / 2;
+	return 0;
+}
+
+static bool known_encoding(const char *e)
+{
+	return !strcmp(e, "utf8") || !strcmp(e, "base64") || !strcmp(e, "hex");
+}
+
+int run_spec_decode(const char *s, size_t n, const char *encoding, size_t max, unsigned char **out, size_t *outlen,
+	       char *err, size_t errlen)
+{
+	*out = NULL;
+	*outlen = 0;
+	if (!strcmp(encoding, "base64"))
+		return b64_decode(s, n, max, out, outlen, err, errlen);
+	if (!strcmp(encoding, "hex"))
+		return hex_decode(s, n, max, out, outlen, err, errlen);
+	if (strcmp(encoding, "utf8"))
+		return errf(err, errlen, "unknown encoding (utf8, base64 or hex)");
+	if (n > max)
+		return errf(err, errlen, "over %zu bytes", max);
+	if (!n)
+		return 0;
+	if (!(*out = malloc(n)))
+		return errf(err, errlen, "out of memory");
+	memcpy(*out, s, n);
+	*outlen = n;
+	return 0;
+}
+
+/* base64 of n bytes, NUL-terminated, in *len characters; NULL when out of memory. */
+static char *b64_encode(const unsigned char *p, size_t n, size_t *len)
+{
+	*len = (n + 2) / 3 * 4;
+	char *s = malloc(*len + 1);
+	if (!s)
+		return NULL;
+	size_t o = 0;
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)p[i] << 16;
+		v |= i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0;
+		v |= i + 2 < n ? p[i + 2] : 0;
+		s[o++] = b64_alphabet[v >> 18 & 63];
+		s[o++] = b64_alphabet[v >> 12 & 63];
+		s[o++] = i + 1 < n ? b64_alphabet[v >> 6 & 63] : '=';
+		s[o++] = i + 2 < n ? b64_alphabet[v & 63] : '=';
+	}
+	s[o] = '\0';
+	return s;
+}
+
+/* ---- field helpers -------------------------------------------------------- */
+
+/* Refuse a key of obj not in keys (NULL-terminated); where names obj in
+ * the message ("files[2]"), "" for the top level. */
+static int known_keys(const json_t *obj, const char *const *keys, const char *where, char *err, size_t errlen)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach ((json_t *)obj, k, v) {
+		size_t i = 0;
+		while (keys[i] && strcmp(keys[i], k))
+			i++;
+		if (!keys[i]) {
+			char q[72];
+			return errf(err, errlen, "%s%sunknown field \"%s\"", where, *where ? ": " : "",
+				    errmsg_printable(q, sizeof(q), k));
+		}
+	}
+	return 0;
+}
+
+/* Whether j nests objects or arrays deeper than RUN_SPEC_MAX_DEPTH, j itself
+ * at depth. Recursion stops one level past the limit. */
+static bool too_deep(const json_t *j, int depth)
+{
+	if (!json_is_object(j) && !json_is_array(j))
+		return false;
+	if (depth > RUN_SPEC_MAX_DEPTH)
+		return true;
+	if (json_is_array(j)) {
+		for (size_t i = 0; i < json_array_size(j); i++)
+			if (too_deep(json_array_get(j, i), depth + 1))
+				return true;
+		return false;
+	}
+	const char *k;
+	json_t *v;
+	json_object_foreach ((json_t *)j, k, v)
+		if (too_deep(v, depth + 1))
+			return true;
+	return false;
+}
+
+/* A whole number from 0 to max: a JSON integer, or a real without a
+ * fraction (clients written in JavaScript may send 1e6). */
+static int get_whole(const json_t *v, const char *path, uint64_t max, uint64_t *out, char *err, size_t errlen)
+{
+	if (json_is_integer(v)) {
+		json_int_t i = json_integer_value(v);
+		if (i < 0)
+			return errf(err, errlen, "%s: must not be negative", path);
+		if ((uint64_t)i > max)
+			return errf(err, errlen, "%s: must be at most %llu", path, (unsigned long long)max);
+		*out = (uint64_t)i;
+		return 0;
+	}
+	if (!json_is_real(v))
+		return errf(err, errlen, "%s: must be a whole number", path);
+	double d = json_real_value(v);
+	if (d < 0)
+		return errf(err, errlen, "%s: must not be negative", path);
+	if (d > (double)max)
+		return errf(err, errlen, "%s: must be at most %llu", path, (unsigned long long)max);
+	if (d != (double)(uint64_t)d)
+		return errf(err, errlen, "%s: must be a whole number", path);
+	*out = (uint64_t)d;
+	return 0;
+}
+
+static int get_seconds(const json_t *v, const char *path, double *out, char *err, size_t errlen)
+{
+	if (!json_is_number(v))
+		return errf(err, errlen, "%s: must be a number", path);
+	double d = json_number_value(v);
+	if (!isfinite(d) || d <= 0 || d > MAX_TIMEOUT_S)
+		return errf(err, errlen, "%s: must be above 0 and at most %g seconds", path, MAX_TIMEOUT_S);
+	*out = d;
+	return 0;
+}
+
+/* A string without NUL bytes (jansson's may hold them) of at most max bytes. */
+static int get_text(const json_t *v, const char *path, size_t max, const char **out, char *err, size_t errlen)
+{
+	if (!json_is_string(v))
+		return errf(err, errlen, "%s: must be a string", path);
+	size_t n = json_string_length(v);
+	if (n > max)
+		return errf(err, errlen, "%s: longer than %zu bytes", path, max);
+	if (memchr(json_string_value(v), '\0', n))
+		return errf(err, errlen, "%s: must not contain a NUL byte", path);
+	*out = json_string_value(v);
+	return 0;
+}
+
+static char *dup_text(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = malloc(n);
+	return d ? memcpy(d, s, n) : NULL;
+}
+
+/* Decode content (a string) in encoding (a string, or NULL: utf8). */
+static int get_data(const json_t *content, const json_t *encoding, const char *what, const char *enc_what,
+		    unsigned char **out, size_t *len, char *err, size_t errlen)
+{
+	const char *enc = "utf8";
+	if (encoding && get_text(encoding, enc_what, 16, &enc, err, errlen))
+		return -1;
+	if (!known_encoding(enc))
+		return errf(err, errlen, "%s: must be utf8, base64 or hex", enc_what);
+	if (!json_is_string(content))
+		return errf(err, errlen, "%s: must be a string", what);
+	char why[160];
+	if (run_spec_decode(json_string_value(content), json_string_length(content), enc, RUN_SPEC_MAX_FILE_BYTES, out, len, why,
+		       sizeof(why)))
+		return errf(err, errlen, "%s: %s", what, why);
+	return 0;
+}
+
+/* ---- the request's parts -------------------------------------------------- */
+
+/* An array of strings into a NULL-terminated vector. */
+static int get_strings(const json_t *a, const char *what, bool is_argv, char ***out, unsigned *n, char *err,
+		       size_t errlen)
+{
+	if (!json_is_array(a))
+		return errf(err, errlen, "%s: must be an array of strings", what);
+	size_t size = json_array_size(a);
+	if (is_argv && !size)
+		return errf(err, errlen, "%s: must not be empty", what);
+	if (size > RUN_SPEC_MAX_ARGS)
+		return errf(err, errlen, "%s: at most %d arguments", what, RUN_SPEC_MAX_ARGS);
+	if (!(*out = calloc(size + 1, sizeof(char *))))
+		return errf(err, errlen, "out of memory");
+	for (size_t i = 0; i < size; i++) {
+		char path[32];
+		const char *s;
+		snprintf(path, sizeof(path), "%s[%zu]", what, i);
+		if (get_text(json_array_get(a, i), path, RUN_SPEC_MAX_ARG_LEN, &s, err, errlen))
+			return -1;
+		if (is_argv && i == 0 && !*s)
+			return errf(err, errlen, "%s: must not be empty", path);
+		if (!((*out)[i] = dup_text(s)))
+			return errf(err, errlen, "out of memory");
+		(*n)++;
+	}
+	return 0;
+}
+
+/* What a file's name must be: it lands in /workspace's top directory and
+ * becomes a word of the runtime's compile or run command. */
+static int check_name(const char *name, const char *path, char *err, size_t errlen)
+{
+	if (!*name)
+		return errf(err, errlen, "%s: must not be empty", path);
+	if (strchr(name, '/'))
+		return errf(err, errlen, "%s: must not contain '/'", path);
+	if (!strcmp(name, ".") || !strcmp(name, ".."))
+		return errf(err, errlen, "%s: must not be \".\" or \"..\"", path);
+	if (!strcmp(name, PROTO_ARTIFACTS_DIR))
+		return errf(err, errlen, "%s: \"%s\" is the artifacts directory", path, PROTO_ARTIFACTS_DIR);
+	if (name[0] == '-')
+		return errf(err, errlen, "%s: must not start with '-' (it would read as an option)", path);
+	/* Not a rule of the workspace's, but names are quoted in messages and
+	 * logs, where a newline would forge a line. */
+	for (const char *c = name; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return errf(err, errlen, "%s: must not contain control characters", path);
+	return 0;
+}
+
+static int get_file(const json_t *f, size_t i, struct run_spec_file *rf, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "name", "content", "encoding", NULL };
+	char where[32], path[48], path2[48];
+	snprintf(where, sizeof(where), "files[%zu]", i);
+	if (!json_is_object(f))
+		return errf(err, errlen, "%s: must be an object", where);
+	if (known_keys(f, keys, where, err, errlen))
+		return -1;
+	const json_t *name = json_object_get(f, "name"), *content = json_object_get(f, "content");
+	const char *s;
+	snprintf(path, sizeof(path), "%s.name", where);
+	if (!name)
+		return errf(err, errlen, "%s: is required", path);
+	if (get_text(name, path, RUN_SPEC_MAX_FILE_NAME, &s, err, errlen) || check_name(s, path, err, errlen))
+		return -1;
+	memcpy(rf->name, s, strlen(s) + 1);
+	snprintf(path, sizeof(path), "%s.content", where);
+	snprintf(path2, sizeof(path2), "%s.encoding", where);
+	if (!content)
+		return errf(err, errlen, "%s: is required", path);
+	return get_data(content, json_object_get(f, "encoding"), path, path2, &rf->data, &rf->len, err, errlen);
+}
+
+static int get_files(const json_t *a, struct run_spec *rq, size_t *total, char *err, size_t errlen)
+{
+	if (!json_is_array(a))
+		return errf(err, errlen, "files: must be an array of objects");
+	size_t size = json_array_size(a);
+	if (rq->source && !size)
+		return errf(err, errlen, "files: must not be empty without argv (source mode)");
+	if (size > RUN_SPEC_MAX_FILES)
+		return errf(err, errlen, "files: at most %d files", RUN_SPEC_MAX_FILES);
+	if (!size)
+		return 0;
+	if (!(rq->files = calloc(size, sizeof(*rq->files))))
+		return errf(err, errlen, "out of memory");
+	for (size_t i = 0; i < size; i++) {
+		struct run_spec_file *rf = &rq->files[rq->nfiles++];
+		if (get_file(json_array_get(a, i), i, rf, err, errlen))
+			return -1;
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(rq->files[j].name, rf->name)) {
+				char q[72];
+				return errf(err, errlen, "files[%zu].name: \"%s\" is given twice", i,
+					    errmsg_printable(q, sizeof(q), rf->name));
+			}
+		*total += rf->len;
+		if (*total > RUN_SPEC_MAX_TOTAL_BYTES)
+			return errf(err, errlen, "files[%zu]: files and stdin over %u bytes in all", i,
+				    RUN_SPEC_MAX_TOTAL_BYTES);
+	}
+	return 0;
+}
+
+static int get_stdin(const json_t *body, struct run_spec *rq, size_t total, char *err, size_t errlen)
+{
+	const json_t *in = json_object_get(body, "stdin"), *enc = json_object_get(body, "stdin_encoding");
+	if (!in) {
+		if (enc)
+			return errf(err, errlen, "stdin_encoding: given without stdin");
+		return 0;
+	}
+	if (get_data(in, enc, "stdin", "stdin_encoding", &rq->stdin_data, &rq->stdin_len, err, errlen))
+		return -1;
+	rq->has_stdin = true;
+	if (total + rq->stdin_len > RUN_SPEC_MAX_TOTAL_BYTES)
+		return errf(err, errlen, "stdin: files and stdin over %u bytes in all", RUN_SPEC_MAX_TOTAL_BYTES);
+	return 0;
+}
+
+static bool env_name_ok(const char *s)
+{
+	if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+		return false;
+	for (s++; *s; s++)
+		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
+			return false;
+	return true;
+}
+
+static int get_env(const json_t *o, struct run_spec *rq, char *err, size_t errlen)
+{
+	if (!json_is_object(o))
+		return errf(err, errlen, "env: must be an object of NAME: \"VALUE\"");
+	size_t size = json_object_size(o);
+	if (size > RUN_SPEC_MAX_ENV)
+		return errf(err, errlen, "env: at most %d variables", RUN_SPEC_MAX_ENV);
+	if (!size)
+		return 0;
+	if (!(rq->env = calloc(size + 1, sizeof(char *))))
+		return errf(err, errlen, "out of memory");
+	const char *k;
+	json_t *v;
+	json_object_foreach ((json_t *)o, k, v) {
+		char q[72], path[96];
+		const char *s;
+		if (!env_name_ok(k))
+			return errf(err, errlen, "env: \"%s\" is not a variable name ([A-Za-z_][A-Za-z0-9_]*)",
+				    errmsg_printable(q, sizeof(q), k));
+		snprintf(path, sizeof(path), "env.%s", errmsg_printable(q, sizeof(q), k));
+		if (get_text(v, path, RUN_SPEC_MAX_ENV_LEN, &s, err, errlen))
+			return -1;
+		size_t kn = strlen(k), vn = strlen(s);
+		if (kn + 1 + vn > RUN_SPEC_MAX_ENV_LEN)
+			return errf(err, errlen, "%s: NAME=VALUE longer than %d bytes", path, RUN_SPEC_MAX_ENV_LEN);
+		char *kv = malloc(kn + vn + 2);
+		if (!kv)
+			return errf(err, errlen, "out of memory");
+		memcpy(kv, k, kn);
+		kv[kn] = '=';
+		memcpy(kv + kn + 1, s, vn + 1);
+		rq->env[rq->nenv++] = kv;
+	}
+	return 0;
+}
+
+static int get_limits(const json_t *o, struct run_spec *rq, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "timeout_s", "memory_mib", "cpus", "disk_mib", "max_output", NULL };
+	if (!json_is_object(o))
+		return errf(err, errlen, "limits: must be an object");
+	if (known_keys(o, keys, "limits", err, errlen))
+		return -1;
+	const json_t *v;
+	if ((v = json_object_get(o, "timeout_s")) && get_seconds(v, "limits.timeout_s", &rq->timeout_s, err, errlen))
+		return -1;
+	const struct { const char *key, *path; uint64_t max, *dst; } whole[] = {
+		{ "memory_mib", "limits.memory_mib", MAX_MEMORY_MIB, &rq->memory_mib },
+		{ "cpus", "limits.cpus", MAX_CPUS, &rq->cpus },
+		{ "disk_mib", "limits.disk_mib", MAX_DISK_MIB, &rq->disk_mib },
+		{ "max_output", "limits.max_output", MAX_OUTPUT_BYTES, &rq->max_output },
+	};
+	for (size_t i = 0; i < sizeof(whole) / sizeof(whole[0]); i++)
+		if ((v = json_object_get(o, whole[i].key)) &&
+		    get_whole(v, whole[i].path, whole[i].max, whole[i].dst, err, errlen))
+			return -1;
+	return 0;
+}
+
+static int get_stage(const json_t *o, const char *what, struct run_stage_limits *st, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "timeout_s", "memory_mib", "cpu_time_ms", NULL };
+	char path[32];
+	if (!json_is_object(o))
+		return errf(err, errlen, "%s: must be an object", what);
+	if (known_keys(o, keys, what, err, errlen))
+		return -1;
+	const json_t *v;
+	snprintf(path, sizeof(path), "%s.timeout_s", what);
+	if ((v = json_object_get(o, "timeout_s")) && get_seconds(v, path, &st->timeout_s, err, errlen))
+		return -1;
+	snprintf(path, sizeof(path), "%s.memory_mib", what);
+	if ((v = json_object_get(o, "memory_mib")) && get_whole(v, path, MAX_MEMORY_MIB, &st->memory_mib, err, errlen))
+		return -1;
+	snprintf(path, sizeof(path), "%s.cpu_time_ms", what);
+	if ((v = json_object_get(o, "cpu_time_ms")) &&
+	    get_whole(v, path, MAX_CPU_TIME_MS, &st->cpu_time_ms, err, errlen))
+		return -1;
+	return 0;
+}
+
+static int get_runtime(const json_t *v, struct run_spec *rq, char *err, size_t errlen)
+{
+	if (!v)
+		return 0;
+	const char *s;
+	if (get_text(v, "runtime", RUN_SPEC_NAME_MAX - 1, &s, err, errlen))
+		return -1;
+	if (!runtime_valid_name(s))
+		return errf(err, errlen, "runtime: not a runtime name ([a-z0-9+._-], not starting with '.' or '-')");
+	memcpy(rq->runtime, s, strlen(s) + 1);
+	return 0;
+}
+
+/* One network rule, checked now so that a bad one is the client's 400
+ * and never a failed run, and kept parsed. */
+static int get_net_rule(const json_t *v, const char *path, bool addr, struct run_spec *rq, char *err, size_t errlen)
+{
+	const char *s;
+	struct net_rule r;
+	char why[300], q[320];
+	if (get_text(v, path, MAX_NET_RULE_TEXT, &s, err, errlen))
+		return -1;
+	if (net_rule_parse_as(s, addr, "network.allow_addr", &r, why, sizeof(why)))
+		return errf(err, errlen, "%s: %s", path, errmsg_printable(q, sizeof(q), why));
+	if (run_spec_add_rule(rq, &r))
+		return errf(err, errlen, "%s: %s", path,
+			    errno == ENOSPC ? "too many rules in allow and allow_addr together" : "out of memory");
+	return 0;
+}
+
+/* network.allow or network.allow_addr (key): an array of rules. */
+static int get_net_rules(const json_t *a, const char *key, bool addr, struct run_spec *rq, size_t *total, char *err,
+			 size_t errlen)
+{
+	if (!json_is_array(a))
+		return errf(err, errlen, "network.%s: must be an array of strings", key);
+	size_t size = json_array_size(a);
+	*total += size;
+	if (*total > RUN_SPEC_MAX_NET_RULES)
+		return errf(err, errlen, "network.%s: at most %d rules in allow and allow_addr together", key,
+			    RUN_SPEC_MAX_NET_RULES);
+	for (size_t i = 0; i < size; i++) {
+		char path[48];
+		snprintf(path, sizeof(path), "network.%s[%zu]", key, i);
+		if (get_net_rule(json_array_get(a, i), path, addr, rq, err, errlen))
+			return -1;
+	}
+	return 0;
+}
+
+static int get_network(const json_t *o, struct run_spec *rq, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "allow", "allow_addr", NULL };
+	if (!json_is_object(o))
+		return errf(err, errlen, "network: must be an object");
+	if (known_keys(o, keys, "network", err, errlen))
+		return -1;
+	size_t total = 0;
+	const json_t *v;
+	if ((v = json_object_get(o, "allow")) && get_net_rules(v, "allow", false, rq, &total, err, errlen))
+		return -1;
+	if ((v = json_object_get(o, "allow_addr")) && get_net_rules(v, "allow_addr", true, rq, &total, err, errlen))
+		return -1;
+	return 0;
+}
+
+/* Which mode the body asks for, and the fields that belong to the other. */
+static int get_mode(const json_t *body, struct run_spec *rq, char *err, size_t errlen)
+{
+	const json_t *argv = json_object_get(body, "argv");
+	if (!argv && !json_object_get(body, "files"))
+		return errf(err, errlen, "argv or files is required");
+	rq->source = !argv;
+	if (rq->source)
+		return 0;
+	if (json_object_get(body, "args"))
+		return errf(err, errlen, "args: only without argv (source mode); with argv, put them in argv");
+	if (json_object_get(body, "compile"))
+		return errf(err, errlen, "compile: only without argv (source mode)");
+	if (json_object_get(body, "run"))
+		return errf(err, errlen, "run: only without argv (source mode)");
+	return 0;
+}
+
+static int parse_body(const json_t *body, struct run_spec *rq, char *err, size_t errlen)
+{
+	static const char *const keys[] = { "runtime", "argv",   "files",   "args", "stdin",          "stdin_encoding",
+					    "env",     "limits", "compile", "run",  "keep_artifacts", "network",
+					    NULL };
+	if (!json_is_object(body))
+		return errf(err, errlen, "the request must be a JSON object");
+	if (too_deep(body, 1))
+		return errf(err, errlen, "JSON nested deeper than %d", RUN_SPEC_MAX_DEPTH);
+	if (known_keys(body, keys, "", err, errlen) || get_mode(body, rq, err, errlen) ||
+	    get_runtime(json_object_get(body, "runtime"), rq, err, errlen))
+		return -1;
+	if (rq->source && !rq->runtime[0])
+		return errf(err, errlen, "runtime: is required with files and no argv (source mode)");
+	const json_t *v;
+	if (!rq->source && get_strings(json_object_get(body, "argv"), "argv", true, &rq->argv, &rq->argc, err, errlen))
+		return -1;
+	if ((v = json_object_get(body, "args")) && get_strings(v, "args", false, &rq->argv, &rq->argc, err, errlen))
+		return -1;
+	size_t total = 0;
+	if ((v = json_object_get(body, "files")) && get_files(v, rq, &total, err, errlen))
+		return -1;
+	if (get_stdin(body, rq, total, err, errlen))
+		return -1;
+	if ((v = json_object_get(body, "env")) && get_env(v, rq, err, errlen))
+		return -1;
+	if ((v = json_object_get(body, "limits")) && get_limits(v, rq, err, errlen))
+		return -1;
+	if ((v = json_object_get(body, "compile")) && get_stage(v, "compile", &rq->compile, err, errlen))
+		return -1;
+	if ((v = json_object_get(body, "run")) && get_stage(v, "run", &rq->run, err, errlen))
+		return -1;
+	if ((v = json_object_get(body, "keep_artifacts"))) {
+		if (!json_is_boolean(v))
+			return errf(err, errlen, "keep_artifacts: must be true or false");
+		rq->keep_artifacts = json_is_true(v);
+	}
+	if ((v = json_object_get(body, "network")) && get_network(v, rq, err, errlen))
+		return -1;
+	return 0;
+}
+
+int run_spec_from_json(const json_t *body, struct run_spec *rq, char *err, size_t errlen)
+{
+	memset(rq, 0, sizeof(*rq));
+	if (parse_body(body, rq, err, errlen)) {
+		run_spec_free(rq);
+		return -1;
+	}
+	return 0;
+}
+
+int run_spec_from_text(const char *text, size_t len, struct run_spec *rq, char *err, size_t errlen)
+{
+	memset(rq, 0, sizeof(*rq));
+	json_error_t je;
+	json_t *body = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	if (!body) {
+		char q[JSON_ERROR_TEXT_LENGTH];
+		return errf(err, errlen, "malformed JSON at line %d column %d: %s", je.line, je.column,
+			    errmsg_printable(q, sizeof(q), je.text));
+	}
+	int rc = run_spec_from_json(body, rq, err, errlen);
+	json_decref(body);
+	return rc;
+}
+
+/* ---- the canonical form --------------------------------------------------- */
+
+/* Set key to v (stolen); false when v is NULL (out of memory) or not set. */
+static bool put(json_t *o, const char *key, json_t *v)
+{
+	return v && json_object_set_new(o, key, v) == 0;
+}
+
+static json_t *strings_json(char *const *v, unsigned n)
+{
+	json_t *a = json_array();
+	for (unsigned i = 0; a && i < n; i++)
+		if (json_array_append_new(a, json_string(v[i]))) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+static json_t *b64_json(const unsigned char *p, size_t n)
+{
+	size_t len;
+	char *s = b64_encode(p, n, &len);
+	json_t *j = s ? json_stringn_nocheck(s, len) : NULL;
+	free(s);
+	return j;
+}
+
+static json_t *files_json(const struct run_spec *rq)
+{
+	json_t *a = json_array();
+	for (unsigned i = 0; a && i < rq->nfiles; i++) {
+		json_t *f = json_object();
+		bool ok = f && put(f, "name", json_string(rq->files[i].name)) &&
+			  put(f, "content", b64_json(rq->files[i].data, rq->files[i].len)) &&
+			  put(f, "encoding", json_string("base64"));
+		if (!ok || json_array_append_new(a, f)) {
+			if (!ok)
+				json_decref(f);
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+static json_t *env_json(const struct run_spec *rq)
+{
+	json_t *o = json_object();
+	for (unsigned i = 0; o && i < rq->nenv; i++) {
+		const char *eq = strchr(rq->env[i], '=');
+		char name[RUN_SPEC_MAX_ENV_LEN + 1];
+		size_t n = eq ? (size_t)(eq - rq->env[i]) : 0;
+		memcpy(name, rq->env[i], n);
+		name[n] = '\0';
+		if (!eq || !put(o, name, json_string(eq + 1))) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+/* Set key to a whole number unless it is 0 (the default). */
+static bool put_whole(json_t *o, const char *key, uint64_t v)
+{
+	return !v || put(o, key, json_integer((json_int_t)v));
+}
+
+static bool put_seconds(json_t *o, const char *key, double v)
+{
+	return v == 0 || put(o, key, json_real(v));
+}
+
+static json_t *limits_json(const struct run_spec *rq)
+{
+	json_t *o = json_object();
+	if (o && put_seconds(o, "timeout_s", rq->timeout_s) && put_whole(o, "memory_mib", rq->memory_mib) &&
+	    put_whole(o, "cpus", rq->cpus) && put_whole(o, "disk_mib", rq->disk_mib) &&
+	    put_whole(o, "max_output", rq->max_output))
+		return o;
+	json_decref(o);
+	return NULL;
+}
+
+static json_t *stage_json(const struct run_stage_limits *st)
+{
+	json_t *o = json_object();
+	if (o && put_seconds(o, "timeout_s", st->timeout_s) && put_whole(o, "memory_mib", st->memory_mib) &&
+	    put_whole(o, "cpu_time_ms", st->cpu_time_ms))
+		return o;
+	json_decref(o);
+	return NULL;
+}
+
+static bool stage_set(const struct run_stage_limits *st)
+{
+	return st->timeout_s != 0 || st->memory_mib || st->cpu_time_ms;
+}
+
+/* The rules of one list (addr: allow_addr) as the user would write them. */
+static json_t *rules_json(const struct run_spec *rq, bool addr)
+{
+	json_t *a = json_array();
+	for (unsigned i = 0; a && i < rq->nnet; i++) {
+		if ((rq->net[i].kind == NET_RULE_ADDR) != addr)
+			continue;
+		char text[NET_HOST_MAX + 64];
+		net_rule_format(&rq->net[i], text, sizeof(text));
+		if (json_array_append_new(a, json_string(text))) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
+/* "network", with each list that has a rule. */
+static json_t *network_json(const struct run_spec *rq)
+{
+	json_t *o = json_object(), *allow = rules_json(rq, false), *addr = rules_json(rq, true);
+	bool ok = o && allow && addr && (!json_array_size(allow) || put(o, "allow", json_incref(allow))) &&
+		  (!json_array_size(addr) || put(o, "allow_addr", json_incref(addr)));
+	json_decref(allow);
+	json_decref(addr);
+	if (ok)
+		return o;
+	json_decref(o);
+	return NULL;
+}
+
+/* Each part that is set, so that run_spec_from_json reads the same req back. */
+static bool fill_json(json_t *o, const struct run_spec *rq)
+{
+	if (rq->runtime[0] && !put(o, "runtime", json_string(rq->runtime)))
+		return false;
+	if (!rq->source && !put(o, "argv", strings_json(rq->argv, rq->argc)))
+		return false;
+	if (rq->source && rq->argc && !put(o, "args", strings_json(rq->argv, rq->argc)))
+		return false;
+	if ((rq->source || rq->nfiles) && !put(o, "files", files_json(rq)))
+		return false;
+	if (rq->has_stdin && !(put(o, "stdin", b64_json(rq->stdin_data, rq->stdin_len)) &&
+			       put(o, "stdin_encoding", json_string("base64"))))
+		return false;
+	if (rq->nenv && !put(o, "env", env_json(rq)))
+		return false;
+	if ((rq->timeout_s != 0 || rq->memory_mib || rq->cpus || rq->disk_mib || rq->max_output) &&
+	    !put(o, "limits", limits_json(rq)))
+		return false;
+	if (rq->source && stage_set(&rq->compile) && !put(o, "compile", stage_json(&rq->compile)))
+		return false;
+	if (rq->source && stage_set(&rq->run) && !put(o, "run", stage_json(&rq->run)))
+		return false;
+	if (rq->nnet && !put(o, "network", network_json(rq)))
+		return false;
+	return !rq->keep_artifacts || put(o, "keep_artifacts", json_true());
+}
+
+json_t *run_spec_to_json(const struct run_spec *rq)
+{
+	json_t *o = json_object();
+	if (o && !fill_json(o, rq)) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* ---- the sizes admission stored ------------------------------------------ */
+
+int run_spec_size_json(const char *text, uint64_t *memory_mib, uint64_t *disk_mib)
+{
+	json_t *o = json_loads(text, 0, NULL);
+	*memory_mib = RUN_SPEC_DEFAULT_MEMORY_MIB;
+	*disk_mib = RUN_SPEC_DEFAULT_DISK_MIB;
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return -1;
+	}
+	json_t *limits = json_object_get(o, "limits");
+	json_int_t m = json_integer_value(json_object_get(limits, "memory_mib"));
+	json_int_t d = json_integer_value(json_object_get(limits, "disk_mib"));
+	if (m > 0)
+		*memory_mib = (uint64_t)m;
+	if (d > 0)
+		*disk_mib = (uint64_t)d;
+	json_decref(o);
+	return 0;
+}
