@@ -691,7 +691,7 @@ $(BUILD)/fuzz/seeds-proxy_request.stamp: $(wildcard tests/fuzz/seeds-proxy_reque
 	@touch $@
 
 # vmrund's request bodies, native and Piston's (client input), through jansson.
-FUZZ_REQUEST_SRCS := host/run_spec.c host/run_spec_json.c host/vmrund/piston.c host/runtime.c host/policy.c host/textfile.c host/netpolicy.c \
+FUZZ_REQUEST_SRCS := host/run_spec.c host/run_spec_json.c host/vmrund/piston.c host/vmrund/semver.c host/runtime.c host/policy.c host/textfile.c host/netpolicy.c \
 	host/errmsg.c
 $(BUILD)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRCS) $(wildcard host/*.h host/vmrund/*.h \
 		guest-agent/*.h)

@@ -20,11 +20,6 @@
 #include "run_spec.h"
 #include "runtime.h"
 
-/* Whether version satisfies the semver selector (node-semver's range
- * grammar for the forms above, space-separated comparators ANDed, "||"
- * alternatives ORed). A malformed selector matches nothing. Pure. */
-bool piston_version_match(const char *version, const char *selector);
-
 /* Translate an execute body into rq, choosing the runtime from the n
  * installed ones in rts (the newest version that matches, by name or
  * alias); *chosen points at it. Returns 0; or -1 with Piston's message in
