@@ -647,7 +647,7 @@ $(BUILD)/fuzz/fuzz_netpolicy: tests/fuzz/fuzz_netpolicy.c host/netpolicy.c host/
 
 # The result object's hand-built JSON (guest text in every string), read
 # back as vmrund reads it, by jansson.
-FUZZ_RESULT_SRCS := host/result.c host/outcome.c host/artifacts.c host/artifacts_sandbox.c host/session.c host/errmsg.c host/sysfile.c \
+FUZZ_RESULT_SRCS := host/result.c host/outcome.c host/artifacts.c host/artifacts_walk.c host/artifacts_sandbox.c host/session.c host/errmsg.c host/sysfile.c \
 	host/utf8.c host/netpolicy.c guest-agent/proto.c
 $(BUILD)/fuzz/fuzz_result: tests/fuzz/fuzz_result.c $(FUZZ_RESULT_SRCS) $(wildcard host/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)

@@ -34,8 +34,8 @@
 
 /* A second copy of the implementation, with its test hooks compiled in and
  * its public functions renamed so that it links beside the real one
- * (build/asan/host/artifacts.o, artifacts_sandbox.o), which the other tests
- * use. */
+ * (build/asan/host/artifacts.o, artifacts_walk.o, artifacts_sandbox.o),
+ * which the other tests use. */
 int hooked_artifacts_extract(int image_fd, int dest_fd, const struct artifacts_ids *ids,
 			     const struct artifacts_limits *lim, struct artifacts_result *res, char *err,
 			     size_t errlen);
@@ -46,7 +46,10 @@ void hooked_artifacts_result_free(struct artifacts_result *res);
 #define artifacts_sandbox_start hooked_artifacts_sandbox_start
 #define artifacts_sandbox_enter hooked_artifacts_sandbox_enter
 #define artifacts_sandbox_filter hooked_artifacts_sandbox_filter
+#define artifacts_walk_main hooked_artifacts_walk_main
+#define artifacts_escape hooked_artifacts_escape
 #include "artifacts_sandbox.c"
+#include "artifacts_walk.c"
 #include "artifacts.c"
 #undef artifacts_extract
 #undef artifacts_result_free
@@ -1423,16 +1426,16 @@ static void test_escape_round_trip(void **state)
 	bool cut;
 	for (int i = 0; i < 256; i++)
 		raw[i] = (char)(255 - i);
-	size_t n = escape(esc, sizeof(esc), raw, 256, false, &cut);
+	size_t n = artifacts_escape(esc, sizeof(esc), raw, 256, false, &cut);
 	assert_false(cut);
 	for (size_t i = 0; i < n; i++)
 		assert_true(esc[i] >= 0x20 && esc[i] <= 0x7e);
 	assert_int_equal(unescape(back, 257, esc, n), 0);
 	assert_memory_equal(back, raw, 256);
 	assert_int_equal(unescape(back, 256, esc, n), -1);      /* would not fit */
-	escape(esc, sizeof(esc), "a/b", 3, true, &cut);
+	artifacts_escape(esc, sizeof(esc), "a/b", 3, true, &cut);
 	assert_string_equal(esc, "a\\x2fb");
-	escape(esc, 6, "\x01\x02", 2, false, &cut);              /* never half an escape */
+	artifacts_escape(esc, 6, "\x01\x02", 2, false, &cut);              /* never half an escape */
 	assert_string_equal(esc, "\\x01");
 	assert_true(cut);
 }
