@@ -1,7 +1,7 @@
 /* How a run ended, from the facts its execution gathered (run.h's
  * struct run_facts): each stage's termination, the run's, and its
  * message. Pure, so that every way a run can end is tested without KVM
- * (tests/unit/test_run.c). */
+ * (tests/unit/test_run_classify.c). */
 #include "run.h"
 
 #include <signal.h>
