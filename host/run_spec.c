@@ -100,6 +100,15 @@ void run_spec_effective(const struct run_spec *rq, const struct runtime *rt, str
 		e->memory_mib = memory + RUN_SPEC_STAGE_MEMORY_SLACK_MIB;
 }
 
+void run_spec_rule_field(const struct run_spec *rq, unsigned i, char *buf, size_t cap)
+{
+	bool addr = rq->net[i].kind == NET_RULE_ADDR;
+	unsigned n = 0;
+	for (unsigned k = 0; k < i; k++)
+		n += (rq->net[k].kind == NET_RULE_ADDR) == addr;
+	snprintf(buf, cap, "network.%s[%u]", addr ? "allow_addr" : "allow", n);
+}
+
 int run_spec_check(const struct run_spec *rq, const struct run_effective *e, const struct policy *pol,
 		   enum run_spec_words words, char *err, size_t errlen)
 {
@@ -118,20 +127,17 @@ int run_spec_check(const struct run_spec *rq, const struct run_effective *e, con
 		if (c[i].v > c[i].max)
 			return errf(err, errlen, "%s%llu exceeds the policy's ceiling of %llu", cli ? c[i].cli : c[i].api,
 				    (unsigned long long)c[i].v, (unsigned long long)c[i].max);
-	unsigned nth[2] = { 0, 0 };
 	for (unsigned i = 0; i < rq->nnet; i++) {
 		const struct net_rule *r = &rq->net[i];
-		bool addr = r->kind == NET_RULE_ADDR;
-		unsigned n = nth[addr]++;
 		if (policy_net_admits(pol, r))
 			continue;
-		char text[NET_HOST_MAX + 64];
+		char text[NET_HOST_MAX + 64], field[48];
 		net_rule_format(r, text, sizeof(text));
 		if (cli)
 			return errf(err, errlen, "%s %s: beyond the policy's network ceiling",
-				    addr ? "--allow-net-addr" : "--allow-net", text);
-		return errf(err, errlen, "network.%s[%u]: %s is beyond the policy's network ceiling",
-			    addr ? "allow_addr" : "allow", n, text);
+				    r->kind == NET_RULE_ADDR ? "--allow-net-addr" : "--allow-net", text);
+		run_spec_rule_field(rq, i, field, sizeof(field));
+		return errf(err, errlen, "%s: %s is beyond the policy's network ceiling", field, text);
 	}
 	return 0;
 }

@@ -157,6 +157,10 @@ enum run_spec_words {
 	RUN_SPEC_WORDS_API,   /* "limits.memory_mib: 8192" */
 };
 
+/* Rule i of rq as the API's body names it ("network.allow[1]",
+ * "network.allow_addr[0]": its index in its own list), into buf. */
+void run_spec_rule_field(const struct run_spec *rq, unsigned i, char *buf, size_t cap);
+
 struct policy;
 
 /* e's limits and rq's network rules against the policy's ceilings: 0, or

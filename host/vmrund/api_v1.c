@@ -97,14 +97,9 @@ int api_accept(struct http_req *r, int parsed, struct run_spec *rq, const char *
 
 int api_submit(struct http_req *r, struct run_spec *rq, char id[SCHED_ID_MAX])
 {
-	if (rq->runtime[0]) {
-		bool known = false;
-		for (size_t i = 0; i < r->d->nrts && !known; i++)
-			known = runtime_answers_to(&r->d->rts[i], rq->runtime);
-		if (!known) {
-			http_error(r, 400, 0, "runtime %s is not installed (GET /v1/runtimes lists them)", rq->runtime);
-			return -1;
-		}
+	if (rq->runtime[0] && !runtime_pick(r->d->rts, r->d->nrts, rq->runtime)) {
+		http_error(r, 400, 0, "runtime %s is not installed (GET /v1/runtimes lists them)", rq->runtime);
+		return -1;
 	}
 	struct vmrund_answer a = vmrund_submit(r->d, (unsigned)r->tenant, rq, id);
 	if (a.status != 202) {

@@ -279,14 +279,13 @@ int tenants_by_name(const struct tenants *ts, const char *name)
 
 int tenant_net_check(const struct tenant *t, const struct run_spec *rq, char *err, size_t errlen)
 {
-	unsigned nth[2] = { 0, 0 };   /* each rule's index in its own list */
 	for (unsigned i = 0; i < rq->nnet; i++) {
-		bool addr = rq->net[i].kind == NET_RULE_ADDR;
-		unsigned n = nth[addr]++;
-		if (!net_ceiling_admits(&rq->net[i], t->net_any, t->net, t->nnet))
-			return errf(err, errlen, "network.%s[%u]: beyond tenant %s's network ceiling%s",
-				    addr ? "allow_addr" : "allow", n, t->name,
-				    t->nnet || t->net_any ? "" : " (its runs get no network)");
+		if (net_ceiling_admits(&rq->net[i], t->net_any, t->net, t->nnet))
+			continue;
+		char field[48];
+		run_spec_rule_field(rq, i, field, sizeof(field));
+		return errf(err, errlen, "%s: beyond tenant %s's network ceiling%s", field, t->name,
+			    t->nnet || t->net_any ? "" : " (its runs get no network)");
 	}
 	return 0;
 }
