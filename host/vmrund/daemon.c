@@ -388,7 +388,7 @@ bool vmrund_ready(struct vmrund *d, char *why, size_t whylen)
 /* ---- ends ---------------------------------------------------------------- */
 
 static void audit(struct vmrund *d, const char *id, const char *tenant, enum run_state st, const json_t *result,
-		  const char *request, int64_t queue_ms, const char *message)
+		  const struct run_outcome *o, const char *request, int64_t queue_ms, const char *message)
 {
 	if (!d->audit)
 		return;
@@ -413,11 +413,10 @@ static void audit(struct vmrund *d, const char *id, const char *tenant, enum run
 		json_array_foreach(files, i, f) json_array_append(names, json_object_get(f, "name"));
 		json_object_set_new(line, "files", names);
 	}
-	const char *hit[OUTCOME_LIMITS];
-	unsigned nhit = result ? metrics_limits_hit(result, hit) : 0;
 	json_t *hits = json_array();
-	for (unsigned i = 0; i < nhit; i++)
-		json_array_append_new(hits, json_string(hit[i]));
+	for (unsigned b = 0; o && b < OUTCOME_LIMITS; b++)
+		if (o->limits & (1u << b))
+			json_array_append_new(hits, json_string(result_limit_name(1u << b)));
 	json_object_set_new(line, "limits_hit", hits);
 	if (result) {
 		json_object_set(line, "termination", json_object_get(result, "termination"));
@@ -444,8 +443,10 @@ void vmrund_ended(struct vmrund *d, const struct store_run *run)
 {
 	json_t *r = spool_result_parse(run->result);
 	int64_t queue_ms = run->started_ms ? run->started_ms - run->created_ms : 0;
-	metrics_run_ended(&d->m, run->state, r, queue_ms);
-	audit(d, run->id, run->tenant, run->state, r, run->request, queue_ms, run->message);
+	struct run_outcome o;   /* read once, for the metrics and the audit line */
+	const struct run_outcome *out = result_outcome_parse(r, &o) == 0 ? &o : NULL;
+	metrics_run_ended(&d->m, run->state, r, out, queue_ms);
+	audit(d, run->id, run->tenant, run->state, r, out, run->request, queue_ms, run->message);
 	json_decref(r);
 	pthread_cond_broadcast(&d->changed);
 }

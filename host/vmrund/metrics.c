@@ -20,32 +20,20 @@ static void observe(struct histogram *h, double s)
 			h->bucket[i]++;
 }
 
-unsigned metrics_limits_hit(const json_t *result, const char *names[OUTCOME_LIMITS])
-{
-	struct run_outcome o;
-	unsigned n = 0;
-	if (result_outcome_parse(result, &o))
-		return 0;
-	for (unsigned b = 0; b < OUTCOME_LIMITS; b++)
-		if (o.limits & (1u << b))
-			names[n++] = result_limit_name(1u << b);
-	return n;
-}
-
-void metrics_run_ended(struct metrics *m, enum run_state state, const json_t *result, int64_t queue_ms)
+void metrics_run_ended(struct metrics *m, enum run_state state, const json_t *result, const struct run_outcome *o,
+			int64_t queue_ms)
 {
 	m->ended[state]++;
 	observe(&m->phase[PH_QUEUE], (double)queue_ms / 1000.0);
+	if (o) {
+		m->term[o->term]++;
+		m->limit_timeout += !!(o->limits & LIMIT_TIMEOUT);
+		m->limit_memory += !!(o->limits & LIMIT_MEMORY);
+		m->limit_cpu += !!(o->limits & LIMIT_CPU_TIME);
+		m->limit_output += !!(o->limits & LIMIT_OUTPUT);
+	}
 	if (!result)
 		return;
-	struct run_outcome o;
-	if (result_outcome_parse(result, &o) == 0) {
-		m->term[o.term]++;
-		m->limit_timeout += !!(o.limits & LIMIT_TIMEOUT);
-		m->limit_memory += !!(o.limits & LIMIT_MEMORY);
-		m->limit_cpu += !!(o.limits & LIMIT_CPU_TIME);
-		m->limit_output += !!(o.limits & LIMIT_OUTPUT);
-	}
 	json_t *d = json_object_get(result, "durations_ms");
 	for (int p = PH_PREPARE; p < PH_COUNT; p++) {
 		json_t *v = json_object_get(d, phase_key[p]);

@@ -36,17 +36,14 @@ struct metrics {
 	struct histogram phase[PH_COUNT];
 };
 
-/* Count a run that ended in state, with its result (NULL: none) and how
- * long it queued. */
-void metrics_run_ended(struct metrics *m, enum run_state state, const json_t *result, int64_t queue_ms);
+/* Count a run that ended in state, with its result and the outcome read
+ * from it (each NULL: none) and how long it queued. */
+void metrics_run_ended(struct metrics *m, enum run_state state, const json_t *result, const struct run_outcome *o,
+		       int64_t queue_ms);
 
 /* Count one HTTP answer. */
 void metrics_http(struct metrics *m, unsigned status);
 
-/* The limits a result's outcome says the run hit, by name ("timeout",
- * "memory", "cpu_time", "output") into names, their count returned: for
- * the audit log. Pure. */
-unsigned metrics_limits_hit(const json_t *result, const char *names[OUTCOME_LIMITS]);
 
 /* The text for /metrics (malloc'd; NULL out of memory), with the gauges. */
 char *metrics_render(const struct metrics *m, size_t queued, unsigned running, unsigned slots,
