@@ -666,9 +666,9 @@ $(BUILD)/fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c $(FUZZ_SSE_SRCS) host/vmrund/sse.h
 		-ljansson -o $@
 
 # The artifacts' tar headers (guest-chosen names), read back by libarchive.
-$(BUILD)/fuzz/fuzz_tar: tests/fuzz/fuzz_tar.c host/vmrund/tar.c host/utf8.c host/vmrund/tar.h host/utf8.h host/artifacts.h
+$(BUILD)/fuzz/fuzz_tar: tests/fuzz/fuzz_tar.c host/vmrund/tar.c host/vmrund/tar.h host/artifacts.h
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/vmrund tests/fuzz/fuzz_tar.c host/vmrund/tar.c host/utf8.c -ljansson -larchive -o $@
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/vmrund tests/fuzz/fuzz_tar.c host/vmrund/tar.c -ljansson -larchive -o $@
 
 # The host proxy's request heads (guest input), through http_parser.
 $(BUILD)/fuzz/fuzz_proxy_request: tests/fuzz/fuzz_proxy_request.c host/proxy/request.c host/errmsg.c \

@@ -14,8 +14,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "utf8.h"
-
 /* ustar's fields (POSIX.1-1988, pax's ustar interchange format). */
 #define USTAR_NAME     0
 #define USTAR_NAME_LEN 100
@@ -129,14 +127,14 @@ size_t tar_file_header(char *out, const char *name, size_t namelen, uint64_t siz
 	 * the header's size, which is checked before out is touched. */
 	char pax[TAR_PAX_CHARSET_LEN + TAR_PAX_PATH_MAX + TAR_PAX_SIZE_MAX];
 	size_t plen = 0;
-	if (namelen > USTAR_NAME_LEN && !utf8_valid(name, namelen)) {
-		plen = pax_record(pax, TAR_PAX_CHARSET_LEN, "hdrcharset", "BINARY", 6);
-		if (!plen)
-			return 0;
-	}
 	if (namelen > USTAR_NAME_LEN) {
+		/* BINARY even for UTF-8 names: a reader then keeps the bytes as
+		 * the guest wrote them, as it does a short name in the ustar
+		 * field, where a UTF-8 path may be re-encoded (libarchive turns
+		 * decomposed characters into their NFC form). */
+		plen = pax_record(pax, TAR_PAX_CHARSET_LEN, "hdrcharset", "BINARY", 6);
 		size_t n = pax_record(pax + plen, TAR_PAX_PATH_MAX, "path", name, namelen);
-		if (!n)
+		if (!plen || !n)
 			return 0;
 		plen += n;
 	}

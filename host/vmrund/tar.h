@@ -20,7 +20,7 @@
  * record; the two we write, at their longest: */
 #define TAR_PAX_PATH_MAX (4 + sizeof(" path=") - 1 + TAR_NAME_MAX + 1)
 #define TAR_PAX_SIZE_MAX (2 + sizeof(" size=") - 1 + 20 + 1)
-/* "21 hdrcharset=BINARY\n": the path's bytes are not UTF-8. */
+/* "21 hdrcharset=BINARY\n": the path is bytes, kept as they are. */
 #define TAR_PAX_CHARSET_LEN 21
 #define TAR_ROUND(n) (((n) + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK)
 /* One file's headers at most: the pax header, its records, the ustar one. */
@@ -33,8 +33,8 @@ int tar_name_ok(const char *name, size_t namelen);
 
 /* One regular file's headers into out (TAR_HDR_MAX bytes of room): a pax
  * extended header when the name is over ustar's 100 bytes or the size
- * over its 11 octal digits (with "hdrcharset=BINARY" when a long name is
- * not UTF-8, so readers keep its bytes as they are), then the ustar header. Returns the bytes
+ * over its 11 octal digits (a long name with "hdrcharset=BINARY", so
+ * readers keep its bytes as they are), then the ustar header. Returns the bytes
  * written, a multiple of TAR_BLOCK, at most TAR_HDR_MAX; 0 (nothing
  * written) for a name tar_name_ok refuses. */
 size_t tar_file_header(char *out, const char *name, size_t namelen, uint64_t size, int64_t mtime);

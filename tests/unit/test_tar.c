@@ -12,6 +12,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,8 +63,9 @@ static void test_every_length_fits(void **state)
 			assert_int_not_equal(len, 0);
 			assert_true(len <= TAR_HDR_MAX);
 			assert_int_equal(len % TAR_BLOCK, 0);
-			/* "LEN path=NAME\n": LEN has 3 digits to 999, then 4 */
-			size_t rec = n + 10 + (n + 10 >= 1000);
+			/* "21 hdrcharset=BINARY\n" and "LEN path=NAME\n", whose
+			 * LEN has 3 digits to 999, then 4 */
+			size_t rec = TAR_PAX_CHARSET_LEN + n + 10 + (n + 10 >= 1000);
 			assert_int_equal(len, n > 100 ? 2 * TAR_BLOCK + TAR_ROUND(rec) : TAR_BLOCK);
 			assert_checksum(out);
 			assert_checksum(out + len - TAR_BLOCK);
@@ -278,6 +280,37 @@ static void test_huge_size_in_pax(void **state)
 	archive_read_free(a);
 }
 
+/* A long UTF-8 name with a decomposed character ("e" and U+0301) comes
+ * back with the guest's bytes: libarchive, in a UTF-8 locale, turns a pax
+ * path it is told is UTF-8 into NFC ("\xc3\xa9"), which the fuzzer found. */
+static void test_long_decomposed_name_kept(void **state)
+{
+	(void)state;
+	char name[120];
+	make_name(name, 110);
+	memcpy(name + 110, "/e\xcc\x81", 4);
+	size_t namelen = 114;
+	char out[TAR_HDR_MAX + 2 * TAR_BLOCK];
+	memset(out, 0, sizeof(out));
+	size_t len = tar_file_header(out, name, namelen, 0, 1);
+	assert_int_equal(len, 3 * TAR_BLOCK);
+	assert_non_null(memmem(out + TAR_BLOCK, TAR_BLOCK, "21 hdrcharset=BINARY\n", 21));
+	char *was = strdup(setlocale(LC_ALL, NULL));
+	assert_non_null(setlocale(LC_ALL, "C.UTF-8"));
+	struct archive *a = archive_read_new();
+	archive_read_support_format_tar(a);
+	assert_int_equal(archive_read_open_memory(a, out, len + 2 * TAR_BLOCK), ARCHIVE_OK);
+	struct archive_entry *e;
+	assert_int_equal(archive_read_next_header(a, &e), ARCHIVE_OK);
+	const char *got = archive_entry_pathname(e);
+	assert_non_null(got);
+	assert_int_equal(strlen(got), namelen);
+	assert_memory_equal(got, name, namelen);
+	archive_read_free(a);
+	setlocale(LC_ALL, was);
+	free(was);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -287,6 +320,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_odd_names_and_leftouts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_archive, setup, teardown),
 		cmocka_unit_test(test_huge_size_in_pax),
+		cmocka_unit_test(test_long_decomposed_name_kept),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
