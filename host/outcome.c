@@ -73,6 +73,14 @@ const char *result_outcome_name(enum outcome_state st)
 	return (unsigned)st < OUTCOME_STATE_COUNT ? names[st] : NULL;
 }
 
+int result_outcome_from_name(const char *name)
+{
+	for (int i = 0; name && i < OUTCOME_STATE_COUNT; i++)
+		if (!strcmp(name, result_outcome_name((enum outcome_state)i)))
+			return i;
+	return -1;
+}
+
 const char *result_limit_name(unsigned bit)
 {
 	static const char *const names[] = { "timeout", "memory", "cpu_time", "output" };
@@ -92,10 +100,7 @@ int result_outcome_parse(const json_t *result, struct run_outcome *o)
 	const json_t *hit = json_object_get(out, "limits_hit");
 	if (!state || term < 0 || !json_is_array(hit))
 		return -1;
-	int st = -1;
-	for (int i = 0; i < OUTCOME_STATE_COUNT; i++)
-		if (!strcmp(state, result_outcome_name((enum outcome_state)i)))
-			st = i;
+	int st = result_outcome_from_name(state);
 	unsigned limits = 0;
 	for (size_t i = 0; i < json_array_size(hit); i++) {
 		const char *name = json_string_value(json_array_get(hit, i));

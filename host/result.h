@@ -164,6 +164,9 @@ void result_outcome(const struct run_result *r, struct run_outcome *o);
 const char *result_outcome_name(enum outcome_state s);
 const char *result_limit_name(unsigned bit);
 
+/* The outcome state named name ("succeeded", ...), or -1 for none. */
+int result_outcome_from_name(const char *name);
+
 struct json_t;
 
 /* The outcome a result's JSON (result_print_json's, parsed) says: 0, or

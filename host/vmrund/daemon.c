@@ -443,8 +443,7 @@ void vmrund_ended(struct vmrund *d, const struct store_run *run)
 {
 	json_t *r = spool_result_parse(run->result);
 	int64_t queue_ms = run->started_ms ? run->started_ms - run->created_ms : 0;
-	struct run_outcome o;   /* read once, for the metrics and the audit line */
-	const struct run_outcome *out = result_outcome_parse(r, &o) == 0 ? &o : NULL;
+	const struct run_outcome *out = run->has_outcome ? &run->outcome : NULL;   /* the store's columns */
 	metrics_run_ended(&d->m, run->state, r, out, queue_ms);
 	audit(d, run->id, run->tenant, run->state, r, out, run->request, queue_ms, run->message);
 	json_decref(r);
@@ -452,10 +451,11 @@ void vmrund_ended(struct vmrund *d, const struct store_run *run)
 }
 
 int vmrund_end_run(struct vmrund *d, const char *id, const char *node, enum run_state st, const char *result,
-		   const char *message)
+		   const struct run_outcome *outcome, const char *message)
 {
 	char err[300];
-	int done = d->store->ops->finish(d->store, id, node, st, clock_wall_ms(), result, message, err, sizeof(err));
+	int done = d->store->ops->finish(d->store, id, node, st, clock_wall_ms(), result, outcome, message, err,
+					 sizeof(err));
 	if (done < 0) {
 		vmrund_say("run %s: %s", id, err);
 		return -1;

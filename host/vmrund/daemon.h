@@ -178,13 +178,13 @@ int vmrund_loop(struct vmrund *d, char *err, size_t errlen);
  * stop. */
 void vmrund_closing(struct vmrund *d);
 
-/* Record that run id ended in st (result JSON text or NULL, a message)
- * while this node held it (node NULL: whoever did, or none): the store,
+/* Record that run id ended in st (result JSON text or NULL, its outcome
+ * or NULL, a message) while this node held it (node NULL: whoever did, or none): the store,
  * then vmrund_ended. Lock held (or no other thread yet, at start). A run
  * that had already ended is left as it was. 1 recorded, 0 not ours or
  * already ended, -1 the store failed (nothing changed). */
 int vmrund_end_run(struct vmrund *d, const char *id, const char *node, enum run_state st, const char *result,
-		   const char *message);
+		   const struct run_outcome *outcome, const char *message);
 
 /* A run the store now has ended: metrics, the audit log, every waiter.
  * Lock held. */

@@ -125,7 +125,7 @@ static void start_run(struct vmrund *d, const struct store_run *run)
 		if (sv[0] >= 0)
 			close(sv[0]);
 		spool_clean(dir, false);
-		vmrund_end_run(d, run->id, d->node, RS_FAILED, NULL, err);
+		vmrund_end_run(d, run->id, d->node, RS_FAILED, NULL, NULL, err);
 		return;
 	}
 	/* What it takes of the node's room until it ends: as admitted (the
@@ -287,7 +287,9 @@ static void record(struct vmrund *d, struct vmrund_active *x)
 	char *text = slurp(path, 64u << 20);
 	json_t *result = spool_result_parse(text);
 	bool stopped = x->cancel || x->refused;
-	enum run_state st = spool_state_of(result, stopped);
+	struct run_outcome o;   /* read here once; the store keeps it in columns */
+	const struct run_outcome *out = result_outcome_parse(result, &o) == 0 ? &o : NULL;
+	enum run_state st = spool_state_of(out, stopped);
 	if (x->refused && !x->cancel)
 		snprintf(message, sizeof(message), "not started: this node no longer held the run when its VM was up");
 	else if (stopped)
@@ -308,7 +310,7 @@ static void record(struct vmrund *d, struct vmrund_active *x)
 		vmrund_store_failed(d, "keeping a run's output", err);
 		goto out;
 	}
-	if ((done = vmrund_end_run(d, x->id, d->node, st, result ? text : NULL, message)) < 0) {
+	if ((done = vmrund_end_run(d, x->id, d->node, st, result ? text : NULL, out, message)) < 0) {
 		vmrund_store_failed(d, "recording a run's end", "see above");
 		goto out;
 	}

@@ -120,15 +120,14 @@ long spool_parse(const uint8_t *buf, size_t len,
 	return (long)pos;
 }
 
-enum run_state spool_state_of(const json_t *result, bool cancelled)
+enum run_state spool_state_of(const struct run_outcome *o, bool cancelled)
 {
 	static const enum run_state states[] = { RS_SUCCEEDED, RS_FAILED, RS_TIMED_OUT };
 	_Static_assert(sizeof(states) / sizeof(states[0]) == OUTCOME_STATE_COUNT, "a state per outcome");
-	struct run_outcome o;
 	if (cancelled)
 		return RS_CANCELLED;
-	/* the outcome the run decided; none readable: a failure */
-	return result_outcome_parse(result, &o) ? RS_FAILED : states[o.state];
+	/* none readable: a failure */
+	return o ? states[o->state] : RS_FAILED;
 }
 
 /* How deep a run's directory may go and still be removed whole: its

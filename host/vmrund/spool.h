@@ -93,11 +93,9 @@ int spool_read_file(int dirfd, const char *name, uint64_t max, uint8_t **out, si
 long spool_parse(const uint8_t *buf, size_t len,
 		 void (*fn)(void *ctx, unsigned stage, unsigned stream, const uint8_t *data, size_t n), void *ctx);
 
-/* The state a run ended in, from its result object (NULL: the worker left
- * none) and whether it was cancelled: succeeded when the command exited
- * 0, timed_out on the run's or a stage's time limit, failed otherwise.
- * Pure. */
-enum run_state spool_state_of(const json_t *result, bool cancelled);
+/* The state a run ended in, from the outcome its result said (NULL: the
+ * worker left none readable) and whether it was cancelled. Pure. */
+enum run_state spool_state_of(const struct run_outcome *o, bool cancelled);
 
 /* A result's JSON text (result.json, as stored) parsed: NULL when it is
  * not JSON. Output that held a NUL byte is "\u0000" there, which jansson

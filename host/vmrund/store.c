@@ -3,6 +3,7 @@
  * so changing one is a schema change. */
 #include "store.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +79,25 @@ bool store_blob_name_ok(const char *name)
 			return true;
 		p += n + 1;
 	}
+}
+
+void store_outcome_cols(const struct run_outcome *o, const char **outcome, const char **term, char limits[12])
+{
+	*outcome = o ? result_outcome_name(o->state) : NULL;
+	*term = o ? result_termination_name(o->term) : NULL;
+	snprintf(limits, 12, "%u", o ? o->limits : 0);
+}
+
+void store_outcome_read(struct store_run *out, const char *outcome, const char *term, int64_t limits)
+{
+	int st = result_outcome_from_name(outcome);
+	int t = result_termination_from_name(term);
+	out->has_outcome = st >= 0 && t >= 0;
+	out->outcome = (struct run_outcome){ 0 };
+	if (out->has_outcome)
+		out->outcome = (struct run_outcome){ .state = (enum outcome_state)st,
+						     .term = (enum termination)t,
+						     .limits = (unsigned)limits & ((1u << OUTCOME_LIMITS) - 1) };
 }
 
 void store_copy_text(char *dst, size_t cap, const char *src)

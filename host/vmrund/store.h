@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "result.h"
 #include "scheduler.h"
 #include "tenants.h"
 
@@ -61,6 +62,13 @@ struct store_run {
 	int64_t seq;                  /* order of acceptance */
 	char node[STORE_NODE_MAX];    /* the node that holds it (running), or last held it; "" none */
 	bool cancel;                  /* a cancel was asked while it ran */
+	/* How its command ended, as the run decided it (result.h), kept in
+	 * columns of their own so that no reader parses the result again;
+	 * has_outcome false for a run that ended with none (cancelled while
+	 * queued, lost, a worker that left no readable result) and before
+	 * the end. */
+	bool has_outcome;
+	struct run_outcome outcome;
 };
 
 /* What the backend tells a node without being asked (notifications). */
@@ -103,13 +111,14 @@ struct store_ops {
 	 * it may (the run is running, held by node, no cancel asked), 0 when
 	 * it may not, -1 error (then it may not either). */
 	int (*command)(struct store *s, const char *id, const char *node, int64_t now_ms, char *err, size_t errlen);
-	/* A non-terminal run -> a terminal state, with result (NULL: none) and
-	 * message (NULL: none). node non-NULL: only while node holds the run
+	/* A non-terminal run -> a terminal state, with result (NULL: none),
+	 * its outcome (NULL: none) and message (NULL: none). node non-NULL: only while node holds the run
 	 * (a run requeued and claimed elsewhere is not this node's to end).
 	 * 1 done, 0 not (already terminal, not found, another node's), -1
 	 * error (a state that is not terminal is one). */
 	int (*finish)(struct store *s, const char *id, const char *node, enum run_state state, int64_t finished_ms,
-		      const char *result, const char *message, char *err, size_t errlen);
+		      const char *result, const struct run_outcome *outcome, const char *message, char *err,
+		      size_t errlen);
 	/* Cancel run id of tenant (NULL: any): a queued one ends cancelled
 	 * now (returns 1); a running one is marked and its holder notified
 	 * (returns 2, the holder's name in node[STORE_NODE_MAX]); 3 when it
@@ -234,8 +243,19 @@ void store_copy_text(char *dst, size_t cap, const char *src);
 /* The SQL every backend shares where the dialects agree: the columns a
  * row is read from, in store_run's order (id, tenant, state, created_ms,
  * started_ms, command_ms, finished_ms, request, result, message, seq,
- * node, cancel). */
-#define STORE_COLS \
-	"id, tenant, state, created_ms, started_ms, command_ms, finished_ms, request, result, message, seq, node, cancel"
+ * node, cancel, outcome, termination, limits_hit). */
+#define STORE_COLS                                                                                                \
+	"id, tenant, state, created_ms, started_ms, command_ms, finished_ms, request, result, message, seq, node, " \
+	"cancel, outcome, termination, limits_hit"
+
+/* The outcome's columns: outcome and termination as result.h names them
+ * (NULL: no outcome), limits_hit its LIMIT_* bits (0: none, or no
+ * outcome). The values to write for o (NULL: none); limits has room for
+ * 12 bytes. */
+void store_outcome_cols(const struct run_outcome *o, const char **outcome, const char **term, char limits[12]);
+
+/* The columns as read back into out's has_outcome and outcome: an outcome
+ * only when both names are known (NULL or an unknown name: none). */
+void store_outcome_read(struct store_run *out, const char *outcome, const char *term, int64_t limits);
 
 #endif

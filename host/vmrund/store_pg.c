@@ -277,7 +277,8 @@ static int pg_command(struct store *base, const char *id, const char *node, int6
 }
 
 static int pg_finish(struct store *base, const char *id, const char *node, enum run_state state, int64_t finished_ms,
-		     const char *result, const char *message, char *err, size_t errlen)
+		     const char *result, const struct run_outcome *outcome, const char *message, char *err,
+		     size_t errlen)
 {
 	struct store_pg *s = backend(base);
 	const char *name = store_state_name(state);
@@ -287,13 +288,17 @@ static int pg_finish(struct store *base, const char *id, const char *node, enum 
 		return -1;
 	char fin[24];
 	fmt_i64(fin, sizeof(fin), finished_ms);
-	const char *const v[] = { id, name, fin, result, message, node };
+	const char *oname, *term;
+	char limits[12];
+	store_outcome_cols(outcome, &oname, &term, limits);
+	const char *const v[] = { id, name, fin, result, message, node, oname, term, limits };
 	PGresult *res = pg_exec_sql(s, "ending run",
-				    "WITH e AS (UPDATE runs SET state = $2, finished_ms = $3, result = $4, message = $5"
+				    "WITH e AS (UPDATE runs SET state = $2, finished_ms = $3, result = $4, message = $5,"
+				    " outcome = $7, termination = $8, limits_hit = $9::integer"
 				    " WHERE id = $1 AND state IN ('queued', 'running')"
 				    " AND ($6::text IS NULL OR (state = 'running' AND node = $6)) RETURNING id)"
 				    " SELECT pg_notify('" CHANNEL "', 'ended:' || id) FROM e",
-				    6, v, err, errlen);
+				    9, v, err, errlen);
 	if (!res)
 		return -1;
 	int rc = PQntuples(res) == 1;

@@ -29,10 +29,10 @@
  * the call, not the start of the transaction): what leases are kept on. */
 #define NOW_MS "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 
-/* Columns 0..12 of a row are STORE_COLS, in this order. */
+/* Columns 0..15 of a row are STORE_COLS, in this order. */
 enum col {
 	C_ID, C_TENANT, C_STATE, C_CREATED, C_STARTED, C_COMMAND, C_FINISHED, C_REQUEST, C_RESULT, C_MESSAGE, C_SEQ,
-	C_NODE, C_CANCEL, C_N
+	C_NODE, C_CANCEL, C_OUTCOME, C_TERMINATION, C_LIMITS_HIT, C_N
 };
 
 struct store_pg {

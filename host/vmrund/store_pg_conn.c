@@ -57,6 +57,13 @@ static const char *const migrations[] = {
 	" tokens double precision NOT NULL,"
 	" at_ms bigint NOT NULL,"
 	" taken boolean NOT NULL);",
+	/* 3: how a run's command ended (store.h's outcome), so that no reader
+	 * parses the result again; limits_hit is result.h's LIMIT_* bits.
+	 * Runs that ended before keep none (their results still say it). */
+	"ALTER TABLE runs"
+	" ADD COLUMN outcome text CHECK (outcome IN ('succeeded','failed','timed_out')),"
+	" ADD COLUMN termination text,"
+	" ADD COLUMN limits_hit integer NOT NULL DEFAULT 0;",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -294,6 +301,9 @@ int pg_read_row(const PGresult *res, int row, struct store_run *out, char *err, 
 	out->seq = pg_get_i64(res, row, C_SEQ);
 	store_copy_text(out->node, sizeof(out->node), PQgetvalue(res, row, C_NODE));
 	out->cancel = !strcmp(PQgetvalue(res, row, C_CANCEL), "t");
+	store_outcome_read(out, PQgetisnull(res, row, C_OUTCOME) ? NULL : PQgetvalue(res, row, C_OUTCOME),
+			   PQgetisnull(res, row, C_TERMINATION) ? NULL : PQgetvalue(res, row, C_TERMINATION),
+			   pg_get_i64(res, row, C_LIMITS_HIT));
 	return 0;
 }
 

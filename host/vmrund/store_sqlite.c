@@ -76,7 +76,8 @@ static const char *const stmt_sql[ST_N] = {
 	 * effects since then. */
 	[ST_COMMAND] = "UPDATE runs SET command_ms = coalesce(command_ms, ?3)"
 		       " WHERE id = ?1 AND state = 'running' AND node = ?2 AND cancel = 0",
-	[ST_FINISH] = "UPDATE runs SET state = ?2, finished_ms = ?3, result = ?4, message = ?5"
+	[ST_FINISH] = "UPDATE runs SET state = ?2, finished_ms = ?3, result = ?4, message = ?5,"
+		      " outcome = ?7, termination = ?8, limits_hit = coalesce(?9, 0)"
 		      " WHERE id = ?1 AND state IN ('queued', 'running') AND (?6 IS NULL OR node = ?6)",
 	[ST_PEEK] = "SELECT state, node FROM runs WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
 	[ST_MARK] = "UPDATE runs SET cancel = 1 WHERE id = ?1 AND state = 'running'",
@@ -176,6 +177,8 @@ static int read_row(sqlite3_stmt *st, struct store_run *out, char *err, size_t e
 	out->seq = sqlite3_column_int64(st, 10);
 	store_copy_text(out->node, sizeof(out->node), (const char *)sqlite3_column_text(st, 11));   /* NULL: "" */
 	out->cancel = sqlite3_column_int(st, 12) != 0;
+	store_outcome_read(out, (const char *)sqlite3_column_text(st, 13), (const char *)sqlite3_column_text(st, 14),
+			   sqlite3_column_int64(st, 15));
 	return 0;
 }
 
@@ -460,15 +463,20 @@ static int sq_command(struct store *base, const char *id, const char *node, int6
 }
 
 static int sq_finish(struct store *base, const char *id, const char *node, enum run_state state, int64_t finished_ms,
-		     const char *result, const char *message, char *err, size_t errlen)
+		     const char *result, const struct run_outcome *outcome, const char *message, char *err,
+		     size_t errlen)
 {
 	struct store_sqlite *s = backend(base);
 	sqlite3_stmt *st = s->stmt[ST_FINISH];
 	const char *name = store_state_name(state);
 	if (!store_state_terminal(state))
 		return errf(err, errlen, "state db: run %s: %s is not a terminal state", id, name ? name : "(invalid)");
+	const char *oname, *term;
+	char limits[12];
+	store_outcome_cols(outcome, &oname, &term, limits);
 	if (bind_text(st, 1, id) || bind_text(st, 2, name) || sqlite3_bind_int64(st, 3, finished_ms) ||
-	    bind_text(st, 4, result) || bind_text(st, 5, message) || bind_text(st, 6, node))
+	    bind_text(st, 4, result) || bind_text(st, 5, message) || bind_text(st, 6, node) ||
+	    bind_text(st, 7, oname) || bind_text(st, 8, term) || bind_text(st, 9, limits))
 		return bind_err(s, st, err, errlen);
 	int n = step_write(s, st, err, errlen);
 	return n < 0 ? -1 : n == 1;

@@ -9,7 +9,7 @@
 
 #include "errmsg.h"
 
-#define SCHEMA_VERSION  2
+#define SCHEMA_VERSION  3
 #define BUSY_TIMEOUT_MS 5000
 
 /* What version 2 added beside runs' columns, shared by a new file's
@@ -20,6 +20,13 @@
 	"CREATE TABLE nodes (name TEXT PRIMARY KEY, lease_until_ms INTEGER NOT NULL) STRICT, WITHOUT ROWID;" \
 	"CREATE TABLE blobs (id TEXT NOT NULL, name TEXT NOT NULL, data BLOB NOT NULL," \
 	" PRIMARY KEY (id, name)) STRICT, WITHOUT ROWID;"
+
+/* What version 3 added: the outcome's columns (store.h), so that the
+ * metrics, the audit log and the API read how a run ended without parsing
+ * its result. limits_hit is result.h's LIMIT_* bits. */
+#define COL_OUTCOME     "outcome TEXT CHECK (outcome IN ('succeeded','failed','timed_out'))"
+#define COL_TERMINATION "termination TEXT"
+#define COL_LIMITS_HIT  "limits_hit INTEGER NOT NULL DEFAULT 0"
 
 /* seq is the rowid; AUTOINCREMENT so that it never goes back even if the
  * newest rows are deleted one day, as the order of acceptance must not.
@@ -44,11 +51,12 @@ static const char schema_sql[] =
 	" result TEXT,"
 	" message TEXT,"
 	" node TEXT,"
-	" cancel INTEGER NOT NULL DEFAULT 0 CHECK (cancel IN (0, 1))"
+	" cancel INTEGER NOT NULL DEFAULT 0 CHECK (cancel IN (0, 1)),"
+	" " COL_OUTCOME ", " COL_TERMINATION ", " COL_LIMITS_HIT
 	") STRICT;"
 	"CREATE INDEX runs_state_seq ON runs (state, seq);"
 	SCHEMA_2_ADDED
-	"PRAGMA user_version = 2;";   /* SCHEMA_VERSION */
+	"PRAGMA user_version = 3;";   /* SCHEMA_VERSION */
 
 /* Version 1 (one node, no blobs) to 2, in the transaction that read the
  * version. The added columns land after message in a migrated file, which
@@ -66,6 +74,14 @@ static const char migrate_1_sql[] =
 	" message = 'lost: vmrund stopped while the run was running; its VM was destroyed' WHERE state = 'running';"
 	SCHEMA_2_ADDED
 	"PRAGMA user_version = 2;";
+
+/* Version 2 to 3. The runs that ended before keep no outcome in the new
+ * columns (their results still hold it); the readers take that as none. */
+static const char migrate_2_sql[] =
+	"ALTER TABLE runs ADD COLUMN " COL_OUTCOME ";"
+	"ALTER TABLE runs ADD COLUMN " COL_TERMINATION ";"
+	"ALTER TABLE runs ADD COLUMN " COL_LIMITS_HIT ";"
+	"PRAGMA user_version = 3;";
 
 /* Open's failures name the file, which the daemon's operator must find. */
 static int open_err(sqlite3 *db, const char *path, char *err, size_t errlen)
@@ -144,6 +160,8 @@ static int schema(sqlite3 *db, const char *path, char *err, size_t errlen)
 	if (version == 0 && exec(db, schema_sql, path, err, errlen) < 0)
 		goto out;
 	if (version == 1 && exec(db, migrate_1_sql, path, err, errlen) < 0)
+		goto out;
+	if (version >= 1 && version <= 2 && exec(db, migrate_2_sql, path, err, errlen) < 0)
 		goto out;
 	rc = exec(db, "COMMIT", path, err, errlen);
 out:

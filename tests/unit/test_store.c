@@ -243,7 +243,7 @@ static void claims(struct store *s, const char *node, unsigned n, const struct t
 
 static void finish_ok(struct store *s, unsigned n, const char *node, enum run_state st)
 {
-	if (s->ops->finish(s, id_of(n).s, node, st, 5000, NULL, NULL, err, sizeof(err)) != 1)
+	if (s->ops->finish(s, id_of(n).s, node, st, 5000, NULL, NULL, NULL, err, sizeof(err)) != 1)
 		fail_msg("finish %u: %s", n, err);
 }
 
@@ -326,7 +326,7 @@ static void sqlite_creates_schema(void **state)
 	for (int i = 0; i < RS_COUNT; i++)
 		assert_int_equal(count[i], 0);
 	store_close(s);
-	assert_int_equal(raw_int("PRAGMA user_version"), 2);
+	assert_int_equal(raw_int("PRAGMA user_version"), 3);
 	char names[512];
 	raw_names(spec, names, sizeof(names));
 	assert_string_equal(names, "table:blobs table:nodes table:runs index:runs_state_seq index:runs_state_tenant_seq"
@@ -340,11 +340,14 @@ static void sqlite_creates_schema(void **state)
 	assert_int_not_equal(raw_exec_rc("INSERT INTO runs (id, tenant, state, created_ms, request, cancel)"
 					 " VALUES ('x', 't', 'queued', 1, '{}', 2)"),
 			     SQLITE_OK);
+	assert_int_not_equal(raw_exec_rc("INSERT INTO runs (id, tenant, state, created_ms, request, outcome)"
+					 " VALUES ('x', 't', 'failed', 1, '{}', 'paused')"),
+			     SQLITE_OK);
 	/* Opening again an existing file keeps it. */
 	s = open_store();
 	store_close(s);
 	store_close(NULL);
-	assert_int_equal(raw_int("PRAGMA user_version"), 2);
+	assert_int_equal(raw_int("PRAGMA user_version"), 3);
 }
 
 /* Version 1's schema exactly as vmrund 1 created it. */
@@ -399,7 +402,7 @@ static void sqlite_migrates_v1(void **state)
 
 	write_v1("");
 	struct store *s = open_store();
-	assert_int_equal(raw_int("PRAGMA user_version"), 2);
+	assert_int_equal(raw_int("PRAGMA user_version"), 3);
 	struct store_run r = get(s, 1);
 	assert_string_equal(r.tenant, "alice");
 	assert_int_equal(r.state, RS_QUEUED);
@@ -415,6 +418,7 @@ static void sqlite_migrates_v1(void **state)
 	assert_int_equal(r.finished_ms, 22);
 	assert_string_equal(r.result, "{\"exit\":1}");
 	assert_string_equal(r.message, "exit status 1");
+	assert_false(r.has_outcome);   /* ended before the outcome's columns */
 	int64_t seq2 = r.seq;
 	store_run_free(&r);
 	/* A v1 run left running was a stopped vmrund's, its command
@@ -447,7 +451,7 @@ static void sqlite_migrates_v1(void **state)
 	/* Once. */
 	s = open_store();
 	store_close(s);
-	assert_int_equal(raw_int("PRAGMA user_version"), 2);
+	assert_int_equal(raw_int("PRAGMA user_version"), 3);
 }
 
 static void sqlite_refuses_not_sqlite(void **state)
@@ -472,12 +476,12 @@ static void sqlite_refuses_newer_schema(void **state)
 	if (pg)
 		skip();
 	store_close(open_store());
-	raw_exec("PRAGMA user_version = 3");
+	raw_exec("PRAGMA user_version = 4");
 	assert_null(store_open(spec, err, sizeof(err)));
 	assert_non_null(strstr(err, spec));
-	assert_non_null(strstr(err, "schema version 3 is newer"));
+	assert_non_null(strstr(err, "schema version 4 is newer"));
 	one_line();
-	assert_int_equal(raw_int("PRAGMA user_version"), 3);
+	assert_int_equal(raw_int("PRAGMA user_version"), 4);
 }
 
 static void sqlite_missing_directory(void **state)
@@ -547,7 +551,7 @@ static void survives_reopen(void **state)
 	put(s, 2, nm("b").s, "{\"runtime\":\"bash\"}");
 	claims(s, nm("n").s, 1, &x.ts, 5000, 1, (unsigned[]){ 2 });
 	assert_int_equal(s->ops->command(s, id_of(2).s, nm("n").s, 5500, err, sizeof(err)), 1);
-	assert_int_equal(s->ops->finish(s, id_of(2).s, nm("n").s, RS_FAILED, 6000, "{\"exit\":1}", "exit status 1", err,
+	assert_int_equal(s->ops->finish(s, id_of(2).s, nm("n").s, RS_FAILED, 6000, "{\"exit\":1}", NULL, "exit status 1", err,
 					sizeof(err)),
 			 1);
 	assert_int_equal(s->ops->put_blob(s, id_of(2).s, "output", (const uint8_t *)"out", 3, err, sizeof(err)), 0);
@@ -1025,9 +1029,9 @@ static void finish_guard(void **state)
 		put(s, i, nm("a").s, "{}");
 	claims(s, n, 2, &x.ts, 100, 2, (unsigned[]){ 1, 2 });
 	/* Another node's run is not this node's to end. */
-	assert_int_equal(s->ops->finish(s, id_of(1).s, m, RS_LOST, 900, NULL, "x", err, sizeof(err)), 0);
+	assert_int_equal(s->ops->finish(s, id_of(1).s, m, RS_LOST, 900, NULL, NULL, "x", err, sizeof(err)), 0);
 	assert_int_equal(state_of(s, 1), RS_RUNNING);
-	assert_int_equal(s->ops->finish(s, id_of(1).s, n, RS_SUCCEEDED, 1000, "{\"stdout\":\"hi\"}", NULL, err,
+	assert_int_equal(s->ops->finish(s, id_of(1).s, n, RS_SUCCEEDED, 1000, "{\"stdout\":\"hi\"}", NULL, NULL, err,
 					sizeof(err)),
 			 1);
 	struct store_run r = get(s, 1);
@@ -1038,38 +1042,81 @@ static void finish_guard(void **state)
 	assert_string_equal(r.node, n);   /* the node that last held it */
 	store_run_free(&r);
 	/* Not twice: the first ending stands. */
-	assert_int_equal(s->ops->finish(s, id_of(1).s, n, RS_LOST, 2000, NULL, "lost", err, sizeof(err)), 0);
-	assert_int_equal(s->ops->finish(s, id_of(1).s, NULL, RS_LOST, 2000, NULL, "lost", err, sizeof(err)), 0);
+	assert_int_equal(s->ops->finish(s, id_of(1).s, n, RS_LOST, 2000, NULL, NULL, "lost", err, sizeof(err)), 0);
+	assert_int_equal(s->ops->finish(s, id_of(1).s, NULL, RS_LOST, 2000, NULL, NULL, "lost", err, sizeof(err)), 0);
 	r = get(s, 1);
 	assert_int_equal(r.state, RS_SUCCEEDED);
 	assert_int_equal(r.finished_ms, 1000);
 	store_run_free(&r);
 	/* node NULL: whoever holds it. */
-	assert_int_equal(s->ops->finish(s, id_of(2).s, NULL, RS_TIMED_OUT, 1100, NULL, "timed out", err, sizeof(err)), 1);
+	assert_int_equal(s->ops->finish(s, id_of(2).s, NULL, RS_TIMED_OUT, 1100, NULL, NULL, "timed out", err, sizeof(err)), 1);
 	/* A queued run is no node's: only NULL ends it. */
-	assert_int_equal(s->ops->finish(s, id_of(3).s, n, RS_CANCELLED, 1200, NULL, "x", err, sizeof(err)), 0);
-	assert_int_equal(s->ops->finish(s, id_of(3).s, NULL, RS_CANCELLED, 1200, NULL, "by hand", err, sizeof(err)), 1);
+	assert_int_equal(s->ops->finish(s, id_of(3).s, n, RS_CANCELLED, 1200, NULL, NULL, "x", err, sizeof(err)), 0);
+	assert_int_equal(s->ops->finish(s, id_of(3).s, NULL, RS_CANCELLED, 1200, NULL, NULL, "by hand", err, sizeof(err)), 1);
 	r = get(s, 3);
 	assert_int_equal(r.state, RS_CANCELLED);
 	assert_int_equal(r.started_ms, 0);
 	assert_string_equal(r.message, "by hand");
 	assert_null(r.result);
 	store_run_free(&r);
-	assert_int_equal(s->ops->finish(s, id_of(9).s, NULL, RS_FAILED, 1300, NULL, "x", err, sizeof(err)), 0);
+	assert_int_equal(s->ops->finish(s, id_of(9).s, NULL, RS_FAILED, 1300, NULL, NULL, "x", err, sizeof(err)), 0);
 	/* A run requeued and claimed elsewhere is the new holder's. */
 	claims(s, n, 1, &x.ts, 1400, 1, (unsigned[]){ 4 });
 	assert_int_equal(s->ops->expire(s, n, 1500, NULL, NULL, err, sizeof(err)), 1);
 	claims(s, m, 1, &x.ts, 1600, 1, (unsigned[]){ 4 });
-	assert_int_equal(s->ops->finish(s, id_of(4).s, n, RS_FAILED, 1700, NULL, "x", err, sizeof(err)), 0);
-	assert_int_equal(s->ops->finish(s, id_of(4).s, m, RS_FAILED, 1700, NULL, "x", err, sizeof(err)), 1);
+	assert_int_equal(s->ops->finish(s, id_of(4).s, n, RS_FAILED, 1700, NULL, NULL, "x", err, sizeof(err)), 0);
+	assert_int_equal(s->ops->finish(s, id_of(4).s, m, RS_FAILED, 1700, NULL, NULL, "x", err, sizeof(err)), 1);
 	/* Only to a terminal state. */
 	put(s, 5, nm("a").s, "{}");
 	err[0] = '\0';
-	assert_int_equal(s->ops->finish(s, id_of(5).s, NULL, RS_RUNNING, 1800, NULL, "x", err, sizeof(err)), -1);
+	assert_int_equal(s->ops->finish(s, id_of(5).s, NULL, RS_RUNNING, 1800, NULL, NULL, "x", err, sizeof(err)), -1);
 	one_line();
-	assert_int_equal(s->ops->finish(s, id_of(5).s, NULL, (enum run_state)RS_COUNT, 1800, NULL, "x", err, sizeof(err)),
+	assert_int_equal(s->ops->finish(s, id_of(5).s, NULL, (enum run_state)RS_COUNT, 1800, NULL, NULL, "x", err, sizeof(err)),
 			 -1);
 	assert_int_equal(state_of(s, 5), RS_QUEUED);
+	store_close(s);
+}
+
+/* The outcome given to finish comes back from the columns, as it was
+ * (every limit bit, every termination); none given reads as none, and a
+ * run that has not ended has none. */
+static void finish_outcome(void **state)
+{
+	(void)state;
+	struct tset x = { 0 };
+	tset_add(&x, "a", 100, 100);
+	struct store *s = open_store();
+	struct text n_ = nm("n");
+	const char *n = n_.s;
+	for (unsigned i = 1; i <= 3; i++)
+		put(s, i, nm("a").s, "{}");
+	claims(s, n, 3, &x.ts, 100, 3, (unsigned[]){ 1, 2, 3 });
+	struct store_run r = get(s, 1);
+	assert_false(r.has_outcome);
+	store_run_free(&r);
+	struct run_outcome timed = { .state = OUTCOME_TIMED_OUT, .term = TERM_COMPILE_ERROR,
+				     .limits = LIMIT_TIMEOUT | LIMIT_MEMORY | LIMIT_CPU_TIME | LIMIT_OUTPUT };
+	struct run_outcome ok = { .state = OUTCOME_SUCCEEDED, .term = TERM_EXITED };
+	assert_int_equal(s->ops->finish(s, id_of(1).s, n, RS_TIMED_OUT, 1000, "{}", &timed, NULL, err, sizeof(err)),
+			 1);
+	assert_int_equal(s->ops->finish(s, id_of(2).s, n, RS_SUCCEEDED, 1000, "{}", &ok, NULL, err, sizeof(err)), 1);
+	assert_int_equal(s->ops->finish(s, id_of(3).s, n, RS_FAILED, 1000, NULL, NULL, "no result", err, sizeof(err)),
+			 1);
+	r = get(s, 1);
+	assert_true(r.has_outcome);
+	assert_int_equal(r.outcome.state, OUTCOME_TIMED_OUT);
+	assert_int_equal(r.outcome.term, TERM_COMPILE_ERROR);
+	assert_int_equal(r.outcome.limits, timed.limits);
+	store_run_free(&r);
+	r = get(s, 2);
+	assert_true(r.has_outcome);
+	assert_int_equal(r.outcome.state, OUTCOME_SUCCEEDED);
+	assert_int_equal(r.outcome.term, TERM_EXITED);
+	assert_int_equal(r.outcome.limits, 0);
+	store_run_free(&r);
+	r = get(s, 3);
+	assert_false(r.has_outcome);
+	store_run_free(&r);
 	store_close(s);
 }
 
@@ -1394,7 +1441,7 @@ static void blobs(void **state)
 
 	/* Retention: the blobs of runs that ended before; the rows stay. */
 	finish_ok(s, 1, n, RS_SUCCEEDED);   /* at 5000 */
-	assert_int_equal(s->ops->finish(s, id_of(2).s, n, RS_FAILED, 9000, NULL, NULL, err, sizeof(err)), 1);
+	assert_int_equal(s->ops->finish(s, id_of(2).s, n, RS_FAILED, 9000, NULL, NULL, NULL, err, sizeof(err)), 1);
 	long dropped = s->ops->drop_blobs(s, 6000, err, sizeof(err));
 	if (dropped < 0)
 		fail_msg("drop_blobs: %s", err);
@@ -1463,7 +1510,7 @@ static void drop_runs(void **state)
 	assert_int_equal(state_of(s, 5), RS_QUEUED);
 	assert_int_equal(state_of(s, 2), RS_RUNNING);
 	/* and once it ends, it goes at its time, not before */
-	assert_int_equal(s->ops->finish(s, id_of(2).s, n, RS_SUCCEEDED, 9000, "{}", NULL, err, sizeof(err)), 1);
+	assert_int_equal(s->ops->finish(s, id_of(2).s, n, RS_SUCCEEDED, 9000, "{}", NULL, NULL, err, sizeof(err)), 1);
 	assert_true(s->ops->drop_runs(s, 9000, err, sizeof(err)) >= 0);
 	assert_true(exists(s, 2));
 	assert_true(s->ops->drop_runs(s, 9001, err, sizeof(err)) >= 1);
@@ -1524,7 +1571,7 @@ static int mark_lost(void *ctx, const struct store_run *run)
 	if (!mine(run))
 		return 0;
 	w->k++;
-	assert_int_equal(w->s->ops->finish(w->s, run->id, NULL, RS_LOST, 9000, NULL, "by hand", e, sizeof(e)), 1);
+	assert_int_equal(w->s->ops->finish(w->s, run->id, NULL, RS_LOST, 9000, NULL, NULL, "by hand", e, sizeof(e)), 1);
 	return 0;
 }
 
@@ -1643,7 +1690,7 @@ static void large_request(void **state)
 	big[n] = '\0';
 	struct store *s = open_store();
 	put(s, 1, nm("a").s, big);
-	assert_int_equal(s->ops->finish(s, id_of(1).s, NULL, RS_SUCCEEDED, 5, big, NULL, err, sizeof(err)), 1);
+	assert_int_equal(s->ops->finish(s, id_of(1).s, NULL, RS_SUCCEEDED, 5, big, NULL, NULL, err, sizeof(err)), 1);
 	store_close(s);
 	s = open_store();
 	struct store_run r = get(s, 1);
@@ -1675,7 +1722,7 @@ static void utf8_text(void **state)
 		len += 2;
 	}
 	msg[len] = '\0';
-	assert_int_equal(s->ops->finish(s, id_of(1).s, NULL, RS_FAILED, 1, req, msg, err, sizeof(err)), 1);
+	assert_int_equal(s->ops->finish(s, id_of(1).s, NULL, RS_FAILED, 1, req, NULL, msg, err, sizeof(err)), 1);
 	struct store_run r;
 	assert_int_equal(s->ops->get(s, id_of(1).s, tenant, &r, err, sizeof(err)), 1);
 	assert_string_equal(r.request, req);
@@ -1763,6 +1810,7 @@ int main(void)
 		T(claim_race),
 		T(command_guard),
 		T(finish_guard),
+		T(finish_outcome),
 		T(cancel_results),
 		T(heartbeat_reports_cancels),
 		T(expire_node),
