@@ -50,15 +50,17 @@ AGENT_SRCS := $(wildcard guest-agent/*.c)
 AGENT_LIB  := guest-agent/agent.c guest-agent/stage.c guest-agent/cgroup.c guest-agent/forward.c guest-agent/proto.c
 MUSL_CC    := musl-gcc -static $(CSTD) $(WARN) -O2 -idirafter /usr/include \
 	-idirafter /usr/include/x86_64-linux-gnu
-# vmrun: host/*.c and the wire format.
-HOST_SRCS := $(wildcard host/*.c) guest-agent/proto.c
-HOST_LIB  := $(filter-out host/main.c,$(wildcard host/*.c))
+# vmrun: the CLI (host/cli/) over the run library (host/run/) and the wire
+# format. The run library is also vmrund's and its worker's.
+CLI_LIB   := host/cli/cli.c
+HOST_LIB  := $(wildcard host/run/*.c)
+HOST_SRCS := host/cli/main.c $(CLI_LIB) $(HOST_LIB) guest-agent/proto.c
 HOST_LIBS := -lext2fs -lcom_err -lseccomp -lidn2 -ljansson
 # vmrun-proxy (host/proxy/): a run's egress proxy, over the policy
-# modules in host/ it shares with vmrun; DNS by c-ares.
+# modules of the run library (host/run/) it shares with vmrun; DNS by c-ares.
 PROXY_SRCS := $(wildcard host/proxy/*.c)
 PROXY_LIB  := $(filter-out host/proxy/main.c,$(PROXY_SRCS))
-PROXY_SHARED := host/netpolicy.c host/proxy_wire.c host/errmsg.c
+PROXY_SHARED := host/run/netpolicy.c host/run/proxy_wire.c host/run/errmsg.c
 PROXY_LIBS := -lcares -lseccomp -lidn2 -lhttp_parser -lssl -lcrypto
 # vmrund (host/vmrund/): the service and its modules; HTTP by libmicrohttpd, JSON by jansson, state in SQLite or
 # PostgreSQL (libpq).
@@ -77,7 +79,8 @@ VMRUND_CFLAGS_store_pg_conn := $(VMRUND_CFLAGS_store_pg)
 # modules, built again with sanitizers.
 VMM_LIB   := $(filter-out vmm/main.c,$(VMM_SRCS))
 ASAN_OBJS := $(sort $(VMM_LIB:%.c=$(BUILD)/asan/%.o) $(VMM_AARCH64_PURE:%.c=$(BUILD)/asan/%.o) $(AGENT_LIB:%.c=$(BUILD)/asan/%.o) \
-	$(HOST_LIB:%.c=$(BUILD)/asan/%.o) $(VMRUND_LIB:%.c=$(BUILD)/asan/%.o) $(PROXY_LIB:%.c=$(BUILD)/asan/%.o))
+	$(HOST_LIB:%.c=$(BUILD)/asan/%.o) $(CLI_LIB:%.c=$(BUILD)/asan/%.o) $(VMRUND_LIB:%.c=$(BUILD)/asan/%.o) \
+	$(PROXY_LIB:%.c=$(BUILD)/asan/%.o))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 # A unit test's own libraries, by its module's name: OpenSSL writes the
 # ClientHellos that the SNI reader's test reads.
@@ -125,7 +128,7 @@ $(BUILD)/obj/%.o: %.c $(wildcard vmm/*.h) guest-agent/proto.h
 # arm64 run in ways no test of the change itself showed).
 $(BUILD)/asan/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -MMD -MP -Iguest-agent -I$(BUILD)/gen -Ihost -Ihost/vmrund -Ihost/proxy $(VMRUND_CFLAGS_$(notdir $*)) -c $< -o $@
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -MMD -MP -Iguest-agent -I$(BUILD)/gen -Ihost/run -Ihost/vmrund -Ihost/proxy $(VMRUND_CFLAGS_$(notdir $*)) -c $< -o $@
 -include $(ASAN_OBJS:.o=.d) $(wildcard $(BUILD)/aarch64/obj/*/*.d $(BUILD)/aarch64/obj/*/*/*.d)
 
 # Keep the sanitizer objects between runs (make would delete them as intermediates).
@@ -138,13 +141,13 @@ $(ASAN_LIB): $(ASAN_OBJS)
 	@rm -f $@
 	@ar rcs $@ $^
 
-$(BUILD)/obj/host/%.o: host/%.c $(wildcard host/*.h host/proxy/*.h guest-agent/*.h) vmm/log.h
+$(BUILD)/obj/host/%.o: host/%.c $(wildcard host/run/*.h host/cli/*.h host/proxy/*.h guest-agent/*.h) vmm/log.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost/run -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 
-$(BUILD)/obj/host/vmrund/%.o: host/vmrund/%.c $(wildcard host/*.h host/vmrund/*.h guest-agent/*.h)
+$(BUILD)/obj/host/vmrund/%.o: host/vmrund/%.c $(wildcard host/run/*.h host/vmrund/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost -Ihost/vmrund $(VMRUND_CFLAGS_$*) -DVMRUN_VERSION='"$(VERSION)"' \
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost/run -Ihost/vmrund $(VMRUND_CFLAGS_$*) -DVMRUN_VERSION='"$(VERSION)"' \
 		-c $< -o $@
 
 $(BUILD)/bin/vmrund: $(BUILD)/obj/host/vmrund/main.o $(VMRUND_LIB:%.c=$(BUILD)/obj/%.o) \
@@ -152,9 +155,9 @@ $(BUILD)/bin/vmrund: $(BUILD)/obj/host/vmrund/main.o $(VMRUND_LIB:%.c=$(BUILD)/o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(VMRUND_LIBS) $(HOST_LIBS) -pthread -o $@
 
-$(BUILD)/obj/host/worker/%.o: host/worker/%.c $(wildcard host/*.h host/vmrund/spool.h host/vmrund/store.h guest-agent/*.h)
+$(BUILD)/obj/host/worker/%.o: host/worker/%.c $(wildcard host/run/*.h host/vmrund/spool.h host/vmrund/store.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost -Ihost/vmrund -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost/run -Ihost/vmrund -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 
 $(BUILD)/bin/vmrund-worker: $(WORKER_SRCS:%.c=$(BUILD)/obj/%.o) $(HOST_LIB:%.c=$(BUILD)/obj/%.o) \
 		$(BUILD)/obj/guest-agent/proto.o
@@ -224,7 +227,7 @@ $(A64_UNPACKED): scripts/arm64-debs.sh
 	@touch $@
 $(A64)/obj/%.o: %.c $(wildcard vmm/*.h) guest-agent/proto.h $(A64_UNPACKED)
 	@mkdir -p $(dir $@)
-	$(A64_CC) $(CSTD) $(WARN) $(CFLAGS) -MMD -MP -I$(A64_SYSROOT)/usr/include -Iguest-agent -Ihost -I$(BUILD)/gen \
+	$(A64_CC) $(CSTD) $(WARN) $(CFLAGS) -MMD -MP -I$(A64_SYSROOT)/usr/include -Iguest-agent -Ihost/run -I$(BUILD)/gen \
 		-DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 $(A64)/obj/vmm/vm_snapshot.o: $(BUILD)/gen/vmm_build_id.h
 $(A64)/hooks/%/vm.o: vmm/vm.c $(wildcard vmm/*.h) $(A64_UNPACKED)
@@ -335,7 +338,8 @@ rootfs-test: rootfs
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_LIB) $(wildcard tests/common/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost -Ihost/vmrund -Ihost/proxy -Itests/common $< $(ASAN_LIB) \
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost/run -Ihost/cli -Ihost/vmrund -Ihost/proxy -Itests/common \
+		$< $(ASAN_LIB) \
 		-lcmocka $(HOST_LIBS) $(VMRUND_LIBS) $(PROXY_LIBS) -lfdt $(TEST_LIBS_$*) -pthread -o $@
 
 # test_run_net starts the real proxy, found next to vmm in $(BUILD)/bin
@@ -373,15 +377,15 @@ $(BUILD)/tests/vsock_host: tests/vm/vsock_host.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 $< -o $@
 
-$(BUILD)/tests/agent_client: tests/vm/agent_client.c host/session.c host/errmsg.c guest-agent/proto.c \
-		$(wildcard host/*.h guest-agent/*.h)
+$(BUILD)/tests/agent_client: tests/vm/agent_client.c host/run/session.c host/run/errmsg.c guest-agent/proto.c \
+		$(wildcard host/run/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O2 -Ihost -Iguest-agent $(filter %.c,$^) -o $@
+	$(CC) $(CSTD) $(WARN) -O2 -Ihost/run -Iguest-agent $(filter %.c,$^) -o $@
 
 # Two runs from one process, through the run library alone (tests/e2e/run.sh).
 $(BUILD)/tests/two_runs: tests/vm/two_runs.c $(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/guest-agent/proto.o
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Ihost -Iguest-agent $^ $(HOST_LIBS) -pthread -o $@
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Ihost/run -Iguest-agent $^ $(HOST_LIBS) -pthread -o $@
 
 # Linux guests: directly where the local KVM runs them, else on emulated
 # KVM hosts, two side by side (scripts/vm-lanes.sh holds every suite's
@@ -465,7 +469,7 @@ check:
 EVAL_EXTRACT_OBJS := $(sort $(HOST_LIB:%.c=$(BUILD)/asan/%.o) $(BUILD)/asan/guest-agent/proto.o)
 $(BUILD)/tests/eval-extract: tests/eval/extract_corrupt.c $(EVAL_EXTRACT_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ihost -Iguest-agent $^ $(HOST_LIBS) -pthread -o $@
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ihost/run -Iguest-agent $^ $(HOST_LIBS) -pthread -o $@
 
 # The sandbox evaluation (tests/eval/): each case a real attempt through
 # vmrun on a KVM host (the emulated one where needed), then the
@@ -552,7 +556,7 @@ bench-vmrund: all payloads guest
 $(BUILD)/tests/bench_queue: tests/bench/bench_queue.c $(VMRUND_LIB:%.c=$(BUILD)/obj/%.o) \
 		$(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/guest-agent/proto.o
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O2 -g -Ihost -Ihost/vmrund $^ $(VMRUND_LIBS) $(HOST_LIBS) -pthread -o $@
+	$(CC) $(CSTD) $(WARN) -O2 -g -Ihost/run -Ihost/vmrund -Iguest-agent $^ $(VMRUND_LIBS) $(HOST_LIBS) -pthread -o $@
 
 # The run's proxy against a direct connection: MiB/s and the added connect
 # latency (targets >= 0.8x, <= 2 ms).
@@ -563,10 +567,10 @@ bench-queue: all $(BUILD)/tests/bench_queue
 	@./tests/bench/queue.sh
 
 # The workspace image: 64 MiB with 100 files (target <= 10 ms).
-BENCH_WS_SRCS := tests/bench/bench_workspace.c host/workspace.c host/caller.c host/errmsg.c
-$(BUILD)/tests/bench_workspace: $(BENCH_WS_SRCS) host/workspace.h host/caller.h
+BENCH_WS_SRCS := tests/bench/bench_workspace.c host/run/workspace.c host/run/caller.c host/run/errmsg.c
+$(BUILD)/tests/bench_workspace: $(BENCH_WS_SRCS) host/run/workspace.h host/run/caller.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O2 -Ihost $(BENCH_WS_SRCS) -lext2fs -lcom_err -o $@
+	$(CC) $(CSTD) $(WARN) -O2 -Ihost/run $(BENCH_WS_SRCS) -lext2fs -lcom_err -o $@
 
 bench-workspace: $(BUILD)/tests/bench_workspace
 	@$(BUILD)/tests/bench_workspace $${TMPDIR:-/tmp}
@@ -633,48 +637,48 @@ $(BUILD)/fuzz/fuzz_proto: tests/fuzz/fuzz_proto.c guest-agent/proto.c guest-agen
 
 # The host's side of a session: the agent's frames (guest input) for a
 # two-stage request.
-$(BUILD)/fuzz/fuzz_session: tests/fuzz/fuzz_session.c host/session.c host/errmsg.c guest-agent/proto.c \
-		$(wildcard host/*.h guest-agent/*.h)
+$(BUILD)/fuzz/fuzz_session: tests/fuzz/fuzz_session.c host/run/session.c host/run/errmsg.c guest-agent/proto.c \
+		$(wildcard host/run/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Iguest-agent tests/fuzz/fuzz_session.c host/session.c host/errmsg.c \
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Iguest-agent tests/fuzz/fuzz_session.c host/run/session.c host/run/errmsg.c \
 		guest-agent/proto.c -o $@
 
 # The --policy parser (client input), with the error formatter it reports through.
-$(BUILD)/fuzz/fuzz_policy: tests/fuzz/fuzz_policy.c host/policy.c host/netpolicy.c host/textfile.c host/errmsg.c $(wildcard host/*.h guest-agent/*.h)
+$(BUILD)/fuzz/fuzz_policy: tests/fuzz/fuzz_policy.c host/run/policy.c host/run/netpolicy.c host/run/textfile.c host/run/errmsg.c $(wildcard host/run/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Iguest-agent tests/fuzz/fuzz_policy.c host/policy.c host/netpolicy.c host/textfile.c host/errmsg.c -lidn2 -o $@
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Iguest-agent tests/fuzz/fuzz_policy.c host/run/policy.c host/run/netpolicy.c host/run/textfile.c host/run/errmsg.c -lidn2 -o $@
 
 # The network policy's rules and host names (client and guest input), with libidn2.
-$(BUILD)/fuzz/fuzz_netpolicy: tests/fuzz/fuzz_netpolicy.c host/netpolicy.c host/errmsg.c host/netpolicy.h host/errmsg.h
+$(BUILD)/fuzz/fuzz_netpolicy: tests/fuzz/fuzz_netpolicy.c host/run/netpolicy.c host/run/errmsg.c host/run/netpolicy.h host/run/errmsg.h
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Ihost tests/fuzz/fuzz_netpolicy.c host/netpolicy.c host/errmsg.c -lidn2 -o $@
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run tests/fuzz/fuzz_netpolicy.c host/run/netpolicy.c host/run/errmsg.c -lidn2 -o $@
 
 # The result object's hand-built JSON (guest text in every string), read
 # back as vmrund reads it, by jansson.
-FUZZ_RESULT_SRCS := host/result.c host/outcome.c host/artifacts.c host/artifacts_walk.c host/artifacts_sandbox.c host/session.c host/errmsg.c host/sysfile.c \
-	host/utf8.c host/netpolicy.c guest-agent/proto.c
-$(BUILD)/fuzz/fuzz_result: tests/fuzz/fuzz_result.c $(FUZZ_RESULT_SRCS) $(wildcard host/*.h guest-agent/*.h)
+FUZZ_RESULT_SRCS := host/run/result.c host/run/outcome.c host/run/artifacts.c host/run/artifacts_walk.c host/run/artifacts_sandbox.c host/run/session.c host/run/errmsg.c host/run/sysfile.c \
+	host/run/utf8.c host/run/netpolicy.c guest-agent/proto.c
+$(BUILD)/fuzz/fuzz_result: tests/fuzz/fuzz_result.c $(FUZZ_RESULT_SRCS) $(wildcard host/run/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Iguest-agent tests/fuzz/fuzz_result.c $(FUZZ_RESULT_SRCS) \
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Iguest-agent tests/fuzz/fuzz_result.c $(FUZZ_RESULT_SRCS) \
 		-ljansson -lext2fs -lcom_err -lseccomp -lidn2 -o $@
 
 # The output's Server-Sent Events (guest bytes in every event's text).
-FUZZ_SSE_SRCS := host/vmrund/sse.c host/vmrund/spool.c host/tree.c host/outcome.c
-$(BUILD)/fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c $(FUZZ_SSE_SRCS) host/vmrund/sse.h host/vmrund/spool.h host/result.h
+FUZZ_SSE_SRCS := host/vmrund/sse.c host/vmrund/spool.c host/run/tree.c host/run/outcome.c
+$(BUILD)/fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c $(FUZZ_SSE_SRCS) host/vmrund/sse.h host/vmrund/spool.h host/run/result.h
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_sse.c $(FUZZ_SSE_SRCS) \
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_sse.c $(FUZZ_SSE_SRCS) \
 		-ljansson -o $@
 
 # The artifacts' tar headers (guest-chosen names), read back by libarchive.
-$(BUILD)/fuzz/fuzz_tar: tests/fuzz/fuzz_tar.c host/vmrund/tar.c host/vmrund/tar.h host/artifacts.h
+$(BUILD)/fuzz/fuzz_tar: tests/fuzz/fuzz_tar.c host/vmrund/tar.c host/vmrund/tar.h host/run/artifacts.h
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/vmrund tests/fuzz/fuzz_tar.c host/vmrund/tar.c -ljansson -larchive -o $@
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/vmrund tests/fuzz/fuzz_tar.c host/vmrund/tar.c -ljansson -larchive -o $@
 
 # The host proxy's request heads (guest input), through http_parser.
-$(BUILD)/fuzz/fuzz_proxy_request: tests/fuzz/fuzz_proxy_request.c host/proxy/request.c host/errmsg.c \
-		host/proxy/request.h host/netpolicy.h host/errmsg.h
+$(BUILD)/fuzz/fuzz_proxy_request: tests/fuzz/fuzz_proxy_request.c host/proxy/request.c host/run/errmsg.c \
+		host/proxy/request.h host/run/netpolicy.h host/run/errmsg.h
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/proxy tests/fuzz/fuzz_proxy_request.c host/proxy/request.c host/errmsg.c \
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/proxy tests/fuzz/fuzz_proxy_request.c host/proxy/request.c host/run/errmsg.c \
 		-lhttp_parser -o $@
 
 # The server name in a guest's ClientHello (guest input).
@@ -695,12 +699,12 @@ $(BUILD)/fuzz/seeds-proxy_request.stamp: $(wildcard tests/fuzz/seeds-proxy_reque
 	@touch $@
 
 # vmrund's request bodies, native and Piston's (client input), through jansson.
-FUZZ_REQUEST_SRCS := host/run_spec.c host/run_spec_json.c host/vmrund/piston.c host/vmrund/semver.c host/runtime.c host/policy.c host/textfile.c host/netpolicy.c \
-	host/errmsg.c
-$(BUILD)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRCS) $(wildcard host/*.h host/vmrund/*.h \
+FUZZ_REQUEST_SRCS := host/run/run_spec.c host/run/run_spec_json.c host/vmrund/piston.c host/vmrund/semver.c host/run/runtime.c host/run/policy.c host/run/textfile.c host/run/netpolicy.c \
+	host/run/errmsg.c
+$(BUILD)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRCS) $(wildcard host/run/*.h host/vmrund/*.h \
 		guest-agent/*.h)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_CFLAGS) -Ihost -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRCS) \
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRCS) \
 		-ljansson -lidn2 -o $@
 
 # Seeds: a native body of each mode (one with network rules) and a Piston body.

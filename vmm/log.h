@@ -6,7 +6,7 @@
 #ifndef VMM_LOG_H
 #define VMM_LOG_H
 
-/* vmm's stderr as vmrun reads it (host/run.c includes this header): each
+/* vmm's stderr as vmrun reads it (host/run/run.c includes this header): each
  * line starts with VMM_LOG_PREFIX. One that goes on with VMM_FAULTS_TAG is
  * no error: it counts, at exit, what the guest did wrong to the devices. */
 #define VMM_LOG_PREFIX "vmm: "

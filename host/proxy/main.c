@@ -1,6 +1,6 @@
 /* vmrun-proxy: one run's egress proxy (DESIGN: network by policy).
- * Started by the run (host/run_net.c) with the contract of
- * host/proxy_wire.h: read the configuration, learn the DNS servers and
+ * Started by the run (host/run/run_net.c) with the contract of
+ * host/run/proxy_wire.h: read the configuration, learn the DNS servers and
  * the host's own addresses, jail itself (sandbox.h), serve the guest's
  * connections until the run says stop, send the audit, exit.
  * Usage: vmrun-proxy EMPTY-DIR (fds 3 and 4 as proxy_wire.h says). */

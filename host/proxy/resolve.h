@@ -2,7 +2,7 @@
  * /etc/resolv.conf once, before the proxy jails itself: it has no files
  * afterwards), DNS only (no hosts file), one name at a time with a
  * deadline. A name resolves once per request; the proxy dials only an
- * address it got here and checked (host/netpolicy.h). */
+ * address it got here and checked (host/run/netpolicy.h). */
 #ifndef VMRUN_PROXY_RESOLVE_H
 #define VMRUN_PROXY_RESOLVE_H
 

@@ -1,7 +1,7 @@
 /* Piston v2 compatibility (https://github.com/engineer-man/piston, its
  * api/v2): POST /api/v2/execute and GET /api/v2/runtimes, translated to and
- * from the run spec's native body (host/run_spec.h) and vmrun's result
- * JSON (host/result.h, result_print_json). Pure: no I/O, no globals.
+ * from the run spec's native body (host/run/run_spec.h) and vmrun's result
+ * JSON (host/run/result.h, result_print_json). Pure: no I/O, no globals.
  *
  * Piston's meaning is kept: language is a runtime's name or alias; version
  * a semver selector ("3.11.2", "3.x", "3", "*", ">=3.10 <4", "^3.9",

@@ -17,7 +17,7 @@
 
 /* The run library's longest socket path under the worker's TMPDIR (its
  * run directory, vmrun-ID12-XXXXXX, then sock/v.sock_PORT) fits sun_path
- * with the NUL, as host/run.c requires. */
+ * with the NUL, as host/run/run.c requires. */
 _Static_assert(SPOOL_LIB_TMP_MAX + sizeof("/vmrun-123456789012-XXXXXX/sock/" PROTO_VSOCK_UDS "_4294967295") <
 		       sizeof(((struct sockaddr_un *)0)->sun_path),
 	       "the worker's TMPDIR leaves room for the run library's sockets");

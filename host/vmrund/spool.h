@@ -2,7 +2,7 @@
  * vmrund and its per-run worker (vmrund-worker), the one place both read
  * their file names and formats from.
  *
- *   ID/request.json   the run's spec in its canonical JSON (host/run_spec.h); vmrund
+ *   ID/request.json   the run's spec in its canonical JSON (host/run/run_spec.h); vmrund
  *   ID/output         the output as it arrives: records (below); worker
  *   ID/result.json    vmrun's result object, renamed into place; worker
  *   ID/vm-id          the run library's run id (its cgroup's name); worker

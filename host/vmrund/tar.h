@@ -14,7 +14,7 @@
 #include "artifacts.h"
 
 #define TAR_BLOCK 512
-/* The longest name archived: the artifact path cap (host/artifacts.h). */
+/* The longest name archived: the artifact path cap (host/run/artifacts.h). */
 #define TAR_NAME_MAX (ARTIFACT_PATH_MAX - 1)
 /* A pax record is "LEN KEY=VALUE\n", LEN in decimal counting the whole
  * record; the two we write, at their longest: */

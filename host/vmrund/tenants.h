@@ -26,7 +26,7 @@
  *   net_addr=CIDR[:PORT],...  address ranges, as --allow-net-addr (default
  *                             none; "none" says so)
  * At most TENANT_NET_RULES_MAX of each. The system policy's ceiling
- * (host/policy.h) still bounds every run: a tenant's can only narrow it. */
+ * (host/run/policy.h) still bounds every run: a tenant's can only narrow it. */
 #ifndef VMRUND_TENANTS_H
 #define VMRUND_TENANTS_H
 

@@ -96,7 +96,8 @@ static void *node_main(void *arg)
 		nd->lat[nd->nlat++] = t1 - t0;
 		for (int i = 0; i < n; i++) {
 			if (s->ops->command(s, rows[i].id, nd->name, wall_ms(), err, sizeof(err)) != 1 ||
-			    s->ops->finish(s, rows[i].id, nd->name, RS_SUCCEEDED, wall_ms(), "{}", "", err, sizeof(err)) != 1)
+			    s->ops->finish(s, rows[i].id, nd->name, RS_SUCCEEDED, wall_ms(), "{}", NULL, "", err,
+					   sizeof(err)) != 1)
 				nd->failed = 1;
 			store_run_free(&rows[i]);
 		}

@@ -3,7 +3,7 @@
  * made 20 times; prints the median, min and max. Target: median <= 10 ms
  * (../shared/DESIGN.md). Built and run by `make bench-workspace`, or:
  *   gcc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -Ihost \
- *       tests/bench/bench_workspace.c host/workspace.c -lext2fs -lcom_err \
+ *       tests/bench/bench_workspace.c host/run/workspace.c -lext2fs -lcom_err \
  *       -o build/tests/bench_workspace
  * Usage: bench_workspace [DIR]  (scratch space, default $TMPDIR or /tmp) */
 #include <errno.h>

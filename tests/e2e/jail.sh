@@ -1,5 +1,5 @@
 #!/bin/bash
-# Tests of the jail around vmm (host/jail.c), on a KVM host that runs Linux
+# Tests of the jail around vmm (host/run/jail.c), on a KVM host that runs Linux
 # guests (scripts/on-kvm-host.sh decides where), as root.
 # Ends with "jail: N passed, N failed".
 set -u

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the network policy's parsers (host/netpolicy.c):
+/* libFuzzer harness for the network policy's parsers (host/run/netpolicy.c):
  * --allow-net, --allow-net-addr and policy lines are client input, and
  * host names come from the guest through the proxy. Each input is read as
  * a host rule, an address rule and a host name. Beyond the sanitizers it

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the --policy parser (host/policy.c): a caller's
+/* libFuzzer harness for the --policy parser (host/run/policy.c): a caller's
  * policy file is client input. Each input is written to a memfd and loaded
  * over a fixed two-line manifest, once as root's file and once as a
  * caller's (which may only lower ceilings). Beyond the sanitizers it checks what a

@@ -1,4 +1,4 @@
-/* libFuzzer harness for vmrund's request bodies (host/run_spec_json.c,
+/* libFuzzer harness for vmrund's request bodies (host/run/run_spec_json.c,
  * host/vmrund/piston.c): both are client input. Each input is parsed as a
  * native body; one that parses must come back the same from its canonical
  * form (run_spec_to_json, dumped and parsed again), since the store keeps that

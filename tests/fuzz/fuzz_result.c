@@ -1,5 +1,5 @@
 /* libFuzzer harness for the result object's hand-built JSON
- * (host/result.c): a result whose guest- and client-controlled text (the
+ * (host/run/result.c): a result whose guest- and client-controlled text (the
  * streams, the message, the runtime's name, artifact paths and skip
  * reasons, the proxy's audit entries) is random bytes must print as JSON
  * that vmrund's reader (jansson with JSON_ALLOW_NUL, as

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the host's side of a session (host/session.c):
+/* libFuzzer harness for the host's side of a session (host/run/session.c):
  * what the guest agent sends is guest input. Each input is the agent's
  * whole stream, written to a socket pair whose far end is then closed;
  * session_run answers it for a two-stage request. Beyond the sanitizers it

@@ -4,7 +4,7 @@
     proxy_guest.py PROXY CA-FILE OUT-DIR NET-DIR
 
 Run as root in the client namespace of tests/net/lib.sh. Starts PROXY
-with its listening socket and control socket (host/proxy_wire.h), the
+with its listening socket and control socket (host/run/proxy_wire.h), the
 rules below and the test's DNS server, checks its jail in /proc, then
 makes the requests a guest would make through vmm (each connection to
 the Unix socket is one guest connection), and at the end reads the

@@ -1,4 +1,4 @@
-"""Start vmrun-proxy the way a run does (host/proxy_wire.h), for the tests
+"""Start vmrun-proxy the way a run does (host/run/proxy_wire.h), for the tests
 and the benchmark: its listening socket on fd 3, its control socket on
 fd 4, the configuration records, the test's DNS server and a uid of its
 own; and at the end, its audit."""

@@ -2,7 +2,7 @@
  * process: a forked child serves one session over a socketpair with the
  * real programs of this machine, the test plays the host, with a small
  * host of its own (host_converse: the REQUEST, stdin, each stage's output
- * and EXIT; the agent is tested apart from vmrun's host/session.c) or,
+ * and EXIT; the agent is tested apart from vmrun's host/run/session.c) or,
  * for hostile hosts, frame by frame. Sessions of one stage and of two
  * (compile, then run), with per-stage limits. Also agent_resolve,
  * agent_allowed, agent_environment, and the pure parts of cgroup.c (the

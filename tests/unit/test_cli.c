@@ -1,4 +1,4 @@
-/* The vmrun command line (host/cli.c): defaults, options, and every
+/* The vmrun command line (host/cli/cli.c): defaults, options, and every
  * refusal as one line in the caller's buffer, without a prefix (main adds
  * "vmrun: ", the only layer that does). */
 #include <stdarg.h>

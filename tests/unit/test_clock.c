@@ -1,4 +1,4 @@
-/* The host's clocks (host/clock.h): the monotonic ones agree and never go
+/* The host's clocks (host/run/clock.h): the monotonic ones agree and never go
  * back, and the ISO 8601 text is what the API and the audit log print. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* The one-line messages' helpers (host/errmsg.h): errf's -1 and its
+/* The one-line messages' helpers (host/run/errmsg.h): errf's -1 and its
  * truncation, and hostile text made printable for quoting. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* The network policy's decisions (host/netpolicy.h): host names
+/* The network policy's decisions (host/run/netpolicy.h): host names
  * normalized, IP literals in every spelling refused as names, rules
  * parsed and written back, matching, the deny set, ceilings. */
 #include <stdarg.h>

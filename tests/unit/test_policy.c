@@ -1,4 +1,4 @@
-/* The policy (host/policy.c): the manifest as the default allowlist, a
+/* The policy (host/run/policy.c): the manifest as the default allowlist, a
  * --policy file's allow lines and ceilings, and what it refuses: unknown
  * keys, bad values, and lines too long for the reader, which must fail the
  * load as a whole (never be split into a second line), as must a NUL byte.

@@ -1,4 +1,4 @@
-/* The run-to-proxy contract (host/proxy_wire.c): the configuration
+/* The run-to-proxy contract (host/run/proxy_wire.c): the configuration
  * records the proxy reads (proxy_config_line), what the run writes
  * (proxy_config_emit) read back as the same configuration, and the check
  * of the audit records the run gets back from a proxy that handled guest

@@ -1,4 +1,4 @@
-/* The run result (host/result.c): the host's own cap on each output
+/* The run result (host/run/result.c): the host's own cap on each output
  * stream (outbuf_take, outbuf_append), the JSON object's truncation flags
  * (set by the agent's EXIT flags or by a drop on the host), exit statuses,
  * the JSON writer keeping hostile bytes valid, and the network array. */

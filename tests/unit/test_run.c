@@ -1,4 +1,4 @@
-/* The run plan without KVM (host/run_plan.c; run_classify's tests are
+/* The run plan without KVM (host/run/run_plan.c; run_classify's tests are
  * test_run_classify.c): run_plan_build: the policy's ceilings and allowlist, root's policy file against a caller's, and every
  * path the caller names opened with the caller's rights (finding 1 of
  * issue 12), here as root acting for SUDO_UID 12345. */

@@ -1,4 +1,4 @@
-/* How a run ended (host/run_classify.c), from the facts its execution
+/* How a run ended (host/run/run_classify.c), from the facts its execution
  * gathers, for every branch: exits and signals, the agent's refusals, a
  * VM that did not reset or was lost, the deadline, VM failures, a cancel
  * and a vmm that could not start, and source mode's two stages. Pure: no

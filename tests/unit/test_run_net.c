@@ -1,4 +1,4 @@
-/* A run's network plan (run_net_plan in host/run_net.c): the policy's
+/* A run's network plan (run_net_plan in host/run/run_net.c): the policy's
  * allow_net rules, then the request's --allow-net and --allow-net-addr,
  * each within the policy's network ceiling, and the policy's caps and DNS
  * servers, into the proxy's configuration. Pure: a policy from a tiny

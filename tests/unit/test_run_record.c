@@ -1,4 +1,4 @@
-/* Records of live runs and the sweeper (host/run_record.c), without KVM or
+/* Records of live runs and the sweeper (host/run/run_record.c), without KVM or
  * cgroups: where records go, what a record may say, and a sweep that
  * reclaims a dead run's directory (following no link out of it) while
  * leaving a live run's record and directory alone. */

@@ -1,4 +1,4 @@
-/* The run spec (host/run_spec.c, run_spec_json.c) as vmrund reads it: argv and source mode,
+/* The run spec (host/run/run_spec.c, run_spec_json.c) as vmrund reads it: argv and source mode,
  * every refusal as one line naming its field, the encodings, the caps,
  * network rules checked and normalized, and the canonical form read back
  * into the same request. */

@@ -1,4 +1,4 @@
-/* Source mode's stages (host/run_stages.c): the templates of a runtime
+/* Source mode's stages (host/run/run_stages.c): the templates of a runtime
  * with and without a compile stage, the limits each stage gets and the
  * run's own limits derived from them, and the refusals. Pure: no files. */
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* Runtime descriptions (host/runtime.c): loading NAME.runtime files, the
+/* Runtime descriptions (host/run/runtime.c): loading NAME.runtime files, the
  * list of installed runtimes, lookup by name or alias, and refusals (bad
  * names, missing keys, over-long lines) as one line. */
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* The host side of a run (host/session.c) against scripted, hostile
+/* The host side of a run (host/run/session.c) against scripted, hostile
  * agents: guest text (the HELLO name, an ERROR frame's text) reaches the
  * result only made printable, and session_printable itself; scripted
  * agents' good and malformed streams, stages, deadlines with idle stdin,

@@ -1,4 +1,4 @@
-/* The snapshot cache (host/snapshot_cache.c) without KVM: the key changes
+/* The snapshot cache (host/run/snapshot_cache.c) without KVM: the key changes
  * with every fact it is made of and with nothing else, the cache directory
  * follows its rules (VMRUN_CACHE only for a real uid of 0), and a snapshot
  * is made, found, replaced and discarded whole, in a temporary directory. */

@@ -1,4 +1,4 @@
-/* Removing a tree by descriptors (host/tree.h): everything under the
+/* Removing a tree by descriptors (host/run/tree.h): everything under the
  * named directory goes, nothing a symbolic link points at does, and a
  * tree deeper than asked is left and reported. */
 #include <stdarg.h>

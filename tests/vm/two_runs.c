@@ -1,5 +1,5 @@
 /* Two runs driven from one process, on two threads, through the run
- * library alone (host/run.h), as vmrund will drive many: run A prints
+ * library alone (host/run/run.h), as vmrund will drive many: run A prints
  * "started" and sleeps; the moment that line reaches its output callback,
  * A is cancelled through its own eventfd, while run B, which sleeps 8 s
  * before it prints and exits 3, is still running. Then a third run, C, on

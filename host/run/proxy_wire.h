@@ -1,4 +1,4 @@
-/* The contract between a run (host/run.c) and its network proxy
+/* The contract between a run (host/run/run.c) and its network proxy
  * (vmrun-proxy, host/proxy/): written once, compiled into both.
  *
  * A run that allows network starts one vmrun-proxy with

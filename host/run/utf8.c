@@ -1,4 +1,4 @@
-/* UTF-8 checks (host/utf8.h). */
+/* UTF-8 checks (host/run/utf8.h). */
 #include "utf8.h"
 
 bool utf8_valid(const void *p, size_t n)

@@ -1,5 +1,5 @@
-/* What artifact extraction's two processes share (host/artifacts.c,
- * the parent; host/artifacts_walk.c, the sandboxed helper): the report
+/* What artifact extraction's two processes share (host/run/artifacts.c,
+ * the parent; host/run/artifacts_walk.c, the sandboxed helper): the report
  * the helper writes on its pipe, one line per entry, and the helper's
  * entry point. Internal to the two. */
 #ifndef VMRUN_ARTIFACTS_REPORT_H

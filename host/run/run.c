@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../vmm/log.h"
+#include "../../vmm/log.h"
 #include "artifacts.h"
 #include "clock.h"
 #include "errmsg.h"

@@ -1,4 +1,4 @@
-/* A run's network proxy, from the run's side (host/proxy_wire.h is the
+/* A run's network proxy, from the run's side (host/run/proxy_wire.h is the
  * contract, host/proxy/ the program): the socket vmm connects to for
  * the guest's port PROTO_NET_VSOCK_PORT, the vmrun-proxy process in its
  * own jail, and at the end its audit into the result. Only for a run

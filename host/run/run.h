@@ -1,10 +1,10 @@
 /* One run as a library: a plan built once from a request, then executed
- * into a run_result. The CLI (host/main.c) is parse, plan, run, print; a
+ * into a run_result. The CLI (host/cli/main.c) is parse, plan, run, print; a
  * service drives many runs at once, one thread each: everything a run owns
  * hangs off its plan and its execution, nothing is global.
  *
  *   plan     check the request against the policy, open what the caller
- *            named with the caller's rights (host/caller.h), build the
+ *            named with the caller's rights (host/run/caller.h), build the
  *            agent's REQUEST and vmm's argv (from the JAIL_* paths) once
  *   execute  run directory, workspace image, jail, vmm, the session with
  *            the agent, the deadline, teardown, artifacts, cleanup
@@ -47,7 +47,7 @@
 #define RUN_MAX_SOURCES       RUN_SPEC_MAX_FILES
 
 /* One run: what the client asked (spec: the contract every front end maps
- * onto, host/run_spec.h), and what only the host names, as paths of the
+ * onto, host/run/run_spec.h), and what only the host names, as paths of the
  * caller's, opened with the caller's rights (NULL for none). */
 struct run_request {
 	const struct run_spec *spec;

@@ -1,5 +1,5 @@
 /* The run-to-proxy configuration records and the audit's validity check
- * (host/proxy_wire.h). */
+ * (host/run/proxy_wire.h). */
 #include "proxy_wire.h"
 
 #include <errno.h>

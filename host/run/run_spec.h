@@ -1,7 +1,7 @@
 /* A run's spec: everything a client may ask of a run, the one set of
  * defaults, and the one canonical form (JSON) that the store and the
  * spool keep. Every front end only maps its input onto it: vmrun's
- * options (host/cli.c), POST /v1/runs (this module's JSON reader), and
+ * options (host/cli/cli.c), POST /v1/runs (this module's JSON reader), and
  * Piston's /api/v2/execute (host/vmrund/piston.c, onto the native body).
  * The per-run worker reads the stored form back with the same function,
  * so a queued run that outlives a restart of vmrund means exactly what
@@ -27,7 +27,7 @@
  *                "allow_addr": ["10.1.2.0/24:3128"]}}
  *                                       what the run's proxy may dial, as
  *                                       vmrun's --allow-net and
- *                                       --allow-net-addr (host/netpolicy.h);
+ *                                       --allow-net-addr (host/run/netpolicy.h);
  *                                       none: no network. Each rule within
  *                                       the tenant's ceiling (tenants.h)
  *                                       and the system policy's

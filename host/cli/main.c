@@ -1,5 +1,5 @@
 /* vmrun: run one command in a fresh microVM. Parse, plan, run, print; the
- * run itself is the run library's (host/run.h). This file owns only what
+ * run itself is the run library's (host/run/run.h). This file owns only what
  * a command-line program owns: its options, its signals (taken through a
  * signalfd, which is the run's cancel fd), its output streams, and its one
  * error formatter: every message gets "vmrun: " here and nowhere else. */

@@ -1,4 +1,4 @@
-/* The jail's cgroup (host/jail_cgroup.c), for host/jail.c: the rest of
+/* The jail's cgroup (host/run/jail_cgroup.c), for host/run/jail.c: the rest of
  * the jail module's interface is jail.h. */
 #ifndef VMRUN_JAIL_CGROUP_H
 #define VMRUN_JAIL_CGROUP_H
