@@ -608,7 +608,9 @@ $(BUILD)/fuzz/fuzz_loader_aarch64: tests/fuzz/fuzz_loader_aarch64.c vmm/loader_a
 # transport (tests/common/fake_virtio.h plays the driver).
 FUZZ_VQ_SRCS    := vmm/virtqueue.c vmm/guest_mem.c vmm/log.c
 FUZZ_BLK_SRCS   := vmm/virtio_blk.c vmm/virtio_mmio.c $(FUZZ_VQ_SRCS)
-FUZZ_VSOCK_SRCS := vmm/virtio_vsock.c vmm/virtio_mmio.c vmm/event_loop.c vmm/args.c $(FUZZ_VQ_SRCS)
+# args.c (vsock reads a port with parse_u64) walks every device kind (device.c).
+FUZZ_VSOCK_SRCS := vmm/virtio_vsock.c vmm/virtio_mmio.c vmm/event_loop.c vmm/args.c vmm/device.c vmm/virtio_blk.c \
+	vmm/virtio_rng.c $(FUZZ_VQ_SRCS)
 
 $(BUILD)/fuzz/fuzz_virtqueue: tests/fuzz/fuzz_virtqueue.c $(FUZZ_VQ_SRCS) $(wildcard vmm/*.h)
 	@mkdir -p $(dir $@)

@@ -6,18 +6,22 @@
 #include <string.h>
 
 #include "args.h"
+#include "device.h"
 #include "log.h"
 
 #ifndef VMRUN_VERSION
 #define VMRUN_VERSION "0.1.0"
 #endif
 
-static const char usage[] =
+/* The synopsis's devices part and the devices' lines come from their
+ * kinds (device.h), between these. */
+static const char usage_head[] =
 	"usage: vmm --kernel FILE [--cmdline STR] [--no-default-cmdline] [--memory MIB]\n"
 	"           [--cpus N] [--console stdout|FILE|none] [--console-limit BYTES]\n"
-	"           [--disk FILE[,ro]]... [--vsock-uds PATH] [--kvm-fd N] [--accept-emulated-kvm]\n"
-	"           [--stats] [--probe] [--snapshot-out DIR | --restore DIR]\n"
-	"Boots one microVM on /dev/kvm and exits when the guest resets or powers off.\n"
+	"           [--kvm-fd N] [--accept-emulated-kvm] [--stats] [--probe]\n"
+	"           [--snapshot-out DIR | --restore DIR]";
+static const char usage_body[] =
+	"\nBoots one microVM on /dev/kvm and exits when the guest resets or powers off.\n"
 	"  --kernel FILE          x86_64: ELF vmlinux or bzImage (64-bit boot protocol);\n"
 	"                         aarch64: an arm64 Image\n"
 	"  --cmdline STR          appended to the default kernel command line:\n"
@@ -25,12 +29,6 @@ static const char usage[] =
 	"  --no-default-cmdline   use --cmdline alone\n"
 	"  --memory MIB           guest RAM (default 256)\n"
 	"  --cpus N               vCPUs, 1-32 (default 1)\n"
-	"  --disk FILE[,ro]       a raw disk image as virtio-blk (vda, vdb, ... in order; at\n"
-	"                         most 8); ,ro makes it read-only at the device; \"none\" is\n"
-	"                         an empty slot (capacity 0) that a restore may fill\n"
-	"  --vsock-uds PATH       virtio-vsock (guest CID 3) with Firecracker's host side:\n"
-	"                         guest connections to port P go to PATH_P; host\n"
-	"                         connections to PATH send \"CONNECT P\\n\"\n"
 	"  --kvm-fd N             use this already open /dev/kvm descriptor (vmrun's jail\n"
 	"                         opens it before dropping privileges)\n"
 	"  --console DEST         guest serial console: stdout (default), a file, or none\n"
@@ -44,10 +42,22 @@ static const char usage[] =
 	"                         the VM to DIR/state and DIR/memory and exit 0\n"
 	"  --restore DIR          start from DIR's snapshot instead of booting: the same\n"
 	"                         kernel, memory, vCPUs and disks (a \"none\" slot may now\n"
-	"                         name a file); memory is mapped copy-on-write\n"
-	"A virtio-rng device fed from the host's getrandom() is always present.\n"
+	"                         name a file); memory is mapped copy-on-write\n";
+static const char usage_tail[] =
 	"exit status: 0 guest reset or powered off; 1 setup failure; 2 guest failure\n"
 	"             (triple fault, emulation failure); 3 stopped by SIGTERM/SIGINT/SIGHUP\n";
+
+static void print_usage(void)
+{
+	fputs(usage_head, stdout);
+	for (const struct vmm_device_kind *const *k = vmm_device_kinds; *k; k++)
+		if (*(*k)->synopsis)
+			printf("\n           %s", (*k)->synopsis);
+	fputs(usage_body, stdout);
+	for (const struct vmm_device_kind *const *k = vmm_device_kinds; *k; k++)
+		fputs((*k)->usage, stdout);
+	fputs(usage_tail, stdout);
+}
 
 int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
@@ -62,38 +72,26 @@ int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-/* "FILE" or "FILE,ro"; a FILE that itself ends in ",ro" needs "FILE,ro,ro". */
-static int parse_disk(const char *arg, struct vmm_config *cfg)
-{
-	size_t n = strlen(arg);
-	bool ro = n >= 3 && strcmp(arg + n - 3, ",ro") == 0;
-	if (ro)
-		n -= 3;
-	bool none = !ro && strcmp(arg, "none") == 0;
-	if (cfg->ndisks == VMM_MAX_DISKS) {
-		vmm_err("--disk: at most %d disks", VMM_MAX_DISKS);
-		return -1;
-	}
-	if (n == 0 || n >= VMM_DISK_PATH_MAX) {
-		vmm_err("--disk: '%s' is not FILE or FILE,ro", arg);
-		return -1;
-	}
-	struct vmm_disk *d = &cfg->disks[cfg->ndisks++];
-	memcpy(d->path, arg, n);
-	d->path[n] = '\0';
-	d->ro = ro;
-	d->none = none;
-	if (none)
-		d->path[0] = '\0';
-	return 0;
-}
-
-enum { OPT_CONSOLE_LIMIT = 256, OPT_DISK, OPT_VSOCK_UDS, OPT_KVM_FD, OPT_NO_DEFAULT_CMDLINE, OPT_ACCEPT_EMULATED, OPT_STATS, OPT_PROBE, OPT_VERSION,
+enum { OPT_CONSOLE_LIMIT = 256, OPT_KVM_FD, OPT_NO_DEFAULT_CMDLINE, OPT_ACCEPT_EMULATED, OPT_STATS, OPT_PROBE, OPT_VERSION,
        OPT_SNAPSHOT_OUT, OPT_RESTORE };
+_Static_assert(OPT_RESTORE < VMM_DEVICE_OPT_BASE, "the devices' option values are apart from these");
+
+/* The most options the devices add, over every kind. */
+#define DEVICE_OPTIONS_MAX 16
+
+/* The device kind whose option val is, or NULL. */
+static const struct vmm_device_kind *kind_of(int val)
+{
+	for (const struct vmm_device_kind *const *k = vmm_device_kinds; *k; k++)
+		for (const struct option *o = (*k)->options; o->name; o++)
+			if (o->val == val)
+				return *k;
+	return NULL;
+}
 
 int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 {
-	static const struct option opts[] = {
+	static const struct option own[] = {
 		{ "kernel", required_argument, NULL, 'k' },
 		{ "cmdline", required_argument, NULL, 'c' },
 		{ "no-default-cmdline", no_argument, NULL, OPT_NO_DEFAULT_CMDLINE },
@@ -104,15 +102,26 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 		{ "accept-emulated-kvm", no_argument, NULL, OPT_ACCEPT_EMULATED },
 		{ "stats", no_argument, NULL, OPT_STATS },
 		{ "probe", no_argument, NULL, OPT_PROBE },
-		{ "disk", required_argument, NULL, OPT_DISK },
-		{ "vsock-uds", required_argument, NULL, OPT_VSOCK_UDS },
 		{ "kvm-fd", required_argument, NULL, OPT_KVM_FD },
 		{ "snapshot-out", required_argument, NULL, OPT_SNAPSHOT_OUT },
 		{ "restore", required_argument, NULL, OPT_RESTORE },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
-		{ NULL, 0, NULL, 0 },
 	};
+	/* vmm's own options, then each device kind's, then the end */
+	struct option opts[sizeof(own) / sizeof(own[0]) + DEVICE_OPTIONS_MAX + 1];
+	size_t nopts = 0;
+	for (; nopts < sizeof(own) / sizeof(own[0]); nopts++)
+		opts[nopts] = own[nopts];
+	for (const struct vmm_device_kind *const *k = vmm_device_kinds; *k; k++)
+		for (const struct option *o = (*k)->options; o->name; o++) {
+			if (nopts == sizeof(own) / sizeof(own[0]) + DEVICE_OPTIONS_MAX) {
+				vmm_err("the devices have more than %d options", DEVICE_OPTIONS_MAX);
+				return -1;
+			}
+			opts[nopts++] = *o;
+		}
+	opts[nopts] = (struct option){ NULL, 0, NULL, 0 };
 	*cfg = (struct vmm_config){
 		.memory_mib = VMM_DEFAULT_MEMORY_MIB,
 		.cpus = 1,
@@ -161,23 +170,12 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 		case OPT_ACCEPT_EMULATED: cfg->accept_emulated = true; break;
 		case OPT_STATS: cfg->stats = true; break;
 		case OPT_PROBE: cfg->probe_only = true; break;
-		case OPT_DISK:
-			if (parse_disk(optarg, cfg))
-				return -1;
-			break;
 		case OPT_KVM_FD:
 			if (parse_u64(optarg, 3, 65535, &n)) {
 				vmm_err("--kvm-fd: '%s' is not a descriptor number from 3 to 65535", optarg);
 				return -1;
 			}
 			cfg->kvm_fd = (int)n;
-			break;
-		case OPT_VSOCK_UDS:
-			if (!*optarg) {
-				vmm_err("--vsock-uds: empty path");
-				return -1;
-			}
-			cfg->vsock_uds = optarg;
 			break;
 		case OPT_SNAPSHOT_OUT:
 		case OPT_RESTORE:
@@ -187,12 +185,17 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 			}
 			*(c == OPT_RESTORE ? &cfg->restore : &cfg->snapshot_out) = optarg;
 			break;
-		case 'h': fputs(usage, stdout); return 1;
+		case 'h': print_usage(); return 1;
 		case OPT_VERSION: printf("vmm %s\n", VMRUN_VERSION); return 1;
 		case ':':
 			vmm_err("%s needs a value (see --help)", argv[optind - 1]);
 			return -1;
 		default:
+			if (c >= VMM_DEVICE_OPT_BASE && kind_of(c)) {
+				if (kind_of(c)->option(cfg, c, optarg))
+					return -1;
+				break;
+			}
 			if (optopt)
 				vmm_err("unknown option '-%c' (see --help)", optopt);
 			else
@@ -212,11 +215,9 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 		vmm_err("--snapshot-out boots from scratch: not with %s", cfg->restore ? "--restore" : "--probe");
 		return -1;
 	}
-	for (unsigned i = 0; !cfg->restore && !cfg->snapshot_out && i < cfg->ndisks; i++)
-		if (cfg->disks[i].none) {
-			vmm_err("--disk none: an empty slot is only for --snapshot-out and --restore");
+	for (const struct vmm_device_kind *const *k = vmm_device_kinds; *k; k++)
+		if ((*k)->check && (*k)->check(cfg))
 			return -1;
-		}
 	if (cfg->no_default_cmdline && !cfg->cmdline_extra) {
 		vmm_err("--no-default-cmdline needs --cmdline");
 		return -1;

@@ -8,7 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "args.h"
+#include "device.h"
 #include "log.h"
+#include "snapshot.h"
+#include "vm.h"
 
 _Static_assert(sizeof(struct virtio_blk_outhdr) == 16, "request header of virtio 1.2, 5.2.6");
 _Static_assert(BLK_QUEUE_SIZE <= VQ_MAX_SIZE, "queue fits the chain arrays");
@@ -199,3 +203,110 @@ void virtio_blk_release(struct virtio_blk *b)
 		close(b->fd);
 	b->fd = -1;
 }
+
+/* ---- the kind: --disk, the VM's disks, a restore's new capacity ----------- */
+
+enum { OPT_DISK = VMM_DEVICE_OPT_BASE };
+
+/* "FILE" or "FILE,ro"; a FILE that itself ends in ",ro" needs "FILE,ro,ro". */
+static int blk_option(struct vmm_config *cfg, int val, const char *arg)
+{
+	(void)val;
+	size_t n = strlen(arg);
+	bool ro = n >= 3 && strcmp(arg + n - 3, ",ro") == 0;
+	if (ro)
+		n -= 3;
+	bool none = !ro && strcmp(arg, "none") == 0;
+	if (cfg->ndisks == VMM_MAX_DISKS) {
+		vmm_err("--disk: at most %d disks", VMM_MAX_DISKS);
+		return -1;
+	}
+	if (n == 0 || n >= VMM_DISK_PATH_MAX) {
+		vmm_err("--disk: '%s' is not FILE or FILE,ro", arg);
+		return -1;
+	}
+	struct vmm_disk *d = &cfg->disks[cfg->ndisks++];
+	memcpy(d->path, arg, n);
+	d->path[n] = '\0';
+	d->ro = ro;
+	d->none = none;
+	if (none)
+		d->path[0] = '\0';
+	return 0;
+}
+
+static int blk_check(const struct vmm_config *cfg)
+{
+	for (unsigned i = 0; !cfg->restore && !cfg->snapshot_out && i < cfg->ndisks; i++)
+		if (cfg->disks[i].none) {
+			vmm_err("--disk none: an empty slot is only for --snapshot-out and --restore");
+			return -1;
+		}
+	return 0;
+}
+
+static unsigned blk_count(const struct vmm_config *cfg)
+{
+	return cfg->ndisks;
+}
+
+static int blk_create(struct vm *vm, const struct vmm_config *cfg, unsigned i, uint64_t base, unsigned irq,
+		      struct virtio_mmio **t)
+{
+	const struct vmm_disk *d = &cfg->disks[i];
+	if (virtio_blk_init(&vm->disks[i], d->none ? NULL : d->path, d->ro, &vm->mem, base, irq))
+		return -1;
+	vm->ndisks++;
+	*t = &vm->disks[i].t;
+	return 0;
+}
+
+/* A slot the snapshot had empty that this run fills: the driver still
+ * thinks it has capacity 0. */
+static void blk_restored(struct vm *vm, const struct vmm_config *cfg, const struct snap_meta *meta)
+{
+	for (unsigned i = 0; i < vm->ndisks && i < SNAP_MAX_DISKS; i++)
+		if (meta->disks[i].empty && !cfg->disks[i].none)
+			virtio_blk_announce_capacity(&vm->disks[i]);
+}
+
+static void blk_faults(const struct vm *vm, char *buf, size_t len, size_t *used)
+{
+	for (unsigned i = 0; i < vm->ndisks; i++) {
+		char name[8] = "vd?";
+		name[2] = (char)('a' + i);
+		virtio_mmio_faults(&vm->disks[i].t, name, buf, len, used);
+		virtio_faults_append(buf, len, used, name, vm->disks[i].errors, "requests failed");
+	}
+}
+
+static void blk_release_all(struct vm *vm)
+{
+	for (unsigned i = 0; i < vm->ndisks; i++)
+		virtio_blk_release(&vm->disks[i]);
+	vm->ndisks = 0;
+}
+
+static const struct option blk_options[] = {
+	{ "disk", required_argument, NULL, OPT_DISK },
+	{ NULL, 0, NULL, 0 },
+};
+
+_Static_assert(VM_MAX_DISKS == VMM_MAX_DISKS, "the VM holds every disk the command line allows");
+_Static_assert(SNAP_MAX_DISKS == VMM_MAX_DISKS, "a snapshot records every disk the command line allows");
+
+const struct vmm_device_kind virtio_blk_kind = {
+	.name = "blk",
+	.options = blk_options,
+	.synopsis = "[--disk FILE[,ro]]...",
+	.usage = "  --disk FILE[,ro]       a raw disk image as virtio-blk (vda, vdb, ... in order; at\n"
+		 "                         most 8); ,ro makes it read-only at the device; \"none\" is\n"
+		 "                         an empty slot (capacity 0) that a restore may fill\n",
+	.option = blk_option,
+	.check = blk_check,
+	.count = blk_count,
+	.create = blk_create,
+	.restored = blk_restored,
+	.faults = blk_faults,
+	.release = blk_release_all,
+};

@@ -1,3 +1,5 @@
+/* The VM's virtio devices (virtio_devices.h): the kinds' devices in slot
+ * order, wired into KVM, with their kernel parameters and their counts. */
 #include "virtio_devices.h"
 
 #include <errno.h>
@@ -8,11 +10,10 @@
 
 #include <linux/virtio_mmio.h>
 
+#include "device.h"
 #include "kvm.h"
 #include "kvm_arch.h"
 #include "log.h"
-
-_Static_assert(VM_MAX_DISKS == VMM_MAX_DISKS, "the VM holds every disk the command line allows");
 
 static void kick_event(void *ctx, uint32_t events)
 {
@@ -55,26 +56,18 @@ static int next_slot(const struct vm *vm, uint64_t *base, unsigned *irq)
 
 int virtio_devices_init(struct vm *vm, const struct vmm_config *cfg)
 {
-	uint64_t base;
-	unsigned irq;
-	for (unsigned i = 0; i < cfg->ndisks; i++) {
-		if (next_slot(vm, &base, &irq) ||
-		    virtio_blk_init(&vm->disks[i], cfg->disks[i].none ? NULL : cfg->disks[i].path, cfg->disks[i].ro, &vm->mem, base, irq))
-			return -1;
-		vm->ndisks++;
-		vm->virtio[vm->nvirtio++] = &vm->disks[i].t;
+	for (const struct vmm_device_kind *const *k = vmm_device_kinds; *k; k++) {
+		unsigned n = (*k)->count(cfg);
+		for (unsigned i = 0; i < n; i++) {
+			uint64_t base;
+			unsigned irq;
+			struct virtio_mmio *t;
+			if (vm->nvirtio == VM_MAX_VIRTIO || next_slot(vm, &base, &irq) ||
+			    (*k)->create(vm, cfg, i, base, irq, &t))
+				return -1;
+			vm->virtio[vm->nvirtio++] = t;
+		}
 	}
-	if (cfg->vsock_uds) {
-		if (next_slot(vm, &base, &irq) ||
-		    virtio_vsock_init(&vm->vsock, cfg->vsock_uds, &vm->evl, &vm->mem, base, irq))
-			return -1;
-		vm->has_vsock = true;
-		vm->virtio[vm->nvirtio++] = &vm->vsock.t;
-	}
-	if (next_slot(vm, &base, &irq) || virtio_rng_init(&vm->rng, &vm->mem, base, irq))
-		return -1;
-	vm->has_rng = true;
-	vm->virtio[vm->nvirtio++] = &vm->rng.t;
 	return 0;
 }
 
@@ -104,41 +97,19 @@ int virtio_devices_cmdline(const struct vm *vm, char *buf, size_t len)
 	return 0;
 }
 
-/* Append ", what" (or "what" first) to buf when n is not 0. */
-static void fault(char *buf, size_t len, size_t *used, const char *name, uint64_t n, const char *what)
-{
-	if (!n || *used >= len)
-		return;
-	int k = snprintf(buf + *used, len - *used, "%s%s: %llu %s", *used ? ", " : "", name, (unsigned long long)n, what);
-	*used = k < 0 ? len : *used + (size_t)k;
-}
-
-static void transport_faults(const struct virtio_mmio *t, const char *name, char *buf, size_t len, size_t *used)
-{
-	uint64_t bad = 0;
-	for (unsigned i = 0; i < t->ops->nqueues; i++)
-		bad += t->queues[i].bad_chains;
-	fault(buf, len, used, name, atomic_load(&t->ignored_writes), "register writes ignored");
-	fault(buf, len, used, name, bad, "bad chains");
-	fault(buf, len, used, name, t->resets_needed, "times needing a reset");
-}
-
 void virtio_devices_faults(const struct vm *vm, char *buf, size_t len)
 {
 	size_t used = 0;
 	buf[0] = '\0';
-	for (unsigned i = 0; i < vm->ndisks; i++) {
-		char name[8] = "vd?";
-		name[2] = (char)('a' + i);
-		transport_faults(&vm->disks[i].t, name, buf, len, &used);
-		fault(buf, len, &used, name, vm->disks[i].errors, "requests failed");
-	}
-	if (vm->has_vsock) {
-		transport_faults(&vm->vsock.t, "vsock", buf, len, &used);
-		fault(buf, len, &used, "vsock", vm->vsock.stats.bad_packets, "bad packets");
-	}
-	if (vm->has_rng)
-		transport_faults(&vm->rng.t, "rng", buf, len, &used);
+	for (const struct vmm_device_kind *const *k = vmm_device_kinds; *k; k++)
+		(*k)->faults(vm, buf, len, &used);
+}
+
+void virtio_devices_restored(struct vm *vm, const struct vmm_config *cfg, const struct snap_meta *meta)
+{
+	for (const struct vmm_device_kind *const *k = vmm_device_kinds; *k; k++)
+		if ((*k)->restored)
+			(*k)->restored(vm, cfg, meta);
 }
 
 void virtio_devices_release(struct vm *vm)
@@ -146,13 +117,7 @@ void virtio_devices_release(struct vm *vm)
 	for (unsigned i = 0; i < vm->nkicks; i++)
 		evl_del(&vm->evl, &vm->kicks[i].h);
 	vm->nkicks = 0;
-	for (unsigned i = 0; i < vm->ndisks; i++)
-		virtio_blk_release(&vm->disks[i]);
-	vm->ndisks = 0;
-	if (vm->has_vsock)
-		virtio_vsock_release(&vm->vsock);
-	if (vm->has_rng)
-		virtio_rng_release(&vm->rng);
-	vm->has_vsock = vm->has_rng = false;
+	for (const struct vmm_device_kind *const *k = vmm_device_kinds; *k; k++)
+		(*k)->release(vm);
 	vm->nvirtio = 0;
 }

@@ -1,8 +1,8 @@
-/* The VM's virtio devices, from the command line to KVM: one virtio-blk
- * per --disk (vda first), virtio-vsock when --vsock-uds is given, and
- * virtio-rng always, each in the next arch slot, with its registers on the
- * MMIO bus, an ioeventfd per queue watched by the event loop, an irqfd, and
- * a kernel command-line parameter. */
+/* The VM's virtio devices, from the command line to KVM: every device
+ * each kind of device.h asks for (one virtio-blk per --disk, virtio-vsock
+ * with --vsock-uds, virtio-rng always), each in the next arch slot, with
+ * its registers on the MMIO bus, an ioeventfd per queue watched by the
+ * event loop, an irqfd, and a kernel command-line parameter. */
 #ifndef VMM_VIRTIO_DEVICES_H
 #define VMM_VIRTIO_DEVICES_H
 
@@ -33,6 +33,13 @@ int virtio_devices_cmdline(const struct vm *vm, char *buf, size_t len);
  * "vda: 2 requests failed, rng: 9 bad chains, ..." (devices that counted
  * nothing left out); an empty string when nothing was counted. */
 void virtio_devices_faults(const struct vm *vm, char *buf, size_t len);
+
+struct snap_meta;
+
+/* A restored VM's devices, each kind told what differs from the snapshot
+ * (meta, what it was made with): a slot it had empty now filled, the
+ * agent's vsock connection gone. After their state is back. */
+void virtio_devices_restored(struct vm *vm, const struct vmm_config *cfg, const struct snap_meta *meta);
 
 /* Stop watching the queues and release every device (removing the vsock
  * socket file). Call after the vCPUs are joined. */

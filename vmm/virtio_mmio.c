@@ -468,3 +468,21 @@ int virtio_mmio_restore(struct virtio_mmio *t, const struct virtio_mmio_state *s
 			return -1;
 	return 0;
 }
+
+void virtio_faults_append(char *buf, size_t len, size_t *used, const char *name, uint64_t n, const char *what)
+{
+	if (!n || *used >= len)
+		return;
+	int k = snprintf(buf + *used, len - *used, "%s%s: %llu %s", *used ? ", " : "", name, (unsigned long long)n, what);
+	*used = k < 0 ? len : *used + (size_t)k;
+}
+
+void virtio_mmio_faults(const struct virtio_mmio *t, const char *name, char *buf, size_t len, size_t *used)
+{
+	uint64_t bad = 0;
+	for (unsigned i = 0; i < t->ops->nqueues; i++)
+		bad += t->queues[i].bad_chains;
+	virtio_faults_append(buf, len, used, name, atomic_load(&t->ignored_writes), "register writes ignored");
+	virtio_faults_append(buf, len, used, name, bad, "bad chains");
+	virtio_faults_append(buf, len, used, name, t->resets_needed, "times needing a reset");
+}

@@ -158,4 +158,13 @@ int virtio_mmio_cmdline(const struct virtio_mmio *t, char *buf, size_t len);
  * that seems stuck still has buffers, interrupts and data in flight. */
 void virtio_mmio_describe(struct virtio_mmio *t, char *buf, size_t len);
 
+/* Append ", NAME: N WHAT" (without the comma when buf is empty so far) to
+ * buf, which has len bytes and *used of them taken, when n is not 0; a
+ * buf that fills up is cut, never overrun. For the devices' fault ops. */
+void virtio_faults_append(char *buf, size_t len, size_t *used, const char *name, uint64_t n, const char *what);
+
+/* The transport's own counts of t (register writes ignored, bad chains,
+ * resets needed) appended as virtio_faults_append does, under name. */
+void virtio_mmio_faults(const struct virtio_mmio *t, const char *name, char *buf, size_t len, size_t *used);
+
 #endif

@@ -5,6 +5,9 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "device.h"
+#include "vm.h"
+
 /* Fill up to RNG_MAX_PER_REQUEST bytes of the chain's writable part.
  * Returns the bytes written. */
 static uint32_t fill(struct vq_chain *c)
@@ -57,3 +60,51 @@ void virtio_rng_release(struct virtio_rng *r)
 {
 	virtio_mmio_release(&r->t);
 }
+
+/* ---- the kind: always one, no options ------------------------------------ */
+
+static unsigned rng_count(const struct vmm_config *cfg)
+{
+	(void)cfg;
+	return 1;
+}
+
+static int rng_create(struct vm *vm, const struct vmm_config *cfg, unsigned i, uint64_t base, unsigned irq,
+		      struct virtio_mmio **t)
+{
+	(void)cfg;
+	(void)i;
+	if (virtio_rng_init(&vm->rng, &vm->mem, base, irq))
+		return -1;
+	vm->has_rng = true;
+	*t = &vm->rng.t;
+	return 0;
+}
+
+static void rng_faults(const struct vm *vm, char *buf, size_t len, size_t *used)
+{
+	if (vm->has_rng)
+		virtio_mmio_faults(&vm->rng.t, "rng", buf, len, used);
+}
+
+static void rng_release_all(struct vm *vm)
+{
+	if (vm->has_rng)
+		virtio_rng_release(&vm->rng);
+	vm->has_rng = false;
+}
+
+static const struct option rng_options[] = {
+	{ NULL, 0, NULL, 0 },
+};
+
+const struct vmm_device_kind virtio_rng_kind = {
+	.name = "rng",
+	.options = rng_options,
+	.synopsis = "",
+	.usage = "A virtio-rng device fed from the host's getrandom() is always present.\n",
+	.count = rng_count,
+	.create = rng_create,
+	.faults = rng_faults,
+	.release = rng_release_all,
+};

@@ -14,7 +14,10 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "device.h"
 #include "log.h"
+#include "snapshot.h"
+#include "vm.h"
 
 #define HDR_LEN sizeof(struct virtio_vsock_hdr)
 _Static_assert(sizeof(struct virtio_vsock_hdr) == 44, "packet header of virtio 1.2, 5.10.6");
@@ -713,3 +716,77 @@ void virtio_vsock_release(struct virtio_vsock *vs)
 	vs->listener.fd = -1;
 	virtio_mmio_release(&vs->t);
 }
+
+/* ---- the kind: --vsock-uds, the VM's vsock, a restore's reset ------------- */
+
+enum { OPT_VSOCK_UDS = VMM_DEVICE_OPT_BASE + 16 };
+
+static int vsock_option(struct vmm_config *cfg, int val, const char *arg)
+{
+	(void)val;
+	if (!*arg) {
+		vmm_err("--vsock-uds: empty path");
+		return -1;
+	}
+	cfg->vsock_uds = arg;
+	return 0;
+}
+
+static unsigned vsock_count(const struct vmm_config *cfg)
+{
+	return cfg->vsock_uds ? 1 : 0;
+}
+
+static int vsock_create(struct vm *vm, const struct vmm_config *cfg, unsigned i, uint64_t base, unsigned irq,
+			struct virtio_mmio **t)
+{
+	(void)i;
+	if (virtio_vsock_init(&vm->vsock, cfg->vsock_uds, &vm->evl, &vm->mem, base, irq))
+		return -1;
+	vm->has_vsock = true;
+	*t = &vm->vsock.t;
+	return 0;
+}
+
+/* The agent's connection the snapshot's vmm held went with that vmm. */
+static void vsock_restored(struct vm *vm, const struct vmm_config *cfg, const struct snap_meta *meta)
+{
+	(void)cfg;
+	if (vm->has_vsock)
+		virtio_vsock_restored(&vm->vsock, PROTO_READY_VSOCK_PORT, meta->ready_peer);
+}
+
+static void vsock_faults(const struct vm *vm, char *buf, size_t len, size_t *used)
+{
+	if (!vm->has_vsock)
+		return;
+	virtio_mmio_faults(&vm->vsock.t, "vsock", buf, len, used);
+	virtio_faults_append(buf, len, used, "vsock", vm->vsock.stats.bad_packets, "bad packets");
+}
+
+static void vsock_release_all(struct vm *vm)
+{
+	if (vm->has_vsock)
+		virtio_vsock_release(&vm->vsock);
+	vm->has_vsock = false;
+}
+
+static const struct option vsock_options[] = {
+	{ "vsock-uds", required_argument, NULL, OPT_VSOCK_UDS },
+	{ NULL, 0, NULL, 0 },
+};
+
+const struct vmm_device_kind virtio_vsock_kind = {
+	.name = "vsock",
+	.options = vsock_options,
+	.synopsis = "[--vsock-uds PATH]",
+	.usage = "  --vsock-uds PATH       virtio-vsock (guest CID 3) with Firecracker's host side:\n"
+		 "                         guest connections to port P go to PATH_P; host\n"
+		 "                         connections to PATH send \"CONNECT P\\n\"\n",
+	.option = vsock_option,
+	.count = vsock_count,
+	.create = vsock_create,
+	.restored = vsock_restored,
+	.faults = vsock_faults,
+	.release = vsock_release_all,
+};

@@ -12,6 +12,7 @@
 #include "kvm_arch.h"
 #include "log.h"
 #include "proto.h"
+#include "virtio_devices.h"
 #include "vmm_build_id.h"
 
 #define PAGE 4096u
@@ -378,11 +379,7 @@ int vm_restore_apply(struct vm *vm, const struct vmm_config *cfg, struct snapsho
 		vmm_err("snapshot %s: %s", dir, err);
 		return -1;
 	}
-	for (unsigned i = 0; i < vm->ndisks; i++)
-		if (in->meta.disks[i].empty && !cfg->disks[i].none)
-			virtio_blk_announce_capacity(&vm->disks[i]);
-	if (vm->has_vsock)
-		virtio_vsock_restored(&vm->vsock, PROTO_READY_VSOCK_PORT, in->meta.ready_peer);
+	virtio_devices_restored(vm, cfg, &in->meta);
 	/* Notifications the snapshot's vmm had not read yet went with it. */
 	for (unsigned i = 0; i < vm->nvirtio; i++)
 		for (unsigned q = 0; q < vm->virtio[i]->ops->nqueues; q++)
