@@ -24,7 +24,13 @@ ok() { echo "ok - $1"; pass=$((pass + 1)); }
 not_ok() {
 	echo "not ok - $1"
 	fail=$((fail + 1))
-	for f in "$tmp/out" "$tmp/err"; do [ -s "$f" ] && sed "s|^|    $(basename "$f"): |" "$f" | head -n 15; done
+	# the first lines (what went wrong) and the last (with -v, the guest's
+	# console up to its end)
+	for f in "$tmp/out" "$tmp/err"; do
+		[ -s "$f" ] || continue
+		if [ "$(wc -l <"$f")" -le 40 ]; then cat "$f"; else head -n 10 "$f"; echo ...; tail -n 30 "$f"; fi |
+			sed "s|^|    $(basename "$f"): |"
+	done
 }
 # v WANT_STATUS VMRUN_ARGS...: run vmrun under the test's own deadline,
 # keep stdout and stderr, check the status; sets rc and ms.
@@ -43,7 +49,8 @@ has() { grep -qF -- "$1" "$tmp/out"; }
 
 # The first run tries the warm start, learns that vmm refuses snapshots
 # here, and boots cold; so does every later run, without trying again.
-v 0 --json -- echo hello world && has '"stdout":"hello world\n"' && has '"boot":"cold"' &&
+# -v: should it fail, its log and the guest's console say why.
+v 0 -v --json -- echo hello world && has '"stdout":"hello world\n"' && has '"boot":"cold"' &&
 	ok "echo: stdout passed through, exit 0, booted cold ($ms ms)" || not_ok "echo (status $rc)"
 v 0 -v -- true && grep -q 'snapshot: .*aarch64.*booting cold' "$tmp/err" &&
 	ok "the warm start is refused in one line and the run boots cold" || not_ok "snapshot fallback (status $rc)"
