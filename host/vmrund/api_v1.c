@@ -2,6 +2,7 @@
 #include "api.h"
 
 #include <errno.h>
+#include <openssl/sha.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdlib.h>
@@ -95,13 +96,45 @@ int api_accept(struct http_req *r, int parsed, struct run_spec *rq, const char *
 	return rc;
 }
 
+/* The request's Idempotency-Key into idem, with the hex SHA-256 of its
+ * body into hash: 1 there is one, 0 none, -1 a malformed one (answered
+ * 400). Keys are opaque to us, as Stripe's and the IETF draft's are: 1 to
+ * STORE_IDEM_KEY_MAX visible ASCII characters. */
+static int idempotency_key(struct http_req *r, struct store_idem *idem, char hash[STORE_IDEM_HASH_LEN + 1])
+{
+	const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Idempotency-Key");
+	if (!key)
+		return 0;
+	size_t n = strlen(key);
+	bool ok = n >= 1 && n <= STORE_IDEM_KEY_MAX;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = key[i] > ' ' && key[i] < 0x7f;
+	if (!ok) {
+		http_error(r, 400, 0, "Idempotency-Key: 1 to %d visible ASCII characters", STORE_IDEM_KEY_MAX);
+		return -1;
+	}
+	unsigned char d[SHA256_DIGEST_LENGTH];
+	SHA256((const unsigned char *)(r->body ? r->body : ""), r->body_len, d);
+	for (size_t i = 0; i < sizeof(d); i++)
+		snprintf(hash + 2 * i, 3, "%02x", d[i]);
+	*idem = (struct store_idem){ .key = key, .hash = hash };
+	return 1;
+}
+
+_Static_assert(STORE_IDEM_HASH_LEN == 2 * SHA256_DIGEST_LENGTH, "a body's hash is SHA-256's, in hex");
+
 int api_submit(struct http_req *r, struct run_spec *rq, char id[SCHED_ID_MAX])
 {
 	if (rq->runtime[0] && !runtime_pick(r->d->rts, r->d->nrts, rq->runtime)) {
 		http_error(r, 400, 0, "runtime %s is not installed (GET /v1/runtimes lists them)", rq->runtime);
 		return -1;
 	}
-	struct vmrund_answer a = vmrund_submit(r->d, (unsigned)r->tenant, rq, id);
+	struct store_idem idem;
+	char hash[STORE_IDEM_HASH_LEN + 1];
+	int keyed = idempotency_key(r, &idem, hash);
+	if (keyed < 0)
+		return -1;
+	struct vmrund_answer a = vmrund_submit(r->d, (unsigned)r->tenant, rq, keyed ? &idem : NULL, id);
 	if (a.status != 202) {
 		http_error(r, a.status, a.retry_after_s, "%s", a.message);
 		return -1;

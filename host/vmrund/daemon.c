@@ -68,7 +68,8 @@ static struct vmrund_answer answer(unsigned status, unsigned retry, const char *
 
 /* ---- the API's side ------------------------------------------------------ */
 
-struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const struct run_spec *rq, char id[SCHED_ID_MAX])
+struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const struct run_spec *rq,
+				   struct store_idem *idem, char id[SCHED_ID_MAX])
 {
 	/* The policy's ceilings and the tenant's, before anything is
 	 * stored: a spec beyond one is the client's to fix, never a run
@@ -105,10 +106,17 @@ struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const stru
 	struct vmrund_answer a = answer(202, 0, "queued");
 	pthread_mutex_lock(&d->lock);
 	int v = d->stopping ? SCHED_QUEUE_FULL
-			    : d->store->ops->submit(d->store, &run, &d->ts.t[tenant], d->cfg.queue_max, err, sizeof(err));
+			    : d->store->ops->submit(d->store, &run, idem, &d->ts.t[tenant], d->cfg.queue_max, err,
+						    sizeof(err));
 	if (v < 0) {
 		/* Nothing was stored: the client may send it again. */
 		a = answer(503, 2, "the store: %s", err);
+	} else if (v == STORE_REPLAYED) {
+		snprintf(id, SCHED_ID_MAX, "%s", idem->id);   /* the first request's run; nothing new to wake for */
+		a = answer(202, 0, "replayed");
+	} else if (v == STORE_KEY_REUSED) {
+		a = answer(422, 0, "Idempotency-Key %s was used within a day for run %s with another body", idem->key,
+			   idem->id);
 	} else if (v == SCHED_TENANT_FULL) {
 		d->m.refused_tenant++;
 		a = answer(429, 1, "tenant %s has %u runs running or queued, its limit", d->ts.t[tenant].name,
@@ -122,7 +130,7 @@ struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const stru
 	}
 	pthread_mutex_unlock(&d->lock);
 	free(text);
-	if (a.status == 202)
+	if (a.status == 202 && v == SCHED_ACCEPT)
 		vmrund_wake(d);
 	return a;
 }

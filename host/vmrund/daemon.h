@@ -102,8 +102,11 @@ void vmrund_close(struct vmrund *d);
  * to claim. 202 with its id, or 403 (a network rule beyond the tenant's
  * ceiling), 400 (a limit or rule beyond the policy's ceilings; memory or
  * workspace over the tenant's ceilings or larger than this node), 429 / 503 (Retry-After; 503 too when the store cannot be
- * reached), or 500. */
-struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const struct run_spec *rq, char id[SCHED_ID_MAX]);
+ * reached), or 500. With idem (NULL: none), a key the tenant used within
+ * a day: 202 with the first request's run in id (nothing new stored) when
+ * the body is the same, 422 when it is not. */
+struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const struct run_spec *rq,
+				   struct store_idem *idem, char id[SCHED_ID_MAX]);
 
 /* Cancel tenant's run id: a queued one ends cancelled now; a running
  * one's node (this one, or another told through the store) has its

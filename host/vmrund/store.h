@@ -71,6 +71,27 @@ struct store_run {
 	struct run_outcome outcome;
 };
 
+/* An Idempotency-Key on a submit: within STORE_IDEM_TTL_MS of its first
+ * use, and while that run is kept, the same tenant's same key makes no
+ * second run. The key is checked by the API (1 to STORE_IDEM_KEY_MAX
+ * visible ASCII characters); hash is what the first request asked (the
+ * hex SHA-256 of its body), so a key sent again with another body is
+ * told apart. */
+#define STORE_IDEM_KEY_MAX 255
+#define STORE_IDEM_HASH_LEN 64
+#define STORE_IDEM_TTL_MS (24LL * 60 * 60 * 1000)
+struct store_idem {
+	const char *key;
+	const char *hash;
+	char id[STORE_ID_LEN + 1];   /* out, with STORE_REPLAYED: the run the key made */
+};
+
+/* What submit answers besides enum sched_verdict's: the key was used
+ * before with this body (nothing stored; the run is idem->id), or with
+ * another body (nothing stored). */
+#define STORE_REPLAYED   100
+#define STORE_KEY_REUSED 101
+
 /* What the backend tells a node without being asked (notifications). */
 enum store_note {
 	STORE_NOTE_QUEUED,            /* a run was queued: claim */
@@ -87,10 +108,14 @@ struct store_ops {
 	 * the tenant's open runs and all queued runs, counted in the same
 	 * transaction as the insert, so that two nodes cannot both take the
 	 * last place): id, tenant, created_ms and request are taken from run;
-	 * the store assigns seq. Returns the verdict (SCHED_ACCEPT: it is
-	 * stored), or -1 with a reason (a duplicate id is one). */
-	int (*submit)(struct store *s, const struct store_run *run, const struct tenant *lim, unsigned queue_max,
-		      char *err, size_t errlen);
+	 * the store assigns seq. With idem (NULL: none) the key is looked up
+	 * first, in that transaction (created_ms is now): STORE_REPLAYED or
+	 * STORE_KEY_REUSED when it was used within STORE_IDEM_TTL_MS, whatever
+	 * admission would say; else the key is kept with the new run. Returns
+	 * the verdict (SCHED_ACCEPT: it is stored), or -1 with a reason (a
+	 * duplicate id is one). */
+	int (*submit)(struct store *s, const struct store_run *run, struct store_idem *idem, const struct tenant *lim,
+		      unsigned queue_max, char *err, size_t errlen);
 	/* The run with this id and tenant into *out (the caller frees it with
 	 * store_run_free): 1 found, 0 not (another tenant's is not found),
 	 * -1 error; *out is zeroed unless found. tenant NULL: any tenant's. */

@@ -37,8 +37,31 @@ static void fmt_i64(char *buf, size_t cap, int64_t v)
 /* Admissions serialize on LOCK_SUBMIT, so that two nodes cannot both
  * count the last place free: the counts are a statement after the lock,
  * so that (read committed) they see every admission committed before it. */
-static int pg_submit(struct store *base, const struct store_run *run, const struct tenant *lim, unsigned queue_max,
-		     char *err, size_t errlen)
+/* idem's key as the tenant used it within its time: STORE_REPLAYED (the
+ * run into idem->id) or STORE_KEY_REUSED, 0 when it was not, -1 error.
+ * Under submit's lock, so two nodes cannot both find it unused. */
+static int idem_lookup(struct store_pg *s, const struct store_run *run, struct store_idem *idem, char *err,
+		       size_t errlen)
+{
+	char since[24];
+	fmt_i64(since, sizeof(since), run->created_ms - STORE_IDEM_TTL_MS);
+	const char *const v[] = { run->tenant, idem->key, since };
+	PGresult *res = pg_exec_sql(s, "looking up an idempotency key",
+				    "SELECT hash, id FROM idem WHERE tenant = $1 AND key = $2 AND created_ms > $3::bigint",
+				    3, v, err, errlen);
+	if (!res)
+		return -1;
+	int rc = 0;
+	if (PQntuples(res) == 1) {
+		store_copy_text(idem->id, sizeof(idem->id), PQgetvalue(res, 0, 1));
+		rc = strcmp(PQgetvalue(res, 0, 0), idem->hash) ? STORE_KEY_REUSED : STORE_REPLAYED;
+	}
+	PQclear(res);
+	return rc;
+}
+
+static int pg_submit(struct store *base, const struct store_run *run, struct store_idem *idem,
+		     const struct tenant *lim, unsigned queue_max, char *err, size_t errlen)
 {
 	struct store_pg *s = backend(base);
 	if (pg_ensure(s, err, errlen) < 0 || pg_begin(s, err, errlen) < 0)
@@ -46,6 +69,9 @@ static int pg_submit(struct store *base, const struct store_run *run, const stru
 	int rc = -1;
 	if (pg_exec_cmd(s, "admission lock", "SELECT pg_advisory_xact_lock(" LOCK_SUBMIT ")", 0, NULL, err, errlen) < 0)
 		goto out;
+	if (idem && (rc = idem_lookup(s, run, idem, err, errlen)) != 0)
+		goto out;   /* a replay or a reuse: nothing written */
+	rc = -1;
 	const char *const cv[] = { run->tenant };
 	PGresult *res = pg_exec_sql(s, "counting open runs",
 				    "SELECT count(*) FILTER (WHERE tenant = $1),"
@@ -76,6 +102,18 @@ static int pg_submit(struct store *base, const struct store_run *run, const stru
 		goto out;
 	}
 	PQclear(res);
+	if (idem) {
+		/* a row past its time is taken over */
+		const char *const kv[] = { run->tenant, idem->key, idem->hash, run->id, created };
+		if (pg_exec_cmd(s, "keeping an idempotency key",
+				"INSERT INTO idem (tenant, key, hash, id, created_ms) VALUES ($1, $2, $3, $4, $5)"
+				" ON CONFLICT (tenant, key) DO UPDATE SET hash = excluded.hash, id = excluded.id,"
+				" created_ms = excluded.created_ms",
+				5, kv, err, errlen) < 0) {
+			rc = -1;
+			goto out;
+		}
+	}
 out:
 	return pg_end_tx(s, rc, err, errlen);
 }

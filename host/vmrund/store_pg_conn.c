@@ -64,6 +64,15 @@ static const char *const migrations[] = {
 	" ADD COLUMN outcome text CHECK (outcome IN ('succeeded','failed','timed_out')),"
 	" ADD COLUMN termination text,"
 	" ADD COLUMN limits_hit integer NOT NULL DEFAULT 0;",
+	/* 4: the tenants' idempotency keys (store.h), each with the run it
+	 * made; they go with that run. */
+	"CREATE TABLE idem ("
+	" tenant text NOT NULL,"
+	" key text NOT NULL,"
+	" hash text NOT NULL,"
+	" id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,"
+	" created_ms bigint NOT NULL,"
+	" PRIMARY KEY (tenant, key));",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -27,6 +27,9 @@ enum stmt_id {
 	ST_ROLLBACK,
 	ST_ADMIT,
 	ST_INSERT,
+	ST_IDEM_GET,
+	ST_IDEM_PUT,
+	ST_DROP_RUN_IDEM,
 	ST_GET,
 	ST_STAT,
 	ST_TAKE,
@@ -57,6 +60,13 @@ static const char *const stmt_sql[ST_N] = {
 	[ST_ADMIT] = "SELECT (SELECT count(*) FROM runs WHERE state IN ('queued', 'running') AND tenant = ?1),"
 		     " (SELECT count(*) FROM runs WHERE state = 'queued')",
 	[ST_INSERT] = "INSERT INTO runs (id, tenant, state, created_ms, request) VALUES (?1, ?2, 'queued', ?3, ?4)",
+	[ST_IDEM_GET] = "SELECT hash, id FROM idem WHERE tenant = ?1 AND key = ?2 AND created_ms > ?3",
+	/* a row past its time is taken over */
+	[ST_IDEM_PUT] = "INSERT INTO idem (tenant, key, hash, id, created_ms) VALUES (?1, ?2, ?3, ?4, ?5)"
+			" ON CONFLICT (tenant, key) DO UPDATE SET hash = excluded.hash, id = excluded.id,"
+			" created_ms = excluded.created_ms",
+	[ST_DROP_RUN_IDEM] = "DELETE FROM idem WHERE id IN (SELECT id FROM runs WHERE finished_ms < ?1"
+			     " AND state NOT IN ('queued', 'running'))",
 	[ST_GET] = "SELECT " STORE_COLS " FROM runs WHERE id = ?1 AND (?2 IS NULL OR tenant = ?2)",
 	/* A tenant's standing for sched_choose; max over every run it ever
 	 * started, which the (tenant, started_ms) index answers in one step. */
@@ -263,13 +273,44 @@ static int node_ok(const char *node, char *err, size_t errlen)
 	return 0;
 }
 
-static int sq_submit(struct store *base, const struct store_run *run, const struct tenant *lim, unsigned queue_max,
-		     char *err, size_t errlen)
+/* idem's key as the tenant used it within its time: STORE_REPLAYED (the
+ * run into idem->id) or STORE_KEY_REUSED, 0 when it was not, -1 error.
+ * In submit's transaction. */
+static int idem_lookup(struct store_sqlite *s, const struct store_run *run, struct store_idem *idem, char *err,
+		       size_t errlen)
+{
+	sqlite3_stmt *st = s->stmt[ST_IDEM_GET];
+	if (bind_text(st, 1, run->tenant) || bind_text(st, 2, idem->key) ||
+	    sqlite3_bind_int64(st, 3, run->created_ms - STORE_IDEM_TTL_MS))
+		return bind_err(s, st, err, errlen);
+	int step = sqlite3_step(st), rc = 0;
+	if (step == SQLITE_ROW) {
+		bool same = !strcmp((const char *)sqlite3_column_text(st, 0), idem->hash);
+		store_copy_text(idem->id, sizeof(idem->id), (const char *)sqlite3_column_text(st, 1));
+		rc = same ? STORE_REPLAYED : STORE_KEY_REUSED;
+	} else if (step != SQLITE_DONE) {
+		rc = db_err(s, err, errlen);
+	}
+	release(st);
+	return rc;
+}
+
+static int sq_submit(struct store *base, const struct store_run *run, struct store_idem *idem,
+		     const struct tenant *lim, unsigned queue_max, char *err, size_t errlen)
 {
 	struct store_sqlite *s = backend(base);
 	sqlite3_stmt *st = s->stmt[ST_ADMIT];
 	if (begin(s, err, errlen) < 0)
 		return -1;
+	if (idem) {
+		int seen = idem_lookup(s, run, idem, err, errlen);
+		if (seen < 0)
+			goto fail;
+		if (seen) {
+			rollback(s);
+			return seen;
+		}
+	}
 	if (bind_text(st, 1, run->tenant)) {
 		bind_err(s, st, err, errlen);
 		goto fail;
@@ -291,7 +332,19 @@ static int sq_submit(struct store *base, const struct store_run *run, const stru
 		bind_err(s, st, err, errlen);
 		goto fail;
 	}
-	if (step_write(s, st, err, errlen) < 0 || commit(s, err, errlen) < 0)
+	if (step_write(s, st, err, errlen) < 0)
+		goto fail;
+	if (idem) {
+		st = s->stmt[ST_IDEM_PUT];
+		if (bind_text(st, 1, run->tenant) || bind_text(st, 2, idem->key) || bind_text(st, 3, idem->hash) ||
+		    bind_text(st, 4, run->id) || sqlite3_bind_int64(st, 5, run->created_ms)) {
+			bind_err(s, st, err, errlen);
+			goto fail;
+		}
+		if (step_write(s, st, err, errlen) < 0)
+			goto fail;
+	}
+	if (commit(s, err, errlen) < 0)
 		goto fail;
 	return SCHED_ACCEPT;
 fail:
@@ -856,16 +909,21 @@ static long sq_drop_blobs(struct store *base, int64_t before_ms, char *err, size
 static long sq_drop_runs(struct store *base, int64_t before_ms, char *err, size_t errlen)
 {
 	struct store_sqlite *s = backend(base);
-	sqlite3_stmt *st = s->stmt[ST_DROP_RUN_BLOBS];
 	int n = -1;
 	if (begin(s, err, errlen) < 0)
 		return -1;
-	if (sqlite3_bind_int64(st, 1, before_ms)) {
-		bind_err(s, st, err, errlen);
-		goto fail;
+	/* their blobs and their keys first, which name them */
+	static const int with_run[] = { ST_DROP_RUN_BLOBS, ST_DROP_RUN_IDEM };
+	for (size_t i = 0; i < sizeof(with_run) / sizeof(with_run[0]); i++) {
+		sqlite3_stmt *st = s->stmt[with_run[i]];
+		if (sqlite3_bind_int64(st, 1, before_ms)) {
+			bind_err(s, st, err, errlen);
+			goto fail;
+		}
+		if (step_write(s, st, err, errlen) < 0)
+			goto fail;
 	}
-	if (step_write(s, st, err, errlen) < 0)
-		goto fail;
+	sqlite3_stmt *st;
 	st = s->stmt[ST_DROP_RUNS];
 	if (sqlite3_bind_int64(st, 1, before_ms)) {
 		bind_err(s, st, err, errlen);

@@ -9,7 +9,7 @@
 
 #include "errmsg.h"
 
-#define SCHEMA_VERSION  3
+#define SCHEMA_VERSION  4
 #define BUSY_TIMEOUT_MS 5000
 
 /* What version 2 added beside runs' columns, shared by a new file's
@@ -27,6 +27,12 @@
 #define COL_OUTCOME     "outcome TEXT CHECK (outcome IN ('succeeded','failed','timed_out'))"
 #define COL_TERMINATION "termination TEXT"
 #define COL_LIMITS_HIT  "limits_hit INTEGER NOT NULL DEFAULT 0"
+
+/* What version 4 added: the tenants' idempotency keys (store.h), each
+ * with the run it made; they go with that run. */
+#define SCHEMA_4_ADDED                                                                                   \
+	"CREATE TABLE idem (tenant TEXT NOT NULL, key TEXT NOT NULL, hash TEXT NOT NULL, id TEXT NOT NULL," \
+	" created_ms INTEGER NOT NULL, PRIMARY KEY (tenant, key)) STRICT, WITHOUT ROWID;"
 
 /* seq is the rowid; AUTOINCREMENT so that it never goes back even if the
  * newest rows are deleted one day, as the order of acceptance must not.
@@ -56,7 +62,8 @@ static const char schema_sql[] =
 	") STRICT;"
 	"CREATE INDEX runs_state_seq ON runs (state, seq);"
 	SCHEMA_2_ADDED
-	"PRAGMA user_version = 3;";   /* SCHEMA_VERSION */
+	SCHEMA_4_ADDED
+	"PRAGMA user_version = 4;";   /* SCHEMA_VERSION */
 
 /* Version 1 (one node, no blobs) to 2, in the transaction that read the
  * version. The added columns land after message in a migrated file, which
@@ -82,6 +89,9 @@ static const char migrate_2_sql[] =
 	"ALTER TABLE runs ADD COLUMN " COL_TERMINATION ";"
 	"ALTER TABLE runs ADD COLUMN " COL_LIMITS_HIT ";"
 	"PRAGMA user_version = 3;";
+
+/* Version 3 to 4. */
+static const char migrate_3_sql[] = SCHEMA_4_ADDED "PRAGMA user_version = 4;";
 
 /* Open's failures name the file, which the daemon's operator must find. */
 static int open_err(sqlite3 *db, const char *path, char *err, size_t errlen)
@@ -162,6 +172,8 @@ static int schema(sqlite3 *db, const char *path, char *err, size_t errlen)
 	if (version == 1 && exec(db, migrate_1_sql, path, err, errlen) < 0)
 		goto out;
 	if (version >= 1 && version <= 2 && exec(db, migrate_2_sql, path, err, errlen) < 0)
+		goto out;
+	if (version >= 1 && version <= 3 && exec(db, migrate_3_sql, path, err, errlen) < 0)
 		goto out;
 	rc = exec(db, "COMMIT", path, err, errlen);
 out:

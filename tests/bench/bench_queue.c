@@ -145,7 +145,7 @@ int main(int argc, char **argv)
 		snprintf(r.id, sizeof(r.id), "%.8s%024x", prefix, i);
 		snprintf(r.tenant, sizeof(r.tenant), "%s", t[i % TENANTS].name);
 		double t0 = now_ms();
-		int v = s->ops->submit(s, &r, &t[i % TENANTS], runs + 1, err, sizeof(err));
+		int v = s->ops->submit(s, &r, NULL, &t[i % TENANTS], runs + 1, err, sizeof(err));
 		sub[i] = now_ms() - t0;
 		if (v != 0) {
 			fprintf(stderr, "bench_queue: submit: %s\n", v < 0 ? err : "refused");

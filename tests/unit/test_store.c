@@ -168,7 +168,7 @@ static int submit(struct store *s, unsigned n, const char *tenant, const char *r
 {
 	struct store_run r = new_run(n, tenant, request);
 	struct tenant lim = limits(concurrent, queued);
-	return s->ops->submit(s, &r, &lim, queue_max, err, sizeof(err));
+	return s->ops->submit(s, &r, NULL, &lim, queue_max, err, sizeof(err));
 }
 
 /* Submitted with room to spare. */
@@ -326,11 +326,11 @@ static void sqlite_creates_schema(void **state)
 	for (int i = 0; i < RS_COUNT; i++)
 		assert_int_equal(count[i], 0);
 	store_close(s);
-	assert_int_equal(raw_int("PRAGMA user_version"), 3);
+	assert_int_equal(raw_int("PRAGMA user_version"), 4);
 	char names[512];
 	raw_names(spec, names, sizeof(names));
-	assert_string_equal(names, "table:blobs table:nodes table:runs index:runs_state_seq index:runs_state_tenant_seq"
-				   " index:runs_tenant_started");
+	assert_string_equal(names, "table:blobs table:idem table:nodes table:runs index:runs_state_seq"
+				   " index:runs_state_tenant_seq index:runs_tenant_started");
 	/* WAL is a property of the file: it stays after close. */
 	assert_int_equal(raw_int("SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
 	/* The CHECKs keep values the code does not know out of the file. */
@@ -347,7 +347,7 @@ static void sqlite_creates_schema(void **state)
 	s = open_store();
 	store_close(s);
 	store_close(NULL);
-	assert_int_equal(raw_int("PRAGMA user_version"), 3);
+	assert_int_equal(raw_int("PRAGMA user_version"), 4);
 }
 
 /* Version 1's schema exactly as vmrund 1 created it. */
@@ -402,7 +402,7 @@ static void sqlite_migrates_v1(void **state)
 
 	write_v1("");
 	struct store *s = open_store();
-	assert_int_equal(raw_int("PRAGMA user_version"), 3);
+	assert_int_equal(raw_int("PRAGMA user_version"), 4);
 	struct store_run r = get(s, 1);
 	assert_string_equal(r.tenant, "alice");
 	assert_int_equal(r.state, RS_QUEUED);
@@ -451,7 +451,7 @@ static void sqlite_migrates_v1(void **state)
 	/* Once. */
 	s = open_store();
 	store_close(s);
-	assert_int_equal(raw_int("PRAGMA user_version"), 3);
+	assert_int_equal(raw_int("PRAGMA user_version"), 4);
 }
 
 static void sqlite_refuses_not_sqlite(void **state)
@@ -476,12 +476,12 @@ static void sqlite_refuses_newer_schema(void **state)
 	if (pg)
 		skip();
 	store_close(open_store());
-	raw_exec("PRAGMA user_version = 4");
+	raw_exec("PRAGMA user_version = 5");
 	assert_null(store_open(spec, err, sizeof(err)));
 	assert_non_null(strstr(err, spec));
-	assert_non_null(strstr(err, "schema version 4 is newer"));
+	assert_non_null(strstr(err, "schema version 5 is newer"));
 	one_line();
-	assert_int_equal(raw_int("PRAGMA user_version"), 4);
+	assert_int_equal(raw_int("PRAGMA user_version"), 5);
 }
 
 static void sqlite_missing_directory(void **state)
@@ -677,6 +677,63 @@ static void submit_duplicate(void **state)
 	assert_int_equal(submit(s, 2, nm("b").s, NULL, 100, 100, UINT_MAX), -1);
 	one_line();
 	put(s, 3, nm("b").s, "{}");
+	store_close(s);
+}
+
+/* A submit with an Idempotency-Key (store.h): keyed with the same tenant,
+ * key and hash within a day, nothing is stored and the first run is named,
+ * even when admission would now refuse; another hash is a reuse; another
+ * tenant's key, a key past its day, and a key whose run was dropped make
+ * new runs. */
+static bool exists(struct store *s, unsigned n);
+
+static int submit_keyed(struct store *s, unsigned n, const char *tenant, const char *key, const char *hash,
+			int64_t now_ms, unsigned concurrent, char replay[STORE_ID_LEN + 1])
+{
+	struct store_run r = new_run(n, tenant, "{}");
+	r.created_ms = now_ms;
+	struct tenant lim = limits(concurrent, 0);
+	struct store_idem idem = { .key = key, .hash = hash };
+	int v = s->ops->submit(s, &r, &idem, &lim, UINT_MAX, err, sizeof(err));
+	memcpy(replay, idem.id, STORE_ID_LEN + 1);
+	return v;
+}
+
+static void submit_idempotent(void **state)
+{
+	(void)state;
+	struct store *s = open_store();
+	struct text a_ = nm("a"), b_ = nm("b");
+	const char *a = a_.s, *b = b_.s;
+	char h1[STORE_IDEM_HASH_LEN + 1], h2[STORE_IDEM_HASH_LEN + 1], id[STORE_ID_LEN + 1];
+	memset(h1, '1', STORE_IDEM_HASH_LEN);
+	memset(h2, '2', STORE_IDEM_HASH_LEN);
+	h1[STORE_IDEM_HASH_LEN] = h2[STORE_IDEM_HASH_LEN] = '\0';
+	const int64_t t0 = 10LL * STORE_IDEM_TTL_MS;
+	assert_int_equal(submit_keyed(s, 1, a, "k", h1, t0, 100, id), SCHED_ACCEPT);
+	/* again, the same body: the first run, nothing new, though the
+	 * tenant is now full (concurrent 1) */
+	assert_int_equal(submit_keyed(s, 2, a, "k", h1, t0 + 1000, 1, id), STORE_REPLAYED);
+	assert_string_equal(id, id_of(1).s);
+	assert_false(exists(s, 2));
+	/* another body: refused, nothing stored */
+	assert_int_equal(submit_keyed(s, 3, a, "k", h2, t0 + 2000, 100, id), STORE_KEY_REUSED);
+	assert_string_equal(id, id_of(1).s);
+	assert_false(exists(s, 3));
+	/* the same key is another tenant's own */
+	assert_int_equal(submit_keyed(s, 4, b, "k", h2, t0 + 3000, 100, id), SCHED_ACCEPT);
+	/* a refused submit keeps no key: sent again with room, it runs */
+	assert_int_equal(submit_keyed(s, 5, a, "full", h1, t0 + 4000, 1, id), SCHED_TENANT_FULL);
+	assert_int_equal(submit_keyed(s, 5, a, "full", h1, t0 + 5000, 100, id), SCHED_ACCEPT);
+	/* past its day the key is free again, and names the new run */
+	assert_int_equal(submit_keyed(s, 6, a, "k", h2, t0 + STORE_IDEM_TTL_MS + 1, 100, id), SCHED_ACCEPT);
+	assert_int_equal(submit_keyed(s, 7, a, "k", h2, t0 + STORE_IDEM_TTL_MS + 2, 100, id), STORE_REPLAYED);
+	assert_string_equal(id, id_of(6).s);
+	/* a run dropped by retention takes its key with it */
+	assert_int_equal(s->ops->finish(s, id_of(6).s, NULL, RS_CANCELLED, 100, NULL, NULL, "x", err, sizeof(err)), 1);
+	assert_true(s->ops->drop_runs(s, 200, err, sizeof(err)) >= 1);
+	assert_false(exists(s, 6));
+	assert_int_equal(submit_keyed(s, 8, a, "k", h2, t0 + STORE_IDEM_TTL_MS + 3, 100, id), SCHED_ACCEPT);
 	store_close(s);
 }
 
@@ -1801,6 +1858,7 @@ int main(void)
 		T(submit_and_get),
 		T(submit_admission),
 		T(submit_duplicate),
+		T(submit_idempotent),
 		T(claim_fair_across_tenants),
 		T(claim_least_recent),
 		T(claim_flood),

@@ -259,6 +259,26 @@ except socket.timeout:
 sys.exit(0 if data == b"" and 3 <= time.time() - t0 <= 12 else 1)
 PY
 
+# ---- Idempotency-Key ----------------------------------------------------------
+# idem KEY IKEY BODY PATH: a POST with an Idempotency-Key
+idem() { c "$1" -X POST -H 'Content-Type: application/json' -H "Idempotency-Key: $2" --data-binary "$3" "$BASE$4"; }
+once='{"argv":["echo","keyed","once"]}'
+idem "$KA" order-17 "$once" "/v1/runs?wait=10"
+expect "a POST with an Idempotency-Key runs" 200 "j['state']=='succeeded'"
+idem_id=$(field id)
+idem "$KA" order-17 "$once" "/v1/runs?wait=10"
+expect "the same key and body again: the first run's answer" 200 "j['id']=='$idem_id' and j['state']=='succeeded'"
+[ "$(grep -c '"keyed","once"' "$tmp/lib/audit.jsonl")" = 1 ] && ok "... and it ran once (one audit line)" ||
+	not_ok "keyed run ran $(grep -c '"keyed","once"' "$tmp/lib/audit.jsonl") times"
+idem "$KA" order-17 '{"argv":["echo","keyed","twice"]}' /v1/runs
+expect "the same key with another body: 422 naming the first run" 422 "'$idem_id' in j['message']"
+idem "$KB" order-17 "$once" "/v1/runs?wait=10"
+expect "another tenant's same key is its own run" 200 "j['id']!='$idem_id' and j['state']=='succeeded'"
+idem "$KA" 'two words' "$once" /v1/runs
+expect "a key that is not visible ASCII: 400" 400 "'Idempotency-Key' in j['message']"
+idem "$KA" "$(printf 'k%.0s' $(seq 256))" "$once" /v1/runs
+expect "a key of 256 characters: 400" 400 "'Idempotency-Key' in j['message']"
+
 # ---- cancellation -----------------------------------------------------------
 for i in 1 2; do post "$KB" '{"argv":["sleep","30"]}' /v1/runs; done
 busy=$(field id)
@@ -275,6 +295,8 @@ for i in 1 2 3 4 5 6 7 8; do post "$KB" '{"argv":["sleep","30"]}' /v1/runs; done
 expect "past bob's concurrent+queued (2+5): 429 with a message" 429 "'limit' in j['message']"
 for i in $(seq 40); do post "$KA" '{"argv":["sleep","30"]}' /v1/runs; [ "$code" = 503 ] && break; done
 expect "a full queue (queue_max=30): 503" 503 "'queue is full' in j['message']"
+idem "$KA" order-17 "$once" /v1/runs
+expect "a key's replay is answered even with the queue full" 202 "j['id']=='$idem_id'"
 grep -q '^vmrund_queue_depth [1-9]' <(curl -s -m 5 "$BASE/metrics") && ok "metrics show the queue depth" || not_ok "queue depth"
 
 # ---- kill -9 and restart with runs queued and running ------------------------
@@ -298,6 +320,8 @@ for id in $running; do
 	[ "$s" = lost ] && lost=$((lost + 1))
 done
 [ "$lost" -eq "$(echo $running | wc -w)" ] && [ "$lost" -gt 0 ] && ok "every run that was running ended lost ($lost)" || not_ok "lost: $lost of $running"
+idem "$KA" order-17 "$once" /v1/runs
+expect "after kill -9 and a restart the key still names its first run" 202 "j['id']=='$idem_id'"
 c "$KB" "$BASE/v1/runs/$(echo $running | cut -d' ' -f1)"
 json "'stopped while the run was running' in j['message']" && ok "a lost run says why" || not_ok "lost message"
 sleep 1

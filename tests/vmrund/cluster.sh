@@ -144,6 +144,20 @@ grep -q 'across nodes' "$tmp/out" && grep -q 'event: end' "$tmp/out" &&
 c 3 - "$(base 3)/v1/runs/$id"
 [ "$code" = 401 ] && ok "and not without a key" || not_ok "no key: $code"
 
+# ---- an Idempotency-Key holds across nodes -------------------------------------
+# the same keyed POST to the three nodes at once: one run, which each names
+for n in 1 2 3; do
+	curl -s -m 30 -o "$tmp/idem$n" -H "Authorization: Bearer $KA" -H 'Content-Type: application/json' \
+		-H 'Idempotency-Key: across-1' --data-binary '{"argv":["echo","keyed","across"]}' \
+		"$(base "$n")/v1/runs" &
+done
+wait
+ids=$(for n in 1 2 3; do python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['id'])" "$tmp/idem$n" 2>/dev/null; done |
+	sort -u)
+[ "$(echo "$ids" | wc -w)" = 1 ] && wait_state 1 "$KA" "$ids" succeeded && [ "$(starts_of "$ids")" = 1 ] &&
+	ok "the same keyed POST on three nodes at once: one run, started once" ||
+	not_ok "keyed POST across nodes: runs '$(echo $ids)'"
+
 # ---- cancel across nodes ------------------------------------------------------
 post 2 "$KA" '{"argv":["sleep","30"]}'
 id=$(field id)
