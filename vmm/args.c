@@ -190,9 +190,10 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 		case ':':
 			vmm_err("%s needs a value (see --help)", argv[optind - 1]);
 			return -1;
-		default:
-			if (c >= VMM_DEVICE_OPT_BASE && kind_of(c)) {
-				if (kind_of(c)->option(cfg, c, optarg))
+		default: {
+			const struct vmm_device_kind *kind = kind_of(c);   /* a device's option, or none */
+			if (kind) {
+				if (kind->option(cfg, c, optarg))
 					return -1;
 				break;
 			}
@@ -201,6 +202,7 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 			else
 				vmm_err("unknown option '%s' (see --help)", argv[optind - 1]);
 			return -1;
+		}
 		}
 	}
 	if (optind < argc) {
