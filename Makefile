@@ -47,7 +47,8 @@ VMM_LIBS  := -lseccomp $(if $(filter aarch64,$(VMM_ARCH)),-lfdt)
 # format (guest-agent/proto.c, which vmrun compiles too) are also built for
 # the host, for the unit tests.
 AGENT_SRCS := $(wildcard guest-agent/*.c)
-AGENT_LIB  := guest-agent/agent.c guest-agent/stage.c guest-agent/cgroup.c guest-agent/forward.c guest-agent/proto.c
+AGENT_LIB  := guest-agent/agent.c guest-agent/stage.c guest-agent/cgroup.c guest-agent/forward.c guest-agent/proto.c \
+	guest-agent/proto_sandbox.c guest-agent/sandbox.c guest-agent/files.c
 MUSL_CC    := musl-gcc -static $(CSTD) $(WARN) -O2 -idirafter /usr/include \
 	-idirafter /usr/include/x86_64-linux-gnu
 # vmrun: the CLI (host/cli/) over the run library (host/run/) and the wire
@@ -71,6 +72,14 @@ VMRUND_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lpq -lcrypto
 # own: the run library and the run directory's contract with vmrund
 # (host/vmrund/spool.c), and nothing of the service.
 WORKER_SRCS := host/worker/main.c host/vmrund/spool.c
+# vmrund-sandbox (host/sandbox/): one sandbox's VM and its API on a Unix
+# socket, in a process that outlives the vmrund that started it: the run
+# library, sandbox mode's wire format, and vmrund's output records and
+# event text (spool.c, sse.c).
+SANDBOX_SRCS := $(wildcard host/sandbox/*.c)
+SANDBOX_LIB  := $(filter-out host/sandbox/main.c,$(SANDBOX_SRCS))
+SANDBOX_OBJS := $(SANDBOX_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/host/vmrund/spool.o $(BUILD)/obj/host/vmrund/sse.o \
+	$(BUILD)/obj/guest-agent/proto_sandbox.o
 # Per-module flags, by the source's name: libpq's header, which Debian keeps
 # in a directory of its own, for the PostgreSQL store (its two files) only.
 VMRUND_CFLAGS_store_pg := -I/usr/include/postgresql
@@ -80,7 +89,7 @@ VMRUND_CFLAGS_store_pg_conn := $(VMRUND_CFLAGS_store_pg)
 VMM_LIB   := $(filter-out vmm/main.c,$(VMM_SRCS))
 ASAN_OBJS := $(sort $(VMM_LIB:%.c=$(BUILD)/asan/%.o) $(VMM_AARCH64_PURE:%.c=$(BUILD)/asan/%.o) $(AGENT_LIB:%.c=$(BUILD)/asan/%.o) \
 	$(HOST_LIB:%.c=$(BUILD)/asan/%.o) $(CLI_LIB:%.c=$(BUILD)/asan/%.o) $(VMRUND_LIB:%.c=$(BUILD)/asan/%.o) \
-	$(PROXY_LIB:%.c=$(BUILD)/asan/%.o))
+	$(PROXY_LIB:%.c=$(BUILD)/asan/%.o) $(SANDBOX_LIB:%.c=$(BUILD)/asan/%.o))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 # A unit test's own libraries, by its module's name: OpenSSL writes the
 # ClientHellos that the SNI reader's test reads.
@@ -93,7 +102,7 @@ PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
 .PHONY: eval eval-short eval-judge eval-guest vmrund-test all deps guest kernel kernel-aarch64 aarch64 vm-test-aarch64 bench-boot-aarch64 rootfs-aarch64 rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots stress-runs \
-	bench-vmm bench-boot bench-virtio bench-vmrun bench-vmrund bench-queue bench-workspace bench-net net-test clean fuzz \
+	bench-vmm bench-boot bench-virtio bench-vmrun bench-sandbox bench-vmrund bench-queue bench-workspace bench-net net-test clean fuzz \
 	fuzz-smoke
 
 # One step that fills the shared cache at a time (a kernel, a root image,
@@ -103,7 +112,8 @@ BENCH_BINS := $(BUILD)/tests/bench_vmm
 CACHE_DIR  := $${VMRUN_CACHE:-/var/cache/vmrun}
 CACHE_LOCK := mkdir -p $(CACHE_DIR) && flock $(CACHE_DIR)/.fill.lock
 
-all: $(BUILD)/bin/vmm $(BUILD)/bin/vmrun $(BUILD)/bin/vmrun-proxy $(BUILD)/bin/vmrund $(BUILD)/bin/vmrund-worker
+all: $(BUILD)/bin/vmm $(BUILD)/bin/vmrun $(BUILD)/bin/vmrun-proxy $(BUILD)/bin/vmrund $(BUILD)/bin/vmrund-worker \
+	$(BUILD)/bin/vmrund-sandbox
 
 deps:
 	@./scripts/deps.sh
@@ -167,6 +177,19 @@ $(BUILD)/bin/vmrund-worker: $(WORKER_SRCS:%.c=$(BUILD)/obj/%.o) $(HOST_LIB:%.c=$
 $(BUILD)/obj/guest-agent/proto.o: guest-agent/proto.c guest-agent/proto.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/guest-agent/proto_sandbox.o: guest-agent/proto_sandbox.c guest-agent/proto_sandbox.h guest-agent/proto.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/host/sandbox/%.o: host/sandbox/%.c $(wildcard host/sandbox/*.h host/run/*.h host/vmrund/spool.h \
+		host/vmrund/sse.h guest-agent/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost/run -Ihost/vmrund -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+
+$(BUILD)/bin/vmrund-sandbox: $(SANDBOX_OBJS) $(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/guest-agent/proto.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -lmicrohttpd -lcrypto $(HOST_LIBS) -pthread -o $@
 
 $(BUILD)/bin/vmrun: $(HOST_SRCS:%.c=$(BUILD)/obj/%.o)
 	@mkdir -p $(dir $@)
@@ -338,7 +361,7 @@ rootfs-test: rootfs
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(ASAN_LIB) $(wildcard tests/common/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost/run -Ihost/cli -Ihost/vmrund -Ihost/proxy -Itests/common \
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -Ivmm -Iguest-agent -Ihost/run -Ihost/cli -Ihost/vmrund -Ihost/proxy -Ihost/sandbox -Itests/common \
 		$< $(ASAN_LIB) \
 		-lcmocka $(HOST_LIBS) $(VMRUND_LIBS) $(PROXY_LIBS) -lfdt $(TEST_LIBS_$*) -pthread -o $@
 
@@ -390,8 +413,8 @@ $(BUILD)/tests/two_runs: tests/vm/two_runs.c $(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(
 # Linux guests: directly where the local KVM runs them, else on emulated
 # KVM hosts, two side by side (scripts/vm-lanes.sh holds every suite's
 # limit; scripts/on-kvm-host.sh probes and says where, in one line).
-VM_SUITES_A := source e2e-warm jail agent net vmrund
-VM_SUITES_B := e2e-cold snapshot runtimes virtio boot
+VM_SUITES_A := source e2e-warm jail agent net vmrund snapshot
+VM_SUITES_B := e2e-cold runtimes virtio boot sandbox
 vm-test: all payloads guest $(VM_TEST_BINS) $(PISTON_CLIENT)
 	@./scripts/vm-lanes.sh "$(VM_SUITES_A)" "$(VM_SUITES_B)"
 
@@ -534,6 +557,11 @@ $(BUILD)/tests/bench_vmm: tests/bench/bench_vmm.c
 bench-virtio: all payloads guest $(VM_TEST_BINS)
 	@./scripts/on-kvm-host.sh --limit 900 bench-virtio tests/vm/virtio.sh --bench
 
+# A sandbox: a command in it against a fresh restored run (target: <=
+# 0.05x), files through its API, its start, the PSS of 10 idle ones.
+bench-sandbox: all guest
+	@./scripts/on-kvm-host.sh --limit 900 bench-sandbox tests/bench/sandbox.sh
+
 # `vmrun -- true` end to end, phases from its JSON (target: <= 80 ms on a
 # hardware KVM host).
 bench-vmrun: all payloads guest
@@ -631,6 +659,12 @@ $(BUILD)/fuzz/fuzz_virtio_vsock: tests/fuzz/fuzz_virtio_vsock.c $(FUZZ_VSOCK_SRC
 		$(wildcard tests/common/*.h)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) tests/fuzz/fuzz_virtio_vsock.c $(FUZZ_VSOCK_SRCS) -pthread -o $@
+
+# Sandbox mode's frames, both directions.
+$(BUILD)/fuzz/fuzz_sandbox: tests/fuzz/fuzz_sandbox.c guest-agent/proto_sandbox.c guest-agent/proto.c \
+		guest-agent/proto_sandbox.h guest-agent/proto.h
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Iguest-agent tests/fuzz/fuzz_sandbox.c guest-agent/proto_sandbox.c guest-agent/proto.c -o $@
 
 # The host-agent wire format: the frame reader and the three decoders.
 $(BUILD)/fuzz/fuzz_proto: tests/fuzz/fuzz_proto.c guest-agent/proto.c guest-agent/proto.h

@@ -17,6 +17,7 @@
 
 #include "forward.h"
 #include "proto.h"
+#include "sandbox.h"
 #include "stage.h"
 
 /* The room agent_environment gets: every grant (at most a payload), HOME,
@@ -242,15 +243,13 @@ static int send_exit(struct session *s, const struct proto_exit *ex)
 	return 0;
 }
 
-/* Resolve and check stage i's program into path. Returns 0 when it may
- * run, else the EXIT kind that refuses it. */
-static uint32_t check_program(struct session *s, unsigned i, char *path, size_t len)
+uint32_t agent_check_program(const char *prog, const char *cwd, char *const *allow, unsigned nallow, char *path,
+			     size_t len)
 {
-	if (agent_resolve(s->req.stage[i].argv[0], s->cfg->cwd, PROTO_PATH, path, len))
+	if (agent_resolve(prog, cwd, PROTO_PATH, path, len))
 		return PROTO_END_NOT_FOUND;
 	struct stat st;
-	if (!agent_allowed(path, s->req.allow, s->req.nallow) || stat(path, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    !(st.st_mode & 0111))
+	if (!agent_allowed(path, allow, nallow) || stat(path, &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111))
 		return PROTO_END_DENIED;
 	return 0;
 }
@@ -303,6 +302,9 @@ static int serve(struct session *s)
 	if (s->req.net_port && (forward_loopback_up(s->err, s->errlen) < 0 ||
 				(s->listen_fd = forward_listen(PROTO_NET_PROXY_PORT, s->err, s->errlen)) < 0))
 		return fail(s, "network: %s", s->err);
+	if (s->req.sandbox)
+		return sandbox_serve(s->fd, &s->rd, &s->req, s->cfg, s->listen_fd, s->err, s->errlen) ? fail(s, "%s", s->err)
+										       : 0;
 	const struct stage_ctx c = {
 		.fd = s->fd, .rd = &s->rd, .req = &s->req, .cfg = s->cfg, .env = s->env, .err = s->err,
 		.errlen = s->errlen,
@@ -311,7 +313,9 @@ static int serve(struct session *s)
 		char path[PATH_MAX];
 		struct proto_exit ex = { .stage = i };
 		/* A program refused ends the session: its EXIT does not continue. */
-		if (!(ex.kind = check_program(s, i, path, sizeof(path))) && run_stage(s, &c, i, path, &ex) < 0)
+		if (!(ex.kind = agent_check_program(s->req.stage[i].argv[0], s->cfg->cwd, s->req.allow, s->req.nallow, path,
+						    sizeof(path))) &&
+		    run_stage(s, &c, i, path, &ex) < 0)
 			return fail(s, "%s", s->err);
 		if (send_exit(s, &ex) < 0)
 			return -1;

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct proto_request;
@@ -18,7 +19,9 @@ struct agent_config {
 	const char *home;     /* its HOME */
 	uid_t uid;            /* user to run as; (uid_t)-1 keeps ours */
 	gid_t gid;
-	bool kill_all;        /* PID 1: after each stage kill every other process */
+	/* PID 1: after each stage kill every other process; in a sandbox,
+	 * reap the processes that commands left to it */
+	bool kill_all;
 	/* A mounted cgroup2 hierarchy with the memory controller enabled for
 	 * its children, where a memory-limited stage gets its group; NULL: no
 	 * cgroups, and a request with a memory limit ends in an ERROR. */
@@ -31,8 +34,9 @@ struct agent_config {
 	const char *random_dev;
 };
 
-/* Serve one session on the connected stream fd: HELLO, read the REQUEST,
- * then for each stage in order check its program, run it, stream its
+/* Serve one session on the connected stream fd: HELLO, read the REQUEST;
+ * a sandbox's (SANDBOX) is served by sandbox.c until the host closes the
+ * connection; a run's goes on: for each stage in order check its program, run it, stream its
  * output and send its EXIT, going on while proto_stage_continues. Any
  * failure of the agent itself, a malformed frame included, is sent as an
  * ERROR frame (when the socket still works). Returns 0 when the session's
@@ -48,6 +52,12 @@ int agent_resolve(const char *prog, const char *cwd, const char *path, char *out
 
 /* Whether the resolved path is one of the n allowlist entries. */
 bool agent_allowed(const char *resolved, char *const *allow, unsigned n);
+
+/* Resolve prog (agent_resolve, from cwd) into path and check it: on the
+ * allowlist, a regular file, executable. Returns 0 when it may run, else
+ * the EXIT kind that refuses it (PROTO_END_NOT_FOUND, PROTO_END_DENIED). */
+uint32_t agent_check_program(const char *prog, const char *cwd, char *const *allow, unsigned nallow, char *path,
+			     size_t len);
 
 /* The variables agent_environment adds for a run with the network. */
 #define AGENT_NET_ENV   14u

@@ -62,7 +62,7 @@ int proto_reader_next(struct proto_reader *r, uint16_t *type, const uint8_t **pa
 	uint16_t t = get16(r->buf + 4);
 	if (n > PROTO_MAX_PAYLOAD)
 		return proto_errf(err, errlen, "frame of %u bytes exceeds the %u-byte maximum", n, PROTO_MAX_PAYLOAD);
-	if (t < PROTO_HELLO || t > PROTO_ERROR || get16(r->buf + 6))
+	if (t < PROTO_HELLO || t > PROTO_TYPE_LAST || get16(r->buf + 6))
 		return proto_errf(err, errlen, "unknown frame type %u", t);
 	if (r->have < PROTO_HDR_LEN + n)
 		return 0;
@@ -173,6 +173,8 @@ bool proto_valid_run_id(const char *s, size_t n)
  * stages, COMPILE ones before the one RUN stage, each with a program. */
 static int check_stages(const struct proto_request *r, char *err, size_t errlen)
 {
+	if (r->sandbox)
+		return r->nstages ? proto_errf(err, errlen, "a sandbox with %u stages (none)", r->nstages) : 0;
 	if (r->nstages == 0 || r->nstages > PROTO_MAX_STAGES)
 		return proto_errf(err, errlen, "%u stages (1 to %u)", r->nstages, PROTO_MAX_STAGES);
 	for (unsigned i = 0; i < r->nstages; i++) {
@@ -197,6 +199,8 @@ size_t proto_encode_request(const struct proto_request *r, uint8_t *buf, size_t 
 	uint32_t version = PROTO_VERSION;
 	memcpy(buf, &version, 4);
 	size_t at = 4;
+	if (r->sandbox && !(at = put_field(buf, cap, at, PROTO_T_SANDBOX, "", 0)))
+		return 0;
 	for (unsigned s = 0; s < r->nstages; s++) {
 		const struct proto_stage *st = &r->stage[s];
 		if (!(at = put_field(buf, cap, at, PROTO_T_STAGE, &st->kind, 4)))
@@ -308,6 +312,7 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 {
 	r->nstages = r->envc = r->nallow = 0;
 	r->net_port = 0;
+	r->sandbox = false;
 	r->time_ns = 0;
 	r->run_id[0] = '\0';
 	if (len < 4)
@@ -350,6 +355,12 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 			st = &r->stage[r->nstages++];
 			*st = (struct proto_stage){ .kind = get32(v) };
 			stage_seen = 0;
+			continue;
+		}
+		if (tag == PROTO_T_SANDBOX) {
+			if (n != 0 || r->sandbox)
+				return proto_errf(err, errlen, "SANDBOX field: bad length or repeated");
+			r->sandbox = true;
 			continue;
 		}
 		if (tag == PROTO_T_NET) {
@@ -397,7 +408,7 @@ int proto_decode_request(const uint8_t *p, uint32_t len, struct proto_request *r
 	}
 	for (unsigned i = 0; i < r->nstages; i++)
 		r->stage[i].argv[r->stage[i].argc] = NULL;
-	if (r->nstages == 0)
+	if (r->nstages == 0 && !r->sandbox)
 		return proto_errf(err, errlen, "no program");
 	if (check_stages(r, err, errlen))
 		return -1;

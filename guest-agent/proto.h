@@ -51,6 +51,9 @@
  *                          the request was sent, not 0: the guest's clock
  *     RUN_ID               the run's id, 1..PROTO_RUN_ID_MAX chars of
  *                          [0-9a-f]: VMRUN_RUN_ID in every stage's env
+ *   SANDBOX (len 0, since protocol 5) instead of any STAGE: a sandbox,
+ *   which serves commands and file operations until the host closes the
+ *   connection (proto_sandbox.h); the limits apply to each command
  * with at most PROTO_MAX_ARGS args per stage, PROTO_MAX_ENV envs,
  * PROTO_MAX_ALLOW allow entries. Only the RUN stage reads stdin; a
  * COMPILE stage's is empty. Either side treats anything else (an unknown
@@ -63,7 +66,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION       4u
+#define PROTO_VERSION       5u
 #define PROTO_VSOCK_PORT    10000u
 /* Readiness: the agent connects here (CID 2) once its base filesystems
  * and cgroup2 are up, before it mounts the workspace. The vmm, when asked
@@ -118,7 +121,18 @@ enum proto_type {
 	PROTO_STDERR = 5,
 	PROTO_EXIT = 6,
 	PROTO_ERROR = 7,
+	/* sandbox mode: proto_sandbox.h */
+	PROTO_READY = 8,
+	PROTO_CMD_START = 9,
+	PROTO_CMD_STDIN = 10,
+	PROTO_CMD_SIGNAL = 11,
+	PROTO_CMD_OUTPUT = 12,
+	PROTO_CMD_EXIT = 13,
+	PROTO_FILE_OP = 14,
+	PROTO_FILE_DATA = 15,
+	PROTO_FILE_END = 16,
 };
+#define PROTO_TYPE_LAST PROTO_FILE_END
 
 enum proto_tag {
 	PROTO_T_ARG = 1,
@@ -135,6 +149,13 @@ enum proto_tag {
 	PROTO_T_SEED = 12,
 	PROTO_T_TIME = 13,
 	PROTO_T_RUN_ID = 14,
+	PROTO_T_SANDBOX = 15,     /* REQUEST: sandbox mode (len 0) */
+	/* sandbox mode's frames' fields (proto_sandbox.h) */
+	PROTO_T_CWD = 16,
+	PROTO_T_TIMEOUT_MS = 17,
+	PROTO_T_PATH = 18,
+	PROTO_T_PATH2 = 19,
+	PROTO_T_MODE = 20,
 };
 
 /* What a stage is for: a COMPILE stage that does not exit 0 ends the
@@ -199,6 +220,7 @@ struct proto_request {
 	char *allow[PROTO_MAX_ALLOW];
 	uint64_t max_output, nproc, nofile, fsize;
 	uint32_t net_port;                 /* 0: no network; else PROTO_NET_VSOCK_PORT */
+	bool sandbox;                      /* SANDBOX: no stages, commands come later */
 	uint8_t seed[PROTO_SEED_LEN];      /* host randomness for the guest's RNG */
 	uint64_t time_ns;                  /* host CLOCK_REALTIME when sent, ns; not 0 */
 	char run_id[PROTO_RUN_ID_MAX + 1]; /* NUL-terminated, proto_valid_run_id */
@@ -251,8 +273,8 @@ bool proto_valid_env(const char *s, size_t n);
 /* Whether s (n bytes) is a run id: 1..PROTO_RUN_ID_MAX chars of [0-9a-f]. */
 bool proto_valid_run_id(const char *s, size_t n);
 
-/* Encode r (its version, the stages, env, allow, the limits, SEED, TIME,
- * RUN_ID and NET when net_port is not 0) into buf. Returns the payload
+/* Encode r (its version, the stages or SANDBOX, env, allow, the limits,
+ * SEED, TIME, RUN_ID and NET when net_port is not 0) into buf. Returns the payload
  * length, or 0 when r breaks a limit or a stage rule, has a net_port
  * other than 0 and PROTO_NET_VSOCK_PORT, a time_ns of 0 or a run_id that
  * is not proto_valid_run_id, or does not fit cap. */

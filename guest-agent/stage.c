@@ -28,10 +28,6 @@ static void close_fd(int *fd)
 
 /* ---- the child ------------------------------------------------------------- */
 
-/* What the child reports on the error pipe when it could not become the
- * command: which step failed, and errno. */
-enum { STEP_SETUP = 1, STEP_EXEC = 2 };
-
 /* RLIMIT_CPU for a limit of cpu_ms: whole seconds, rounded up (without
  * overflowing), then SIGKILL a second later for a process that ignores
  * SIGXCPU. */
@@ -41,51 +37,99 @@ static struct rlimit cpu_rlimit(uint64_t cpu_ms)
 	return (struct rlimit){ soft, soft + 1 };
 }
 
-/* The pieces of one stage's process. */
-struct child_spec {
-	const struct proto_stage *st;
-	const char *path;
-	const struct cgroup *group;   /* NULL: no cgroup */
-	int in, out, err, errfd;
-};
-
-/* In the child: become the command. Never returns; a failure is reported
- * as {step, errno} on errfd. */
-static void child(const struct stage_ctx *c, const struct child_spec *k)
+void stage_exec_child(const struct stage_exec *k)
 {
-	const struct proto_request *r = c->req;
-	const struct agent_config *cfg = c->cfg;
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);   /* ignored dispositions survive exec */
-	struct rlimit core = { 0, 0 }, nproc = { r->nproc, r->nproc }, nofile = { r->nofile, r->nofile },
-		      fsize = { r->fsize, r->fsize }, cpu = cpu_rlimit(k->st->cpu_ms);
-	int e = 0, step = STEP_SETUP;
-	/* The cgroup first, while still root: what the stage starts is in it. */
-	if (setsid() < 0 || (k->group && cgroup_join(k->group) < 0) || chdir(cfg->cwd) < 0 ||
+	struct rlimit core = { 0, 0 }, nproc = { k->nproc, k->nproc }, nofile = { k->nofile, k->nofile },
+		      fsize = { k->fsize, k->fsize }, cpu = cpu_rlimit(k->cpu_ms);
+	int e = 0, step = STAGE_STEP_SETUP;
+	/* The cgroup first, while still root: what the command starts is in it. */
+	if (setsid() < 0 || (k->group && cgroup_join(k->group) < 0) || chdir(k->cwd) < 0 ||
 	    setrlimit(RLIMIT_CORE, &core) < 0 || setrlimit(RLIMIT_NPROC, &nproc) < 0 ||
 	    setrlimit(RLIMIT_NOFILE, &nofile) < 0 || setrlimit(RLIMIT_FSIZE, &fsize) < 0 ||
-	    (k->st->cpu_ms && setrlimit(RLIMIT_CPU, &cpu) < 0))
+	    (k->cpu_ms && setrlimit(RLIMIT_CPU, &cpu) < 0))
 		e = errno;
-	if (!e && cfg->gid != (gid_t)-1 && (setgroups(0, NULL) < 0 || setgid(cfg->gid) < 0))
+	if (!e && k->gid != (gid_t)-1 && (setgroups(0, NULL) < 0 || setgid(k->gid) < 0))
 		e = errno;
-	if (!e && cfg->uid != (uid_t)-1 && setuid(cfg->uid) < 0)
+	if (!e && k->uid != (uid_t)-1 && setuid(k->uid) < 0)
 		e = errno;
-	if (!e && (dup2(k->in, 0) < 0 || dup2(k->out, 1) < 0 || dup2(k->err, 2) < 0))
+	/* Above 2 first: a pipe end that is itself 0, 1 or 2 (an agent
+	 * started without them) would be clobbered by, or keep CLOEXEC
+	 * through, a dup2 onto its own number. */
+	int in = -1, out = -1, err = -1;
+	if (!e && ((in = fcntl(k->in, F_DUPFD_CLOEXEC, 3)) < 0 || (out = fcntl(k->out, F_DUPFD_CLOEXEC, 3)) < 0 ||
+		   (err = fcntl(k->err, F_DUPFD_CLOEXEC, 3)) < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
+		   dup2(err, 2) < 0))
 		e = errno;
 	if (!e) {
 		/* Only 0, 1, 2 and the CLOEXEC error pipe cross exec. */
 		for (int fd = 3; fd < 1024; fd++)
 			if (fd != k->errfd)
 				close(fd);
-		execve(k->path, k->st->argv, c->env);
+		execve(k->path, k->argv, k->env);
 		e = errno;
-		step = STEP_EXEC;
+		step = STAGE_STEP_EXEC;
 	}
 	int msg[2] = { step, e };
 	(void)!write(k->errfd, msg, sizeof(msg));
 	_exit(127);
+}
+
+uint32_t stage_exec_failed(const int failed[2])
+{
+	/* Only exec's own answer says anything about the program; a failed
+	 * setup step is the agent's failure. */
+	int e = failed[1];
+	return failed[0] != STAGE_STEP_EXEC ? PROTO_END_ERROR
+		: e == ENOENT ? PROTO_END_NOT_FOUND
+		: (e == EACCES || e == ENOEXEC) ? PROTO_END_DENIED : PROTO_END_ERROR;
+}
+
+int stage_spawn(struct stage_exec *x, bool with_stdin, struct stage_proc *p, int failed[2])
+{
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, pex[2] = { -1, -1 };
+	int rc = -1;
+	if ((!with_stdin && (pin[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) ||
+	    (with_stdin && pipe2(pin, O_CLOEXEC)) || pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC) ||
+	    pipe2(pex, O_CLOEXEC))
+		goto out;
+	p->pid = fork();
+	if (p->pid < 0)
+		goto out;
+	if (p->pid == 0) {
+		x->in = pin[0];
+		x->out = pout[1];
+		x->err = perr[1];
+		x->errfd = pex[1];
+		stage_exec_child(x);
+	}
+	close_fd(&pex[1]);   /* so the read below sees EOF once exec succeeded */
+	if (read(pex[0], failed, 2 * sizeof(int)) == (ssize_t)(2 * sizeof(int))) {
+		waitpid(p->pid, NULL, 0);
+		rc = 1;
+		goto out;
+	}
+	p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	if (pin[1] >= 0)
+		fcntl(pin[1], F_SETFL, O_NONBLOCK);
+	p->in = pin[1];
+	p->out = pout[0];
+	p->err = perr[0];
+	pout[0] = perr[0] = pin[1] = -1;
+	rc = 0;
+out:;
+	int e = errno;
+	for (int i = 0; i < 2; i++) {
+		close_fd(&pin[i]);
+		close_fd(&pout[i]);
+		close_fd(&perr[i]);
+		close_fd(&pex[i]);
+	}
+	errno = e;
+	return rc;
 }
 
 /* ---- output and input ------------------------------------------------------ */
@@ -226,55 +270,29 @@ static int kill_leftovers(const struct stage_ctx *c, const struct child_proc *p)
 /* Fork and exec the stage. Returns 0 with p filled, 1 when the child
  * could not become the command (failed[] = {step, errno}; nothing runs),
  * or -1 (reason in c->err). */
-static int start(const struct stage_ctx *c, struct child_spec *k, bool run_stage, struct child_proc *p,
-		 int failed[2])
+static int start(const struct stage_ctx *c, unsigned i, const char *path, const struct cgroup *group,
+		 struct child_proc *p, int failed[2])
 {
-	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, pex[2] = { -1, -1 };
-	int rc = -1;
+	const struct proto_request *r = c->req;
+	struct stage_exec x = {
+		.path = path, .argv = r->stage[i].argv, .env = c->env, .cwd = c->cfg->cwd, .uid = c->cfg->uid,
+		.gid = c->cfg->gid, .nproc = r->nproc, .nofile = r->nofile, .fsize = r->fsize, .cpu_ms = r->stage[i].cpu_ms,
+		.group = group,
+	};
 	/* A compile stage reads /dev/null; the host's stdin is the run stage's. */
-	if (!run_stage && (pin[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
-		rc = proto_errf(c->err, c->errlen, "opening /dev/null: %s", strerror(errno));
-		goto out;
-	}
-	if ((run_stage && pipe2(pin, O_CLOEXEC)) || pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC) ||
-	    pipe2(pex, O_CLOEXEC)) {
-		rc = proto_errf(c->err, c->errlen, "pipe: %s", strerror(errno));
-		goto out;
-	}
-	p->pid = fork();
-	if (p->pid < 0) {
-		rc = proto_errf(c->err, c->errlen, "fork: %s", strerror(errno));
-		goto out;
-	}
-	if (p->pid == 0) {
-		k->in = pin[0];
-		k->out = pout[1];
-		k->err = perr[1];
-		k->errfd = pex[1];
-		child(c, k);
-	}
-	close_fd(&pex[1]);   /* so the read below sees EOF once exec succeeded */
-	if (read(pex[0], failed, 2 * sizeof(int)) == (ssize_t)(2 * sizeof(int))) {
-		waitpid(p->pid, NULL, 0);
-		rc = 1;
-		goto out;
-	}
-	p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
-	if (pin[1] >= 0)
-		fcntl(pin[1], F_SETFL, O_NONBLOCK);
-	p->out = (struct stream){ pout[0], PROTO_STDOUT, 0, false };
-	p->err = (struct stream){ perr[0], PROTO_STDERR, 0, false };
-	p->in = (struct input){ .pipe = pin[1], .eof = !run_stage };
-	pout[0] = perr[0] = pin[1] = -1;
-	rc = 0;
-out:
-	for (int i = 0; i < 2; i++) {
-		close_fd(&pin[i]);
-		close_fd(&pout[i]);
-		close_fd(&perr[i]);
-		close_fd(&pex[i]);
-	}
-	return rc;
+	bool run_stage = i + 1 == r->nstages;
+	struct stage_proc sp;
+	int rc = stage_spawn(&x, run_stage, &sp, failed);
+	if (rc < 0)
+		return proto_errf(c->err, c->errlen, "starting stage %u: %s", i, strerror(errno));
+	if (rc == 1)
+		return 1;
+	p->pid = sp.pid;
+	p->pidfd = sp.pidfd;
+	p->out = (struct stream){ sp.out, PROTO_STDOUT, 0, false };
+	p->err = (struct stream){ sp.err, PROTO_STDERR, 0, false };
+	p->in = (struct input){ .pipe = sp.in, .eof = !run_stage };
+	return 0;
 }
 
 /* The drain ended before st did (a process outside the command's session
@@ -356,20 +374,14 @@ static int run_process(const struct stage_ctx *c, unsigned i, const char *path, 
 		       struct proto_exit *ex)
 {
 	const struct proto_stage *st = &c->req->stage[i];
-	struct child_spec k = { .st = st, .path = path, .group = group };
 	struct child_proc p = { .pidfd = -1, .group = group };
 	int failed[2] = { 0, 0 };
-	int r = start(c, &k, i + 1 == c->req->nstages, &p, failed);
+	int r = start(c, i, path, group, &p, failed);
 	if (r < 0)
 		return -1;
 	if (r == 1) {
-		/* Only exec's own answer says anything about the program; a
-		 * failed setup step is the agent's failure. */
-		int e = failed[1];
-		ex->kind = failed[0] != STEP_EXEC ? PROTO_END_ERROR
-			: e == ENOENT ? PROTO_END_NOT_FOUND
-			: (e == EACCES || e == ENOEXEC) ? PROTO_END_DENIED : PROTO_END_ERROR;
-		ex->code = e;
+		ex->kind = stage_exec_failed(failed);
+		ex->code = failed[1];
 		return 0;
 	}
 	int status = 0;

@@ -587,6 +587,10 @@ static void run_vm(struct exec *x)
 	f->session = SESSION_FAILED;
 	if (conn >= 0) {
 		f->session = session_run(conn, &plan->proto, &io, deadline, &x->sr);
+		if (plan->sandbox && f->session == SESSION_DONE) {
+			logf_(x, "sandbox ready in %lld ms", (long long)(clock_mono_ms() - start));
+			plan->serve(plan->ctx, conn);
+		}
 		exit_at = clock_mono_ms();
 		/* before the close, which vmm would pass on to the guest */
 		if (f->session == SESSION_TIMEOUT && x->sr.hello_ms)

@@ -73,6 +73,10 @@ struct run_request {
 	const char *const *secret_headers;
 	unsigned nsecret_headers;
 	const char *secret_ca;
+	/* A sandbox: no command of its own (spec's argv and source mode are
+	 * not read); the VM serves commands until the plan's serve hook says
+	 * it is over. The runtime's whole manifest is its allowlist. */
+	bool sandbox;
 };
 
 
@@ -127,6 +131,13 @@ struct run_plan {
 	int (*gate)(void *ctx, int64_t deadline_ms);
 	void *ctx;
 	int cancel_fd;                       /* readable: stop the run (-1: never) */
+	/* A sandbox's (required with run_request.sandbox): called once the
+	 * agent is READY (within timeout_s of vmm's start), with its
+	 * connection (proto_sandbox.h); the VM lives until it returns (it
+	 * must watch cancel_fd itself), then it is torn down as a run's is.
+	 * It does not close conn. */
+	void (*serve)(void *ctx, int conn);
+	bool sandbox;                        /* the plan is a sandbox's */
 };
 
 /* Set r up for a run of req: a fresh run id, the limits asked for, the

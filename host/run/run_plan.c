@@ -292,7 +292,8 @@ static int open_io(struct run_plan *plan, const struct run_request *req, char *e
 static void build_request(struct run_plan *plan, const struct run_request *req, const char *compiled)
 {
 	struct proto_request *p = &plan->proto;
-	if (!plan->nstages_built) {
+	p->sandbox = plan->sandbox;
+	if (!plan->nstages_built && !plan->sandbox) {
 		p->nstages = 1;
 		p->stage[0] = (struct proto_stage){ .kind = PROTO_STAGE_RUN, .argc = req->spec->argc };
 		for (unsigned i = 0; i < req->spec->argc; i++)
@@ -476,6 +477,7 @@ static void plan_init(struct run_plan *plan, const struct run_request *req)
 	snprintf(plan->vmm, sizeof(plan->vmm), "%s", req->vmm);
 	plan->allow_weaker_jail = req->allow_weaker_jail;
 	plan->cold = req->cold;
+	plan->sandbox = req->sandbox;
 }
 
 int run_plan_snapshot(struct run_plan *plan, const struct run_request *req, char *err, size_t errlen)
@@ -519,6 +521,10 @@ int run_plan_build(struct run_plan *plan, const struct run_request *req, struct 
 		 !open_guest(plan, req, &rt, &manifest, manifest_name, sizeof(manifest_name), err, sizeof(err));
 	if (ok)
 		run_spec_effective(req->spec, req->spec->source ? &rt : NULL, &e);
+	if (ok && req->sandbox && req->spec->source) {
+		ok = 0;
+		snprintf(err, sizeof(err), "a sandbox runs no program of its own: no source files");
+	}
 	if (!ok || (req->spec->source && plan_stages(plan, req, &rt, &e, &compiled, r, err, sizeof(err))) ||
 	    load_policy(plan, req, manifest, manifest_name, err, sizeof(err)) ||
 	    run_spec_check(req->spec, &e, &plan->pol, RUN_SPEC_WORDS_CLI, err, sizeof(err))) {
@@ -538,7 +544,7 @@ int run_plan_build(struct run_plan *plan, const struct run_request *req, struct 
 	for (unsigned i = 0; plan->nstages_built && i < plan->proto.nstages; i++)
 		if (check_program(plan, plan->proto.stage[i].argv[0], compiled, r))
 			goto out;
-	if ((!plan->nstages_built && check_program(plan, req->spec->argv[0], NULL, r)))
+	if (!plan->nstages_built && !plan->sandbox && check_program(plan, req->spec->argv[0], NULL, r))
 		goto out;
 	if (open_io(plan, req, err, sizeof(err))) {
 		result_message(r, "%s", err);

@@ -120,6 +120,13 @@ int run_spec_from_json(const json_t *body, struct run_spec *rq, char *err, size_
  * not an object is a reason in err too. */
 int run_spec_from_text(const char *text, size_t len, struct run_spec *rq, char *err, size_t errlen);
 
+/* A sandbox's body (POST /v1/sandboxes, less what vmrund keeps itself):
+ * only runtime, env, limits (no timeout_s: a sandbox's life is its own)
+ * and network, as a run's; no command, and no files (its files API puts
+ * them in). The same rules and results as run_spec_from_json. */
+int run_spec_sandbox_from_json(const json_t *body, struct run_spec *rq, char *err, size_t errlen);
+int run_spec_sandbox_from_text(const char *text, size_t len, struct run_spec *rq, char *err, size_t errlen);
+
 /* The canonical JSON of rq (files and stdin base64, rules formatted, every
  * field that is set): run_spec_from_json reads it back into the same
  * spec. NULL when out of memory. The caller json_decref()s it. */

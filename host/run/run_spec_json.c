@@ -590,22 +590,26 @@ static int get_mode(const json_t *body, struct run_spec *rq, char *err, size_t e
 	return 0;
 }
 
-static int parse_body(const json_t *body, struct run_spec *rq, char *err, size_t errlen)
+/* A run's body, or a sandbox's (no command of its own, so none of what a
+ * run's command takes; its files come through its own API). */
+static int parse_body(const json_t *body, bool sandbox, struct run_spec *rq, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "runtime", "argv",   "files",   "args", "stdin",          "stdin_encoding",
 					    "env",     "limits", "compile", "run",  "keep_artifacts", "network",
 					    NULL };
+	static const char *const sandbox_keys[] = { "runtime", "env", "limits", "network", NULL };
 	if (!json_is_object(body))
 		return errf(err, errlen, "the request must be a JSON object");
 	if (too_deep(body, 1))
 		return errf(err, errlen, "JSON nested deeper than %d", RUN_SPEC_MAX_DEPTH);
-	if (known_keys(body, keys, "", err, errlen) || get_mode(body, rq, err, errlen) ||
-	    get_runtime(json_object_get(body, "runtime"), rq, err, errlen))
+	if (known_keys(body, sandbox ? sandbox_keys : keys, "", err, errlen) ||
+	    (!sandbox && get_mode(body, rq, err, errlen)) || get_runtime(json_object_get(body, "runtime"), rq, err, errlen))
 		return -1;
 	if (rq->source && !rq->runtime[0])
 		return errf(err, errlen, "runtime: is required with files and no argv (source mode)");
 	const json_t *v;
-	if (!rq->source && get_strings(json_object_get(body, "argv"), "argv", true, &rq->argv, &rq->argc, err, errlen))
+	if (!sandbox && !rq->source &&
+	    get_strings(json_object_get(body, "argv"), "argv", true, &rq->argv, &rq->argc, err, errlen))
 		return -1;
 	if ((v = json_object_get(body, "args")) && get_strings(v, "args", false, &rq->argv, &rq->argc, err, errlen))
 		return -1;
@@ -629,20 +633,32 @@ static int parse_body(const json_t *body, struct run_spec *rq, char *err, size_t
 	}
 	if ((v = json_object_get(body, "network")) && get_network(v, rq, err, errlen))
 		return -1;
+	if (sandbox && rq->timeout_s)
+		return errf(err, errlen, "limits.timeout_s: a sandbox's life is its own timeout_s, not a run's limit");
 	return 0;
 }
 
-int run_spec_from_json(const json_t *body, struct run_spec *rq, char *err, size_t errlen)
+static int from_json(const json_t *body, bool sandbox, struct run_spec *rq, char *err, size_t errlen)
 {
 	memset(rq, 0, sizeof(*rq));
-	if (parse_body(body, rq, err, errlen)) {
+	if (parse_body(body, sandbox, rq, err, errlen)) {
 		run_spec_free(rq);
 		return -1;
 	}
 	return 0;
 }
 
-int run_spec_from_text(const char *text, size_t len, struct run_spec *rq, char *err, size_t errlen)
+int run_spec_from_json(const json_t *body, struct run_spec *rq, char *err, size_t errlen)
+{
+	return from_json(body, false, rq, err, errlen);
+}
+
+int run_spec_sandbox_from_json(const json_t *body, struct run_spec *rq, char *err, size_t errlen)
+{
+	return from_json(body, true, rq, err, errlen);
+}
+
+static int from_text(const char *text, size_t len, bool sandbox, struct run_spec *rq, char *err, size_t errlen)
 {
 	memset(rq, 0, sizeof(*rq));
 	json_error_t je;
@@ -652,9 +668,19 @@ int run_spec_from_text(const char *text, size_t len, struct run_spec *rq, char *
 		return errf(err, errlen, "malformed JSON at line %d column %d: %s", je.line, je.column,
 			    errmsg_printable(q, sizeof(q), je.text));
 	}
-	int rc = run_spec_from_json(body, rq, err, errlen);
+	int rc = from_json(body, sandbox, rq, err, errlen);
 	json_decref(body);
 	return rc;
+}
+
+int run_spec_from_text(const char *text, size_t len, struct run_spec *rq, char *err, size_t errlen)
+{
+	return from_text(text, len, false, rq, err, errlen);
+}
+
+int run_spec_sandbox_from_text(const char *text, size_t len, struct run_spec *rq, char *err, size_t errlen)
+{
+	return from_text(text, len, true, rq, err, errlen);
 }
 
 /* ---- the canonical form --------------------------------------------------- */

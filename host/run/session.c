@@ -151,6 +151,9 @@ static int agent_frame(uint16_t type, const uint8_t *p, uint32_t len, bool *hell
 		return -1;
 	}
 	switch (type) {
+	case PROTO_READY:
+		/* a sandbox is up: what follows is the sandbox's own conversation */
+		return req->sandbox && res->stages ? SESSION_DONE : failed(res, "READY from the agent in a run");
 	case PROTO_STDOUT:
 	case PROTO_STDERR:
 		if (!res->stages)
@@ -262,6 +265,7 @@ static enum session_status converse(int fd, const struct proto_request *req, con
 	struct outbox *out = &c->out;
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	bool hello = false, request_sent = false;
+	out->stdin_done = req->sandbox;   /* a sandbox's commands take stdin of their own */
 	for (;;) {
 		bool want_stdin = request_sent && !out->len && !out->stdin_done;
 		if (want_stdin && io->stdin_fd < 0)
@@ -316,6 +320,8 @@ static enum session_status converse(int fd, const struct proto_request *req, con
 		int r;
 		while ((r = proto_reader_next(rd, &type, &payload, &len, res->error, sizeof(res->error))) == 1) {
 			int st = agent_frame(type, payload, len, &hello, req, io, res);
+			if (st == SESSION_DONE && req->sandbox && (rd->have != rd->consumed || out->len))
+				return failed(res, "the agent sent more after READY");
 			if (st >= 0)
 				return (enum session_status)st;
 			/* Queued at HELLO, before any other frame read with it:

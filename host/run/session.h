@@ -80,7 +80,10 @@ int session_accept(int listen_fd, int watch_fd, int cancel_fd, int64_t deadline_
  * (CLOCK_REALTIME) and io's run_id; req's own seed, time_ns and run_id
  * are not read, and req is not changed. Never blocks past deadline_ms,
  * nor past the current stage's own limit, nor past io's cancel_fd
- * becoming readable. Does not close fd. Reentrant: its state is its own. */
+ * becoming readable. Does not close fd. Reentrant: its state is its own.
+ * A sandbox's request (req->sandbox) sends no stdin and ends SESSION_DONE
+ * at the agent's READY, with nothing of the agent's read past it: fd is
+ * then the sandbox's (proto_sandbox.h), the caller's to go on with. */
 enum session_status session_run(int fd, const struct proto_request *req, const struct session_io *io,
 				int64_t deadline_ms, struct session_result *res);
 

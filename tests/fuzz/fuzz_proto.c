@@ -13,8 +13,8 @@
  *   - HELLO: the version is PROTO_VERSION, 4..4+PROTO_MAX_STR bytes;
  *   - EXIT: PROTO_EXIT_LEN bytes, a known kind, only known flags, the
  *     reserved word 0, a stage below PROTO_MAX_STAGES;
- *   - REQUEST (version PROTO_VERSION): 1..PROTO_MAX_STAGES stages, COMPILE
- *     ones first and one RUN stage last, each with argv NULL-terminated,
+ *   - REQUEST (version PROTO_VERSION): a sandbox's with no stage, else
+ *     1..PROTO_MAX_STAGES stages, COMPILE ones first and one RUN stage last, each with argv NULL-terminated,
  *     argc in 1..PROTO_MAX_ARGS and a non-empty argv[0]; env
  *     NULL-terminated, counts within their limits, every string inside
  *     the request's storage, NUL-free (re-encoding gives back exactly as
@@ -201,7 +201,8 @@ static bool valid_name(const char *s)
 
 static void check_request(const struct proto_request *r)
 {
-	check(r->nstages >= 1 && r->nstages <= PROTO_MAX_STAGES, "nstages in 1..PROTO_MAX_STAGES");
+	check(r->sandbox ? r->nstages == 0 : (r->nstages >= 1 && r->nstages <= PROTO_MAX_STAGES),
+	      "a sandbox: no stage; a run: nstages in 1..PROTO_MAX_STAGES");
 	for (unsigned s = 0; s < r->nstages; s++) {
 		const struct proto_stage *st = &r->stage[s];
 		check(st->kind == (s + 1 == r->nstages ? PROTO_STAGE_RUN : PROTO_STAGE_COMPILE),
@@ -237,7 +238,8 @@ static void check_request(const struct proto_request *r)
 
 static void check_same(const struct proto_request *a, const struct proto_request *b)
 {
-	check(a->nstages == b->nstages && a->envc == b->envc && a->nallow == b->nallow, "re-decoded counts");
+	check(a->nstages == b->nstages && a->envc == b->envc && a->nallow == b->nallow && a->sandbox == b->sandbox,
+	      "re-decoded counts");
 	for (unsigned s = 0; s < a->nstages; s++) {
 		const struct proto_stage *x = &a->stage[s], *y = &b->stage[s];
 		check(x->kind == y->kind && x->argc == y->argc, "re-decoded stage");
@@ -342,7 +344,7 @@ static void run_pass(const uint8_t *s, size_t n, const uint8_t *sched, size_t ns
 		int r;
 		err[0] = '\0';
 		while ((r = proto_reader_next(&rd, &type, &p, &len, err, sizeof(err))) == 1) {
-			check(type >= PROTO_HELLO && type <= PROTO_ERROR, "frame type known");
+			check(type >= PROTO_HELLO && type <= PROTO_TYPE_LAST, "frame type known");
 			check(len <= PROTO_MAX_PAYLOAD, "frame within PROTO_MAX_PAYLOAD");
 			check(p == rd.buf + PROTO_HDR_LEN, "payload right after the header");
 			taken += PROTO_HDR_LEN + len;

@@ -203,7 +203,7 @@ static void hello_round_trip(void **state)
 	memset(buf, 0xee, sizeof(buf));
 	size_t n = proto_encode_hello(buf, sizeof(buf), "vmrun-agent 0.1.0");
 	assert_int_equal(n, 4 + 17);
-	static const uint8_t want[] = { 4, 0, 0, 0, 'v', 'm', 'r', 'u', 'n', '-', 'a', 'g', 'e', 'n', 't',
+	static const uint8_t want[] = { 5, 0, 0, 0, 'v', 'm', 'r', 'u', 'n', '-', 'a', 'g', 'e', 'n', 't',
 					' ', '0', '.', '1', '.', '0' };
 	assert_memory_equal(buf, want, sizeof(want));
 	assert_int_equal(buf[n], 0xee);   /* no NUL written after the name */
@@ -246,8 +246,8 @@ static void hello_refused(void **state)
 	assert_int_equal(proto_decode_hello(buf, 4 + PROTO_MAX_STR + 1, &version, err, sizeof(err)), -1);
 	assert_string_equal(err, "HELLO of 4101 bytes");
 
-	/* wrong versions: 0, the last ones, the next one, a byte-swapped 4 */
-	const uint32_t bad[] = { 0, 1, 2, 3, 5, 0x04000000u, UINT32_MAX };
+	/* wrong versions: 0, the last ones, the next one, a byte-swapped 5 */
+	const uint32_t bad[] = { 0, 1, 2, 3, 4, 6, 0x05000000u, UINT32_MAX };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memcpy(buf, &bad[i], 4);
 		memcpy(buf + 4, "agent", 5);
@@ -259,7 +259,7 @@ static void hello_refused(void **state)
 	v = 1;
 	memcpy(buf, &v, 4);
 	assert_int_equal(proto_decode_hello(buf, 4, &version, err, sizeof(err)), -1);
-	assert_string_equal(err, "agent speaks protocol version 1, this host 4");
+	assert_string_equal(err, "agent speaks protocol version 1, this host 5");
 }
 
 /* ---- EXIT ----------------------------------------------------------------- */
@@ -479,7 +479,7 @@ static void request_exact_bytes(void **state)
 	size_t n = proto_encode_request(&req, enc, sizeof(enc));
 	assert_int_equal(n, 4 + 8 + 5 + 4 * 12 + UNIQUE_LEN);
 	static const uint8_t want[] = {
-		4, 0, 0, 0,
+		5, 0, 0, 0,
 		8, 0, 4, 0, 2, 0, 0, 0,
 		1, 0, 1, 0, 'a',
 		4, 0, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0,
@@ -505,7 +505,7 @@ static void request_exact_bytes(void **state)
 	memset(enc, 0xee, sizeof(enc));
 	n = proto_encode_request(&req, enc, sizeof(enc));
 	static const uint8_t want2[] = {
-		4, 0, 0, 0,
+		5, 0, 0, 0,
 		8, 0, 4, 0, 1, 0, 0, 0,
 		1, 0, 1, 0, 'c',
 		9, 0, 8, 0, 2, 1, 0, 0, 0, 0, 0, 0,
@@ -636,11 +636,11 @@ static void request_version(void **state)
 	pb_str(&pb, PROTO_T_ARG, "prog");
 	pb_required(&pb);
 	assert_int_equal(decode_pb(), 0);
-	const uint32_t bad[] = { 0, 1, 2, 3, 5, 0x04000000u, UINT32_MAX };
+	const uint32_t bad[] = { 0, 1, 2, 3, 4, 6, 0x05000000u, UINT32_MAX };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memcpy(pb.b, &bad[i], 4);
 		char want[96];
-		snprintf(want, sizeof(want), "host speaks protocol version %u, this agent 4", bad[i]);
+		snprintf(want, sizeof(want), "host speaks protocol version %u, this agent 5", bad[i]);
 		assert_int_equal(decode_pb(), -1);
 		assert_string_equal(err, want);
 	}
@@ -648,7 +648,7 @@ static void request_version(void **state)
 	memset(&pb, 0, sizeof(pb));
 	pb_str(&pb, PROTO_T_ARG, "ls");
 	pb_required(&pb);
-	assert_refused("host speaks protocol version 131073, this agent 4");   /* 01 00 02 00 */
+	assert_refused("host speaks protocol version 131073, this agent 5");   /* 01 00 02 00 */
 	/* too short for a version */
 	for (size_t n = 0; n < 4; n++) {
 		pb.n = n;
@@ -1057,7 +1057,7 @@ static void request_limits(void **state)
 static void request_unknown_tag(void **state)
 {
 	(void)state;
-	static const uint16_t bad[] = { 0, PROTO_T_RUN_ID + 1, 16, 0x100, 0x8001, 0xffff };
+	static const uint16_t bad[] = { 0, PROTO_T_SANDBOX + 1, PROTO_T_MODE + 1, 0x100, 0x8001, 0xffff };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		pb_run(&pb, "prog");
 		pb_required(&pb);
@@ -1069,8 +1069,8 @@ static void request_unknown_tag(void **state)
 	/* an unknown tag with 8 bytes is not taken for a limit either */
 	pb_run(&pb, "prog");
 	pb_required(&pb);
-	pb_u64(&pb, 15, 1);
-	assert_refused("unknown field 15");
+	pb_u64(&pb, PROTO_T_MODE + 1, 1);
+	assert_refused("unknown field 21");
 }
 
 /* r: one RUN stage of "a", every limit 1, no NET. */
@@ -1734,7 +1734,7 @@ static void reader_hostile(void **state)
 	proto_header(h, PROTO_STDIN, PROTO_MAX_PAYLOAD);
 	assert_int_equal(reader_on(h, sizeof(h)), 0);
 	/* unknown types */
-	static const uint16_t bad[] = { 0, PROTO_ERROR + 1, 0x100, 0xffff };
+	static const uint16_t bad[] = { 0, PROTO_TYPE_LAST + 1, 0x100, 0xffff };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		proto_header(h, bad[i], 0);
 		assert_int_equal(reader_on(h, sizeof(h)), -1);

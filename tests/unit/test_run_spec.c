@@ -695,9 +695,47 @@ static void builders(void **state)
 	run_spec_free(&rq);
 }
 
+/* A sandbox's body: what a run's command takes is refused, the rest is
+ * read as a run's. */
+static void sandbox_body(void **state)
+{
+	(void)state;
+	struct run_spec rq;
+	const char *ok = "{\"runtime\":\"python\",\"env\":{\"A\":\"1\"},\"limits\":{\"memory_mib\":512,\"cpus\":2},"
+			 "\"network\":{\"allow\":[\"pypi.org\"]}}";
+	assert_int_equal(run_spec_sandbox_from_text(ok, strlen(ok), &rq, err, sizeof(err)), 0);
+	assert_string_equal(rq.runtime, "python");
+	assert_int_equal(rq.argc, 0);
+	assert_false(rq.source);
+	assert_int_equal(rq.memory_mib, 512);
+	assert_int_equal(rq.nenv, 1);
+	assert_int_equal(rq.nnet, 1);
+	run_spec_free(&rq);
+	assert_int_equal(run_spec_sandbox_from_text("{}", 2, &rq, err, sizeof(err)), 0);   /* the default image */
+	run_spec_free(&rq);
+	const struct { const char *body, *why; } bad[] = {
+		{ "{\"argv\":[\"true\"]}", "argv" },
+		{ "{\"files\":[]}", "files" },
+		{ "{\"stdin\":\"x\"}", "stdin" },
+		{ "{\"compile\":{}}", "compile" },
+		{ "{\"limits\":{\"timeout_s\":5}}", "limits.timeout_s: a sandbox's life is its own" },
+		{ "{\"limits\":{\"memory_mib\":\"x\"}}", "memory_mib" },
+		{ "[]", "JSON object" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (run_spec_sandbox_from_text(bad[i].body, strlen(bad[i].body), &rq, err, sizeof(err)) != -1 ||
+		    !strstr(err, bad[i].why))
+			fail_msg("%s: \"%s\", wanted \"%s\"", bad[i].body, err, bad[i].why);
+		run_spec_free(&rq);
+	}
+	/* and a run's body still needs its command */
+	refused("{\"runtime\":\"python\"}", "argv or files is required");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(sandbox_body),
 		cmocka_unit_test(argv_mode),     cmocka_unit_test(source_mode),   cmocka_unit_test(refuses_shape),
 		cmocka_unit_test(refuses_types), cmocka_unit_test(refuses_files), cmocka_unit_test(caps),
 		cmocka_unit_test(refuses_nul),   cmocka_unit_test(decodes),       cmocka_unit_test(round_trip),

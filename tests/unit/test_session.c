@@ -297,7 +297,7 @@ static void scripted_agents(void **state)
 	uint8_t v3[8] = { PROTO_VERSION + 1, 0, 0, 0, 'x' };
 	n = put_frame(s, PROTO_HELLO, v3, 5);
 	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(res.error, "bad HELLO: agent speaks protocol version 5, this host 4");
+	assert_string_equal(res.error, "bad HELLO: agent speaks protocol version 6, this host 5");
 	assert_int_equal(res.hello_ms, 0);
 
 	/* ERROR ends the run, its text (up to 400 bytes) kept */
@@ -343,9 +343,14 @@ static void scripted_agents(void **state)
 	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
 	assert_string_equal(res.error, "unexpected frame type 3 from the agent");
 	n = put_frame(s, PROTO_HELLO, hello, hn);
-	n += put_frame(s + n, 9, NULL, 0);
+	n += put_frame(s + n, PROTO_TYPE_LAST + 1, NULL, 0);
 	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(res.error, "unknown frame type 9");
+	assert_string_equal(res.error, "unknown frame type 17");
+	/* a sandbox's frame in a run */
+	n = put_frame(s, PROTO_HELLO, hello, hn);
+	n += put_frame(s + n, PROTO_READY, NULL, 0);
+	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
+	assert_string_equal(res.error, "READY from the agent in a run");
 	n = put_frame(s, PROTO_HELLO, hello, hn);
 	proto_header(s + n, PROTO_STDOUT, PROTO_MAX_PAYLOAD + 1);
 	n += PROTO_HDR_LEN;

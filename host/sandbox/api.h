@@ -1,0 +1,81 @@
+/* What the sandbox API's files share (api.c, api_commands.c,
+ * api_files.c): the answers, waiting on the guest, a request's state, and
+ * each endpoint's handler, which routing in api.c calls. Internal to
+ * host/sandbox/. */
+#ifndef VMRUN_SANDBOX_API_H
+#define VMRUN_SANDBOX_API_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "supervisor.h"
+
+#define WAIT_MAX_S 3600   /* ?wait= at most */
+
+/* What one request accumulates between calls. */
+struct req_state {
+	char *body;
+	size_t len, cap;
+	bool too_big, answered;
+	/* PUT /files: the write under way */
+	struct sbx_fop *write;
+	uint32_t write_id;
+	bool write_failed;
+};
+
+/* Answer with bytes of a content type (copied), JSON (taken: decref'd,
+ * a newline after it), or {"message": ...}. */
+enum MHD_Result api_answer_bytes(struct MHD_Connection *conn, unsigned status, const char *type, const void *p, size_t n);
+enum MHD_Result api_answer_json(struct MHD_Connection *conn, unsigned status, json_t *v);
+enum MHD_Result api_answer_error(struct MHD_Connection *conn, unsigned status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The HTTP status for a guest's errno from a file operation. Pure. */
+unsigned api_errno_status(int e);
+
+/* Wait (mu held) until done(arg) or until_ms (CLOCK_REALTIME). */
+void api_wait_until(struct sbx *s, bool (*done)(void *), void *arg, int64_t until_ms);
+
+/* CLOCK_REALTIME in ms. */
+int64_t api_now_ms(void);
+
+/* ?wait=S: seconds, 0 when absent, WAIT_MAX_S for a bare "wait"; -1 when
+ * not a number in 0..WAIT_MAX_S. */
+long api_wait_arg(struct MHD_Connection *conn);
+
+/* Give back a reference on c (taken by routing's lookup, or by
+ * api_post_command). */
+void api_command_put(struct sbx *s, struct sbx_cmd *c);
+
+/* ---- api_commands.c: each takes the request's parsed body where it has one ---- */
+
+/* POST /commands: text (len bytes) is the raw body, what an
+ * Idempotency-Key is held to. */
+enum MHD_Result api_post_command(struct sbx *s, struct MHD_Connection *conn, const char *text, size_t len,
+				 json_t *body);
+enum MHD_Result api_list_commands(struct sbx *s, struct MHD_Connection *conn);
+/* Command c (a reference held), once it ended or wait_s passed. */
+enum MHD_Result api_answer_cmd(struct sbx *s, struct MHD_Connection *conn, struct sbx_cmd *c, long wait_s,
+			       unsigned status);
+enum MHD_Result api_cmd_stdin(struct sbx *s, struct MHD_Connection *conn, struct sbx_cmd *c, json_t *body);
+enum MHD_Result api_cmd_signal(struct sbx *s, struct MHD_Connection *conn, struct sbx_cmd *c, json_t *body);
+/* The stream takes over the reference on c, and gives it back at its end. */
+enum MHD_Result api_cmd_events(struct sbx *s, struct MHD_Connection *conn, struct sbx_cmd *c);
+
+/* ---- api_files.c ---- */
+
+/* STAT, MKDIR, REMOVE, RENAME (path2: its target): answered once the guest
+ * answered. */
+enum MHD_Result api_fop_simple(struct sbx *s, struct MHD_Connection *conn, uint32_t op, const char *path,
+			       const char *path2);
+enum MHD_Result api_list_files(struct sbx *s, struct MHD_Connection *conn, const char *path);
+enum MHD_Result api_get_file(struct sbx *s, struct MHD_Connection *conn, const char *path);
+/* PUT /files: called for the head, each piece of the body, and its end. */
+enum MHD_Result api_put_file(struct sbx *s, struct MHD_Connection *conn, struct req_state *st, const char *upload,
+			     size_t *upload_size);
+
+#endif

@@ -1,0 +1,157 @@
+/* What the sandbox's API says (host/sandbox/supervisor.h): commands, the
+ * sandbox, file entries, as JSON. */
+#include "supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "spool.h"
+
+static json_t *time_json(int64_t ms)
+{
+	if (!ms)
+		return json_null();
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	char buf[40];
+	gmtime_r(&t, &tm);
+	size_t n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + n, sizeof(buf) - n, ".%03dZ", (int)(ms % 1000));
+	return json_string(buf);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static const char *end_name(uint32_t kind)
+{
+	switch (kind) {
+	case PROTO_END_EXITED: return "exited";
+	case PROTO_END_SIGNALED: return "signaled";
+	case PROTO_END_DENIED: return "denied";
+	case PROTO_END_NOT_FOUND: return "not_found";
+	default: return "error";
+	}
+}
+
+void sbx_cmd_output(const struct sbx *s, uint32_t id, json_t *o)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/" SBX_CMDS_DIR "/%u.out", s->dir, id);
+	uint8_t *raw = NULL;
+	size_t len = 0;
+	/* the worst a guest can make of it: a record per byte of each stream */
+	uint64_t cap = 2 * s->max_output * (1 + sizeof(struct spool_record)) + 4096;
+	char *text[2] = { NULL, NULL };
+	size_t tlen[2] = { 0, 0 };
+	if (spool_read_file(AT_FDCWD, path, cap, &raw, &len) == 0) {
+		/* the records of each stream, concatenated, then made text */
+		uint8_t *bytes[2] = { malloc(len + 1), malloc(len + 1) };
+		size_t n[2] = { 0, 0 };
+		for (size_t at = 0; bytes[0] && bytes[1] && at + sizeof(struct spool_record) <= len;) {
+			struct spool_record h;
+			memcpy(&h, raw + at, sizeof(h));
+			at += sizeof(h);
+			if (h.len > len - at)
+				break;
+			int i = h.stream == PROTO_STDERR;
+			memcpy(bytes[i] + n[i], raw + at, h.len);
+			n[i] += h.len;
+			at += h.len;
+		}
+		for (int i = 0; i < 2; i++)
+			if (bytes[i])
+				text[i] = spool_utf8(bytes[i], n[i], &tlen[i]);
+		free(bytes[0]);
+		free(bytes[1]);
+		free(raw);
+	}
+	json_object_set_new(o, "stdout", json_stringn(text[0] ? text[0] : "", tlen[0]));
+	json_object_set_new(o, "stderr", json_stringn(text[1] ? text[1] : "", tlen[1]));
+	free(text[0]);
+	free(text[1]);
+}
+
+json_t *sbx_cmd_json(const struct sbx *s, const struct sbx_cmd *c)
+{
+	(void)s;
+	json_t *o = json_object();
+	json_object_set_new(o, "id", json_integer(c->id));
+	json_object_set(o, "request", c->request);
+	json_object_set_new(o, "state", json_string(c->ended ? "ended" : "running"));
+	json_object_set_new(o, "started_at", time_json(c->started_ms));
+	json_object_set_new(o, "ended_at", time_json(c->ended_ms));
+	if (c->ended) {
+		const struct proto_exit *e = &c->exit;
+		json_object_set_new(o, "end", json_string(end_name(e->kind)));
+		json_object_set_new(o, "exit_code", e->kind == PROTO_END_EXITED ? json_integer(e->code) : json_null());
+		json_object_set_new(o, "signal", e->kind == PROTO_END_SIGNALED ? json_integer(e->signal) : json_null());
+		json_object_set_new(o, "timed_out", json_boolean(e->flags & PROTO_EXIT_TIMED_OUT));
+		json_object_set_new(o, "stdout_truncated", json_boolean(e->flags & PROTO_EXIT_STDOUT_TRUNCATED));
+		json_object_set_new(o, "stderr_truncated", json_boolean(e->flags & PROTO_EXIT_STDERR_TRUNCATED));
+		json_object_set_new(o, "usage", json_pack("{s:I,s:I,s:I,s:I}", "cpu_ms", (json_int_t)e->cpu_ms,
+							 "max_rss_kib", (json_int_t)e->max_rss_kib, "stdout_bytes",
+							 (json_int_t)e->stdout_bytes, "stderr_bytes",
+							 (json_int_t)e->stderr_bytes));
+	}
+	return o;
+}
+
+static const char *const state_names[] = { "starting", "running", "stopping", "stopped" };
+
+json_t *sbx_json(const struct sbx *s)
+{
+	int64_t left = s->deadline_ms - now_ms();
+	json_t *o = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:f,s:O,s:i,s:I,s:I}", "id", s->id, "state",
+			      state_names[s->state], "reason", s->reason, "created_at", time_json(s->created_ms),
+			      "started_at", time_json(s->started_ms), "timeout_at", time_json(s->deadline_ms),
+			      "time_left_s", s->state == SBX_RUNNING && left > 0 ? (double)left / 1000.0 : 0.0, "limits",
+			      s->limits ? s->limits : json_null(), "commands_running", (int)s->running, "commands",
+			      (json_int_t)(s->next_cmd - 1), "guest_faults", (json_int_t)s->guest_faults);
+	return o;
+}
+
+json_t *sbx_entry_json(const struct proto_entry *e)
+{
+	const char *type = S_ISREG(e->mode) ? "file" : S_ISDIR(e->mode) ? "dir" : S_ISLNK(e->mode) ? "symlink" : "other";
+	char mode[8];
+	snprintf(mode, sizeof(mode), "%04o", e->mode & 07777);
+	json_t *name = json_stringn(e->name, strlen(e->name));
+	if (!name) {   /* not UTF-8: the guest's bytes, made text */
+		size_t n;
+		char *t = spool_utf8((const uint8_t *)e->name, strlen(e->name), &n);
+		name = t ? json_stringn(t, n) : json_string("?");
+		free(t);
+	}
+	return json_pack("{s:o,s:s,s:I,s:s,s:o}", "name", name, "type", type, "size", (json_int_t)e->size, "mode", mode,
+			 "mtime", time_json(e->mtime_ns / 1000000));
+}
+
+int sbx_signal_number(const json_t *v)
+{
+	if (json_is_integer(v)) {
+		json_int_t n = json_integer_value(v);
+		return n >= 1 && n <= PROTO_MAX_SIGNAL ? (int)n : 0;
+	}
+	const char *name = json_string_value(v);
+	if (!name)
+		return 0;
+	if (!strncasecmp(name, "SIG", 3))
+		name += 3;
+	for (int n = 1; n <= PROTO_MAX_SIGNAL; n++) {
+		const char *abbrev = sigabbrev_np(n);
+		if (abbrev && !strcasecmp(abbrev, name))
+			return n;
+	}
+	return 0;
+}

@@ -1,0 +1,170 @@
+/* vmrund-sandbox: one sandbox (host/sandbox/supervisor.h).
+ *
+ *   vmrund-sandbox [--timeout S] [--max-timeout S] DIR VMM GUEST_DIR POLICY
+ *
+ * DIR holds the sandbox's run spec (request.json: runtime, env, limits,
+ * network); POLICY is root's policy file as vmrund read it ("" for none).
+ * Its life is S seconds (default 300), extendable through the API up to
+ * --max-timeout (default S). It starts a session of its own, so that the
+ * vmrund that started it may stop or die without taking the sandbox with
+ * it; SIGTERM stops the sandbox. Parse, plan, serve, run, tear down;
+ * every message gets "vmrund-sandbox: ". */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "errmsg.h"
+#include "run.h"
+#include "run_spec.h"
+#include "supervisor.h"
+#include "spool.h"
+
+#define SPEC_MAX_BYTES (64u << 20)
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("vmrund-sandbox: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+static void on_log(void *ctx, bool console, const char *text)
+{
+	(void)ctx;
+	say("%s%s", console ? "guest console: " : "", text);
+}
+
+struct args {
+	double timeout_s, max_timeout_s;
+	const char *dir, *vmm, *guest, *policy;
+};
+
+static int parse(int argc, char **argv, struct args *a)
+{
+	static const struct option opts[] = { { "timeout", required_argument, NULL, 't' },
+					      { "max-timeout", required_argument, NULL, 'm' }, { NULL, 0, NULL, 0 } };
+	*a = (struct args){ .timeout_s = 300 };
+	int c;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		char *end;
+		double v = c == 't' || c == 'm' ? strtod(optarg, &end) : 0;
+		if ((c != 't' && c != 'm') || *end || !(v > 0) || v > 366.0 * 86400)
+			return say("usage: vmrund-sandbox [--timeout S] [--max-timeout S] DIR VMM GUEST_DIR POLICY"), -1;
+		*(c == 't' ? &a->timeout_s : &a->max_timeout_s) = v;
+	}
+	if (argc - optind != 4)
+		return say("usage: vmrund-sandbox [--timeout S] [--max-timeout S] DIR VMM GUEST_DIR POLICY"), -1;
+	if (a->max_timeout_s < a->timeout_s)
+		a->max_timeout_s = a->timeout_s;
+	a->dir = argv[optind];
+	a->vmm = argv[optind + 1];
+	a->guest = argv[optind + 2];
+	a->policy = argv[optind + 3];
+	return 0;
+}
+
+static int read_spec(const char *dir, struct run_spec *spec, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/" SPOOL_REQUEST, dir);
+	uint8_t *buf;
+	size_t len;
+	errno = 0;
+	if (spool_read_file(AT_FDCWD, path, SPEC_MAX_BYTES, &buf, &len) < 0)
+		return errf(err, errlen, "%.300s: %s", path, errno ? strerror(errno) : "not a regular file of at most 64 MiB");
+	char why[400];
+	int rc = run_spec_sandbox_from_text((const char *)buf, len, spec, why, sizeof(why));
+	free(buf);
+	return rc ? errf(err, errlen, "%.300s: %s", path, why) : 0;
+}
+
+/* What the plan settled, for GET / and the caps on what the guest sends. */
+static void adopt_plan(struct sbx *s, const struct run_plan *plan, const struct args *a)
+{
+	snprintf(s->id, sizeof(s->id), "%s", plan->run_id);
+	s->max_output = plan->max_output;
+	s->max_upload = plan->disk_mib << 20;
+	s->max_timeout_s = (uint64_t)a->max_timeout_s;
+	s->deadline_ms = s->created_ms + (int64_t)(a->timeout_s * 1000.0);
+	s->limits = json_pack("{s:I,s:I,s:I,s:I,s:f,s:f,s:s}", "memory_mib", (json_int_t)plan->memory_mib, "cpus",
+			      (json_int_t)plan->cpus, "disk_mib", (json_int_t)plan->disk_mib, "max_output",
+			      (json_int_t)plan->max_output, "timeout_s", a->timeout_s, "max_timeout_s", a->max_timeout_s,
+			      "runtime", plan->runtime);
+}
+
+int main(int argc, char **argv)
+{
+	struct args a;
+	if (parse(argc, argv, &a))
+		return 2;
+	(void)setsid();   /* not in vmrund's session: its end is not ours */
+	int sigfd = run_cancel_signals();
+	if (sigfd < 0) {
+		say("signals: %s", strerror(errno));
+		return 1;
+	}
+	static struct sbx s;
+	static struct run_spec spec;
+	struct run_result *r = calloc(1, sizeof(*r));
+	struct run_plan *plan = calloc(1, sizeof(*plan));
+	char err[600] = "";
+	int status = 1;
+	if (!r || !plan || sbx_init(&s, a.dir)) {
+		say("%s: %s", a.dir, strerror(errno ? errno : ENOMEM));
+		return 1;
+	}
+	pthread_mutex_lock(&s.mu);
+	sbx_set_state(&s, SBX_STARTING, "");
+	pthread_mutex_unlock(&s.mu);
+	struct sbx_http *http = NULL;
+	if (read_spec(a.dir, &spec, err, sizeof(err)))
+		goto out;
+	struct run_request req = { .spec = &spec, .vmm = a.vmm, .guest_dir = a.guest, .system_policy = a.policy,
+				   .sandbox = true };
+	run_result_init(r, &req);
+	if (run_plan_build(plan, &req, r)) {
+		snprintf(err, sizeof(err), "%s", r->message);
+		goto out;
+	}
+	adopt_plan(&s, plan, &a);
+	if (!(http = sbx_http_start(&s, err, sizeof(err))))
+		goto release;
+	struct sbx_run run = { &s, sigfd };
+	plan->serve = sbx_serve;
+	plan->ctx = &run;
+	plan->log = on_log;
+	plan->cancel_fd = sigfd;
+	plan->timeout_s = SBX_BOOT_TIMEOUT_S;   /* to READY; its life is the sandbox's own */
+	run_execute(plan, r);
+	snprintf(err, sizeof(err), "%s", s.state == SBX_STARTING ? r->message : s.reason);
+	status = 0;
+release:
+	run_plan_release(plan);
+out:
+	pthread_mutex_lock(&s.mu);
+	if (s.state == SBX_STARTING && !err[0])
+		snprintf(err, sizeof(err), "it did not start");
+	sbx_set_state(&s, SBX_STOPPED, err);
+	pthread_mutex_unlock(&s.mu);
+	if (status)
+		say("%s", err);
+	sbx_http_stop(http);
+	sbx_release(&s);
+	run_spec_free(&spec);
+	result_free(r);
+	free(r);
+	free(plan);
+	close(sigfd);
+	return status;
+}

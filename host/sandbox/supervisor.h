@@ -1,0 +1,225 @@
+/* vmrund-sandbox: one sandbox's VM and everything it holds, in a process
+ * of its own that outlives the vmrund that started it (a restart adopts
+ * it by its directory). Its API is HTTP on a Unix socket in the
+ * sandbox's directory, the sandbox's part of vmrund's /v1/sandboxes/ID
+ * (vmrund adds tenants, the store and the way in):
+ *
+ *   GET    /                          the sandbox: state, times, limits
+ *   DELETE /                          stop it (the VM is destroyed)
+ *   POST   /timeout                   {"timeout_s": N}: its life from now
+ *   POST   /commands[?wait=S]         start a command (below); with wait,
+ *                                     answer once it ended or S seconds
+ *   GET    /commands                  running and recent ones
+ *   GET    /commands/CID[?wait=S]     one, its output and how it ended
+ *   GET    /commands/CID/events       its output as Server-Sent Events,
+ *                                     from the start, live, then "exit"
+ *   POST   /commands/CID/stdin        {"data": "...", "close": bool}
+ *   POST   /commands/CID/signal       {"signal": "TERM" | 15}
+ *   GET    /files?path=P              a file's bytes
+ *   PUT    /files?path=P[&mode=0644]  a file's bytes, streamed to the guest
+ *   GET    /files/list?path=P         {"entries": [{name, type, size, mode, mtime}]}
+ *   GET    /files/stat?path=P         one entry
+ *   POST   /files/mkdir               {"path": P}: with its parents
+ *   POST   /files/remove              {"path": P}: a directory with its contents
+ *   POST   /files/rename              {"from": P, "to": Q}
+ *
+ * A command: {"argv": [...], "cwd": "dir", "env": {...}, "stdin": "...",
+ * "timeout_s": 60, "background": false}. A foreground command's stdin is
+ * closed after "stdin"; a background one's stays open for .../stdin.
+ * Commands are numbered from 1; an Idempotency-Key on POST /commands
+ * names one command for the sandbox's life: the same key and body again
+ * answer with that command, never a second run; another body is 422.
+ *
+ * Files and the state live in the sandbox's directory DIR:
+ *   DIR/request.json   the sandbox's run spec (vmrund writes it)
+ *   DIR/api.sock       the API
+ *   DIR/state.json     {"state", "reason", "pid", "timeout_at"}, replaced
+ *                      whole at every change
+ *   DIR/cmds/CID.out   each command's output (spool records, capped at
+ *                      the spec's max_output per stream)
+ * Everything that comes from the guest is bounded and checked before it
+ * is kept or shown. */
+#ifndef VMRUN_SANDBOX_SUPERVISOR_H
+#define VMRUN_SANDBOX_SUPERVISOR_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "proto.h"
+#include "proto_sandbox.h"
+
+#define SBX_API_SOCK        "api.sock"
+#define SBX_STATE_FILE      "state.json"
+#define SBX_CMDS_DIR        "cmds"
+#define SBX_MAX_CMDS        256      /* kept (running and recent); the oldest ended go first */
+#define SBX_MAX_FILE_OPS    64       /* file operations under way at once */
+#define SBX_DEFAULT_CMD_TIMEOUT_S 60
+#define SBX_MAX_BODY        (16u << 20)   /* a JSON body */
+#define SBX_IDEM_KEY_MAX    255
+#define SBX_BOOT_TIMEOUT_S  60       /* from vmm's start to the agent's READY */
+
+/* The agent's limit on commands at once (guest-agent/sandbox.h). */
+#define SANDBOX_MAX_CMDS_GUEST 64
+
+enum sbx_state { SBX_STARTING, SBX_RUNNING, SBX_STOPPING, SBX_STOPPED };
+
+/* One command, as the supervisor keeps it. */
+struct sbx_cmd {
+	uint32_t id;
+	json_t *request;              /* what was asked (argv, cwd, env names, timeout_s, background) */
+	bool ended;
+	struct proto_exit exit;
+	int64_t started_ms, ended_ms; /* CLOCK_REALTIME */
+	int out_fd;                   /* its output file, open while it runs */
+	uint64_t kept[2];             /* bytes of stdout and stderr kept (capped) */
+	bool stdin_closed;
+	unsigned refs;                /* API threads holding it: it is not dropped while they do */
+};
+
+/* A file operation under way: its answer, and READ's bytes as they come. */
+struct sbx_fop {
+	bool used, ended;
+	uint32_t id;
+	uint32_t op;
+	int32_t error;
+	uint32_t flags;
+	bool has_entry;
+	struct proto_entry entry;
+	uint8_t *data;                /* READ's bytes and LIST's entries not yet taken */
+	size_t len, cap, taken;
+	uint64_t total;               /* everything that came */
+	bool abandoned;               /* its asker left: its FILE_END frees it */
+	bool dropping;                /* the guest sent past its cap: the rest is dropped, it ends EIO */
+};
+
+/* The most a LIST may send: FILES_LIST_MAX entries of the longest name. */
+#define SBX_LIST_MAX_BYTES (4096u * (PROTO_ENTRY_HDR + PROTO_NAME_MAX))
+/* A frame to the agent that makes no progress for this long fails: a
+ * guest that stops reading must not hold every sender forever. */
+#define SBX_SEND_STALL_MS 30000
+
+/* An Idempotency-Key of POST /commands, kept for the sandbox's life (its
+ * command's record may go before it). */
+struct sbx_key {
+	char key[SBX_IDEM_KEY_MAX + 1];
+	char hash[65];                /* the body's SHA-256, hex */
+	uint32_t id;                  /* the command it named */
+};
+#define SBX_MAX_KEYS 65536
+
+struct sbx {
+	const char *dir;
+	char id[64];                  /* the sandbox's id (vmrun's run id) */
+	pthread_mutex_t mu;           /* everything below */
+	pthread_cond_t cv;            /* broadcast at every change */
+	pthread_mutex_t wmu;          /* writes to the agent */
+	int conn;                     /* the agent's connection; -1 before READY and after */
+	int wake_fd;                  /* eventfd: the serve loop looks again (stop, timeout) */
+	enum sbx_state state;
+	char reason[256];             /* why it stopped */
+	int64_t created_ms, started_ms;   /* CLOCK_REALTIME */
+	int64_t deadline_ms;          /* CLOCK_REALTIME: its life's end */
+	uint64_t max_timeout_s;       /* the longest life POST /timeout may set */
+	uint64_t max_output;          /* per stream and command */
+	uint64_t max_upload;          /* bytes of one file written */
+	json_t *limits;               /* for GET / */
+	struct sbx_cmd *cmd[SBX_MAX_CMDS];
+	unsigned ncmd;
+	uint32_t next_cmd;
+	unsigned running;
+	struct sbx_key *keys;         /* every Idempotency-Key, in the order taken */
+	unsigned nkeys, keys_cap;
+	struct sbx_fop fop[SBX_MAX_FILE_OPS];
+	uint32_t next_fop;
+	unsigned long guest_faults;   /* frames from the agent that were refused */
+};
+
+/* ---- link.c: the agent's side ------------------------------------------------ */
+
+/* Set s up (no agent yet): 0, or -1 with errno. */
+int sbx_init(struct sbx *s, const char *dir);
+
+/* Free what s holds (the agent link is closed already). */
+void sbx_release(struct sbx *s);
+
+/* The run library's serve hook (run.h): the sandbox is up on conn; serve
+ * the agent's frames until the sandbox stops (DELETE, its time, the
+ * agent's end, cancel_fd), with cancel_fd the run's. ctx is a struct
+ * sbx_run. */
+void sbx_serve(void *ctx, int conn);
+
+struct sbx_run {
+	struct sbx *s;
+	int cancel_fd;
+};
+
+/* Write one frame to the agent (payload a then b). 0, or -1 when the
+ * link is down. Takes wmu; never mu. */
+int sbx_send(struct sbx *s, uint16_t type, const void *a, uint32_t alen, const void *b, uint32_t blen);
+
+/* With mu held: record state and reason, write DIR/state.json, wake
+ * everyone. */
+void sbx_set_state(struct sbx *s, enum sbx_state st, const char *reason);
+
+/* With mu held: the command of id, or NULL. */
+struct sbx_cmd *sbx_cmd_of(struct sbx *s, uint32_t id);
+
+/* With mu held: a new command's record (its id the next one; its output
+ * file made), room made by dropping the oldest ended one. NULL with why
+ * in err when the sandbox has no room. */
+struct sbx_cmd *sbx_cmd_new(struct sbx *s, char *err, size_t errlen);
+
+/* With mu held: a file operation's slot with a fresh id, or NULL when
+ * SBX_MAX_FILE_OPS are under way. */
+struct sbx_fop *sbx_fop_new(struct sbx *s, uint32_t op);
+
+/* With mu held: give a finished (or abandoned) slot back. */
+void sbx_fop_free(struct sbx_fop *f);
+
+/* With mu held: the key's entry, or NULL. */
+const struct sbx_key *sbx_key_of(const struct sbx *s, const char *key);
+
+/* With mu held: keep key (with the body's hash) as command id's. 0, or -1
+ * when SBX_MAX_KEYS are kept or memory ran out. */
+int sbx_key_add(struct sbx *s, const char *key, const char *hash, uint32_t id);
+
+/* Let a READ's agent send n more bytes (the asker took them). Takes wmu;
+ * never call it with mu held. */
+void sbx_fop_credit(struct sbx *s, uint32_t id, uint32_t n);
+
+/* ---- api.c: the HTTP side ----------------------------------------------------- */
+
+struct sbx_http;
+
+/* Serve the API on DIR/api.sock. NULL with why in err. */
+struct sbx_http *sbx_http_start(struct sbx *s, char *err, size_t errlen);
+
+/* Stop serving; waits for the connections' threads. NULL: nothing. */
+void sbx_http_stop(struct sbx_http *h);
+
+/* ---- json.c: what the API says --------------------------------------------------- */
+
+/* A command as JSON: id, state, the request, times, and when it ended its
+ * exit, usage and flags. mu held. */
+json_t *sbx_cmd_json(const struct sbx *s, const struct sbx_cmd *c);
+
+/* Add command id's stdout and stderr (text, from its file) to o. Reads
+ * the file: without mu, so the guest's frames are not held up. */
+void sbx_cmd_output(const struct sbx *s, uint32_t id, json_t *o);
+
+/* The sandbox as JSON (GET /). mu held. */
+json_t *sbx_json(const struct sbx *s);
+
+/* An entry (STAT, LIST) as JSON: name, type, size, mode (octal text),
+ * mtime (RFC 3339). */
+json_t *sbx_entry_json(const struct proto_entry *e);
+
+/* A signal's number from "TERM", "SIGTERM" or a number: 0 for none. Pure. */
+int sbx_signal_number(const json_t *v);
+
+#endif

@@ -1,0 +1,191 @@
+#!/bin/bash
+# One sandbox's supervisor (vmrund-sandbox) on a KVM host that runs Linux
+# guests (scripts/on-kvm-host.sh decides where), driven through its API
+# on its Unix socket with curl: commands that share the VM's state, one
+# at a time and at once, stdin and signals, a command's timeout, an
+# output flood and a fork bomb held to their limits, the files API (and a
+# file of 8 MiB both ways), the output as Server-Sent Events, an
+# Idempotency-Key that runs a command once, the sandbox's own life
+# running out, and DELETE; after each sandbox no vmm, cgroup or run
+# directory is left. Every curl has a deadline.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/e2e/lib.sh
+e2e_init sandbox
+SBX=$PWD/build/bin/vmrund-sandbox
+export VMRUN_CACHE=$tmp/cache   # the snapshots: this test's own (the first sandbox makes it)
+
+# start NAME [ARGS...]: a sandbox in $tmp/NAME (the python runtime), its
+# pid in $spid; waits (bounded) until it is running.
+start() {
+	local name=$1
+	shift
+	dir=$tmp/$name
+	mkdir -p "$dir"
+	printf '{"runtime":"python","limits":{"max_output":65536}}' >"$dir/request.json"
+	"$SBX" "$@" "$dir" "$PWD/build/bin/vmm" "$PWD/build/guest" "" >"$tmp/$name.log" 2>&1 &
+	spid=$!
+	for _ in $(seq 300); do [ -S "$dir/api.sock" ] && break; sleep 0.1; done
+	s "/?wait=120"
+}
+# s PATH [CURL ARGS...]: a request to the sandbox in $dir; status in $code.
+s() {
+	local path=$1 t0
+	shift
+	t0=$(date +%s%N)
+	code=$(curl -s -m 150 --unix-socket "$dir/api.sock" -o "$tmp/out" -w '%{http_code}' "$@" "http://sandbox$path" \
+		2>"$tmp/err")
+	t0=$(( ($(date +%s%N) - t0) / 1000000 ))
+	[ "$t0" -lt 3000 ] || echo "    ($t0 ms: $path)"
+}
+post() { s "$2" -X POST -H 'Content-Type: application/json' --data-binary "$1" "${@:3}"; }
+expect() { if [ "$code" = "$2" ] && { [ -z "${3:-}" ] || json "$3"; }; then ok "$1"; else
+	echo "    status $code" >>"$tmp/err"; not_ok "$1"; fi; }
+# gone NAME: the supervisor has exited, and no vmm, cgroup or run
+# directory of it is left.
+gone() {
+	for _ in $(seq 100); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
+	! kill -0 "$spid" 2>/dev/null && ! pgrep -f build/bin/vmm >/dev/null && [ -z "$(ls -A "$TMPDIR")" ] &&
+		[ -z "$(find /sys/fs/cgroup/vmrun -mindepth 1 -maxdepth 1 -type d 2>/dev/null)" ] &&
+		ok "$1: the supervisor exited, no vmm, cgroup or run directory is left" ||
+		not_ok "$1: leftovers: $(pgrep -af build/bin/vmm) $(ls -A "$TMPDIR") $(find /sys/fs/cgroup/vmrun -mindepth 1 -maxdepth 1 -type d 2>&1)"
+}
+
+start a --timeout 600
+grep -h "snapshot\|ready in" "$tmp/a.log" | sed 's/^/    /'
+expect "the sandbox starts: running, with its limits" 200 "j['state']=='running' and j['limits']['runtime']=='python' and j['time_left_s']>500"
+
+# ---- commands ----
+post '{"argv":["sh","-c","echo kept > state.txt; echo out; echo err >&2; exit 3"]}' "/commands?wait=60"
+expect "a command: exit code, stdout, stderr" 201 "j['exit_code']==3 and j['stdout']=='out\n' and j['stderr']=='err\n' and j['end']=='exited' and j['id']==1"
+post '{"argv":["cat","state.txt"]}' "/commands?wait=60"
+expect "the next command sees what the last one left" 201 "j['stdout']=='kept\n'"
+post '{"argv":["python3","-c","import os; print(os.getcwd(), os.getuid(), os.environ[\"GREETING\"])"],"cwd":"/tmp","env":{"GREETING":"hi"}}' "/commands?wait=60"
+expect "cwd, env, and the sandbox user" 201 "j['stdout']=='/tmp 1000 hi\n' and j['request']['env']==['GREETING']"
+post '{"argv":["python3","-c","print(input()[::-1])"],"stdin":"olleh\n"}' "/commands?wait=60"
+expect "a foreground command's stdin" 201 "j['stdout']=='hello\n'"
+post '{"argv":["ls"]}' "/commands?wait=60"
+expect "a program of the image's manifest (busybox ls) runs" 201 "j['exit_code']==0 and 'state.txt' in j['stdout']"
+post '{"argv":["/workspace/nope"]}' "/commands?wait=60"
+expect "a program that is not there: not_found" 201 "j['end']=='not_found'"
+
+# a background command waits on its stdin while others come and go
+post '{"argv":["python3","-c","import sys\nfor l in sys.stdin: print(l.strip().upper(), flush=True)"],"background":true}' "/commands"
+expect "a background command starts" 201 "j['state']=='running'"
+bg=$(python3 -c "import json; print(json.load(open('$tmp/out'))['id'])" 2>/dev/null)
+post '{"argv":["true"]}' "/commands?wait=60"
+expect "another command runs beside it" 201 "j['exit_code']==0"
+post '{"data":"first\n"}' "/commands/$bg/stdin"
+expect "stdin to the background command" 200
+curl -s -m 20 -N --unix-socket "$dir/api.sock" "http://sandbox/commands/$bg/events" >"$tmp/events" 2>/dev/null &
+epid=$!
+sleep 1
+post '{"data":"second\n","close":true}' "/commands/$bg/stdin"
+s "/commands/$bg?wait=60"
+expect "closing its stdin ends it; its output is both lines" 200 "j['state']=='ended' and j['stdout']=='FIRST\nSECOND\n'"
+wait $epid
+grep -q '^event: stdout' "$tmp/events" && grep -q 'FIRST' "$tmp/events" && grep -q 'SECOND' "$tmp/events" &&
+	grep -q '^event: exit' "$tmp/events" && ok "its events: output from the start, live, then exit" ||
+	not_ok "events: $(head -c 400 "$tmp/events")"
+s "/commands/$bg/events" -N
+grep -q 'FIRST' "$tmp/out" && grep -q '^event: exit' "$tmp/out" && ok "the events are replayed after it ended" ||
+	not_ok "replay: $(head -c 300 "$tmp/out")"
+
+post '{"argv":["sh","-c","sleep 300"],"timeout_s":2}' "/commands?wait=60"
+expect "a command past its timeout_s is killed, and says so" 201 "j['timed_out'] and j['signal']==9"
+post '{"argv":["sh","-c","sleep 300 & sleep 300"],"background":true}' "/commands"
+sid=$(python3 -c "import json; print(json.load(open('$tmp/out'))['id'])" 2>/dev/null)
+sleep 1
+post '{"signal":"TERM"}' "/commands/$sid/signal"
+expect "a signal to a command" 202
+s "/commands/$sid?wait=60"
+expect "it ended by that signal" 200 "j['signal']==15"
+post '{"argv":["sh","-c","ps -o pid,args | grep -c \"[s]leep 300\""]}' "/commands?wait=60"
+expect "no process of the killed commands is left in the guest" 201 "j['stdout'].strip()=='0'"
+post '{"argv":["python3","-c","import sys\nwhile True: sys.stdout.write(\"x\"*65536)"],"timeout_s":5}' "/commands?wait=60"
+expect "an output flood: kept to max_output, flagged, ended by its timeout" 201 "len(j['stdout'])==65536 and j['stdout_truncated'] and j['timed_out']"
+post '{"argv":["python3","-c","import os\nn=0\ntry:\n  while True:\n    if os.fork()==0:\n      import time; time.sleep(30); os._exit(0)\n    n+=1\nexcept OSError as e:\n  print(\"stopped after\", n, e.errno)"],"timeout_s":60}' "/commands?wait=60"
+expect "a fork bomb stops at the process limit, the sandbox unharmed" 201 "j['stdout'].startswith('stopped after') and j['stdout'].split()[-1]=='11'"
+post '{"argv":["echo","still here"]}' "/commands?wait=60"
+expect "the sandbox answers after the flood and the bomb" 201 "j['stdout']=='still here\n'"
+
+# ---- idempotency ----
+for i in 1 2; do
+	post '{"argv":["sh","-c","echo run >> count.txt; wc -l < count.txt"]}' "/commands?wait=60" -H 'Idempotency-Key: once-1'
+done
+expect "the same Idempotency-Key and body again: the first command's answer" 200 "j['stdout'].strip()=='1'"
+post '{"argv":["cat","count.txt"]}' "/commands?wait=60"
+expect "the command ran once, counted inside the guest" 201 "j['stdout']=='run\n'"
+post '{"argv":["true"]}' "/commands" -H 'Idempotency-Key: once-1'
+expect "the same key with another body: 422" 422
+s "/commands"
+expect "the commands are listed" 200 "len(j['commands'])>=15 and all('id' in c for c in j['commands'])"
+
+# ---- files ----
+printf 'hello files' >"$tmp/small"
+s "/files?path=notes/a.txt" -X PUT --data-binary @"$tmp/small"
+expect "a write into a directory that is not there: 404" 404
+post '{"path":"notes/deep"}' "/files/mkdir"
+expect "mkdir -p" 200
+s "/files?path=notes/a.txt&mode=0600" -X PUT --data-binary @"$tmp/small"
+expect "a file written" 200 "j['size']==11"
+s "/files?path=notes/a.txt"
+[ "$code" = 200 ] && [ "$(cat "$tmp/out")" = "hello files" ] && ok "and read back" || not_ok "read ($code)"
+s "/files/stat?path=/workspace/notes/a.txt"
+expect "stat: name, type, size, mode" 200 "j['name']=='a.txt' and j['type']=='file' and j['size']==11 and j['mode']=='0600'"
+s "/files/list?path=notes"
+expect "list: the file and the directory" 200 "sorted((e['name'],e['type']) for e in j['entries'])==[('a.txt','file'),('deep','dir')]"
+post '{"argv":["stat","-c","%U %a","notes/a.txt"]}' "/commands?wait=60"
+expect "what the API wrote belongs to the sandbox user" 201 "j['stdout']=='sandbox 600\n'"
+post '{"from":"notes/a.txt","to":"notes/deep/b.txt"}' "/files/rename"
+expect "rename" 200
+s "/files?path=notes/a.txt"
+expect "the old name is gone" 404
+s "/files?path=/proc/1/environ"
+expect "a file the sandbox user may not read: 403" 403
+s "/files?path=/etc/x" -X PUT --data-binary @"$tmp/small"
+expect "a file the sandbox user may not write: 403 (read-only root) or 403" 403
+head -c 8388608 /dev/urandom >"$tmp/big"
+s "/files?path=big.bin" -X PUT --data-binary @"$tmp/big"
+expect "8 MiB written" 200 "j['size']==8388608"
+s "/files?path=big.bin"
+[ "$code" = 200 ] && cmp -s "$tmp/out" "$tmp/big" && ok "8 MiB read back, the same bytes" || not_ok "big read ($code)"
+post '{"path":"notes"}' "/files/remove"
+expect "remove a tree" 200
+s "/files/stat?path=notes"
+expect "it is gone" 404
+
+# ---- life ----
+post '{"timeout_s":3}' "/timeout"
+expect "its life shortened to 3 s" 200 "j['time_left_s']<=3"
+sleep 5
+for _ in $(seq 100); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
+python3 -c "import json,sys; j=json.load(open('$dir/state.json')); sys.exit(0 if j['state']=='stopped' and 'time ran out' in j['reason'] else 1)" &&
+	ok "its time ran out: stopped, with the reason" || not_ok "state after the timeout: $(cat "$dir/state.json")"
+gone "after its time ran out"
+
+start b --timeout 600
+grep -h "snapshot\|ready in" "$tmp/b.log" | sed 's/^/    /'
+expect "a second sandbox starts" 200 "j['state']=='running'"
+grep -q "snapshot .* found" "$tmp/b.log" && ok "it was restored from the runtime's snapshot" ||
+	not_ok "the second sandbox was not restored: $(grep snapshot "$tmp/b.log")"
+post '{"argv":["python3","-c","import time; time.sleep(300)"],"background":true}' "/commands"
+s "/" -X DELETE
+expect "DELETE stops it" 202 "j['state']=='stopping'"
+wait "$spid"
+[ $? = 0 ] && ok "the supervisor exits 0" || not_ok "supervisor status"
+python3 -c "import json,sys; j=json.load(open('$dir/state.json')); sys.exit(0 if j['state']=='stopped' and j['reason']=='deleted' else 1)" &&
+	ok "deleted: stopped, the reason said" || not_ok "state after DELETE: $(cat "$dir/state.json")"
+gone "after DELETE"
+
+# a spec the policy refuses: the supervisor says why and stops
+dir=$tmp/c
+mkdir -p "$dir"
+printf '{"runtime":"python","limits":{"memory_mib":999999}}' >"$dir/request.json"
+timeout -k 5 60 "$SBX" "$dir" "$PWD/build/bin/vmm" "$PWD/build/guest" "" >"$tmp/c.log" 2>&1
+st=$?
+[ $st = 1 ] && grep -q "exceeds the policy" "$tmp/c.log" && grep -q '"state":"stopped"' "$dir/state.json" &&
+	ok "a spec past the policy: one line, stopped, exit 1" || not_ok "refused spec: $st $(cat "$tmp/c.log")"
+
+[ "$fail" -eq 0 ] || for f in "$tmp"/a.log "$tmp"/b.log; do tail -n 30 "$f" | cut -c1-300 | sed "s|^|    $(basename "$f"): |"; done
+finish sandbox
