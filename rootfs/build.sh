@@ -13,6 +13,8 @@
 #                  Python's standard library byte-compiled where the
 #                  manifest says so
 #   /etc/passwd, /etc/group with the unprivileged `sandbox` user
+#   /etc/ssl/certs/ca-certificates.crt where the packages hold
+#                  ca-certificates (what its maintainer script makes)
 #   /etc/vmrun/programs  the manifest of programs offered, which is also
 #                  written next to the image as NAME.programs: the
 #                  runtime's allowlist
@@ -216,6 +218,14 @@ for l in $(keys links); do
 	ln -s "$target" "$stage$link"
 done
 set +f
+# ca-certificates' bundle, which its maintainer script makes
+# (update-ca-certificates): every certificate it ships, in sorted order,
+# so that TLS clients (pip, git, curl) verify against the system's CAs.
+if [ -d "$stage/usr/share/ca-certificates" ]; then
+	mkdir -p "$stage/etc/ssl/certs"
+	(cd "$stage/usr/share/ca-certificates" && find . -name '*.crt' | LC_ALL=C sort | xargs cat) \
+		>"$stage/etc/ssl/certs/ca-certificates.crt"
+fi
 if [ -n "$(key compileall)" ]; then
 	"$PYTHON" -m compileall -q -j 0 --invalidation-mode unchecked-hash -s "$stage" -p / \
 		"$stage$(key compileall)" >/dev/null

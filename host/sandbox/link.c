@@ -304,7 +304,7 @@ static void fop_keep(struct sbx *s, struct sbx_fop *f, const uint8_t *p, size_t 
 	f->total += n;
 	if (f->abandoned || f->dropping)
 		return;
-	if (f->taken * 2 >= f->len) {   /* what was taken goes: a long read does not grow */
+	if (f->taken && f->taken * 2 >= f->len) {   /* what was taken goes: a long read does not grow */
 		memmove(f->data, f->data + f->taken, f->len - f->taken);
 		f->len -= f->taken;
 		f->taken = 0;
@@ -387,9 +387,7 @@ static void on_file_end(struct sbx *s, const uint8_t *p, uint32_t len)
 	pthread_cond_broadcast(&s->cv);
 }
 
-/* One frame from the agent, mu held. Returns 0, or -1 when the agent
- * said it failed (ERROR): the sandbox is over. */
-static int agent_frame(struct sbx *s, uint16_t type, const uint8_t *p, uint32_t len)
+int sbx_agent_frame(struct sbx *s, uint16_t type, const uint8_t *p, uint32_t len)
 {
 	switch (type) {
 	case PROTO_CMD_OUTPUT:
@@ -507,7 +505,7 @@ void sbx_serve(void *ctx, int conn)
 		int r;
 		char err[256];
 		while ((r = proto_reader_next(rd, &type, &payload, &len, err, sizeof(err))) == 1)
-			if (agent_frame(s, type, payload, len) < 0)
+			if (sbx_agent_frame(s, type, payload, len) < 0)
 				break;
 		if (r < 0) {
 			char why[300];

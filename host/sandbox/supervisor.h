@@ -162,6 +162,14 @@ struct sbx_run {
  * link is down. Takes wmu; never mu. */
 int sbx_send(struct sbx *s, uint16_t type, const void *a, uint32_t alen, const void *b, uint32_t blen);
 
+/* One frame from the agent, mu held: a command's output (kept up to
+ * max_output per stream) or exit, a file operation's data (up to what it
+ * may send: a READ's window, a LIST's most) or end. What breaks the
+ * protocol is counted in guest_faults and dropped. Returns 0, or -1 when
+ * the agent said it failed (ERROR): the sandbox is over (state
+ * STOPPING). */
+int sbx_agent_frame(struct sbx *s, uint16_t type, const uint8_t *p, uint32_t len);
+
 /* With mu held: record state and reason, write DIR/state.json, wake
  * everyone. */
 void sbx_set_state(struct sbx *s, enum sbx_state st, const char *reason);

@@ -66,6 +66,10 @@ post '{"argv":["python3","-c","print(input()[::-1])"],"stdin":"olleh\n"}' "/comm
 expect "a foreground command's stdin" 201 "j['stdout']=='hello\n'"
 post '{"argv":["ls"]}' "/commands?wait=60"
 expect "a program of the image's manifest (busybox ls) runs" 201 "j['exit_code']==0 and 'state.txt' in j['stdout']"
+post '{"argv":["sh","-c","python3 -m venv venv && . venv/bin/activate && python -c \"import sys; print(sys.prefix)\" && python -m pip --version | cut -d\" \" -f1"],"timeout_s":120}' "/commands?wait=150"
+expect "an agent's tools: a venv, and pip in it" 201 "j['exit_code']==0 and j['stdout']=='/workspace/venv\npip\n'"
+post '{"argv":["sh","-c","git init -q repo && cd repo && echo a > f && git add f && git -c user.name=a -c user.email=a@b commit -q -m one && echo b > f && git diff --stat | tail -1 && test -s /etc/ssl/certs/ca-certificates.crt && echo certs"]}' "/commands?wait=60"
+expect "git commits and diffs; the CA bundle is there" 201 "j['exit_code']==0 and '1 file changed' in j['stdout'] and j['stdout'].endswith('certs\n')"
 post '{"argv":["/workspace/nope"]}' "/commands?wait=60"
 expect "a program that is not there: not_found" 201 "j['end']=='not_found'"
 
