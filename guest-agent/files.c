@@ -9,8 +9,12 @@
 #include <linux/magic.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/vfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "stage.h"
 
 void files_init(struct files *f, const char *cwd, uid_t uid, gid_t gid)
 {
@@ -202,6 +206,58 @@ static struct file_stream *stream_of(struct files *f, uint32_t id)
 	return NULL;
 }
 
+/* TAR_OUT, TAR_IN on the directory dir (checked to be one, as the
+ * sandbox user): busybox tar started as that user, its stdout (creating)
+ * or its stdin (extracting) the stream's fd. Returns 0, or an errno. */
+static int open_tar(struct files *f, struct file_stream *s, const struct proto_file_req *r, const char *dir)
+{
+	struct stat st;
+	if (stat(dir, &st) < 0)
+		return errno;
+	if (!S_ISDIR(st.st_mode))
+		return ENOTDIR;
+	bool in = r->op == PROTO_FILE_TAR_IN;
+	char *const out_argv[] = { "tar", "-c", "-f", "-", "-C", (char *)dir, ".", NULL };
+	char *const in_argv[] = { "tar", "-x", "-f", "-", "-C", (char *)dir, NULL };
+	char *const env[] = { "PATH=" PROTO_PATH, NULL };
+	/* the agent's own ceilings: tar is the host's errand, not a command */
+	struct rlimit nproc, fsize;
+	getrlimit(RLIMIT_NPROC, &nproc);
+	getrlimit(RLIMIT_FSIZE, &fsize);
+	struct stage_exec x = {
+		.path = FILES_TAR, .argv = in ? in_argv : out_argv, .env = env, .cwd = "/", .uid = f->uid, .gid = f->gid,
+		.nproc = nproc.rlim_max, .nofile = 256, .fsize = fsize.rlim_max,
+	};
+	struct stage_proc p;
+	int failed[2] = { 0, 0 };
+	int rc = stage_spawn(&x, in, &p, failed);
+	if (rc)
+		return rc < 0 ? errno : failed[1] ? failed[1] : EIO;
+	if (p.pidfd >= 0)
+		close(p.pidfd);
+	if (in) {
+		fcntl(p.in, F_SETFL, 0);   /* written as WRITE's data comes, whole */
+		close(p.out);
+	} else {
+		fcntl(p.out, F_SETFL, O_NONBLOCK);
+	}
+	fcntl(p.err, F_SETFL, O_NONBLOCK);
+	*s = (struct file_stream){ .used = true, .writing = in, .id = r->id, .fd = in ? p.in : p.out,
+				   .credit = in ? 0 : PROTO_READ_WINDOW, .tar = p.pid, .tar_err = p.err };
+	return 0;
+}
+
+/* Its tar's end: 0 when it exited 0, else EINVAL (not a tar, or what it
+ * could not read or write). */
+static int tar_status(struct file_stream *s)
+{
+	int status = 0;
+	if (waitpid(s->tar, &status, 0) != s->tar)
+		status = 1;
+	s->tar = 0;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : EINVAL;
+}
+
 static int open_stream(struct files *f, const struct proto_file_req *r, const char *path)
 {
 	if (stream_of(f, r->id))
@@ -212,6 +268,8 @@ static int open_stream(struct files *f, const struct proto_file_req *r, const ch
 			s = &f->open[i];
 	if (!s)
 		return EMFILE;
+	if (r->op == PROTO_FILE_TAR_OUT || r->op == PROTO_FILE_TAR_IN)
+		return open_tar(f, s, r, path);
 	bool writing = r->op == PROTO_FILE_WRITE;
 	/* O_NONBLOCK: a FIFO in its place must not hang the agent (refused below) */
 	int fd = writing ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, r->mode ? r->mode : 0644)
@@ -239,6 +297,12 @@ static void close_stream(struct file_stream *s)
 {
 	if (s->fd >= 0)
 		close(s->fd);
+	if (s->tar > 0) {
+		kill(s->tar, SIGKILL);
+		waitpid(s->tar, NULL, 0);
+	}
+	if (s->tar > 0 || s->tar_err > 0)
+		close(s->tar_err);
 	*s = (struct file_stream){ .fd = -1 };
 }
 
@@ -272,7 +336,7 @@ int files_request(struct files *f, const struct proto_file_req *r, struct outq *
 	case PROTO_FILE_RENAME:
 		error = rename(path, path2) < 0 ? errno : 0;
 		break;
-	default:   /* READ, WRITE: under way until their end */
+	default:   /* READ, WRITE, TAR_OUT, TAR_IN: under way until their end */
 		error = open_stream(f, r, path);
 		as_agent(f);
 		return error ? end(q, r->id, error, 0, NULL) : 0;
@@ -299,6 +363,10 @@ int files_data(struct files *f, uint32_t id, const uint8_t *p, uint32_t n, struc
 		if (close(s->fd) < 0 && !error)
 			error = errno;
 		s->fd = -1;
+		if (s->tar > 0) {   /* extracted once tar has read the end */
+			int e = tar_status(s);
+			error = error ? error : e;
+		}
 		close_stream(s);
 		return end(q, id, error, 0, NULL);
 	}
@@ -322,6 +390,9 @@ int files_pump(struct files *f, struct outq *q)
 {
 	for (unsigned i = 0; i < FILES_MAX_OPEN && !outq_full(q); i++) {
 		struct file_stream *s = &f->open[i];
+		char drop[512];
+		while (s->used && s->tar > 0 && read(s->tar_err, drop, sizeof(drop)) > 0)
+			;   /* tar's words about what it skipped: not the host's */
 		if (!s->used || s->writing || !s->credit)
 			continue;
 		uint8_t buf[PROTO_SB_CHUNK];
@@ -336,6 +407,8 @@ int files_pump(struct files *f, struct outq *q)
 		}
 		uint32_t id = s->id;
 		int error = k < 0 ? errno : 0;
+		if (!error && s->tar > 0)
+			error = tar_status(s);
 		close_stream(s);
 		if (end(q, id, error, 0, NULL) < 0)
 			return -1;
@@ -346,7 +419,23 @@ int files_pump(struct files *f, struct outq *q)
 bool files_reading(const struct files *f)
 {
 	for (unsigned i = 0; i < FILES_MAX_OPEN; i++)
-		if (f->open[i].used && !f->open[i].writing && f->open[i].credit)
+		if (f->open[i].used && !f->open[i].writing && f->open[i].credit && !f->open[i].tar)
+			return true;
+	return false;
+}
+
+bool files_waiting(const struct files *f)
+{
+	for (unsigned i = 0; i < FILES_MAX_OPEN; i++)
+		if (f->open[i].used && !f->open[i].writing && f->open[i].credit && f->open[i].tar)
+			return true;
+	return false;
+}
+
+bool files_owns(const struct files *f, pid_t pid)
+{
+	for (unsigned i = 0; i < FILES_MAX_OPEN; i++)
+		if (f->open[i].used && f->open[i].tar == pid)
 			return true;
 	return false;
 }

@@ -27,7 +27,14 @@ struct file_stream {
 	int fd;
 	int error;          /* a write's first failure (errno), reported at its end */
 	uint64_t credit;    /* a read's bytes the host has room for (PROTO_READ_WINDOW at most) */
+	pid_t tar;          /* TAR_OUT, TAR_IN: the tar whose stdout or stdin fd is; 0: none */
+	int tar_err;        /* its stderr, read and dropped so that it never blocks on it */
 };
+
+/* What makes and extracts a directory's tar: busybox's, in every image,
+ * run as the sandbox user, so that the guest kernel decides what it may
+ * read and write, as for every file operation. */
+#define FILES_TAR "/bin/busybox"
 
 struct files {
 	const char *cwd;    /* what relative paths are relative to */
@@ -55,8 +62,17 @@ int files_data(struct files *f, uint32_t id, const uint8_t *p, uint32_t n, struc
  * refused a frame. */
 int files_pump(struct files *f, struct outq *q);
 
-/* Whether a read under way has credit left (more to send when q has room). */
+/* Whether a read of a file under way has credit left (more to send at
+ * once when q has room). */
 bool files_reading(const struct files *f);
+
+/* Whether a TAR_OUT under way has credit left: its tar's output comes
+ * when tar writes it, so look again soon. */
+bool files_waiting(const struct files *f);
+
+/* Whether pid is one of the tars under way (PID 1's sweep of orphans
+ * must leave it to files.c). */
+bool files_owns(const struct files *f, pid_t pid);
 
 /* Close everything under way. */
 void files_release(struct files *f);

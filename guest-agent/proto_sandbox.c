@@ -227,7 +227,7 @@ int proto_decode_cmd_exit(const uint8_t *p, uint32_t len, uint32_t *id, struct p
 
 static bool op_known(uint32_t op)
 {
-	return op >= PROTO_FILE_READ && op <= PROTO_FILE_RENAME;
+	return op >= PROTO_FILE_READ && op <= PROTO_FILE_OP_LAST;
 }
 
 size_t proto_encode_file_req(const struct proto_file_req *r, uint8_t *buf, size_t cap)

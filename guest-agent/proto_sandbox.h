@@ -28,7 +28,8 @@
  *                              empty one ends them); READ's bytes and
  *                              LIST's entries from the agent; on a READ
  *                              from the host, a u32 of credit: the host
- *                              took that many bytes. A READ sends at most
+ *                              took that many bytes. A READ (TAR_OUT
+ *                              too) sends at most
  *                              PROTO_READ_WINDOW bytes beyond what the host
  *                              granted, so the host holds no more than that
  *   agent -> host  FILE_END    id, i32 error (0 or an errno value), u32
@@ -81,7 +82,10 @@ enum proto_file_op {
 	PROTO_FILE_MKDIR = 5,     /* with its parents; one that exists is fine */
 	PROTO_FILE_REMOVE = 6,    /* a directory with everything in it */
 	PROTO_FILE_RENAME = 7,    /* PATH to PATH2, replacing what PATH2 names */
+	PROTO_FILE_TAR_OUT = 8,   /* the directory PATH as a tar stream: FILE_DATA as a READ's */
+	PROTO_FILE_TAR_IN = 9,    /* FILE_DATA as a WRITE's: a tar stream extracted into PATH */
 };
+#define PROTO_FILE_OP_LAST PROTO_FILE_TAR_IN
 
 /* A decoded CMD_START. Strings point into storage, NUL-terminated. */
 struct proto_cmd {

@@ -511,7 +511,7 @@ static void reap(struct sandbox *sb)
 		siginfo_t si = { 0 };
 		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
 			return;
-		bool ours = false;
+		bool ours = files_owns(&sb->files, si.si_pid);   /* files.c waits for its tars */
 		for (unsigned i = 0; i < SANDBOX_MAX_CMDS && !ours; i++)
 			ours = sb->cmd[i].used && !sb->cmd[i].exited && sb->cmd[i].pid == si.si_pid;
 		if (ours)
@@ -546,7 +546,8 @@ static int next_timeout(const struct sandbox *sb)
 {
 	if (files_reading(&sb->files) && !outq_full(&sb->q))
 		return 0;
-	int64_t now = now_ms(), t = sb->cfg->kill_all ? 1000 : 60000;
+	/* a tar's output comes when it writes it: look again soon */
+	int64_t now = now_ms(), t = files_waiting(&sb->files) && !outq_full(&sb->q) ? 10 : sb->cfg->kill_all ? 1000 : 60000;
 	for (unsigned i = 0; i < SANDBOX_MAX_CMDS; i++) {
 		const struct cmd *c = &sb->cmd[i];
 		int64_t at = !c->used ? 0 : c->exited ? c->drain_until_ms : c->pidfd < 0 ? now + 50 : c->deadline_ms;

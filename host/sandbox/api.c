@@ -262,8 +262,8 @@ static enum MHD_Result route(struct sbx *s, struct MHD_Connection *conn, const c
 		return route_command(s, conn, method, url, st);
 	if (get && !strcmp(url, "/commands"))
 		return api_list_commands(s, conn);
-	if (get && !strcmp(url, "/files"))
-		return api_get_file(s, conn, path);
+	if (get && (!strcmp(url, "/files") || !strcmp(url, "/files/tar")))
+		return api_get_file(s, conn, path, url[6] == '/');
 	if (get && !strcmp(url, "/files/list"))
 		return api_list_files(s, conn, path);
 	if (get && !strcmp(url, "/files/stat"))
@@ -301,8 +301,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (!(st = calloc(1, sizeof(*st))))
 			return MHD_NO;
 		*con_cls = st;
-		if (!strcmp(method, "PUT") && !strcmp(url, "/files"))
-			return api_put_file(h->s, conn, st, upload, upload_size);
+		if (!strcmp(method, "PUT") && (!strcmp(url, "/files") || !strcmp(url, "/files/tar")))
+			return api_put_file(h->s, conn, st, upload, upload_size, url[6] == '/');
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > SBX_MAX_BODY) {
 			st->answered = true;
@@ -310,8 +310,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		}
 		return MHD_YES;
 	}
-	if (!strcmp(method, "PUT") && !strcmp(url, "/files"))
-		return api_put_file(h->s, conn, st, upload, upload_size);
+	if (!strcmp(method, "PUT") && (!strcmp(url, "/files") || !strcmp(url, "/files/tar")))
+		return api_put_file(h->s, conn, st, upload, upload_size, url[6] == '/');
 	if (*upload_size) {
 		size_t n = *upload_size;
 		*upload_size = 0;

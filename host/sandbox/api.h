@@ -73,9 +73,12 @@ enum MHD_Result api_cmd_events(struct sbx *s, struct MHD_Connection *conn, struc
 enum MHD_Result api_fop_simple(struct sbx *s, struct MHD_Connection *conn, uint32_t op, const char *path,
 			       const char *path2);
 enum MHD_Result api_list_files(struct sbx *s, struct MHD_Connection *conn, const char *path);
-enum MHD_Result api_get_file(struct sbx *s, struct MHD_Connection *conn, const char *path);
-/* PUT /files: called for the head, each piece of the body, and its end. */
+/* GET /files (a file's bytes), or /files/tar with tar (a directory as a
+ * tar, which the guest makes). */
+enum MHD_Result api_get_file(struct sbx *s, struct MHD_Connection *conn, const char *path, bool tar);
+/* PUT /files, or /files/tar with tar (a tar the guest extracts into the
+ * directory): called for the head, each piece of the body, and its end. */
 enum MHD_Result api_put_file(struct sbx *s, struct MHD_Connection *conn, struct req_state *st, const char *upload,
-			     size_t *upload_size);
+			     size_t *upload_size, bool tar);
 
 #endif

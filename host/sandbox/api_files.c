@@ -157,10 +157,10 @@ static void download_free(void *cls)
 
 /* The first bytes (or the end) decide the status: an error before any
  * byte is an error answer, not an empty file. */
-enum MHD_Result api_get_file(struct sbx *s, struct MHD_Connection *conn, const char *path)
+enum MHD_Result api_get_file(struct sbx *s, struct MHD_Connection *conn, const char *path, bool tar)
 {
 	enum MHD_Result rc;
-	struct sbx_fop *f = fop_start(s, conn, PROTO_FILE_READ, path, NULL, 0, &rc);
+	struct sbx_fop *f = fop_start(s, conn, tar ? PROTO_FILE_TAR_OUT : PROTO_FILE_READ, path, NULL, 0, &rc);
 	if (!f)
 		return rc;
 	pthread_mutex_lock(&s->mu);
@@ -186,7 +186,7 @@ enum MHD_Result api_get_file(struct sbx *s, struct MHD_Connection *conn, const c
 		return MHD_NO;
 	}
 	*d = (struct download){ s, f };
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, tar ? "application/x-tar" : "application/octet-stream");
 	rc = MHD_queue_response(conn, 200, r);
 	MHD_destroy_response(r);
 	return rc;
@@ -195,7 +195,7 @@ enum MHD_Result api_get_file(struct sbx *s, struct MHD_Connection *conn, const c
 /* PUT /files: the head (start the write), each piece of the body (sent on
  * as it comes), then its end (the answer). */
 enum MHD_Result api_put_file(struct sbx *s, struct MHD_Connection *conn, struct req_state *st, const char *upload,
-				size_t *upload_size)
+				size_t *upload_size, bool tar)
 {
 	enum MHD_Result rc;
 	if (!st->write && !st->write_failed) {
@@ -206,11 +206,12 @@ enum MHD_Result api_put_file(struct sbx *s, struct MHD_Connection *conn, struct 
 		unsigned long mode = mode_s ? strtoul(mode_s, &end, 8) : 0;
 		st->write_failed = true;
 		st->answered = true;
-		if (mode_s && (*end || !mode || mode > 07777))
-			return api_answer_error(conn, 400, "mode: octal permissions, 1 to 7777");
+		if (mode_s && (tar || *end || !mode || mode > 07777))
+			return api_answer_error(conn, 400, "mode: octal permissions, 1 to 7777, of a file (not a tar)");
 		if (cl && strtoull(cl, NULL, 10) > s->max_upload)
 			return api_answer_error(conn, 413, "the file is over %llu bytes", (unsigned long long)s->max_upload);
-		if (!(st->write = fop_start(s, conn, PROTO_FILE_WRITE, path, NULL, (uint32_t)mode, &rc)))
+		if (!(st->write = fop_start(s, conn, tar ? PROTO_FILE_TAR_IN : PROTO_FILE_WRITE, path, NULL, (uint32_t)mode,
+					    &rc)))
 			return rc;
 		st->write_id = st->write->id;
 		st->write_failed = st->answered = false;

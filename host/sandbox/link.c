@@ -340,7 +340,7 @@ static void on_file_data(struct sbx *s, const uint8_t *p, uint32_t len)
 	const uint8_t *data;
 	struct sbx_fop *f;
 	if (proto_sb_split(p, len, &id, &data, &n) || !(f = fop_of(s, id)) || f->ended ||
-	    (f->op != PROTO_FILE_READ && f->op != PROTO_FILE_LIST)) {
+	    (f->op != PROTO_FILE_READ && f->op != PROTO_FILE_TAR_OUT && f->op != PROTO_FILE_LIST)) {
 		fault(s, "FILE_DATA", "of no read or list under way");
 		return;
 	}

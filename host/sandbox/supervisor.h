@@ -17,6 +17,8 @@
  *   POST   /commands/CID/signal       {"signal": "TERM" | 15}
  *   GET    /files?path=P              a file's bytes
  *   PUT    /files?path=P[&mode=0644]  a file's bytes, streamed to the guest
+ *   GET    /files/tar?path=D          the directory D as a tar (made in the guest)
+ *   PUT    /files/tar?path=D          a tar, extracted into D in the guest
  *   GET    /files/list?path=P         {"entries": [{name, type, size, mode, mtime}]}
  *   GET    /files/stat?path=P         one entry
  *   POST   /files/mkdir               {"path": P}: with its parents

@@ -65,7 +65,7 @@ static void file_req_case(const uint8_t *p, uint32_t n)
 	char err[256];
 	if (proto_decode_file_req(p, n, &fr, err, sizeof(err)))
 		return;
-	check(fr.op >= PROTO_FILE_READ && fr.op <= PROTO_FILE_RENAME && fr.path[0]);
+	check(fr.op >= PROTO_FILE_READ && fr.op <= PROTO_FILE_OP_LAST && fr.path[0]);
 	check((fr.op == PROTO_FILE_RENAME) == (fr.path2[0] != 0));
 	check(!fr.mode || ((fr.op == PROTO_FILE_WRITE || fr.op == PROTO_FILE_MKDIR) && fr.mode <= 07777));
 	size_t k = proto_encode_file_req(&fr, enc, sizeof(enc));

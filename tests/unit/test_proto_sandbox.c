@@ -222,7 +222,7 @@ static void file_reqs(void **state)
 	snprintf(fr.path2, sizeof(fr.path2), "y");   /* PATH2 on a READ */
 	assert_int_equal(proto_encode_file_req(&fr, buf, sizeof(buf)), 0);
 	fr.path2[0] = '\0';
-	fr.op = 8;
+	fr.op = PROTO_FILE_OP_LAST + 1;
 	assert_int_equal(proto_encode_file_req(&fr, buf, sizeof(buf)), 0);
 	fr.op = PROTO_FILE_STAT;
 	fr.path[0] = '\0';

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "files.h"
 #include "leftovers.h"
 #include "proto.h"
 #include "proto_sandbox.h"
@@ -684,6 +685,44 @@ static void files_large(void **state)
 	stop_ok();
 }
 
+/* A directory out as a tar and back in, by the tar the image carries. */
+static void tar_round_trip(void **state)
+{
+	(void)state;
+	if (access(FILES_TAR, X_OK)) {
+		fprintf(stderr, "test_sandbox: no %s here (make deps installs busybox)\n", FILES_TAR);
+		fail();
+	}
+	start_sandbox(MIB);
+	CMD(1, "sh", "-c", "mkdir -p src/sub && printf one > src/a && printf two > src/sub/b");
+	assert_exit_code(wait_exit(1), 0);
+	file_op(2, PROTO_FILE_TAR_OUT, "src", NULL, 0);
+	struct rec *r = wait_end(2);
+	assert_int_equal(r->ferr, 0);
+	assert_true(r->ndata >= 1024 && r->ndata % 512 == 0);
+	assert_non_null(memmem(r->data, r->ndata, "ustar", 5));
+	assert_non_null(memmem(r->data, r->ndata, "sub/b", 5));
+	file_op(3, PROTO_FILE_MKDIR, "dst", NULL, 0);
+	assert_int_equal(wait_end(3)->ferr, 0);
+	file_op(4, PROTO_FILE_TAR_IN, "dst", NULL, 0);
+	for (size_t at = 0; at < r->ndata; at += 1000)
+		file_data(4, r->data + at, (uint32_t)(r->ndata - at < 1000 ? r->ndata - at : 1000));
+	file_data(4, "", 0);
+	assert_int_equal(wait_end(4)->ferr, 0);
+	CMD(5, "cat", "dst/a", "dst/sub/b");
+	assert_string_equal((char *)wait_exit(5)->out, "onetwo");
+	/* not a tar; not a directory */
+	file_op(6, PROTO_FILE_TAR_IN, "dst", NULL, 0);
+	file_data(6, "this is not a tar archive, not at all", 37);
+	file_data(6, "", 0);
+	assert_int_equal(wait_end(6)->ferr, EINVAL);
+	file_op(7, PROTO_FILE_TAR_OUT, "missing", NULL, 0);
+	assert_int_equal(wait_end(7)->ferr, ENOENT);
+	file_op(8, PROTO_FILE_TAR_OUT, "src/a", NULL, 0);
+	assert_int_equal(wait_end(8)->ferr, ENOTDIR);
+	stop_ok();
+}
+
 /* A host that grants no credit gets a READ's window and no more. */
 static void read_window(void **state)
 {
@@ -785,6 +824,7 @@ int main(void)
 		cmocka_unit_test_teardown(files_large, teardown),
 		cmocka_unit_test_teardown(files_beside_command, teardown),
 		cmocka_unit_test_teardown(read_window, teardown),
+		cmocka_unit_test_teardown(tar_round_trip, teardown),
 		cmocka_unit_test_teardown(no_procfs, teardown),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
