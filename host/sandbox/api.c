@@ -110,14 +110,6 @@ void api_wait_until(struct sbx *s, bool (*done)(void *), void *arg, int64_t unti
 	}
 }
 
-int64_t api_now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_REALTIME, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
-
 /* ?wait=S: seconds, 0 when absent; -1 when not a number in 0..WAIT_MAX_S. */
 long api_wait_arg(struct MHD_Connection *conn)
 {
@@ -151,7 +143,7 @@ static enum MHD_Result get_sandbox(struct sbx *s, struct MHD_Connection *conn)
 		return api_answer_error(conn, 400, "wait: seconds, 0 to %d", WAIT_MAX_S);
 	pthread_mutex_lock(&s->mu);
 	if (w > 0)
-		api_wait_until(s, not_starting, s, api_now_ms() + w * 1000);
+		api_wait_until(s, not_starting, s, sbx_realtime_ms() + w * 1000);
 	json_t *j = sbx_json(s);
 	pthread_mutex_unlock(&s->mu);
 	return api_answer_json(conn, 200, j);
@@ -182,7 +174,7 @@ static enum MHD_Result set_timeout(struct sbx *s, struct MHD_Connection *conn, j
 		pthread_mutex_unlock(&s->mu);
 		return api_answer_error(conn, 409, "the sandbox is not running");
 	}
-	s->deadline_ms = api_now_ms() + (int64_t)(t * 1000.0);
+	s->deadline_ms = sbx_realtime_ms() + (int64_t)(t * 1000.0);
 	sbx_set_state(s, s->state, NULL);
 	json_t *j = sbx_json(s);
 	pthread_mutex_unlock(&s->mu);

@@ -40,9 +40,6 @@ unsigned api_errno_status(int e);
 /* Wait (mu held) until done(arg) or until_ms (CLOCK_REALTIME). */
 void api_wait_until(struct sbx *s, bool (*done)(void *), void *arg, int64_t until_ms);
 
-/* CLOCK_REALTIME in ms. */
-int64_t api_now_ms(void);
-
 /* ?wait=S: seconds, 0 when absent, WAIT_MAX_S for a bare "wait"; -1 when
  * not a number in 0..WAIT_MAX_S. */
 long api_wait_arg(struct MHD_Connection *conn);

@@ -141,7 +141,7 @@ enum MHD_Result api_answer_cmd(struct sbx *s, struct MHD_Connection *conn, struc
 {
 	pthread_mutex_lock(&s->mu);
 	if (wait_s > 0)
-		api_wait_until(s, cmd_ended, c, api_now_ms() + wait_s * 1000);
+		api_wait_until(s, cmd_ended, c, sbx_realtime_ms() + wait_s * 1000);
 	json_t *j = sbx_cmd_json(s, c);
 	uint32_t id = c->id;
 	pthread_mutex_unlock(&s->mu);
@@ -352,8 +352,8 @@ static ssize_t events_reader(void *cls, uint64_t pos, char *buf, size_t max)
 		}
 		pthread_cond_timedwait(&s->cv, &s->mu, &t);
 		pthread_mutex_unlock(&s->mu);
-		if (api_now_ms() - e->last_ms >= PING_MS) {
-			e->last_ms = api_now_ms();
+		if (sbx_realtime_ms() - e->last_ms >= PING_MS) {
+			e->last_ms = sbx_realtime_ms();
 			sse_comment(&e->ev, "ping");
 		}
 	}
@@ -379,7 +379,7 @@ enum MHD_Result api_cmd_events(struct sbx *s, struct MHD_Connection *conn, struc
 	}
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/" SBX_CMDS_DIR "/%u.out", s->dir, c->id);
-	*e = (struct events){ .s = s, .c = c, .fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), .last_ms = api_now_ms() };
+	*e = (struct events){ .s = s, .c = c, .fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), .last_ms = sbx_realtime_ms() };
 	if (e->fd < 0) {
 		events_free(e);
 		return api_answer_error(conn, 410, "command %u's output is gone", c->id);

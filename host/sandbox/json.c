@@ -26,13 +26,6 @@ static json_t *time_json(int64_t ms)
 	return json_string(buf);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_REALTIME, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 static const char *end_name(uint32_t kind)
 {
 	switch (kind) {
@@ -111,7 +104,7 @@ static const char *const state_names[] = { "starting", "running", "stopping", "s
 
 json_t *sbx_json(const struct sbx *s)
 {
-	int64_t left = s->deadline_ms - now_ms();
+	int64_t left = s->deadline_ms - sbx_realtime_ms();
 	json_t *o = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:f,s:O,s:i,s:I,s:I}", "id", s->id, "state",
 			      state_names[s->state], "reason", s->reason, "created_at", time_json(s->created_ms),
 			      "started_at", time_json(s->started_ms), "timeout_at", time_json(s->deadline_ms),

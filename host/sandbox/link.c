@@ -19,7 +19,7 @@
 #include "session.h"
 #include "spool.h"
 
-static int64_t realtime_ms(void)
+int64_t sbx_realtime_ms(void)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_REALTIME, &t);
@@ -33,7 +33,7 @@ int sbx_init(struct sbx *s, const char *dir)
 	s->conn = -1;
 	s->next_cmd = 1;
 	s->next_fop = 1;
-	s->created_ms = realtime_ms();
+	s->created_ms = sbx_realtime_ms();
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	pthread_mutex_init(&s->wmu, NULL);
@@ -135,7 +135,7 @@ struct sbx_cmd *sbx_cmd_new(struct sbx *s, char *err, size_t errlen)
 		return NULL;
 	}
 	s->next_cmd++;
-	c->started_ms = realtime_ms();
+	c->started_ms = sbx_realtime_ms();
 	s->cmd[s->ncmd++] = c;
 	s->running++;
 	return c;
@@ -288,7 +288,7 @@ static void on_cmd_exit(struct sbx *s, const uint8_t *p, uint32_t len)
 		e.flags |= PROTO_EXIT_STDERR_TRUNCATED;
 	c->exit = e;
 	c->ended = true;
-	c->ended_ms = realtime_ms();
+	c->ended_ms = sbx_realtime_ms();
 	if (c->out_fd >= 0)
 		close(c->out_fd);
 	c->out_fd = -1;
@@ -425,7 +425,7 @@ static void end_everything(struct sbx *s)
 		if (c->ended)
 			continue;
 		c->ended = true;
-		c->ended_ms = realtime_ms();
+		c->ended_ms = sbx_realtime_ms();
 		c->exit = (struct proto_exit){ .kind = PROTO_END_SIGNALED, .signal = 9 };
 		if (c->out_fd >= 0)
 			close(c->out_fd);
@@ -459,12 +459,12 @@ void sbx_serve(void *ctx, int conn)
 		return;
 	}
 	__atomic_store_n(&s->conn, conn, __ATOMIC_RELEASE);
-	s->started_ms = realtime_ms();
+	s->started_ms = sbx_realtime_ms();
 	sbx_set_state(s, SBX_RUNNING, "");
 	for (;;) {
 		if (s->state != SBX_RUNNING)
 			break;
-		int64_t left = s->deadline_ms - realtime_ms();
+		int64_t left = s->deadline_ms - sbx_realtime_ms();
 		if (left <= 0) {
 			sbx_set_state(s, SBX_STOPPING, "its time ran out (timeout_s)");
 			break;

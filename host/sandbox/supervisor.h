@@ -143,6 +143,10 @@ struct sbx {
 
 /* ---- link.c: the agent's side ------------------------------------------------ */
 
+/* CLOCK_REALTIME in ms: every time the sandbox shows or waits until
+ * (created, started, deadline) is on this clock. */
+int64_t sbx_realtime_ms(void);
+
 /* Set s up (no agent yet): 0, or -1 with errno. */
 int sbx_init(struct sbx *s, const char *dir);
 
