@@ -53,9 +53,9 @@ MUSL_CC    := musl-gcc -static $(CSTD) $(WARN) -O2 -idirafter /usr/include \
 	-idirafter /usr/include/x86_64-linux-gnu
 # vmrun: the CLI (host/cli/) over the run library (host/run/) and the wire
 # format. The run library is also vmrund's and its worker's.
-CLI_LIB   := host/cli/cli.c
+CLI_LIB   := host/cli/cli.c host/cli/cli_sandbox.c
 HOST_LIB  := $(wildcard host/run/*.c)
-HOST_SRCS := host/cli/main.c $(CLI_LIB) $(HOST_LIB) guest-agent/proto.c
+HOST_SRCS := host/cli/main.c $(CLI_LIB) $(HOST_LIB) guest-agent/proto.c host/vmrund/sandbox_http.c
 HOST_LIBS := -lext2fs -lcom_err -lseccomp -lidn2 -ljansson
 # vmrun-proxy (host/proxy/): a run's egress proxy, over the policy
 # modules of the run library (host/run/) it shares with vmrun; DNS by c-ares.
@@ -81,9 +81,10 @@ SANDBOX_LIB  := $(filter-out host/sandbox/main.c,$(SANDBOX_SRCS))
 SANDBOX_OBJS := $(SANDBOX_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/host/vmrund/spool.o $(BUILD)/obj/host/vmrund/sse.o \
 	$(BUILD)/obj/guest-agent/proto_sandbox.o
 # Per-module flags, by the source's name: libpq's header, which Debian keeps
-# in a directory of its own, for the PostgreSQL store (its two files) only.
+# in a directory of its own, for the PostgreSQL store (its three files) only.
 VMRUND_CFLAGS_store_pg := -I/usr/include/postgresql
 VMRUND_CFLAGS_store_pg_conn := $(VMRUND_CFLAGS_store_pg)
+VMRUND_CFLAGS_store_pg_sandbox := $(VMRUND_CFLAGS_store_pg)
 # Unit tests link every vmm module but main, the agent's library and vmrun's
 # modules, built again with sanitizers.
 VMM_LIB   := $(filter-out vmm/main.c,$(VMM_SRCS))
@@ -151,9 +152,10 @@ $(ASAN_LIB): $(ASAN_OBJS)
 	@rm -f $@
 	@ar rcs $@ $^
 
-$(BUILD)/obj/host/%.o: host/%.c $(wildcard host/run/*.h host/cli/*.h host/proxy/*.h guest-agent/*.h) vmm/log.h
+$(BUILD)/obj/host/%.o: host/%.c $(wildcard host/run/*.h host/cli/*.h host/proxy/*.h guest-agent/*.h) \
+		host/vmrund/sandbox_http.h vmm/log.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost/run -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -Iguest-agent -Ihost/run -Ihost/vmrund -DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 
 $(BUILD)/obj/host/vmrund/%.o: host/vmrund/%.c $(wildcard host/run/*.h host/vmrund/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
@@ -250,7 +252,7 @@ $(A64_UNPACKED): scripts/arm64-debs.sh
 	@touch $@
 $(A64)/obj/%.o: %.c $(wildcard vmm/*.h) guest-agent/proto.h $(A64_UNPACKED)
 	@mkdir -p $(dir $@)
-	$(A64_CC) $(CSTD) $(WARN) $(CFLAGS) -MMD -MP -I$(A64_SYSROOT)/usr/include -Iguest-agent -Ihost/run -I$(BUILD)/gen \
+	$(A64_CC) $(CSTD) $(WARN) $(CFLAGS) -MMD -MP -I$(A64_SYSROOT)/usr/include -Iguest-agent -Ihost/run -Ihost/vmrund -I$(BUILD)/gen \
 		-DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 $(A64)/obj/vmm/vm_snapshot.o: $(BUILD)/gen/vmm_build_id.h
 $(A64)/hooks/%/vm.o: vmm/vm.c $(wildcard vmm/*.h) $(A64_UNPACKED)
@@ -413,7 +415,7 @@ $(BUILD)/tests/two_runs: tests/vm/two_runs.c $(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(
 # Linux guests: directly where the local KVM runs them, else on emulated
 # KVM hosts, two side by side (scripts/vm-lanes.sh holds every suite's
 # limit; scripts/on-kvm-host.sh probes and says where, in one line).
-VM_SUITES_A := source e2e-warm jail agent net vmrund
+VM_SUITES_A := source e2e-warm jail agent net vmrund vmrund-sandbox
 VM_SUITES_B := e2e-cold snapshot runtimes virtio boot sandbox
 vm-test: all payloads guest $(VM_TEST_BINS) $(PISTON_CLIENT)
 	@./scripts/vm-lanes.sh "$(VM_SUITES_A)" "$(VM_SUITES_B)"
@@ -449,7 +451,7 @@ vmrund-test: all $(BUILD)/tests/test_store
 # suites one line each), then the total and whether the caches were warm.
 # The first part to fail ends it.
 CHECK_TESTS := unit vmrund-test net-test rootfs-test
-# Each harness's time in make check: 16 of them one at a time take about
+# Each harness's time in make check: 18 of them one at a time take about
 # what CHECK_TESTS take. make fuzz-smoke alone keeps FUZZ_SMOKE_TIME.
 CHECK_FUZZ_TIME := 12
 # The lanes, balanced by their suites' times on the emulated host.
@@ -704,6 +706,11 @@ $(BUILD)/fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c $(FUZZ_SSE_SRCS) host/vmrund/sse.h
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_sse.c $(FUZZ_SSE_SRCS) \
 		-ljansson -o $@
+
+# A sandbox supervisor's answer head, as vmrund reads it to pass it on.
+$(BUILD)/fuzz/fuzz_sandbox_http: tests/fuzz/fuzz_sandbox_http.c host/vmrund/sandbox_http.c host/vmrund/sandbox_http.h
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/vmrund tests/fuzz/fuzz_sandbox_http.c host/vmrund/sandbox_http.c -o $@
 
 # The artifacts' tar headers (guest-chosen names), read back by libarchive.
 $(BUILD)/fuzz/fuzz_tar: tests/fuzz/fuzz_tar.c host/vmrund/tar.c host/vmrund/tar.h host/run/artifacts.h

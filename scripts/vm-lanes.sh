@@ -28,6 +28,7 @@ runtimes|600||runtime tests|tests/e2e/runtimes.sh
 source|1500||source mode tests|tests/e2e/source.sh
 vmrund|600||vmrund vm tests|tests/vmrund/vm.sh
 sandbox|600||sandbox tests|tests/sandbox/supervisor.sh
+vmrund-sandbox|600||vmrund sandbox tests|tests/sandbox/vmrund.sh
 net|900||network tests|tests/e2e/net.sh
 payload|300|--any-kvm|payload tests|tests/payloads/run.sh
 aarch64-vm|600|--arch aarch64|aarch64 vm tests|tests/vm/aarch64.sh

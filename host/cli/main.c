@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_sandbox.h"
+#include "sandbox_http.h"
 #include "clock.h"
 #include "result.h"
 #include "run.h"
@@ -205,11 +207,32 @@ static int make_snapshot(const struct cli_run *c, int argc, char **argv)
 	return fflush(stdout) ? 1 : 0;
 }
 
+/* `vmrun sandbox ...`: a sandbox of vmrund's (cli_sandbox.h). */
+static int sandbox(int argc, char **argv)
+{
+	struct sbx_cli c;
+	char err[600] = "", local[300];
+	int parsed = sbx_cli_parse(argc, argv, &c, err, sizeof(err));
+	int status = parsed < 0 ? 125 : 0;
+	if (parsed < 0)
+		say("%s", err);
+	if (!parsed) {
+		sbxc_local_socket(local, sizeof(local));
+		status = sbx_cli_run(&c, sbx_cli_server(&c, local), getenv("VMRUN_API_KEY"), err, sizeof(err));
+		if (err[0])
+			say("sandbox %s: %s", c.verb_name, err);
+	}
+	sbx_cli_free(&c);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	struct vmrun_opts o;
 	char err[512];
 	struct cli_run c;
+	if (argc >= 2 && !strcmp(argv[1], "sandbox"))
+		return sandbox(argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "runtimes"))
 		return locate(&c) ? 125 : list_runtimes(&c, argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "snapshot")) {

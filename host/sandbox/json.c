@@ -13,19 +13,6 @@
 
 #include "spool.h"
 
-static json_t *time_json(int64_t ms)
-{
-	if (!ms)
-		return json_null();
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-	char buf[40];
-	gmtime_r(&t, &tm);
-	size_t n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf + n, sizeof(buf) - n, ".%03dZ", (int)(ms % 1000));
-	return json_string(buf);
-}
-
 static const char *end_name(uint32_t kind)
 {
 	switch (kind) {
@@ -82,8 +69,8 @@ json_t *sbx_cmd_json(const struct sbx *s, const struct sbx_cmd *c)
 	json_object_set_new(o, "id", json_integer(c->id));
 	json_object_set(o, "request", c->request);
 	json_object_set_new(o, "state", json_string(c->ended ? "ended" : "running"));
-	json_object_set_new(o, "started_at", time_json(c->started_ms));
-	json_object_set_new(o, "ended_at", time_json(c->ended_ms));
+	json_object_set_new(o, "started_at", spool_iso_time(c->started_ms));
+	json_object_set_new(o, "ended_at", spool_iso_time(c->ended_ms));
 	if (c->ended) {
 		const struct proto_exit *e = &c->exit;
 		json_object_set_new(o, "end", json_string(end_name(e->kind)));
@@ -106,8 +93,8 @@ json_t *sbx_json(const struct sbx *s)
 {
 	int64_t left = s->deadline_ms - sbx_realtime_ms();
 	json_t *o = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:f,s:O,s:i,s:I,s:I}", "id", s->id, "state",
-			      state_names[s->state], "reason", s->reason, "created_at", time_json(s->created_ms),
-			      "started_at", time_json(s->started_ms), "timeout_at", time_json(s->deadline_ms),
+			      state_names[s->state], "reason", s->reason, "created_at", spool_iso_time(s->created_ms),
+			      "started_at", spool_iso_time(s->started_ms), "timeout_at", spool_iso_time(s->deadline_ms),
 			      "time_left_s", s->state == SBX_RUNNING && left > 0 ? (double)left / 1000.0 : 0.0, "limits",
 			      s->limits ? s->limits : json_null(), "commands_running", (int)s->running, "commands",
 			      (json_int_t)(s->next_cmd - 1), "guest_faults", (json_int_t)s->guest_faults);
@@ -127,7 +114,7 @@ json_t *sbx_entry_json(const struct proto_entry *e)
 		free(t);
 	}
 	return json_pack("{s:o,s:s,s:I,s:s,s:o}", "name", name, "type", type, "size", (json_int_t)e->size, "mode", mode,
-			 "mtime", time_json(e->mtime_ns / 1000000));
+			 "mtime", spool_iso_time(e->mtime_ns / 1000000));
 }
 
 int sbx_signal_number(const json_t *v)

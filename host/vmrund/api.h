@@ -25,6 +25,27 @@ int api_submit(struct http_req *r, struct run_spec *rq, char id[SCHED_ID_MAX]);
  * or -1 after answering. */
 int api_accept(struct http_req *r, int parsed, struct run_spec *rq, const char *err, char id[SCHED_ID_MAX]);
 
+/* The request's Idempotency-Key into idem, with the hex SHA-256 of its
+ * body into hash: 1 there is one, 0 none, -1 a malformed one (answered
+ * 400): 1 to STORE_IDEM_KEY_MAX visible ASCII characters. */
+int api_idempotency_key(struct http_req *r, struct store_idem *idem, char hash[STORE_IDEM_HASH_LEN + 1]);
+
+/* /v1/sandboxes (api_sandboxes.c); path is past "/v1/sandboxes". */
+enum MHD_Result api_sandboxes(struct http_req *r, const char *path);
+
+/* A sandbox's file upload (PUT /v1/sandboxes/ID/files and .../files/tar)
+ * is streamed to its supervisor as it arrives, never held whole: http.c
+ * calls begin once the head is in (the tenant authenticated), data with
+ * each piece of the body, end after the last, and free when the
+ * connection's request is over. begin and end answer (begin only when it
+ * refuses: then *u stays NULL and the body is dropped). */
+struct api_upload;
+bool api_sandbox_is_upload(const char *method, const char *url);
+enum MHD_Result api_sandbox_upload_begin(struct http_req *r, struct api_upload **u);
+void api_sandbox_upload_data(struct api_upload *u, const char *data, size_t n);
+enum MHD_Result api_sandbox_upload_end(struct http_req *r, struct api_upload *u);
+void api_sandbox_upload_free(struct api_upload *u);
+
 /* Endpoints. path is past the prefix ("/v1", "/api/v2"). Each answers. */
 enum MHD_Result api_v1(struct http_req *r, const char *path);
 enum MHD_Result api_piston(struct http_req *r, const char *path);

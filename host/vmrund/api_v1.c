@@ -17,14 +17,6 @@
 #include "spool.h"
 #include "stream.h"
 
-static json_t *iso_time(int64_t ms)
-{
-	if (!ms)
-		return json_null();
-	char buf[CLOCK_ISO8601_MAX];
-	return json_string(clock_iso8601(ms, buf));
-}
-
 json_t *api_run_view(const struct store_run *run)
 {
 	json_t *o = spool_result_parse(run->result);
@@ -38,9 +30,9 @@ json_t *api_run_view(const struct store_run *run)
 	json_object_set_new(o, "id", json_string(run->id));
 	json_object_set_new(o, "state", json_string(store_state_name(run->state)));
 	json_object_set_new(o, "tenant", json_string(run->tenant));
-	json_object_set_new(o, "created_at", iso_time(run->created_ms));
-	json_object_set_new(o, "started_at", iso_time(run->started_ms));
-	json_object_set_new(o, "finished_at", iso_time(run->finished_ms));
+	json_object_set_new(o, "created_at", spool_iso_time(run->created_ms));
+	json_object_set_new(o, "started_at", spool_iso_time(run->started_ms));
+	json_object_set_new(o, "finished_at", spool_iso_time(run->finished_ms));
 	json_object_set_new(o, "queue_ms", run->started_ms ? json_integer(run->started_ms - run->created_ms) : json_null());
 	if (run->message[0] || !json_object_get(o, "message"))
 		json_object_set_new(o, "message", json_string(run->message));
@@ -96,11 +88,8 @@ int api_accept(struct http_req *r, int parsed, struct run_spec *rq, const char *
 	return rc;
 }
 
-/* The request's Idempotency-Key into idem, with the hex SHA-256 of its
- * body into hash: 1 there is one, 0 none, -1 a malformed one (answered
- * 400). Keys are opaque to us, as Stripe's and the IETF draft's are: 1 to
- * STORE_IDEM_KEY_MAX visible ASCII characters. */
-static int idempotency_key(struct http_req *r, struct store_idem *idem, char hash[STORE_IDEM_HASH_LEN + 1])
+/* Keys are opaque to us, as Stripe's and the IETF draft's are. */
+int api_idempotency_key(struct http_req *r, struct store_idem *idem, char hash[STORE_IDEM_HASH_LEN + 1])
 {
 	const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Idempotency-Key");
 	if (!key)
@@ -131,7 +120,7 @@ int api_submit(struct http_req *r, struct run_spec *rq, char id[SCHED_ID_MAX])
 	}
 	struct store_idem idem;
 	char hash[STORE_IDEM_HASH_LEN + 1];
-	int keyed = idempotency_key(r, &idem, hash);
+	int keyed = api_idempotency_key(r, &idem, hash);
 	if (keyed < 0)
 		return -1;
 	struct vmrund_answer a = vmrund_submit(r->d, (unsigned)r->tenant, rq, keyed ? &idem : NULL, id);
@@ -322,6 +311,8 @@ enum MHD_Result api_v1(struct http_req *r, const char *p)
 		return strcmp(r->method, "POST") ? http_error(r, 405, 0, "only POST here") : create(r);
 	if (!strncmp(p, "/runs/", 6))
 		return run_path(r, p + 6);
+	if (!strncmp(p, "/sandboxes", 10) && (p[10] == '\0' || p[10] == '/'))
+		return api_sandboxes(r, p + 10);
 	if (!strcmp(p, "/runtimes"))
 		return strcmp(r->method, "GET") ? http_error(r, 405, 0, "only GET here") : runtimes(r);
 	return http_error(r, 404, 0, "no such endpoint: /v1%.200s", p);

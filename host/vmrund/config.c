@@ -61,6 +61,14 @@ static int parse_uint(const char *v, unsigned long long max, unsigned long long 
  * the file says, with no resolver in between. */
 static int parse_listen(struct vmrund_config *c, const char *v)
 {
+	if (!strncmp(v, "unix:", 5)) {
+		/* an absolute path that fits a socket's address */
+		if (v[5] != '/' || strlen(v + 5) >= 108)
+			return -1;
+		snprintf(c->listen_unix, sizeof(c->listen_unix), "%s", v + 5);
+		return 0;
+	}
+	c->listen_unix[0] = '\0';
 	const char *colon = strrchr(v, ':');
 	if (!colon || colon == v)
 		return -1;
@@ -151,7 +159,8 @@ static int apply(struct vmrund_config *c, const char *k, const char *v, char *er
 		return 0;
 	}
 	if (!strcmp(k, "listen"))
-		return parse_listen(c, v) ? errf(err, errlen, "listen: a numeric ADDRESS:PORT, not \"%.64s\"", v) : 0;
+		return parse_listen(c, v) ? errf(err, errlen, "listen: a numeric ADDRESS:PORT or unix:PATH, not \"%.64s\"", v)
+					  : 0;
 	if (!strcmp(k, "max_body")) {
 		if (parse_uint(v, 1u << 30, &n) || n < 1024)
 			return errf(err, errlen, "max_body: bytes from 1024 to %u", 1u << 30);
@@ -275,4 +284,16 @@ int64_t config_retention_every_ms(const struct vmrund_config *c)
 	if (c->run_retention_s && (int64_t)c->run_retention_s * 250 < every)
 		every = (int64_t)c->run_retention_s * 250;
 	return every < 1000 ? 1000 : every;
+}
+
+void config_local(struct vmrund_config *c, const char *dir)
+{
+	snprintf(c->listen_unix, sizeof(c->listen_unix), "%.90s/vmrund.sock", dir);
+	snprintf(c->state_db, sizeof(c->state_db), "%.3000s/state.db", dir);
+	snprintf(c->run_dir, sizeof(c->run_dir), "%.3000s/runs", dir);
+	c->keys[0] = '\0';
+	c->audit_log[0] = '\0';
+	snprintf(c->anonymous_tenant, sizeof(c->anonymous_tenant), "%s", CONFIG_LOCAL_TENANT);
+	c->anonymous_any = true;
+	c->max_connections_per_address = 0;
 }

@@ -15,6 +15,7 @@
 struct vmrund_config {
 	char listen_host[64];         /* listen = HOST:PORT; the host a numeric IPv4 or IPv6 address */
 	unsigned listen_port;
+	char listen_unix[108];        /* listen = unix:PATH: a Unix socket instead; "" none */
 	char state_db[PATH_MAX];      /* the SQLite store */
 	char run_dir[PATH_MAX];       /* one directory per running run, artifacts kept after */
 	char keys[PATH_MAX];          /* the API keys: root-owned (host/vmrund/tenants.h) */
@@ -60,6 +61,19 @@ int config_parse(struct vmrund_config *c, const char *text, size_t len, char *er
 /* Read path and config_parse it; a missing file is an error unless
  * optional. Returns 0 or -1 with "PATH:LINE: reason". */
 int config_load(struct vmrund_config *c, const char *path, bool optional, char *err, size_t errlen);
+
+/* The tenant of vmrund --local (no keys file, a Unix socket): every
+ * request is its. */
+#define CONFIG_LOCAL_TENANT "local"
+#define CONFIG_LOCAL_TENANTS \
+	"tenant " CONFIG_LOCAL_TENANT " concurrent=4 queued=64 rate=1000 burst=1000 sandboxes=16 max_sandbox_timeout_s=86400\n"
+
+/* vmrund --local (pure): one user's service in dir (its socket
+ * dir/vmrund.sock, its store and runs beside it), no keys file and no
+ * audit log; every request acts as CONFIG_LOCAL_TENANT, the socket's
+ * mode (0600) deciding who may ask. Applied over c (a --config file may
+ * come after it). */
+void config_local(struct vmrund_config *c, const char *dir);
 
 /* Slots from the host's CPUs and memory (MiB) when c->slots is 0: one per
  * CPU, and no more than the memory holds at slot_memory_mib each, at

@@ -42,7 +42,7 @@ void vmrund_wake(struct vmrund *d)
 		return;   /* the loop polls on a timer too */
 }
 
-static void new_id(char id[SCHED_ID_MAX])
+void vmrund_new_id(char id[SCHED_ID_MAX])
 {
 	uint8_t b[16];
 	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
@@ -54,9 +54,7 @@ static void new_id(char id[SCHED_ID_MAX])
 		snprintf(id + 2 * i, 3, "%02x", b[i]);
 }
 
-static struct vmrund_answer answer(unsigned status, unsigned retry, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static struct vmrund_answer answer(unsigned status, unsigned retry, const char *fmt, ...)
+struct vmrund_answer vmrund_answer_of(unsigned status, unsigned retry, const char *fmt, ...)
 {
 	struct vmrund_answer a = { .status = status, .retry_after_s = retry };
 	va_list ap;
@@ -79,9 +77,9 @@ struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const stru
 	struct run_effective e;
 	run_spec_effective(rq, rt, &e);
 	if (tenant_net_check(&d->ts.t[tenant], rq, why, sizeof(why)))
-		return answer(403, 0, "%s", why);
+		return vmrund_answer_of(403, 0, "%s", why);
 	if (run_spec_check(rq, &e, &d->pol, RUN_SPEC_WORDS_API, why, sizeof(why)))
-		return answer(400, 0, "%s", why);
+		return vmrund_answer_of(400, 0, "%s", why);
 	/* Its size, within the tenant's ceilings and this node's size: a run
 	 * that could never start is refused now rather than queued forever.
 	 * The sizes go into the stored spec, so that the run gets what it
@@ -89,7 +87,7 @@ struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const stru
 	struct sched_size size = { e.memory_mib, e.disk_mib };
 	if (tenant_size_check(&d->ts.t[tenant], size.memory_mib, size.disk_mib, why, sizeof(why)) ||
 	    sched_size_check(&size, &d->size, why, sizeof(why)))
-		return answer(400, 0, "%s", why);
+		return vmrund_answer_of(400, 0, "%s", why);
 	struct run_spec sized = *rq;   /* a shallow copy: it owns nothing */
 	sized.memory_mib = e.memory_mib;
 	sized.disk_mib = e.disk_mib;
@@ -97,33 +95,33 @@ struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const stru
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	if (!text)
-		return answer(500, 0, "out of memory");
-	new_id(id);
+		return vmrund_answer_of(500, 0, "out of memory");
+	vmrund_new_id(id);
 	struct store_run run = { .tenant = "", .state = RS_QUEUED, .created_ms = clock_wall_ms(), .request = text };
 	snprintf(run.id, sizeof(run.id), "%s", id);
 	snprintf(run.tenant, sizeof(run.tenant), "%s", d->ts.t[tenant].name);
 	char err[300];
-	struct vmrund_answer a = answer(202, 0, "queued");
+	struct vmrund_answer a = vmrund_answer_of(202, 0, "queued");
 	pthread_mutex_lock(&d->lock);
 	int v = d->stopping ? SCHED_QUEUE_FULL
 			    : d->store->ops->submit(d->store, &run, idem, &d->ts.t[tenant], d->cfg.queue_max, err,
 						    sizeof(err));
 	if (v < 0) {
 		/* Nothing was stored: the client may send it again. */
-		a = answer(503, 2, "the store: %s", err);
+		a = vmrund_answer_of(503, 2, "the store: %s", err);
 	} else if (v == STORE_REPLAYED) {
 		snprintf(id, SCHED_ID_MAX, "%s", idem->id);   /* the first request's run; nothing new to wake for */
-		a = answer(202, 0, "replayed");
+		a = vmrund_answer_of(202, 0, "replayed");
 	} else if (v == STORE_KEY_REUSED) {
-		a = answer(422, 0, "Idempotency-Key %s was used within a day for run %s with another body", idem->key,
+		a = vmrund_answer_of(422, 0, "Idempotency-Key %s was used within a day for run %s with another body", idem->key,
 			   idem->id);
 	} else if (v == SCHED_TENANT_FULL) {
 		d->m.refused_tenant++;
-		a = answer(429, 1, "tenant %s has %u runs running or queued, its limit", d->ts.t[tenant].name,
+		a = vmrund_answer_of(429, 1, "tenant %s has %u runs running or queued, its limit", d->ts.t[tenant].name,
 			   d->ts.t[tenant].concurrent + d->ts.t[tenant].queued);
 	} else if (v == SCHED_QUEUE_FULL) {
 		d->m.refused_queue++;
-		a = answer(503, d->stopping ? 5 : 2, d->stopping ? "vmrund is stopping" : "the queue is full (%u runs)",
+		a = vmrund_answer_of(503, d->stopping ? 5 : 2, d->stopping ? "vmrund is stopping" : "the queue is full (%u runs)",
 			   d->cfg.queue_max);
 	} else {
 		d->m.accepted++;
@@ -203,22 +201,22 @@ struct vmrund_answer vmrund_cancel(struct vmrund *d, unsigned tenant, const char
 	int rc = d->store->ops->cancel(d->store, id, d->ts.t[tenant].name, clock_wall_ms(), node, err, sizeof(err));
 	int found = rc == 1 || rc == 3 ? d->store->ops->get(d->store, id, NULL, &run, err, sizeof(err)) : 0;
 	if (rc < 0) {
-		a = answer(503, 2, "the store: %s", err);
+		a = vmrund_answer_of(503, 2, "the store: %s", err);
 	} else if (rc == 0) {
-		a = answer(404, 0, "no run %s", id);
+		a = vmrund_answer_of(404, 0, "no run %s", id);
 	} else if (rc == 3) {
-		a = answer(409, 0, "run %s already ended: %s", id, found == 1 ? store_state_name(run.state) : "?");
+		a = vmrund_answer_of(409, 0, "run %s already ended: %s", id, found == 1 ? store_state_name(run.state) : "?");
 	} else if (rc == 1) {
 		if (found == 1)
 			vmrund_ended(d, &run);
-		a = answer(200, 0, "cancelled");
+		a = vmrund_answer_of(200, 0, "cancelled");
 	} else {
 		/* Running: ours to stop now, or its node's, which the store
 		 * told (and whose heartbeat finds it again if it missed it). */
 		if (!strcmp(node, d->node))
 			vmrund_stop(d, id);
-		a = wait_locked(d, id, clock_mono_ms() + wait_ms) ? answer(200, 0, "cancelled")
-								   : answer(202, 0, "cancelling: the VM is being destroyed");
+		a = wait_locked(d, id, clock_mono_ms() + wait_ms) ? vmrund_answer_of(200, 0, "cancelled")
+								   : vmrund_answer_of(202, 0, "cancelling: the VM is being destroyed");
 	}
 	if (found == 1)
 		store_run_free(&run);

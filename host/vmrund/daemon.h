@@ -56,6 +56,7 @@ struct vmrund {
 	 * is submitted. The worker's run library reads them again. */
 	struct policy pol;
 	char worker[PATH_MAX], vmm[PATH_MAX], guest[PATH_MAX];
+	char sbx_bin[PATH_MAX];       /* vmrund-sandbox, beside vmrund */
 	bool kvm_ok;                  /* vmm --probe passed at start: KVM runs a Linux guest here */
 	char kvm_why[300];            /* else what it said */
 
@@ -77,6 +78,8 @@ struct vmrund {
 	 * each holds a connection's thread, so a tenant may hold no more
 	 * than max_streams_per_tenant of them. */
 	unsigned streams[TENANTS_MAX];
+	/* The sandboxes this node holds (sandboxes.h), VMRUND_SBX_MAX slots. */
+	struct vmrund_sbx *sbx;
 	bool stopping;                /* SIGTERM: start nothing more, refuse new runs */
 	bool closing;                 /* the loop is over: waits and streams end now */
 };
@@ -88,6 +91,14 @@ struct vmrund_answer {
 	unsigned retry_after_s;
 	char message[256];
 };
+
+/* An answer of status (Retry-After retry seconds when not 0) and a
+ * message. */
+struct vmrund_answer vmrund_answer_of(unsigned status, unsigned retry, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* A new random id: 32 hex digits. */
+void vmrund_new_id(char id[SCHED_ID_MAX]);
 
 /* Set d up from cfg: store, keys, runtimes, slots, and recovery of what
  * this node's previous life left (its runs whose command had not started
@@ -201,6 +212,16 @@ int vmrund_fetch(struct vmrund *d, const char *id);
 /* Stop run id if this node runs it: its worker is told to destroy the
  * VM, and the run ends cancelled. Lock held. */
 void vmrund_stop(struct vmrund *d, const char *id);
+
+/* In a child of fork (only async-signal-safe calls: vmrund is
+ * multi-threaded): stdin from in, stdout and stderr to out, gate (-1:
+ * none) as SPOOL_GATE_FD, no other descriptor, every signal's default
+ * and none blocked, then execve; never returns. */
+void vmrund_exec_child(int in, int out, int gate, char *const argv[], char *const envp[]) __attribute__((noreturn));
+
+/* What the node has left for runs and sandboxes: its size less what
+ * every run it holds and every sandbox takes. Lock held. */
+struct sched_size vmrund_room_left(const struct vmrund *d);
 
 /* How many runs this node holds now. Lock held. */
 unsigned vmrund_running_here(struct vmrund *d);

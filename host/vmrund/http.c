@@ -9,7 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <errno.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "api.h"
 #include "daemon.h"
@@ -29,6 +33,9 @@ struct conn_state {
 	size_t len, cap;
 	bool too_big;
 	bool answered;                /* refused before its body (413) */
+	bool upload;                  /* a sandbox's upload: streamed, never held (api.h) */
+	int tenant;                   /* an upload's, authenticated at its head */
+	struct api_upload *up;        /* NULL: refused at its head (answered) */
 };
 
 enum MHD_Result http_queue(struct http_req *r, unsigned status, struct MHD_Response *resp)
@@ -131,6 +138,9 @@ static bool from_loopback(struct MHD_Connection *c)
 	if (!ci || !ci->client_addr)
 		return false;
 	const struct sockaddr *sa = ci->client_addr;
+	/* a Unix socket is this machine's, its mode says whose */
+	if (sa->sa_family == AF_UNIX)
+		return true;
 	if (sa->sa_family == AF_INET)
 		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
 	if (sa->sa_family == AF_INET6) {
@@ -220,6 +230,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		if (!(cs = calloc(1, sizeof(*cs))))
 			return MHD_NO;
 		*con_cls = cs;
+		if (api_sandbox_is_upload(method, url)) {
+			cs->upload = true;
+			if ((cs->tenant = r.tenant = authenticate(&r)) < 0)
+				return MHD_YES;
+			return api_sandbox_upload_begin(&r, &cs->up);
+		}
 		/* A declared length past the cap is refused before its body. */
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (cl && strtoull(cl, NULL, 10) > d->cfg.max_body) {
@@ -227,6 +243,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return http_error(&r, 413, 0, "the body is over %zu bytes", d->cfg.max_body);
 		}
 		return MHD_YES;
+	}
+	if (cs->upload) {
+		r.tenant = cs->tenant;
+		if (*upload_size) {
+			api_sandbox_upload_data(cs->up, upload, *upload_size);
+			*upload_size = 0;
+			return MHD_YES;
+		}
+		return cs->up ? api_sandbox_upload_end(&r, cs->up) : MHD_YES;
 	}
 	if (*upload_size) {
 		size_t n = *upload_size;
@@ -264,12 +289,38 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	(void)t;
 	struct http_server *h = cls;
 	struct conn_state *cs = *con_cls;
-	if (cs)
+	if (cs) {
 		free(cs->body);
+		api_sandbox_upload_free(cs->up);
+	}
 	free(cs);
 	*con_cls = NULL;
 	/* a kept-alive connection's next head has the same time */
 	guard_mark(h->guard, conn, false);
+}
+
+/* The Unix socket at path, bound with mode 0600 (a stale one of a
+ * previous life replaced) and listening: its fd, or -1 with err. */
+static int unix_listener(const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+		return errf(err, errlen, "listen unix:%s: there is a file that is not a socket", path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return errf(err, errlen, "socket: %s", strerror(errno));
+	unlink(path);
+	mode_t old = umask(0177);
+	int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (rc < 0 || listen(fd, 64) < 0) {
+		errf(err, errlen, "listen unix:%s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 struct http_server *http_start(struct vmrund *d, char *err, size_t errlen)
@@ -278,7 +329,11 @@ struct http_server *http_start(struct vmrund *d, char *err, size_t errlen)
 	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
-	if (inet_pton(AF_INET, d->cfg.listen_host, &in4->sin_addr) == 1) {
+	int lfd = -1;
+	if (d->cfg.listen_unix[0]) {
+		if ((lfd = unix_listener(d->cfg.listen_unix, err, errlen)) < 0)
+			return NULL;
+	} else if (inet_pton(AF_INET, d->cfg.listen_host, &in4->sin_addr) == 1) {
 		in4->sin_family = AF_INET;
 		in4->sin_port = htons((uint16_t)d->cfg.listen_port);
 	} else if (inet_pton(AF_INET6, d->cfg.listen_host, &in6->sin6_addr) == 1) {
@@ -292,25 +347,40 @@ struct http_server *http_start(struct vmrund *d, char *err, size_t errlen)
 	struct http_server *h = calloc(1, sizeof(*h));
 	if (!h) {
 		errf(err, errlen, "out of memory");
+		if (lfd >= 0)
+			close(lfd);
 		return NULL;
 	}
 	h->d = d;
 	if (!(h->guard = guard_start(d, err, errlen))) {
 		free(h);
+		if (lfd >= 0)
+			close(lfd);
 		return NULL;
 	}
 	/* The per-address cap is libmicrohttpd's, counted at accept in every
 	 * threading mode; a connection past it is closed unanswered. */
+	/* the Unix socket, which libmicrohttpd takes over; else it binds ss */
+	struct MHD_OptionItem where[] = {
+		lfd >= 0 ? (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, lfd, NULL }
+			 : (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, &ss },
+		{ MHD_OPTION_END, 0, NULL },
+	};
 	h->mhd = MHD_start_daemon(
-		flags, (uint16_t)d->cfg.listen_port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+		flags, (uint16_t)d->cfg.listen_port, NULL, NULL, on_request, h, MHD_OPTION_ARRAY, where,
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)d->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 		(unsigned)d->cfg.max_connections_per_address, MHD_OPTION_CONNECTION_TIMEOUT,
 		(unsigned)d->cfg.connection_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
 		MHD_OPTION_NOTIFY_CONNECTION, guard_on_connection, h->guard, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
 		MHD_OPTION_END);
 	if (!h->mhd) {
-		errf(err, errlen, "listen %s:%u: cannot start the HTTP server (address in use?)", d->cfg.listen_host,
-		     d->cfg.listen_port);
+		if (lfd >= 0) {
+			errf(err, errlen, "listen unix:%s: cannot start the HTTP server", d->cfg.listen_unix);
+			close(lfd);
+		} else {
+			errf(err, errlen, "listen %s:%u: cannot start the HTTP server (address in use?)",
+			     d->cfg.listen_host, d->cfg.listen_port);
+		}
 		guard_stop(h->guard);
 		free(h);
 		return NULL;

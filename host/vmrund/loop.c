@@ -21,10 +21,32 @@
 #include "errmsg.h"
 #include "keep.h"
 #include "run_spec.h"
+#include "sandboxes.h"
 #include "snapshot_cache.h"
 #include "spool.h"
 
 #define EXPIRE_EVERY_MS    1000    /* how often a node looks for dead nodes' runs */
+
+void vmrund_exec_child(int in, int out, int gate, char *const argv[], char *const envp[])
+{
+	dup2(in, 0);
+	dup2(out, 1);
+	dup2(out, 2);
+	/* dup2 onto itself would keep close-on-exec */
+	if (gate == SPOOL_GATE_FD)
+		fcntl(gate, F_SETFD, 0);
+	else if (gate >= 0)
+		dup2(gate, SPOOL_GATE_FD);
+	close_range(gate >= 0 ? SPOOL_GATE_FD + 1 : 3, ~0U, 0);
+	for (int s = 1; s < 32; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			signal(s, SIG_DFL);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execve(argv[0], argv, envp);
+	_exit(127);
+}
 
 /* The worker's process: its own stderr in the run directory, the gate
  * as descriptor SPOOL_GATE_FD and no other fd of ours, a fixed
@@ -49,8 +71,6 @@ static pid_t spawn_worker(struct vmrund *d, const char *dir, const char *cache, 
 		goto out;
 	}
 	pid_t parent = getpid();
-	sigset_t none;
-	sigemptyset(&none);
 	pid = fork();
 	if (pid < 0) {
 		errf(err, errlen, "fork: %s", strerror(errno));
@@ -59,21 +79,7 @@ static pid_t spawn_worker(struct vmrund *d, const char *dir, const char *cache, 
 	if (pid == 0) {
 		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
 			_exit(127);
-		dup2(nullfd, 0);
-		dup2(logfd, 1);
-		dup2(logfd, 2);
-		/* dup2 onto itself would keep close-on-exec */
-		if (gate == SPOOL_GATE_FD)
-			fcntl(gate, F_SETFD, 0);
-		else
-			dup2(gate, SPOOL_GATE_FD);
-		close_range(SPOOL_GATE_FD + 1, ~0U, 0);
-		for (int s = 1; s < 32; s++)
-			if (s != SIGKILL && s != SIGSTOP)
-				signal(s, SIG_DFL);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		execve(argv[0], argv, envp);
-		_exit(127);
+		vmrund_exec_child(nullfd, logfd, gate, argv, envp);
 	}
 out:
 	if (logfd >= 0)
@@ -148,16 +154,19 @@ static void start_run(struct vmrund *d, const struct store_run *run)
 /* What the node has left for runs: its size less what every run it
  * holds takes, until that run is recorded (its VM and workspace are gone
  * by then). Lock held. */
-static struct sched_size room_left(const struct vmrund *d)
+static void take_room(struct sched_size *left, const struct sched_size *s)
 {
-	struct sched_size left = d->size;
-	for (unsigned i = 0; i < d->slots; i++) {
-		const struct sched_size *s = &d->active[i].size;
-		if (!d->active[i].used)
-			continue;
-		left.memory_mib -= s->memory_mib < left.memory_mib ? s->memory_mib : left.memory_mib;
-		left.disk_mib -= s->disk_mib < left.disk_mib ? s->disk_mib : left.disk_mib;
-	}
+	left->memory_mib -= s->memory_mib < left->memory_mib ? s->memory_mib : left->memory_mib;
+	left->disk_mib -= s->disk_mib < left->disk_mib ? s->disk_mib : left->disk_mib;
+}
+
+struct sched_size vmrund_room_left(const struct vmrund *d)
+{
+	struct sched_size left = d->size, sbx = vmrund_sbx_size(d);
+	for (unsigned i = 0; i < d->slots; i++)
+		if (d->active[i].used)
+			take_room(&left, &d->active[i].size);
+	take_room(&left, &sbx);
 	return left;
 }
 
@@ -172,7 +181,7 @@ static void claim(struct vmrund *d)
 	char err[300];
 	if (!rows)
 		return;
-	struct sched_size left = room_left(d);
+	struct sched_size left = vmrund_room_left(d);
 	int n = d->store->ops->claim(d->store, d->node, room, &d->ts, &left, &d->size, clock_wall_ms(), rows, err,
 				     sizeof(err));
 	if (n < 0)
@@ -402,6 +411,8 @@ static void cluster(struct vmrund *d, int64_t *next_beat, int64_t *next_expiry, 
 	if (now >= *next_expiry && !d->store_down && now >= d->expire_from_ms) {
 		if (d->store->ops->expire(d->store, NULL, clock_wall_ms(), on_taken_back, d, err, sizeof(err)) < 0)
 			vmrund_store_failed(d, "taking back dead nodes' runs", err);
+		else if (d->store->ops->sbx_lost(d->store, NULL, clock_wall_ms(), NULL, NULL, err, sizeof(err)) < 0)
+			vmrund_store_failed(d, "ending dead nodes' sandboxes lost", err);
 		*next_expiry = now + EXPIRE_EVERY_MS;
 	}
 }
@@ -421,6 +432,9 @@ static void expire_kept(struct vmrund *d)
 	else if (d->cfg.run_retention_s &&
 		 d->store->ops->drop_runs(d->store, now - (int64_t)d->cfg.run_retention_s * 1000, err, sizeof(err)) < 0)
 		vmrund_store_failed(d, "removing runs past run_retention_s", err);
+	else if (d->cfg.run_retention_s &&
+		 d->store->ops->sbx_drop(d->store, now - (int64_t)d->cfg.run_retention_s * 1000, err, sizeof(err)) < 0)
+		vmrund_store_failed(d, "removing sandboxes past run_retention_s", err);
 	pthread_mutex_unlock(&d->lock);
 	DIR *dir = opendir(d->cfg.run_dir);
 	if (!dir)
@@ -478,6 +492,7 @@ int vmrund_loop(struct vmrund *d, char *err, size_t errlen)
 	bool note_ready = false;
 	for (;;) {
 		reap_all(d);
+		vmrund_sbx_watch(d);
 		pthread_mutex_lock(&d->lock);
 		cluster(d, &next_beat, &next_expiry, note_ready);
 		answer_gates(d);

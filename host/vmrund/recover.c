@@ -22,6 +22,7 @@
 #include "clock.h"
 #include "errmsg.h"
 #include "run.h"
+#include "sandboxes.h"
 #include "spool.h"
 
 #define SWEEP_GRACE_MS 15000   /* a worker left running gets this long to destroy its VM itself */
@@ -180,7 +181,8 @@ static void sweep_run_dir(struct vmrund *d)
 	for (struct dirent *e; (e = readdir(dir));) {
 		/* the worker's TMPDIR stays; what a dead run left in it goes
 		 * with that run (sweep_cgroup) or at the run library's sweep */
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, SPOOL_LIB_TMP))
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, SPOOL_LIB_TMP) ||
+		    !strcmp(e->d_name, VMRUND_SBX_DIR))
 			continue;
 		struct store_run run;
 		char err[300], path[PATH_MAX];
@@ -329,13 +331,18 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 	snprintf(d->worker, sizeof(d->worker), "%.4000s%s", cfg->worker[0] ? cfg->worker : bindir,
 		 cfg->worker[0] ? "" : "/vmrund-worker");
 	snprintf(d->vmm, sizeof(d->vmm), "%.4000s/vmm", bindir);
+	snprintf(d->sbx_bin, sizeof(d->sbx_bin), "%.4000s/" VMRUND_SBX_BIN, bindir);
 	snprintf(d->guest, sizeof(d->guest), "%.4000s%s", cfg->guest_dir[0] ? cfg->guest_dir : bindir,
 		 cfg->guest_dir[0] ? "" : "/../guest");
 	if (cfg->node[0])
 		snprintf(d->node, sizeof(d->node), "%s", cfg->node);
 	else if (gethostname(d->node, sizeof(d->node) - 1) < 0 || !d->node[0])
 		snprintf(d->node, sizeof(d->node), "localhost");
-	if (tenants_load(&d->ts, cfg->keys, err, errlen))
+	/* no keys file: one implicit tenant, only behind a Unix socket's mode */
+	if (!cfg->keys[0] && !cfg->listen_unix[0])
+		return errf(err, errlen, "keys: a keys file is required unless vmrund listens on a Unix socket");
+	if (cfg->keys[0] ? tenants_load(&d->ts, cfg->keys, err, errlen)
+			 : tenants_parse(&d->ts, CONFIG_LOCAL_TENANTS, strlen(CONFIG_LOCAL_TENANTS), err, errlen))
 		return -1;
 	if (cfg->anonymous_tenant[0] && (d->anonymous = tenants_by_name(&d->ts, cfg->anonymous_tenant)) < 0)
 		return errf(err, errlen, "anonymous_tenant %s: not a tenant in %s", cfg->anonymous_tenant, cfg->keys);
@@ -353,6 +360,8 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 	    d->store->ops->heartbeat(d->store, d->node, (int64_t)cfg->lease_s * 1000, NULL, NULL, err, errlen) < 0)
 		return -1;
 	sweep_run_dir(d);
+	if (vmrund_sbx_open(d, err, errlen))
+		return -1;
 	probe_kvm(d);
 	if (!d->kvm_ok)
 		vmrund_say("not ready: %s", d->kvm_why);
@@ -361,6 +370,7 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 
 void vmrund_close(struct vmrund *d)
 {
+	vmrund_sbx_close(d);
 	store_close(d->store);
 	d->store = NULL;
 	if (d->audit)

@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "proto.h"
 #include "result.h"
 #include "tree.h"
@@ -229,4 +230,10 @@ void spool_output_text(const char *path, char *out[2])
 json_t *spool_result_parse(const char *text)
 {
 	return text ? json_loads(text, JSON_ALLOW_NUL, NULL) : NULL;
+}
+
+json_t *spool_iso_time(int64_t ms)
+{
+	char buf[CLOCK_ISO8601_MAX];
+	return ms ? json_string(clock_iso8601(ms, buf)) : json_null();
 }

@@ -102,6 +102,10 @@ enum run_state spool_state_of(const struct run_outcome *o, bool cancelled);
  * takes only when told: every reader of a result parses it here. */
 json_t *spool_result_parse(const char *text);
 
+/* A time (Unix ms) as the APIs show it: UTC ISO 8601 with milliseconds,
+ * or null for 0 (not yet). */
+json_t *spool_iso_time(int64_t ms);
+
 
 /* Remove the run directory dir, or when keep everything in it but output
  * and artifacts/ (then dir stays for them). No symlink is followed. 0, or

@@ -15,6 +15,34 @@ static const char *const state_names[RS_COUNT] = {
 	[RS_LOST] = "lost",
 };
 
+static const char *const sbx_state_names[SBS_COUNT] = {
+	[SBS_STARTING] = "starting", [SBS_RUNNING] = "running", [SBS_STOPPING] = "stopping",
+	[SBS_STOPPED] = "stopped",   [SBS_LOST] = "lost",
+};
+
+void store_sandbox_free(struct store_sandbox *sb)
+{
+	free(sb->request);
+	memset(sb, 0, sizeof(*sb));
+}
+
+const char *store_sbx_state_name(enum sbx_row_state st)
+{
+	if ((int)st < 0 || (int)st >= SBS_COUNT)
+		return NULL;
+	return sbx_state_names[st];
+}
+
+int store_sbx_state_parse(const char *name)
+{
+	if (!name)
+		return -1;
+	for (int i = 0; i < SBS_COUNT; i++)
+		if (!strcmp(name, sbx_state_names[i]))
+			return i;
+	return -1;
+}
+
 void store_run_free(struct store_run *run)
 {
 	free(run->request);

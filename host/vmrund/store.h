@@ -101,6 +101,40 @@ enum store_note {
 
 typedef void (*store_note_fn)(void *ctx, enum store_note note, const char *id);
 
+/* A sandbox's row (docs/sandboxes.md): a VM that lives across many
+ * commands, held by the node that started it, whose supervisor process
+ * (vmrund-sandbox) owns it. States: starting -> running -> stopping ->
+ * stopped; any open one -> stopped (its supervisor ended: killed, timed
+ * out, failed) or lost (its node died). stopped and lost are terminal:
+ * a terminal row never changes again. */
+enum sbx_row_state {
+	SBS_STARTING,
+	SBS_RUNNING,
+	SBS_STOPPING,
+	SBS_STOPPED,
+	SBS_LOST,
+};
+#define SBS_COUNT 5
+
+struct store_sandbox {
+	char id[STORE_ID_LEN + 1];
+	char tenant[STORE_TENANT_MAX];
+	char node[STORE_NODE_MAX];    /* the node that holds it */
+	enum sbx_row_state state;
+	int64_t created_ms, started_ms, ended_ms;   /* Unix ms; 0: not yet */
+	int64_t timeout_at_ms;        /* Unix ms its life ends at; 0 while unknown (starting) */
+	uint64_t memory_mib, disk_mib;   /* what it takes, counted against the tenant's ceilings */
+	char *request;                /* the create body as accepted, JSON text (malloc'd, owned) */
+	char reason[512];             /* why it stopped (or was lost); "" */
+	int64_t seq;                  /* order of creation (the store assigns it) */
+};
+
+/* What sbx_create answers besides SCHED_ACCEPT (0: stored), STORE_REPLAYED
+ * and STORE_KEY_REUSED: the tenant's ceiling that refused it. */
+#define STORE_SBX_OVER_COUNT  110   /* tenant's sandboxes open at once */
+#define STORE_SBX_OVER_MEMORY 111   /* sandbox_memory_mib, all open ones together */
+#define STORE_SBX_OVER_DISK   112   /* sandbox_disk_mib, likewise */
+
 struct store;
 
 struct store_ops {
@@ -211,6 +245,45 @@ struct store_ops {
 	 * that one node alone uses (SQLite): that node's own bucket is the
 	 * cluster's. */
 	int (*rate)(struct store *s, const struct tenant *lim, int64_t *wait_ms, char *err, size_t errlen);
+	/* ---- sandboxes (struct store_sandbox) ---- */
+	/* Store a new sandbox (state starting) if the tenant's ceilings let it:
+	 * lim's sandboxes over its open ones (starting, running, stopping), its
+	 * sandbox_memory_mib and sandbox_disk_mib (0: none) over their sums
+	 * with this one's, counted in the same transaction as the insert.
+	 * id, tenant, node, created_ms, memory_mib, disk_mib and request are
+	 * taken from sb; seq is assigned. idem (NULL: none) as in submit, in
+	 * a namespace of its own (a run's key does not replay a sandbox):
+	 * STORE_REPLAYED with the sandbox in idem->id, STORE_KEY_REUSED.
+	 * Returns 0 (stored), STORE_SBX_OVER_*, STORE_REPLAYED,
+	 * STORE_KEY_REUSED, or -1 with a reason. */
+	int (*sbx_create)(struct store *s, const struct store_sandbox *sb, struct store_idem *idem,
+			  const struct tenant *lim, char *err, size_t errlen);
+	/* The sandbox id of tenant (NULL: anyone's) into *out (free it with
+	 * store_sandbox_free): 1, 0 not found (another tenant's is not), -1. */
+	int (*sbx_get)(struct store *s, const char *id, const char *tenant, struct store_sandbox *out, char *err,
+		       size_t errlen);
+	/* Move sandbox id to state, while it is open and, with node non-NULL,
+	 * held by node; started_ms, ended_ms and timeout_at_ms are set where
+	 * non-zero, reason where non-NULL. Moving to the state it is in is
+	 * allowed (a new timeout_at_ms for a running one). 1 done, 0 not
+	 * (unknown, terminal, another node's), -1 error. */
+	int (*sbx_set)(struct store *s, const char *id, const char *node, enum sbx_row_state state, int64_t started_ms,
+		       int64_t ended_ms, int64_t timeout_at_ms, const char *reason, char *err, size_t errlen);
+	/* Call fn for each sandbox of tenant (NULL: all) held by node (NULL:
+	 * any), only open ones when open_only, in creation order; the row is
+	 * a copy valid during the call, no query is open while fn runs (it
+	 * may call the store), fn returns 0 to go on. 0, fn's value, -1. */
+	int (*sbx_each)(struct store *s, const char *tenant, const char *node, bool open_only,
+			int (*fn)(void *ctx, const struct store_sandbox *sb), void *ctx, char *err, size_t errlen);
+	/* The open sandboxes of node (NULL: of every node whose lease ran
+	 * out, as expire) end lost at now_ms, the reason naming the node
+	 * (STORE_MSG_SBX_LOST); fn (may be NULL) is called with each after
+	 * the change. How many, or -1. */
+	int (*sbx_lost)(struct store *s, const char *node, int64_t now_ms,
+			void (*fn)(void *ctx, const struct store_sandbox *sb), void *ctx, char *err, size_t errlen);
+	/* Remove the terminal sandboxes that ended before before_ms, with
+	 * their idempotency keys. How many, or -1. */
+	long (*sbx_drop)(struct store *s, int64_t before_ms, char *err, size_t errlen);
 	/* Close and free (store_close is the call that is safe on NULL). */
 	void (*close)(struct store *s);
 };
@@ -241,6 +314,14 @@ void store_close(struct store *s);
 /* Free what a row holds (request, result) and zero it; safe twice. */
 void store_run_free(struct store_run *run);
 
+/* Free what a sandbox's row holds (request) and zero it; safe twice. */
+void store_sandbox_free(struct store_sandbox *sb);
+
+/* A sandbox state's name as the API spells it ("running"), NULL for no
+ * state; and back: -1 for an unknown name (or NULL). */
+const char *store_sbx_state_name(enum sbx_row_state st);
+int store_sbx_state_parse(const char *name);
+
 /* The state's name as the API spells it ("timed_out"), NULL for a value
  * that is no state; and back: -1 for an unknown name (or NULL). */
 const char *store_state_name(enum run_state st);
@@ -264,6 +345,8 @@ void store_copy_text(char *dst, size_t cap, const char *src);
 #define STORE_MSG_CANCELLED_NODE   "cancelled; node %s stopped before it ended"
 #define STORE_MSG_LOST_NODE \
 	"lost: node %s stopped while the run was running; its command may have had effects, so it is not run again"
+
+#define STORE_MSG_SBX_LOST "lost: node %s stopped while the sandbox was open"
 
 /* The SQL every backend shares where the dialects agree: the columns a
  * row is read from, in store_run's order (id, tenant, state, created_ms,

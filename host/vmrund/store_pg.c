@@ -7,7 +7,8 @@
  * node holds one) are taken inside that transaction, under an advisory
  * lock where two nodes must not decide at once. Leases are measured on
  * the server's clock. A connection that broke is reset by the next call;
- * the call that found it broken returns -1. */
+ * the call that found it broken returns -1. The sandboxes' calls are
+ * store_pg_sandbox.c's. */
 #include "store_pg.h"
 
 #include <limits.h>
@@ -27,11 +28,6 @@ static struct store_pg *backend(struct store *s)
 	return (struct store_pg *)s;
 }
 
-static void fmt_i64(char *buf, size_t cap, int64_t v)
-{
-	snprintf(buf, cap, "%lld", (long long)v);
-}
-
 /* ---- the calls --------------------------------------------------------- */
 
 /* Admissions serialize on LOCK_SUBMIT, so that two nodes cannot both
@@ -44,7 +40,7 @@ static int idem_lookup(struct store_pg *s, const struct store_run *run, struct s
 		       size_t errlen)
 {
 	char since[24];
-	fmt_i64(since, sizeof(since), run->created_ms - STORE_IDEM_TTL_MS);
+	pg_fmt_i64(since, sizeof(since), run->created_ms - STORE_IDEM_TTL_MS);
 	const char *const v[] = { run->tenant, idem->key, since };
 	PGresult *res = pg_exec_sql(s, "looking up an idempotency key",
 				    "SELECT hash, id FROM idem WHERE tenant = $1 AND key = $2 AND created_ms > $3::bigint",
@@ -86,7 +82,7 @@ static int pg_submit(struct store *base, const struct store_run *run, struct sto
 	if (rc != SCHED_ACCEPT)
 		goto out;
 	char created[24];
-	fmt_i64(created, sizeof(created), run->created_ms);
+	pg_fmt_i64(created, sizeof(created), run->created_ms);
 	const char *const iv[] = { run->id, run->tenant, created, run->request };
 	PGresult *failed;
 	res = pg_exec_full(s, "queueing run",
@@ -246,7 +242,7 @@ static int pg_claim(struct store *base, const char *node, unsigned n, const stru
 		goto out;
 	sched_choose(st, ts->n, n, room, size, picks);
 	char started[24];
-	fmt_i64(started, sizeof(started), now_ms);
+	pg_fmt_i64(started, sizeof(started), now_ms);
 	for (size_t i = 0; i < ts->n; i++) {
 		if (!picks[i])
 			continue;
@@ -301,7 +297,7 @@ static int pg_command(struct store *base, const char *id, const char *node, int6
 	if (pg_ensure(s, err, errlen) < 0)
 		return -1;
 	char now[24];
-	fmt_i64(now, sizeof(now), now_ms);
+	pg_fmt_i64(now, sizeof(now), now_ms);
 	const char *const v[] = { id, node, now };
 	PGresult *res = pg_exec_sql(s, "recording the command's start",
 				    "UPDATE runs SET command_ms = $3"
@@ -325,7 +321,7 @@ static int pg_finish(struct store *base, const char *id, const char *node, enum 
 	if (pg_ensure(s, err, errlen) < 0)
 		return -1;
 	char fin[24];
-	fmt_i64(fin, sizeof(fin), finished_ms);
+	pg_fmt_i64(fin, sizeof(fin), finished_ms);
 	const char *oname, *term;
 	char limits[12];
 	store_outcome_cols(outcome, &oname, &term, limits);
@@ -373,7 +369,7 @@ static int pg_cancel(struct store *base, const char *id, const char *tenant, int
 	PQclear(res);
 	if (state == RS_QUEUED) {
 		char now[24];
-		fmt_i64(now, sizeof(now), now_ms);
+		pg_fmt_i64(now, sizeof(now), now_ms);
 		const char *const qv[] = { id, now };
 		rc = pg_exec_cmd(s, "cancelling run",
 				 "WITH e AS (UPDATE runs SET state = 'cancelled', finished_ms = $2,"
@@ -407,7 +403,7 @@ static int pg_heartbeat(struct store *base, const char *node, int64_t lease_ms,
 	if (pg_ensure(s, err, errlen) < 0)
 		return -1;
 	char lease[24];
-	fmt_i64(lease, sizeof(lease), lease_ms);
+	pg_fmt_i64(lease, sizeof(lease), lease_ms);
 	const char *const v[] = { node, lease };
 	if (pg_exec_cmd(s, "renewing the lease",
 			"INSERT INTO nodes (name, lease_until_ms)"
@@ -457,7 +453,7 @@ static int pg_expire(struct store *base, const char *node, int64_t now_ms,
 	if (pg_ensure(s, err, errlen) < 0)
 		return -1;
 	char now[24];
-	fmt_i64(now, sizeof(now), now_ms);
+	pg_fmt_i64(now, sizeof(now), now_ms);
 	const char *const v[] = { now, node };
 	PGresult *res =
 		node ? pg_exec_sql(s, "expiring runs", EXPIRE_SQL("node = $2"), 2, v, err, errlen)
@@ -493,7 +489,7 @@ static int pg_each(struct store *base, enum run_state state, int (*fn)(void *ctx
 		if (pg_ensure(s, err, errlen) < 0)
 			return -1;
 		char seq[24];
-		fmt_i64(seq, sizeof(seq), after);
+		pg_fmt_i64(seq, sizeof(seq), after);
 		const char *const v[] = { name, seq };
 		PGresult *res = pg_exec_sql(s, "walking runs",
 					    "SELECT " STORE_COLS " FROM runs WHERE state = $1 AND seq > $2"
@@ -615,7 +611,7 @@ static long pg_delete_before(struct store *base, const char *what, const char *s
 	if (pg_ensure(s, err, errlen) < 0)
 		return -1;
 	char before[24];
-	fmt_i64(before, sizeof(before), before_ms);
+	pg_fmt_i64(before, sizeof(before), before_ms);
 	const char *const v[] = { before };
 	PGresult *res = pg_exec_sql(s, what, sql, 1, v, err, errlen);
 	if (!res)
@@ -762,6 +758,12 @@ static const struct store_ops pg_ops = {
 	.note_fd = pg_note_fd,
 	.notes = pg_notes,
 	.rate = pg_rate,
+	.sbx_create = pg_sbx_create,
+	.sbx_get = pg_sbx_get,
+	.sbx_set = pg_sbx_set,
+	.sbx_each = pg_sbx_each,
+	.sbx_lost = pg_sbx_lost,
+	.sbx_drop = pg_sbx_drop,
 	.close = pg_close,
 };
 

@@ -1,5 +1,6 @@
-/* The PostgreSQL store's insides, shared by its two files: the calls
- * (store_pg.c, the ops table) and the connection layer under them
+/* The PostgreSQL store's insides, shared by its three files: the runs'
+ * calls (store_pg.c, the ops table), the sandboxes' calls
+ * (store_pg_sandbox.c), and the connection layer under them
  * (store_pg_conn.c). Nothing else includes this; the daemon sees only
  * store.h. */
 #ifndef VMRUN_STORE_PG_H
@@ -19,6 +20,12 @@
 #define LOCK_SCHEMA "8537592029633331201"   /* 0x766d72756e000001 */
 #define LOCK_SUBMIT "8537592029633331202"   /* 0x766d72756e000002 */
 #define LOCK_CLAIM  "8537592029633331203"   /* 0x766d72756e000003 */
+
+/* sbx_create's, per tenant: this key plus the low 16 bits of hashtext of
+ * the tenant's name (0x766d72756e01xxxx), so that a tenant's count and
+ * insert are serialized across nodes while two tenants' creations seldom
+ * wait on each other (two that share a key only take turns). */
+#define LOCK_SANDBOX "8537592029633396736"   /* 0x766d72756e010000 */
 
 /* The channel every node listens on; payloads "queued:ID", "cancel:ID",
  * "ended:ID", sent by pg_notify in the transaction of the change, so that
@@ -95,6 +102,9 @@ int pg_end_tx(struct store_pg *s, int rc, char *err, size_t errlen);
 
 /* ---- rows (store_pg_conn.c) --------------------------------------------- */
 
+/* v in decimal into buf (cap bytes; 24 hold any), a parameter's text. */
+void pg_fmt_i64(char *buf, size_t cap, int64_t v);
+
 /* An integer column in text (a count, a time); NULL reads as 0. */
 int64_t pg_get_i64(const PGresult *res, int row, int col);
 
@@ -104,6 +114,20 @@ unsigned pg_get_count(const PGresult *res, int row, int col);
 /* Row row of a result whose first columns are STORE_COLS into *out,
  * which owns copies of everything (store_run_free): 0, -1. */
 int pg_read_row(const PGresult *res, int row, struct store_run *out, char *err, size_t errlen);
+
+/* ---- the sandboxes' calls (store_pg_sandbox.c), store.h's sbx_* -------- */
+
+int pg_sbx_create(struct store *s, const struct store_sandbox *sb, struct store_idem *idem, const struct tenant *lim,
+		  char *err, size_t errlen);
+int pg_sbx_get(struct store *s, const char *id, const char *tenant, struct store_sandbox *out, char *err,
+	       size_t errlen);
+int pg_sbx_set(struct store *s, const char *id, const char *node, enum sbx_row_state state, int64_t started_ms,
+	       int64_t ended_ms, int64_t timeout_at_ms, const char *reason, char *err, size_t errlen);
+int pg_sbx_each(struct store *s, const char *tenant, const char *node, bool open_only,
+		int (*fn)(void *ctx, const struct store_sandbox *sb), void *ctx, char *err, size_t errlen);
+int pg_sbx_lost(struct store *s, const char *node, int64_t now_ms,
+		void (*fn)(void *ctx, const struct store_sandbox *sb), void *ctx, char *err, size_t errlen);
+long pg_sbx_drop(struct store *s, int64_t before_ms, char *err, size_t errlen);
 
 /* ---- the schema (store_pg_conn.c) --------------------------------------- */
 

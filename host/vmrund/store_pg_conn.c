@@ -73,6 +73,36 @@ static const char *const migrations[] = {
 	" id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,"
 	" created_ms bigint NOT NULL,"
 	" PRIMARY KEY (tenant, key));",
+	/* 5: the sandboxes (store.h), each held by the node that started it,
+	 * and their idempotency keys, a namespace apart from the runs'; the
+	 * keys go with their sandbox. (tenant, state): a tenant's open ones,
+	 * counted and summed at each create; (node, state): a node's open
+	 * ones, lost with it; sandbox_idem (id): the cascade's lookup when a
+	 * sandbox is dropped. Times NULL: not yet. */
+	"CREATE TABLE sandboxes ("
+	" seq bigserial PRIMARY KEY,"
+	" id text NOT NULL UNIQUE,"
+	" tenant text NOT NULL,"
+	" node text NOT NULL,"
+	" state text NOT NULL CHECK (state IN ('starting','running','stopping','stopped','lost')),"
+	" created_ms bigint NOT NULL,"
+	" started_ms bigint,"
+	" ended_ms bigint,"
+	" timeout_at_ms bigint,"
+	" memory_mib bigint NOT NULL CHECK (memory_mib >= 0),"
+	" disk_mib bigint NOT NULL CHECK (disk_mib >= 0),"
+	" request text NOT NULL,"
+	" reason text);"
+	"CREATE INDEX sandboxes_tenant_state ON sandboxes (tenant, state);"
+	"CREATE INDEX sandboxes_node_state ON sandboxes (node, state);"
+	"CREATE TABLE sandbox_idem ("
+	" tenant text NOT NULL,"
+	" key text NOT NULL,"
+	" hash text NOT NULL,"
+	" id text NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,"
+	" created_ms bigint NOT NULL,"
+	" PRIMARY KEY (tenant, key));"
+	"CREATE INDEX sandbox_idem_id ON sandbox_idem (id);",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -260,6 +290,11 @@ int pg_end_tx(struct store_pg *s, int rc, char *err, size_t errlen)
 	if (PQstatus(s->db) == CONNECTION_OK && PQtransactionStatus(s->db) != PQTRANS_IDLE)
 		PQclear(PQexec(s->db, "ROLLBACK"));
 	return rc;
+}
+
+void pg_fmt_i64(char *buf, size_t cap, int64_t v)
+{
+	snprintf(buf, cap, "%lld", (long long)v);
 }
 
 /* An integer in text (a count, a time); NULL reads as 0, "not yet". */

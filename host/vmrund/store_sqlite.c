@@ -6,7 +6,9 @@
  * another connection to the file (a second vmrund, an operator's tool)
  * cannot change the counts between the read and the write. WAL with
  * synchronous=FULL makes each commit reach the disk before the call
- * returns, so an accepted run survives kill -9 and power loss. */
+ * returns, so an accepted run survives kill -9 and power loss. The
+ * sandboxes' calls are store_sqlite_sandbox.c's, over the helpers here
+ * (store_sqlite.h). */
 #include "store_sqlite.h"
 
 #include <limits.h>
@@ -20,37 +22,6 @@
 #include "errmsg.h"
 #include "run_spec.h"
 #include "scheduler.h"
-
-enum stmt_id {
-	ST_BEGIN,
-	ST_COMMIT,
-	ST_ROLLBACK,
-	ST_ADMIT,
-	ST_INSERT,
-	ST_IDEM_GET,
-	ST_IDEM_PUT,
-	ST_DROP_RUN_IDEM,
-	ST_GET,
-	ST_STAT,
-	ST_TAKE,
-	ST_SIZES,
-	ST_COMMAND,
-	ST_FINISH,
-	ST_PEEK,
-	ST_MARK,
-	ST_LEASE,
-	ST_ASKED,
-	ST_DEAD,
-	ST_REQUEUE,
-	ST_EACH,
-	ST_COUNT,
-	ST_PUT_BLOB,
-	ST_BLOB,
-	ST_DROP_BLOBS,
-	ST_DROP_RUN_BLOBS,
-	ST_DROP_RUNS,
-	ST_N
-};
 
 static const char *const stmt_sql[ST_N] = {
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
@@ -117,18 +88,12 @@ static const char *const stmt_sql[ST_N] = {
 	[ST_DROP_RUNS] = "DELETE FROM runs WHERE finished_ms < ?1 AND state NOT IN ('queued', 'running')",
 };
 
-struct store_sqlite {
-	struct store base;   /* first: the daemon's struct store * points here */
-	sqlite3 *db;
-	sqlite3_stmt *stmt[ST_N];
-};
-
 static struct store_sqlite *backend(struct store *s)
 {
 	return (struct store_sqlite *)s;
 }
 
-static int db_err(struct store_sqlite *s, char *err, size_t errlen)
+int sq_db_err(struct store_sqlite *s, char *err, size_t errlen)
 {
 	return errf(err, errlen, "state db: %s", sqlite3_errmsg(s->db));
 }
@@ -136,22 +101,22 @@ static int db_err(struct store_sqlite *s, char *err, size_t errlen)
 /* Done with a statement: reset so that it holds no lock and no open read
  * (which would also keep the next write from committing), and clear its
  * bindings so that it keeps no pointer into the caller's memory. */
-static void release(sqlite3_stmt *st)
+void sq_release(sqlite3_stmt *st)
 {
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 }
 
 /* A bind failed (only out of memory or a bad index): say why, let go. */
-static int bind_err(struct store_sqlite *s, sqlite3_stmt *st, char *err, size_t errlen)
+int sq_bind_err(struct store_sqlite *s, sqlite3_stmt *st, char *err, size_t errlen)
 {
-	db_err(s, err, errlen);
-	release(st);
+	sq_db_err(s, err, errlen);
+	sq_release(st);
 	return -1;
 }
 
 /* A malloc'd copy of a text column; NULL stays NULL. */
-static int dup_column(sqlite3_stmt *st, int col, char **out)
+int sq_dup_column(sqlite3_stmt *st, int col, char **out)
 {
 	*out = NULL;
 	if (sqlite3_column_type(st, col) == SQLITE_NULL)
@@ -179,7 +144,7 @@ static int read_row(sqlite3_stmt *st, struct store_run *out, char *err, size_t e
 	out->started_ms = sqlite3_column_int64(st, 4);   /* NULL reads as 0, "not yet" */
 	out->command_ms = sqlite3_column_int64(st, 5);
 	out->finished_ms = sqlite3_column_int64(st, 6);
-	if (dup_column(st, 7, &out->request) < 0 || dup_column(st, 8, &out->result) < 0) {
+	if (sq_dup_column(st, 7, &out->request) < 0 || sq_dup_column(st, 8, &out->result) < 0) {
 		store_run_free(out);
 		return errf(err, errlen, "state db: out of memory reading run");
 	}
@@ -202,23 +167,23 @@ static int fetch_one(struct store_sqlite *s, sqlite3_stmt *st, struct store_run 
 	else if (rc == SQLITE_DONE)
 		rc = 0;
 	else
-		rc = db_err(s, err, errlen);
-	release(st);
+		rc = sq_db_err(s, err, errlen);
+	sq_release(st);
 	return rc;
 }
 
 /* Run a bound write to its end (its commit, outside a transaction): the
  * rows it changed, or -1. */
-static int step_write(struct store_sqlite *s, sqlite3_stmt *st, char *err, size_t errlen)
+int sq_step_write(struct store_sqlite *s, sqlite3_stmt *st, char *err, size_t errlen)
 {
-	int rc = sqlite3_step(st) == SQLITE_DONE ? sqlite3_changes(s->db) : db_err(s, err, errlen);
-	release(st);
+	int rc = sqlite3_step(st) == SQLITE_DONE ? sqlite3_changes(s->db) : sq_db_err(s, err, errlen);
+	sq_release(st);
 	return rc;
 }
 
 /* Bind text that the statement only reads before release (SQLITE_STATIC:
  * no copy); NULL binds NULL. */
-static int bind_text(sqlite3_stmt *st, int i, const char *text)
+int sq_bind_text(sqlite3_stmt *st, int i, const char *text)
 {
 	return sqlite3_bind_text(st, i, text, -1, SQLITE_STATIC);
 }
@@ -231,27 +196,27 @@ static unsigned column_count(sqlite3_stmt *st, int col)
 	return v < 0 ? 0 : v > UINT_MAX ? UINT_MAX : (unsigned)v;
 }
 
-static int begin(struct store_sqlite *s, char *err, size_t errlen)
+int sq_begin(struct store_sqlite *s, char *err, size_t errlen)
 {
-	return step_write(s, s->stmt[ST_BEGIN], err, errlen) < 0 ? -1 : 0;
+	return sq_step_write(s, s->stmt[ST_BEGIN], err, errlen) < 0 ? -1 : 0;
 }
 
 /* Undo whatever the open transaction did; nothing when none is open (an
  * error may have rolled it back already). */
-static void rollback(struct store_sqlite *s)
+void sq_rollback(struct store_sqlite *s)
 {
 	if (!sqlite3_get_autocommit(s->db)) {
 		sqlite3_step(s->stmt[ST_ROLLBACK]);
-		release(s->stmt[ST_ROLLBACK]);
+		sq_release(s->stmt[ST_ROLLBACK]);
 	}
 }
 
 /* A COMMIT that fails leaves the transaction open: roll it back, so that
  * the next call does not find itself inside it. */
-static int commit(struct store_sqlite *s, char *err, size_t errlen)
+int sq_commit(struct store_sqlite *s, char *err, size_t errlen)
 {
-	if (step_write(s, s->stmt[ST_COMMIT], err, errlen) < 0) {
-		rollback(s);
+	if (sq_step_write(s, s->stmt[ST_COMMIT], err, errlen) < 0) {
+		sq_rollback(s);
 		return -1;
 	}
 	return 0;
@@ -259,14 +224,14 @@ static int commit(struct store_sqlite *s, char *err, size_t errlen)
 
 /* The backend's clock, on which leases are measured: this machine's, the
  * only one that uses the file. */
-static int64_t backend_now_ms(void)
+int64_t sq_backend_now_ms(void)
 {
 	return clock_wall_ms();
 }
 
 /* A node's name as the rows keep it: what fits the row's field, and not
  * "", which a row reads as "no node". */
-static int node_ok(const char *node, char *err, size_t errlen)
+int sq_node_ok(const char *node, char *err, size_t errlen)
 {
 	if (!node || !*node || strlen(node) >= STORE_NODE_MAX)
 		return errf(err, errlen, "state db: a node's name is 1 to %d bytes", STORE_NODE_MAX - 1);
@@ -280,18 +245,18 @@ static int idem_lookup(struct store_sqlite *s, const struct store_run *run, stru
 		       size_t errlen)
 {
 	sqlite3_stmt *st = s->stmt[ST_IDEM_GET];
-	if (bind_text(st, 1, run->tenant) || bind_text(st, 2, idem->key) ||
+	if (sq_bind_text(st, 1, run->tenant) || sq_bind_text(st, 2, idem->key) ||
 	    sqlite3_bind_int64(st, 3, run->created_ms - STORE_IDEM_TTL_MS))
-		return bind_err(s, st, err, errlen);
+		return sq_bind_err(s, st, err, errlen);
 	int step = sqlite3_step(st), rc = 0;
 	if (step == SQLITE_ROW) {
 		bool same = !strcmp((const char *)sqlite3_column_text(st, 0), idem->hash);
 		store_copy_text(idem->id, sizeof(idem->id), (const char *)sqlite3_column_text(st, 1));
 		rc = same ? STORE_REPLAYED : STORE_KEY_REUSED;
 	} else if (step != SQLITE_DONE) {
-		rc = db_err(s, err, errlen);
+		rc = sq_db_err(s, err, errlen);
 	}
-	release(st);
+	sq_release(st);
 	return rc;
 }
 
@@ -300,55 +265,56 @@ static int sq_submit(struct store *base, const struct store_run *run, struct sto
 {
 	struct store_sqlite *s = backend(base);
 	sqlite3_stmt *st = s->stmt[ST_ADMIT];
-	if (begin(s, err, errlen) < 0)
+	if (sq_begin(s, err, errlen) < 0)
 		return -1;
 	if (idem) {
 		int seen = idem_lookup(s, run, idem, err, errlen);
 		if (seen < 0)
 			goto fail;
 		if (seen) {
-			rollback(s);
+			sq_rollback(s);
 			return seen;
 		}
 	}
-	if (bind_text(st, 1, run->tenant)) {
-		bind_err(s, st, err, errlen);
+	if (sq_bind_text(st, 1, run->tenant)) {
+		sq_bind_err(s, st, err, errlen);
 		goto fail;
 	}
 	if (sqlite3_step(st) != SQLITE_ROW) {
-		db_err(s, err, errlen);
-		release(st);
+		sq_db_err(s, err, errlen);
+		sq_release(st);
 		goto fail;
 	}
 	enum sched_verdict v = sched_admit(lim, column_count(st, 0), column_count(st, 1), queue_max);
-	release(st);
+	sq_release(st);
 	if (v != SCHED_ACCEPT) {
-		rollback(s);   /* nothing was written: nothing to make durable */
+		sq_rollback(s);   /* nothing was written: nothing to make durable */
 		return (int)v;
 	}
 	st = s->stmt[ST_INSERT];
-	if (bind_text(st, 1, run->id) || bind_text(st, 2, run->tenant) || sqlite3_bind_int64(st, 3, run->created_ms) ||
-	    bind_text(st, 4, run->request)) {
-		bind_err(s, st, err, errlen);
+	if (sq_bind_text(st, 1, run->id) || sq_bind_text(st, 2, run->tenant) ||
+	    sqlite3_bind_int64(st, 3, run->created_ms) || sq_bind_text(st, 4, run->request)) {
+		sq_bind_err(s, st, err, errlen);
 		goto fail;
 	}
-	if (step_write(s, st, err, errlen) < 0)
+	if (sq_step_write(s, st, err, errlen) < 0)
 		goto fail;
 	if (idem) {
 		st = s->stmt[ST_IDEM_PUT];
-		if (bind_text(st, 1, run->tenant) || bind_text(st, 2, idem->key) || bind_text(st, 3, idem->hash) ||
-		    bind_text(st, 4, run->id) || sqlite3_bind_int64(st, 5, run->created_ms)) {
-			bind_err(s, st, err, errlen);
+		if (sq_bind_text(st, 1, run->tenant) || sq_bind_text(st, 2, idem->key) ||
+		    sq_bind_text(st, 3, idem->hash) || sq_bind_text(st, 4, run->id) ||
+		    sqlite3_bind_int64(st, 5, run->created_ms)) {
+			sq_bind_err(s, st, err, errlen);
 			goto fail;
 		}
-		if (step_write(s, st, err, errlen) < 0)
+		if (sq_step_write(s, st, err, errlen) < 0)
 			goto fail;
 	}
-	if (commit(s, err, errlen) < 0)
+	if (sq_commit(s, err, errlen) < 0)
 		goto fail;
 	return SCHED_ACCEPT;
 fail:
-	rollback(s);
+	sq_rollback(s);
 	return -1;
 }
 
@@ -357,9 +323,9 @@ static int sq_get(struct store *base, const char *id, const char *tenant, struct
 {
 	struct store_sqlite *s = backend(base);
 	sqlite3_stmt *st = s->stmt[ST_GET];
-	if (bind_text(st, 1, id) || bind_text(st, 2, tenant)) {
+	if (sq_bind_text(st, 1, id) || sq_bind_text(st, 2, tenant)) {
 		memset(out, 0, sizeof(*out));
-		return bind_err(s, st, err, errlen);
+		return sq_bind_err(s, st, err, errlen);
 	}
 	return fetch_one(s, st, out, err, errlen);
 }
@@ -370,18 +336,18 @@ static int read_stats(struct store_sqlite *s, const struct tenants *ts, struct s
 {
 	sqlite3_stmt *st = s->stmt[ST_STAT];
 	for (size_t i = 0; i < ts->n; i++) {
-		if (bind_text(st, 1, ts->t[i].name))
-			return bind_err(s, st, err, errlen);
+		if (sq_bind_text(st, 1, ts->t[i].name))
+			return sq_bind_err(s, st, err, errlen);
 		if (sqlite3_step(st) != SQLITE_ROW) {
-			db_err(s, err, errlen);
-			release(st);
+			sq_db_err(s, err, errlen);
+			sq_release(st);
 			return -1;
 		}
 		stat[i].running = column_count(st, 0);
 		stat[i].queued = column_count(st, 1);
 		stat[i].concurrent = ts->t[i].concurrent;
 		stat[i].last_start_ms = sqlite3_column_int64(st, 2);   /* none: NULL, 0 "never" */
-		release(st);
+		sq_release(st);
 	}
 	return 0;
 }
@@ -405,9 +371,9 @@ static int read_sizes(struct store_sqlite *s, const struct tenants *ts, struct s
 		stat[i].nnext = 0;
 		if (!want)
 			continue;
-		if (bind_text(st, 1, ts->t[i].name) || sqlite3_bind_int64(st, 2, want) ||
+		if (sq_bind_text(st, 1, ts->t[i].name) || sqlite3_bind_int64(st, 2, want) ||
 		    sqlite3_bind_int64(st, 3, RUN_SPEC_DEFAULT_MEMORY_MIB) || sqlite3_bind_int64(st, 4, RUN_SPEC_DEFAULT_DISK_MIB))
-			return bind_err(s, st, err, errlen);
+			return sq_bind_err(s, st, err, errlen);
 		int rc;
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW && stat[i].nnext < want) {
 			sqlite3_int64 m = sqlite3_column_int64(st, 0), d = sqlite3_column_int64(st, 1);
@@ -417,11 +383,11 @@ static int read_sizes(struct store_sqlite *s, const struct tenants *ts, struct s
 			sz[stat[i].nnext++] = (struct sched_size){ (uint64_t)m, (uint64_t)d };
 		}
 		if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-			db_err(s, err, errlen);
-			release(st);
+			sq_db_err(s, err, errlen);
+			sq_release(st);
 			return -1;
 		}
-		release(st);
+		sq_release(st);
 		sz += stat[i].nnext;
 	}
 	return 0;
@@ -433,23 +399,23 @@ static int take(struct store_sqlite *s, const char *tenant, unsigned k, const ch
 		struct store_run *out, unsigned *got, unsigned cap, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = s->stmt[ST_TAKE];
-	if (bind_text(st, 1, tenant) || bind_text(st, 2, node) || sqlite3_bind_int64(st, 3, now_ms) ||
+	if (sq_bind_text(st, 1, tenant) || sq_bind_text(st, 2, node) || sqlite3_bind_int64(st, 3, now_ms) ||
 	    sqlite3_bind_int64(st, 4, k))
-		return bind_err(s, st, err, errlen);
+		return sq_bind_err(s, st, err, errlen);
 	int rc;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (*got == cap) {   /* LIMIT makes this impossible; the bound is out's */
-			release(st);
+			sq_release(st);
 			return errf(err, errlen, "state db: claimed more runs than asked");
 		}
 		if (read_row(st, &out[*got], err, errlen) < 0) {
-			release(st);
+			sq_release(st);
 			return -1;
 		}
 		(*got)++;
 	}
-	rc = rc == SQLITE_DONE ? 0 : db_err(s, err, errlen);
-	release(st);
+	rc = rc == SQLITE_DONE ? 0 : sq_db_err(s, err, errlen);
+	sq_release(st);
 	return rc;
 }
 
@@ -464,7 +430,7 @@ static int sq_claim(struct store *base, const char *node, unsigned n, const stru
 		    char *err, size_t errlen)
 {
 	struct store_sqlite *s = backend(base);
-	if (node_ok(node, err, errlen) < 0)
+	if (sq_node_ok(node, err, errlen) < 0)
 		return -1;
 	if (!n || !ts->n)
 		return 0;
@@ -477,7 +443,7 @@ static int sq_claim(struct store *base, const char *node, unsigned n, const stru
 		errf(err, errlen, "state db: out of memory claiming runs");
 		goto out;
 	}
-	if (begin(s, err, errlen) < 0)
+	if (sq_begin(s, err, errlen) < 0)
 		goto out;
 	if (read_stats(s, ts, stat, err, errlen) < 0)
 		goto out;
@@ -487,14 +453,14 @@ static int sq_claim(struct store *base, const char *node, unsigned n, const stru
 	for (size_t i = 0; i < ts->n; i++)
 		if (picks[i] && take(s, ts->t[i].name, picks[i], node, now_ms, out, &got, n, err, errlen) < 0)
 			goto out;
-	if (commit(s, err, errlen) < 0)
+	if (sq_commit(s, err, errlen) < 0)
 		goto out;
 	/* Acceptance order across tenants, as each tenant's already is. */
 	qsort(out, got, sizeof(*out), by_seq);
 	rc = (int)got;
 out:
 	if (rc < 0) {
-		rollback(s);
+		sq_rollback(s);
 		for (unsigned i = 0; i < got; i++)
 			store_run_free(&out[i]);
 	}
@@ -509,9 +475,9 @@ static int sq_command(struct store *base, const char *id, const char *node, int6
 {
 	struct store_sqlite *s = backend(base);
 	sqlite3_stmt *st = s->stmt[ST_COMMAND];
-	if (bind_text(st, 1, id) || bind_text(st, 2, node) || sqlite3_bind_int64(st, 3, now_ms))
-		return bind_err(s, st, err, errlen);
-	int n = step_write(s, st, err, errlen);
+	if (sq_bind_text(st, 1, id) || sq_bind_text(st, 2, node) || sqlite3_bind_int64(st, 3, now_ms))
+		return sq_bind_err(s, st, err, errlen);
+	int n = sq_step_write(s, st, err, errlen);
 	return n < 0 ? -1 : n == 1;
 }
 
@@ -527,11 +493,11 @@ static int sq_finish(struct store *base, const char *id, const char *node, enum 
 	const char *oname, *term;
 	char limits[12];
 	store_outcome_cols(outcome, &oname, &term, limits);
-	if (bind_text(st, 1, id) || bind_text(st, 2, name) || sqlite3_bind_int64(st, 3, finished_ms) ||
-	    bind_text(st, 4, result) || bind_text(st, 5, message) || bind_text(st, 6, node) ||
-	    bind_text(st, 7, oname) || bind_text(st, 8, term) || bind_text(st, 9, limits))
-		return bind_err(s, st, err, errlen);
-	int n = step_write(s, st, err, errlen);
+	if (sq_bind_text(st, 1, id) || sq_bind_text(st, 2, name) || sqlite3_bind_int64(st, 3, finished_ms) ||
+	    sq_bind_text(st, 4, result) || sq_bind_text(st, 5, message) || sq_bind_text(st, 6, node) ||
+	    sq_bind_text(st, 7, oname) || sq_bind_text(st, 8, term) || sq_bind_text(st, 9, limits))
+		return sq_bind_err(s, st, err, errlen);
+	int n = sq_step_write(s, st, err, errlen);
 	return n < 0 ? -1 : n == 1;
 }
 
@@ -544,62 +510,63 @@ static int sq_cancel(struct store *base, const char *id, const char *tenant, int
 	sqlite3_stmt *st = s->stmt[ST_PEEK];
 	if (node)
 		node[0] = '\0';
-	if (begin(s, err, errlen) < 0)
+	if (sq_begin(s, err, errlen) < 0)
 		return -1;
-	if (bind_text(st, 1, id) || bind_text(st, 2, tenant)) {
-		bind_err(s, st, err, errlen);
+	if (sq_bind_text(st, 1, id) || sq_bind_text(st, 2, tenant)) {
+		sq_bind_err(s, st, err, errlen);
 		goto fail;
 	}
 	int step = sqlite3_step(st);
 	if (step == SQLITE_DONE) {
-		release(st);
-		rollback(s);
+		sq_release(st);
+		sq_rollback(s);
 		return 0;
 	}
 	if (step != SQLITE_ROW) {
-		db_err(s, err, errlen);
-		release(st);
+		sq_db_err(s, err, errlen);
+		sq_release(st);
 		goto fail;
 	}
 	int state = store_state_parse((const char *)sqlite3_column_text(st, 0));
 	char holder[STORE_NODE_MAX];
 	store_copy_text(holder, sizeof(holder), (const char *)sqlite3_column_text(st, 1));
-	release(st);
+	sq_release(st);
 	int rc;
 	if (state == RS_QUEUED) {
 		st = s->stmt[ST_FINISH];
-		if (bind_text(st, 1, id) || bind_text(st, 2, "cancelled") || sqlite3_bind_int64(st, 3, now_ms) ||
-		    bind_text(st, 4, NULL) || bind_text(st, 5, STORE_MSG_CANCELLED_QUEUED) || bind_text(st, 6, NULL)) {
-			bind_err(s, st, err, errlen);
+		if (sq_bind_text(st, 1, id) || sq_bind_text(st, 2, "cancelled") || sqlite3_bind_int64(st, 3, now_ms) ||
+		    sq_bind_text(st, 4, NULL) || sq_bind_text(st, 5, STORE_MSG_CANCELLED_QUEUED) ||
+		    sq_bind_text(st, 6, NULL)) {
+			sq_bind_err(s, st, err, errlen);
 			goto fail;
 		}
 		rc = 1;
 	} else if (state == RS_RUNNING) {
 		st = s->stmt[ST_MARK];
-		if (bind_text(st, 1, id)) {
-			bind_err(s, st, err, errlen);
+		if (sq_bind_text(st, 1, id)) {
+			sq_bind_err(s, st, err, errlen);
 			goto fail;
 		}
 		rc = 2;
 	} else if (state >= 0) {
-		rollback(s);
+		sq_rollback(s);
 		return 3;
 	} else {
 		errf(err, errlen, "state db: run %s has an unknown state", id);
 		goto fail;
 	}
-	if (step_write(s, st, err, errlen) < 0 || commit(s, err, errlen) < 0)
+	if (sq_step_write(s, st, err, errlen) < 0 || sq_commit(s, err, errlen) < 0)
 		goto fail;
 	if (rc == 2 && node)
 		memcpy(node, holder, sizeof(holder));
 	return rc;
 fail:
-	rollback(s);
+	sq_rollback(s);
 	return -1;
 }
 
 /* Grow a list of ids or rows by one place; -1 out of memory. */
-static int grow(void **p, size_t *cap, size_t n, size_t size)
+int sq_grow(void **p, size_t *cap, size_t n, size_t size)
 {
 	if (n < *cap)
 		return 0;
@@ -616,14 +583,14 @@ static int sq_heartbeat(struct store *base, const char *node, int64_t lease_ms, 
 			void *ctx, char *err, size_t errlen)
 {
 	struct store_sqlite *s = backend(base);
-	if (node_ok(node, err, errlen) < 0)
+	if (sq_node_ok(node, err, errlen) < 0)
 		return -1;
-	int64_t now = backend_now_ms();
+	int64_t now = sq_backend_now_ms();
 	int64_t until = lease_ms > INT64_MAX - now ? INT64_MAX : now + lease_ms;
 	sqlite3_stmt *st = s->stmt[ST_LEASE];
-	if (bind_text(st, 1, node) || sqlite3_bind_int64(st, 2, until))
-		return bind_err(s, st, err, errlen);
-	if (step_write(s, st, err, errlen) < 0)
+	if (sq_bind_text(st, 1, node) || sqlite3_bind_int64(st, 2, until))
+		return sq_bind_err(s, st, err, errlen);
+	if (sq_step_write(s, st, err, errlen) < 0)
 		return -1;
 	if (!fn)
 		return 0;
@@ -632,18 +599,18 @@ static int sq_heartbeat(struct store *base, const char *node, int64_t lease_ms, 
 	char (*ids)[STORE_ID_LEN + 1] = NULL;
 	size_t n = 0, cap = 0;
 	int rc;
-	if (bind_text(st, 1, node))
-		return bind_err(s, st, err, errlen);
+	if (sq_bind_text(st, 1, node))
+		return sq_bind_err(s, st, err, errlen);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (grow((void **)&ids, &cap, n, sizeof(*ids)) < 0) {
-			release(st);
+		if (sq_grow((void **)&ids, &cap, n, sizeof(*ids)) < 0) {
+			sq_release(st);
 			free(ids);
 			return errf(err, errlen, "state db: out of memory");
 		}
 		store_copy_text(ids[n++], sizeof(*ids), (const char *)sqlite3_column_text(st, 0));
 	}
-	rc = rc == SQLITE_DONE ? 0 : db_err(s, err, errlen);
-	release(st);
+	rc = rc == SQLITE_DONE ? 0 : sq_db_err(s, err, errlen);
+	sq_release(st);
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		fn(ctx, ids[i]);
 	free(ids);
@@ -659,19 +626,19 @@ static int expire_one(struct store_sqlite *s, struct store_run *run, int64_t now
 	enum run_state to;
 	if (!run->cancel && !run->command_ms) {
 		st = s->stmt[ST_REQUEUE];
-		if (bind_text(st, 1, run->id) || bind_text(st, 2, run->node))
-			return bind_err(s, st, err, errlen);
+		if (sq_bind_text(st, 1, run->id) || sq_bind_text(st, 2, run->node))
+			return sq_bind_err(s, st, err, errlen);
 		to = RS_QUEUED;
 	} else {
 		to = run->cancel ? RS_CANCELLED : RS_LOST;
 		snprintf(msg, sizeof(msg), run->cancel ? STORE_MSG_CANCELLED_NODE : STORE_MSG_LOST_NODE, run->node);
 		st = s->stmt[ST_FINISH];
-		if (bind_text(st, 1, run->id) || bind_text(st, 2, store_state_name(to)) ||
-		    sqlite3_bind_int64(st, 3, now_ms) || bind_text(st, 4, NULL) || bind_text(st, 5, msg) ||
-		    bind_text(st, 6, run->node))
-			return bind_err(s, st, err, errlen);
+		if (sq_bind_text(st, 1, run->id) || sq_bind_text(st, 2, store_state_name(to)) ||
+		    sqlite3_bind_int64(st, 3, now_ms) || sq_bind_text(st, 4, NULL) || sq_bind_text(st, 5, msg) ||
+		    sq_bind_text(st, 6, run->node))
+			return sq_bind_err(s, st, err, errlen);
 	}
-	int n = step_write(s, st, err, errlen);
+	int n = sq_step_write(s, st, err, errlen);
 	if (n <= 0)
 		return n;
 	run->state = to;
@@ -695,31 +662,31 @@ static int sq_expire(struct store *base, const char *node, int64_t now_ms,
 	struct store_run *runs = NULL;
 	size_t n = 0, cap = 0;
 	int changed = 0, rc;
-	if (begin(s, err, errlen) < 0)
+	if (sq_begin(s, err, errlen) < 0)
 		return -1;
-	if (bind_text(st, 1, node) || sqlite3_bind_int64(st, 2, backend_now_ms())) {
-		bind_err(s, st, err, errlen);
+	if (sq_bind_text(st, 1, node) || sqlite3_bind_int64(st, 2, sq_backend_now_ms())) {
+		sq_bind_err(s, st, err, errlen);
 		goto fail;
 	}
 	/* All of them read before any changes: ST_DEAD's own rows change. */
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (grow((void **)&runs, &cap, n, sizeof(*runs)) < 0) {
+		if (sq_grow((void **)&runs, &cap, n, sizeof(*runs)) < 0) {
 			errf(err, errlen, "state db: out of memory");
-			release(st);
+			sq_release(st);
 			goto fail;
 		}
 		if (read_row(st, &runs[n], err, errlen) < 0) {
-			release(st);
+			sq_release(st);
 			goto fail;
 		}
 		n++;
 	}
 	if (rc != SQLITE_DONE) {
-		db_err(s, err, errlen);
-		release(st);
+		sq_db_err(s, err, errlen);
+		sq_release(st);
 		goto fail;
 	}
-	release(st);
+	sq_release(st);
 	/* Changed rows first, so that fn sees only those. */
 	for (size_t i = 0; i < n; i++) {
 		struct store_run tmp;
@@ -732,7 +699,7 @@ static int sq_expire(struct store *base, const char *node, int64_t now_ms,
 			runs[i] = tmp;
 		}
 	}
-	if (commit(s, err, errlen) < 0)
+	if (sq_commit(s, err, errlen) < 0)
 		goto fail;
 	for (int i = 0; fn && i < changed; i++)
 		fn(ctx, &runs[i]);
@@ -741,7 +708,7 @@ static int sq_expire(struct store *base, const char *node, int64_t now_ms,
 	free(runs);
 	return changed;
 fail:
-	rollback(s);
+	sq_rollback(s);
 	for (size_t i = 0; i < n; i++)
 		store_run_free(&runs[i]);
 	free(runs);
@@ -753,9 +720,9 @@ static int next_in_state(struct store_sqlite *s, const char *state, int64_t afte
 			 size_t errlen)
 {
 	sqlite3_stmt *st = s->stmt[ST_EACH];
-	if (bind_text(st, 1, state) || sqlite3_bind_int64(st, 2, after)) {
+	if (sq_bind_text(st, 1, state) || sqlite3_bind_int64(st, 2, after)) {
 		memset(out, 0, sizeof(*out));
-		return bind_err(s, st, err, errlen);
+		return sq_bind_err(s, st, err, errlen);
 	}
 	return fetch_one(s, st, out, err, errlen);
 }
@@ -795,13 +762,13 @@ static int sq_count(struct store *base, uint64_t count[RS_COUNT], char *err, siz
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		int state = store_state_parse((const char *)sqlite3_column_text(st, 0));
 		if (state < 0) {
-			release(st);
+			sq_release(st);
 			return errf(err, errlen, "state db: a run has an unknown state");
 		}
 		count[state] += (uint64_t)sqlite3_column_int64(st, 1);
 	}
-	rc = rc == SQLITE_DONE ? 0 : db_err(s, err, errlen);
-	release(st);
+	rc = rc == SQLITE_DONE ? 0 : sq_db_err(s, err, errlen);
+	sq_release(st);
 	return rc;
 }
 
@@ -823,9 +790,9 @@ static int sq_put_blob(struct store *base, const char *id, const char *name, con
 	/* A zero-length blob binds as one, not as NULL (which data NULL
 	 * would bind, and NOT NULL refuse). */
 	int brc = len ? sqlite3_bind_blob(st, 3, data, (int)len, SQLITE_STATIC) : sqlite3_bind_zeroblob(st, 3, 0);
-	if (bind_text(st, 1, id) || bind_text(st, 2, name) || brc)
-		return bind_err(s, st, err, errlen);
-	int n = step_write(s, st, err, errlen);
+	if (sq_bind_text(st, 1, id) || sq_bind_text(st, 2, name) || brc)
+		return sq_bind_err(s, st, err, errlen);
+	int n = sq_step_write(s, st, err, errlen);
 	if (n < 0)
 		return -1;
 	if (n == 0)
@@ -843,12 +810,12 @@ static int next_blob(struct store_sqlite *s, const char *id, const char *after, 
 	*data = NULL;
 	*len = 0;
 	/* "" sorts before every name, and no name is "". */
-	if (bind_text(st, 1, id) || bind_text(st, 2, after ? after : ""))
-		return bind_err(s, st, err, errlen);
+	if (sq_bind_text(st, 1, id) || sq_bind_text(st, 2, after ? after : ""))
+		return sq_bind_err(s, st, err, errlen);
 	int rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW) {
-		rc = rc == SQLITE_DONE ? 0 : db_err(s, err, errlen);
-		release(st);
+		rc = rc == SQLITE_DONE ? 0 : sq_db_err(s, err, errlen);
+		sq_release(st);
 		return rc;
 	}
 	const unsigned char *text = sqlite3_column_text(st, 0);
@@ -857,7 +824,7 @@ static int next_blob(struct store_sqlite *s, const char *id, const char *after, 
 	*name = text ? strdup((const char *)text) : NULL;
 	*data = malloc(n > 0 ? (size_t)n : 1);
 	if (!*name || !*data) {
-		release(st);
+		sq_release(st);
 		free(*name);
 		free(*data);
 		*name = NULL;
@@ -867,7 +834,7 @@ static int next_blob(struct store_sqlite *s, const char *id, const char *after, 
 	if (n > 0)
 		memcpy(*data, blob, (size_t)n);
 	*len = (size_t)(n > 0 ? n : 0);
-	release(st);
+	sq_release(st);
 	return 1;
 }
 
@@ -902,38 +869,38 @@ static long sq_drop_blobs(struct store *base, int64_t before_ms, char *err, size
 	struct store_sqlite *s = backend(base);
 	sqlite3_stmt *st = s->stmt[ST_DROP_BLOBS];
 	if (sqlite3_bind_int64(st, 1, before_ms))
-		return bind_err(s, st, err, errlen);
-	return step_write(s, st, err, errlen);
+		return sq_bind_err(s, st, err, errlen);
+	return sq_step_write(s, st, err, errlen);
 }
 
 static long sq_drop_runs(struct store *base, int64_t before_ms, char *err, size_t errlen)
 {
 	struct store_sqlite *s = backend(base);
 	int n = -1;
-	if (begin(s, err, errlen) < 0)
+	if (sq_begin(s, err, errlen) < 0)
 		return -1;
 	/* their blobs and their keys first, which name them */
 	static const int with_run[] = { ST_DROP_RUN_BLOBS, ST_DROP_RUN_IDEM };
 	for (size_t i = 0; i < sizeof(with_run) / sizeof(with_run[0]); i++) {
 		sqlite3_stmt *st = s->stmt[with_run[i]];
 		if (sqlite3_bind_int64(st, 1, before_ms)) {
-			bind_err(s, st, err, errlen);
+			sq_bind_err(s, st, err, errlen);
 			goto fail;
 		}
-		if (step_write(s, st, err, errlen) < 0)
+		if (sq_step_write(s, st, err, errlen) < 0)
 			goto fail;
 	}
 	sqlite3_stmt *st;
 	st = s->stmt[ST_DROP_RUNS];
 	if (sqlite3_bind_int64(st, 1, before_ms)) {
-		bind_err(s, st, err, errlen);
+		sq_bind_err(s, st, err, errlen);
 		goto fail;
 	}
-	if ((n = step_write(s, st, err, errlen)) < 0 || commit(s, err, errlen) < 0)
+	if ((n = sq_step_write(s, st, err, errlen)) < 0 || sq_commit(s, err, errlen) < 0)
 		goto fail;
 	return n;
 fail:
-	rollback(s);
+	sq_rollback(s);
 	return -1;
 }
 
@@ -956,6 +923,8 @@ static void sq_close(struct store *base)
 	struct store_sqlite *s = backend(base);
 	for (int i = 0; i < ST_N; i++)
 		sqlite3_finalize(s->stmt[i]);
+	for (int i = 0; i < SB_N; i++)
+		sqlite3_finalize(s->sbx[i]);
 	sqlite3_close(s->db);
 	free(s);
 }
@@ -977,14 +946,23 @@ static const struct store_ops sqlite_ops = {
 	.drop_runs = sq_drop_runs,
 	.note_fd = sq_note_fd,
 	.notes = sq_notes,
+	.sbx_create = sq_sbx_create,
+	.sbx_get = sq_sbx_get,
+	.sbx_set = sq_sbx_set,
+	.sbx_each = sq_sbx_each,
+	.sbx_lost = sq_sbx_lost,
+	.sbx_drop = sq_sbx_drop,
 	.close = sq_close,
 };
 
 static int prepare_all(struct store_sqlite *s, const char *path, char *err, size_t errlen)
 {
-	for (int i = 0; i < ST_N; i++)
-		if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[i], NULL) != SQLITE_OK)
+	for (int i = 0; i < ST_N + SB_N; i++) {
+		const char *sql = i < ST_N ? stmt_sql[i] : store_sqlite_sbx_sql[i - ST_N];
+		sqlite3_stmt **st = i < ST_N ? &s->stmt[i] : &s->sbx[i - ST_N];
+		if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
 			return errf(err, errlen, "state db %s: %s", path, sqlite3_errmsg(s->db));
+	}
 	return 0;
 }
 

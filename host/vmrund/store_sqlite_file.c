@@ -9,7 +9,7 @@
 
 #include "errmsg.h"
 
-#define SCHEMA_VERSION  4
+#define SCHEMA_VERSION  5
 #define BUSY_TIMEOUT_MS 5000
 
 /* What version 2 added beside runs' columns, shared by a new file's
@@ -32,6 +32,34 @@
  * with the run it made; they go with that run. */
 #define SCHEMA_4_ADDED                                                                                   \
 	"CREATE TABLE idem (tenant TEXT NOT NULL, key TEXT NOT NULL, hash TEXT NOT NULL, id TEXT NOT NULL," \
+	" created_ms INTEGER NOT NULL, PRIMARY KEY (tenant, key)) STRICT, WITHOUT ROWID;"
+
+/* What version 5 added: the sandboxes (store.h), each held by the node
+ * that started it, and their idempotency keys, a namespace apart from the
+ * runs'. seq AUTOINCREMENT as the runs' (creation order never goes back,
+ * whatever sbx_drop deleted); times NULL: not yet. The indexes are the
+ * lookups the calls make: (tenant, state) for a tenant's open ones,
+ * counted and summed at each create; (node, state) for a node's open
+ * ones, lost with it. The keys go with their sandbox (sbx_drop). */
+#define SCHEMA_5_ADDED                                                                                              \
+	"CREATE TABLE sandboxes ("                                                                                  \
+	" seq INTEGER PRIMARY KEY AUTOINCREMENT,"                                                                   \
+	" id TEXT NOT NULL UNIQUE,"                                                                                 \
+	" tenant TEXT NOT NULL,"                                                                                    \
+	" node TEXT NOT NULL,"                                                                                      \
+	" state TEXT NOT NULL CHECK (state IN ('starting','running','stopping','stopped','lost')),"                 \
+	" created_ms INTEGER NOT NULL,"                                                                             \
+	" started_ms INTEGER,"                                                                                      \
+	" ended_ms INTEGER,"                                                                                        \
+	" timeout_at_ms INTEGER,"                                                                                   \
+	" memory_mib INTEGER NOT NULL CHECK (memory_mib >= 0),"                                                     \
+	" disk_mib INTEGER NOT NULL CHECK (disk_mib >= 0),"                                                         \
+	" request TEXT NOT NULL,"                                                                                   \
+	" reason TEXT"                                                                                              \
+	") STRICT;"                                                                                                 \
+	"CREATE INDEX sandboxes_tenant_state ON sandboxes (tenant, state);"                                         \
+	"CREATE INDEX sandboxes_node_state ON sandboxes (node, state);"                                             \
+	"CREATE TABLE sandbox_idem (tenant TEXT NOT NULL, key TEXT NOT NULL, hash TEXT NOT NULL, id TEXT NOT NULL," \
 	" created_ms INTEGER NOT NULL, PRIMARY KEY (tenant, key)) STRICT, WITHOUT ROWID;"
 
 /* seq is the rowid; AUTOINCREMENT so that it never goes back even if the
@@ -63,7 +91,8 @@ static const char schema_sql[] =
 	"CREATE INDEX runs_state_seq ON runs (state, seq);"
 	SCHEMA_2_ADDED
 	SCHEMA_4_ADDED
-	"PRAGMA user_version = 4;";   /* SCHEMA_VERSION */
+	SCHEMA_5_ADDED
+	"PRAGMA user_version = 5;";   /* SCHEMA_VERSION */
 
 /* Version 1 (one node, no blobs) to 2, in the transaction that read the
  * version. The added columns land after message in a migrated file, which
@@ -92,6 +121,9 @@ static const char migrate_2_sql[] =
 
 /* Version 3 to 4. */
 static const char migrate_3_sql[] = SCHEMA_4_ADDED "PRAGMA user_version = 4;";
+
+/* Version 4 to 5. */
+static const char migrate_4_sql[] = SCHEMA_5_ADDED "PRAGMA user_version = 5;";
 
 /* Open's failures name the file, which the daemon's operator must find. */
 static int open_err(sqlite3 *db, const char *path, char *err, size_t errlen)
@@ -174,6 +206,8 @@ static int schema(sqlite3 *db, const char *path, char *err, size_t errlen)
 	if (version >= 1 && version <= 2 && exec(db, migrate_2_sql, path, err, errlen) < 0)
 		goto out;
 	if (version >= 1 && version <= 3 && exec(db, migrate_3_sql, path, err, errlen) < 0)
+		goto out;
+	if (version >= 1 && version <= 4 && exec(db, migrate_4_sql, path, err, errlen) < 0)
 		goto out;
 	rc = exec(db, "COMMIT", path, err, errlen);
 out:

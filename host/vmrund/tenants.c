@@ -122,10 +122,19 @@ static int tenant_option(struct tenant *t, char *opt, unsigned *seen, char *err,
 		t->max_memory_mib = (uint64_t)v;
 	else if (kl == 12 && !strncmp(opt, "max_disk_mib", kl) && whole)
 		t->max_disk_mib = (uint64_t)v;
+	else if (kl == 9 && !strncmp(opt, "sandboxes", kl) && whole)
+		t->sandboxes = (unsigned)v;
+	else if (kl == 18 && !strncmp(opt, "sandbox_memory_mib", kl) && whole)
+		t->sandbox_memory_mib = (uint64_t)v;
+	else if (kl == 16 && !strncmp(opt, "sandbox_disk_mib", kl) && whole)
+		t->sandbox_disk_mib = (uint64_t)v;
+	else if (kl == 21 && !strncmp(opt, "max_sandbox_timeout_s", kl) && whole && v >= 1)
+		t->max_sandbox_timeout_s = (unsigned)v;
 	else
 		return errf(err, errlen,
 			    "unknown or out-of-range option \"%.64s\" (concurrent>=1, queued, rate>0, burst>=1, "
-			    "max_memory_mib, max_disk_mib, net, net_addr)",
+			    "max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
+			    "max_sandbox_timeout_s>=1, net, net_addr)",
 			    opt);
 	return 0;
 }
@@ -139,7 +148,8 @@ static int parse_tenant(struct tenants *ts, char *rest, char *err, size_t errlen
 		return errf(err, errlen, "tenant %s: named twice", name);
 	if (ts->n == TENANTS_MAX)
 		return errf(err, errlen, "more than %d tenants", TENANTS_MAX);
-	struct tenant t = { .concurrent = 4, .queued = 64, .rate = 10, .burst = 0 };
+	struct tenant t = { .concurrent = 4, .queued = 64, .rate = 10, .burst = 0,
+			    .sandboxes = TENANT_DEFAULT_SANDBOXES, .max_sandbox_timeout_s = TENANT_DEFAULT_SANDBOX_TIMEOUT_S };
 	snprintf(t.name, sizeof(t.name), "%s", name);
 	unsigned seen = 0;
 	for (char *opt; (opt = strtok_r(NULL, " \t", &save));)

@@ -16,6 +16,14 @@
  * characters of [A-Za-z0-9._-]; the file names every tenant before its
  * keys, and only the keys' SHA-256 digests are kept once it is read.
  *
+ * Sandboxes (docs/sandboxes.md): sandboxes, how many the tenant may have
+ * open at once (starting, running or stopping; 4 by default, 0: none);
+ * sandbox_memory_mib and sandbox_disk_mib, the guest memory and
+ * workspaces of them all together (0: no ceiling of the tenant's own);
+ * max_sandbox_timeout_s, the longest life one may be given (3600 by
+ * default). max_memory_mib and max_disk_mib bound each sandbox as they
+ * bound each run.
+ *
  * The network ceiling: what a run's "network" (run_spec.h) may allow.
  *   net=none                  the default: the tenant's runs get no network
  *   net=any                   any host name (the proxy dials public
@@ -44,12 +52,17 @@ struct run_spec;
 #define TENANT_KEYS_MAX 4096
 #define TENANT_NET_RULES_MAX 16   /* net= rules, and net_addr= rules, each */
 #define TENANT_DIGEST_LEN 32      /* SHA-256 */
+#define TENANT_DEFAULT_SANDBOXES 4
+#define TENANT_DEFAULT_SANDBOX_TIMEOUT_S 3600
 
 struct tenant {
 	char name[TENANT_NAME_MAX];
 	unsigned concurrent, queued;
 	double rate, burst;
 	uint64_t max_memory_mib, max_disk_mib;   /* per run; 0: none of the tenant's own */
+	unsigned sandboxes;           /* open at once */
+	uint64_t sandbox_memory_mib, sandbox_disk_mib;   /* all open ones together; 0: none of the tenant's own */
+	unsigned max_sandbox_timeout_s;
 	bool net_any;                 /* net=any */
 	struct net_rule *net;         /* net= and net_addr= rules (malloc'd; NULL: none) */
 	unsigned nnet;

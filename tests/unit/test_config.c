@@ -70,6 +70,22 @@ static void defaults(void **state)
 	assert_int_equal(c.listen_port, 8080);
 }
 
+/* --local: one user's service in its own directory, no keys, its tenant. */
+static void local(void **state)
+{
+	(void)state;
+	struct vmrund_config c;
+	config_defaults(&c);
+	config_local(&c, "/run/user/1000/vmrun");
+	assert_string_equal(c.listen_unix, "/run/user/1000/vmrun/vmrund.sock");
+	assert_string_equal(c.state_db, "/run/user/1000/vmrun/state.db");
+	assert_string_equal(c.run_dir, "/run/user/1000/vmrun/runs");
+	assert_string_equal(c.keys, "");
+	assert_string_equal(c.audit_log, "");
+	assert_string_equal(c.anonymous_tenant, CONFIG_LOCAL_TENANT);
+	assert_true(c.anonymous_any);
+}
+
 static void listen_forms(void **state)
 {
 	(void)state;
@@ -86,8 +102,16 @@ static void listen_forms(void **state)
 	assert_int_equal(parse(&c, "listen = 10.1.2.3:1"), 0);
 	assert_string_equal(c.listen_host, "10.1.2.3");
 	assert_int_equal(c.listen_port, 1);
+	assert_string_equal(c.listen_unix, "");
+	/* a Unix socket instead; a later TCP listen replaces it */
+	assert_int_equal(parse(&c, "listen = unix:/run/vmrund.sock"), 0);
+	assert_string_equal(c.listen_unix, "/run/vmrund.sock");
+	assert_int_equal(parse(&c, "listen = unix:/run/a.sock\nlisten = 127.0.0.1:80"), 0);
+	assert_string_equal(c.listen_unix, "");
 
 	const char *bad[] = {
+		"listen = unix:relative.sock", /* not absolute */
+		"listen = unix:/a/path/far/too/long/for/a/unix/socket/address/to/hold/it/whole/and/so/it/is/refused/here/at/once/more/than/108.sock",
 		"listen = 127.0.0.1",          /* no port */
 		"listen = :8080",              /* no host */
 		"listen = 127.0.0.1:",         /* empty port */
@@ -109,7 +133,7 @@ static void listen_forms(void **state)
 		refused(bad[i], "listen: a numeric ADDRESS:PORT");
 	/* a refused listen leaves line 1's number in the message */
 	assert_int_equal(parse(&c, "\n\nlisten = nowhere\n"), -1);
-	assert_string_equal(err, "3: listen: a numeric ADDRESS:PORT, not \"nowhere\"");
+	assert_string_equal(err, "3: listen: a numeric ADDRESS:PORT or unix:PATH, not \"nowhere\"");
 }
 
 static void numbers(void **state)
@@ -483,6 +507,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(defaults),
 		cmocka_unit_test(listen_forms),
+		cmocka_unit_test(local),
 		cmocka_unit_test(numbers),
 		cmocka_unit_test(paths),
 		cmocka_unit_test(anonymous),

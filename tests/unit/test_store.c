@@ -326,11 +326,12 @@ static void sqlite_creates_schema(void **state)
 	for (int i = 0; i < RS_COUNT; i++)
 		assert_int_equal(count[i], 0);
 	store_close(s);
-	assert_int_equal(raw_int("PRAGMA user_version"), 4);
+	assert_int_equal(raw_int("PRAGMA user_version"), 5);
 	char names[512];
 	raw_names(spec, names, sizeof(names));
 	assert_string_equal(names, "table:blobs table:idem table:nodes table:runs index:runs_state_seq"
-				   " index:runs_state_tenant_seq index:runs_tenant_started");
+				   " index:runs_state_tenant_seq index:runs_tenant_started table:sandbox_idem"
+				   " table:sandboxes index:sandboxes_node_state index:sandboxes_tenant_state");
 	/* WAL is a property of the file: it stays after close. */
 	assert_int_equal(raw_int("SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
 	/* The CHECKs keep values the code does not know out of the file. */
@@ -343,11 +344,17 @@ static void sqlite_creates_schema(void **state)
 	assert_int_not_equal(raw_exec_rc("INSERT INTO runs (id, tenant, state, created_ms, request, outcome)"
 					 " VALUES ('x', 't', 'failed', 1, '{}', 'paused')"),
 			     SQLITE_OK);
+	assert_int_not_equal(raw_exec_rc("INSERT INTO sandboxes (id, tenant, node, state, created_ms, memory_mib,"
+					 " disk_mib, request) VALUES ('x', 't', 'n', 'paused', 1, 1, 1, '{}')"),
+			     SQLITE_OK);
+	assert_int_not_equal(raw_exec_rc("INSERT INTO sandboxes (id, tenant, node, state, created_ms, memory_mib,"
+					 " disk_mib, request) VALUES ('x', 't', 'n', 'running', 1, -1, 1, '{}')"),
+			     SQLITE_OK);
 	/* Opening again an existing file keeps it. */
 	s = open_store();
 	store_close(s);
 	store_close(NULL);
-	assert_int_equal(raw_int("PRAGMA user_version"), 4);
+	assert_int_equal(raw_int("PRAGMA user_version"), 5);
 }
 
 /* Version 1's schema exactly as vmrund 1 created it. */
@@ -402,7 +409,7 @@ static void sqlite_migrates_v1(void **state)
 
 	write_v1("");
 	struct store *s = open_store();
-	assert_int_equal(raw_int("PRAGMA user_version"), 4);
+	assert_int_equal(raw_int("PRAGMA user_version"), 5);
 	struct store_run r = get(s, 1);
 	assert_string_equal(r.tenant, "alice");
 	assert_int_equal(r.state, RS_QUEUED);
@@ -451,7 +458,34 @@ static void sqlite_migrates_v1(void **state)
 	/* Once. */
 	s = open_store();
 	store_close(s);
+	assert_int_equal(raw_int("PRAGMA user_version"), 5);
+
+	/* Version 4 (this file as it was before the sandboxes) to 5: a
+	 * migration that fails half-way (a table it creates is there) leaves
+	 * it as it was; one that runs adds the sandboxes' tables and keeps the
+	 * runs. */
+	raw_exec("DROP TABLE sandboxes; DROP TABLE sandbox_idem; PRAGMA user_version = 4;"
+		 "CREATE TABLE sandbox_idem (x INTEGER) STRICT;");
+	assert_null(store_open(spec, err, sizeof(err)));
+	one_line();
+	assert_non_null(strstr(err, spec));
 	assert_int_equal(raw_int("PRAGMA user_version"), 4);
+	assert_int_equal(raw_int("SELECT count(*) FROM sqlite_schema WHERE name = 'sandboxes'"), 0);
+	raw_exec("DROP TABLE sandbox_idem;");
+	s = open_store();
+	assert_int_equal(raw_int("PRAGMA user_version"), 5);
+	raw_names(spec, migrated, sizeof(migrated));
+	assert_string_equal(migrated, fresh);
+	r = get(s, 4);
+	assert_string_equal(r.tenant, "alice");
+	store_run_free(&r);
+	struct tenant lim = { .sandboxes = 1 };
+	struct store_sandbox sb = { .tenant = "alice", .node = "n", .created_ms = 10, .memory_mib = 512,
+				    .disk_mib = 256, .request = "{}" };
+	memcpy(sb.id, id_of(9).s, sizeof(sb.id));
+	assert_int_equal(s->ops->sbx_create(s, &sb, NULL, &lim, err, sizeof(err)), 0);
+	assert_int_equal(s->ops->sbx_create(s, &sb, NULL, &lim, err, sizeof(err)), STORE_SBX_OVER_COUNT);
+	store_close(s);
 }
 
 static void sqlite_refuses_not_sqlite(void **state)
@@ -476,12 +510,12 @@ static void sqlite_refuses_newer_schema(void **state)
 	if (pg)
 		skip();
 	store_close(open_store());
-	raw_exec("PRAGMA user_version = 5");
+	raw_exec("PRAGMA user_version = 6");
 	assert_null(store_open(spec, err, sizeof(err)));
 	assert_non_null(strstr(err, spec));
-	assert_non_null(strstr(err, "schema version 5 is newer"));
+	assert_non_null(strstr(err, "schema version 6 is newer"));
 	one_line();
-	assert_int_equal(raw_int("PRAGMA user_version"), 5);
+	assert_int_equal(raw_int("PRAGMA user_version"), 6);
 }
 
 static void sqlite_missing_directory(void **state)
@@ -1727,6 +1761,21 @@ static void state_names(void **state)
 	assert_false(store_is_pg("postgresql:/x"));
 }
 
+static void sbx_state_names(void **state)
+{
+	(void)state;
+	const char *want[SBS_COUNT] = { "starting", "running", "stopping", "stopped", "lost" };
+	for (int i = 0; i < SBS_COUNT; i++) {
+		assert_string_equal(store_sbx_state_name((enum sbx_row_state)i), want[i]);
+		assert_int_equal(store_sbx_state_parse(want[i]), i);
+	}
+	assert_null(store_sbx_state_name((enum sbx_row_state)SBS_COUNT));
+	assert_null(store_sbx_state_name((enum sbx_row_state)-1));
+	assert_int_equal(store_sbx_state_parse("Running"), -1);
+	assert_int_equal(store_sbx_state_parse(""), -1);
+	assert_int_equal(store_sbx_state_parse(NULL), -1);
+}
+
 static int check_large(void *ctx, const struct store_run *run)
 {
 	if (mine(run))
@@ -1842,6 +1891,726 @@ static void rate_shared(void **state)
 	store_close(s);
 }
 
+/* ---- Sandboxes (store.h's sbx_* calls). ---- */
+
+/* A sandbox as the daemon would create it; the fields a new sandbox does
+ * not take from its caller hold values the store must ignore. request is
+ * not copied. */
+static struct store_sandbox new_sbx(unsigned n, const char *tenant, const char *node, uint64_t memory_mib,
+				    uint64_t disk_mib)
+{
+	struct store_sandbox sb;
+	memset(&sb, 0, sizeof(sb));
+	memcpy(sb.id, id_of(n).s, sizeof(sb.id));
+	snprintf(sb.tenant, sizeof(sb.tenant), "%s", tenant);
+	snprintf(sb.node, sizeof(sb.node), "%s", node);
+	sb.state = SBS_LOST;
+	sb.created_ms = 1000 + n;
+	sb.started_ms = 77;
+	sb.ended_ms = 78;
+	sb.timeout_at_ms = 79;
+	sb.memory_mib = memory_mib;
+	sb.disk_mib = disk_mib;
+	sb.request = (char *)"{\"runtime\":\"python\"}";
+	snprintf(sb.reason, sizeof(sb.reason), "not this");
+	sb.seq = 12345;
+	return sb;
+}
+
+static struct tenant sbx_limits(unsigned sandboxes, uint64_t memory_mib, uint64_t disk_mib)
+{
+	struct tenant t = limits(100, 100);
+	t.sandboxes = sandboxes;
+	t.sandbox_memory_mib = memory_mib;
+	t.sandbox_disk_mib = disk_mib;
+	return t;
+}
+
+static int sbx_create(struct store *s, unsigned n, const char *tenant, const char *node, uint64_t memory_mib,
+		      uint64_t disk_mib, const struct tenant *lim)
+{
+	struct store_sandbox sb = new_sbx(n, tenant, node, memory_mib, disk_mib);
+	return s->ops->sbx_create(s, &sb, NULL, lim, err, sizeof(err));
+}
+
+/* Created with room to spare. */
+static void sbx_put(struct store *s, unsigned n, const char *tenant, const char *node)
+{
+	struct tenant lim = sbx_limits(1000, 0, 0);
+	if (sbx_create(s, n, tenant, node, 512, 256, &lim) != 0)
+		fail_msg("sbx_create %u: %s", n, err);
+}
+
+static struct store_sandbox sbx_get(struct store *s, unsigned n)
+{
+	struct store_sandbox sb;
+	if (s->ops->sbx_get(s, id_of(n).s, NULL, &sb, err, sizeof(err)) != 1)
+		fail_msg("sbx_get %u: not found (%s)", n, err);
+	return sb;
+}
+
+static bool sbx_exists(struct store *s, unsigned n)
+{
+	struct store_sandbox sb;
+	int found = s->ops->sbx_get(s, id_of(n).s, NULL, &sb, err, sizeof(err));
+	if (found < 0)
+		fail_msg("sbx_get %u: %s", n, err);
+	store_sandbox_free(&sb);
+	return found == 1;
+}
+
+static enum sbx_row_state sbx_state_of(struct store *s, unsigned n)
+{
+	struct store_sandbox sb = sbx_get(s, n);
+	enum sbx_row_state st = sb.state;
+	store_sandbox_free(&sb);
+	return st;
+}
+
+static int sbx_set(struct store *s, unsigned n, const char *node, enum sbx_row_state st, int64_t started_ms,
+		   int64_t ended_ms, int64_t timeout_at_ms, const char *reason)
+{
+	int rc = s->ops->sbx_set(s, id_of(n).s, node, st, started_ms, ended_ms, timeout_at_ms, reason, err,
+				 sizeof(err));
+	if (rc < 0)
+		fail_msg("sbx_set %u: %s", n, err);
+	return rc;
+}
+
+static void sbx_create_and_get(void **state)
+{
+	(void)state;
+	struct store *s = open_store();
+	struct text a_ = nm("a"), n_ = nm("n");
+	const char *a = a_.s, *n = n_.s;
+	struct tenant lim = sbx_limits(4, 0, 0);
+	assert_int_equal(sbx_create(s, 7, a, n, 1024, 2048, &lim), 0);
+	struct store_sandbox sb;
+	memset(&sb, 0x5a, sizeof(sb));
+	assert_int_equal(s->ops->sbx_get(s, id_of(7).s, a, &sb, err, sizeof(err)), 1);
+	assert_string_equal(sb.id, id_of(7).s);
+	assert_string_equal(sb.tenant, a);
+	assert_string_equal(sb.node, n);
+	assert_int_equal(sb.state, SBS_STARTING);
+	assert_int_equal(sb.created_ms, 1007);
+	assert_int_equal(sb.started_ms, 0);
+	assert_int_equal(sb.ended_ms, 0);
+	assert_int_equal(sb.timeout_at_ms, 0);
+	assert_int_equal(sb.memory_mib, 1024);
+	assert_int_equal(sb.disk_mib, 2048);
+	assert_string_equal(sb.request, "{\"runtime\":\"python\"}");
+	assert_string_equal(sb.reason, "");
+	assert_true(sb.seq > 0);
+	assert_int_not_equal(sb.seq, 12345);
+	int64_t seq7 = sb.seq;
+	store_sandbox_free(&sb);
+	store_sandbox_free(&sb);   /* safe twice */
+
+	/* Another tenant's is not found, and *out is left empty; NULL is
+	 * anyone's. */
+	memset(&sb, 0x5a, sizeof(sb));
+	assert_int_equal(s->ops->sbx_get(s, id_of(7).s, nm("b").s, &sb, err, sizeof(err)), 0);
+	assert_null(sb.request);
+	assert_string_equal(sb.id, "");
+	assert_int_equal(s->ops->sbx_get(s, id_of(7).s, NULL, &sb, err, sizeof(err)), 1);
+	assert_string_equal(sb.tenant, a);
+	store_sandbox_free(&sb);
+	assert_int_equal(s->ops->sbx_get(s, id_of(8).s, NULL, &sb, err, sizeof(err)), 0);
+	/* A run of the same id is another thing: not a sandbox. */
+	put(s, 9, a, "{}");
+	assert_false(sbx_exists(s, 9));
+
+	/* A duplicate id, a missing request, a node without a name: refused,
+	 * in one line, and the first is untouched. */
+	err[0] = '\0';
+	assert_int_equal(sbx_create(s, 7, nm("b").s, n, 1, 1, &lim), -1);
+	one_line();
+	sb = sbx_get(s, 7);
+	assert_string_equal(sb.tenant, a);
+	assert_int_equal(sb.memory_mib, 1024);
+	store_sandbox_free(&sb);
+	struct store_sandbox bad = new_sbx(8, a, n, 1, 1);
+	bad.request = NULL;
+	err[0] = '\0';
+	assert_int_equal(s->ops->sbx_create(s, &bad, NULL, &lim, err, sizeof(err)), -1);
+	one_line();
+	bad = new_sbx(8, a, "", 1, 1);
+	err[0] = '\0';
+	assert_int_equal(s->ops->sbx_create(s, &bad, NULL, &lim, err, sizeof(err)), -1);
+	one_line();
+	bad = new_sbx(8, a, n, UINT64_MAX, 1);   /* more than a column holds */
+	err[0] = '\0';
+	assert_int_equal(s->ops->sbx_create(s, &bad, NULL, &lim, err, sizeof(err)), -1);
+	one_line();
+	assert_false(sbx_exists(s, 8));
+	/* The store still works, in creation order; and survives a reopen. */
+	assert_int_equal(sbx_create(s, 8, a, n, 1, 1, &lim), 0);
+	store_close(s);
+	s = open_store();
+	sb = sbx_get(s, 8);
+	assert_true(sb.seq > seq7);
+	store_sandbox_free(&sb);
+	sb = sbx_get(s, 7);
+	assert_string_equal(sb.request, "{\"runtime\":\"python\"}");
+	store_sandbox_free(&sb);
+	store_close(s);
+}
+
+static void sbx_admission(void **state)
+{
+	(void)state;
+	struct store *s = open_store();
+	struct text a_ = nm("a"), n_ = nm("n");
+	const char *a = a_.s, *n = n_.s;
+	/* The count: 2 open at once; a refused one is not stored. */
+	struct tenant two = sbx_limits(2, 0, 0);
+	assert_int_equal(sbx_create(s, 1, a, n, 512, 256, &two), 0);
+	assert_int_equal(sbx_create(s, 2, a, n, 512, 256, &two), 0);
+	assert_int_equal(sbx_create(s, 3, a, n, 512, 256, &two), STORE_SBX_OVER_COUNT);
+	assert_false(sbx_exists(s, 3));
+	/* Running and stopping count as starting does. */
+	assert_int_equal(sbx_set(s, 1, n, SBS_RUNNING, 100, 0, 0, NULL), 1);
+	assert_int_equal(sbx_set(s, 2, n, SBS_STOPPING, 0, 0, 0, NULL), 1);
+	assert_int_equal(sbx_create(s, 3, a, n, 512, 256, &two), STORE_SBX_OVER_COUNT);
+	/* Another tenant's are not a's. */
+	assert_int_equal(sbx_create(s, 4, nm("b").s, n, 512, 256, &two), 0);
+	/* A stopped one leaves its place, and so does a lost one. */
+	assert_int_equal(sbx_set(s, 2, n, SBS_STOPPED, 0, 500, 0, "stopped"), 1);
+	assert_int_equal(sbx_create(s, 3, a, n, 512, 256, &two), 0);
+	assert_int_equal(sbx_create(s, 5, a, nm("m").s, 512, 256, &two), STORE_SBX_OVER_COUNT);
+	assert_int_equal(s->ops->sbx_lost(s, n, 600, NULL, NULL, err, sizeof(err)), 3);   /* 1, 3, and b's 4 */
+	assert_int_equal(sbx_create(s, 5, a, nm("m").s, 512, 256, &two), 0);
+	/* sandboxes=0: none at all. */
+	struct tenant none = sbx_limits(0, 0, 0);
+	assert_int_equal(sbx_create(s, 6, nm("z").s, n, 1, 1, &none), STORE_SBX_OVER_COUNT);
+	assert_false(sbx_exists(s, 6));
+
+	/* Memory: every open one's together, this one's with them; the
+	 * ceiling itself is room enough. */
+	struct text c_ = nm("c"), d_ = nm("d");
+	const char *c = c_.s, *d = d_.s;
+	struct tenant mem = sbx_limits(10, 1000, 0);
+	assert_int_equal(sbx_create(s, 10, c, n, 600, 1u << 30, &mem), 0);
+	assert_int_equal(sbx_create(s, 11, c, n, 401, 1, &mem), STORE_SBX_OVER_MEMORY);
+	assert_int_equal(sbx_create(s, 11, c, n, 400, 1, &mem), 0);
+	assert_int_equal(sbx_create(s, 12, c, n, 1, 1, &mem), STORE_SBX_OVER_MEMORY);
+	assert_false(sbx_exists(s, 12));
+	assert_int_equal(sbx_set(s, 10, NULL, SBS_STOPPED, 0, 700, 0, NULL), 1);
+	assert_int_equal(sbx_create(s, 12, c, n, 600, 1, &mem), 0);
+	/* One larger than the ceiling alone, whatever else is open. */
+	assert_int_equal(sbx_create(s, 13, nm("e").s, n, 1001, 1, &mem), STORE_SBX_OVER_MEMORY);
+	/* Disk, likewise. */
+	struct tenant disk = sbx_limits(10, 0, 100);
+	assert_int_equal(sbx_create(s, 20, d, n, 1u << 30, 60, &disk), 0);
+	assert_int_equal(sbx_create(s, 21, d, n, 1, 50, &disk), STORE_SBX_OVER_DISK);
+	assert_int_equal(sbx_create(s, 21, d, n, 1, 40, &disk), 0);
+	assert_int_equal(sbx_create(s, 22, d, n, 1, 1, &disk), STORE_SBX_OVER_DISK);
+	/* 0 is no ceiling: sizes far past any, many times over. */
+	struct tenant open = sbx_limits(10, 0, 0);
+	for (unsigned i = 30; i < 33; i++)
+		assert_int_equal(sbx_create(s, i, nm("f").s, n, INT64_MAX / 4, INT64_MAX / 4, &open), 0);
+	/* The count is looked at first, then memory, then disk. */
+	struct tenant all = sbx_limits(2, 1000, 100);
+	assert_int_equal(sbx_create(s, 40, nm("g").s, n, 1000, 100, &all), 0);
+	assert_int_equal(sbx_create(s, 41, nm("g").s, n, 1, 1, &all), STORE_SBX_OVER_MEMORY);
+	assert_int_equal(sbx_create(s, 41, nm("g").s, n, 0, 1, &all), STORE_SBX_OVER_DISK);
+	assert_int_equal(sbx_create(s, 41, nm("g").s, n, 0, 0, &all), 0);
+	assert_int_equal(sbx_create(s, 42, nm("g").s, n, 1, 1, &all), STORE_SBX_OVER_COUNT);
+	store_close(s);
+}
+
+static int sbx_keyed(struct store *s, unsigned n, const char *tenant, const char *key, const char *hash,
+		     int64_t now_ms, unsigned sandboxes, char replay[STORE_ID_LEN + 1])
+{
+	struct store_sandbox sb = new_sbx(n, tenant, nm("n").s, 512, 256);
+	sb.created_ms = now_ms;
+	struct tenant lim = sbx_limits(sandboxes, 0, 0);
+	struct store_idem idem = { .key = key, .hash = hash };
+	int v = s->ops->sbx_create(s, &sb, &idem, &lim, err, sizeof(err));
+	memcpy(replay, idem.id, STORE_ID_LEN + 1);
+	return v;
+}
+
+/* An Idempotency-Key on a create, as on a submit (submit_idempotent), in
+ * a namespace of its own: a run's key is not a sandbox's. */
+static void sbx_idempotent(void **state)
+{
+	(void)state;
+	struct store *s = open_store();
+	struct text a_ = nm("a"), b_ = nm("b");
+	const char *a = a_.s, *b = b_.s;
+	char h1[STORE_IDEM_HASH_LEN + 1], h2[STORE_IDEM_HASH_LEN + 1], id[STORE_ID_LEN + 1];
+	memset(h1, '1', STORE_IDEM_HASH_LEN);
+	memset(h2, '2', STORE_IDEM_HASH_LEN);
+	h1[STORE_IDEM_HASH_LEN] = h2[STORE_IDEM_HASH_LEN] = '\0';
+	const int64_t t0 = 10LL * STORE_IDEM_TTL_MS;
+	assert_int_equal(sbx_keyed(s, 1, a, "k", h1, t0, 100, id), 0);
+	/* again, the same body: the first, nothing new, though the tenant is
+	 * now full */
+	assert_int_equal(sbx_keyed(s, 2, a, "k", h1, t0 + 1000, 1, id), STORE_REPLAYED);
+	assert_string_equal(id, id_of(1).s);
+	assert_false(sbx_exists(s, 2));
+	/* another body: refused, nothing stored */
+	assert_int_equal(sbx_keyed(s, 3, a, "k", h2, t0 + 2000, 100, id), STORE_KEY_REUSED);
+	assert_string_equal(id, id_of(1).s);
+	assert_false(sbx_exists(s, 3));
+	/* the same key is another tenant's own */
+	assert_int_equal(sbx_keyed(s, 4, b, "k", h2, t0 + 3000, 100, id), 0);
+	/* a refused create keeps no key: sent again with room, it is made */
+	assert_int_equal(sbx_keyed(s, 5, a, "full", h1, t0 + 4000, 1, id), STORE_SBX_OVER_COUNT);
+	assert_int_equal(sbx_keyed(s, 5, a, "full", h1, t0 + 5000, 100, id), 0);
+	/* a stopped sandbox's key still replays, within its day */
+	assert_int_equal(sbx_set(s, 1, NULL, SBS_STOPPED, 0, t0 + 6000, 0, NULL), 1);
+	assert_int_equal(sbx_keyed(s, 6, a, "k", h1, t0 + 7000, 100, id), STORE_REPLAYED);
+	assert_string_equal(id, id_of(1).s);
+	/* past its day the key is free again, and names the new one */
+	assert_int_equal(sbx_keyed(s, 6, a, "k", h2, t0 + STORE_IDEM_TTL_MS + 1, 100, id), 0);
+	assert_int_equal(sbx_keyed(s, 7, a, "k", h2, t0 + STORE_IDEM_TTL_MS + 2, 100, id), STORE_REPLAYED);
+	assert_string_equal(id, id_of(6).s);
+	/* A run's key does not replay a sandbox, nor a sandbox's a run. */
+	assert_int_equal(submit_keyed(s, 50, a, "shared", h1, t0, 100, id), SCHED_ACCEPT);
+	assert_int_equal(sbx_keyed(s, 51, a, "shared", h1, t0 + 1, 100, id), 0);
+	assert_int_equal(submit_keyed(s, 52, a, "shared", h1, t0 + 2, 100, id), STORE_REPLAYED);
+	assert_string_equal(id, id_of(50).s);
+	assert_int_equal(sbx_keyed(s, 53, a, "shared", h1, t0 + 3, 100, id), STORE_REPLAYED);
+	assert_string_equal(id, id_of(51).s);
+	assert_int_equal(sbx_keyed(s, 54, a, "k", h1, t0 + STORE_IDEM_TTL_MS + 3, 100, id), STORE_KEY_REUSED);
+	assert_int_equal(submit_keyed(s, 54, a, "k", h1, t0 + STORE_IDEM_TTL_MS + 3, 100, id), SCHED_ACCEPT);
+	/* a sandbox dropped by retention takes its key with it */
+	assert_int_equal(sbx_set(s, 6, NULL, SBS_STOPPED, 0, 100, 0, NULL), 1);
+	assert_true(s->ops->sbx_drop(s, 200, err, sizeof(err)) >= 1);
+	assert_false(sbx_exists(s, 6));
+	assert_int_equal(sbx_keyed(s, 8, a, "k", h1, t0 + STORE_IDEM_TTL_MS + 4, 100, id), 0);
+	store_close(s);
+}
+
+static void sbx_set_moves(void **state)
+{
+	(void)state;
+	struct store *s = open_store();
+	struct text a_ = nm("a"), n_ = nm("n"), m_ = nm("m");
+	const char *a = a_.s, *n = n_.s, *m = m_.s;
+	sbx_put(s, 1, a, n);
+	/* starting -> running, by its node */
+	assert_int_equal(sbx_set(s, 1, n, SBS_RUNNING, 200, 0, 5000, NULL), 1);
+	struct store_sandbox sb = sbx_get(s, 1);
+	assert_int_equal(sb.state, SBS_RUNNING);
+	assert_int_equal(sb.started_ms, 200);
+	assert_int_equal(sb.ended_ms, 0);
+	assert_int_equal(sb.timeout_at_ms, 5000);
+	assert_string_equal(sb.reason, "");
+	assert_string_equal(sb.node, n);
+	store_sandbox_free(&sb);
+	/* not another node's to move, nor one that is not there */
+	assert_int_equal(sbx_set(s, 1, m, SBS_STOPPING, 0, 0, 0, "no"), 0);
+	assert_int_equal(sbx_set(s, 99, NULL, SBS_STOPPING, 0, 0, 0, "no"), 0);
+	assert_int_equal(sbx_state_of(s, 1), SBS_RUNNING);
+	/* to the state it is in: a new timeout; zeros and NULL keep the rest */
+	assert_int_equal(sbx_set(s, 1, n, SBS_RUNNING, 0, 0, 6000, NULL), 1);
+	sb = sbx_get(s, 1);
+	assert_int_equal(sb.state, SBS_RUNNING);
+	assert_int_equal(sb.started_ms, 200);
+	assert_int_equal(sb.timeout_at_ms, 6000);
+	assert_int_equal(sb.ended_ms, 0);
+	assert_string_equal(sb.reason, "");
+	store_sandbox_free(&sb);
+	/* NULL node: whoever holds it */
+	assert_int_equal(sbx_set(s, 1, NULL, SBS_STOPPING, 0, 0, 0, "asked"), 1);
+	assert_int_equal(sbx_set(s, 1, n, SBS_STOPPED, 0, 900, 0, NULL), 1);
+	sb = sbx_get(s, 1);
+	assert_int_equal(sb.state, SBS_STOPPED);
+	assert_int_equal(sb.started_ms, 200);
+	assert_int_equal(sb.ended_ms, 900);
+	assert_int_equal(sb.timeout_at_ms, 6000);
+	assert_string_equal(sb.reason, "asked");
+	store_sandbox_free(&sb);
+	/* terminal: never changes again, not even to itself, nor by sbx_lost */
+	assert_int_equal(sbx_set(s, 1, n, SBS_RUNNING, 1, 1, 1, "again"), 0);
+	assert_int_equal(sbx_set(s, 1, NULL, SBS_STOPPED, 1, 1, 1, "again"), 0);
+	assert_int_equal(sbx_set(s, 1, NULL, SBS_LOST, 1, 1, 1, "again"), 0);
+	assert_int_equal(s->ops->sbx_lost(s, n, 1000, NULL, NULL, err, sizeof(err)), 0);
+	sb = sbx_get(s, 1);
+	assert_int_equal(sb.state, SBS_STOPPED);
+	assert_int_equal(sb.started_ms, 200);
+	assert_int_equal(sb.ended_ms, 900);
+	assert_int_equal(sb.timeout_at_ms, 6000);
+	assert_string_equal(sb.reason, "asked");
+	store_sandbox_free(&sb);
+	/* lost is terminal too; any open state may end so */
+	sbx_put(s, 2, a, n);
+	assert_int_equal(sbx_set(s, 2, n, SBS_LOST, 0, 300, 0, "gone"), 1);
+	assert_int_equal(sbx_set(s, 2, n, SBS_RUNNING, 0, 0, 0, NULL), 0);
+	assert_int_equal(sbx_state_of(s, 2), SBS_LOST);
+	/* "" is a reason (none) that replaces one; a long one is cut where a
+	 * character starts */
+	sbx_put(s, 3, a, n);
+	assert_int_equal(sbx_set(s, 3, n, SBS_STOPPING, 0, 0, 0, "first"), 1);
+	assert_int_equal(sbx_set(s, 3, n, SBS_STOPPING, 0, 0, 0, ""), 1);
+	sb = sbx_get(s, 3);
+	assert_string_equal(sb.reason, "");
+	store_sandbox_free(&sb);
+	char why[700];
+	size_t len = 0;
+	while (len + 2 < sizeof(why)) {
+		memcpy(why + len, "\xc3\xa9", 2);
+		len += 2;
+	}
+	why[len] = '\0';
+	assert_int_equal(sbx_set(s, 3, n, SBS_STOPPED, 0, 400, 0, why), 1);
+	sb = sbx_get(s, 3);
+	size_t got = strlen(sb.reason);
+	assert_true(got < sizeof(sb.reason) && got >= sizeof(sb.reason) - 2);
+	assert_int_equal(got % 2, 0);
+	assert_memory_equal(sb.reason, why, got);
+	store_sandbox_free(&sb);
+	/* a value that is no state is an error, in one line */
+	sbx_put(s, 4, a, n);
+	err[0] = '\0';
+	assert_int_equal(s->ops->sbx_set(s, id_of(4).s, n, (enum sbx_row_state)SBS_COUNT, 0, 0, 0, NULL, err,
+					 sizeof(err)),
+			 -1);
+	one_line();
+	assert_int_equal(sbx_state_of(s, 4), SBS_STARTING);
+	store_close(s);
+}
+
+/* What a walk over sandboxes saw, of this test's. */
+struct sbx_walk {
+	unsigned n[16];
+	unsigned k, stop_after;
+	struct store *s;
+};
+
+static bool sbx_mine(const struct store_sandbox *sb)
+{
+	return !strncmp(sb->tenant, pfx, strlen(pfx)) && sb->tenant[strlen(pfx)] == '-';
+}
+
+static int sbx_record(void *ctx, const struct store_sandbox *sb)
+{
+	struct sbx_walk *w = ctx;
+	if (!sbx_mine(sb))
+		return 0;
+	assert_true(w->k < 16);
+	assert_non_null(sb->request);
+	w->n[w->k++] = num_of(sb->id);
+	return w->stop_after && w->k == w->stop_after ? 42 : 0;
+}
+
+/* What a daemon may do from a walk: end the sandbox it was given, and
+ * read it back. */
+static int sbx_stop(void *ctx, const struct store_sandbox *sb)
+{
+	struct sbx_walk *w = ctx;
+	char e[512];
+	if (!sbx_mine(sb))
+		return 0;
+	w->k++;
+	assert_int_equal(w->s->ops->sbx_set(w->s, sb->id, sb->node, SBS_STOPPED, 0, 9000, 0, "by hand", e, sizeof(e)),
+			 1);
+	struct store_sandbox now;
+	assert_int_equal(w->s->ops->sbx_get(w->s, sb->id, NULL, &now, e, sizeof(e)), 1);
+	assert_int_equal(now.state, SBS_STOPPED);
+	store_sandbox_free(&now);
+	return 0;
+}
+
+static void sbx_walks(struct store *s, const char *tenant, const char *node, bool open_only, unsigned want_n,
+		      const unsigned *want)
+{
+	struct sbx_walk w = { .k = 0 };
+	if (s->ops->sbx_each(s, tenant, node, open_only, sbx_record, &w, err, sizeof(err)) != 0)
+		fail_msg("sbx_each: %s", err);
+	if (w.k != want_n)
+		fail_msg("walked %u, wanted %u", w.k, want_n);
+	for (unsigned i = 0; i < want_n; i++)
+		if (w.n[i] != want[i])
+			fail_msg("walk %u: got sandbox %u, wanted %u", i, w.n[i], want[i]);
+}
+
+static void sbx_each_in_order(void **state)
+{
+	(void)state;
+	struct store *s = open_store();
+	struct text a_ = nm("a"), b_ = nm("b"), n_ = nm("n"), m_ = nm("m");
+	const char *a = a_.s, *b = b_.s, *n = n_.s, *m = m_.s;
+	/* Ids not in the order of creation, so that only seq orders them. */
+	sbx_put(s, 50, a, n);
+	sbx_put(s, 10, b, n);
+	sbx_put(s, 40, a, m);
+	sbx_put(s, 20, b, m);
+	sbx_put(s, 30, a, n);
+	assert_int_equal(sbx_set(s, 40, m, SBS_STOPPED, 0, 500, 0, NULL), 1);
+	assert_int_equal(sbx_set(s, 10, n, SBS_RUNNING, 100, 0, 0, NULL), 1);
+	sbx_walks(s, a, NULL, false, 3, (unsigned[]){ 50, 40, 30 });
+	sbx_walks(s, a, NULL, true, 2, (unsigned[]){ 50, 30 });
+	sbx_walks(s, NULL, n, false, 3, (unsigned[]){ 50, 10, 30 });
+	sbx_walks(s, NULL, m, true, 1, (unsigned[]){ 20 });
+	sbx_walks(s, b, m, false, 1, (unsigned[]){ 20 });
+	sbx_walks(s, a, m, true, 0, NULL);
+	sbx_walks(s, NULL, NULL, false, 5, (unsigned[]){ 50, 10, 40, 20, 30 });
+	sbx_walks(s, NULL, NULL, true, 4, (unsigned[]){ 50, 10, 20, 30 });
+	sbx_walks(s, nm("nobody").s, NULL, false, 0, NULL);
+	/* Stopped early: fn's value, and no more calls. */
+	struct sbx_walk w = { .stop_after = 2 };
+	assert_int_equal(s->ops->sbx_each(s, a, NULL, false, sbx_record, &w, err, sizeof(err)), 42);
+	assert_int_equal(w.k, 2);
+	/* fn may change the sandbox it is given, and that holds at once. */
+	memset(&w, 0, sizeof(w));
+	w.s = s;
+	assert_int_equal(s->ops->sbx_each(s, NULL, n, true, sbx_stop, &w, err, sizeof(err)), 0);
+	assert_int_equal(w.k, 3);
+	sbx_walks(s, NULL, NULL, true, 1, (unsigned[]){ 20 });
+	struct store_sandbox sb = sbx_get(s, 10);
+	assert_int_equal(sb.state, SBS_STOPPED);
+	assert_string_equal(sb.reason, "by hand");
+	store_sandbox_free(&sb);
+	store_close(s);
+}
+
+/* What sbx_lost's fn was given, of this test's sandboxes. */
+struct sbx_lost_seen {
+	struct store_sandbox sb[16];
+	unsigned k;
+};
+
+static void sbx_note_lost(void *ctx, const struct store_sandbox *sb)
+{
+	struct sbx_lost_seen *l = ctx;
+	if (!sbx_mine(sb))
+		return;
+	assert_true(l->k < 16);
+	l->sb[l->k] = *sb;
+	l->sb[l->k++].request = NULL;   /* the row's, valid only in the call */
+}
+
+static void sbx_lost_node(void **state)
+{
+	(void)state;
+	struct store *s = open_store();
+	struct text a_ = nm("a"), n_ = nm("n"), m_ = nm("m");
+	const char *a = a_.s, *n = n_.s, *m = m_.s;
+	char msg[512];
+	sbx_put(s, 3, a, n);
+	sbx_put(s, 1, a, n);
+	sbx_put(s, 2, a, m);
+	sbx_put(s, 4, a, n);
+	sbx_put(s, 5, a, n);
+	assert_int_equal(sbx_set(s, 1, n, SBS_RUNNING, 100, 0, 5000, NULL), 1);
+	assert_int_equal(sbx_set(s, 5, n, SBS_STOPPING, 0, 0, 0, "asked"), 1);
+	assert_int_equal(sbx_set(s, 4, n, SBS_STOPPED, 0, 300, 0, "done"), 1);
+	/* A node's own, whatever its lease (here: it has one). */
+	assert_int_equal(s->ops->heartbeat(s, n, 60000, NULL, NULL, err, sizeof(err)), 0);
+	struct sbx_lost_seen l = { .k = 0 };
+	assert_int_equal(s->ops->sbx_lost(s, n, 900, sbx_note_lost, &l, err, sizeof(err)), 3);
+	assert_int_equal(l.k, 3);
+	snprintf(msg, sizeof(msg), STORE_MSG_SBX_LOST, n);
+	const unsigned order[] = { 3, 1, 5 };   /* creation order */
+	for (unsigned i = 0; i < 3; i++) {
+		assert_int_equal(num_of(l.sb[i].id), order[i]);
+		assert_int_equal(l.sb[i].state, SBS_LOST);
+		assert_int_equal(l.sb[i].ended_ms, 900);
+		assert_string_equal(l.sb[i].reason, msg);
+		assert_string_equal(l.sb[i].node, n);
+	}
+	assert_int_equal(l.sb[1].started_ms, 100);
+	assert_int_equal(l.sb[1].timeout_at_ms, 5000);
+	/* What fn saw is what the store holds. */
+	struct store_sandbox sb = sbx_get(s, 5);
+	assert_int_equal(sb.state, SBS_LOST);
+	assert_int_equal(sb.ended_ms, 900);
+	assert_string_equal(sb.reason, msg);
+	store_sandbox_free(&sb);
+	/* Another node's, and a stopped one, are not touched. */
+	assert_int_equal(sbx_state_of(s, 2), SBS_STARTING);
+	sb = sbx_get(s, 4);
+	assert_int_equal(sb.state, SBS_STOPPED);
+	assert_int_equal(sb.ended_ms, 300);
+	assert_string_equal(sb.reason, "done");
+	store_sandbox_free(&sb);
+	/* Nothing more of n's; fn may be NULL. */
+	memset(&l, 0, sizeof(l));
+	assert_int_equal(s->ops->sbx_lost(s, n, 1000, sbx_note_lost, &l, err, sizeof(err)), 0);
+	assert_int_equal(l.k, 0);
+	assert_int_equal(s->ops->sbx_lost(s, m, 1000, NULL, NULL, err, sizeof(err)), 1);
+	assert_int_equal(sbx_state_of(s, 2), SBS_LOST);
+	store_close(s);
+}
+
+/* As expire_lease: node NULL loses the sandboxes of every node whose
+ * lease ran out, and only theirs. */
+static void sbx_lost_lease(void **state)
+{
+	(void)state;
+	struct store *s = open_store();
+	struct text a_ = nm("a"), dead_ = nm("dead"), live_ = nm("live"), back_ = nm("back"), never_ = nm("never");
+	const char *a = a_.s, *dead = dead_.s, *live = live_.s, *back = back_.s, *never = never_.s;
+	assert_int_equal(s->ops->heartbeat(s, dead, 1, NULL, NULL, err, sizeof(err)), 0);
+	assert_int_equal(s->ops->heartbeat(s, live, 60000, NULL, NULL, err, sizeof(err)), 0);
+	assert_int_equal(s->ops->heartbeat(s, back, 1, NULL, NULL, err, sizeof(err)), 0);
+	sbx_put(s, 1, a, dead);
+	sbx_put(s, 2, a, dead);
+	sbx_put(s, 3, a, live);
+	sbx_put(s, 4, a, back);
+	sbx_put(s, 5, a, never);   /* a node with no lease at all is not known dead */
+	sbx_put(s, 6, a, dead);
+	assert_int_equal(sbx_set(s, 2, dead, SBS_RUNNING, 100, 0, 0, NULL), 1);
+	assert_int_equal(sbx_set(s, 6, dead, SBS_STOPPED, 0, 200, 0, NULL), 1);
+	sleep_ms(20);
+	/* A lease renewed is a live node's. */
+	assert_int_equal(s->ops->heartbeat(s, back, 60000, NULL, NULL, err, sizeof(err)), 0);
+	struct sbx_lost_seen l = { .k = 0 };
+	/* Other nodes' of a shared store may go too: at least dead's. */
+	int rc = s->ops->sbx_lost(s, NULL, 900, sbx_note_lost, &l, err, sizeof(err));
+	if (rc < 0)
+		fail_msg("sbx_lost: %s", err);
+	assert_true(rc >= 2);
+	assert_int_equal(l.k, 2);
+	assert_int_equal(num_of(l.sb[0].id), 1);
+	assert_int_equal(num_of(l.sb[1].id), 2);
+	char msg[512];
+	snprintf(msg, sizeof(msg), STORE_MSG_SBX_LOST, dead);
+	assert_string_equal(l.sb[1].reason, msg);
+	assert_int_equal(sbx_state_of(s, 1), SBS_LOST);
+	assert_int_equal(sbx_state_of(s, 2), SBS_LOST);
+	assert_int_equal(sbx_state_of(s, 3), SBS_STARTING);
+	assert_int_equal(sbx_state_of(s, 4), SBS_STARTING);
+	assert_int_equal(sbx_state_of(s, 5), SBS_STARTING);
+	assert_int_equal(sbx_state_of(s, 6), SBS_STOPPED);
+	memset(&l, 0, sizeof(l));
+	assert_true(s->ops->sbx_lost(s, NULL, 1000, sbx_note_lost, &l, err, sizeof(err)) >= 0);
+	assert_int_equal(l.k, 0);
+	store_close(s);
+}
+
+/* Sandbox retention: terminal ones that ended before the time go, with
+ * their keys; open ones stay whatever their times; seq goes on past the
+ * ones that went. */
+static void sbx_drop_ended(void **state)
+{
+	(void)state;
+	struct store *s = open_store();
+	struct text a_ = nm("a"), n_ = nm("n");
+	const char *a = a_.s, *n = n_.s;
+	char h[STORE_IDEM_HASH_LEN + 1], id[STORE_ID_LEN + 1];
+	memset(h, 'h', STORE_IDEM_HASH_LEN);
+	h[STORE_IDEM_HASH_LEN] = '\0';
+	const int64_t t0 = 10LL * STORE_IDEM_TTL_MS;
+	assert_int_equal(sbx_keyed(s, 1, a, "one", h, t0, 100, id), 0);
+	for (unsigned i = 2; i <= 5; i++)
+		sbx_put(s, i, a, n);
+	assert_int_equal(sbx_set(s, 1, NULL, SBS_STOPPED, 0, 5000, 0, NULL), 1);
+	assert_int_equal(sbx_set(s, 2, NULL, SBS_LOST, 0, 5000, 0, NULL), 1);
+	assert_int_equal(sbx_set(s, 3, NULL, SBS_STOPPED, 0, 9000, 0, NULL), 1);
+	assert_int_equal(sbx_set(s, 4, NULL, SBS_STOPPING, 0, 1000, 0, NULL), 1);   /* open, an end time or not */
+	struct store_sandbox last = sbx_get(s, 5);   /* the newest seq so far */
+	assert_int_equal(sbx_set(s, 5, NULL, SBS_STOPPED, 0, 5000, 0, NULL), 1);
+	long dropped = s->ops->sbx_drop(s, 6000, err, sizeof(err));
+	if (dropped < 0)
+		fail_msg("sbx_drop: %s", err);
+	assert_true(dropped >= 3);   /* a shared store may hold others' */
+	assert_false(sbx_exists(s, 1));
+	assert_false(sbx_exists(s, 2));
+	assert_false(sbx_exists(s, 5));
+	assert_int_equal(sbx_state_of(s, 3), SBS_STOPPED);
+	assert_int_equal(sbx_state_of(s, 4), SBS_STOPPING);
+	/* the key went with its sandbox: within its day, it makes a new one */
+	assert_int_equal(sbx_keyed(s, 6, a, "one", h, t0 + 1, 100, id), 0);
+	struct store_sandbox next = sbx_get(s, 6);
+	assert_true(next.seq > last.seq);
+	store_sandbox_free(&next);
+	store_sandbox_free(&last);
+	/* at its time, not before */
+	assert_true(s->ops->sbx_drop(s, 9000, err, sizeof(err)) >= 0);
+	assert_true(sbx_exists(s, 3));
+	assert_true(s->ops->sbx_drop(s, 9001, err, sizeof(err)) >= 1);
+	assert_false(sbx_exists(s, 3));
+	assert_true(sbx_exists(s, 4));
+	assert_true(sbx_exists(s, 6));
+	/* nothing to drop is not an error */
+	assert_true(s->ops->sbx_drop(s, 9001, err, sizeof(err)) >= 0);
+	/* the runs are not the sandboxes' to drop */
+	put(s, 7, a, "{}");
+	assert_int_equal(s->ops->finish(s, id_of(7).s, NULL, RS_CANCELLED, 100, NULL, NULL, "x", err, sizeof(err)), 1);
+	assert_true(s->ops->sbx_drop(s, 1000000, err, sizeof(err)) >= 0);
+	assert_true(exists(s, 7));
+	store_close(s);
+}
+
+/* A child's life: its own connection, creates until its ids are spent;
+ * how many it was let make is its exit status (or 100 and up: failed). */
+static int sbx_create_loop(unsigned first, const char *tenant, const char *node, const struct tenant *lim)
+{
+	char e[512];
+	struct store *s = store_open(spec, e, sizeof(e));
+	if (!s)
+		return 100;
+	int made = 0;
+	for (unsigned i = first; i < first + 10; i++) {
+		struct store_sandbox sb = new_sbx(i, tenant, node, 100, 10);
+		int v = s->ops->sbx_create(s, &sb, NULL, lim, e, sizeof(e));
+		if (v == 0) {
+			made++;
+		} else if (v != STORE_SBX_OVER_COUNT && v != STORE_SBX_OVER_MEMORY) {
+			fprintf(stderr, "%s: %d %s\n", node, v, e);
+			made = 101;
+			break;
+		}
+	}
+	store_close(s);
+	return made;
+}
+
+static int sbx_count_open(void *ctx, const struct store_sandbox *sb)
+{
+	(*(unsigned *)ctx)++;
+	assert_true(sb->state == SBS_STARTING);
+	return 0;
+}
+
+/* Nodes creating at once, each its own process and connection, for one
+ * tenant (ids from first on): as many as lim lets are made in all, and no
+ * more. */
+static void sbx_race(unsigned first, const char *tenant, const struct tenant *lim, int want)
+{
+	enum { PROCS = 4 };
+	pid_t pids[PROCS];
+	for (int p = 0; p < PROCS; p++) {
+		char what[16];
+		snprintf(what, sizeof(what), "n%d", p);
+		struct text node = nm(what);
+		fflush(NULL);
+		pids[p] = fork();
+		assert_true(pids[p] >= 0);
+		if (pids[p] == 0)
+			_exit(sbx_create_loop(first + (unsigned)p * 100, tenant, node.s, lim));
+	}
+	int made = 0;
+	for (int p = 0; p < PROCS; p++) {
+		int status;
+		assert_int_equal(waitpid(pids[p], &status, 0), pids[p]);
+		assert_true(WIFEXITED(status));
+		assert_true(WEXITSTATUS(status) < 100);
+		made += WEXITSTATUS(status);
+	}
+	assert_int_equal(made, want);
+	struct store *s = open_store();
+	unsigned open = 0;
+	assert_int_equal(s->ops->sbx_each(s, tenant, NULL, true, sbx_count_open, &open, err, sizeof(err)), 0);
+	assert_int_equal(open, (unsigned)want);
+	store_close(s);
+}
+
+/* The tenant's ceilings hold for every node together: the count (5 at
+ * once) and the memory (700 MiB, 7 of 100). */
+static void sbx_create_race(void **state)
+{
+	(void)state;
+	struct tenant count = sbx_limits(5, 0, 0), memory = sbx_limits(100, 700, 0);
+	sbx_race(0, nm("a").s, &count, 5);
+	sbx_race(1000, nm("b").s, &memory, 7);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -1882,6 +2651,16 @@ int main(void)
 		T(large_request),
 		T(utf8_text),
 		T(rate_shared),
+		T(sbx_create_and_get),
+		T(sbx_admission),
+		T(sbx_idempotent),
+		T(sbx_set_moves),
+		T(sbx_each_in_order),
+		T(sbx_lost_node),
+		T(sbx_lost_lease),
+		T(sbx_drop_ended),
+		T(sbx_create_race),
+		cmocka_unit_test(sbx_state_names),
 	};
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

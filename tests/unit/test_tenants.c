@@ -289,8 +289,37 @@ static void size_ceilings(void **state)
 	tenants_free(&ts);
 	refused("tenant a max_memory_mib=1.5\n",
 		"1: unknown or out-of-range option \"max_memory_mib=1.5\" (concurrent>=1, queued, rate>0, burst>=1, "
-		"max_memory_mib, max_disk_mib, net, net_addr)");
+		"max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
+		"max_sandbox_timeout_s>=1, net, net_addr)");
 	refused("tenant a max_disk_mib=-1\n", "1: max_disk_mib: a number from 0 to 1000000");
+}
+
+/* The sandbox options: how many open at once, their memory and disk all
+ * together, the longest life; each with its default. */
+static void sandbox_ceilings(void **state)
+{
+	(void)state;
+	struct tenants ts;
+	if (parse(&ts, "tenant a sandboxes=2 sandbox_memory_mib=4096 sandbox_disk_mib=8192 max_sandbox_timeout_s=600\n"
+		       "tenant b sandboxes=0\ntenant c\n"))
+		fail_msg("%s", err);
+	assert_int_equal(ts.t[0].sandboxes, 2);
+	assert_int_equal(ts.t[0].sandbox_memory_mib, 4096);
+	assert_int_equal(ts.t[0].sandbox_disk_mib, 8192);
+	assert_int_equal(ts.t[0].max_sandbox_timeout_s, 600);
+	assert_int_equal(ts.t[1].sandboxes, 0);
+	assert_int_equal(ts.t[2].sandboxes, TENANT_DEFAULT_SANDBOXES);
+	assert_int_equal(ts.t[2].sandbox_memory_mib, 0);
+	assert_int_equal(ts.t[2].max_sandbox_timeout_s, TENANT_DEFAULT_SANDBOX_TIMEOUT_S);
+	tenants_free(&ts);
+	refused("tenant a max_sandbox_timeout_s=0\n",
+		"1: unknown or out-of-range option \"max_sandbox_timeout_s=0\" (concurrent>=1, queued, rate>0, burst>=1, "
+		"max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
+		"max_sandbox_timeout_s>=1, net, net_addr)");
+	refused("tenant a sandboxes=1.5\n",
+		"1: unknown or out-of-range option \"sandboxes=1.5\" (concurrent>=1, queued, rate>0, burst>=1, "
+		"max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
+		"max_sandbox_timeout_s>=1, net, net_addr)");
 }
 
 static void free_twice(void **state)
@@ -552,6 +581,7 @@ int main(void)
 		cmocka_unit_test(bad_net_lines),
 		cmocka_unit_test(net_check),
 		cmocka_unit_test(load),
+		cmocka_unit_test(sandbox_ceilings),
 	};
 	return cmocka_run_group_tests_name("tenants", tests, NULL, NULL);
 }

@@ -279,6 +279,49 @@ expect "a key that is not visible ASCII: 400" 400 "'Idempotency-Key' in j['messa
 idem "$KA" "$(printf 'k%.0s' $(seq 256))" "$once" /v1/runs
 expect "a key of 256 characters: 400" 400 "'Idempotency-Key' in j['message']"
 
+# ---- sandboxes, as far as no VM is needed -------------------------------------
+# (tests/sandbox/vmrund.sh drives real ones on a KVM host.)
+c "$KA" "$BASE/v1/sandboxes"
+expect "no sandboxes yet: an empty list" 200 "j=={'sandboxes':[],'truncated':False}"
+c "$KA" "$BASE/v1/sandboxes/0123456789abcdef0123456789abcdef"
+expect "an unknown sandbox: 404" 404 "'no sandbox' in j['message']"
+c "$KA" "$BASE/v1/sandboxes/not-an-id/commands"
+expect "a malformed id under /v1/sandboxes: 404" 404
+c key-nobody-0123456789abcdef "$BASE/v1/sandboxes"
+expect "an unknown key: 401" 401
+post "$KA" '{"timeout_s":3601}' /v1/sandboxes
+expect "a life past the tenant's max_sandbox_timeout_s (3600 by default): 400" 400 "'max_sandbox_timeout_s' in j['message']"
+post "$KA" '{"argv":["true"]}' /v1/sandboxes
+expect "a command in a sandbox's create: 400" 400
+post "$KA" '{"runtime":"cobol"}' /v1/sandboxes
+expect "an unknown runtime: 400" 400 "'cobol' in j['message']"
+post "$KA" '{"metadata":{"k":1}}' /v1/sandboxes
+expect "metadata that is not strings: 400" 400 "j['message']=='metadata.k: a string of at most 512 bytes'"
+post "$KA" '{"network":{"allow":["pypi.org"]}}' /v1/sandboxes
+expect "a network rule past the tenant's ceiling: 403" 403 "'beyond tenant alice' in j['message']"
+post "$KA" '{"limits":{"memory_mib":100000}}' /v1/sandboxes
+expect "memory past the policy: 400" 400 "'limits.memory_mib' in j['message']"
+c "$KA" -X PUT --data-binary x "$BASE/v1/sandboxes/0123456789abcdef0123456789abcdef/files?path=a"
+expect "an upload to an unknown sandbox: 404, its body dropped" 404
+c "$KA" -X PUT -H 'Transfer-Encoding: chunked' --data-binary x "$BASE/v1/sandboxes/0123456789abcdef0123456789abcdef/files?path=a"
+expect "an upload without Content-Length: 411" 411
+# One that the stand-in's host may not start (no KVM here): 500 with the
+# supervisor's reason and nothing of it left; where it does start, DELETE.
+post "$KA" '{"timeout_s":60}' /v1/sandboxes
+if [ "$code" = 201 ]; then
+	sid=$(field id)
+	c "$KA" -X DELETE "$BASE/v1/sandboxes/$sid"
+	expect "a sandbox on this host: created, then deleted" 200 "j['state']=='stopped'"
+else
+	expect "a sandbox that cannot start: 500 with its reason" 500 "j['message'].startswith('the sandbox did not start: ')"
+	c "$KA" "$BASE/v1/sandboxes?state=stopped"
+	expect "it is listed stopped, with the reason" 200 "len(j['sandboxes'])==1 and j['sandboxes'][0]['reason']"
+fi
+[ -z "$(ls -A "$tmp/lib/runs/sandboxes")" ] && ! pgrep -f build/bin/vmrund-sandbox >/dev/null &&
+	ok "no sandbox directory or supervisor left" || not_ok "left: $(ls -A "$tmp/lib/runs/sandboxes") $(pgrep -af vmrund-sandbox)"
+c "$KB" "$BASE/v1/sandboxes"
+expect "another tenant's list does not have it" 200 "j['sandboxes']==[]"
+
 # ---- cancellation -----------------------------------------------------------
 for i in 1 2; do post "$KB" '{"argv":["sleep","30"]}' /v1/runs; done
 busy=$(field id)

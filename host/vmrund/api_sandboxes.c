@@ -1,0 +1,402 @@
+/* /v1/sandboxes (docs/sandboxes.md; openapi.yaml): create, list, one,
+ * delete and timeout are vmrund's own (sandboxes.h); everything else
+ * under a sandbox (commands, their events, files) is passed through to
+ * its supervisor's API, answers streamed back as they come. */
+#include "api.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "daemon.h"
+#include "sandbox_http.h"
+#include "sandboxes.h"
+
+#define PASS_BLOCK   65536
+#define PASS_CALL_MS 60000        /* each read of an answer that is not a wait or a stream */
+#define LIST_MAX     1000         /* sandboxes in one listing */
+
+static bool id_ok(const char *id)
+{
+	return strlen(id) == STORE_ID_LEN && strspn(id, "0123456789abcdef") == STORE_ID_LEN;
+}
+
+/* Tenant's sandbox id: 1 (free *sb), or 0 after answering 404/503. */
+static int find(struct http_req *r, const char *id, struct store_sandbox *sb)
+{
+	char err[300];
+	if (!id_ok(id)) {
+		http_error(r, 404, 0, "no sandbox %.64s", id);
+		return 0;
+	}
+	int found = vmrund_sbx_get(r->d, r->d->ts.t[r->tenant].name, id, sb, err, sizeof(err));
+	if (found < 0)
+		http_error(r, 503, 2, "the store: %s", err);
+	else if (!found)
+		http_error(r, 404, 0, "no sandbox %s", id);
+	return found == 1;
+}
+
+/* The view, with what its supervisor says of it now while it runs here. */
+static json_t *view_live(struct http_req *r, const struct store_sandbox *sb)
+{
+	json_t *v = sandbox_view(sb, clock_wall_ms());
+	if (sb->state != SBS_RUNNING || !vmrund_sbx_here(r->d, sb->id))
+		return v;
+	char dir[PATH_MAX], *out = NULL;
+	unsigned status;
+	vmrund_sbx_dir(r->d, sb->id, dir, sizeof(dir));
+	if (sbxc_call(dir, "GET", "/", NULL, 5000, 65536, &status, &out) == 0 && status == 200) {
+		json_t *live = json_loads(out, 0, NULL);
+		const char *keep[] = { "commands_running", "commands", "guest_faults" };
+		for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+			if (json_is_integer(json_object_get(live, keep[i])))
+				json_object_set(v, keep[i], json_object_get(live, keep[i]));
+		json_decref(live);
+	}
+	free(out);
+	return v;
+}
+
+static enum MHD_Result answer_sandbox(struct http_req *r, unsigned status, const char *id)
+{
+	struct store_sandbox sb;
+	if (!find(r, id, &sb))
+		return MHD_YES;
+	json_t *v = view_live(r, &sb);
+	store_sandbox_free(&sb);
+	return http_json(r, status, v);
+}
+
+static enum MHD_Result create(struct http_req *r)
+{
+	json_t *body = http_body_json(r);
+	if (!body)
+		return MHD_YES;
+	struct store_idem idem;
+	char hash[STORE_IDEM_HASH_LEN + 1], id[SCHED_ID_MAX];
+	int keyed = api_idempotency_key(r, &idem, hash);
+	if (keyed < 0) {
+		json_decref(body);
+		return MHD_YES;
+	}
+	struct vmrund_answer a = vmrund_sbx_create(r->d, (unsigned)r->tenant, body, keyed ? &idem : NULL, id);
+	json_decref(body);
+	if (a.status != 200 && a.status != 201)
+		return http_error(r, a.status, a.retry_after_s, "%s", a.message);
+	return answer_sandbox(r, a.status, id);
+}
+
+struct list_ctx {
+	json_t *a;
+	int want;                     /* a state, or -1: all */
+};
+
+static int list_one(void *ctx, const struct store_sandbox *sb)
+{
+	struct list_ctx *l = ctx;
+	if (l->want >= 0 && (int)sb->state != l->want)
+		return 0;
+	json_array_append_new(l->a, sandbox_view(sb, clock_wall_ms()));
+	return json_array_size(l->a) >= LIST_MAX;
+}
+
+/* GET /v1/sandboxes[?state=S]: the tenant's, oldest first. */
+static enum MHD_Result list(struct http_req *r)
+{
+	const char *st = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "state");
+	struct list_ctx l = { json_array(), st ? store_sbx_state_parse(st) : -1 };
+	if (st && l.want < 0) {
+		json_decref(l.a);
+		return http_error(r, 400, 0, "state: starting, running, stopping, stopped or lost");
+	}
+	char err[300];
+	pthread_mutex_lock(&r->d->lock);
+	int rc = r->d->store->ops->sbx_each(r->d->store, r->d->ts.t[r->tenant].name, NULL, false, list_one, &l, err,
+					     sizeof(err));
+	pthread_mutex_unlock(&r->d->lock);
+	if (rc < 0) {
+		json_decref(l.a);
+		return http_error(r, 503, 2, "the store: %s", err);
+	}
+	return http_json(r, 200, json_pack("{s:o,s:b}", "sandboxes", l.a, "truncated", rc > 0));
+}
+
+static enum MHD_Result answer_of(struct http_req *r, struct vmrund_answer a, const char *id)
+{
+	if (a.status != 200)
+		return http_error(r, a.status, a.retry_after_s, "%s", a.message);
+	return answer_sandbox(r, 200, id);
+}
+
+/* ---- passing through ------------------------------------------------------------- */
+
+/* The query, as the client sent it, rebuilt (libmicrohttpd hands it over
+ * decoded): each value percent-encoded again. */
+struct query {
+	char *p;
+	size_t len, cap;
+	bool over;
+};
+
+static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	(void)kind;
+	struct query *q = cls;
+	const char *parts[2] = { key, value };
+	for (int k = 0; k < 2 && parts[k]; k++) {
+		if (q->len + 2 > q->cap) {
+			q->over = true;
+			return MHD_NO;
+		}
+		char sep = k ? '=' : q->len ? '&' : '?';
+		q->p[q->len++] = sep;
+		for (const unsigned char *c = (const unsigned char *)parts[k]; *c; c++) {
+			bool plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+				     strchr("-._~/", *c);
+			if (q->len + 4 > q->cap) {
+				q->over = true;
+				return MHD_NO;
+			}
+			q->len += (size_t)snprintf(q->p + q->len, 4, plain ? "%c" : "%%%02X", *c);
+		}
+	}
+	return MHD_YES;
+}
+
+/* "/REST?QUERY" into target: 0, or -1 after answering 414. */
+static int target_of(struct http_req *r, const char *rest, char target[SBXC_TARGET_MAX])
+{
+	int n = snprintf(target, SBXC_TARGET_MAX, "%s", rest);
+	struct query q = { target + n, 0, n < SBXC_TARGET_MAX ? SBXC_TARGET_MAX - (size_t)n : 0, n >= SBXC_TARGET_MAX };
+	if (!q.over)
+		MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, add_arg, &q);
+	if (q.over) {
+		http_error(r, 414, 0, "the path and query are over %d bytes", SBXC_TARGET_MAX);
+		return -1;
+	}
+	q.p[q.len] = '\0';
+	return 0;
+}
+
+/* An answer read from a supervisor, on its way to the client. */
+struct pass {
+	struct sbxc c;
+	struct vmrund *d;
+	int place;                    /* the tenant whose stream place it holds, or -1 */
+};
+
+static ssize_t pass_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	struct pass *p = cls;
+	ssize_t n = sbxc_read_body(&p->c, buf, max);
+	if (n > 0)
+		return n;
+	return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void pass_free(void *cls)
+{
+	struct pass *p = cls;
+	sbxc_close(&p->c);
+	if (p->place >= 0)
+		vmrund_stream_end(p->d, (unsigned)p->place);
+	free(p);
+}
+
+/* Answer with what the supervisor answers on p's connection (its head
+ * read already); p is taken. */
+static enum MHD_Result pass_answer(struct http_req *r, struct pass *p)
+{
+	const struct sbxc_head *h = &p->c.head;
+	struct MHD_Response *resp = MHD_create_response_from_callback(
+		h->length >= 0 ? (uint64_t)h->length : MHD_SIZE_UNKNOWN, PASS_BLOCK, pass_read, p, pass_free);
+	if (!resp) {
+		pass_free(p);
+		return MHD_NO;
+	}
+	if (h->type[0])
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, h->type);
+	if (h->retry_after[0])
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, h->retry_after);
+	return http_queue(r, h->status, resp);
+}
+
+/* The sandbox id of the asking tenant, open and held here, and its
+ * directory: 0, or -1 after answering. */
+static int reach(struct http_req *r, const char *id, char dir[PATH_MAX])
+{
+	struct store_sandbox sb;
+	if (!find(r, id, &sb))
+		return -1;
+	enum sbx_row_state st = sb.state;
+	char node[STORE_NODE_MAX];
+	snprintf(node, sizeof(node), "%s", sb.node);
+	store_sandbox_free(&sb);
+	if (st != SBS_RUNNING) {
+		http_error(r, 409, st == SBS_STARTING ? 1 : 0, "sandbox %s is %s", id, store_sbx_state_name(st));
+		return -1;
+	}
+	if (!vmrund_sbx_here(r->d, id)) {
+		http_error(r, 502, 0, "sandbox %s is held by node %s, which this node does not reach", id, node);
+		return -1;
+	}
+	vmrund_sbx_dir(r->d, id, dir, PATH_MAX);
+	return 0;
+}
+
+static enum MHD_Result pass(struct http_req *r, const char *id, const char *rest)
+{
+	char dir[PATH_MAX], target[SBXC_TARGET_MAX];
+	if (reach(r, id, dir) || target_of(r, rest, target))
+		return MHD_YES;
+	/* a wait or a live stream holds a thread: one of the tenant's places */
+	size_t rl = strlen(rest);
+	bool stream = (rl >= 7 && !strcmp(rest + rl - 7, "/events")) ||
+		      MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "wait");
+	if (stream && !http_stream_begin(r))
+		return MHD_YES;
+	struct pass *p = calloc(1, sizeof(*p));
+	if (!p) {
+		if (stream)
+			vmrund_stream_end(r->d, (unsigned)r->tenant);
+		return MHD_NO;
+	}
+	p->d = r->d;
+	p->place = stream ? r->tenant : -1;
+	const char *type = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+	const char *idem = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Idempotency-Key");
+	if (sbxc_connect(&p->c, dir, stream ? 0 : PASS_CALL_MS) ||
+	    sbxc_send_head(&p->c, r->method, target, type, idem, r->body_len) ||
+	    sbxc_send(&p->c, r->body ? r->body : "", r->body_len) || sbxc_read_head(&p->c)) {
+		int e = errno;
+		pass_free(p);
+		return http_error(r, e == EINVAL ? 400 : 502, 0, "sandbox %s: its supervisor: %s", id,
+				  e == EINVAL ? "a header with a line break" : strerror(e));
+	}
+	return pass_answer(r, p);
+}
+
+/* ---- uploads --------------------------------------------------------------------- */
+
+struct api_upload {
+	struct pass *p;
+	bool failed;                  /* the supervisor stopped taking the body: the rest is dropped */
+};
+
+/* "ID/REST" of a /v1/sandboxes/ path into id and rest: 0, or -1. */
+static int split(const char *p, char id[STORE_ID_LEN + 2], const char **rest)
+{
+	size_t n = strcspn(p, "/");
+	snprintf(id, STORE_ID_LEN + 2, "%.*s", (int)(n <= STORE_ID_LEN ? n : STORE_ID_LEN + 1), p);
+	*rest = p + n;
+	return n ? 0 : -1;
+}
+
+bool api_sandbox_is_upload(const char *method, const char *url)
+{
+	char id[STORE_ID_LEN + 2];
+	const char *rest;
+	return !strcmp(method, "PUT") && !strncmp(url, "/v1/sandboxes/", 14) && !split(url + 14, id, &rest) &&
+	       (!strcmp(rest, "/files") || !strcmp(rest, "/files/tar"));
+}
+
+enum MHD_Result api_sandbox_upload_begin(struct http_req *r, struct api_upload **u)
+{
+	char id[STORE_ID_LEN + 2], dir[PATH_MAX], target[SBXC_TARGET_MAX];
+	const char *rest;
+	*u = NULL;
+	split(r->path + 14, id, &rest);
+	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	char *end = NULL;
+	unsigned long long len = cl ? strtoull(cl, &end, 10) : 0;
+	if (!cl || end == cl || *end)
+		return http_error(r, 411, 0, "an upload needs its Content-Length");
+	if (reach(r, id, dir) || target_of(r, rest, target))
+		return MHD_YES;
+	struct api_upload *up = calloc(1, sizeof(*up));
+	struct pass *p = calloc(1, sizeof(*p));
+	if (!up || !p) {
+		free(up);
+		free(p);
+		return MHD_NO;
+	}
+	p->d = r->d;
+	p->place = -1;
+	up->p = p;
+	const char *type = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+	if (sbxc_connect(&p->c, dir, PASS_CALL_MS) || sbxc_send_head(&p->c, "PUT", target, type, NULL, len)) {
+		int e = errno;
+		api_sandbox_upload_free(up);
+		return http_error(r, 502, 0, "sandbox %s: its supervisor: %s", id, strerror(e));
+	}
+	*u = up;
+	return MHD_YES;
+}
+
+void api_sandbox_upload_data(struct api_upload *u, const char *data, size_t n)
+{
+	if (u && !u->failed && sbxc_send(&u->p->c, data, n) < 0)
+		u->failed = true;   /* it answered early (a refusal), or went: its answer says which */
+}
+
+enum MHD_Result api_sandbox_upload_end(struct http_req *r, struct api_upload *u)
+{
+	if (sbxc_read_head(&u->p->c) < 0)
+		return http_error(r, 502, 0, "the sandbox's supervisor: %s", strerror(errno));
+	struct pass *p = u->p;
+	u->p = NULL;
+	return pass_answer(r, p);
+}
+
+void api_sandbox_upload_free(struct api_upload *u)
+{
+	if (!u)
+		return;
+	if (u->p)
+		pass_free(u->p);
+	free(u);
+}
+
+/* ---- routing --------------------------------------------------------------------- */
+
+enum MHD_Result api_sandboxes(struct http_req *r, const char *p)
+{
+	bool get = !strcmp(r->method, "GET"), post = !strcmp(r->method, "POST");
+	if (!*p || !strcmp(p, "/")) {
+		if (post)
+			return create(r);
+		return get ? list(r) : http_error(r, 405, 0, "GET or POST here");
+	}
+	char id[STORE_ID_LEN + 2];
+	const char *rest;
+	if (split(p + 1, id, &rest))
+		return http_error(r, 404, 0, "no such endpoint");
+	if (!*rest) {
+		if (get)
+			return answer_sandbox(r, 200, id);
+		if (!strcmp(r->method, "DELETE")) {
+			if (!id_ok(id))
+				return http_error(r, 404, 0, "no sandbox %.64s", id);
+			return answer_of(r, vmrund_sbx_delete(r->d, (unsigned)r->tenant, id), id);
+		}
+		return http_error(r, 405, 0, "GET or DELETE here");
+	}
+	if (!strcmp(rest, "/timeout")) {
+		if (!post)
+			return http_error(r, 405, 0, "only POST here");
+		json_t *body = http_body_json(r);
+		if (!body)
+			return MHD_YES;
+		struct vmrund_answer a = id_ok(id) ? vmrund_sbx_timeout(r->d, (unsigned)r->tenant, id, body)
+						   : vmrund_answer_of(404, 0, "no sandbox %.64s", id);
+		json_decref(body);
+		return answer_of(r, a, id);
+	}
+	if (!strncmp(rest, "/commands", 9) || !strncmp(rest, "/files", 6))
+		return pass(r, id, rest);
+	return http_error(r, 404, 0, "no such endpoint");
+}

@@ -1,0 +1,718 @@
+/* Sandboxes in vmrund (host/vmrund/sandboxes.h): admission, the
+ * supervisors' start, adoption and end, and the store's rows. */
+#include "sandboxes.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "clock.h"
+#include "daemon.h"
+#include "errmsg.h"
+#include "run_spec.h"
+#include "runtime.h"
+#include "sandbox_http.h"
+#include "snapshot_cache.h"
+#include "spool.h"
+
+#define SBX_REQUEST "request.json"
+#define SBX_STATE   "state.json"
+#define SBX_LOG     "supervisor.log"
+#define SBX_CALL_MS 10000         /* vmrund's own calls to a supervisor */
+#define SBX_EXIT_MS 20000         /* from DELETE to the supervisor's exit, before SIGKILL */
+
+/* ---- pure parts ----------------------------------------------------------------- */
+
+static bool meta_key_ok(const char *k)
+{
+	size_t n = strlen(k);
+	return n >= 1 && n <= VMRUND_SBX_META_KEY &&
+	       strspn(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
+}
+
+static int metadata_check(const json_t *m, char *err, size_t errlen)
+{
+	if (!json_is_object(m))
+		return errf(err, errlen, "metadata: an object of strings");
+	if (json_object_size(m) > VMRUND_SBX_META_MAX)
+		return errf(err, errlen, "metadata: at most %d entries", VMRUND_SBX_META_MAX);
+	const char *k;
+	const json_t *v;
+	json_object_foreach((json_t *)m, k, v) {
+		if (!meta_key_ok(k))
+			return errf(err, errlen, "metadata: a key of 1 to %d characters of [A-Za-z0-9._-]",
+				    VMRUND_SBX_META_KEY);
+		if (!json_is_string(v) || json_string_length(v) > VMRUND_SBX_META_VAL)
+			return errf(err, errlen, "metadata.%s: a string of at most %d bytes", k, VMRUND_SBX_META_VAL);
+	}
+	return 0;
+}
+
+int sandbox_body_split(const json_t *body, unsigned max_timeout_s, json_t **spec, double *timeout_s, char *err,
+		       size_t errlen)
+{
+	*spec = NULL;
+	if (!json_is_object(body))
+		return errf(err, errlen, "the body must be a JSON object");
+	const json_t *t = json_object_get(body, "timeout_s"), *m = json_object_get(body, "metadata");
+	double life = VMRUND_SBX_TIMEOUT_S < max_timeout_s ? VMRUND_SBX_TIMEOUT_S : max_timeout_s;
+	if (t) {
+		life = json_number_value(t);
+		if (!json_is_number(t) || !(life > 0) || life > (double)max_timeout_s)
+			return errf(err, errlen, "timeout_s: seconds, more than 0 and at most %u (the tenant's "
+				    "max_sandbox_timeout_s)", max_timeout_s);
+	}
+	if (m && metadata_check(m, err, errlen))
+		return -1;
+	json_t *s = json_deep_copy(body);
+	if (!s)
+		return errf(err, errlen, "out of memory");
+	json_object_del(s, "timeout_s");
+	json_object_del(s, "metadata");
+	*spec = s;
+	*timeout_s = life;
+	return 0;
+}
+
+json_t *sandbox_view(const struct store_sandbox *sb, int64_t now_ms)
+{
+	json_t *req = sb->request ? json_loads(sb->request, 0, NULL) : NULL;
+	const json_t *rt = json_object_get(req, "runtime"), *lim = json_object_get(req, "limits");
+	json_t *limits = json_pack("{s:I,s:I}", "memory_mib", (json_int_t)sb->memory_mib, "disk_mib",
+				   (json_int_t)sb->disk_mib);
+	const json_t *cpus = json_object_get(lim, "cpus");
+	if (json_is_integer(cpus))
+		json_object_set(limits, "cpus", (json_t *)cpus);
+	json_object_set_new(limits, "timeout_s", json_object_get(req, "timeout_s")
+							 ? json_deep_copy(json_object_get(req, "timeout_s"))
+							 : json_null());
+	bool open = sb->state == SBS_STARTING || sb->state == SBS_RUNNING || sb->state == SBS_STOPPING;
+	int64_t left = open && sb->timeout_at_ms > now_ms ? sb->timeout_at_ms - now_ms : 0;
+	json_t *meta = json_object_get(req, "metadata");
+	json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:f,s:o,s:o}", "id", sb->id, "state",
+			      store_sbx_state_name(sb->state) ? store_sbx_state_name(sb->state) : "?", "reason",
+			      sb->reason, "tenant", sb->tenant, "node", sb->node, "runtime",
+			      json_is_string(rt) ? json_deep_copy(rt) : json_null(), "created_at", spool_iso_time(sb->created_ms),
+			      "started_at", spool_iso_time(sb->started_ms), "ended_at", spool_iso_time(sb->ended_ms), "timeout_at",
+			      spool_iso_time(sb->timeout_at_ms), "time_left_s", (double)left / 1000.0, "limits", limits, "metadata",
+			      json_is_object(meta) ? json_incref(meta) : json_object());
+	json_decref(req);
+	return o;
+}
+
+/* ---- the table of this node's sandboxes (lock held) ----------------------------- */
+
+void vmrund_sbx_dir(const struct vmrund *d, const char *id, char *buf, size_t len)
+{
+	if (snprintf(buf, len, "%s/" VMRUND_SBX_DIR "/%s", d->cfg.run_dir, id) >= (int)len)
+		buf[0] = '\0';
+}
+
+static struct vmrund_sbx *slot_of(struct vmrund *d, const char *id)
+{
+	for (unsigned i = 0; d->sbx && i < VMRUND_SBX_MAX; i++)
+		if (d->sbx[i].used && !strcmp(d->sbx[i].id, id))
+			return &d->sbx[i];
+	return NULL;
+}
+
+static struct vmrund_sbx *slot_new(struct vmrund *d)
+{
+	for (unsigned i = 0; i < VMRUND_SBX_MAX; i++)
+		if (!d->sbx[i].used)
+			return &d->sbx[i];
+	return NULL;
+}
+
+static void slot_free(struct vmrund_sbx *x)
+{
+	if (x->pidfd >= 0)
+		close(x->pidfd);
+	*x = (struct vmrund_sbx){ .pidfd = -1 };
+}
+
+struct sched_size vmrund_sbx_size(const struct vmrund *d)
+{
+	struct sched_size s = { 0, 0 };
+	for (unsigned i = 0; d->sbx && i < VMRUND_SBX_MAX; i++)
+		if (d->sbx[i].used) {
+			s.memory_mib += d->sbx[i].size.memory_mib;
+			s.disk_mib += d->sbx[i].size.disk_mib;
+		}
+	return s;
+}
+
+bool vmrund_sbx_here(struct vmrund *d, const char *id)
+{
+	pthread_mutex_lock(&d->lock);
+	struct vmrund_sbx *x = slot_of(d, id);
+	bool here = x && x->pid > 0;
+	pthread_mutex_unlock(&d->lock);
+	return here;
+}
+
+int vmrund_sbx_get(struct vmrund *d, const char *tenant, const char *id, struct store_sandbox *out, char *err,
+		   size_t errlen)
+{
+	pthread_mutex_lock(&d->lock);
+	int found = d->store->ops->sbx_get(d->store, id, tenant, out, err, errlen);
+	pthread_mutex_unlock(&d->lock);
+	return found;
+}
+
+/* ---- a supervisor ----------------------------------------------------------------- */
+
+static int pidfd_of(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* Whether the supervisor behind pidfd has exited (or wait_ms passed). */
+static bool exited(int pidfd, int wait_ms)
+{
+	struct pollfd p = { pidfd, POLLIN, 0 };
+	return pidfd < 0 || (poll(&p, 1, wait_ms) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)));
+}
+
+/* The supervisor's state file: its state's name, reason and pid, and
+ * its life's end. 0, or -1 when there is none readable. */
+struct sbx_file_state {
+	char state[16];
+	char reason[256];
+	pid_t pid;
+	int64_t timeout_at_ms;
+};
+
+static int read_state(const char *dir, struct sbx_file_state *st)
+{
+	char path[PATH_MAX];
+	memset(st, 0, sizeof(*st));
+	snprintf(path, sizeof(path), "%s/" SBX_STATE, dir);
+	json_t *j = json_load_file(path, 0, NULL);
+	const char *s = json_string_value(json_object_get(j, "state")),
+		   *r = json_string_value(json_object_get(j, "reason"));
+	json_int_t pid = json_integer_value(json_object_get(j, "pid"));
+	if (!s || pid <= 1 || pid > INT32_MAX) {
+		json_decref(j);
+		return -1;
+	}
+	snprintf(st->state, sizeof(st->state), "%s", s);
+	snprintf(st->reason, sizeof(st->reason), "%s", r ? r : "");
+	st->pid = (pid_t)pid;
+	st->timeout_at_ms = json_integer_value(json_object_get(j, "timeout_at_ms"));
+	json_decref(j);
+	return 0;
+}
+
+/* A pidfd of pid when it is a supervisor of ours (its program is
+ * d->sbx_bin), else -1: a pid from a file is not trusted alone. */
+static int supervisor_pidfd(struct vmrund *d, pid_t pid)
+{
+	int fd = pidfd_of(pid);
+	if (fd < 0)
+		return -1;
+	char link[64], exe[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	ssize_t n = readlink(link, exe, sizeof(exe) - 1);
+	/* read after the pidfd was taken: the pid cannot be another's now */
+	if (n <= 0 || (exe[n] = '\0', strcmp(exe, d->sbx_bin)) || exited(fd, 0)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Start the supervisor of dir: stdout and stderr into its log, no fd of
+ * ours, a fixed environment, no death signal (it must outlive us), its
+ * own session (it calls setsid). Only async-signal-safe calls between
+ * fork and exec: we are multi-threaded. */
+static pid_t spawn(struct vmrund *d, const char *dir, const char *tenant, double life, unsigned max_life, char *err,
+		   size_t errlen)
+{
+	char log[PATH_MAX + 32], tmpdir[PATH_MAX + 16], lib[PATH_MAX], cache[PATH_MAX], cachevar[PATH_MAX + 16];
+	char t[32], m[32];
+	snprintf(log, sizeof(log), "%s/" SBX_LOG, dir);
+	(void)spool_lib_tmp(d->cfg.run_dir, lib, sizeof(lib));
+	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", lib);
+	bool own_cache = d->cfg.snapshot_per_tenant;
+	if (own_cache && snapshot_cache_tenant(SNAPSHOT_SYSTEM_CACHE, tenant, cache, sizeof(cache), err, errlen))
+		return -1;
+	snprintf(cachevar, sizeof(cachevar), "VMRUN_CACHE=%s", own_cache ? cache : "");
+	snprintf(t, sizeof(t), "%.3f", life);
+	snprintf(m, sizeof(m), "%u", max_life);
+	char *argv[] = { d->sbx_bin, "--timeout", t, "--max-timeout", m, (char *)dir, d->vmm, d->guest,
+			 d->cfg.policy, NULL };
+	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", tmpdir, own_cache ? cachevar : NULL, NULL };
+	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	pid_t pid = -1;
+	if (logfd < 0 || nullfd < 0) {
+		errf(err, errlen, "%s: %s", log, strerror(errno));
+		goto out;
+	}
+	if ((pid = fork()) < 0) {
+		errf(err, errlen, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0)
+		vmrund_exec_child(nullfd, logfd, -1, argv, envp);
+out:
+	if (logfd >= 0)
+		close(logfd);
+	if (nullfd >= 0)
+		close(nullfd);
+	return pid;
+}
+
+/* Wait for the supervisor of dir to say its VM is ready: 0 with its
+ * state file read, or -1 with the reason it did not start. */
+static int wait_ready(const char *dir, int pidfd, struct sbx_file_state *st, char *why, size_t whylen)
+{
+	int64_t until = clock_mono_ms() + VMRUND_SBX_READY_MS;
+	while (clock_mono_ms() < until) {
+		if (exited(pidfd, 0))
+			break;
+		unsigned status;
+		char *out;
+		int64_t left_s = (until - clock_mono_ms()) / 1000;
+		char target[48];
+		snprintf(target, sizeof(target), "/?wait=%lld", (long long)(left_s > 1 ? left_s : 1));
+		if (sbxc_call(dir, "GET", target, NULL, VMRUND_SBX_READY_MS, 65536, &status, &out) < 0) {
+			if (errno != ENOENT && errno != ECONNREFUSED)
+				break;
+			struct timespec ts = { 0, 20 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		json_t *j = json_loads(out, 0, NULL);
+		free(out);
+		const char *s = json_string_value(json_object_get(j, "state"));
+		bool running = s && !strcmp(s, "running"), starting = s && !strcmp(s, "starting");
+		json_decref(j);
+		if (running && !read_state(dir, st))
+			return 0;
+		if (!starting)
+			break;
+	}
+	/* its own words, once it has said them */
+	exited(pidfd, 5000);
+	struct sbx_file_state end;
+	if (!read_state(dir, &end) && end.reason[0])
+		return errf(why, whylen, "%s", end.reason);
+	return errf(why, whylen, clock_mono_ms() >= until ? "its VM was not ready in %d s" : "its supervisor failed",
+		    VMRUND_SBX_READY_MS / 1000);
+}
+
+/* End the supervisor behind x (already asked to stop, or dead): wait for
+ * its exit, SIGKILL past SBX_EXIT_MS. */
+static void reap_supervisor(const struct vmrund_sbx *x, int wait_ms)
+{
+	if (x->pidfd >= 0 && !exited(x->pidfd, wait_ms)) {
+		syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
+		exited(x->pidfd, 5000);
+	}
+}
+
+/* ---- ends (lock held) ---------------------------------------------------------------- */
+
+/* Sandbox id ended: stopped (or lost) in the store with reason, its
+ * directory gone, its slot freed. false when the store failed (the slot
+ * stays, for the next look). */
+static bool record_end(struct vmrund *d, struct vmrund_sbx *x, const char *id, const char *reason)
+{
+	char err[300], dir[PATH_MAX];
+	if (d->store->ops->sbx_set(d->store, id, d->node, SBS_STOPPED, 0, clock_wall_ms(), 0, reason, err,
+				   sizeof(err)) < 0) {
+		vmrund_store_failed(d, "recording a sandbox's end", err);
+		return false;
+	}
+	vmrund_store_ok(d);
+	vmrund_say("sandbox %s stopped: %s", id, reason);
+	vmrund_sbx_dir(d, id, dir, sizeof(dir));
+	spool_clean(dir, false);
+	if (x)
+		slot_free(x);
+	pthread_cond_broadcast(&d->changed);
+	return true;
+}
+
+void vmrund_sbx_watch(struct vmrund *d)
+{
+	pthread_mutex_lock(&d->lock);
+	for (unsigned i = 0; d->sbx && i < VMRUND_SBX_MAX; i++) {
+		struct vmrund_sbx *x = &d->sbx[i];
+		if (!x->used || x->busy || !exited(x->pidfd, 0))
+			continue;
+		char dir[PATH_MAX], id[STORE_ID_LEN + 1];
+		struct sbx_file_state st;
+		snprintf(id, sizeof(id), "%s", x->id);
+		vmrund_sbx_dir(d, id, dir, sizeof(dir));
+		bool said = !read_state(dir, &st) && st.reason[0];
+		record_end(d, x, id, said ? st.reason : "its supervisor exited");
+	}
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* ---- the API's calls ----------------------------------------------------------------- */
+
+/* The spec's checks, as a run's (vmrund_submit): *size what it takes. */
+static struct vmrund_answer admit(struct vmrund *d, unsigned tenant, const struct run_spec *rq,
+				  struct sched_size *size)
+{
+	char why[sizeof(((struct vmrund_answer *)0)->message)];
+	const struct runtime *rt = rq->runtime[0] ? runtime_pick(d->rts, d->nrts, rq->runtime) : NULL;
+	if (rq->runtime[0] && !rt)
+		return vmrund_answer_of(400, 0, "runtime: no runtime %s here", rq->runtime);
+	struct run_effective e;
+	run_spec_effective(rq, rt, &e);
+	if (tenant_net_check(&d->ts.t[tenant], rq, why, sizeof(why)))
+		return vmrund_answer_of(403, 0, "%s", why);
+	if (run_spec_check(rq, &e, &d->pol, RUN_SPEC_WORDS_API, why, sizeof(why)))
+		return vmrund_answer_of(400, 0, "%s", why);
+	*size = (struct sched_size){ e.memory_mib, e.disk_mib };
+	if (tenant_size_check(&d->ts.t[tenant], size->memory_mib, size->disk_mib, why, sizeof(why)) ||
+	    sched_size_check(size, &d->size, why, sizeof(why)))
+		return vmrund_answer_of(400, 0, "%s", why);
+	return vmrund_answer_of(0, 0, "ok");
+}
+
+/* Store the new row and take a slot for it: the answer (status 0: go
+ * on). Lock held. */
+static struct vmrund_answer reserve(struct vmrund *d, unsigned tenant, struct store_sandbox *sb,
+				    struct store_idem *idem, struct vmrund_sbx **slot)
+{
+	const struct tenant *t = &d->ts.t[tenant];
+	struct sched_size left = vmrund_room_left(d);
+	if (d->stopping)
+		return vmrund_answer_of(503, 5, "vmrund is stopping");
+	if (!(*slot = slot_new(d)))
+		return vmrund_answer_of(503, 5, "this node holds %d sandboxes, its most", VMRUND_SBX_MAX);
+	if (sb->memory_mib > left.memory_mib || sb->disk_mib > left.disk_mib)
+		return vmrund_answer_of(503, 5, "this node has no room for it now (%llu MiB of memory and %llu MiB of disk free)",
+					(unsigned long long)left.memory_mib, (unsigned long long)left.disk_mib);
+	char err[300];
+	int v = d->store->ops->sbx_create(d->store, sb, idem, t, err, sizeof(err));
+	if (v < 0)
+		return vmrund_answer_of(503, 2, "the store: %s", err);
+	if (v == STORE_REPLAYED)
+		return vmrund_answer_of(200, 0, "replayed");
+	if (v == STORE_KEY_REUSED)
+		return vmrund_answer_of(422, 0, "Idempotency-Key %s was used within a day for sandbox %s with another body",
+					idem->key, idem->id);
+	if (v == STORE_SBX_OVER_COUNT)
+		return vmrund_answer_of(429, 5, "tenant %s has %u sandboxes open, its limit (sandboxes)", t->name,
+					t->sandboxes);
+	if (v == STORE_SBX_OVER_MEMORY)
+		return vmrund_answer_of(429, 5, "tenant %s's open sandboxes would take more than %llu MiB of memory "
+					"(sandbox_memory_mib)", t->name, (unsigned long long)t->sandbox_memory_mib);
+	if (v == STORE_SBX_OVER_DISK)
+		return vmrund_answer_of(429, 5, "tenant %s's open sandboxes would take more than %llu MiB of disk "
+					"(sandbox_disk_mib)", t->name, (unsigned long long)t->sandbox_disk_mib);
+	**slot = (struct vmrund_sbx){ .used = true, .busy = true, .pidfd = -1,
+				      .size = { sb->memory_mib, sb->disk_mib } };
+	snprintf((*slot)->id, sizeof((*slot)->id), "%s", sb->id);
+	return vmrund_answer_of(0, 0, "ok");
+}
+
+/* The directory, its request.json and the supervisor: 0, or -1 with why. */
+static int start(struct vmrund *d, struct vmrund_sbx *x, const char *tenant, const json_t *spec, double life,
+		 unsigned max_life, char *why, size_t whylen)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 32];
+	vmrund_sbx_dir(d, x->id, dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/" SBX_REQUEST, dir);
+	char *text = json_dumps(spec, JSON_COMPACT);
+	int rc = -1;
+	/* run_dir/sandboxes is made with the node's first sandbox */
+	char *slash = strrchr(dir, '/');
+	bool root = false;
+	if (slash) {
+		*slash = '\0';
+		root = mkdir(dir, 0700) == 0 || errno == EEXIST;
+		*slash = '/';
+	}
+	if (!text)
+		errf(why, whylen, "out of memory");
+	else if (!root || mkdir(dir, 0700) < 0)
+		errf(why, whylen, "%s: %s", dir, strerror(errno));
+	else if (spool_write_file(path, text, strlen(text), true, 0600) < 0)
+		errf(why, whylen, "%s: %s", path, strerror(errno));
+	else if ((x->pid = spawn(d, dir, tenant, life, max_life, why, whylen)) > 0 && (x->pidfd = pidfd_of(x->pid)) < 0)
+		errf(why, whylen, "pidfd_open: %s", strerror(errno));
+	else if (x->pid > 0)
+		rc = 0;
+	free(text);
+	return rc;
+}
+
+struct vmrund_answer vmrund_sbx_create(struct vmrund *d, unsigned tenant, const json_t *body,
+				       struct store_idem *idem, char id[SCHED_ID_MAX])
+{
+	char why[sizeof(((struct vmrund_answer *)0)->message)];
+	const struct tenant *t = &d->ts.t[tenant];
+	json_t *spec = NULL;
+	double life;
+	struct run_spec rq = { 0 };
+	struct store_sandbox sb = { .state = SBS_STARTING };
+	struct vmrund_answer a;
+	if (sandbox_body_split(body, t->max_sandbox_timeout_s, &spec, &life, why, sizeof(why)) ||
+	    run_spec_sandbox_from_json(spec, &rq, why, sizeof(why))) {
+		a = vmrund_answer_of(400, 0, "%s", why);
+		goto out;
+	}
+	struct sched_size size;
+	if ((a = admit(d, tenant, &rq, &size)).status)
+		goto out;
+	/* the sizes admitted are the sizes the supervisor plans with */
+	json_t *lim = json_object_get(spec, "limits");
+	if (!lim)
+		json_object_set_new(spec, "limits", lim = json_object());
+	json_object_set_new(lim, "memory_mib", json_integer((json_int_t)size.memory_mib));
+	json_object_set_new(lim, "disk_mib", json_integer((json_int_t)size.disk_mib));
+	json_t *row = json_deep_copy(spec);
+	json_object_set_new(row, "timeout_s", json_real(life));
+	if (json_object_get(body, "metadata"))
+		json_object_set(row, "metadata", json_object_get(body, "metadata"));
+	sb.request = json_dumps(row, JSON_COMPACT);
+	json_decref(row);
+	vmrund_new_id(sb.id);
+	snprintf(sb.tenant, sizeof(sb.tenant), "%s", t->name);
+	snprintf(sb.node, sizeof(sb.node), "%s", d->node);
+	sb.created_ms = clock_wall_ms();
+	sb.memory_mib = size.memory_mib;
+	sb.disk_mib = size.disk_mib;
+	struct vmrund_sbx *x = NULL;
+	pthread_mutex_lock(&d->lock);
+	a = sb.request ? reserve(d, tenant, &sb, idem, &x) : vmrund_answer_of(500, 0, "out of memory");
+	pthread_mutex_unlock(&d->lock);
+	if (a.status == 200)
+		snprintf(id, SCHED_ID_MAX, "%s", idem->id);
+	if (a.status)
+		goto out;
+	snprintf(id, SCHED_ID_MAX, "%s", sb.id);
+	struct sbx_file_state st = { 0 };
+	char dir[PATH_MAX];
+	vmrund_sbx_dir(d, sb.id, dir, sizeof(dir));
+	int ok = start(d, x, t->name, spec, life, t->max_sandbox_timeout_s, why, sizeof(why)) == 0 &&
+		 wait_ready(dir, x->pidfd, &st, why, sizeof(why)) == 0;
+	if (!ok) {
+		/* nothing of it stays: the supervisor (if one started) is told to stop */
+		if (x->pidfd >= 0)
+			syscall(SYS_pidfd_send_signal, x->pidfd, SIGTERM, NULL, 0);
+		reap_supervisor(x, SBX_EXIT_MS);
+	}
+	char err[300];
+	pthread_mutex_lock(&d->lock);
+	if (ok && d->store->ops->sbx_set(d->store, sb.id, d->node, SBS_RUNNING, clock_wall_ms(), 0, st.timeout_at_ms,
+					 NULL, err, sizeof(err)) < 0) {
+		/* it runs, but the store does not say so: it is not kept */
+		syscall(SYS_pidfd_send_signal, x->pidfd, SIGTERM, NULL, 0);
+		reap_supervisor(x, SBX_EXIT_MS);
+		errf(why, sizeof(why), "the store: %s", err);
+		ok = 0;
+	}
+	if (ok) {
+		x->busy = false;
+		a = vmrund_answer_of(201, 0, "running");
+		vmrund_say("sandbox %s of tenant %s running", sb.id, t->name);
+	} else {
+		a = vmrund_answer_of(500, 0, "the sandbox did not start: %s", why);
+		if (!record_end(d, x, sb.id, why))
+			x->busy = false;   /* the watch records it once the store is back */
+	}
+	pthread_mutex_unlock(&d->lock);
+out:
+	json_decref(spec);
+	run_spec_free(&rq);
+	free(sb.request);
+	return a;
+}
+
+/* This node's slot of tenant's sandbox id, taken (busy) for a call that
+ * changes it: the answer (status 0: go on, *x set). Lock held. */
+static struct vmrund_answer take(struct vmrund *d, unsigned tenant, const char *id, struct store_sandbox *sb,
+				 struct vmrund_sbx **x)
+{
+	char err[300];
+	int found = d->store->ops->sbx_get(d->store, id, d->ts.t[tenant].name, sb, err, sizeof(err));
+	if (found < 0)
+		return vmrund_answer_of(503, 2, "the store: %s", err);
+	if (!found)
+		return vmrund_answer_of(404, 0, "no sandbox %s", id);
+	if (sb->state == SBS_STOPPED || sb->state == SBS_LOST)
+		return vmrund_answer_of(409, 0, "sandbox %s is %s already", id, store_sbx_state_name(sb->state));
+	if (!(*x = slot_of(d, id)))
+		return vmrund_answer_of(409, 0, "sandbox %s is held by node %s", id, sb->node);
+	if ((*x)->busy)
+		return vmrund_answer_of(409, 1, "sandbox %s is starting or stopping", id);
+	(*x)->busy = true;
+	return vmrund_answer_of(0, 0, "ok");
+}
+
+struct vmrund_answer vmrund_sbx_delete(struct vmrund *d, unsigned tenant, const char *id)
+{
+	struct store_sandbox sb;
+	struct vmrund_sbx *x = NULL;
+	char err[300], dir[PATH_MAX];
+	pthread_mutex_lock(&d->lock);
+	struct vmrund_answer a = take(d, tenant, id, &sb, &x);
+	if (!a.status && d->store->ops->sbx_set(d->store, id, d->node, SBS_STOPPING, 0, 0, 0, NULL, err,
+						sizeof(err)) < 0) {
+		x->busy = false;
+		a = vmrund_answer_of(503, 2, "the store: %s", err);
+	}
+	store_sandbox_free(&sb);
+	pthread_mutex_unlock(&d->lock);
+	if (a.status)
+		return a;
+	/* the supervisor destroys the VM and exits; SIGTERM if its API is away */
+	vmrund_sbx_dir(d, id, dir, sizeof(dir));
+	unsigned status;
+	char *out = NULL;
+	if (sbxc_call(dir, "DELETE", "/", NULL, SBX_CALL_MS, 65536, &status, &out) < 0)
+		syscall(SYS_pidfd_send_signal, x->pidfd, SIGTERM, NULL, 0);
+	free(out);
+	reap_supervisor(x, SBX_EXIT_MS);
+	pthread_mutex_lock(&d->lock);
+	if (record_end(d, x, id, "deleted"))
+		a = vmrund_answer_of(200, 0, "deleted");
+	else {
+		x->busy = false;
+		a = vmrund_answer_of(503, 2, "its VM is gone, but the store could not record it yet");
+	}
+	pthread_mutex_unlock(&d->lock);
+	return a;
+}
+
+struct vmrund_answer vmrund_sbx_timeout(struct vmrund *d, unsigned tenant, const char *id, const json_t *body)
+{
+	const struct tenant *t = &d->ts.t[tenant];
+	const json_t *v = json_object_get(body, "timeout_s");
+	double s = json_number_value(v);
+	if (!json_is_number(v) || !(s > 0) || s > (double)t->max_sandbox_timeout_s)
+		return vmrund_answer_of(400, 0, "timeout_s: seconds, more than 0 and at most %u (the tenant's "
+					"max_sandbox_timeout_s)", t->max_sandbox_timeout_s);
+	struct store_sandbox sb;
+	struct vmrund_sbx *x = NULL;
+	pthread_mutex_lock(&d->lock);
+	struct vmrund_answer a = take(d, tenant, id, &sb, &x);
+	store_sandbox_free(&sb);
+	pthread_mutex_unlock(&d->lock);
+	if (a.status)
+		return a;
+	char dir[PATH_MAX], body_text[64], err[300];
+	snprintf(body_text, sizeof(body_text), "{\"timeout_s\":%.3f}", s);
+	vmrund_sbx_dir(d, id, dir, sizeof(dir));
+	unsigned status = 0;
+	char *out = NULL;
+	struct sbx_file_state st;
+	int rc = sbxc_call(dir, "POST", "/timeout", body_text, SBX_CALL_MS, 65536, &status, &out);
+	free(out);
+	pthread_mutex_lock(&d->lock);
+	x->busy = false;
+	if (rc < 0 || status != 200 || read_state(dir, &st))
+		a = vmrund_answer_of(409, 0, "sandbox %s is not running", id);
+	else if (d->store->ops->sbx_set(d->store, id, d->node, SBS_RUNNING, 0, 0, st.timeout_at_ms, NULL, err,
+					sizeof(err)) < 0)
+		a = vmrund_answer_of(503, 2, "the store: %s", err);
+	else
+		a = vmrund_answer_of(200, 0, "ok");
+	pthread_mutex_unlock(&d->lock);
+	return a;
+}
+
+/* ---- start and stop of vmrund ------------------------------------------------------- */
+
+struct adopt_ctx {
+	struct vmrund *d;
+	unsigned n, ended;
+};
+
+/* One of this node's open sandboxes, at start: adopted when its
+ * supervisor still runs it, else ended. */
+static int adopt_one(void *ctx, const struct store_sandbox *sb)
+{
+	struct adopt_ctx *a = ctx;
+	struct vmrund *d = a->d;
+	char dir[PATH_MAX];
+	vmrund_sbx_dir(d, sb->id, dir, sizeof(dir));
+	struct sbx_file_state st;
+	int fd = -1;
+	struct vmrund_sbx *x = slot_new(d);
+	bool live = !read_state(dir, &st) && strcmp(st.state, "stopped") && x && (fd = supervisor_pidfd(d, st.pid)) >= 0;
+	if (live) {
+		*x = (struct vmrund_sbx){ .used = true, .pid = st.pid, .pidfd = fd,
+					  .size = { sb->memory_mib, sb->disk_mib } };
+		snprintf(x->id, sizeof(x->id), "%s", sb->id);
+		a->n++;
+		/* a create that was under way when vmrund stopped */
+		if (sb->state == SBS_STARTING && !strcmp(st.state, "running"))
+			(void)d->store->ops->sbx_set(d->store, sb->id, d->node, SBS_RUNNING, clock_wall_ms(), 0,
+						     st.timeout_at_ms, NULL, (char[300]){ 0 }, 300);
+		return 0;
+	}
+	a->ended++;
+	char reason[300];
+	snprintf(reason, sizeof(reason), "%s", st.reason[0] ? st.reason : "its supervisor was gone when vmrund started");
+	record_end(d, NULL, sb->id, reason);
+	return 0;
+}
+
+/* Directories no open sandbox of this node owns: their supervisors are
+ * stopped, the directories go. */
+static void sweep_dirs(struct vmrund *d)
+{
+	char root[PATH_MAX];
+	snprintf(root, sizeof(root), "%.4000s/" VMRUND_SBX_DIR, d->cfg.run_dir);
+	DIR *dir = opendir(root);
+	for (struct dirent *e; dir && (e = readdir(dir));) {
+		if (e->d_name[0] == '.' || slot_of(d, e->d_name))
+			continue;
+		char path[PATH_MAX];
+		struct sbx_file_state st;
+		vmrund_sbx_dir(d, e->d_name, path, sizeof(path));
+		int fd = read_state(path, &st) ? -1 : supervisor_pidfd(d, st.pid);
+		if (fd >= 0) {
+			struct vmrund_sbx x = { .pidfd = fd };
+			syscall(SYS_pidfd_send_signal, fd, SIGTERM, NULL, 0);
+			reap_supervisor(&x, SBX_EXIT_MS);
+			close(fd);
+		}
+		spool_clean(path, false);
+	}
+	if (dir)
+		closedir(dir);
+}
+
+int vmrund_sbx_open(struct vmrund *d, char *err, size_t errlen)
+{
+	if (!(d->sbx = calloc(VMRUND_SBX_MAX, sizeof(*d->sbx))))
+		return errf(err, errlen, "out of memory");
+	for (unsigned i = 0; i < VMRUND_SBX_MAX; i++)
+		d->sbx[i].pidfd = -1;
+	struct adopt_ctx a = { .d = d };
+	if (d->store->ops->sbx_each(d->store, NULL, d->node, true, adopt_one, &a, err, errlen) < 0)
+		return -1;
+	if (a.n || a.ended)
+		vmrund_say("sandboxes of this node's last life: %u adopted, %u ended", a.n, a.ended);
+	sweep_dirs(d);
+	return 0;
+}
+
+void vmrund_sbx_close(struct vmrund *d)
+{
+	for (unsigned i = 0; d->sbx && i < VMRUND_SBX_MAX; i++)
+		if (d->sbx[i].pidfd >= 0)
+			close(d->sbx[i].pidfd);
+	free(d->sbx);
+	d->sbx = NULL;
+}

@@ -1,0 +1,108 @@
+/* Sandboxes in vmrund (docs/sandboxes.md): each one a supervisor process
+ * (vmrund-sandbox, host/sandbox/) that this node starts in a session of
+ * its own and that owns the VM, its row in the store (store.h's
+ * store_sandbox), and its directory run_dir/sandboxes/ID, where the
+ * supervisor keeps request.json, state.json and its API's socket. vmrund
+ * admits a sandbox (the policy's ceilings and the tenant's, the node's
+ * room), starts its supervisor, records every change in the store before
+ * the API answers, notices its end, and passes every other call through
+ * to its socket (api_sandboxes.c). A vmrund that stops, or is killed,
+ * leaves its supervisors running: the next one on this node adopts them
+ * from the store and their state files. */
+#ifndef VMRUND_SANDBOXES_H
+#define VMRUND_SANDBOXES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "scheduler.h"
+#include "store.h"
+
+struct vmrund;
+struct vmrund_answer;
+
+#define VMRUND_SBX_DIR       "sandboxes"      /* under run_dir */
+#define VMRUND_SBX_BIN       "vmrund-sandbox" /* beside vmrund */
+#define VMRUND_SBX_MAX       256              /* sandboxes one node holds at once */
+#define VMRUND_SBX_TIMEOUT_S 300              /* a sandbox's life when the body names none */
+#define VMRUND_SBX_META_MAX  32               /* metadata entries */
+#define VMRUND_SBX_META_KEY  64               /* bytes of a metadata key */
+#define VMRUND_SBX_META_VAL  512              /* bytes of a metadata value */
+/* From the supervisor's start to its answer that the VM is ready: its
+ * own boot limit (SBX_BOOT_TIMEOUT_S) and some. */
+#define VMRUND_SBX_READY_MS  75000
+
+/* A sandbox this node holds. */
+struct vmrund_sbx {
+	bool used;
+	bool busy;                    /* a create or a delete is under way: the watch leaves it be */
+	char id[STORE_ID_LEN + 1];
+	pid_t pid;                    /* its supervisor */
+	int pidfd;                    /* readable once the supervisor has exited; -1 none */
+	struct sched_size size;       /* what it takes of the node's room */
+};
+
+/* A create's body split (pure): *spec, the run spec part the supervisor
+ * reads (runtime, env, limits, network; a new reference), *timeout_s its
+ * life (VMRUND_SBX_TIMEOUT_S, or max_timeout_s when that is less, when
+ * absent), metadata checked (an object of at most VMRUND_SBX_META_MAX
+ * strings). 0, or -1 with the field and reason in err. */
+int sandbox_body_split(const json_t *body, unsigned max_timeout_s, json_t **spec, double *timeout_s, char *err,
+		       size_t errlen);
+
+/* A sandbox as the API shows it (pure): id, state, reason, tenant, node,
+ * runtime, limits, metadata, created/started/ended/timeout times and the
+ * seconds left at now_ms. */
+json_t *sandbox_view(const struct store_sandbox *sb, int64_t now_ms);
+
+/* At start (vmrund_open): this node's sandboxes that the store has open
+ * are adopted when their supervisor still runs, else end stopped; any
+ * directory in run_dir/sandboxes that no open sandbox owns goes (its
+ * supervisor, if one runs, is stopped). 0, or -1 with a reason. */
+int vmrund_sbx_open(struct vmrund *d, char *err, size_t errlen);
+
+/* Forget the supervisors (they keep running); safe after a failed open. */
+void vmrund_sbx_close(struct vmrund *d);
+
+/* Create a sandbox for tenant from body (POST /v1/sandboxes), and wait
+ * until its VM is ready: 201 with its id, 200 with the id a repeated
+ * Idempotency-Key made (idem NULL: none), 400 / 403 (the spec, the
+ * tenant's network ceiling), 422 (the key with another body), 429 (the
+ * tenant's sandbox ceilings), 503 (no room, stopping, the store), 500
+ * (it did not start: the reason). */
+struct vmrund_answer vmrund_sbx_create(struct vmrund *d, unsigned tenant, const json_t *body,
+				       struct store_idem *idem, char id[SCHED_ID_MAX]);
+
+/* DELETE: stop tenant's sandbox id and wait until its VM is gone: 200,
+ * 404, 409 (another node holds it), 503. */
+struct vmrund_answer vmrund_sbx_delete(struct vmrund *d, unsigned tenant, const char *id);
+
+/* POST .../timeout: its life from now, timeout_s seconds (at most the
+ * tenant's max_sandbox_timeout_s): 200, 400, 404, 409 (not running
+ * here), 503. */
+struct vmrund_answer vmrund_sbx_timeout(struct vmrund *d, unsigned tenant, const char *id, const json_t *body);
+
+/* Tenant's sandbox id (tenant NULL: anyone's) from the store, under the
+ * lock: 1 (free *out), 0 none, -1 err. */
+int vmrund_sbx_get(struct vmrund *d, const char *tenant, const char *id, struct store_sandbox *out, char *err,
+		   size_t errlen);
+
+/* Whether this node holds sandbox id and its supervisor runs. */
+bool vmrund_sbx_here(struct vmrund *d, const char *id);
+
+/* The sandbox's directory (into buf). */
+void vmrund_sbx_dir(const struct vmrund *d, const char *id, char *buf, size_t len);
+
+/* The loop's look at the supervisors: one that exited ends its sandbox
+ * stopped in the store, with the reason its state file gives, and its
+ * directory goes. Takes the lock. */
+void vmrund_sbx_watch(struct vmrund *d);
+
+/* What this node's sandboxes take of its room, all together. Lock held. */
+struct sched_size vmrund_sbx_size(const struct vmrund *d);
+
+#endif
