@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "clock.h"
 #include "daemon.h"
@@ -225,34 +226,98 @@ static enum MHD_Result pass_answer(struct http_req *r, struct pass *p)
 	return http_queue(r, h->status, resp);
 }
 
-/* The sandbox id of the asking tenant, open and held here, and its
- * directory: 0, or -1 after answering. */
-static int reach(struct http_req *r, const char *id, char dir[PATH_MAX])
+/* Where a sandbox's calls go: its supervisor here, or the node that
+ * holds it. */
+struct dest {
+	bool here;
+	char dir[PATH_MAX];           /* here: the sandbox's directory */
+	char addr[256];               /* elsewhere: the node's published address */
+};
+
+/* The node (not this one) that holds open sandbox id, and its address:
+ * 0, or -1 after answering 502 (no address, a request forwarded once
+ * already) or 503. */
+static int peer(struct http_req *r, const char *id, const char *node, struct dest *t)
+{
+	struct vmrund *d = r->d;
+	char err[300];
+	if (MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, SBXC_VIA)) {
+		http_error(r, 502, 0, "sandbox %s is held by node %s, and this request was forwarded once already", id, node);
+		return -1;
+	}
+	int found = 0;
+	pthread_mutex_lock(&d->lock);
+	if (d->store->ops->address_of)
+		found = d->store->ops->address_of(d->store, node, t->addr, sizeof(t->addr), err, sizeof(err));
+	pthread_mutex_unlock(&d->lock);
+	if (found < 0)
+		http_error(r, 503, 2, "the store: %s", err);
+	else if (!found)
+		http_error(r, 502, 0, "sandbox %s is held by node %s, which published no address (advertise)", id, node);
+	return found == 1 ? 0 : -1;
+}
+
+/* Where the asking tenant's sandbox id is served: 0 with *t, or -1 after
+ * answering (404; 409 when running is asked and it is not). A sandbox
+ * that is open on another node goes there, whatever its state. */
+static int locate(struct http_req *r, const char *id, bool running, struct dest *t)
 {
 	struct store_sandbox sb;
 	if (!find(r, id, &sb))
 		return -1;
 	enum sbx_row_state st = sb.state;
+	bool open = st == SBS_STARTING || st == SBS_RUNNING || st == SBS_STOPPING;
 	char node[STORE_NODE_MAX];
 	snprintf(node, sizeof(node), "%s", sb.node);
 	store_sandbox_free(&sb);
-	if (st != SBS_RUNNING) {
+	*t = (struct dest){ .here = !open || !strcmp(node, r->d->node) };
+	if (!t->here)
+		return peer(r, id, node, t);
+	if (running && (st != SBS_RUNNING || !vmrund_sbx_here(r->d, id))) {
 		http_error(r, 409, st == SBS_STARTING ? 1 : 0, "sandbox %s is %s", id, store_sbx_state_name(st));
 		return -1;
 	}
-	if (!vmrund_sbx_here(r->d, id)) {
-		http_error(r, 502, 0, "sandbox %s is held by node %s, which this node does not reach", id, node);
-		return -1;
-	}
-	vmrund_sbx_dir(r->d, id, dir, PATH_MAX);
+	vmrund_sbx_dir(r->d, id, t->dir, sizeof(t->dir));
 	return 0;
 }
 
-static enum MHD_Result pass(struct http_req *r, const char *id, const char *rest)
+/* Open the exchange for r at t: the supervisor's REST, or the same path
+ * on the node that holds the sandbox, as the client asked it (its key,
+ * and this node as the one that forwarded it). The head is sent; a body
+ * of length bytes is the caller's to send. 0, or -1 after answering. */
+static int open_pass(struct http_req *r, const struct dest *t, const char *id, const char *rest, bool stream,
+		     uint64_t length, struct pass *p)
 {
-	char dir[PATH_MAX], target[SBXC_TARGET_MAX];
-	if (reach(r, id, dir) || target_of(r, rest, target))
-		return MHD_YES;
+	char target[SBXC_TARGET_MAX];
+	if (target_of(r, t->here ? rest : r->path, target))
+		return -1;
+	const char *type = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+	const char *idem = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Idempotency-Key");
+	const char *auth = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	int timeout = stream ? 0 : PASS_CALL_MS;
+	if (t->here ? sbxc_connect(&p->c, t->dir, timeout) : sbxc_connect_server(&p->c, t->addr, timeout)) {
+		int e = errno;
+		http_error(r, 502, 0, "sandbox %s: %s: %s", id, t->here ? "its supervisor" : t->addr, strerror(e));
+		return -1;
+	}
+	if (!t->here) {
+		/* authenticated here already: the key is the client's, for the other node to check again */
+		p->c.auth = auth && !strncasecmp(auth, "Bearer ", 7) ? auth + 7 : NULL;
+		p->c.via = r->d->node;
+	}
+	if (sbxc_send_head(&p->c, r->method, target, type, idem, length)) {
+		int e = errno;
+		sbxc_close(&p->c);
+		http_error(r, e == EINVAL ? 400 : 502, 0, "sandbox %s: %s", id,
+			   e == EINVAL ? "a header with a line break" : strerror(e));
+		return -1;
+	}
+	return 0;
+}
+
+/* r passed on whole (its body in memory) to t, the answer streamed back. */
+static enum MHD_Result pass_to(struct http_req *r, const struct dest *t, const char *id, const char *rest)
+{
 	/* a wait or a live stream holds a thread: one of the tenant's places */
 	size_t rl = strlen(rest);
 	bool stream = (rl >= 7 && !strcmp(rest + rl - 7, "/events")) ||
@@ -267,17 +332,25 @@ static enum MHD_Result pass(struct http_req *r, const char *id, const char *rest
 	}
 	p->d = r->d;
 	p->place = stream ? r->tenant : -1;
-	const char *type = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-	const char *idem = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Idempotency-Key");
-	if (sbxc_connect(&p->c, dir, stream ? 0 : PASS_CALL_MS) ||
-	    sbxc_send_head(&p->c, r->method, target, type, idem, r->body_len) ||
-	    sbxc_send(&p->c, r->body ? r->body : "", r->body_len) || sbxc_read_head(&p->c)) {
+	p->c.fd = -1;
+	if (open_pass(r, t, id, rest, stream, r->body_len, p)) {
+		pass_free(p);
+		return MHD_YES;
+	}
+	if (sbxc_send(&p->c, r->body ? r->body : "", r->body_len) || sbxc_read_head(&p->c)) {
 		int e = errno;
 		pass_free(p);
-		return http_error(r, e == EINVAL ? 400 : 502, 0, "sandbox %s: its supervisor: %s", id,
-				  e == EINVAL ? "a header with a line break" : strerror(e));
+		return http_error(r, 502, 0, "sandbox %s: %s: %s", id, t->here ? "its supervisor" : t->addr, strerror(e));
 	}
 	return pass_answer(r, p);
+}
+
+static enum MHD_Result pass(struct http_req *r, const char *id, const char *rest)
+{
+	struct dest t;
+	if (locate(r, id, true, &t))
+		return MHD_YES;
+	return pass_to(r, &t, id, rest);
 }
 
 /* ---- uploads --------------------------------------------------------------------- */
@@ -306,7 +379,7 @@ bool api_sandbox_is_upload(const char *method, const char *url)
 
 enum MHD_Result api_sandbox_upload_begin(struct http_req *r, struct api_upload **u)
 {
-	char id[STORE_ID_LEN + 2], dir[PATH_MAX], target[SBXC_TARGET_MAX];
+	char id[STORE_ID_LEN + 2];
 	const char *rest;
 	*u = NULL;
 	split(r->path + 14, id, &rest);
@@ -315,7 +388,8 @@ enum MHD_Result api_sandbox_upload_begin(struct http_req *r, struct api_upload *
 	unsigned long long len = cl ? strtoull(cl, &end, 10) : 0;
 	if (!cl || end == cl || *end)
 		return http_error(r, 411, 0, "an upload needs its Content-Length");
-	if (reach(r, id, dir) || target_of(r, rest, target))
+	struct dest t;
+	if (locate(r, id, true, &t))
 		return MHD_YES;
 	struct api_upload *up = calloc(1, sizeof(*up));
 	struct pass *p = calloc(1, sizeof(*p));
@@ -326,12 +400,11 @@ enum MHD_Result api_sandbox_upload_begin(struct http_req *r, struct api_upload *
 	}
 	p->d = r->d;
 	p->place = -1;
+	p->c.fd = -1;
 	up->p = p;
-	const char *type = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-	if (sbxc_connect(&p->c, dir, PASS_CALL_MS) || sbxc_send_head(&p->c, "PUT", target, type, NULL, len)) {
-		int e = errno;
+	if (open_pass(r, &t, id, rest, false, len, p)) {
 		api_sandbox_upload_free(up);
-		return http_error(r, 502, 0, "sandbox %s: its supervisor: %s", id, strerror(e));
+		return MHD_YES;
 	}
 	*u = up;
 	return MHD_YES;
@@ -375,24 +448,26 @@ enum MHD_Result api_sandboxes(struct http_req *r, const char *p)
 	const char *rest;
 	if (split(p + 1, id, &rest))
 		return http_error(r, 404, 0, "no such endpoint");
-	if (!*rest) {
-		if (get)
-			return answer_sandbox(r, 200, id);
-		if (!strcmp(r->method, "DELETE")) {
-			if (!id_ok(id))
-				return http_error(r, 404, 0, "no sandbox %.64s", id);
-			return answer_of(r, vmrund_sbx_delete(r->d, (unsigned)r->tenant, id), id);
-		}
+	bool del = !strcmp(r->method, "DELETE"), timeout = !strcmp(rest, "/timeout");
+	if (!*rest && !get && !del)
 		return http_error(r, 405, 0, "GET or DELETE here");
+	if (timeout && !post)
+		return http_error(r, 405, 0, "only POST here");
+	/* a change of a sandbox another node holds is that node's to make */
+	struct dest t;
+	if ((del && !*rest) || timeout) {
+		if (locate(r, id, false, &t))
+			return MHD_YES;
+		if (!t.here)
+			return pass_to(r, &t, id, rest);
 	}
-	if (!strcmp(rest, "/timeout")) {
-		if (!post)
-			return http_error(r, 405, 0, "only POST here");
+	if (!*rest)
+		return get ? answer_sandbox(r, 200, id) : answer_of(r, vmrund_sbx_delete(r->d, (unsigned)r->tenant, id), id);
+	if (timeout) {
 		json_t *body = http_body_json(r);
 		if (!body)
 			return MHD_YES;
-		struct vmrund_answer a = id_ok(id) ? vmrund_sbx_timeout(r->d, (unsigned)r->tenant, id, body)
-						   : vmrund_answer_of(404, 0, "no sandbox %.64s", id);
+		struct vmrund_answer a = vmrund_sbx_timeout(r->d, (unsigned)r->tenant, id, body);
 		json_decref(body);
 		return answer_of(r, a, id);
 	}

@@ -148,6 +148,7 @@ static int apply(struct vmrund_config *c, const char *k, const char *v, char *er
 		{ "keys", c->keys, sizeof(c->keys), false },
 		{ "audit_log", c->audit_log, sizeof(c->audit_log), true },
 		{ "worker", c->worker, sizeof(c->worker), true },
+		{ "sandbox_supervisor", c->sandbox_supervisor, sizeof(c->sandbox_supervisor), true },
 		{ "guest_dir", c->guest_dir, sizeof(c->guest_dir), true },
 		{ "policy", c->policy, sizeof(c->policy), true },
 	};
@@ -161,6 +162,15 @@ static int apply(struct vmrund_config *c, const char *k, const char *v, char *er
 	if (!strcmp(k, "listen"))
 		return parse_listen(c, v) ? errf(err, errlen, "listen: a numeric ADDRESS:PORT or unix:PATH, not \"%.64s\"", v)
 					  : 0;
+	if (!strcmp(k, "advertise")) {
+		/* an http:// URL with a host, no path but "/", nothing that would end a header */
+		size_t hl = strncmp(v, "http://", 7) ? 0 : strcspn(v + 7, "/");
+		if (*v && (!hl || strlen(v) >= sizeof(c->advertise) || (v[7 + hl] && strcmp(v + 7 + hl, "/")) ||
+			   v[strcspn(v, " \t\r\n")]))
+			return errf(err, errlen, "advertise: http://HOST:PORT, or nothing");
+		snprintf(c->advertise, sizeof(c->advertise), "%s", v);
+		return 0;
+	}
 	if (!strcmp(k, "max_body")) {
 		if (parse_uint(v, 1u << 30, &n) || n < 1024)
 			return errf(err, errlen, "max_body: bytes from 1024 to %u", 1u << 30);
@@ -296,4 +306,16 @@ void config_local(struct vmrund_config *c, const char *dir)
 	snprintf(c->anonymous_tenant, sizeof(c->anonymous_tenant), "%s", CONFIG_LOCAL_TENANT);
 	c->anonymous_any = true;
 	c->max_connections_per_address = 0;
+}
+
+void config_advertise(const struct vmrund_config *c, char *out, size_t len)
+{
+	bool wildcard = !strcmp(c->listen_host, "0.0.0.0") || !strcmp(c->listen_host, "::");
+	if (c->advertise[0])
+		snprintf(out, len, "%s", c->advertise);
+	else if (c->listen_unix[0] || wildcard)
+		snprintf(out, len, "%s", "");
+	else
+		snprintf(out, len, strchr(c->listen_host, ':') ? "http://[%s]:%u" : "http://%s:%u", c->listen_host,
+			 c->listen_port);
 }

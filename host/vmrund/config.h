@@ -21,6 +21,11 @@ struct vmrund_config {
 	char keys[PATH_MAX];          /* the API keys: root-owned (host/vmrund/tenants.h) */
 	char audit_log[PATH_MAX];     /* JSON lines; "" for none */
 	char worker[PATH_MAX];        /* the per-run worker; "" for vmrund-worker beside vmrund */
+	char sandbox_supervisor[PATH_MAX];   /* a sandbox's supervisor; "" for vmrund-sandbox beside vmrund */
+	/* where the other nodes of a cluster reach this one, to forward a
+	 * sandbox's calls to it: an http:// URL; "" for http://LISTEN when
+	 * listen is a TCP address other than 0.0.0.0 or ::, else none */
+	char advertise[256];
 	char guest_dir[PATH_MAX];     /* kernel and images; "" for ../guest beside vmrund */
 	char policy[PATH_MAX];        /* root's policy file (ceilings) for vmrund and its workers; "" for none */
 	unsigned slots;               /* runs at once; 0: from the host's CPUs and memory */
@@ -74,6 +79,11 @@ int config_load(struct vmrund_config *c, const char *path, bool optional, char *
  * mode (0600) deciding who may ask. Applied over c (a --config file may
  * come after it). */
 void config_local(struct vmrund_config *c, const char *dir);
+
+/* The address this node publishes for its peers (pure): advertise, or
+ * http://LISTEN for a TCP address that is not a wildcard, else "" (none:
+ * the others cannot forward to it). */
+void config_advertise(const struct vmrund_config *c, char *out, size_t len);
 
 /* Slots from the host's CPUs and memory (MiB) when c->slots is 0: one per
  * CPU, and no more than the memory holds at slot_memory_mib each, at

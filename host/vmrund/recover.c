@@ -331,7 +331,10 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 	snprintf(d->worker, sizeof(d->worker), "%.4000s%s", cfg->worker[0] ? cfg->worker : bindir,
 		 cfg->worker[0] ? "" : "/vmrund-worker");
 	snprintf(d->vmm, sizeof(d->vmm), "%.4000s/vmm", bindir);
-	snprintf(d->sbx_bin, sizeof(d->sbx_bin), "%.4000s/" VMRUND_SBX_BIN, bindir);
+	if (cfg->sandbox_supervisor[0])
+		snprintf(d->sbx_bin, sizeof(d->sbx_bin), "%s", cfg->sandbox_supervisor);
+	else
+		snprintf(d->sbx_bin, sizeof(d->sbx_bin), "%.4000s/" VMRUND_SBX_BIN, bindir);
 	snprintf(d->guest, sizeof(d->guest), "%.4000s%s", cfg->guest_dir[0] ? cfg->guest_dir : bindir,
 		 cfg->guest_dir[0] ? "" : "/../guest");
 	if (cfg->node[0])
@@ -361,6 +364,11 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 		return -1;
 	sweep_run_dir(d);
 	if (vmrund_sbx_open(d, err, errlen))
+		return -1;
+	/* where the others forward this node's sandboxes' calls */
+	char addr[sizeof(cfg->advertise)];
+	config_advertise(cfg, addr, sizeof(addr));
+	if (d->store->ops->set_address && d->store->ops->set_address(d->store, d->node, addr, err, errlen) < 0)
 		return -1;
 	probe_kvm(d);
 	if (!d->kvm_ok)

@@ -222,16 +222,17 @@ int sbxc_send_head(struct sbxc *c, const char *method, const char *target, const
 		   uint64_t length)
 {
 	if (!header_safe(target) || !header_safe(type) || !header_safe(idem) || !header_safe(c->auth) ||
-	    strchr(target, ' ')) {
+	    !header_safe(c->via) || strchr(target, ' ')) {
 		errno = EINVAL;
 		return -1;
 	}
 	char head[SBXC_TARGET_MAX + 1024];
 	int n = snprintf(head, sizeof(head),
-			 "%s %s HTTP/1.0\r\nHost: sandbox\r\nContent-Length: %llu\r\n%s%s%s%s%s%s%s%.300s%s\r\n", method,
-			 target, (unsigned long long)length, type ? "Content-Type: " : "", type ? type : "",
+			 "%s %s HTTP/1.0\r\nHost: sandbox\r\nContent-Length: %llu\r\n%s%s%s%s%s%s%s%.300s%s%s%.100s%s\r\n",
+			 method, target, (unsigned long long)length, type ? "Content-Type: " : "", type ? type : "",
 			 type ? "\r\n" : "", idem ? "Idempotency-Key: " : "", idem ? idem : "", idem ? "\r\n" : "",
-			 c->auth ? "Authorization: Bearer " : "", c->auth ? c->auth : "", c->auth ? "\r\n" : "");
+			 c->auth ? "Authorization: Bearer " : "", c->auth ? c->auth : "", c->auth ? "\r\n" : "",
+			 c->via ? SBXC_VIA ": " : "", c->via ? c->via : "", c->via ? "\r\n" : "");
 	if (n < 0 || (size_t)n >= sizeof(head)) {
 		errno = E2BIG;
 		return -1;

@@ -17,6 +17,7 @@
 
 #define SBXC_HEAD_MAX 16384        /* bytes of an answer's head */
 #define SBXC_TARGET_MAX 8192       /* a request's path and query */
+#define SBXC_VIA "X-Vmrun-Via"     /* a request one node forwarded to another: never forwarded again */
 
 /* An answer's head, as far as vmrund uses it. */
 struct sbxc_head {
@@ -31,6 +32,7 @@ struct sbxc_head {
 struct sbxc {
 	int fd;
 	const char *auth;             /* an API key, sent as Authorization: Bearer; NULL: none */
+	const char *via;              /* a node forwarding the request, sent as SBXC_VIA; NULL: none */
 	struct sbxc_head head;
 	char buf[SBXC_HEAD_MAX];
 	size_t len, off;              /* buf[off..len) is body not yet taken */

@@ -213,18 +213,34 @@ static int read_state(const char *dir, struct sbx_file_state *st)
 	return 0;
 }
 
-/* A pidfd of pid when it is a supervisor of ours (its program is
- * d->sbx_bin), else -1: a pid from a file is not trusted alone. */
-static int supervisor_pidfd(struct vmrund *d, pid_t pid)
+/* Whether the command line of pid has the argument arg. */
+static bool has_arg(pid_t pid, const char *arg)
+{
+	char path[64], buf[8192];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	for (char *p = buf; p < buf + n; p += strlen(p) + 1)
+		if (!strcmp(p, arg))
+			return true;
+	return false;
+}
+
+/* A pidfd of pid when it is the supervisor of dir (its command line
+ * names d->sbx_bin and dir), else -1: a pid from a file is not trusted
+ * alone. */
+static int supervisor_pidfd(struct vmrund *d, pid_t pid, const char *dir)
 {
 	int fd = pidfd_of(pid);
 	if (fd < 0)
 		return -1;
-	char link[64], exe[PATH_MAX];
-	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
-	ssize_t n = readlink(link, exe, sizeof(exe) - 1);
 	/* read after the pidfd was taken: the pid cannot be another's now */
-	if (n <= 0 || (exe[n] = '\0', strcmp(exe, d->sbx_bin)) || exited(fd, 0)) {
+	if (!has_arg(pid, dir) || !has_arg(pid, d->sbx_bin) || exited(fd, 0)) {
 		close(fd);
 		return -1;
 	}
@@ -648,7 +664,7 @@ static int adopt_one(void *ctx, const struct store_sandbox *sb)
 	struct sbx_file_state st;
 	int fd = -1;
 	struct vmrund_sbx *x = slot_new(d);
-	bool live = !read_state(dir, &st) && strcmp(st.state, "stopped") && x && (fd = supervisor_pidfd(d, st.pid)) >= 0;
+	bool live = !read_state(dir, &st) && strcmp(st.state, "stopped") && x && (fd = supervisor_pidfd(d, st.pid, dir)) >= 0;
 	if (live) {
 		*x = (struct vmrund_sbx){ .used = true, .pid = st.pid, .pidfd = fd,
 					  .size = { sb->memory_mib, sb->disk_mib } };
@@ -680,7 +696,7 @@ static void sweep_dirs(struct vmrund *d)
 		char path[PATH_MAX];
 		struct sbx_file_state st;
 		vmrund_sbx_dir(d, e->d_name, path, sizeof(path));
-		int fd = read_state(path, &st) ? -1 : supervisor_pidfd(d, st.pid);
+		int fd = read_state(path, &st) ? -1 : supervisor_pidfd(d, st.pid, path);
 		if (fd >= 0) {
 			struct vmrund_sbx x = { .pidfd = fd };
 			syscall(SYS_pidfd_send_signal, fd, SIGTERM, NULL, 0);

@@ -284,6 +284,16 @@ struct store_ops {
 	/* Remove the terminal sandboxes that ended before before_ms, with
 	 * their idempotency keys. How many, or -1. */
 	long (*sbx_drop)(struct store *s, int64_t before_ms, char *err, size_t errlen);
+	/* ---- where each node answers (a cluster forwards a sandbox's calls
+	 * to the node that holds it) ---- */
+	/* Publish node's address (an http:// URL its peers reach it at),
+	 * replacing its last; "" withdraws it. 0, -1. NULL in a backend that
+	 * one node alone uses (SQLite): there is no peer to tell. */
+	int (*set_address)(struct store *s, const char *node, const char *address, char *err, size_t errlen);
+	/* node's published address into out (cap bytes): 1, 0 none
+	 * published (or "" or longer than cap), -1 error. NULL with
+	 * set_address. */
+	int (*address_of)(struct store *s, const char *node, char *out, size_t cap, char *err, size_t errlen);
 	/* Close and free (store_close is the call that is safe on NULL). */
 	void (*close)(struct store *s);
 };

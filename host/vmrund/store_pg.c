@@ -764,6 +764,8 @@ static const struct store_ops pg_ops = {
 	.sbx_each = pg_sbx_each,
 	.sbx_lost = pg_sbx_lost,
 	.sbx_drop = pg_sbx_drop,
+	.set_address = pg_set_address,
+	.address_of = pg_address_of,
 	.close = pg_close,
 };
 

@@ -128,6 +128,8 @@ int pg_sbx_each(struct store *s, const char *tenant, const char *node, bool open
 int pg_sbx_lost(struct store *s, const char *node, int64_t now_ms,
 		void (*fn)(void *ctx, const struct store_sandbox *sb), void *ctx, char *err, size_t errlen);
 long pg_sbx_drop(struct store *s, int64_t before_ms, char *err, size_t errlen);
+int pg_set_address(struct store *s, const char *node, const char *address, char *err, size_t errlen);
+int pg_address_of(struct store *s, const char *node, char *out, size_t cap, char *err, size_t errlen);
 
 /* ---- the schema (store_pg_conn.c) --------------------------------------- */
 

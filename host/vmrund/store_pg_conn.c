@@ -103,6 +103,11 @@ static const char *const migrations[] = {
 	" created_ms bigint NOT NULL,"
 	" PRIMARY KEY (tenant, key));"
 	"CREATE INDEX sandbox_idem_id ON sandbox_idem (id);",
+	/* 6: where each node answers, for the others to forward a sandbox's
+	 * calls to the node that holds it (store.h's set_address). */
+	"CREATE TABLE node_addresses ("
+	" name text PRIMARY KEY,"
+	" address text NOT NULL);",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -305,3 +305,34 @@ long pg_sbx_drop(struct store *base, int64_t before_ms, char *err, size_t errlen
 	PQclear(res);
 	return n;
 }
+
+int pg_set_address(struct store *base, const char *node, const char *address, char *err, size_t errlen)
+{
+	struct store_pg *s = backend(base);
+	if (pg_ensure(s, err, errlen) < 0)
+		return -1;
+	const char *const v[] = { node, address };
+	return pg_exec_cmd(s, "publishing this node's address",
+			   "INSERT INTO node_addresses (name, address) VALUES ($1, $2)"
+			   " ON CONFLICT (name) DO UPDATE SET address = excluded.address",
+			   2, v, err, errlen) < 0 ? -1 : 0;
+}
+
+int pg_address_of(struct store *base, const char *node, char *out, size_t cap, char *err, size_t errlen)
+{
+	struct store_pg *s = backend(base);
+	out[0] = '\0';
+	if (pg_ensure(s, err, errlen) < 0)
+		return -1;
+	const char *const v[] = { node };
+	PGresult *res = pg_exec_sql(s, "reading a node's address", "SELECT address FROM node_addresses WHERE name = $1",
+				    1, v, err, errlen);
+	if (!res)
+		return -1;
+	const char *a = PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "";
+	int found = a[0] && strlen(a) < cap;
+	if (found)
+		snprintf(out, cap, "%s", a);
+	PQclear(res);
+	return found;
+}

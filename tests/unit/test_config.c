@@ -86,6 +86,35 @@ static void local(void **state)
 	assert_true(c.anonymous_any);
 }
 
+/* advertise: what the node publishes for its peers; by default its
+ * listen address, none for a wildcard or a Unix socket. */
+static void advertise(void **state)
+{
+	(void)state;
+	struct vmrund_config c;
+	char a[256];
+	assert_int_equal(parse(&c, "listen = 10.0.0.5:8080\n"), 0);
+	config_advertise(&c, a, sizeof(a));
+	assert_string_equal(a, "http://10.0.0.5:8080");
+	assert_int_equal(parse(&c, "listen = [fd00::5]:80\n"), 0);
+	config_advertise(&c, a, sizeof(a));
+	assert_string_equal(a, "http://[fd00::5]:80");
+	assert_int_equal(parse(&c, "listen = 0.0.0.0:8080\n"), 0);
+	config_advertise(&c, a, sizeof(a));
+	assert_string_equal(a, "");
+	assert_int_equal(parse(&c, "listen = 0.0.0.0:8080\nadvertise = http://node1.internal:8080\n"), 0);
+	config_advertise(&c, a, sizeof(a));
+	assert_string_equal(a, "http://node1.internal:8080");
+	assert_int_equal(parse(&c, "listen = unix:/run/v.sock\n"), 0);
+	config_advertise(&c, a, sizeof(a));
+	assert_string_equal(a, "");
+	const char *bad[] = { "advertise = https://x:1", "advertise = http://", "advertise = http://x/path",
+			      "advertise = node1:8080" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (parse(&c, bad[i]) != -1)
+			fail_msg("accepted: %s", bad[i]);
+}
+
 static void listen_forms(void **state)
 {
 	(void)state;
@@ -508,6 +537,7 @@ int main(void)
 		cmocka_unit_test(defaults),
 		cmocka_unit_test(listen_forms),
 		cmocka_unit_test(local),
+		cmocka_unit_test(advertise),
 		cmocka_unit_test(numbers),
 		cmocka_unit_test(paths),
 		cmocka_unit_test(anonymous),

@@ -1761,6 +1761,38 @@ static void state_names(void **state)
 	assert_false(store_is_pg("postgresql:/x"));
 }
 
+/* A node's address for its peers: published, replaced, read by any node;
+ * none for a node that published none. One node alone (SQLite) has no
+ * peer to tell, and no such calls. */
+static void node_addresses(void **state)
+{
+	(void)state;
+	struct store *s = open_store();
+	if (!pg) {
+		assert_null(s->ops->set_address);
+		assert_null(s->ops->address_of);
+		store_close(s);
+		return;
+	}
+	char n1[64], n2[64], out[64];
+	snprintf(n1, sizeof(n1), "%s-n1", pfx);
+	snprintf(n2, sizeof(n2), "%s-n2", pfx);
+	assert_int_equal(s->ops->address_of(s, n1, out, sizeof(out), err, sizeof(err)), 0);
+	assert_string_equal(out, "");
+	assert_int_equal(s->ops->set_address(s, n1, "http://127.0.0.1:8080", err, sizeof(err)), 0);
+	assert_int_equal(s->ops->set_address(s, n1, "http://10.0.0.1:8080", err, sizeof(err)), 0);
+	struct store *other = open_store();
+	assert_int_equal(other->ops->address_of(other, n1, out, sizeof(out), err, sizeof(err)), 1);
+	assert_string_equal(out, "http://10.0.0.1:8080");
+	assert_int_equal(other->ops->address_of(other, n2, out, sizeof(out), err, sizeof(err)), 0);
+	/* one that does not fit is none, not a cut address */
+	assert_int_equal(other->ops->address_of(other, n1, out, 8, err, sizeof(err)), 0);
+	assert_int_equal(s->ops->set_address(s, n1, "", err, sizeof(err)), 0);
+	assert_int_equal(other->ops->address_of(other, n1, out, sizeof(out), err, sizeof(err)), 0);
+	store_close(other);
+	store_close(s);
+}
+
 static void sbx_state_names(void **state)
 {
 	(void)state;
@@ -2661,6 +2693,7 @@ int main(void)
 		T(sbx_drop_ended),
 		T(sbx_create_race),
 		cmocka_unit_test(sbx_state_names),
+		T(node_addresses),
 	};
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
 }

@@ -18,6 +18,10 @@
 #   the killed node comes back and sweeps its leftovers
 #   PostgreSQL restarted under load, and down for longer than the lease:
 #     the nodes carry on, every run ends
+#   one sandbox driven through all three nodes (its calls forwarded to the
+#     node that holds it, with the stand-in supervisor,
+#     tests/vmrund/standin_supervisor.py), and a sandbox of the killed node
+#     ending lost
 # Runs as root (the keys file must be root's). Every wait has a deadline.
 set -u
 cd "$(dirname "$0")/../.."
@@ -60,6 +64,7 @@ run_dir = $tmp/runs/node$n
 keys = $tmp/etc/keys
 audit_log = $tmp/node$n/audit.jsonl
 worker = $PWD/tests/vmrund/standin_worker.py
+sandbox_supervisor = $PWD/tests/vmrund/standin_supervisor.py
 slots = 4
 queue_max = 500
 connection_timeout_s = 5
@@ -206,6 +211,46 @@ done
 	ok "a tenant's request rate (burst 3) holds across nodes: 404 on each node, then 429" ||
 	not_ok "rate across nodes:$codes $(cat "$tmp/out")"
 
+# ---- one sandbox through three nodes ------------------------------------------
+# It lives on node 1; nodes 2 and 3 forward its calls there (the address
+# node 1 published in the store), streams and uploads included.
+sx() { c "$1" "$2" "${@:4}" "$(base "$1")/v1/sandboxes$3"; }
+sx 1 "$KA" "" -X POST -H 'Content-Type: application/json' --data-binary '{"timeout_s":120,"metadata":{"via":"node1"}}'
+sid=$(field id)
+[ "$code" = 201 ] && [ "$(field node)" = node1 ] && ok "a sandbox created on node 1 runs there" || not_ok "sandbox on node 1 ($code)"
+sx 2 "$KA" "/$sid"
+[ "$code" = 200 ] && [ "$(field state)" = running ] && ok "node 2 shows it, from the store" || not_ok "GET via node 2 ($code)"
+sx 2 "$KA" "/$sid/commands?wait=10" -X POST -H 'Content-Type: application/json' --data-binary '{"argv":["echo","through","node2"]}'
+[ "$code" = 201 ] && [ "$(field stdout)" = "through node2" ] && ok "a command through node 2, run on node 1" ||
+	not_ok "command via node 2 ($code)"
+cid=$(field id)
+head -c 300000 /dev/urandom >"$tmp/blob"
+sx 3 "$KA" "/$sid/files?path=blob" -X PUT --data-binary "@$tmp/blob"
+[ "$code" = 200 ] && [ "$(field size)" = 300000 ] && ok "an upload through node 3, streamed to node 1" || not_ok "PUT via node 3 ($code)"
+sx 2 "$KA" "/$sid/files?path=blob"
+[ "$code" = 200 ] && cmp -s "$tmp/out" "$tmp/blob" && ok "read back through node 2" || not_ok "GET file via node 2 ($code)"
+sx 3 "$KA" "/$sid/commands/$cid/events" -N
+[ "$code" = 200 ] && grep -q '^event: exit' "$tmp/out" && grep -q 'through node2' "$tmp/out" &&
+	ok "its events through node 3" || not_ok "events via node 3 ($code)"
+sx 3 "$KL" "/$sid/commands?wait=10" -X POST -H 'Content-Type: application/json' --data-binary '{"argv":["echo","x"]}'
+[ "$code" = 404 ] && ok "another tenant, through node 3: 404" || not_ok "another tenant via node 3 ($code)"
+c 2 "$KA" -X POST -H 'Content-Type: application/json' -H 'X-Vmrun-Via: node9' --data-binary '{"argv":["echo"]}' \
+	"$(base 2)/v1/sandboxes/$sid/commands"
+[ "$code" = 502 ] && ok "a request forwarded once already is not forwarded again: 502" || not_ok "via twice ($code)"
+sx 3 "$KA" "/$sid/timeout" -X POST -H 'Content-Type: application/json' --data-binary '{"timeout_s":60}'
+[ "$code" = 200 ] && python3 -c "import json,sys; sys.exit(0 if json.load(open('$tmp/out'))['time_left_s']<=60 else 1)" &&
+	ok "its life set through node 3" || not_ok "timeout via node 3 ($code)"
+sx 2 "$KA" "/$sid" -X DELETE
+[ "$code" = 200 ] && [ "$(field state)" = stopped ] && [ "$(field reason)" = deleted ] &&
+	ok "DELETE through node 2: stopped on node 1" || not_ok "DELETE via node 2 ($code)"
+sleep 0.5
+! pgrep -f "standin_supervisor.py .*$sid" >/dev/null && [ ! -e "$tmp/runs/node1/sandboxes/$sid" ] &&
+	ok "its supervisor and directory on node 1 are gone" || not_ok "sandbox $sid left on node 1"
+# one on node 2, which is killed below
+sx 2 "$KA" "" -X POST -H 'Content-Type: application/json' --data-binary '{"timeout_s":600}'
+sid2=$(field id)
+[ "$code" = 201 ] && ok "a sandbox on node 2" || not_ok "sandbox on node 2 ($code)"
+
 # ---- 50 runs round-robin, a node killed mid-way ------------------------------
 # Each run "boots" for 1 s before its gate, then runs 3 s, and they come
 # faster than the slots free, so claims are staggered: node 2 is killed
@@ -273,6 +318,9 @@ nlost=$(sql "select count(*) from runs where state='lost'")
 [ "${requeued:-0}" -gt 0 ] && [ "${nlost:-0}" -gt 0 ] &&
 	ok "node 2's runs before the gate ran elsewhere ($requeued), those past it ended lost ($nlost)" ||
 	not_ok "requeued $requeued, lost $nlost"
+sx 1 "$KA" "/$sid2"
+[ "$(field state)" = lost ] && field reason | grep -q "node node2" &&
+	ok "node 2's sandbox ended lost, the reason naming the node" || not_ok "sandbox of node 2: $(cat "$tmp/out")"
 # its workers died with it (their parent-death signal)
 sleep 0.5
 left=$(pgrep -f "standin_worker.py $tmp/runs/node2/" | wc -l)
@@ -284,9 +332,11 @@ start 2 && ok "node 2 starts again" || not_ok "node 2 did not start again"
 # vm/ is the workers' own run directories (the run library's TMPDIR):
 # it stays, and must be empty
 left=$(ls -A "$tmp/runs/node2" | grep -v '^\.' | while read -r d; do
-	if [ "$d" = vm ]; then ls -A "$tmp/runs/node2/vm" | sed 's|^|vm/|'; continue; fi
+	if [ "$d" = vm ] || [ "$d" = sandboxes ]; then ls -A "$tmp/runs/node2/$d" | sed "s|^|$d/|"; continue; fi
 	[ -e "$tmp/runs/node2/$d/output" ] || echo "$d"; done)
 [ -z "$left" ] && ok "and swept its leftovers: only kept output is left in its run directory" || not_ok "left: $left"
+! pgrep -f "standin_supervisor.py .*$sid2" >/dev/null && ok "and stopped the lost sandbox's supervisor" ||
+	not_ok "the lost sandbox's supervisor runs on"
 post 2 "$KA" '{"argv":["echo","back"]}'
 id=$(field id)
 wait_state 2 "$KA" "$id" succeeded && ok "and serves runs again" || not_ok "node 2 after restart"

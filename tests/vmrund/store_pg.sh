@@ -13,7 +13,7 @@ pg_start "$tmp/pg" || { echo "store on PostgreSQL: no server"; exit 1; }
 sql() { timeout -k 2 20 psql -X -q -At "$PG_URI" -c "$1"; }
 VMRUN_TEST_STORE=$PG_URI timeout -k 5 240 "$1" >"$tmp/first.log" 2>&1 ||
 	{ cat "$tmp/first.log"; echo "store on PostgreSQL: failed"; exit 1; }
-sql "DROP TABLE sandbox_idem; DROP TABLE sandboxes; DROP TABLE idem;
+sql "DROP TABLE node_addresses; DROP TABLE sandbox_idem; DROP TABLE sandboxes; DROP TABLE idem;
 	ALTER TABLE runs DROP COLUMN outcome, DROP COLUMN termination, DROP COLUMN limits_hit;
 	DROP TABLE rates; DELETE FROM vmrun_schema WHERE version > 1" || exit 1
 VMRUN_TEST_STORE=$PG_URI timeout -k 5 240 "$1" >"$tmp/second.log" 2>&1 ||
@@ -23,9 +23,9 @@ r=$(sql "SELECT relpersistence FROM pg_class WHERE relname = 'rates'")
 c=$(sql "SELECT count(*) FROM information_schema.columns WHERE table_name = 'runs'
 	AND column_name IN ('outcome', 'termination', 'limits_hit')")
 i=$(sql "SELECT count(*) FROM information_schema.tables
-	WHERE table_name IN ('idem', 'sandboxes', 'sandbox_idem')")
-[ "$v" = "1 2 3 4 5" ] && [ "$r" = u ] && [ "$c" = 3 ] && [ "$i" = 3 ] ||
+	WHERE table_name IN ('idem', 'sandboxes', 'sandbox_idem', 'node_addresses')")
+[ "$v" = "1 2 3 4 5 6" ] && [ "$r" = u ] && [ "$c" = 3 ] && [ "$i" = 4 ] ||
 	{ echo "store on PostgreSQL: after the migration, versions '$v', rates '$r', outcome columns $c," \
-		"idem and sandbox tables $i (want '1 2 3 4 5', unlogged, 3, 3)"; exit 1; }
+		"idem, sandbox and address tables $i (want '1 2 3 4 5 6', unlogged, 3, 4)"; exit 1; }
 grep -E "^\[  PASSED  \]|SKIPPED TEST" "$tmp/second.log"
 echo "store on PostgreSQL: passed, on a new database and on one migrated from version 1"

@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+"""A stand-in for vmrund-sandbox (host/sandbox/supervisor.h), for the
+tests of vmrund's side of sandboxes that need no VM (tests/vmrund/
+cluster.sh): the same arguments, the same state.json, the same API on
+DIR/api.sock, with "commands" that it answers itself: `echo ARGS` prints
+ARGS; anything else exits 0 with no output. Files are kept in memory.
+Its life runs out as the real one's does; SIGTERM and DELETE stop it.
+
+    standin_supervisor.py [--timeout S] [--max-timeout S] DIR VMM GUEST POLICY
+"""
+import argparse
+import http.server
+import json
+import os
+import signal
+import socketserver
+import sys
+import threading
+import time
+import urllib.parse
+
+p = argparse.ArgumentParser()
+p.add_argument("--timeout", type=float, default=300)
+p.add_argument("--max-timeout", type=float, default=0)
+p.add_argument("dir")
+p.add_argument("vmm")
+p.add_argument("guest")
+p.add_argument("policy")
+a = p.parse_args()
+os.setsid()
+lock = threading.Lock()
+st = {"state": "starting", "reason": "", "deadline": time.time() + a.timeout}
+cmds, keys, files = [], {}, {}
+
+
+def save(state, reason=None):
+    st["state"] = state
+    if reason is not None:
+        st["reason"] = reason
+    doc = {"state": state, "reason": st["reason"], "pid": os.getpid(),
+           "timeout_at_ms": int(st["deadline"] * 1000)}
+    tmp = os.path.join(a.dir, "state.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(doc, f)
+    os.rename(tmp, os.path.join(a.dir, "state.json"))
+
+
+def stop(reason):
+    with lock:
+        if st["state"] != "stopped":
+            save("stopped", reason)
+    threading.Timer(0.2, lambda: os._exit(0)).start()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def answer(self, code, body, ctype="application/json"):
+        data = body if isinstance(body, bytes) else (json.dumps(body) + "\n").encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def body(self):
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def where(self):
+        u = urllib.parse.urlsplit(self.path)
+        return u.path, urllib.parse.parse_qs(u.query)
+
+    def view(self):
+        return {"id": "standin", "state": st["state"], "reason": st["reason"], "commands": len(cmds),
+                "commands_running": 0, "guest_faults": 0,
+                "time_left_s": max(0.0, st["deadline"] - time.time())}
+
+    def do_GET(self):
+        path, q = self.where()
+        if path == "/":
+            return self.answer(200, self.view())
+        if path == "/files":
+            name = q.get("path", [""])[0]
+            if name not in files:
+                return self.answer(404, {"message": "no such file"})
+            return self.answer(200, files[name], "application/octet-stream")
+        parts = path.strip("/").split("/")
+        if len(parts) >= 2 and parts[0] == "commands" and parts[1].isdigit() and 0 < int(parts[1]) <= len(cmds):
+            c = cmds[int(parts[1]) - 1]
+            if len(parts) == 3 and parts[2] == "events":
+                ev = "event: stdout\ndata: %s\n\nevent: exit\ndata: %s\n\n" % (
+                    json.dumps(c["stdout"]), json.dumps({"exit_code": 0}))
+                return self.answer(200, ev.encode(), "text/event-stream")
+            return self.answer(200, c)
+        return self.answer(404, {"message": "no such endpoint"})
+
+    def do_DELETE(self):
+        self.answer(202, dict(self.view(), state="stopping"))
+        stop("deleted")
+
+    def do_POST(self):
+        path, _ = self.where()
+        raw = self.body()
+        try:
+            b = json.loads(raw or b"{}")
+        except ValueError:
+            return self.answer(400, {"message": "malformed JSON"})
+        if path == "/timeout":
+            with lock:
+                st["deadline"] = time.time() + float(b["timeout_s"])
+                save(st["state"])
+            return self.answer(200, self.view())
+        if path == "/commands":
+            key = self.headers.get("Idempotency-Key")
+            with lock:
+                if key in keys:
+                    return self.answer(200, cmds[keys[key] - 1])
+                argv = b.get("argv") or []
+                out = " ".join(argv[1:]) + "\n" if argv[:1] == ["echo"] else ""
+                c = {"id": len(cmds) + 1, "request": b, "state": "ended", "end": "exited", "exit_code": 0,
+                     "signal": None, "timed_out": False, "stdout": out, "stderr": ""}
+                cmds.append(c)
+                if key:
+                    keys[key] = c["id"]
+            return self.answer(201, c)
+        return self.answer(404, {"message": "no such endpoint"})
+
+    def do_PUT(self):
+        path, q = self.where()
+        if path != "/files":
+            return self.answer(404, {"message": "no such endpoint"})
+        data = self.body()
+        files[q.get("path", [""])[0]] = data
+        return self.answer(200, {"path": q.get("path", [""])[0], "size": len(data)})
+
+
+class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+signal.signal(signal.SIGTERM, lambda *_: stop("the supervisor was told to stop (SIGTERM)"))
+with lock:
+    save("starting", "")
+srv = Server(os.path.join(a.dir, "api.sock"), Handler)
+with lock:
+    save("running")
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+while True:
+    time.sleep(0.1)
+    if time.time() > st["deadline"]:
+        stop("its time ran out (timeout_s)")
