@@ -589,7 +589,8 @@ static void run_vm(struct exec *x)
 		f->session = session_run(conn, &plan->proto, &io, deadline, &x->sr);
 		if (plan->sandbox && f->session == SESSION_DONE) {
 			logf_(x, "sandbox ready in %lld ms", (long long)(clock_mono_ms() - start));
-			plan->serve(plan->ctx, conn);
+			struct run_serving where = { x->jail.cgroup_version == 2 ? x->jail.cgroup : "", x->p.image };
+			plan->serve(plan->ctx, conn, &where);
 		}
 		exit_at = clock_mono_ms();
 		/* before the close, which vmm would pass on to the guest */

@@ -89,6 +89,14 @@ typedef void (*run_output_fn)(void *ctx, uint32_t kind, uint16_t type, const uin
  * the guest console's lines (made printable), shown after the run. */
 typedef void (*run_log_fn)(void *ctx, bool console, const char *text);
 
+/* Where a sandbox's VM is, for its usage (run_plan.serve): the cgroup
+ * vmm runs in ("" with none: rootless without one) and the workspace
+ * image (sparse: its allocated bytes are what the guest wrote). */
+struct run_serving {
+	const char *cgroup;
+	const char *workspace_image;
+};
+
 struct run_plan {
 	bool live;                           /* built and not yet released */
 	char run_id[33];
@@ -135,8 +143,9 @@ struct run_plan {
 	 * agent is READY (within timeout_s of vmm's start), with its
 	 * connection (proto_sandbox.h); the VM lives until it returns (it
 	 * must watch cancel_fd itself), then it is torn down as a run's is.
-	 * It does not close conn. */
-	void (*serve)(void *ctx, int conn);
+	 * It does not close conn. where says what the sandbox's usage is
+	 * read from, valid until it returns. */
+	void (*serve)(void *ctx, int conn, const struct run_serving *where);
 	bool sandbox;                        /* the plan is a sandbox's */
 };
 

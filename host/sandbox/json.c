@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "spool.h"
 
@@ -89,6 +90,46 @@ json_t *sbx_cmd_json(const struct sbx *s, const struct sbx_cmd *c)
 
 static const char *const state_names[] = { "starting", "running", "stopping", "stopped" };
 
+/* The first number after key in dir/file ("usage_usec 123" in cpu.stat;
+ * key NULL: the file is the number), or -1. */
+static long long cgroup_number(const char *dir, const char *file, const char *key)
+{
+	char path[PATH_MAX + 32], buf[4096];
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	const char *p = buf;
+	if (key) {
+		size_t kl = strlen(key);
+		for (p = buf; p && (strncmp(p, key, kl) || p[kl] != ' '); p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+			;
+		if (!p)
+			return -1;
+		p += kl + 1;
+	}
+	char *end;
+	long long v = strtoll(p, &end, 10);
+	return end == p || v < 0 ? -1 : v;
+}
+
+json_t *sbx_usage_json(const char *cgroup, const char *image)
+{
+	long long cpu_us = cgroup[0] ? cgroup_number(cgroup, "cpu.stat", "usage_usec") : -1;
+	long long mem = cgroup[0] ? cgroup_number(cgroup, "memory.current", NULL) : -1;
+	long long peak = cgroup[0] ? cgroup_number(cgroup, "memory.peak", NULL) : -1;
+	struct stat st;
+	bool disk = image[0] && stat(image, &st) == 0;
+	return json_pack("{s:o,s:o,s:o,s:o}", "cpu_ms", cpu_us >= 0 ? json_integer(cpu_us / 1000) : json_null(),
+			 "memory_bytes", mem >= 0 ? json_integer(mem) : json_null(), "memory_peak_bytes",
+			 peak >= 0 ? json_integer(peak) : json_null(), "disk_bytes",
+			 disk ? json_integer((json_int_t)st.st_blocks * 512) : json_null());
+}
+
 json_t *sbx_json(const struct sbx *s)
 {
 	int64_t left = s->deadline_ms - sbx_realtime_ms();
@@ -98,6 +139,8 @@ json_t *sbx_json(const struct sbx *s)
 			      "time_left_s", s->state == SBX_RUNNING && left > 0 ? (double)left / 1000.0 : 0.0, "limits",
 			      s->limits ? s->limits : json_null(), "commands_running", (int)s->running, "commands",
 			      (json_int_t)(s->next_cmd - 1), "guest_faults", (json_int_t)s->guest_faults);
+	if (s->state == SBX_RUNNING)
+		json_object_set_new(o, "usage", sbx_usage_json(s->cgroup, s->workspace_image));
 	return o;
 }
 

@@ -440,10 +440,14 @@ static void end_everything(struct sbx *s)
 	pthread_cond_broadcast(&s->cv);
 }
 
-void sbx_serve(void *ctx, int conn)
+void sbx_serve(void *ctx, int conn, const struct run_serving *where)
 {
 	struct sbx_run *run = ctx;
 	struct sbx *s = run->s;
+	pthread_mutex_lock(&s->mu);
+	snprintf(s->cgroup, sizeof(s->cgroup), "%s", where->cgroup);
+	snprintf(s->workspace_image, sizeof(s->workspace_image), "%s", where->workspace_image);
+	pthread_mutex_unlock(&s->mu);
 	struct proto_reader *rd = malloc(sizeof(*rd));
 	if (!rd) {
 		pthread_mutex_lock(&s->mu);

@@ -54,6 +54,7 @@
 
 #include "proto.h"
 #include "proto_sandbox.h"
+#include "run.h"
 
 #define SBX_API_SOCK        "api.sock"
 #define SBX_STATE_FILE      "state.json"
@@ -139,6 +140,9 @@ struct sbx {
 	struct sbx_fop fop[SBX_MAX_FILE_OPS];
 	uint32_t next_fop;
 	unsigned long guest_faults;   /* frames from the agent that were refused */
+	/* where its usage is read, while it runs (run.h's run_serving) */
+	char cgroup[PATH_MAX];        /* "" none */
+	char workspace_image[PATH_MAX];
 };
 
 /* ---- link.c: the agent's side ------------------------------------------------ */
@@ -157,7 +161,7 @@ void sbx_release(struct sbx *s);
  * the agent's frames until the sandbox stops (DELETE, its time, the
  * agent's end, cancel_fd), with cancel_fd the run's. ctx is a struct
  * sbx_run. */
-void sbx_serve(void *ctx, int conn);
+void sbx_serve(void *ctx, int conn, const struct run_serving *where);
 
 struct sbx_run {
 	struct sbx *s;
@@ -226,7 +230,13 @@ json_t *sbx_cmd_json(const struct sbx *s, const struct sbx_cmd *c);
  * the file: without mu, so the guest's frames are not held up. */
 void sbx_cmd_output(const struct sbx *s, uint32_t id, json_t *o);
 
-/* The sandbox as JSON (GET /). mu held. */
+/* What the sandbox uses now, from the VM's cgroup (v2: cpu.stat's
+ * usage_usec as cpu_ms, memory.current, memory.peak; "" or a file
+ * missing: null) and the workspace image's allocated bytes (disk_bytes,
+ * what the guest has written into its sparse file). */
+json_t *sbx_usage_json(const char *cgroup, const char *image);
+
+/* The sandbox as JSON (GET /), with its usage while it runs. mu held. */
 json_t *sbx_json(const struct sbx *s);
 
 /* An entry (STAT, LIST) as JSON: name, type, size, mode (octal text),

@@ -55,6 +55,8 @@ static json_t *view_live(struct http_req *r, const struct store_sandbox *sb)
 		for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
 			if (json_is_integer(json_object_get(live, keep[i])))
 				json_object_set(v, keep[i], json_object_get(live, keep[i]));
+		if (json_is_object(json_object_get(live, "usage")))
+			json_object_set(v, "usage", json_object_get(live, "usage"));
 		json_decref(live);
 	}
 	free(out);

@@ -62,7 +62,8 @@ echo "    create to running: $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 expect "create: 201, running, with its metadata and limits" 201 '.state=="running" and .metadata=={"user":"u1","task":"t-7"} and .runtime=="python" and .time_left_s>500 and .tenant=="a"'
 id=$(field .id)
 c "$KA" "/v1/sandboxes/$id"
-expect "GET: running, with what its supervisor says" 200 ".id==\"$id\" and .state==\"running\" and .commands==0"
+expect "GET: running, with what its supervisor says and its usage (cgroup, workspace)" 200 \
+	".id==\"$id\" and .state==\"running\" and .commands==0 and .usage.cpu_ms>0 and .usage.memory_bytes>0 and .usage.disk_bytes>0"
 
 # ---- commands and files, passed through ----
 post "$KA" '{"argv":["sh","-c","echo kept > state.txt; echo out; exit 3"]}' "/v1/sandboxes/$id/commands?wait=60"

@@ -1,7 +1,8 @@
 /* What the sandbox supervisor's API says (host/sandbox/json.c): signal
  * names, file entries (a guest's name that is not UTF-8 is made text),
- * and a command's output read back from its file, cut where a hostile
- * record would overrun it. */
+ * a command's output read back from its file, cut where a hostile
+ * record would overrun it, and the usage read from a cgroup's files and
+ * the workspace image. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -105,12 +106,59 @@ static void command_output(void **state)
 	sbx_release(&s);
 }
 
+static void put(const char *dir, const char *name, const char *text)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void usage(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/test_sbx_usage.XXXXXX", image[300];
+	assert_non_null(mkdtemp(dir));
+	put(dir, "cpu.stat", "user_usec 1\nusage_usec 12345678\nsystem_usec 2\n");
+	put(dir, "memory.current", "4096\n");
+	snprintf(image, sizeof(image), "%s/ws.ext4", dir);
+	int fd = open(image, O_WRONLY | O_CREAT, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 64 << 20), 0);   /* sparse: only what is written counts */
+	char block[8192] = { 1 };
+	assert_int_equal(pwrite(fd, block, sizeof(block), 1 << 20), (ssize_t)sizeof(block));
+	fsync(fd);
+	close(fd);
+	json_t *u = sbx_usage_json(dir, image);
+	assert_int_equal(json_integer_value(json_object_get(u, "cpu_ms")), 12345);
+	assert_int_equal(json_integer_value(json_object_get(u, "memory_bytes")), 4096);
+	assert_true(json_is_null(json_object_get(u, "memory_peak_bytes")));   /* no memory.peak: unknown */
+	json_int_t disk = json_integer_value(json_object_get(u, "disk_bytes"));
+	assert_true(disk >= 8192 && disk < (1 << 20));
+	json_decref(u);
+	/* a file that is no number, and no cgroup at all */
+	put(dir, "memory.current", "max\n");
+	u = sbx_usage_json(dir, "");
+	assert_true(json_is_null(json_object_get(u, "memory_bytes")));
+	assert_true(json_is_null(json_object_get(u, "disk_bytes")));
+	json_decref(u);
+	u = sbx_usage_json("", "");
+	assert_true(json_is_null(json_object_get(u, "cpu_ms")));
+	json_decref(u);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(signals),
 		cmocka_unit_test(entries),
 		cmocka_unit_test(command_output),
+		cmocka_unit_test(usage),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
