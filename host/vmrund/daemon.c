@@ -399,9 +399,7 @@ static void audit(struct vmrund *d, const char *id, const char *tenant, enum run
 	if (!d->audit)
 		return;
 	json_t *rq = request ? json_loads(request, 0, NULL) : NULL;
-	json_t *line = json_object();
-	char when[CLOCK_ISO8601_MAX];
-	json_object_set_new(line, "time", json_string(clock_iso8601(clock_wall_ms(), when)));
+	json_t *line = vmrund_audit_begin();
 	json_object_set_new(line, "tenant", json_string(tenant));
 	json_object_set_new(line, "run_id", json_string(id));
 	json_object_set_new(line, "state", json_string(store_state_name(st)));
@@ -435,14 +433,27 @@ static void audit(struct vmrund *d, const char *id, const char *tenant, enum run
 	}
 	json_object_set_new(line, "queue_ms", json_integer(queue_ms));
 	json_object_set_new(line, "message", json_string(message ? message : ""));
-	char *text = json_dumps(line, JSON_COMPACT);
+	vmrund_audit_end(d, line);
+	json_decref(rq);
+}
+
+json_t *vmrund_audit_begin(void)
+{
+	json_t *line = json_object();
+	char when[CLOCK_ISO8601_MAX];
+	json_object_set_new(line, "time", json_string(clock_iso8601(clock_wall_ms(), when)));
+	return line;
+}
+
+void vmrund_audit_end(struct vmrund *d, json_t *line)
+{
+	char *text = d->audit ? json_dumps(line, JSON_COMPACT) : NULL;
 	if (text) {
 		fprintf(d->audit, "%s\n", text);
 		fflush(d->audit);
 	}
 	free(text);
 	json_decref(line);
-	json_decref(rq);
 }
 
 void vmrund_ended(struct vmrund *d, const struct store_run *run)

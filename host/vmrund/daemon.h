@@ -10,6 +10,7 @@
 #define VMRUND_DAEMON_H
 
 #include <limits.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -199,6 +200,12 @@ void vmrund_closing(struct vmrund *d);
  * already ended, -1 the store failed (nothing changed). */
 int vmrund_end_run(struct vmrund *d, const char *id, const char *node, enum run_state st, const char *result,
 		   const struct run_outcome *outcome, const char *message);
+
+/* An audit log line: begin gives an object with its "time"; end writes
+ * it as one JSON line (when there is an audit log) and frees it. Lock
+ * held (or no other thread yet). */
+json_t *vmrund_audit_begin(void);
+void vmrund_audit_end(struct vmrund *d, json_t *line);
 
 /* A run the store now has ended: metrics, the audit log, every waiter.
  * Lock held. */

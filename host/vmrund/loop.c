@@ -375,6 +375,12 @@ static void on_taken_back(void *ctx, const struct store_run *run)
 			run->id);
 }
 
+static void on_sandbox_lost(void *ctx, const struct store_sandbox *sb)
+{
+	vmrund_say("sandbox %s lost: %s", sb->id, sb->reason);
+	vmrund_sbx_audit(ctx, sb);
+}
+
 static void on_note(void *ctx, enum store_note note, const char *id)
 {
 	struct vmrund *d = ctx;
@@ -411,7 +417,7 @@ static void cluster(struct vmrund *d, int64_t *next_beat, int64_t *next_expiry, 
 	if (now >= *next_expiry && !d->store_down && now >= d->expire_from_ms) {
 		if (d->store->ops->expire(d->store, NULL, clock_wall_ms(), on_taken_back, d, err, sizeof(err)) < 0)
 			vmrund_store_failed(d, "taking back dead nodes' runs", err);
-		else if (d->store->ops->sbx_lost(d->store, NULL, clock_wall_ms(), NULL, NULL, err, sizeof(err)) < 0)
+		else if (d->store->ops->sbx_lost(d->store, NULL, clock_wall_ms(), on_sandbox_lost, d, err, sizeof(err)) < 0)
 			vmrund_store_failed(d, "ending dead nodes' sandboxes lost", err);
 		*next_expiry = now + EXPIRE_EVERY_MS;
 	}

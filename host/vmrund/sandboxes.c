@@ -340,6 +340,25 @@ static void reap_supervisor(const struct vmrund_sbx *x, int wait_ms)
 
 /* ---- ends (lock held) ---------------------------------------------------------------- */
 
+void vmrund_sbx_audit(struct vmrund *d, const struct store_sandbox *sb)
+{
+	json_t *line = vmrund_audit_begin(), *rq = sb->request ? json_loads(sb->request, 0, NULL) : NULL;
+	json_object_set_new(line, "tenant", json_string(sb->tenant));
+	json_object_set_new(line, "sandbox_id", json_string(sb->id));
+	json_object_set_new(line, "state", json_string(store_sbx_state_name(sb->state) ?: "?"));
+	json_object_set_new(line, "node", json_string(sb->node));
+	/* what it was given, for whoever reviews: its image, sizes, egress, the platform's tags */
+	const char *keys[] = { "runtime", "limits", "network", "metadata", "timeout_s" };
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (json_object_get(rq, keys[i]))
+			json_object_set(line, keys[i], json_object_get(rq, keys[i]));
+	json_object_set_new(line, "created_at", spool_iso_time(sb->created_ms));
+	json_object_set_new(line, "ended_at", spool_iso_time(sb->ended_ms));
+	json_object_set_new(line, "reason", json_string(sb->reason));
+	json_decref(rq);
+	vmrund_audit_end(d, line);
+}
+
 /* Sandbox id ended: stopped (or lost) in the store with reason, its
  * directory gone, its slot freed. false when the store failed (the slot
  * stays, for the next look). */
@@ -353,6 +372,11 @@ static bool record_end(struct vmrund *d, struct vmrund_sbx *x, const char *id, c
 	}
 	vmrund_store_ok(d);
 	vmrund_say("sandbox %s stopped: %s", id, reason);
+	struct store_sandbox sb;
+	if (d->store->ops->sbx_get(d->store, id, NULL, &sb, err, sizeof(err)) == 1) {
+		vmrund_sbx_audit(d, &sb);
+		store_sandbox_free(&sb);
+	}
 	vmrund_sbx_dir(d, id, dir, sizeof(dir));
 	spool_clean(dir, false);
 	if (x)

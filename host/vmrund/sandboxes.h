@@ -102,6 +102,11 @@ void vmrund_sbx_dir(const struct vmrund *d, const char *id, char *buf, size_t le
  * directory goes. Takes the lock. */
 void vmrund_sbx_watch(struct vmrund *d);
 
+/* The audit log's line for a sandbox that ended (stopped or lost): its
+ * tenant, id, state, node, what it was given, times and reason. Lock
+ * held. */
+void vmrund_sbx_audit(struct vmrund *d, const struct store_sandbox *sb);
+
 /* What this node's sandboxes take of its room, all together. Lock held. */
 struct sched_size vmrund_sbx_size(const struct vmrund *d);
 

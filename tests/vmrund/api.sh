@@ -173,7 +173,7 @@ mid=$(field id)
 expect "a 600-byte message is cut between characters" 200 "j['message'] and set(j['message']) == {'\u00e9'} and len(j['message'].encode()) <= 511"
 python3 - "$tmp/lib/audit.jsonl" "$mid" <<'PY' && ok "the audit line keeps the cut message" || not_ok "audit line without the message"
 import json, sys
-line = [l for l in map(json.loads, open(sys.argv[1])) if l["run_id"] == sys.argv[2]]
+line = [l for l in map(json.loads, open(sys.argv[1])) if l.get("run_id") == sys.argv[2]]
 sys.exit(0 if line and set(line[0].get("message", "")) == {"\u00e9"} else 1)
 PY
 
@@ -307,7 +307,8 @@ c "$KA" -X PUT -H 'Transfer-Encoding: chunked' --data-binary x "$BASE/v1/sandbox
 expect "an upload without Content-Length: 411" 411
 # One that the stand-in's host may not start (no KVM here): 500 with the
 # supervisor's reason and nothing of it left; where it does start, DELETE.
-post "$KA" '{"timeout_s":60}' /v1/sandboxes
+skey() { c "$KA" -X POST -H 'Content-Type: application/json' -H "Idempotency-Key: $1" --data-binary "$2" "$BASE/v1/sandboxes"; }
+skey sbx-1 '{"timeout_s":60}'
 if [ "$code" = 201 ]; then
 	sid=$(field id)
 	c "$KA" -X DELETE "$BASE/v1/sandboxes/$sid"
@@ -316,7 +317,14 @@ else
 	expect "a sandbox that cannot start: 500 with its reason" 500 "j['message'].startswith('the sandbox did not start: ')"
 	c "$KA" "$BASE/v1/sandboxes?state=stopped"
 	expect "it is listed stopped, with the reason" 200 "len(j['sandboxes'])==1 and j['sandboxes'][0]['reason']"
+	sid=$(python3 -c "import json; print(json.load(open('$tmp/out'))['sandboxes'][0]['id'])")
 fi
+skey sbx-1 '{"timeout_s":60}'
+expect "its Idempotency-Key again: the first sandbox, nothing new" 200 "j['id']=='$sid' and j['state']=='stopped'"
+skey sbx-1 '{"timeout_s":61}'
+expect "its key with another body: 422" 422 "'Idempotency-Key' in j['message']"
+grep -q "\"sandbox_id\":\"$sid\",\"state\":\"stopped\"" "$tmp/lib/audit.jsonl" &&
+	ok "the audit log has the sandbox's end" || not_ok "audit: $(grep sandbox_id "$tmp/lib/audit.jsonl" | tail -1)"
 [ -z "$(ls -A "$tmp/lib/runs/sandboxes")" ] && ! pgrep -f build/bin/vmrund-sandbox >/dev/null &&
 	ok "no sandbox directory or supervisor left" || not_ok "left: $(ls -A "$tmp/lib/runs/sandboxes") $(pgrep -af vmrund-sandbox)"
 c "$KB" "$BASE/v1/sandboxes"
@@ -437,7 +445,7 @@ sys.exit(0 if len(lines) >= 20 and all(need <= set(l) for l in lines if l["state
 PY
 python3 - "$tmp/lib/audit.jsonl" "$nid" <<'PY' && ok "the audit line of a run with network names its rules" || not_ok "audit network"
 import json, sys
-line = [l for l in map(json.loads, open(sys.argv[1])) if l["run_id"] == sys.argv[2]]
+line = [l for l in map(json.loads, open(sys.argv[1])) if l.get("run_id") == sys.argv[2]]
 sys.exit(0 if line and line[0].get("network", {}).get("allow") == ["example.test", "*.pypi.org:443"] else 1)
 PY
 kill -TERM "$pid"
