@@ -26,7 +26,29 @@ not_ok() {
 # vmrun with a deadline ($DEADLINE s), stdin from $tmp/stdin, output to $tmp/out and $tmp/err.
 v() { timeout -k 5 "$DEADLINE" "$VMRUN" "$@" <"$tmp/stdin" >"$tmp/out" 2>"$tmp/err"; }
 # Whether the JSON in $tmp/out makes the python expression (over j) true.
-json() { python3 -c "import json,sys; j=json.load(open('$tmp/out')); sys.exit(0 if ($1) else 1)" 2>/dev/null; }
+# One python for all of a script's checks, started at the first: under
+# an emulated KVM host's TCG each python start costs a second or more.
+# The expression goes base64'd, so that any character of it arrives as
+# written; a python that went away answers false, never hangs.
+json() {
+	if [ -z "${JSON_PY_PID:-}" ] || ! kill -0 "$JSON_PY_PID" 2>/dev/null; then
+		coproc JSON_PY { python3 -u -c '
+import base64, json, sys
+for line in sys.stdin:
+    path, expr = line.split("\t", 1)
+    try:
+        j = json.load(open(path))
+        ok = bool(eval(base64.b64decode(expr).decode()))
+    except Exception:
+        ok = False
+    print(1 if ok else 0, flush=True)
+' 2>/dev/null; }
+	fi
+	local r=
+	printf '%s\t%s\n' "$tmp/out" "$(printf %s "$1" | base64 -w0)" >&"${JSON_PY[1]}" 2>/dev/null &&
+		read -r r <&"${JSON_PY[0]}"
+	[ "$r" = 1 ]
+}
 # No run directory left behind, and the summary line: the script's status.
 finish() {
 	local left
