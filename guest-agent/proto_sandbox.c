@@ -1,6 +1,9 @@
 #include "proto_sandbox.h"
 
 #include <string.h>
+#include <sys/stat.h>
+
+_Static_assert((S_IFMT | 07777) == PROTO_ENTRY_MODE_BITS, "an entry's mode is st_mode's type and permission bits");
 
 _Static_assert(PROTO_CMD_EXIT_LEN <= PROTO_MAX_PAYLOAD, "CMD_EXIT fits a frame");
 _Static_assert(PROTO_SB_ID_LEN + PROTO_SB_CHUNK + 4 <= PROTO_MAX_PAYLOAD, "a chunk and its header fit a frame");
@@ -337,6 +340,11 @@ int proto_next_entry(const uint8_t *p, uint32_t len, uint32_t *at, struct proto_
 	memcpy(&e->mode, q, 4);
 	memcpy(&e->size, q + 8, 8);
 	memcpy(&e->mtime_ns, q + 16, 8);
+	/* what a stat can say: a type and permission bits, an off_t size */
+	if (e->mode & ~(uint32_t)PROTO_ENTRY_MODE_BITS)
+		return proto_errf(err, errlen, "entry at byte %u has mode %#o", *at, e->mode);
+	if (e->size > (uint64_t)INT64_MAX)
+		return proto_errf(err, errlen, "entry at byte %u has a size past 2^63", *at);
 	memcpy(e->name, q + PROTO_ENTRY_HDR, n);
 	e->name[n] = '\0';
 	*at += PROTO_ENTRY_HDR + n;
@@ -358,9 +366,9 @@ int proto_decode_file_end(const uint8_t *p, uint32_t len, uint32_t *id, int32_t 
 			  struct proto_entry *e, bool *has_entry, char *err, size_t errlen)
 {
 	*has_entry = false;
+	*id = len >= PROTO_SB_ID_LEN ? get32(p) : 0;
 	if (len < PROTO_FILE_END_LEN)
 		return proto_errf(err, errlen, "FILE_END of %u bytes", len);
-	*id = get32(p);
 	memcpy(error, p + 4, 4);
 	*flags = get32(p + 8);
 	if (*error < 0 || *error > 4095)

@@ -45,9 +45,10 @@
  * file-system ids, so the guest kernel decides what they may touch.
  *
  * An entry (STAT's, and LIST's, packed one after another in FILE_DATA):
- *   u32 mode (st_mode: type and permissions), u32 zero, u64 size,
- *   i64 mtime_ns, u16 name length, name (1..PROTO_NAME_MAX bytes, no '/'
- *   and no NUL, not "." or "..") */
+ *   u32 mode (st_mode: type and permissions, no bit past
+ *   PROTO_ENTRY_MODE_BITS), u32 zero, u64 size (at most INT64_MAX, an
+ *   off_t's), i64 mtime_ns, u16 name length, name (1..PROTO_NAME_MAX
+ *   bytes, no '/' and no NUL, not "." or "..") */
 #ifndef VMRUN_PROTO_SANDBOX_H
 #define VMRUN_PROTO_SANDBOX_H
 
@@ -63,6 +64,7 @@
 #define PROTO_NAME_MAX       255u    /* NAME_MAX */
 #define PROTO_ENTRY_HDR      26u     /* an entry before its name */
 #define PROTO_FILE_END_LEN   12u     /* FILE_END before its entry */
+#define PROTO_ENTRY_MODE_BITS 0177777u /* S_IFMT and the permission bits */
 #define PROTO_CMD_EXIT_LEN   (PROTO_SB_ID_LEN + PROTO_EXIT_LEN)
 /* FILE_DATA's and CMD_OUTPUT's most data in one frame. */
 #define PROTO_SB_CHUNK       (PROTO_MAX_PAYLOAD - 8u)
@@ -165,7 +167,7 @@ int proto_decode_file_req(const uint8_t *p, uint32_t len, struct proto_file_req 
 size_t proto_put_entry(uint8_t *buf, size_t cap, size_t at, const struct proto_entry *e);
 /* Take the entry at p + *at (len bytes in all) into e, moving *at past
  * it. Returns 0, or -1 with a reason (a short entry, a bad name, the
- * reserved word not 0). */
+ * reserved word not 0, a mode or size no stat can have). */
 int proto_next_entry(const uint8_t *p, uint32_t len, uint32_t *at, struct proto_entry *e, char *err, size_t errlen);
 
 /* Whether name (n bytes) is a directory entry's name: 1..PROTO_NAME_MAX
@@ -177,7 +179,9 @@ bool proto_valid_name(const char *name, size_t n);
 size_t proto_encode_file_end(uint8_t *buf, size_t cap, uint32_t id, int32_t error, uint32_t flags,
 			     const struct proto_entry *e);
 /* Check a FILE_END payload: error 0..4095, only known flags, and an entry
- * exactly when *has_entry comes back true (error 0 and more bytes). */
+ * exactly when *has_entry comes back true (error 0 and more bytes). *id
+ * is set whenever the payload holds one, refused or not, so that the
+ * operation it ends can end failed. */
 int proto_decode_file_end(const uint8_t *p, uint32_t len, uint32_t *id, int32_t *error, uint32_t *flags,
 			  struct proto_entry *e, bool *has_entry, char *err, size_t errlen);
 

@@ -297,8 +297,9 @@ static void on_cmd_exit(struct sbx *s, const uint8_t *p, uint32_t len)
 }
 
 /* Keep n more bytes of a READ or LIST, unless its asker left. A guest
- * that sends past what it may (a READ's credit, a LIST's most) has the
- * rest of it dropped and the operation ended EIO. */
+ * that sends past what it may (a READ's credit, a LIST's most) or what
+ * it must not (a LIST's bad entry) has the rest of it dropped and the
+ * operation ended EIO. */
 static void fop_keep(struct sbx *s, struct sbx_fop *f, const uint8_t *p, size_t n)
 {
 	f->total += n;
@@ -350,6 +351,8 @@ static void on_file_data(struct sbx *s, const uint8_t *p, uint32_t len)
 		for (uint32_t at = 0; at < n;)
 			if (proto_next_entry(data, n, &at, &e, err, sizeof(err))) {
 				fault(s, "FILE_DATA", err);
+				f->dropping = true;
+				pthread_cond_broadcast(&s->cv);
 				return;
 			}
 	}
@@ -363,16 +366,22 @@ static void on_file_end(struct sbx *s, const uint8_t *p, uint32_t len)
 	int32_t error;
 	struct proto_entry e;
 	bool has;
-	if (proto_decode_file_end(p, len, &id, &error, &flags, &e, &has, err, sizeof(err))) {
+	bool bad = proto_decode_file_end(p, len, &id, &error, &flags, &e, &has, err, sizeof(err)) != 0;
+	if (bad && len < PROTO_SB_ID_LEN) {
 		fault(s, "FILE_END", err);
 		return;
 	}
 	struct sbx_fop *f = fop_of(s, id);
 	if (!f || f->ended) {
-		fault(s, "FILE_END", "of no operation under way");
+		fault(s, "FILE_END", bad ? err : "of no operation under way");
 		return;
 	}
-	if (has != (f->op == PROTO_FILE_STAT && !error)) {
+	if (bad) {   /* its operation ends all the same, failed: its asker does not wait on */
+		fault(s, "FILE_END", err);
+		error = EIO;
+		flags = 0;
+		has = false;
+	} else if (has != (f->op == PROTO_FILE_STAT && !error)) {
 		fault(s, "FILE_END", "an entry where none belongs, or none where one does");
 		error = EIO;
 		has = false;

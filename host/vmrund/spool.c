@@ -235,5 +235,6 @@ json_t *spool_result_parse(const char *text)
 json_t *spool_iso_time(int64_t ms)
 {
 	char buf[CLOCK_ISO8601_MAX];
-	return ms ? json_string(clock_iso8601(ms, buf)) : json_null();
+	const char *t = ms ? clock_iso8601(ms, buf) : NULL;
+	return t ? json_string(t) : json_null();
 }

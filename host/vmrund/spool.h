@@ -103,7 +103,8 @@ enum run_state spool_state_of(const struct run_outcome *o, bool cancelled);
 json_t *spool_result_parse(const char *text);
 
 /* A time (Unix ms) as the APIs show it: UTC ISO 8601 with milliseconds,
- * or null for 0 (not yet). */
+ * or null for 0 (not yet) and for one outside years 1..9999 (a guest's
+ * forged mtime). */
 json_t *spool_iso_time(int64_t ms);
 
 

@@ -16,7 +16,8 @@
  *     stderr, its data inside the payload; CMD_EXIT: stage 0, only known
  *     flags, the code or signal in range; FILE_END: an error in 0..4095,
  *     known flags, an entry only with error 0;
- *   - entries, walked to the end: each name valid, each step forward.
+ *   - entries, walked to the end: each name valid, each mode within
+ *     PROTO_ENTRY_MODE_BITS and each size an off_t's, each step forward.
  * Build and run: make fuzz-smoke (short) or make fuzz (FUZZ_TIME seconds). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -102,7 +103,8 @@ static void guest_cases(const uint8_t *p, uint32_t n)
 		uint32_t before = at;
 		if (proto_next_entry(p, n, &at, &entry, err, sizeof(err)))
 			break;
-		check(at > before && at <= n && proto_valid_name(entry.name, strlen(entry.name)));
+		check(at > before && at <= n && proto_valid_name(entry.name, strlen(entry.name)) &&
+		      !(entry.mode & ~PROTO_ENTRY_MODE_BITS) && entry.size <= (uint64_t)INT64_MAX);
 	}
 }
 

@@ -35,6 +35,15 @@ static void iso8601(void **state)
 	assert_string_equal(clock_iso8601(5, buf), "1970-01-01T00:00:00.005Z");
 	assert_string_equal(clock_iso8601(253402300799999LL, buf), "9999-12-31T23:59:59.999Z");
 	assert_true(strlen(buf) < CLOCK_ISO8601_MAX);
+	/* before 1970: the milliseconds count on from the second before */
+	assert_string_equal(clock_iso8601(-1, buf), "1969-12-31T23:59:59.999Z");
+	assert_string_equal(clock_iso8601(-9223372036855LL, buf), "1677-09-21T00:12:43.145Z");
+	assert_string_equal(clock_iso8601(CLOCK_ISO8601_FIRST_MS, buf), "0001-01-01T00:00:00.000Z");
+	/* outside years 1..9999 (a guest's forged mtime): none */
+	assert_null(clock_iso8601(CLOCK_ISO8601_FIRST_MS - 1, buf));
+	assert_null(clock_iso8601(CLOCK_ISO8601_LAST_MS + 1, buf));
+	assert_null(clock_iso8601(INT64_MIN, buf));
+	assert_null(clock_iso8601(INT64_MAX, buf));
 }
 
 int main(void)

@@ -295,6 +295,24 @@ static void entries(void **state)
 	assert_int_equal(proto_next_entry(buf, (uint32_t)at, &pos, &back, err, sizeof(err)), -1);
 	pos = (uint32_t)at + 1;   /* past the end */
 	assert_int_equal(proto_next_entry(buf, (uint32_t)at, &pos, &back, err, sizeof(err)), -1);
+	buf[PROTO_ENTRY_HDR] = 'o';
+	/* numbers no stat can give: a mode past its bits, a size past off_t */
+	const uint32_t bad_mode[] = { PROTO_ENTRY_MODE_BITS + 1, UINT32_MAX };
+	for (size_t i = 0; i < 2; i++) {
+		e.mode = bad_mode[i];
+		at = proto_put_entry(buf, sizeof(buf), 0, &e);
+		pos = 0;
+		assert_int_equal(proto_next_entry(buf, (uint32_t)at, &pos, &back, err, sizeof(err)), -1);
+	}
+	e.mode = S_IFREG | 07777;
+	e.size = (uint64_t)INT64_MAX;
+	at = proto_put_entry(buf, sizeof(buf), 0, &e);
+	pos = 0;
+	assert_int_equal(proto_next_entry(buf, (uint32_t)at, &pos, &back, err, sizeof(err)), 0);
+	e.size = (uint64_t)INT64_MAX + 1;
+	at = proto_put_entry(buf, sizeof(buf), 0, &e);
+	pos = 0;
+	assert_int_equal(proto_next_entry(buf, (uint32_t)at, &pos, &back, err, sizeof(err)), -1);
 }
 
 static void file_ends(void **state)
@@ -337,8 +355,10 @@ static void file_ends(void **state)
 	n = proto_encode_file_end(buf, sizeof(buf), 4, 0, 0, &e);
 	assert_int_equal(proto_decode_file_end(buf, (uint32_t)n + 1, &id, &error, &flags, &back, &has, err, sizeof(err)),
 			 -1);
+	id = 0;
 	assert_int_equal(proto_decode_file_end(buf, PROTO_FILE_END_LEN - 1, &id, &error, &flags, &back, &has, err,
 					       sizeof(err)), -1);
+	assert_int_equal(id, 4);   /* refused, but its operation is known: it can end failed */
 	assert_int_equal(proto_encode_file_end(buf, PROTO_FILE_END_LEN + 4, 4, 0, 0, &e), 0);   /* no room */
 }
 

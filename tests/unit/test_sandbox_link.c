@@ -2,7 +2,8 @@
  * the agent sends is checked and bounded before it is kept. Output past
  * max_output, for a command that is not running, or with a bad stream;
  * exits twice; a READ past its window, a LIST past its most or with a bad
- * entry; an entry where none belongs; sizes, names and counts that lie;
+ * entry (it ends EIO); an entry where none belongs, or a forged one (its
+ * operation ends EIO); sizes, names and counts that lie;
  * an ERROR. Each is counted in guest_faults (or cut), and the sandbox's
  * state goes on. Also the idempotency keys and command records' room. */
 #include <stdarg.h>
@@ -165,6 +166,20 @@ static void reads(void **state)
 	end(mk->id, 0, &e);
 	assert_int_equal(mk->error, EIO);
 	sbx_fop_free(mk);
+	/* a STAT's forged entry (a name with a slash): the STAT ends EIO at
+	 * once, and the honest end after it is a fault, not an answer */
+	struct sbx_fop *fs = sbx_fop_new(&S, PROTO_FILE_STAT);
+	snprintf(e.name, sizeof(e.name), "a_b");
+	size_t n = proto_encode_file_end(frame, sizeof(frame), fs->id, 0, 0, &e);
+	frame[PROTO_FILE_END_LEN + PROTO_ENTRY_HDR + 1] = '/';
+	faults = S.guest_faults;
+	assert_int_equal(sbx_agent_frame(&S, PROTO_FILE_END, frame, (uint32_t)n), 0);
+	assert_true(fs->ended);
+	assert_int_equal(fs->error, EIO);
+	assert_false(fs->has_entry);
+	end(fs->id, 0, &e);
+	assert_int_equal(S.guest_faults, faults + 2);
+	sbx_fop_free(fs);
 	/* a second end is a fault, not a second answer */
 	struct sbx_fop *rm = sbx_fop_new(&S, PROTO_FILE_REMOVE);
 	uint32_t id = rm->id;
@@ -198,6 +213,11 @@ static void lists(void **state)
 	data(f->id, bad, sizeof(bad));
 	assert_int_equal(S.guest_faults, faults + 1);
 	assert_int_equal(f->len, 0);
+	assert_true(f->dropping);   /* the listing it lied in ends EIO, not short */
+	end(f->id, 0, NULL);
+	assert_int_equal(f->error, EIO);
+	sbx_fop_free(f);
+	f = sbx_fop_new(&S, PROTO_FILE_LIST);
 	/* more entries than a listing may hold: cut at SBX_LIST_MAX_BYTES */
 	for (int i = 0; i < 40 && !f->dropping; i++)
 		data(f->id, buf, at);
