@@ -534,9 +534,20 @@ $(BUILD)/tests/ringattack: tests/guest/ringattack.c
 $(BUILD)/tests/vsockattack: tests/guest/vsockattack.c guest-agent/proto.c guest-agent/proto.h
 	@mkdir -p $(dir $@)
 	$(MUSL_CC) -Iguest-agent tests/guest/vsockattack.c guest-agent/proto.c -o $@
-eval-guest: guest $(BUILD)/tests/agent-guest-root $(EVAL_ATTACKS)
+# And a guest whose agent forges its answers to file operations
+# (tests/guest/files_forge.c in place of files.c), on the shipped kernel,
+# for the sandbox cases: a guest directory of its own, as vmrund-sandbox
+# takes one.
+EVAL_FORGE := $(BUILD)/eval-forge
+$(BUILD)/tests/agent-forge: $(filter-out guest-agent/files.c,$(AGENT_SRCS)) tests/guest/files_forge.c guest-agent/files.c \
+		$(wildcard guest-agent/*.h)
+	@mkdir -p $(dir $@)
+	$(MUSL_CC) -Iguest-agent $(filter-out guest-agent/files.c,$(AGENT_SRCS)) tests/guest/files_forge.c -o $@
+eval-guest: guest $(BUILD)/tests/agent-guest-root $(BUILD)/tests/agent-forge $(EVAL_ATTACKS)
 	@$(CACHE_LOCK) ./kernel-config/build.sh $(EVAL_GUEST)/vmlinux $(EVAL_GUEST)/bzImage tests/eval/kernel-attack.config
 	@./tests/eval/attack_image.sh $(BUILD)/guest/rootfs.ext4 $(BUILD)/tests/agent-guest-root $(EVAL_GUEST) $(EVAL_ATTACKS)
+	@./tests/eval/attack_image.sh $(BUILD)/guest/rootfs.ext4 $(BUILD)/tests/agent-forge $(EVAL_FORGE)
+	@ln -sf ../guest/vmlinux $(EVAL_FORGE)/vmlinux
 
 # The agent boot loop that measured the emulated host's hang rate (issue 11):
 # STRESS_RUNS runs of `vmrun -- true`, each under a watchdog.

@@ -1,11 +1,12 @@
 #!/bin/sh
-# The evaluation's test-only root image (never shipped): ROOTFS with the
-# guest-root agent as /init and the attack programs in /usr/bin, and the
+# The evaluation's test-only root images (never shipped): ROOTFS with a
+# test agent as /init (guest root's, or the forging one) and the attack
+# programs, if any, in /usr/bin, and the
 # root image's allowlist with those programs added, into OUTDIR as
 # rootfs.ext4 and programs.txt (vmrun reads the list beside a --rootfs).
-#   attack_image.sh ROOTFS AGENT OUTDIR PROGRAM...
+#   attack_image.sh ROOTFS AGENT OUTDIR [PROGRAM...]
 set -eu
-[ $# -ge 4 ] || { echo "usage: $0 ROOTFS AGENT OUTDIR PROGRAM..." >&2; exit 2; }
+[ $# -ge 3 ] || { echo "usage: $0 ROOTFS AGENT OUTDIR [PROGRAM...]" >&2; exit 2; }
 rootfs=$1 agent=$2 out=$3
 shift 3
 mkdir -p "$out"
@@ -31,4 +32,4 @@ errs=$(debugfs -w -f "$cmds" "$tmp" 2>&1 >/dev/null | grep -v '^debugfs [0-9]' |
 e2fsck -fn "$tmp" >/dev/null 2>&1 || { echo "attack image: $tmp fails e2fsck after the changes" >&2; exit 1; }
 mv "$out/programs.txt.tmp" "$out/programs.txt"
 mv "$tmp" "$out/rootfs.ext4"
-echo "attack image: $out/rootfs.ext4 (guest-root agent, $*)"
+echo "attack image: $out/rootfs.ext4 ($(basename "$agent")${*:+, $*})"

@@ -368,6 +368,99 @@ def judge_load_api(c, r):
     return f"succeeded; all of its round done after {c['wall_ms']} ms"
 
 
+def sandbox_facts(c):
+    f = c["facts"] or {}
+    need("setup" not in f, f.get("setup", ""))
+    return f
+
+
+def judge_sandbox_other_tenant(c, r):
+    f = sandbox_facts(c)
+    st = f["statuses"]
+    need(len(st) >= 15, "b's attempts did not all run")
+    escaped_if(f["token_seen"], "tenant a's token in b's answers to: " + ", ".join(f["token_seen"]))
+    other = {k: v for k, v in st.items() if v != 404}
+    escaped_if(other, "answered b other than 404: " + ", ".join(f"{k} {v}" for k, v in other.items()))
+    need(f["b_list"] is not None, "b's list was not read")
+    escaped_if(f["b_list"], "b's list of sandboxes holds a's")
+    after = f["a_after"]
+    escaped_if(after["state"] != "running", f"a's sandbox is {after['state']} after b's attempts")
+    escaped_if(after["command"] != "running", f"a's command is {after['command']} after b's signal")
+    need(after["files"] is not None, "a's files were not looked at afterwards")
+    escaped_if(f["token"] not in after["files"] or "planted" in after["files"],
+               "a's workspace changed under b's attempts: " + after["files"][-80:])
+    need(r is not None and r.get("state") == "stopped", "a's sandbox was not deleted at the end")
+    return (f"all {len(st)} of b's calls answered 404, none with a's token; b lists nothing; a's sandbox, "
+            "its file and its command were untouched")
+
+
+def judge_sandbox_cgroup_escape(c, r):
+    f = sandbox_facts(c)
+    esc = f["escape"]
+    need(isinstance(esc, dict) and "started" in (esc.get("stdout") or ""), "the escape did not run")
+    moves = [line.split()[1:] for line in esc["stdout"].splitlines() if line.startswith("move ")]
+    need(moves, "no cgroup move was tried")
+    moved = [m[0] for m in moves if m[1] == "0"]
+    escaped_if(esc.get("end") != "timeout" and not esc.get("timed_out"), f"the command was not ended by its timeout: {esc}")
+    need(f.get("killed") and f["killed"].get("state") != "running", "the SIGKILLed command did not end")
+    need(f.get("survivors") is not None and "checked" in f["survivors"], "the survivors were not looked for")
+    left = [line for line in f["survivors"].splitlines() if "evalmark" in line]
+    escaped_if(left, "still running after its command ended: " + "; ".join(left[:4]))
+    escaped_if(moved, "moved itself into " + ", ".join(moved))
+    need(f.get("state_after") == "running", f"the sandbox is {f.get('state_after')} after the case")
+    return (f"every move out of its cgroup refused ({', '.join(m[0] for m in moves)}); after the timeout and after SIGKILL no "
+            "process of either command was left (setsid, TERM-ignoring, orphaned, nohup); the sandbox went on")
+
+
+def judge_sandbox_outlives_time(c, r):
+    from datetime import datetime
+    f = sandbox_facts(c)
+    need(r is not None and r.get("state"), "no view of the sandbox")
+    escaped_if(r["state"] not in ("stopped",), f"{r['state']} after {f['seen_stopped_s']} s of a 20 s life")
+    need("timeout_s" in (r.get("reason") or ""), f"stopped for another reason: {r.get('reason')}")
+    late = (datetime.fromisoformat(r["ended_at"].replace("Z", "+00:00")) -
+            datetime.fromisoformat(r["timeout_at"].replace("Z", "+00:00"))).total_seconds()
+    escaped_if(late > 10, f"ended {late:.1f} s after its time")
+    escaped_if(f["longer_life_status"] != 400, f"a life past the tenant's ceiling was answered {f['longer_life_status']}")
+    return f"stopped {late:.1f} s after its time ({r['reason']}); a longer life was refused with 400"
+
+
+def iso_time(text):
+    """Whether text is a time as the APIs write one."""
+    from datetime import datetime
+    try:
+        datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ")
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def judge_sandbox_forged_files(c, r):
+    f = sandbox_facts(c)
+    a = f["answers"]
+    need(len(a) == 5 and all(x["status"] for x in a.values()), "a forged answer's request got no answer")
+    for name, x in a.items():
+        ans = x["answer"]
+        if isinstance(ans, dict):
+            escaped_if(ans.get("bad_names"), f"{name}: names with / or .. reached the client: {ans.get('bad_names')}")
+            escaped_if(ans.get("entries", 0) > 4096, f"{name}: {ans.get('entries')} entries past the most of 4096")
+            escaped_if("/" in str(ans.get("name", "")), f"{name}: a stat named {ans.get('name')}")
+            # numbers no stat can have, passed on as if they were one's
+            escaped_if("size" in ans and not 0 <= ans["size"] < 1 << 63, f"{name}: a size of {ans.get('size')}")
+            escaped_if(ans.get("mtime") is not None and not iso_time(ans["mtime"]),
+                       f"{name}: an mtime of {ans.get('mtime')!r}")
+    escaped_if(a["read"]["bytes"] > (1 << 20) + (64 << 10),
+               f"a read past its credit passed {a['read']['bytes']} bytes to the client")
+    faults = f["guest_faults"]
+    need(faults[1] is not None, "the sandbox did not answer after the forgeries")
+    escaped_if(faults[1] - (faults[0] or 0) < 5, f"forgeries went unnoticed: guest_faults {faults}")
+    escaped_if(f["command_after"] != "alive\n", f"the sandbox stopped serving: {f['command_after']}")
+    escaped_if(f["supervisor_exit"] != 0, f"the supervisor ended {f['supervisor_exit']}")
+    return ("; ".join(f"{n} {x['status']}" for n, x in a.items()) + f" (cut at {a['read']['bytes']} bytes)" +
+            f"; {faults[1] - (faults[0] or 0)} frames refused and counted; the sandbox served on; the supervisor "
+            f"held {f['supervisor_rss_kib']} KiB and exited 0 at DELETE")
+
+
 JUDGES = {
     "workspace_write": judge_workspace_write,
     "other_tenant": judge_other_tenant,
@@ -397,6 +490,10 @@ JUDGES = {
     "artifact_tar_names": judge_artifact_tar_names,
     "admission_by_size": judge_admission_by_size,
     "connection_exhaustion": judge_connection_exhaustion,
+    "sandbox_other_tenant": judge_sandbox_other_tenant,
+    "sandbox_cgroup_escape": judge_sandbox_cgroup_escape,
+    "sandbox_outlives_time": judge_sandbox_outlives_time,
+    "sandbox_forged_files": judge_sandbox_forged_files,
 }
 
 

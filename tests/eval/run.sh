@@ -42,11 +42,13 @@ leftovers() {
 	local dir=${1:-$TMPDIR}
 	ls -A "$dir" 2>/dev/null | sed "s|^|run directory: $dir/|"
 	# vmrund's workers make their run directories beneath its run_dir
-	for d in "$tmp"/vmrund/lib/runs/vm "$tmp"/pressure/lib/runs/vm; do
+	for d in "$tmp"/vmrund/lib/runs/vm "$tmp"/pressure/lib/runs/vm "$tmp"/sandboxes/lib/runs/vm \
+		"$tmp"/sandboxes/lib/runs/sandboxes; do
 		ls -A "$d" 2>/dev/null | sed "s|^|run directory: $d/|"
 	done
 	pgrep -f "$JAILED_VMM" | sed 's/^/vmm process: /'
 	pgrep -f 'bin/vmrund-worker' | sed 's/^/vmrund worker: /'
+	pgrep -f 'bin/vmrund-sandbox' | sed 's/^/sandbox supervisor: /'
 	ls -d /sys/fs/cgroup/vmrun/*/ /sys/fs/cgroup/*/vmrun-*/ 2>/dev/null | sed 's/^/cgroup: /'
 	ls -A "$RECORDS" 2>/dev/null | sed "s|^|run record: $RECORDS/|"
 }
@@ -524,6 +526,46 @@ else
 	: >"$tmp/out"
 	tail -n 5 "$VD/vmrund.log" >"$tmp/err"
 	record pressure_vmrund_start lifecycle started "start the pressure cases' vmrund (no judge: an error)"
+fi
+
+# ---- sandboxes: another tenant's, escapes, their life, a forging guest ------
+# A vmrund of its own with two tenants (a: $KEY, b: $KEY_B, whose sandboxes
+# live at most 60 s); tests/eval/sandbox_cases.py makes the attempts, one
+# JSON file of what it saw per case, recorded here once every sandbox is
+# gone. The forged answers come from a sandbox on the test-only guest
+# whose agent forges them (make eval-guest: $(BUILD)/eval-forge).
+SD=$tmp/sandboxes
+KEY_B=key-eval-b-0123456789abcdef
+SBX_CASES="sandbox_other_tenant:tenancy:denied:tenant b reaches for tenant a's sandbox: its view, commands (run, stdin, signal, events), files (read, list, stat, tar, write, mkdir, remove, rename), its life and DELETE
+sandbox_cgroup_escape:process:stopped:a command leaves children every way it can (setsid, ignoring TERM, orphaned, nohup) and tries to leave its guest cgroup, then its timeout (and, once more, SIGKILL) ends it
+sandbox_outlives_time:lifecycle:stopped:a sandbox with 20 s to live whose commands ignore TERM and spin, asking for a life past its tenant's ceiling
+sandbox_forged_files:guest_kernel:contained:a guest whose agent forges file answers: a listing past the host's most, names with / and .., a stat of the largest numbers, stray frames of no operation, a read past its credit"
+mkdir -p "$SD/etc" "$SD/lib" "$SD/cases"
+printf 'tenant a sandboxes=2 rate=10000\ntenant b sandboxes=1 max_sandbox_timeout_s=60 rate=10000\nkey %s a\nkey %s b\n' \
+	"$KEY" "$KEY_B" >"$SD/etc/keys"
+chmod 600 "$SD/etc/keys"
+printf 'listen = 127.0.0.1:%s\nstate_db = %s\nrun_dir = %s\nkeys = %s\naudit_log = %s\nslots = 1\n' \
+	"$PORT" "$SD/lib/state.db" "$SD/lib/runs" "$SD/etc/keys" "$SD/lib/audit.jsonl" >"$SD/etc/vmrund.conf"
+VD=$SD
+if vmrund_start; then
+	timeout -k 5 900 python3 tests/eval/sandbox_cases.py "$SD/cases" "$BASE" "$KEY" "$KEY_B" \
+		"$PWD/build/bin/vmrund-sandbox" "$PWD/build/bin/vmm" "$PWD/build/eval-forge" >"$SD/cases.log" 2>&1
+	sbx_rc=$?
+	kill -TERM "$vd_pid"
+	wait "$vd_pid" 2>/dev/null
+	while IFS=: read -r id category expected what; do
+		f=$SD/cases/$id.json
+		rc=$sbx_rc ms=$(jq -r '.ms // 0' "$f" 2>/dev/null || echo 0)
+		jq -c '.result' "$f" >"$tmp/out" 2>/dev/null || : >"$tmp/out"
+		tail -n 5 "$SD/cases.log" >"$tmp/err"
+		record "$id" "$category" "$expected" "$what" \
+			"$(jq -c '.facts' "$f" 2>/dev/null || echo '{"setup":"the case wrote nothing"}')"
+	done <<<"$SBX_CASES"
+else
+	rc=1 ms=0
+	: >"$tmp/out"
+	tail -n 5 "$SD/vmrund.log" >"$tmp/err"
+	record sandbox_vmrund_start lifecycle started "start the sandbox cases' vmrund (no judge: an error)"
 fi
 
 # ---- load --------------------------------------------------------------------
