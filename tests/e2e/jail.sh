@@ -162,6 +162,23 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ] && command -v setpriv >/dev/null; th
 		'[ -n "$rpid" ] && [ "$ruid" = 65534 ] && [ "$rmem" = $(( (256 + 64 + 64) * 1048576 )) ] &&
 		 [ -n "$rns" ] && [ "$rns" != "$(readlink /proc/self/ns/user)" ]'
 	check "its artifacts are nobody's" '[ "$(stat -c %u "$rl/out/copy.txt" 2>/dev/null)" = 65534 ] && [ "$(cat "$rl/out/copy.txt")" = data ]'
+	# vmrund --local as that user, as the README's local session: its
+	# socket in the user's runtime directory, a sandbox made, a command
+	# run in it as the sandbox user, the sandbox killed
+	mkdir -m 0700 "$rl/xdg"
+	chown 65534:65534 "$rl/xdg"
+	timeout -k 5 200 tests/e2e/rootless-as.sh "$rl/kvm" "$dcg/shell" "$rl/runs" sh -c '
+		export XDG_RUNTIME_DIR=$1
+		"$2/vmrund" --local >"$1/local.log" 2>&1 &
+		for _ in $(seq 100); do [ -S "$1/vmrun/vmrund.sock" ] && break; sleep 0.1; done
+		id=$("$2/vmrun" sandbox create --timeout 120) && "$2/vmrun" sandbox exec "$id" -- sh -c "id -u; echo hi" &&
+			"$2/vmrun" sandbox kill "$id"
+		st=$?; kill $!; wait; exit $st' sh "$rl/xdg" "$(dirname "$VMRUN")" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	cat "$rl/xdg/local.log" >>"$tmp/err" 2>/dev/null   # shown if it fails
+	check "rootless vmrund --local: a sandbox made, a command run in it, killed (status $rc)" \
+		'[ $rc -eq 0 ] && [ "$(cat "$tmp/out")" = "$(printf "1000\nhi")" ] && grep -q "stopped: deleted" "$rl/xdg/local.log" &&
+		 [ "$(stat -c %u "$rl/xdg/vmrun/state.db")" = 65534 ] && [ -z "$(ls -A "$rl/xdg/vmrun/runs/sandboxes")" ]'
 	as_rootless /sys/fs/cgroup -- true
 	rc=$?
 	check "rootless without a delegated cgroup: refused in one line (125)" \
