@@ -220,11 +220,14 @@ int vmrund_fetch(struct vmrund *d, const char *id);
  * VM, and the run ends cancelled. Lock held. */
 void vmrund_stop(struct vmrund *d, const char *id);
 
-/* In a child of fork (only async-signal-safe calls: vmrund is
- * multi-threaded): stdin from in, stdout and stderr to out, gate (-1:
- * none) as SPOOL_GATE_FD, no other descriptor, every signal's default
- * and none blocked, then execve; never returns. */
-void vmrund_exec_child(int in, int out, int gate, char *const argv[], char *const envp[]) __attribute__((noreturn));
+/* Start argv[0] as a child of vmrund: stdin /dev/null, stdout and stderr
+ * appended to log, gate (-1: none) as SPOOL_GATE_FD and no other fd of
+ * ours, every signal's default, a fixed environment (PATH, TMPDIR under
+ * run_dir, and VMRUN_CACHE=cache when not NULL: where the run library
+ * keeps its snapshots), and SIGTERM when vmrund dies if die_with_us.
+ * Returns its pid, or -1 with the reason in err. */
+pid_t vmrund_spawn(struct vmrund *d, char *const argv[], const char *log, const char *cache, int gate, bool die_with_us,
+		   char *err, size_t errlen);
 
 /* What the node has left for runs and sandboxes: its size less what
  * every run it holds and every sandbox takes. Lock held. */

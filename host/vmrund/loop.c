@@ -27,7 +27,12 @@
 
 #define EXPIRE_EVERY_MS    1000    /* how often a node looks for dead nodes' runs */
 
-void vmrund_exec_child(int in, int out, int gate, char *const argv[], char *const envp[])
+/* In a child of fork (only async-signal-safe calls: vmrund is
+ * multi-threaded): stdin from in, stdout and stderr to out, gate (-1:
+ * none) as SPOOL_GATE_FD, no other descriptor, every signal's default
+ * and none blocked, then execve; never returns. */
+static void exec_child(int in, int out, int gate, char *const argv[], char *const envp[]) __attribute__((noreturn));
+static void exec_child(int in, int out, int gate, char *const argv[], char *const envp[])
 {
 	dup2(in, 0);
 	dup2(out, 1);
@@ -48,20 +53,14 @@ void vmrund_exec_child(int in, int out, int gate, char *const argv[], char *cons
 	_exit(127);
 }
 
-/* The worker's process: its own stderr in the run directory, the gate
- * as descriptor SPOOL_GATE_FD and no other fd of ours, a fixed
- * environment (and VMRUN_CACHE=cache when not NULL: where the run library
- * keeps its snapshots), and SIGTERM when vmrund dies. Only
- * async-signal-safe calls between fork and exec: we are multi-threaded. */
-static pid_t spawn_worker(struct vmrund *d, const char *dir, const char *cache, int gate, char *err, size_t errlen)
+pid_t vmrund_spawn(struct vmrund *d, char *const argv[], const char *log, const char *cache, int gate, bool die_with_us,
+		   char *err, size_t errlen)
 {
-	char log[PATH_MAX + 16], tmpdir[PATH_MAX + 16], lib[PATH_MAX], cachevar[PATH_MAX + 16];
-	snprintf(log, sizeof(log), "%s/" SPOOL_LOG, dir);
+	char tmpdir[PATH_MAX + 16], lib[PATH_MAX], cachevar[PATH_MAX + 16];
 	/* checked at start (vmrund_open): it fits */
 	(void)spool_lib_tmp(d->cfg.run_dir, lib, sizeof(lib));
 	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", lib);
 	snprintf(cachevar, sizeof(cachevar), "VMRUN_CACHE=%s", cache ? cache : "");
-	char *argv[] = { d->worker, (char *)dir, d->vmm, d->guest, d->cfg.policy, NULL };
 	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", tmpdir, cache ? cachevar : NULL, NULL };
 	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -71,15 +70,14 @@ static pid_t spawn_worker(struct vmrund *d, const char *dir, const char *cache, 
 		goto out;
 	}
 	pid_t parent = getpid();
-	pid = fork();
-	if (pid < 0) {
+	if ((pid = fork()) < 0) {
 		errf(err, errlen, "fork: %s", strerror(errno));
 		goto out;
 	}
 	if (pid == 0) {
-		if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+		if (die_with_us && (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent))
 			_exit(127);
-		vmrund_exec_child(nullfd, logfd, gate, argv, envp);
+		exec_child(nullfd, logfd, gate, argv, envp);
 	}
 out:
 	if (logfd >= 0)
@@ -101,12 +99,14 @@ static struct vmrund_active *free_slot(struct vmrund *d)
  * nothing of it has run. */
 static void start_run(struct vmrund *d, const struct store_run *run)
 {
-	char err[400], dir[PATH_MAX], path[PATH_MAX], cache[PATH_MAX];
+	char err[400], dir[PATH_MAX], path[PATH_MAX], log[PATH_MAX], cache[PATH_MAX];
 	struct vmrund_active *x = free_slot(d);
 	int sv[2] = { -1, -1 };
 	pid_t pid = -1;
 	vmrund_run_path(d, run->id, NULL, dir, sizeof(dir));
 	vmrund_run_path(d, run->id, SPOOL_REQUEST, path, sizeof(path));
+	vmrund_run_path(d, run->id, SPOOL_LOG, log, sizeof(log));
+	char *argv[] = { d->worker, dir, d->vmm, d->guest, d->cfg.policy, NULL };
 	spool_clean(dir, false);   /* a stale one, from a life before this one's sweep */
 	/* snapshot_scope = tenant: the worker's snapshots are the tenant's
 	 * own (the worker runs as root, so the run library takes VMRUN_CACHE);
@@ -123,8 +123,8 @@ static void start_run(struct vmrund *d, const struct store_run *run)
 		errf(err, sizeof(err), "%s: %s", path, strerror(errno));
 	else if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		errf(err, sizeof(err), "socketpair: %s", strerror(errno));
-	else
-		pid = spawn_worker(d, dir, own_cache ? cache : NULL, sv[1], err, sizeof(err));
+	else   /* the worker dies with vmrund (SIGTERM): a restart finds its run lost */
+		pid = vmrund_spawn(d, argv, log, own_cache ? cache : NULL, sv[1], true, err, sizeof(err));
 	if (sv[1] >= 0)
 		close(sv[1]);
 	if (pid < 0) {

@@ -247,46 +247,21 @@ static int supervisor_pidfd(struct vmrund *d, pid_t pid, const char *dir)
 	return fd;
 }
 
-/* Start the supervisor of dir: stdout and stderr into its log, no fd of
- * ours, a fixed environment, no death signal (it must outlive us), its
- * own session (it calls setsid). Only async-signal-safe calls between
- * fork and exec: we are multi-threaded. */
+/* Start the supervisor of dir: no death signal (it must outlive us),
+ * its own session (it calls setsid). */
 static pid_t spawn(struct vmrund *d, const char *dir, const char *tenant, double life, unsigned max_life, char *err,
 		   size_t errlen)
 {
-	char log[PATH_MAX + 32], tmpdir[PATH_MAX + 16], lib[PATH_MAX], cache[PATH_MAX], cachevar[PATH_MAX + 16];
-	char t[32], m[32];
+	char log[PATH_MAX + 32], cache[PATH_MAX], t[32], m[32];
 	snprintf(log, sizeof(log), "%s/" SBX_LOG, dir);
-	(void)spool_lib_tmp(d->cfg.run_dir, lib, sizeof(lib));
-	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", lib);
 	bool own_cache = d->cfg.snapshot_per_tenant;
 	if (own_cache && snapshot_cache_tenant(SNAPSHOT_SYSTEM_CACHE, tenant, cache, sizeof(cache), err, errlen))
 		return -1;
-	snprintf(cachevar, sizeof(cachevar), "VMRUN_CACHE=%s", own_cache ? cache : "");
 	snprintf(t, sizeof(t), "%.3f", life);
 	snprintf(m, sizeof(m), "%u", max_life);
 	char *argv[] = { d->sbx_bin, "--timeout", t, "--max-timeout", m, (char *)dir, d->vmm, d->guest,
 			 d->cfg.policy, NULL };
-	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", tmpdir, own_cache ? cachevar : NULL, NULL };
-	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	pid_t pid = -1;
-	if (logfd < 0 || nullfd < 0) {
-		errf(err, errlen, "%s: %s", log, strerror(errno));
-		goto out;
-	}
-	if ((pid = fork()) < 0) {
-		errf(err, errlen, "fork: %s", strerror(errno));
-		goto out;
-	}
-	if (pid == 0)
-		vmrund_exec_child(nullfd, logfd, -1, argv, envp);
-out:
-	if (logfd >= 0)
-		close(logfd);
-	if (nullfd >= 0)
-		close(nullfd);
-	return pid;
+	return vmrund_spawn(d, argv, log, own_cache ? cache : NULL, -1, false, err, errlen);
 }
 
 /* Wait for the supervisor of dir to say its VM is ready: 0 with its
