@@ -91,7 +91,7 @@ typedef void (*run_log_fn)(void *ctx, bool console, const char *text);
 
 /* Where a sandbox's VM is, for its usage (run_plan.serve): the cgroup
  * vmm runs in ("" with none: rootless without one) and the workspace
- * image (sparse: its allocated bytes are what the guest wrote). */
+ * image (allocated whole; its data extents are what the guest wrote). */
 struct run_serving {
 	const char *cgroup;
 	const char *workspace_image;

@@ -2,6 +2,7 @@
  * sandbox, file entries, as JSON. */
 #include "supervisor.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -117,17 +118,36 @@ static long long cgroup_number(const char *dir, const char *file, const char *ke
 	return end == p || v < 0 ? -1 : v;
 }
 
+/* The bytes of path that hold data: the workspace image is allocated
+ * whole up front (posix_fallocate, so that the guest never meets ENOSPC
+ * of the host's), so st_blocks says its size; its unwritten extents are
+ * holes to SEEK_DATA (ext4, xfs, tmpfs), so the data segments are what
+ * the guest has written. -1 when it cannot be read. */
+static long long written_bytes(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	long long total = 0;
+	off_t at = 0, data, hole;
+	while ((data = lseek(fd, at, SEEK_DATA)) >= 0 && (hole = lseek(fd, data, SEEK_HOLE)) > data) {
+		total += hole - data;
+		at = hole;
+	}
+	bool ok = data >= 0 || errno == ENXIO;   /* ENXIO: no data past at */
+	close(fd);
+	return ok ? total : -1;
+}
+
 json_t *sbx_usage_json(const char *cgroup, const char *image)
 {
 	long long cpu_us = cgroup[0] ? cgroup_number(cgroup, "cpu.stat", "usage_usec") : -1;
 	long long mem = cgroup[0] ? cgroup_number(cgroup, "memory.current", NULL) : -1;
 	long long peak = cgroup[0] ? cgroup_number(cgroup, "memory.peak", NULL) : -1;
-	struct stat st;
-	bool disk = image[0] && stat(image, &st) == 0;
+	long long disk = image[0] ? written_bytes(image) : -1;
 	return json_pack("{s:o,s:o,s:o,s:o}", "cpu_ms", cpu_us >= 0 ? json_integer(cpu_us / 1000) : json_null(),
 			 "memory_bytes", mem >= 0 ? json_integer(mem) : json_null(), "memory_peak_bytes",
-			 peak >= 0 ? json_integer(peak) : json_null(), "disk_bytes",
-			 disk ? json_integer((json_int_t)st.st_blocks * 512) : json_null());
+			 peak >= 0 ? json_integer(peak) : json_null(), "disk_bytes", disk >= 0 ? json_integer(disk) : json_null());
 }
 
 json_t *sbx_json(const struct sbx *s)

@@ -232,8 +232,9 @@ void sbx_cmd_output(const struct sbx *s, uint32_t id, json_t *o);
 
 /* What the sandbox uses now, from the VM's cgroup (v2: cpu.stat's
  * usage_usec as cpu_ms, memory.current, memory.peak; "" or a file
- * missing: null) and the workspace image's allocated bytes (disk_bytes,
- * what the guest has written into its sparse file). */
+ * missing: null) and the workspace image's data (disk_bytes: what the
+ * guest has written into it, its allocated but unwritten extents not
+ * counted). */
 json_t *sbx_usage_json(const char *cgroup, const char *image);
 
 /* The sandbox as JSON (GET /), with its usage while it runs. mu held. */
