@@ -1,5 +1,6 @@
 #include "piston.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,16 +132,87 @@ static int native_stdin(json_t *native, const json_t *in, char *err, size_t errl
 	return rc;
 }
 
+void piston_number_text(double d, char out[PISTON_NUMBER_MAX])
+{
+	if (d == 0) {   /* -0 too */
+		snprintf(out, PISTON_NUMBER_MAX, "0");
+		return;
+	}
+	/* the fewest significant digits that read back as d (17 always do) */
+	char e[40];
+	for (int p = 0; p < 17; p++) {
+		snprintf(e, sizeof(e), "%.*e", p, fabs(d));
+		if (strtod(e, NULL) == fabs(d))
+			break;
+	}
+	char digits[24];
+	int k = 0;
+	const char *c = e;
+	for (; *c && *c != 'e'; c++)
+		if (*c != '.')
+			digits[k++] = *c;
+	while (k > 1 && digits[k - 1] == '0')
+		k--;
+	int n = atoi(c + 1) + 1;   /* |d| = 0.DIGITS x 10^n */
+	/* then laid out as ECMAScript's Number::toString does */
+	char *o = out;
+	if (d < 0)
+		*o++ = '-';
+	if (k <= n && n <= 21) {
+		memcpy(o, digits, (size_t)k);
+		o += k;
+		for (int i = k; i < n; i++)
+			*o++ = '0';
+	} else if (0 < n && n <= 21) {
+		memcpy(o, digits, (size_t)n);
+		o += n;
+		*o++ = '.';
+		memcpy(o, digits + n, (size_t)(k - n));
+		o += k - n;
+	} else if (-6 < n && n <= 0) {
+		*o++ = '0';
+		*o++ = '.';
+		for (int i = 0; i < -n; i++)
+			*o++ = '0';
+		memcpy(o, digits, (size_t)k);
+		o += k;
+	} else {
+		*o++ = digits[0];
+		if (k > 1) {
+			*o++ = '.';
+			memcpy(o, digits + 1, (size_t)(k - 1));
+			o += k - 1;
+		}
+		o += snprintf(o, 8, "e%c%d", n - 1 > 0 ? '+' : '-', abs(n - 1));
+	}
+	*o = '\0';
+}
+
+/* args as Piston takes them: strings, and numbers as their text (its
+ * CLI sends `piston run python main.py 1 2` as [1, 2], and Node passes
+ * each to the program as JavaScript writes it). */
 static int native_args(json_t *native, const json_t *args, char *err, size_t errlen)
 {
 	if (!args || json_is_null(args))
 		return 0;
-	bool ok = json_is_array(args);
-	for (size_t i = 0; ok && i < json_array_size(args); i++)
-		ok = json_is_string(json_array_get(args, i));
-	if (!ok)
+	if (!json_is_array(args))
 		return errf(err, errlen, "args must be an array of strings");
-	return json_object_set(native, "args", (json_t *)args) ? errf(err, errlen, "out of memory") : 0;
+	json_t *out = json_array();
+	for (size_t i = 0; out && i < json_array_size(args); i++) {
+		const json_t *a = json_array_get(args, i);
+		char text[PISTON_NUMBER_MAX];
+		if (json_is_number(a))
+			piston_number_text(json_number_value(a), text);
+		else if (!json_is_string(a)) {
+			json_decref(out);
+			return errf(err, errlen, "args must be an array of strings");
+		}
+		if (json_array_append_new(out, json_is_string(a) ? json_copy((json_t *)a) : json_string(text))) {
+			json_decref(out);
+			out = NULL;
+		}
+	}
+	return put(native, "args", out) ? 0 : errf(err, errlen, "out of memory");
 }
 
 /* Piston's constraint value for stage's limit: false when absent, falsy

@@ -42,4 +42,12 @@ json_t *piston_response(const struct runtime *rt, const json_t *result, const ch
 /* GET /api/v2/runtimes: [{language, version, aliases, runtime?}]. */
 json_t *piston_runtimes(const struct runtime *rts, size_t n);
 
+/* Room for piston_number_text's text and its NUL. */
+#define PISTON_NUMBER_MAX 32
+
+/* d as JavaScript's String(d) writes it ("1", "1.5", "1e+21", "1e-7"):
+ * Piston's CLI sends numeric args as JSON numbers, and Node hands each to
+ * the program as that text. */
+void piston_number_text(double d, char out[PISTON_NUMBER_MAX]);
+
 #endif

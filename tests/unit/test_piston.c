@@ -174,6 +174,39 @@ static void translates(void **state)
 	assert_string_equal(rq.files[0].name, "file0.py");
 	assert_int_equal(rq.stdin_len, 2);
 	run_spec_free(&rq);
+
+	/* numbers in args, as Piston's CLI sends `piston run python main.py 1 2.5 x` */
+	assert_int_equal(execute("{\"language\": \"py\", \"version\": \"3\", \"files\": [{\"content\": \"\"}],"
+				 " \"args\": [1, 2.5, \"x\", -7, 1e21]}",
+				 &rq, &rt),
+			 0);
+	assert_int_equal(rq.argc, 5);
+	const char *want[] = { "1", "2.5", "x", "-7", "1e+21" };
+	for (unsigned i = 0; i < 5; i++)
+		assert_string_equal(rq.argv[i], want[i]);
+	run_spec_free(&rq);
+}
+
+/* JavaScript's String(n), which Node hands a program for a numeric arg. */
+static void number_text(void **state)
+{
+	(void)state;
+	static const struct {
+		double d;
+		const char *js;
+	} cases[] = {
+		{ 0, "0" },	      { -0.0, "0" },	      { 1, "1" },	      { -3, "-3" },
+		{ 1.5, "1.5" },	      { 0.1, "0.1" },	      { 100, "100" },	      { 1e21, "1e+21" },
+		{ 1e20, "100000000000000000000" }, { 123456789012345680000.0, "123456789012345680000" },
+		{ 1e-6, "0.000001" }, { 1e-7, "1e-7" },	      { 1.5e-7, "1.5e-7" },   { -2.5e-10, "-2.5e-10" },
+		{ 0.000123, "0.000123" }, { 12345.678, "12345.678" }, { 1.7976931348623157e308, "1.7976931348623157e+308" },
+		{ 5e-324, "5e-324" }, { 9007199254740993.0, "9007199254740992" },
+	};
+	char out[PISTON_NUMBER_MAX];
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		piston_number_text(cases[i].d, out);
+		assert_string_equal(out, cases[i].js);
+	}
 }
 
 static void refuses(void **state)
@@ -200,7 +233,8 @@ static void refuses(void **state)
 		const char *extra, *want;
 	} cases[] = {
 		{ "\"args\": \"a b\"", "args must be an array of strings" },
-		{ "\"args\": [1]", "args must be an array of strings" },
+		{ "\"args\": [true]", "args must be an array of strings" },
+		{ "\"args\": [\"a\", null]", "args must be an array of strings" },
 		{ "\"stdin\": 5", "stdin must be a string" },
 		{ "\"run_timeout\": \"3s\"", "If specified, run_timeout must be a number" },
 		{ "\"compile_memory_limit\": true", "If specified, compile_memory_limit must be a number" },
@@ -532,6 +566,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(chooses_runtime),
 		cmocka_unit_test(translates),
+		cmocka_unit_test(number_text),
 		cmocka_unit_test(refuses),
 		cmocka_unit_test(exit_0_without_compile),
 		cmocka_unit_test(statuses),
