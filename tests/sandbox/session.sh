@@ -85,7 +85,15 @@ c() {
 		"$BASE$path" 2>"$tmp/err")
 	what=$(printf '%s ' "$@" | sed -e 's/-X \([A-Z]*\) /\1 /' -e 's/-H [^ ]* //g' -e 's/--data-binary //')
 	echo "    > ${what}$path" | cut -c1-160
-	echo "    < $code $(head -c 400 "$tmp/out" | tr -d '\0' | tr '\n' ' ' | cut -c1-150)"
+	echo "    < $code $(abridged | tr -d '\0' | tr '\n' ' ' | cut -c1-200)"
+}
+# The answer in $tmp/out as the transcript shows it: a command by its
+# result (the ends of its output), other JSON as it is, else its start.
+abridged() {
+	jq -c 'if type == "object" and has("request") then
+			{id, state, "end": .end, exit_code, stdout: ((.stdout // "")[-90:]), stderr: ((.stderr // "")[-90:])}
+			| with_entries(select(.value != null))
+		else . end' "$tmp/out" 2>/dev/null || head -c 200 "$tmp/out"
 }
 post() { c "$2" -X POST -H 'Content-Type: application/json' --data-binary "$1"; }
 jj() { jq -e "$1" "$tmp/out" >/dev/null 2>&1; }
