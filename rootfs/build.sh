@@ -9,7 +9,8 @@
 #                  archives, never this machine's installed versions),
 #                  unpacked without maintainer scripts, less the paths
 #                  the manifest's `remove` names and with the links its
-#                  `links` names (those update-alternatives would make);
+#                  `links` names (those update-alternatives would make)
+#                  and vmrun's helpers its `install` names;
 #                  Python's standard library byte-compiled where the
 #                  manifest says so
 #   /etc/passwd, /etc/group with the unprivileged `sandbox` user
@@ -120,6 +121,7 @@ pkgver=$(echo "$versions" | sed -n "s/^$(key version-of)=//p")
 version=$(echo "$pkgver" | sed 's/^[0-9]*://; s/[-+~].*$//')
 
 hash=$( { cat "$0" "$here/passwd" "$here/group" "$manifest" "$agent" "$BUSYBOX"; echo "$arch $versions"
+	for i in $(keys install); do cat "$here/${i#*=}"; done
 	[ -z "$(key compileall)" ] || "$PYTHON" -V; } | sha256sum | cut -c1-16)
 cached=$cache/rootfs-$name$([ "$arch" = "$native" ] || echo "-$arch")-$hash.ext4
 mkdir -p "$(dirname "$out")"
@@ -216,6 +218,20 @@ for l in $(keys links); do
 	[ -e "$t" ] || { echo "rootfs: links: $link: $target is not in $name's packages" >&2; exit 1; }
 	mkdir -p "$stage$(dirname "$link")"
 	ln -s "$target" "$stage$link"
+done
+# The manifest's `install` (PATH=FILE): vmrun's own helpers for the
+# runtime (vmrun-javac), FILE relative to this directory (scripts/...),
+# root's and executable; never over a file a package installed.
+for i in $(keys install); do
+	dest=${i%%=*}
+	src=${i#*=}
+	[ "$dest" != "$i" ] && [ -n "$src" ] && plain_path "$dest" ||
+		{ echo "rootfs: install: $i: not PATH=FILE with an absolute PATH" >&2; exit 1; }
+	[ -f "$here/$src" ] || { echo "rootfs: install: $src is not a file in $here" >&2; exit 1; }
+	! [ -e "$stage$dest" ] && ! [ -L "$stage$dest" ] ||
+		{ echo "rootfs: install: $dest is a file of $name's packages" >&2; exit 1; }
+	mkdir -p "$stage$(dirname "$dest")"
+	install -m 0755 "$here/$src" "$stage$dest"
 done
 set +f
 # ca-certificates' bundle, which its maintainer script makes
