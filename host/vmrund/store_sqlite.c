@@ -181,6 +181,15 @@ int sq_step_write(struct store_sqlite *s, sqlite3_stmt *st, char *err, size_t er
 	return rc;
 }
 
+int sq_idem_put(struct store_sqlite *s, sqlite3_stmt *st, const char *tenant, const struct store_idem *idem,
+		const char *id, int64_t created_ms, char *err, size_t errlen)
+{
+	if (sq_bind_text(st, 1, tenant) || sq_bind_text(st, 2, idem->key) || sq_bind_text(st, 3, idem->hash) ||
+	    sq_bind_text(st, 4, id) || sqlite3_bind_int64(st, 5, created_ms))
+		return sq_bind_err(s, st, err, errlen);
+	return sq_step_write(s, st, err, errlen) < 0 ? -1 : 0;
+}
+
 /* Bind text that the statement only reads before release (SQLITE_STATIC:
  * no copy); NULL binds NULL. */
 int sq_bind_text(sqlite3_stmt *st, int i, const char *text)
@@ -299,17 +308,8 @@ static int sq_submit(struct store *base, const struct store_run *run, struct sto
 	}
 	if (sq_step_write(s, st, err, errlen) < 0)
 		goto fail;
-	if (idem) {
-		st = s->stmt[ST_IDEM_PUT];
-		if (sq_bind_text(st, 1, run->tenant) || sq_bind_text(st, 2, idem->key) ||
-		    sq_bind_text(st, 3, idem->hash) || sq_bind_text(st, 4, run->id) ||
-		    sqlite3_bind_int64(st, 5, run->created_ms)) {
-			sq_bind_err(s, st, err, errlen);
-			goto fail;
-		}
-		if (sq_step_write(s, st, err, errlen) < 0)
-			goto fail;
-	}
+	if (idem && sq_idem_put(s, s->stmt[ST_IDEM_PUT], run->tenant, idem, run->id, run->created_ms, err, errlen))
+		goto fail;
 	if (sq_commit(s, err, errlen) < 0)
 		goto fail;
 	return SCHED_ACCEPT;

@@ -102,6 +102,13 @@ int sq_dup_column(sqlite3_stmt *st, int col, char **out);
  * -1. */
 int sq_step_write(struct store_sqlite *s, sqlite3_stmt *st, char *err, size_t errlen);
 
+/* Keep an Idempotency-Key of tenant's (idem's key and the hash of its
+ * body) for id, made at created_ms, with st, a statement that inserts
+ * (tenant, key, hash, id, created_ms): runs' and sandboxes' keys have
+ * tables of their own. 0, -1. */
+int sq_idem_put(struct store_sqlite *s, sqlite3_stmt *st, const char *tenant, const struct store_idem *idem,
+		const char *id, int64_t created_ms, char *err, size_t errlen);
+
 /* BEGIN IMMEDIATE: 0, -1. */
 int sq_begin(struct store_sqlite *s, char *err, size_t errlen);
 

@@ -184,17 +184,8 @@ int sq_sbx_create(struct store *base, const struct store_sandbox *sb, struct sto
 	}
 	if (sq_step_write(s, st, err, errlen) < 0)
 		goto fail;
-	if (idem) {
-		st = s->sbx[SB_IDEM_PUT];
-		if (sq_bind_text(st, 1, sb->tenant) || sq_bind_text(st, 2, idem->key) ||
-		    sq_bind_text(st, 3, idem->hash) || sq_bind_text(st, 4, sb->id) ||
-		    sqlite3_bind_int64(st, 5, sb->created_ms)) {
-			sq_bind_err(s, st, err, errlen);
-			goto fail;
-		}
-		if (sq_step_write(s, st, err, errlen) < 0)
-			goto fail;
-	}
+	if (idem && sq_idem_put(s, s->sbx[SB_IDEM_PUT], sb->tenant, idem, sb->id, sb->created_ms, err, errlen))
+		goto fail;
 	if (sq_commit(s, err, errlen) < 0)
 		goto fail;
 	return 0;
