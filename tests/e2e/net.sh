@@ -56,7 +56,8 @@ python3 -c "import json; j=json.load(open('$tmp/out')); print(j['stdout'], end='
 n_ok=$(grep -c '^ok ' "$tmp/lines")
 [ "$rc" = 0 ] && [ "$n_ok" = 7 ] && ! grep -q '^FAIL' "$tmp/lines" &&
 	ok "python: urllib http and https, a pip-style index, 403s, a mismatched SNI refused ($n_ok checks)" ||
-	{ sed 's/^/    /' "$tmp/lines"; not_ok "python through the proxy (status $rc, $n_ok ok)"; }
+	{ sed 's/^/    /' "$tmp/lines"; grep -h 'vmrun:' "$tmp/err" | tail -n 3 | sed 's/^/    /'
+	  not_ok "python through the proxy (status $rc, $n_ok ok: $(python3 -c "import json; print(json.load(open('$tmp/out')).get('message'))" 2>&1))"; }
 
 # no --allow-net: no way out at all
 vn --json -w "$ws" -- python3 no_net.py
