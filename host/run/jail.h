@@ -158,6 +158,16 @@ unsigned long jail_oom_kills(const struct jail *j);
  * 0 when it has none. Pure. */
 unsigned long jail_parse_oom_kills(const char *text);
 
+/* The number a cgroup file's text holds: the one after "KEY " at the
+ * start of a line (memory.events, cpu.stat), or the whole text's when key
+ * is NULL (memory.current). -1 when it is not there or not a number.
+ * Pure. */
+long long jail_cgroup_number(const char *text, const char *key);
+
+/* dir/file (a cgroup's control file) read and given to
+ * jail_cgroup_number: -1 also when it cannot be read. */
+long long jail_cgroup_read(const char *dir, const char *file, const char *key);
+
 /* After vmm was reaped: kill stragglers, remove the cgroup and the jail's
  * root directory, release the uid. */
 void jail_cleanup(struct jail *j);

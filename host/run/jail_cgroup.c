@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -297,29 +298,52 @@ void jail_kill(struct jail *j)
 		kill(j->pid, SIGKILL);
 }
 
+long long jail_cgroup_number(const char *text, const char *key)
+{
+	const char *p = text;
+	if (key) {
+		size_t kl = strlen(key);
+		/* "oom_kill" must not take "oom_kill_disable 0" */
+		while (p && (strncmp(p, key, kl) || p[kl] != ' '))
+			if ((p = strchr(p, '\n')))
+				p++;
+		if (!p)
+			return -1;
+		p += kl + 1;
+	}
+	char *end;
+	long long v = strtoll(p, &end, 10);
+	return end == p || v < 0 ? -1 : v;
+}
+
+long long jail_cgroup_read(const char *dir, const char *file, const char *key)
+{
+	char path[PATH_MAX + 32], text[4096];
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	text[n] = '\0';
+	return jail_cgroup_number(text, key);
+}
+
 unsigned long jail_parse_oom_kills(const char *text)
 {
-	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-		unsigned long n;
-		if (sscanf(p, "oom_kill %lu", &n) == 1)
-			return n;
-	}
-	return 0;
+	long long n = jail_cgroup_number(text, "oom_kill");
+	return n < 0 ? 0 : (unsigned long)n;
 }
 
 unsigned long jail_oom_kills(const struct jail *j)
 {
 	if (!j->cgroup_version)
 		return 0;
-	char path[PATH_MAX + 32], text[1024];
-	snprintf(path, sizeof(path), "%s/%s", j->cgroup, j->cgroup_version == 2 ? "memory.events" : "memory.oom_control");
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	text[n > 0 ? n : 0] = '\0';
-	return jail_parse_oom_kills(text);
+	long long n = jail_cgroup_read(j->cgroup, j->cgroup_version == 2 ? "memory.events" : "memory.oom_control",
+				       "oom_kill");
+	return n < 0 ? 0 : (unsigned long)n;
 }
 
 void jail_cgroup_remove(struct jail *j)

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jail.h"
 #include "spool.h"
 
 static const char *end_name(uint32_t kind)
@@ -91,33 +92,6 @@ json_t *sbx_cmd_json(const struct sbx *s, const struct sbx_cmd *c)
 
 static const char *const state_names[] = { "starting", "running", "stopping", "stopped" };
 
-/* The first number after key in dir/file ("usage_usec 123" in cpu.stat;
- * key NULL: the file is the number), or -1. */
-static long long cgroup_number(const char *dir, const char *file, const char *key)
-{
-	char path[PATH_MAX + 32], buf[4096];
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	const char *p = buf;
-	if (key) {
-		size_t kl = strlen(key);
-		for (p = buf; p && (strncmp(p, key, kl) || p[kl] != ' '); p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-			;
-		if (!p)
-			return -1;
-		p += kl + 1;
-	}
-	char *end;
-	long long v = strtoll(p, &end, 10);
-	return end == p || v < 0 ? -1 : v;
-}
-
 /* The bytes of path that hold data: the workspace image is allocated
  * whole up front (posix_fallocate, so that the guest never meets ENOSPC
  * of the host's), so st_blocks says its size; its unwritten extents are
@@ -141,9 +115,9 @@ static long long written_bytes(const char *path)
 
 json_t *sbx_usage_json(const char *cgroup, const char *image)
 {
-	long long cpu_us = cgroup[0] ? cgroup_number(cgroup, "cpu.stat", "usage_usec") : -1;
-	long long mem = cgroup[0] ? cgroup_number(cgroup, "memory.current", NULL) : -1;
-	long long peak = cgroup[0] ? cgroup_number(cgroup, "memory.peak", NULL) : -1;
+	long long cpu_us = cgroup[0] ? jail_cgroup_read(cgroup, "cpu.stat", "usage_usec") : -1;
+	long long mem = cgroup[0] ? jail_cgroup_read(cgroup, "memory.current", NULL) : -1;
+	long long peak = cgroup[0] ? jail_cgroup_read(cgroup, "memory.peak", NULL) : -1;
 	long long disk = image[0] ? written_bytes(image) : -1;
 	return json_pack("{s:o,s:o,s:o,s:o}", "cpu_ms", cpu_us >= 0 ? json_integer(cpu_us / 1000) : json_null(),
 			 "memory_bytes", mem >= 0 ? json_integer(mem) : json_null(), "memory_peak_bytes",

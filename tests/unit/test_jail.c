@@ -236,6 +236,14 @@ static void oom_kills_parsed(void **state)
 	assert_int_equal(jail_parse_oom_kills(""), 0);
 	struct jail none = { .cgroup_version = 0 };
 	assert_int_equal(jail_oom_kills(&none), 0);
+	/* the same reader serves every cgroup number: a keyed line, or the whole file */
+	assert_int_equal(jail_cgroup_number("usage_usec 12345678\nuser_usec 1\n", "usage_usec"), 12345678);
+	assert_int_equal(jail_cgroup_number("user_usec 1\nusage_usec 7\n", "usage_usec"), 7);
+	assert_int_equal(jail_cgroup_number("usage_usec_more 5\n", "usage_usec"), -1);
+	assert_int_equal(jail_cgroup_number("4096\n", NULL), 4096);
+	assert_int_equal(jail_cgroup_number("max\n", NULL), -1);
+	assert_int_equal(jail_cgroup_number("oom_kill -3\n", "oom_kill"), -1);
+	assert_int_equal(jail_cgroup_read("/nonexistent", "memory.current", NULL), -1);
 }
 
 int main(void)
