@@ -440,8 +440,7 @@ static void audit(struct vmrund *d, const char *id, const char *tenant, enum run
 json_t *vmrund_audit_begin(void)
 {
 	json_t *line = json_object();
-	char when[CLOCK_ISO8601_MAX];
-	json_object_set_new(line, "time", json_string(clock_iso8601(clock_wall_ms(), when)));
+	json_object_set_new(line, "time", spool_iso_time(clock_wall_ms()));
 	return line;
 }
 

@@ -317,6 +317,8 @@ static void reap_supervisor(const struct vmrund_sbx *x, int wait_ms)
 
 void vmrund_sbx_audit(struct vmrund *d, const struct store_sandbox *sb)
 {
+	if (!d->audit)
+		return;
 	json_t *line = vmrund_audit_begin(), *rq = sb->request ? json_loads(sb->request, 0, NULL) : NULL;
 	json_object_set_new(line, "tenant", json_string(sb->tenant));
 	json_object_set_new(line, "sandbox_id", json_string(sb->id));
@@ -347,8 +349,8 @@ static bool record_end(struct vmrund *d, struct vmrund_sbx *x, const char *id, c
 	}
 	vmrund_store_ok(d);
 	vmrund_say("sandbox %s stopped: %s", id, reason);
-	struct store_sandbox sb;
-	if (d->store->ops->sbx_get(d->store, id, NULL, &sb, err, sizeof(err)) == 1) {
+	struct store_sandbox sb;   /* read back only for the audit log's line */
+	if (d->audit && d->store->ops->sbx_get(d->store, id, NULL, &sb, err, sizeof(err)) == 1) {
 		vmrund_sbx_audit(d, &sb);
 		store_sandbox_free(&sb);
 	}
