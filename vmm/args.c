@@ -19,7 +19,7 @@ static const char usage_head[] =
 	"usage: vmm --kernel FILE [--cmdline STR] [--no-default-cmdline] [--memory MIB]\n"
 	"           [--cpus N] [--console stdout|FILE|none] [--console-limit BYTES]\n"
 	"           [--kvm-fd N] [--accept-emulated-kvm] [--stats] [--probe]\n"
-	"           [--snapshot-out DIR | --restore DIR]";
+	"           [--snapshot-out DIR | --restore DIR [--resume DIR2] [--pause-out DIR2]]";
 static const char usage_body[] =
 	"\nBoots one microVM on /dev/kvm and exits when the guest resets or powers off.\n"
 	"  --kernel FILE          x86_64: ELF vmlinux or bzImage (64-bit boot protocol);\n"
@@ -42,7 +42,13 @@ static const char usage_body[] =
 	"                         the VM to DIR/state and DIR/memory and exit 0\n"
 	"  --restore DIR          start from DIR's snapshot instead of booting: the same\n"
 	"                         kernel, memory, vCPUs and disks (a \"none\" slot may now\n"
-	"                         name a file); memory is mapped copy-on-write\n";
+	"                         name a file); memory is mapped copy-on-write\n"
+	"  --pause-out DIR2       with --restore: on " VMM_PAUSE_SIGNAL_NAME " stop the vCPUs, write the\n"
+	"                         VM's state and the pages that differ from DIR's memory to\n"
+	"                         DIR2/state.new and DIR2/pages.new, and exit 0\n"
+	"  --resume DIR2          with --restore: start from the paused VM in DIR2 (its\n"
+	"                         state, and its pages laid over DIR's memory), all of it\n"
+	"                         checked before the guest runs\n";
 static const char usage_tail[] =
 	"exit status: 0 guest reset or powered off; 1 setup failure; 2 guest failure\n"
 	"             (triple fault, emulation failure); 3 stopped by SIGTERM/SIGINT/SIGHUP\n";
@@ -73,8 +79,8 @@ int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 }
 
 enum { OPT_CONSOLE_LIMIT = 256, OPT_KVM_FD, OPT_NO_DEFAULT_CMDLINE, OPT_ACCEPT_EMULATED, OPT_STATS, OPT_PROBE, OPT_VERSION,
-       OPT_SNAPSHOT_OUT, OPT_RESTORE };
-_Static_assert(OPT_RESTORE < VMM_DEVICE_OPT_BASE, "the devices' option values are apart from these");
+       OPT_SNAPSHOT_OUT, OPT_RESTORE, OPT_PAUSE_OUT, OPT_RESUME };
+_Static_assert(OPT_RESUME < VMM_DEVICE_OPT_BASE, "the devices' option values are apart from these");
 
 /* The most options the devices add, over every kind. */
 #define DEVICE_OPTIONS_MAX 16
@@ -105,6 +111,8 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 		{ "kvm-fd", required_argument, NULL, OPT_KVM_FD },
 		{ "snapshot-out", required_argument, NULL, OPT_SNAPSHOT_OUT },
 		{ "restore", required_argument, NULL, OPT_RESTORE },
+		{ "pause-out", required_argument, NULL, OPT_PAUSE_OUT },
+		{ "resume", required_argument, NULL, OPT_RESUME },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 	};
@@ -185,6 +193,14 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 			}
 			*(c == OPT_RESTORE ? &cfg->restore : &cfg->snapshot_out) = optarg;
 			break;
+		case OPT_PAUSE_OUT:
+		case OPT_RESUME:
+			if (!*optarg) {
+				vmm_err("%s: empty directory", c == OPT_RESUME ? "--resume" : "--pause-out");
+				return -1;
+			}
+			*(c == OPT_RESUME ? &cfg->resume : &cfg->pause_out) = optarg;
+			break;
 		case 'h': print_usage(); return 1;
 		case OPT_VERSION: printf("vmm %s\n", VMRUN_VERSION); return 1;
 		case ':':
@@ -215,6 +231,16 @@ int vmm_args_parse(int argc, char **argv, struct vmm_config *cfg)
 	}
 	if (cfg->snapshot_out && (cfg->restore || cfg->probe_only)) {
 		vmm_err("--snapshot-out boots from scratch: not with %s", cfg->restore ? "--restore" : "--probe");
+		return -1;
+	}
+	if ((cfg->pause_out || cfg->resume) && !cfg->restore) {
+		/* a pause saves only what differs from a snapshot */
+		vmm_err("%s needs --restore: a paused VM is kept as its difference from a snapshot",
+			cfg->resume ? "--resume" : "--pause-out");
+		return -1;
+	}
+	if (cfg->pause_out && !cfg->vsock_uds) {
+		vmm_err("--pause-out needs --vsock-uds: the agent is told of the pause over vsock");
 		return -1;
 	}
 	for (const struct vmm_device_kind *const *k = vmm_device_kinds; *k; k++)

@@ -52,6 +52,8 @@ struct vmm_config {
 	int kvm_fd;                  /* an open /dev/kvm handed in by a jail; -1: open it */
 	const char *snapshot_out;    /* boot until the agent is ready, save the VM there, exit */
 	const char *restore;         /* start from the snapshot in this directory instead of booting */
+	const char *pause_out;       /* with restore: where VMM_PAUSE_SIGNAL saves the VM */
+	const char *resume;          /* with restore: the paused VM to go on from */
 };
 
 /* Parse argv into cfg. Returns 0 to run, 1 when --help or --version was

@@ -17,6 +17,11 @@
  * a guest that seems stuck can be told from a device that is. */
 #define VMM_STATE_TAG "state: "
 #define VMM_STATE_SIGNAL SIGUSR2
+/* With --pause-out: save the VM and exit (vmrun's sandbox pause). A signal
+ * no one else sends a vmm, never a termination one: a pause that is not
+ * armed is ignored, never mistaken for a stop. */
+#define VMM_PAUSE_SIGNAL SIGPWR
+#define VMM_PAUSE_SIGNAL_NAME "SIGPWR"
 
 /* Print "vmm: " followed by the formatted message and a newline to stderr. */
 void vmm_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "virtio_devices.h"
 #include "vm.h"
+#include "vm_pause.h"
 #include "vm_snapshot.h"
 
 _Static_assert(VMM_MAX_CPUS <= VM_MAX_VCPUS, "the VM holds every vCPU --cpus allows");
@@ -110,16 +111,33 @@ static int acquire(struct vm *vm, const struct vmm_config *cfg, uint64_t *entry)
 	return kvm_arch_boot_finish(vm, cmdline);
 }
 
-/* The same for a restore: the snapshot is read and checked first, memory
- * is its memory file, and no kernel is loaded (it is in that memory). */
-static int acquire_restored(struct vm *vm, const struct vmm_config *cfg, struct snapshot_in *in)
+/* The same for a restore: the snapshot (and a paused VM's state and page
+ * index) is read and checked first, memory is its memory file, and no
+ * kernel is loaded (it is in that memory). */
+static int acquire_restored(struct vm *vm, const struct vmm_config *cfg, struct snapshot_in *in,
+			    struct resume_in *res)
 {
-	if (vm_restore_load(cfg, in) || console_open(&vm->console, cfg->console, cfg->console_limit) ||
+	if (vm_restore_load(cfg, in) || (cfg->resume && vm_resume_load(cfg, in, res)) ||
+	    console_open(&vm->console, cfg->console, cfg->console_limit) ||
 	    guest_mem_init_file(&vm->mem, in->meta.memory_bytes, kvm_arch_ram_gap_start, kvm_arch_ram_gap_end,
 				in->mem_fd) ||
 	    evl_init(&vm->evl) || virtio_devices_init(vm, cfg))
 		return -1;
 	return create_vm(vm, cfg);
+}
+
+/* After the host probe: the probe's page goes back to the snapshot's, a
+ * paused VM's pages are laid over (all of them checked before any vCPU
+ * runs), then the saved vCPU and device state goes in. */
+static int restore(struct vm *vm, const struct vmm_config *cfg, struct snapshot_in *in, struct resume_in *res)
+{
+	if (kvm_arch_probe_revert(vm)) {
+		vmm_perr("snapshot %s: restoring the probe page", cfg->restore);
+		return -1;
+	}
+	if (cfg->resume && vm_resume_pages(cfg, &vm->mem, res))
+		return -1;
+	return vm_restore_apply(vm, cfg, cfg->resume ? &res->state : in);
 }
 
 /* The first KVM_RUN: refuse hosts that cannot run a Linux guest. */
@@ -181,6 +199,7 @@ int main(int argc, char **argv)
 	sigaddset(&term, SIGINT);
 	sigaddset(&term, SIGHUP);
 	sigaddset(&term, VMM_STATE_SIGNAL);   /* not a termination: see vm_wait */
+	sigaddset(&term, VMM_PAUSE_SIGNAL);   /* nor this */
 	sigprocmask(SIG_BLOCK, &term, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -190,6 +209,8 @@ int main(int argc, char **argv)
 		vm.vcpus[i].fd = -1;
 	struct snapshot_in in = { .mem_fd = -1 };
 	struct snapshot_out snap = { .state_fd = -1, .mem_fd = -1 };
+	struct resume_in res = { .state.mem_fd = -1, .pages_fd = -1 };
+	struct pause_out pause = { .state_fd = -1, .pages_fd = -1 };
 	int status = VMM_EXIT_SETUP;
 	int sig_fd = signalfd(-1, &term, SFD_CLOEXEC);
 	vm.stop_efd = eventfd(0, EFD_CLOEXEC);
@@ -204,15 +225,16 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	uint64_t entry = 0;
-	if (cfg.restore ? acquire_restored(&vm, &cfg, &in) : acquire(&vm, &cfg, &entry))
+	if (cfg.restore ? acquire_restored(&vm, &cfg, &in, &res) : acquire(&vm, &cfg, &entry))
 		goto out;
-	if (cfg.snapshot_out && vm_snapshot_prepare(&vm, &cfg, &snap))
+	if ((cfg.snapshot_out && vm_snapshot_prepare(&vm, &cfg, &snap)) ||
+	    (cfg.pause_out && vm_pause_prepare(&vm, &cfg, &in, &pause)))
 		goto out;
 	clock_gettime(CLOCK_MONOTONIC, &t.first_run);
 	/* After the probe (which runs on vCPU 0): the entry point, or the
 	 * saved state. */
 	if (probe_host(&vm, &cfg) ||
-	    (cfg.restore ? vm_restore_apply(&vm, &cfg, &in) : kvm_arch_boot_vcpu(&vm, entry)))
+	    (cfg.restore ? restore(&vm, &cfg, &in, &res) : kvm_arch_boot_vcpu(&vm, entry)))
 		goto out;
 	clock_gettime(CLOCK_MONOTONIC, &t.guest_start);
 	if (cfg.probe_only) {
@@ -239,6 +261,8 @@ int main(int argc, char **argv)
 	}
 	if (why == VM_STOP_SNAPSHOT && vm_snapshot_write(&vm, &snap))
 		status = VMM_EXIT_SETUP;
+	else if (why == VM_STOP_PAUSE && vm_pause_write(&vm, &pause))
+		status = VMM_EXIT_SETUP;
 	else if (cfg.snapshot_out && why != VM_STOP_SNAPSHOT)
 		vmm_err("the guest stopped before its agent was ready for a snapshot: %s", vm.stop_msg);
 	else if (status != VMM_EXIT_CLEAN)
@@ -251,6 +275,8 @@ int main(int argc, char **argv)
 		vmm_err(VMM_FAULTS_TAG "%s", faults);
 out:
 	vm_snapshot_out_release(&snap);
+	vm_pause_out_release(&pause);
+	vm_resume_release(&res);
 	vm_restore_release(&in);
 	virtio_devices_release(&vm);
 	evl_release(&vm.evl);

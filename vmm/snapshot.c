@@ -14,12 +14,21 @@ static const struct snap_tag_desc generic_tags[] = {
 	{ SNAP_TAG_META, 1, sizeof(struct snap_meta), 0, "meta" },
 	{ SNAP_TAG_SERIAL, 1, sizeof(struct serial_8250_state), 0, "serial" },
 	{ SNAP_TAG_VIRTIO, SNAP_MAX_INDEX, sizeof(struct virtio_mmio_state), 0, "virtio" },
+	{ SNAP_TAG_PAUSE, 1, sizeof(struct snap_pause), 0, "pause" },
 	{ 0, 0, 0, 0, NULL },
 };
 
-uint64_t snap_checksum(const uint8_t *p, size_t len)
+static int fail(char *err, size_t errlen, const char *what, unsigned long long at);
+
+void snap_sum_init(struct snap_sum *s)
 {
-	uint64_t h = FNV_OFFSET;
+	s->h = FNV_OFFSET;
+	s->len = 0;
+}
+
+void snap_sum_add(struct snap_sum *s, const uint8_t *p, size_t len)
+{
+	uint64_t h = s->h;
 	size_t i = 0;
 	for (; i + 8 <= len; i += 8) {
 		uint64_t w;
@@ -31,7 +40,66 @@ uint64_t snap_checksum(const uint8_t *p, size_t len)
 		memcpy(&w, p + i, len - i);
 		h = (h ^ w) * FNV_PRIME;
 	}
-	return h ^ len;
+	s->h = h;
+	s->len += len;
+}
+
+uint64_t snap_sum_final(const struct snap_sum *s)
+{
+	return s->h ^ s->len;
+}
+
+uint64_t snap_checksum(const uint8_t *p, size_t len)
+{
+	struct snap_sum s;
+	snap_sum_init(&s);
+	snap_sum_add(&s, p, len);
+	return snap_sum_final(&s);
+}
+
+int snap_pages_check_header(const struct snap_pages_header *h, uint64_t file_size, uint64_t memory_bytes,
+			    char *err, size_t errlen)
+{
+	if (file_size < sizeof(*h))
+		return fail(err, errlen, "pages file truncated: shorter than its header", (unsigned long long)file_size);
+	if (memcmp(h->magic, SNAP_PAGES_MAGIC, sizeof(h->magic)))
+		return fail(err, errlen, "not a pages file (bad magic)", 0);
+	if (h->version != SNAP_PAGES_VERSION) {
+		snprintf(err, errlen, "pages file format version %u, this vmm reads %u", h->version, SNAP_PAGES_VERSION);
+		return -1;
+	}
+	if (h->page_size != SNAP_PAGE_SIZE || h->memory_bytes != memory_bytes) {
+		snprintf(err, errlen, "pages file of %u-byte pages over %llu bytes, this guest has %u-byte pages and %llu",
+			 h->page_size, (unsigned long long)h->memory_bytes, SNAP_PAGE_SIZE, (unsigned long long)memory_bytes);
+		return -1;
+	}
+	uint64_t max = memory_bytes / SNAP_PAGE_SIZE;
+	if (h->count > max) {
+		snprintf(err, errlen, "pages file claims %llu pages, the guest has %llu", (unsigned long long)h->count,
+			 (unsigned long long)max);
+		return -1;
+	}
+	/* count <= max keeps this far from overflowing */
+	uint64_t want = sizeof(*h) + h->count * (8 + SNAP_PAGE_SIZE);
+	if (file_size != want) {
+		snprintf(err, errlen, "pages file truncated or extended: %llu bytes, its header says %llu",
+			 (unsigned long long)file_size, (unsigned long long)want);
+		return -1;
+	}
+	return 0;
+}
+
+int snap_pages_check_index(const uint64_t *index, uint64_t count, uint64_t memory_bytes, char *err, size_t errlen)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		uint64_t o = index[i];
+		if (o % SNAP_PAGE_SIZE || o >= memory_bytes || (i && o <= index[i - 1])) {
+			snprintf(err, errlen, "pages file index entry %llu (0x%llx) is not a new page of the guest's",
+				 (unsigned long long)i, (unsigned long long)o);
+			return -1;
+		}
+	}
+	return 0;
 }
 
 static const struct snap_tag_desc *find_tag(uint32_t tag)

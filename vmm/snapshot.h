@@ -24,6 +24,11 @@
 #define SNAP_BUILD_LEN    32u
 #define SNAP_STATE_FILE   "state"
 #define SNAP_MEMORY_FILE  "memory"
+#define SNAP_PAGES_FILE   "pages"
+/* A pause's files are written under these names and renamed into place
+ * by the host once vmm exited 0: a pause that failed half-way leaves the
+ * state it would have replaced intact. */
+#define SNAP_NEW_SUFFIX   ".new"
 #define SNAP_MAX_STATE    (16u << 20)   /* a state file is ~10 KiB per vCPU: far below */
 #define SNAP_MAX_INDEX    32u           /* vCPUs, virtio slots, irqchips: below this */
 
@@ -55,6 +60,7 @@ enum snap_tag {
 	SNAP_TAG_META = 1,              /* struct snap_meta, index 0 */
 	SNAP_TAG_SERIAL = 2,            /* struct serial_8250_state, index 0 */
 	SNAP_TAG_VIRTIO = 3,            /* struct virtio_mmio_state, index = slot */
+	SNAP_TAG_PAUSE = 4,             /* struct snap_pause, index 0: a paused VM's state */
 	SNAP_TAG_ARCH = 16,
 	SNAP_TAG_MAX = 48,
 };
@@ -92,6 +98,46 @@ struct snap_meta {
 	uint32_t pad;
 };
 
+/* A paused VM (vmm --pause-out) is saved against the snapshot it was
+ * restored from: its state file has every record a snapshot has, meta as
+ * the snapshot's, and this record; its guest memory is the snapshot's
+ * memory file with the pages file laid over it. */
+struct snap_pause {
+	uint64_t base_checksum;         /* the snapshot's state file header checksum */
+	uint64_t pages;                 /* pages in the pages file */
+	uint64_t pages_checksum;        /* the pages file's header checksum */
+	uint64_t paused_ns;             /* CLOCK_REALTIME when it was paused */
+};
+
+/* The pages file: the guest pages that differ from the snapshot's memory.
+ *   header  struct snap_pages_header
+ *   index   count u64 guest memory offsets, page-aligned, increasing
+ *   pages   count pages, in the index's order
+ * The checksum covers everything after the header. */
+#define SNAP_PAGES_MAGIC   "VMRUNPGS"
+#define SNAP_PAGES_VERSION 1u
+#define SNAP_PAGE_SIZE     4096u
+struct snap_pages_header {
+	char magic[8];
+	uint32_t version;
+	uint32_t page_size;
+	uint64_t count;
+	uint64_t memory_bytes;          /* the guest memory the offsets are in */
+	uint64_t checksum;
+	uint64_t reserved[3];
+};
+_Static_assert(sizeof(struct snap_pages_header) == 64, "the pages header has no padding");
+
+/* Check a pages file's header against the file's size and the guest's
+ * memory: magic, version, page size, a count that fits, and a size that is
+ * exactly header, index and pages. Returns 0, or -1 with a reason. Pure. */
+int snap_pages_check_header(const struct snap_pages_header *h, uint64_t file_size, uint64_t memory_bytes,
+			    char *err, size_t errlen);
+
+/* Check a pages file's index (count offsets): page-aligned, strictly
+ * increasing, inside memory_bytes. Returns 0, or -1 with a reason. Pure. */
+int snap_pages_check_index(const uint64_t *index, uint64_t count, uint64_t memory_bytes, char *err, size_t errlen);
+
 /* A parsed state file: where each record's payload is, or NULL. */
 struct snap_view {
 	struct snap_header hdr;
@@ -105,6 +151,15 @@ struct snap_view {
  * partial word zero-padded), fast enough for the state file on an
  * emulated host. Not a MAC: the directory is the host's own. */
 uint64_t snap_checksum(const uint8_t *p, size_t len);
+
+/* snap_checksum over data that comes in pieces: init, add each piece (all
+ * but the last a multiple of 8 bytes long), then final. */
+struct snap_sum {
+	uint64_t h, len;
+};
+void snap_sum_init(struct snap_sum *s);
+void snap_sum_add(struct snap_sum *s, const uint8_t *p, size_t len);
+uint64_t snap_sum_final(const struct snap_sum *s);
 
 /* Validate buf (len bytes) as a state file written by build for arch and
  * fill v. Returns 0, or -1 with a one-line reason in err. Pure. */

@@ -202,7 +202,7 @@ static void *vcpu_thread(void *arg)
 		if (!vcpu_handle_exit(v))
 			break;
 	}
-	if (vm_stopped(v->vm) == VM_STOP_SNAPSHOT)
+	if (vm_stopped(v->vm) == VM_STOP_SNAPSHOT || vm_stopped(v->vm) == VM_STOP_PAUSE)
 		kvm_arch_vcpu_quiesce(v);
 	return NULL;
 }
@@ -344,7 +344,10 @@ static void signal_event(void *ctx, uint32_t events)
 		return;
 	if (si.ssi_signo == VMM_STATE_SIGNAL)
 		write_state(s->vm);
-	else
+	else if (si.ssi_signo == VMM_PAUSE_SIGNAL) {
+		if (s->vm->pausable)
+			vm_request_stop(s->vm, VM_STOP_PAUSE, "paused by " VMM_PAUSE_SIGNAL_NAME);
+	} else
 		vm_request_stop(s->vm, VM_STOP_SIGNAL, "terminated by SIG%s",
 				sigabbrev_np((int)si.ssi_signo) ? sigabbrev_np((int)si.ssi_signo) : "?");
 }
@@ -380,6 +383,7 @@ int vm_exit_status(enum vm_stop why)
 	case VM_STOP_SIGNAL:
 		return VMM_EXIT_SIGNAL;
 	case VM_STOP_SNAPSHOT:
+	case VM_STOP_PAUSE:
 		return VMM_EXIT_CLEAN;   /* once the snapshot is written */
 	default:
 		return VMM_EXIT_SETUP;

@@ -40,6 +40,7 @@ enum vm_stop {
 	VM_STOP_SIGNAL,       /* SIGTERM/SIGINT/SIGHUP to vmm */
 	VM_STOP_ERROR,        /* the vmm itself failed while running */
 	VM_STOP_SNAPSHOT,     /* --snapshot-out: the agent is ready, save the VM */
+	VM_STOP_PAUSE,        /* --pause-out: VMM_PAUSE_SIGNAL came, save the VM */
 };
 
 /* Exit statuses of the vmm process (documented in docs/vmm.md). */
@@ -106,7 +107,8 @@ struct vm {
 	struct virtio_kick kicks[VM_MAX_VIRTIO * VIRTIO_MMIO_MAX_QUEUES];
 	unsigned nkicks;          /* kicks watched by the event loop */
 
-	bool snapshotting;        /* --snapshot-out: the main thread may read KVM state */
+	bool snapshotting;        /* --snapshot-out, --pause-out: the main thread may read KVM state */
+	bool pausable;            /* --pause-out: VMM_PAUSE_SIGNAL stops the VM with VM_STOP_PAUSE */
 	uint64_t probe_cycles_per_loop; /* host probe: TSC cycles per ring-0 loop iteration */
 
 	_Atomic int stop;         /* enum vm_stop */

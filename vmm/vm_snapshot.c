@@ -73,18 +73,18 @@ static void on_ready(void *ctx)
 	vm_request_stop(ctx, VM_STOP_SNAPSHOT, "the agent is ready: snapshot");
 }
 
-static int open_out(const char *dir, const char *name)
+int vm_snapshot_open_out(const char *opt, const char *dir, const char *name)
 {
 	char path[4096];
 	if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path)) {
-		vmm_err("--snapshot-out: path too long");
+		vmm_err("%s: path too long", opt);
 		return -1;
 	}
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	/* Readable by the jailed vmm of every run that restores it, whatever
 	 * the umask. */
 	if (fd < 0 || fchmod(fd, 0644) < 0) {
-		vmm_perr("--snapshot-out %s", path);
+		vmm_perr("%s %s", opt, path);
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -103,8 +103,8 @@ int vm_snapshot_prepare(struct vm *vm, const struct vmm_config *cfg, struct snap
 		return -1;
 	out->meta.host_cpu = kvm_arch_host_cpu(vm);
 	out->meta.nvirtio = vm->nvirtio;
-	if ((out->state_fd = open_out(cfg->snapshot_out, SNAP_STATE_FILE)) < 0 ||
-	    (out->mem_fd = open_out(cfg->snapshot_out, SNAP_MEMORY_FILE)) < 0)
+	if ((out->state_fd = vm_snapshot_open_out("--snapshot-out", cfg->snapshot_out, SNAP_STATE_FILE)) < 0 ||
+	    (out->mem_fd = vm_snapshot_open_out("--snapshot-out", cfg->snapshot_out, SNAP_MEMORY_FILE)) < 0)
 		return -1;
 	/* Full size now, holes where the guest's pages are zero later. */
 	if (ftruncate(out->mem_fd, (off_t)vm->mem.size) < 0) {
@@ -127,7 +127,7 @@ static bool page_zero(const uint8_t *p)
 	return true;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t len, off_t at)
+int vm_snapshot_write_all(int fd, const uint8_t *p, size_t len, off_t at)
 {
 	while (len) {
 		struct iovec iov = { .iov_base = (void *)p, .iov_len = len };
@@ -155,7 +155,7 @@ static int write_memory(const struct guest_mem *gm, int fd)
 			n += PAGE;
 			continue;
 		}
-		if (n && write_all(fd, gm->base + run, (size_t)n, (off_t)run))
+		if (n && vm_snapshot_write_all(fd, gm->base + run, (size_t)n, (off_t)run))
 			return -1;
 		n = 0;
 	}
@@ -176,27 +176,37 @@ static void save_devices(struct vm *vm, struct snap_writer *w)
 	}
 }
 
-int vm_snapshot_write(struct vm *vm, struct snapshot_out *out)
+int vm_snapshot_state(struct vm *vm, const struct snap_meta *meta, const struct snap_pause *pause,
+		      struct snap_writer *w)
 {
 	char err[256];
-	struct snap_writer w;
-	int rc = -1;
-	if (snap_writer_init(&w)) {
+	if (snap_writer_init(w)) {
 		vmm_err("snapshot: out of memory");
 		return -1;
 	}
-	out->meta.ready_peer = vm->vsock.ready_peer;
-	snap_add(&w, SNAP_TAG_META, 0, &out->meta, sizeof(out->meta));
-	if (kvm_arch_snapshot_save(vm, &w, err, sizeof(err))) {
+	snap_add(w, SNAP_TAG_META, 0, meta, sizeof(*meta));
+	if (pause)
+		snap_add(w, SNAP_TAG_PAUSE, 0, pause, sizeof(*pause));
+	if (kvm_arch_snapshot_save(vm, w, err, sizeof(err))) {
 		vmm_err("snapshot: %s", err);
-		goto out;
+		return -1;
 	}
-	save_devices(vm, &w);
-	if (snap_finish(&w, VMM_BUILD_ID, snap_arch)) {
+	save_devices(vm, w);
+	if (snap_finish(w, VMM_BUILD_ID, snap_arch)) {
 		vmm_err("snapshot: out of memory for the state file");
-		goto out;
+		return -1;
 	}
-	if (write_memory(&vm->mem, out->mem_fd) || write_all(out->state_fd, w.buf, w.len, 0) ||
+	return 0;
+}
+
+int vm_snapshot_write(struct vm *vm, struct snapshot_out *out)
+{
+	struct snap_writer w;
+	int rc = -1;
+	out->meta.ready_peer = vm->vsock.ready_peer;
+	if (vm_snapshot_state(vm, &out->meta, NULL, &w))
+		goto out;
+	if (write_memory(&vm->mem, out->mem_fd) || vm_snapshot_write_all(out->state_fd, w.buf, w.len, 0) ||
 	    fsync(out->mem_fd) < 0 || fsync(out->state_fd) < 0) {
 		vmm_perr("snapshot: writing the files");
 		goto out;
@@ -218,7 +228,7 @@ void vm_snapshot_out_release(struct snapshot_out *out)
 
 /* ---- restoring ------------------------------------------------------------ */
 
-static int read_state(const char *dir, struct snapshot_in *in)
+int vm_snapshot_read_state(const char *dir, struct snapshot_in *in)
 {
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/%s", dir, SNAP_STATE_FILE);
@@ -310,7 +320,7 @@ int vm_restore_load(const struct vmm_config *cfg, struct snapshot_in *in)
 	in->mem_fd = -1;
 	const char *dir = cfg->restore;
 	char err[256];
-	if (read_state(dir, in))
+	if (vm_snapshot_read_state(dir, in))
 		return -1;
 	if (snap_parse(in->buf, in->len, VMM_BUILD_ID, snap_arch, &in->view, err, sizeof(err)) ||
 	    snap_get(&in->view, SNAP_TAG_META, 0, &in->meta, sizeof(in->meta))) {
@@ -366,10 +376,6 @@ int vm_restore_apply(struct vm *vm, const struct vmm_config *cfg, struct snapsho
 {
 	char err[256];
 	const char *dir = cfg->restore;
-	if (kvm_arch_probe_revert(vm)) {
-		vmm_perr("snapshot %s: restoring the probe page", dir);
-		return -1;
-	}
 	if (in->meta.host_cpu != kvm_arch_host_cpu(vm)) {
 		vmm_err("snapshot %s: made on a host whose CPU offers guests other features", dir);
 		return -1;

@@ -50,13 +50,31 @@ int vm_snapshot_write(struct vm *vm, struct snapshot_out *out);
 /* Close what prepare opened; safe on a zeroed or released struct. */
 void vm_snapshot_out_release(struct snapshot_out *out);
 
+/* The state file of the stopped VM (meta, pause when not NULL, the
+ * arch's records, the devices') into w, finished. Returns 0, or -1 after
+ * one error line (w is the caller's to release either way). */
+int vm_snapshot_state(struct vm *vm, const struct snap_meta *meta, const struct snap_pause *pause,
+		      struct snap_writer *w);
+
+/* Create (truncate) DIR/name for writing, mode 0644, before the seccomp
+ * filter. Returns the fd, or -1 after one error line naming opt. */
+int vm_snapshot_open_out(const char *opt, const char *dir, const char *name);
+
+/* pwrite len bytes of p at offset at, whole. Returns 0, or -1 with errno. */
+int vm_snapshot_write_all(int fd, const uint8_t *p, size_t len, off_t at);
+
+/* Read DIR/state into in->buf (a regular file of 1..SNAP_MAX_STATE
+ * bytes). Returns 0, or -1 after one error line. */
+int vm_snapshot_read_state(const char *dir, struct snapshot_in *in);
+
 /* Read and check cfg->restore's state file against cfg (build, kernel,
  * memory, vCPUs, disks): before /dev/kvm is touched. Returns 0, or -1
  * after one error line ("vmm: snapshot DIR: ..."). */
 int vm_restore_load(const struct vmm_config *cfg, struct snapshot_in *in);
 
 /* Once the VM, its memory (from in->mem_fd) and devices exist as for a
- * boot and the host probe ran: the saved state into KVM and the devices,
+ * boot and the host probe ran and was reverted (kvm_arch_probe_revert),
+ * with a paused VM's pages laid over: the saved state into KVM and the devices,
  * the workspace announced, vsock reset. Returns 0, or -1 after one error
  * line. */
 int vm_restore_apply(struct vm *vm, const struct vmm_config *cfg, struct snapshot_in *in);

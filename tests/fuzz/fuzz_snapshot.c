@@ -1,4 +1,9 @@
-/* The snapshot state file's parser (vmm/snapshot.c) on arbitrary bytes:
+/* The snapshot state file's parser (vmm/snapshot.c) on arbitrary bytes,
+ * and the checks of a paused VM's pages file (header, then index): an
+ * accepted header's count fits the bytes given, and an accepted index
+ * names only pages inside guest memory, in order.
+ *
+ * The state file:
  * whatever the file holds, it is refused in one line or every record it
  * accepted lies inside the buffer with a length its tag allows. The
  * header's checksum is recomputed over the input, so the fuzzer reaches
@@ -33,5 +38,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The raw input too, as a whole file. */
 	(void)snap_parse(data, size, BUILD, snap_arch, &v, err, sizeof(err));
 	free(buf);
+
+	/* As a pages file over 1 MiB of guest memory, and over what it claims. */
+	struct snap_pages_header ph;
+	if (size < sizeof(ph))
+		return 0;
+	memcpy(&ph, data, sizeof(ph));
+	uint64_t mems[2] = { 1u << 20, ph.memory_bytes };
+	for (int m = 0; m < 2; m++) {
+		if (snap_pages_check_header(&ph, size, mems[m], err, sizeof(err)))
+			continue;
+		if (ph.count > (size - sizeof(ph)) / 8)
+			abort();
+		uint64_t *idx = malloc(ph.count ? ph.count * 8 : 1);
+		if (!idx)
+			return 0;
+		memcpy(idx, data + sizeof(ph), ph.count * 8);
+		if (snap_pages_check_index(idx, ph.count, mems[m], err, sizeof(err)) == 0)
+			for (uint64_t i = 0; i < ph.count; i++)
+				if (idx[i] % SNAP_PAGE_SIZE || idx[i] >= mems[m] || (i && idx[i] <= idx[i - 1]))
+					abort();
+		free(idx);
+	}
 	return 0;
 }
