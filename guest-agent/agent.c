@@ -67,9 +67,7 @@ static int read_frame(struct session *s, uint16_t *type, const uint8_t **p, uint
 		int r = proto_reader_next(&s->rd, type, p, len, s->err, s->errlen);
 		if (r)
 			return r;
-		size_t room;
-		uint8_t *dst = proto_reader_space(&s->rd, &room);
-		ssize_t k = read(s->fd, dst, room);
+		ssize_t k = proto_reader_fill(&s->rd, s->fd);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0) {
@@ -78,7 +76,6 @@ static int read_frame(struct session *s, uint16_t *type, const uint8_t **p, uint
 		}
 		if (k == 0)
 			return 0;
-		proto_reader_fed(&s->rd, (size_t)k);
 	}
 }
 
@@ -298,9 +295,12 @@ static int serve(struct session *s)
 	if (agent_environment(s->cfg->home, s->req.env, s->req.envc, s->req.net_port != 0, s->req.run_id, s->env,
 			      ENV_MAX, s->env_store, sizeof(s->env_store)) < 0)
 		return fail(s, "environment does not fit");
-	/* Before any stage; without NET, loopback stays down. */
-	if (s->req.net_port && (forward_loopback_up(s->err, s->errlen) < 0 ||
-				(s->listen_fd = forward_listen(PROTO_NET_PROXY_PORT, s->err, s->errlen)) < 0))
+	/* Before any stage. A run without NET keeps loopback down; a sandbox
+	 * has it up always, since its commands serve each other on it (a
+	 * dev server and its tests): the guest's own, it reaches nothing else. */
+	if ((s->req.net_port || s->req.sandbox) && forward_loopback_up(s->err, s->errlen) < 0)
+		return fail(s, "network: %s", s->err);
+	if (s->req.net_port && (s->listen_fd = forward_listen(PROTO_NET_PROXY_PORT, s->err, s->errlen)) < 0)
 		return fail(s, "network: %s", s->err);
 	if (s->req.sandbox)
 		return sandbox_serve(s->fd, &s->rd, &s->req, s->cfg, s->listen_fd, s->err, s->errlen) ? fail(s, "%s", s->err)

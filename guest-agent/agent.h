@@ -32,6 +32,10 @@ struct agent_config {
 	 * NULL: neither; an agent that is not the guest's init (the tests)
 	 * must leave its host's RNG and clock alone. */
 	const char *random_dev;
+	/* A sandbox's agent after a pause (proto_sandbox.h): connect to the
+	 * host again, returning the new stream fd or -1. NULL: a connection
+	 * that ends, paused or not, ends the sandbox. */
+	int (*reconnect)(void);
 };
 
 /* Serve one session on the connected stream fd: HELLO, read the REQUEST;

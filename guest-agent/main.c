@@ -213,7 +213,7 @@ int main(void)
 		const struct agent_config cfg = {
 			.cwd = PROTO_WORKSPACE_DIR, .home = PROTO_WORKSPACE_DIR, .uid = RUN_UID, .gid = RUN_GID, .kill_all = true,
 			.cgroup_root = cgroup_root, .cgroup_error = cgroup_root ? NULL : cgroup_why,
-			.random_dev = RANDOM_DEV,
+			.random_dev = RANDOM_DEV, .reconnect = connect_host,
 		};
 		if (agent_session(fd, &cfg, err, sizeof(err)))
 			console("%s", err);

@@ -47,6 +47,16 @@ uint8_t *proto_reader_space(struct proto_reader *r, size_t *room)
 	return r->buf + r->have;
 }
 
+ssize_t proto_reader_fill(struct proto_reader *r, int fd)
+{
+	size_t room;
+	uint8_t *dst = proto_reader_space(r, &room);
+	ssize_t k = read(fd, dst, room);
+	if (k > 0)
+		proto_reader_fed(r, (size_t)k);
+	return k;
+}
+
 void proto_reader_fed(struct proto_reader *r, size_t n)
 {
 	r->have += n;

@@ -65,6 +65,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define PROTO_VERSION       5u
 #define PROTO_VSOCK_PORT    10000u
@@ -131,8 +132,11 @@ enum proto_type {
 	PROTO_FILE_OP = 14,
 	PROTO_FILE_DATA = 15,
 	PROTO_FILE_END = 16,
+	PROTO_PAUSE = 17,
+	PROTO_PAUSED = 18,
+	PROTO_RESUME = 19,
 };
-#define PROTO_TYPE_LAST PROTO_FILE_END
+#define PROTO_TYPE_LAST PROTO_RESUME
 
 enum proto_tag {
 	PROTO_T_ARG = 1,
@@ -246,6 +250,10 @@ void proto_reader_init(struct proto_reader *r);
  * with what was read. */
 uint8_t *proto_reader_space(struct proto_reader *r, size_t *room);
 void proto_reader_fed(struct proto_reader *r, size_t n);
+
+/* One read() from fd into the reader's space, fed: returns what read
+ * returned (0 at end of file; -1 with errno, EAGAIN and EINTR included). */
+ssize_t proto_reader_fill(struct proto_reader *r, int fd);
 
 /* Take the next complete frame: returns 1 with *type, *payload (valid until
  * the next call) and *len; 0 when more bytes are needed; -1 when the stream

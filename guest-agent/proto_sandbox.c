@@ -15,7 +15,7 @@ static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 
 bool proto_sb_type(uint16_t type)
 {
-	return type >= PROTO_READY && type <= PROTO_FILE_END;
+	return type >= PROTO_READY && type <= PROTO_RESUME;
 }
 
 int proto_sb_split(const uint8_t *p, uint32_t len, uint32_t *id, const uint8_t **rest, uint32_t *restlen)

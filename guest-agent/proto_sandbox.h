@@ -36,6 +36,23 @@
  *                              flags (PROTO_FILE_TRUNCATED), then STAT's
  *                              entry when error is 0
  *
+ * Pausing (the host saves the whole VM and starts it again later, maybe
+ * after days; proto_sandbox's only frames without an id):
+ *   host -> agent  PAUSE       (empty) the agent stops reading commands'
+ *                              pipes and file data, sends what it has
+ *                              queued, then PAUSED, and waits
+ *   agent -> host  PAUSED      (empty) the last frame before the pause:
+ *                              everything sent before it reached the host
+ *   host -> agent  RESUME      u64 CLOCK_REALTIME in ns (0: leave the
+ *                              clock): go on, answered READY. Sent on the
+ *                              same connection when the pause was called
+ *                              off; after a real pause the VM's vsock
+ *                              was reset, and the paused agent connects
+ *                              to PROTO_VSOCK_PORT again, where RESUME is
+ *                              the host's first frame. Commands, their
+ *                              pipes and deadlines (on the guest's
+ *                              monotonic clock, which a pause stops) go on.
+ *
  * A command's argv[0] must be on the REQUEST's allowlist (the host sends
  * its runtime's whole manifest in sandbox mode). The REQUEST's limits
  * apply as rlimits of each command: NPROC counts the sandbox user's
@@ -70,6 +87,8 @@
 #define PROTO_SB_CHUNK       (PROTO_MAX_PAYLOAD - 8u)
 /* A READ's bytes in flight: its credit to start with, and at most. */
 #define PROTO_READ_WINDOW    (1024u * 1024)
+/* RESUME's payload: the time. */
+#define PROTO_RESUME_LEN     8u
 
 /* FILE_END flags: LIST stopped at the agent's cap on entries. */
 #define PROTO_FILE_TRUNCATED 1u

@@ -65,6 +65,8 @@ struct sandbox {
 	unsigned seq;                /* names the commands' cgroups: ids may come back */
 	pid_t fwd;                   /* the network forwarder; -1: none, or it died and was reaped */
 	bool host_eof;
+	bool pausing;                /* PAUSE came: nothing is produced until RESUME */
+	bool paused_sent;            /* PAUSED is queued: the host may stop the VM from here on */
 	char *err;
 	size_t errlen;
 };
@@ -354,9 +356,34 @@ static int cmd_signal(struct sandbox *sb, const uint8_t *p, uint32_t len)
 
 /* ---- the host's frames ------------------------------------------------------------ */
 
+/* RESUME: the pause is over (or called off). The clock is set only by
+ * the guest's init, as a run's REQUEST sets it. */
+static int resume(struct sandbox *sb, const uint8_t *p, uint32_t len)
+{
+	if (len != PROTO_RESUME_LEN || !sb->pausing)
+		return proto_errf(sb->err, sb->errlen, "RESUME of %u bytes%s", len, sb->pausing ? "" : " while not paused");
+	uint64_t ns;
+	memcpy(&ns, p, sizeof(ns));   /* host byte order, as every field */
+	struct timespec t = { .tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u) };
+	if (ns && sb->cfg->random_dev && clock_settime(CLOCK_REALTIME, &t) < 0)
+		fprintf(stderr, "vmrun-agent: setting the clock on resume: %s\n", strerror(errno));
+	sb->pausing = sb->paused_sent = false;
+	return outq_put(&sb->q, PROTO_READY, NULL, 0, NULL, 0) ? proto_errf(sb->err, sb->errlen, "queue to the host full")
+							       : 0;
+}
+
 static int host_frame(struct sandbox *sb, uint16_t type, const uint8_t *p, uint32_t len)
 {
+	if (sb->pausing && type != PROTO_RESUME)
+		return proto_errf(sb->err, sb->errlen, "frame type %u while paused", type);
 	switch (type) {
+	case PROTO_PAUSE:
+		if (len)
+			return proto_errf(sb->err, sb->errlen, "PAUSE of %u bytes", len);
+		sb->pausing = true;
+		return 0;
+	case PROTO_RESUME:
+		return resume(sb, p, len);
 	case PROTO_CMD_START:
 		return start_cmd(sb, p, len);
 	case PROTO_CMD_STDIN:
@@ -385,16 +412,13 @@ static int host_frame(struct sandbox *sb, uint16_t type, const uint8_t *p, uint3
 /* Read what the host sent and handle every whole frame. */
 static int host_read(struct sandbox *sb)
 {
-	size_t room;
-	uint8_t *dst = proto_reader_space(sb->rd, &room);
-	ssize_t k = read(sb->fd, dst, room);
+	ssize_t k = proto_reader_fill(sb->rd, sb->fd);
 	if (k < 0 && (errno == EINTR || errno == EAGAIN))
 		return 0;
 	if (k <= 0) {
 		sb->host_eof = true;
 		return 0;
 	}
-	proto_reader_fed(sb->rd, (size_t)k);
 	uint16_t type;
 	const uint8_t *p;
 	uint32_t len;
@@ -544,6 +568,8 @@ static void deadlines(struct sandbox *sb)
  * way that has room, and a second at most as PID 1 (orphans). */
 static int next_timeout(const struct sandbox *sb)
 {
+	if (sb->pausing)
+		return 1000;   /* only the host's socket matters */
 	if (files_reading(&sb->files) && !outq_full(&sb->q))
 		return 0;
 	/* a tar's output comes when it writes it: look again soon */
@@ -557,15 +583,33 @@ static int next_timeout(const struct sandbox *sb)
 	return (int)t;
 }
 
+/* While paused: what is queued goes out, then PAUSED after it. Nothing
+ * else happens (no exit is reaped, no deadline kills, no file data is
+ * read) until RESUME: whatever it would send could be lost with the
+ * VM's vsock connections. */
+static int pause_step(struct sandbox *sb)
+{
+	if (!sb->paused_sent && !sb->q.len) {
+		if (outq_put(&sb->q, PROTO_PAUSED, NULL, 0, NULL, 0))
+			return proto_errf(sb->err, sb->errlen, "queue to the host full");
+		sb->paused_sent = true;
+	}
+	if (outq_flush(&sb->q, sb->fd) < 0) {
+		sb->host_eof = true;
+		sb->q.len = 0;
+	}
+	return 0;
+}
+
 static int step(struct sandbox *sb)
 {
 	struct pollfd fds[MAX_POLL];
 	struct watch { struct cmd *c; int what; } who[MAX_POLL];
 	nfds_t n = 0;
-	bool producing = !outq_full(&sb->q);
+	bool producing = !outq_full(&sb->q) && !sb->pausing;
 	/* the host's frames wait while the queue is full: what they ask for
 	 * (a LIST) would add to it */
-	if (producing && !sb->host_eof)
+	if ((producing || sb->pausing) && !sb->host_eof)
 		fds[n++] = (struct pollfd){ sb->fd, POLLIN, 0 };
 	if (sb->q.len)
 		fds[n++] = (struct pollfd){ sb->fd, POLLOUT, 0 };
@@ -600,6 +644,8 @@ static int step(struct sandbox *sb)
 	for (nfds_t i = 0; i < first_cmd; i++)
 		if (fds[i].revents && fds[i].events == POLLIN && host_read(sb) < 0)
 			return -1;
+	if (sb->pausing)
+		return pause_step(sb);
 	reap(sb);
 	deadlines(sb);
 	for (unsigned i = 0; i < SANDBOX_MAX_CMDS; i++)
@@ -611,6 +657,29 @@ static int step(struct sandbox *sb)
 		sb->host_eof = true;   /* the host is gone: nothing more can reach it */
 		sb->q.len = 0;
 	}
+	return 0;
+}
+
+/* After a pause: a new connection to the host, whose first frame is
+ * RESUME. Nothing was queued after PAUSED, so nothing is lost. */
+static int reconnect(struct sandbox *sb)
+{
+	int fd = sb->cfg->reconnect();
+	if (fd < 0) {
+		fprintf(stderr, "vmrun-agent: reconnecting after a pause: %s\n", strerror(errno));
+		return -1;
+	}
+	/* the same number: the caller closes the connection it gave us */
+	int same = dup3(fd, sb->fd, O_CLOEXEC);
+	close(fd);
+	if (same < 0) {
+		fprintf(stderr, "vmrun-agent: reconnecting after a pause: dup3: %s\n", strerror(errno));
+		return -1;
+	}
+	fcntl(sb->fd, F_SETFL, fcntl(sb->fd, F_GETFL) | O_NONBLOCK);
+	proto_reader_init(sb->rd);
+	sb->q.len = sb->q.head = 0;
+	sb->host_eof = false;
 	return 0;
 }
 
@@ -659,9 +728,15 @@ int sandbox_serve(int fd, struct proto_reader *rd, const struct proto_request *r
 			goto out;
 	if (r < 0)
 		goto out;
-	while (!sb->host_eof)
-		if (step(sb) < 0)
-			goto out;
+	for (;;) {
+		while (!sb->host_eof)
+			if (step(sb) < 0)
+				goto out;
+		/* paused: the VM was saved with this connection open, and
+		 * restored with it reset; the host waits for the next one */
+		if (!sb->paused_sent || !cfg->reconnect || reconnect(sb) < 0)
+			break;
+	}
 	rc = 0;
 out:
 	end_all(sb);

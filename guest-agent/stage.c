@@ -214,14 +214,11 @@ static int buffered_frame(const struct stage_ctx *c, struct input *in)
  * connection ended (reason in c->err). */
 static int host_read(const struct stage_ctx *c)
 {
-	size_t room;
-	uint8_t *dst = proto_reader_space(c->rd, &room);
-	ssize_t k = read(c->fd, dst, room);
+	ssize_t k = proto_reader_fill(c->rd, c->fd);
 	if (k < 0 && (errno == EINTR || errno == EAGAIN))
 		return 0;
 	if (k <= 0)
 		return proto_errf(c->err, c->errlen, "the host closed the connection during the run");
-	proto_reader_fed(c->rd, (size_t)k);
 	return 0;
 }
 

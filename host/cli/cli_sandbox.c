@@ -28,6 +28,8 @@ static const char usage[] =
 	"  cat ID PATH\n"
 	"  kill ID\n"
 	"  timeout ID SECONDS\n"
+	"  pause ID            save its VM to disk (its processes too) and free its memory\n"
+	"  resume ID           start it again where it stopped\n"
 	"The server: --server, $VMRUN_SERVER (http://HOST:PORT or unix:PATH), vmrund --local's\n"
 	"socket when it runs, else http://127.0.0.1:8080; the key: $VMRUN_API_KEY.\n";
 
@@ -226,9 +228,10 @@ int sbx_cli_parse(int argc, char **argv, struct sbx_cli *c, char *err, size_t er
 		c->dst = w[1];
 		return cat ? 0 : positive("sandbox timeout", w[1], 366.0 * 86400, &c->seconds, err, errlen);
 	}
-	if (!strcmp(verb, "kill")) {
-		c->verb = SV_KILL;
-		return words(vargc, vargv, 1, &c->id, "kill ID", err, errlen);
+	if (!strcmp(verb, "kill") || !strcmp(verb, "pause") || !strcmp(verb, "resume")) {
+		c->verb = verb[0] == 'k' ? SV_KILL : verb[0] == 'p' ? SV_PAUSE : SV_RESUME;
+		return words(vargc, vargv, 1, &c->id, verb[0] == 'k' ? "kill ID" : verb[0] == 'p' ? "pause ID" : "resume ID",
+			     err, errlen);
 	}
 	return errf(err, errlen, "sandbox: no command %s (vmrun sandbox --help)", verb);
 }
@@ -545,6 +548,18 @@ int sbx_cli_run(struct sbx_cli *c, const char *server, const char *key, char *er
 		if (!(j = call(&k, "DELETE", target, NULL, CALL_MS, err, errlen)))
 			return 1;
 		break;
+	case SV_PAUSE:
+	case SV_RESUME: {
+		/* vmrund answers once the VM is saved, or runs again */
+		snprintf(target, sizeof(target), "/v1/sandboxes/%.64s/%s", c->id, c->verb == SV_PAUSE ? "pause" : "resume");
+		json_t *b = json_object();
+		j = call(&k, "POST", target, b, 120000, err, errlen);
+		json_decref(b);
+		if (!j)
+			return 1;
+		puts(json_string_value(json_object_get(j, "state")) ?: "");
+		break;
+	}
 	case SV_TIMEOUT: {
 		snprintf(target, sizeof(target), "/v1/sandboxes/%.64s/timeout", c->id);
 		json_t *b = json_pack("{s:f}", "timeout_s", c->seconds);

@@ -24,7 +24,7 @@
 
 #include <jansson.h>
 
-enum sbx_verb { SV_CREATE, SV_LS, SV_EXEC, SV_CP, SV_CAT, SV_KILL, SV_TIMEOUT };
+enum sbx_verb { SV_CREATE, SV_LS, SV_EXEC, SV_CP, SV_CAT, SV_KILL, SV_TIMEOUT, SV_PAUSE, SV_RESUME };
 
 /* What the command line asks (argv[1] is "sandbox"). */
 struct sbx_cli {

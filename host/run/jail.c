@@ -235,7 +235,8 @@ static int bind_into(const char *root, const char *name, const char *src, bool d
 {
 	char dst[PATH_MAX + 32];
 	snprintf(dst, sizeof(dst), "%s%s", root, name);
-	if (dir ? mkdir(dst, 0755) < 0 : mknod(dst, S_IFREG | 0644, 0) < 0)
+	/* a paused sandbox's jail starts its vmm again: the mount points are there */
+	if ((dir ? mkdir(dst, 0755) < 0 : mknod(dst, S_IFREG | 0644, 0) < 0) && errno != EEXIST)
 		return -1;
 	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
 		return -1;

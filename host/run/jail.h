@@ -96,6 +96,7 @@ struct jail {
 #define JAIL_IMAGE   "/workspace.ext4"
 #define JAIL_RUN     "/run"
 #define JAIL_SNAPSHOT "/snapshot"
+#define JAIL_PAUSE_DIR JAIL_RUN "/pause"   /* a sandbox's paused VM: in the socket directory */
 #define JAIL_KVM_FD  3
 
 /* The line the jail writes to vmm's stderr just before exec. */

@@ -1,9 +1,11 @@
 /* Executing a run plan: the run directory and workspace image, the jail
  * and vmm, the conversation with the agent under the deadline, teardown,
  * the artifacts, cleanup (run_classify, which decides how it ended from
- * the facts gathered here, is run_classify.c). Every path, a refusal, a timeout, a dead VM or a cancel included, ends
- * in the same cleanup. All state is the execution's own (struct exec). */
-#include "run.h"
+ * the facts gathered here, is run_classify.c; warm starts are
+ * run_snapshot.c, a sandbox's pauses run_sandbox.c). Every path, a
+ * refusal, a timeout, a dead VM or a cancel included, ends in the same
+ * cleanup. All state is the execution's own (struct exec, run_exec.h). */
+#include "run_exec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,51 +30,12 @@
 #include "errmsg.h"
 #include "jail.h"
 #include "run_net.h"
+#include "run_pause.h"
 #include "run_record.h"
 #include "snapshot_cache.h"
 #include "workspace.h"
 
-struct run_paths {
-	char dir[PATH_MAX];             /* the run directory */
-	char sock_dir[PATH_MAX + 32];   /* becomes /run in the jail */
-	char image[PATH_MAX + 64], agent_sock[PATH_MAX + 96];
-	char uds[PATH_MAX + 64], console[PATH_MAX + 64], vmm_err[PATH_MAX + 64];
-	char snap_err[PATH_MAX + 64];   /* the stderr of the vmm that makes a snapshot */
-};
-
-/* One execution of a plan. */
-struct exec {
-	struct run_plan *plan;
-	struct run_result *r;
-	struct run_paths p;
-	struct run_record rec;       /* names the run directory and cgroups while the run lives */
-	struct jail_spec js;
-	struct jail jail;
-	int listen_fd;
-	struct run_net net;          /* the network proxy, when the plan allows network */
-	struct session_result sr;
-	struct run_facts facts;
-	char start_error[512];
-	char vmm_said[400];
-	char vmm_faults[400];   /* vmm's count of the guest's device faults, for -v */
-	/* Warm start: the snapshot this run restores (restoring), and the id
-	 * that names the cgroup of the boot that makes one. */
-	struct snapshot_slot snap;
-	bool restoring;
-	char snap_id[48];
-	int64_t ended_ms;            /* when the command ended or its deadline passed (0: never started) */
-};
-
-/* How a jailed vmm ended, as reap saw it. */
-struct reaped {
-	int status;                  /* wait status */
-	bool killed;                 /* we killed its cgroup (deadline, or cancel) */
-	bool lost;                   /* it did not die after SIGKILL */
-	bool cancelled;              /* the kill was the plan's cancel */
-};
-
-static void logf_(const struct exec *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(const struct exec *x, const char *fmt, ...)
+void run_log(const struct exec *x, const char *fmt, ...)
 {
 	if (!x->plan->log)
 		return;
@@ -84,7 +47,7 @@ static void logf_(const struct exec *x, const char *fmt, ...)
 	x->plan->log(x->plan->ctx, false, line);
 }
 
-static bool cancelled(const struct run_plan *plan)
+bool run_cancelled(const struct run_plan *plan)
 {
 	struct pollfd p = { plan->cancel_fd, POLLIN, 0 };
 	return plan->cancel_fd >= 0 && poll(&p, 1, 0) > 0;
@@ -96,22 +59,22 @@ static bool cancelled(const struct run_plan *plan)
  * this run's record from now on (run_record.h), naming its run directory,
  * made just before. Neither fails the run: without a record, only this
  * supervisor's own crash would go unswept. */
-static void track(struct exec *x)
+void run_track(struct exec *x)
 {
 	char dir[PATH_MAX], err[512];
 	struct run_sweep st;
 	x->rec.fd = -1;
 	if (run_record_dir(dir, sizeof(dir), err, sizeof(err))) {
-		logf_(x, "%s", err);
+		run_log(x, "%s", err);
 		return;
 	}
 	if (run_record_sweep(dir, &st, err, sizeof(err)))
-		logf_(x, "%s", err);
+		run_log(x, "%s", err);
 	else if (st.runs)
-		logf_(x, "swept %u runs whose supervisor died: %u cgroups and %u run directories removed, %u kept",
+		run_log(x, "swept %u runs whose supervisor died: %u cgroups and %u run directories removed, %u kept",
 		      st.runs, st.cgroups, st.dirs, st.failed);
 	if (run_record_open(&x->rec, dir, x->plan->run_id, x->p.dir, err, sizeof(err)))
-		logf_(x, "%s", err);
+		run_log(x, "%s", err);
 }
 
 /* Make the run directory "vmrun-ID-XXXXXX" (mode 0700) in the directory
@@ -140,7 +103,7 @@ static int mkdtempat(int dfd, const char *dir, const char *run_id, struct run_pa
  * path-based work (chown, bind mounts, unlink): caller_work_dir checks
  * every directory from / down, and the path used is the one it resolved
  * once; the run directory is made through the fd of the one checked. */
-static int make_run_dir(struct run_paths *p, const struct caller *c, const char *run_id, char *err, size_t errlen)
+int run_dir_make(struct run_paths *p, const struct caller *c, const char *run_id, char *err, size_t errlen)
 {
 	const char *tmp = getenv("TMPDIR");
 	char why[512], dir[PATH_MAX];
@@ -163,6 +126,8 @@ static int make_run_dir(struct run_paths *p, const struct caller *c, const char 
 	snprintf(p->console, sizeof(p->console), "%s/console", p->sock_dir);
 	snprintf(p->vmm_err, sizeof(p->vmm_err), "%s/vmm.err", p->dir);
 	snprintf(p->snap_err, sizeof(p->snap_err), "%s/snapshot.err", p->dir);
+	snprintf(p->pause, sizeof(p->pause), "%s/pause", p->sock_dir);
+	snprintf(p->pin, sizeof(p->pin), "%s/base", p->dir);
 	if (mkdir(p->sock_dir, 0700) < 0)
 		return errf(err, errlen, "%.300s: %s", p->sock_dir, strerror(errno));
 	if (strlen(p->agent_sock) >= sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
@@ -171,13 +136,14 @@ static int make_run_dir(struct run_paths *p, const struct caller *c, const char 
 }
 
 /* Remove what this run created: the files we know, then the directory. */
-static void remove_run_dir(const struct run_paths *p)
+void run_dir_remove(const struct run_paths *p)
 {
 	if (!p->dir[0])
 		return;
 	const char *files[] = { p->image, p->uds, p->agent_sock, p->console, p->vmm_err, p->snap_err };
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 		unlink(files[i]);
+	run_pause_remove(p->pause, p->pin);
 	rmdir(p->sock_dir);
 	rmdir(p->dir);
 }
@@ -206,7 +172,7 @@ static void record_cgroup(void *ctx, int version, const char *path)
 /* A jail spec for one vmm of this execution: the run's files and limits,
  * with the workspace image and the snapshot directory as given (NULL:
  * none), and id naming its cgroup. */
-static void spec_for(struct exec *x, struct jail_spec *js, const char *id, const char *image,
+void run_spec_for(struct exec *x, struct jail_spec *js, const char *id, const char *image,
 		     const char *snapshot, bool snapshot_rw, char *const *argv)
 {
 	const struct run_plan *plan = x->plan;
@@ -221,7 +187,7 @@ static void spec_for(struct exec *x, struct jail_spec *js, const char *id, const
 
 /* Start vmm in its jail with its stderr going to errpath (made now, so
  * it holds this vmm's words only). */
-static int start_vmm(struct jail_spec *js, struct jail *j, const char *errpath, char *err, size_t errlen)
+int run_start_vmm(struct jail_spec *js, struct jail *j, const char *errpath, char *err, size_t errlen)
 {
 	int errfd = open(errpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (errfd < 0)
@@ -237,17 +203,17 @@ static int start_vmm(struct jail_spec *js, struct jail *j, const char *errpath, 
  * cancelled), then kill its whole cgroup and wait at most
  * RUN_REAP_AFTER_KILL_MS more: a vmm that SIGKILL cannot end (a thread
  * held in the host kernel) must not hold the run forever. */
-static void reap(struct jail *j, const struct run_plan *plan, int64_t deadline_ms, struct reaped *out)
+void run_reap(struct jail *j, const struct run_plan *plan, int64_t deadline_ms, struct reaped *out)
 {
 	for (;;) {
 		pid_t r = waitpid(j->pid, &out->status, WNOHANG);
 		if (r == j->pid || (r < 0 && errno != EINTR))
 			return;
 		int64_t now = clock_mono_ms();
-		if (!out->killed && (now >= deadline_ms || cancelled(plan))) {
+		if (!out->killed && (now >= deadline_ms || run_cancelled(plan))) {
 			jail_kill(j);
 			out->killed = true;
-			out->cancelled = cancelled(plan);
+			out->cancelled = run_cancelled(plan);
 			deadline_ms = now + RUN_REAP_AFTER_KILL_MS;
 		} else if (out->killed && now >= deadline_ms) {
 			out->lost = true;
@@ -261,7 +227,7 @@ static void reap(struct jail *j, const struct run_plan *plan, int64_t deadline_m
  * guest-faults line (which vmm writes last, after any error) nor its state
  * lines, the faults line into faults when not NULL, the state lines to x's
  * log, and the jail's clone-to-exec time, returned in us (-1 if absent). */
-static long read_err(const struct exec *x, const char *path, char *said, size_t len, char *faults, size_t faults_len)
+long run_read_err(const struct exec *x, const char *path, char *said, size_t len, char *faults, size_t faults_len)
 {
 	said[0] = '\0';
 	if (faults)
@@ -281,7 +247,7 @@ static long read_err(const struct exec *x, const char *path, char *said, size_t 
 				session_printable(faults, faults_len, line + strlen(tag), n - strlen(tag));
 		} else if (!strncmp(line, state, strlen(state))) {
 			char shown[sizeof(line)];
-			logf_(x, "vmm's %s", session_printable(shown, sizeof(shown), line + strlen(VMM_LOG_PREFIX),
+			run_log(x, "vmm's %s", session_printable(shown, sizeof(shown), line + strlen(VMM_LOG_PREFIX),
 							      n - strlen(VMM_LOG_PREFIX)));
 		} else if (line[0] != '\n') {   /* vmm runs the guest: its words too */
 			session_printable(said, len, line, n);
@@ -309,155 +275,6 @@ static void ask_state(const struct exec *x)
 	}
 }
 
-/* ---- the snapshot ---------------------------------------------------------- */
-
-/* Why a snapshot boot did not end with vmm's exit 0, into err. */
-static int snapshot_boot_failed(const struct reaped *rp, const char *said, char *err, size_t errlen)
-{
-	if (rp->cancelled)
-		return errf(err, errlen, "cancelled");
-	if (rp->killed)
-		return errf(err, errlen, "vmm did not finish within %d s", RUN_SNAPSHOT_TIMEOUT_MS / 1000);
-	if (said[0])
-		return errf(err, errlen, "%s", said);
-	if (WIFSIGNALED(rp->status))
-		return errf(err, errlen, "vmm died of SIG%s", sigabbrev_np(WTERMSIG(rp->status)) ?
-			    sigabbrev_np(WTERMSIG(rp->status)) : "?");
-	return errf(err, errlen, "vmm exited with status %d", WEXITSTATUS(rp->status));
-}
-
-/* Boot the plan's VM in a jail of its own with vmm --snapshot-out, which
- * writes it into dir (bound writable) once the agent is ready and exits.
- * The run directory's socket directory is borrowed and left empty. On
- * failure, *vmm_failed says whether vmm itself failed (or never finished),
- * which another try would repeat, rather than the jail or a cancel. */
-static int snapshot_boot(struct exec *x, const char *dir, bool *vmm_failed, char *err, size_t errlen)
-{
-	struct jail_spec js;
-	struct jail j = { .uid_fd = -1 };
-	struct reaped rp = { 0 };
-	char said[400] = "";
-	int rc = -1;
-	snprintf(x->snap_id, sizeof(x->snap_id), "%.32s-snapshot", x->plan->run_id);
-	spec_for(x, &js, x->snap_id, NULL, dir, true, x->plan->snap_argv);
-	if (jail_prepare(&js, &j, err, errlen) || start_vmm(&js, &j, x->p.snap_err, err, errlen))
-		goto out;
-	reap(&j, x->plan, clock_mono_ms() + RUN_SNAPSHOT_TIMEOUT_MS, &rp);
-	read_err(x, x->p.snap_err, said, sizeof(said), NULL, 0);
-	if (rp.killed || rp.lost || !WIFEXITED(rp.status) || WEXITSTATUS(rp.status)) {
-		snapshot_boot_failed(&rp, said, err, errlen);
-		*vmm_failed = !rp.cancelled;
-	} else {
-		rc = 0;
-	}
-out:
-	jail_cleanup(&j);
-	const char *left[] = { x->p.uds, x->p.console, x->p.snap_err };
-	for (size_t i = 0; i < sizeof(left) / sizeof(left[0]); i++)
-		unlink(left[i]);
-	return rc;
-}
-
-/* Make x->snap with its lock held: a boot into a fresh temporary
- * directory, renamed into place whole. */
-static int snapshot_make(struct exec *x, char *err, size_t errlen)
-{
-	bool vmm_failed = false;
-	if (snapshot_tmp_make(&x->snap, err, errlen))
-		return -1;
-	int rc = snapshot_boot(x, x->snap.tmp, &vmm_failed, err, errlen) || snapshot_commit(&x->snap, err, errlen)
-			 ? -1 : 0;
-	snapshot_tmp_remove(&x->snap);
-	if (vmm_failed)
-		(void)snapshot_mark_failed(&x->snap, err);
-	return rc;
-}
-
-/* The snapshot for the plan's VM into x->snap: found (0), or made (1; made
- * anew when replace), or -1 with why. Two runs never both make one: the
- * second waits for the lock and then finds it. */
-static int snapshot_ready(struct exec *x, bool replace, char *err, size_t errlen)
-{
-	const struct run_plan *plan = x->plan;
-	char dir[PATH_MAX];
-	struct snapshot_facts f;
-	if (snapshot_cache_dir(dir, sizeof(dir), err, errlen) ||
-	    snapshot_facts_gather(&f, plan->vmm, plan->kernel_fd, plan->rootfs_fd, plan->memory_mib, plan->cpus, NULL,
-				  err, errlen) ||
-	    snapshot_slot_init(&x->snap, dir, &f, err, errlen))
-		return -1;
-	if (!replace && snapshot_exists(&x->snap))
-		return 0;
-	if (snapshot_lock(&x->snap, plan->cancel_fd, RUN_SNAPSHOT_WAIT_MS, err, errlen))
-		return -1;
-	int rc;
-	char why[400];
-	if (!replace && snapshot_exists(&x->snap))
-		rc = 0;
-	else if (!replace && snapshot_failed(&x->snap, why, sizeof(why)))
-		rc = errf(err, errlen, "making it failed before (%s); `vmrun snapshot` tries again", why);
-	else
-		rc = snapshot_make(x, err, errlen) ? -1 : 1;
-	snapshot_unlock(&x->snap);
-	return rc;
-}
-
-/* Warm start: restore the snapshot for this run's VM, made first if there
- * is none. Without one the run boots cold, and -v says why. */
-static void warm(struct exec *x)
-{
-	char why[512];
-	int64_t t0 = clock_mono_ms();
-	int got = snapshot_ready(x, false, why, sizeof(why));
-	if (got < 0) {
-		logf_(x, "snapshot: %s; booting cold", why);
-		return;
-	}
-	x->restoring = true;
-	if (got)
-		logf_(x, "snapshot %s made in %lld ms", x->snap.path, (long long)(clock_mono_ms() - t0));
-	else
-		logf_(x, "snapshot %s found", x->snap.path);
-}
-
-/* vmm refused the snapshot before the agent said HELLO (another vmm
- * build, kernel, image or CPU than the key knew of, or damaged files):
- * it goes, so that the next run makes it again. */
-static void discard_refused(struct exec *x)
-{
-	const struct run_facts *f = &x->facts;
-	if (!x->restoring || f->start_error || x->sr.hello_ms || !WIFEXITED(f->vmm_status) ||
-	    WEXITSTATUS(f->vmm_status) != 1 || !strstr(x->vmm_said, "snapshot"))
-		return;
-	char err[512];
-	if (snapshot_discard(&x->snap, RUN_SNAPSHOT_WAIT_MS, err, sizeof(err)))
-		logf_(x, "snapshot %s refused, not removed: %s", x->snap.path, err);
-	else
-		logf_(x, "snapshot %s refused by vmm: removed", x->snap.path);
-}
-
-int run_snapshot_make(struct run_plan *plan, char *dir, size_t dirlen, char *err, size_t errlen)
-{
-	struct exec *x = calloc(1, sizeof(*x));
-	if (!x)
-		return errf(err, errlen, "out of memory");
-	x->plan = plan;
-	x->snap.lock_fd = -1;
-	x->rec.fd = -1;
-	int rc = -1;
-	if (!make_run_dir(&x->p, &plan->caller, plan->run_id, err, errlen)) {
-		track(x);
-		if (snapshot_ready(x, true, err, errlen) > 0) {
-			snprintf(dir, dirlen, "%s", x->snap.path);
-			rc = 0;
-		}
-	}
-	remove_run_dir(&x->p);
-	run_record_close(&x->rec);
-	free(x);
-	return rc;
-}
-
 /* ---- the run ---------------------------------------------------------------- */
 
 /* The workspace image, made in the run's cgroup by jail_charged. */
@@ -476,25 +293,33 @@ static int make_workspace(void *ctx, void *out, char *err, size_t errlen)
 				out, err, errlen);
 }
 
+/* A sandbox's directory for its paused VM, the jailed vmm's to write. */
+static int make_pause_dir(struct exec *x, char *err, size_t errlen)
+{
+	if (mkdir(x->p.pause, 0700) < 0 || (!x->jail.rootless && chown(x->p.pause, x->jail.uid, x->jail.gid) < 0))
+		return errf(err, errlen, "%.300s: %s", x->p.pause, strerror(errno));
+	return 0;
+}
+
 /* Run directory, jail, workspace image (charged to the run), the agent's
  * socket. */
 static int prepare(struct exec *x, char *err, size_t errlen)
 {
 	struct run_plan *plan = x->plan;
 	struct workspace_stats ws;
-	if (make_run_dir(&x->p, &plan->caller, plan->run_id, err, errlen))
+	if (run_dir_make(&x->p, &plan->caller, plan->run_id, err, errlen))
 		return -1;
-	track(x);
+	run_track(x);
 	if (!plan->cold)
-		warm(x);
-	spec_for(x, &x->js, plan->run_id, x->p.image, x->restoring ? x->snap.path : NULL, false,
+		run_warm(x);
+	run_spec_for(x, &x->js, plan->run_id, x->p.image, x->restoring ? x->snap.path : NULL, false,
 		 x->restoring ? plan->restore_argv : plan->vmm_argv);
-	if (jail_prepare(&x->js, &x->jail, err, errlen) ||
+	if (jail_prepare(&x->js, &x->jail, err, errlen) || (plan->sandbox && make_pause_dir(x, err, errlen)) ||
 	    jail_charged(&x->js, &x->jail, make_workspace, x, &ws, sizeof(ws), err, errlen) ||
 	    (x->listen_fd = listen_agent(&x->p, &x->jail, err, errlen)) < 0 ||
 	    (plan->net && run_net_start(&x->net, plan->net, plan->secret_ca_fd, plan->vmm, x->p.dir, x->p.uds, &x->js, &x->jail, err, errlen)))
 		return -1;
-	logf_(x, "prepared: %s, %llu files, %llu dirs, %llu bytes", x->p.image, (unsigned long long)ws.files,
+	run_log(x, "prepared: %s, %llu files, %llu dirs, %llu bytes", x->p.image, (unsigned long long)ws.files,
 	      (unsigned long long)ws.dirs, (unsigned long long)ws.bytes);
 	return 0;
 }
@@ -505,10 +330,10 @@ static int prepare(struct exec *x, char *err, size_t errlen)
  * clone-to-exec time in us (-1 if absent). */
 static long read_vmm_err(struct exec *x)
 {
-	long ready_us = read_err(x, x->p.vmm_err, x->vmm_said, sizeof(x->vmm_said), x->vmm_faults, sizeof(x->vmm_faults));
+	long ready_us = run_read_err(x, x->p.vmm_err, x->vmm_said, sizeof(x->vmm_said), x->vmm_faults, sizeof(x->vmm_faults));
 	x->facts.vmm_said = x->vmm_said;
 	if (x->vmm_faults[0])
-		logf_(x, "the guest's device faults, as vmm counted them: %s", x->vmm_faults);
+		run_log(x, "the guest's device faults, as vmm counted them: %s", x->vmm_faults);
 	return ready_us;
 }
 
@@ -516,7 +341,7 @@ static long read_vmm_err(struct exec *x)
 static void reap_vmm(struct exec *x, int64_t deadline_ms)
 {
 	struct reaped rp = { 0 };
-	reap(&x->jail, x->plan, deadline_ms, &rp);
+	run_reap(&x->jail, x->plan, deadline_ms, &rp);
 	x->facts.vmm_status = rp.status;
 	x->facts.vmm_killed = rp.killed;
 	x->facts.vmm_lost = rp.lost;
@@ -562,7 +387,7 @@ static void run_vm(struct exec *x)
 	struct run_facts *f = &x->facts;
 	int64_t start = clock_mono_ms();
 	int64_t deadline = start + (int64_t)(plan->timeout_s * 1000.0);
-	if (start_vmm(&x->js, &x->jail, x->p.vmm_err, x->start_error, sizeof(x->start_error))) {
+	if (run_start_vmm(&x->js, &x->jail, x->p.vmm_err, x->start_error, sizeof(x->start_error))) {
 		f->start_error = x->start_error;
 		return;
 	}
@@ -573,7 +398,7 @@ static void run_vm(struct exec *x)
 	r->jail.own_uid = x->jail.uid_held;
 	r->jail.cgroup_version = x->jail.cgroup_version;
 	r->jail.cgroup_delegated = x->jail.cgroup_delegated;
-	logf_(x, "vmm started (pid %d%s), deadline in %g s", (int)x->jail.pid, x->restoring ? ", restoring" : "",
+	run_log(x, "vmm started (pid %d%s), deadline in %g s", (int)x->jail.pid, x->restoring ? ", restoring" : "",
 	      plan->timeout_s);
 	struct session_io io = { .stdin_fd = plan->stdin_fd, .cancel_fd = plan->cancel_fd, .output = on_output,
 				 .gate = plan->gate ? on_gate : NULL, .ctx = x };
@@ -588,16 +413,16 @@ static void run_vm(struct exec *x)
 	if (conn >= 0) {
 		f->session = session_run(conn, &plan->proto, &io, deadline, &x->sr);
 		if (plan->sandbox && f->session == SESSION_DONE) {
-			logf_(x, "sandbox ready in %lld ms", (long long)(clock_mono_ms() - start));
-			struct run_serving where = { x->jail.cgroup_version == 2 ? x->jail.cgroup : "", x->p.image };
-			plan->serve(plan->ctx, conn, &where);
+			run_log(x, "sandbox ready in %lld ms", (long long)(clock_mono_ms() - start));
+			conn = run_sandbox_life(x, conn);
 		}
 		exit_at = clock_mono_ms();
 		/* before the close, which vmm would pass on to the guest */
 		if (f->session == SESSION_TIMEOUT && x->sr.hello_ms)
 			ask_state(x);
-		close(conn);   /* the agent waits for this before it resets the VM */
-	} else if (cancelled(plan)) {
+		if (conn >= 0)
+			close(conn);   /* the agent waits for this before it resets the VM */
+	} else if (run_cancelled(plan)) {
 		f->session = SESSION_CANCELLED;
 	} else if (clock_mono_ms() >= deadline) {
 		f->session = SESSION_TIMEOUT;
@@ -613,7 +438,7 @@ static void run_vm(struct exec *x)
 	reap_vmm(x, f->session == SESSION_DONE ? teardown_from + RUN_TEARDOWN_GRACE_MS : teardown_from);
 	r->teardown = clock_mono_ms() - teardown_from;
 	long ready_us = read_vmm_err(x);
-	logf_(x, "jail (uid %u, cgroup v%d) ready in %ld us; agent \"%s\", boot %lld ms, run %lld ms, "
+	run_log(x, "jail (uid %u, cgroup v%d) ready in %ld us; agent \"%s\", boot %lld ms, run %lld ms, "
 	      "teardown %lld ms, vmm status %d", x->jail.uid, x->jail.cgroup_version, ready_us, x->sr.agent,
 	      (long long)r->boot, (long long)r->run, (long long)r->teardown, f->vmm_status);
 }
@@ -648,7 +473,7 @@ static void extract(struct exec *x)
 	struct run_result *r = x->r;
 	if (plan->artifacts_fd < 0 ||
 	    (r->term != TERM_EXITED && r->term != TERM_SIGNALED && r->term != TERM_COMPILE_ERROR) ||
-	    x->facts.vmm_lost || cancelled(plan))
+	    x->facts.vmm_lost || run_cancelled(plan))
 		return;
 	int64_t t0 = clock_mono_ms();
 	char err[512];
@@ -701,7 +526,7 @@ void run_execute(struct run_plan *plan, struct run_result *r)
 	x->facts.timeout_s = plan->timeout_s;
 	x->facts.sr = &x->sr;
 	char err[512];
-	if (cancelled(plan)) {
+	if (run_cancelled(plan)) {
 		r->cancelled = true;
 		result_message(r, "cancelled before the VM started");
 		goto cleanup;
@@ -712,14 +537,14 @@ void run_execute(struct run_plan *plan, struct run_result *r)
 		goto cleanup;
 	}
 	r->prepare = clock_mono_ms() - t0;
-	if (cancelled(plan)) {
+	if (run_cancelled(plan)) {
 		x->facts.cancelled = true;
 		x->facts.start_error = "cancelled before the VM started";
 	} else {
 		run_vm(x);
 	}
 	run_classify(&x->facts, r);
-	discard_refused(x);
+	run_discard_refused(x);
 	if (plan->net)
 		run_net_finish(&x->net, r);
 	log_console(x);
@@ -729,10 +554,10 @@ cleanup:
 		close(x->listen_fd);
 	run_net_release(&x->net);
 	jail_cleanup(&x->jail);
-	remove_run_dir(&x->p);
+	run_dir_remove(&x->p);
 	run_record_close(&x->rec);
 	if (x->ended_ms)   /* the figure make eval's destruction times are made of */
-		logf_(x, "torn down %lld ms after the command ended or its deadline passed",
+		run_log(x, "torn down %lld ms after the command ended or its deadline passed",
 		      (long long)(clock_mono_ms() - x->ended_ms));
 	free(x);
 }

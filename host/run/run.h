@@ -41,6 +41,8 @@
 #define RUN_REAP_AFTER_KILL_MS 10000     /* after the cgroup was killed, how long vmm gets to die */
 #define RUN_STATE_WAIT_MS 50             /* a timed-out vmm's answer to VMM_STATE_SIGNAL, logged runs only */
 #define RUN_VMM_ARGC_MAX      32
+#define RUN_PAUSE_TIMEOUT_MS  60000      /* vmm writing a paused VM (the emulated KVM host is slow) */
+#define RUN_RESUME_TIMEOUT_MS 60000      /* a resumed VM's agent back with READY */
 #define RUN_SNAPSHOT_TIMEOUT_MS 60000    /* a boot that makes a snapshot (the emulated KVM host is slow) */
 #define RUN_SNAPSHOT_WAIT_MS  (RUN_SNAPSHOT_TIMEOUT_MS + 15000)   /* for another run making the same one */
 
@@ -95,6 +97,19 @@ typedef void (*run_log_fn)(void *ctx, bool console, const char *text);
 struct run_serving {
 	const char *cgroup;
 	const char *workspace_image;
+	bool pausable;               /* restored from a snapshot: serve may return RUN_SERVE_PAUSE */
+};
+
+/* What a sandbox's serve hook returns. */
+enum run_serve_end {
+	RUN_SERVE_END = 0,           /* the sandbox is over: its VM is torn down */
+	RUN_SERVE_PAUSE = 1,         /* the agent sent PAUSED: save the VM, free it, wait (run_plan.paused) */
+};
+
+/* What a sandbox's paused hook is told. */
+enum run_pause_event {
+	RUN_PAUSE_SAVED,             /* the VM is saved and gone: return 0 to resume it, -1 to end */
+	RUN_PAUSE_FAILED,            /* saving or resuming failed (why): the sandbox is over */
 };
 
 struct run_plan {
@@ -128,6 +143,7 @@ struct run_plan {
 	char *vmm_argv[RUN_VMM_ARGC_MAX];
 	char *restore_argv[RUN_VMM_ARGC_MAX];
 	char *snap_argv[RUN_VMM_ARGC_MAX];
+	char *resume_argv[RUN_VMM_ARGC_MAX]; /* a sandbox's: the restore, from its paused state */
 	/* how the run reports and is stopped */
 	run_output_fn output;
 	bool keep_output;                    /* with output: also keep it in the result */
@@ -145,7 +161,14 @@ struct run_plan {
 	 * must watch cancel_fd itself), then it is torn down as a run's is.
 	 * It does not close conn. where says what the sandbox's usage is
 	 * read from, valid until it returns. */
-	void (*serve)(void *ctx, int conn, const struct run_serving *where);
+	enum run_serve_end (*serve)(void *ctx, int conn, const struct run_serving *where);
+	/* A sandbox's pause (serve returned RUN_SERVE_PAUSE): once vmm saved
+	 * the VM into the run directory and exited, RUN_PAUSE_SAVED, and it
+	 * blocks until the sandbox is to go on (0: a new vmm resumes the VM
+	 * from what was saved, and serve is called again on the agent's new
+	 * connection) or to end (-1); RUN_PAUSE_FAILED with why when the save
+	 * or the resume failed: the sandbox is over, nothing of it runs. */
+	int (*paused)(void *ctx, enum run_pause_event ev, const char *why);
 	bool sandbox;                        /* the plan is a sandbox's */
 };
 

@@ -441,13 +441,14 @@ static int plan_net(struct run_plan *plan, const struct run_request *req, struct
 /* One vmm command line into out, every path as the jail shows it, with
  * workspace as the second disk; then opt and its dir when opt is set
  * (NULL ends the list there). */
-static void vmm_argv_into(struct run_plan *plan, char **out, const char *workspace, const char *opt, const char *dir)
+static void vmm_argv_into(struct run_plan *plan, char **out, const char *workspace, const char *opt, const char *dir,
+			  const char *opt2, const char *dir2, const char *opt3, const char *dir3)
 {
 	char *const argv[] = { "vmm", "--kvm-fd", "3", "--kernel", JAIL_KERNEL, "--memory", plan->vmm_memory,
 			       "--cpus", plan->vmm_cpus, "--disk", JAIL_ROOTFS ",ro", "--disk", (char *)workspace,
 			       "--vsock-uds", JAIL_RUN "/" PROTO_VSOCK_UDS, "--console", JAIL_RUN "/console",
 			       "--console-limit", RUN_CONSOLE_LIMIT, "--cmdline", "root=/dev/vda ro init=/init",
-			       (char *)opt, (char *)dir, NULL };
+			       (char *)opt, (char *)dir, (char *)opt2, (char *)dir2, (char *)opt3, (char *)dir3, NULL };
 	_Static_assert(sizeof(argv) / sizeof(argv[0]) <= RUN_VMM_ARGC_MAX, "vmm's argv outgrew the plan");
 	memcpy(out, argv, sizeof(argv));
 }
@@ -459,9 +460,14 @@ static void build_vmm_argv(struct run_plan *plan)
 {
 	snprintf(plan->vmm_memory, sizeof(plan->vmm_memory), "%llu", (unsigned long long)plan->memory_mib);
 	snprintf(plan->vmm_cpus, sizeof(plan->vmm_cpus), "%llu", (unsigned long long)plan->cpus);
-	vmm_argv_into(plan, plan->vmm_argv, JAIL_IMAGE, NULL, NULL);
-	vmm_argv_into(plan, plan->restore_argv, JAIL_IMAGE, "--restore", JAIL_SNAPSHOT);
-	vmm_argv_into(plan, plan->snap_argv, "none", "--snapshot-out", JAIL_SNAPSHOT);
+	/* a sandbox's may pause, into the socket directory (/run), its own */
+	const char *pause = plan->sandbox ? "--pause-out" : NULL;
+	vmm_argv_into(plan, plan->vmm_argv, JAIL_IMAGE, NULL, NULL, NULL, NULL, NULL, NULL);
+	vmm_argv_into(plan, plan->restore_argv, JAIL_IMAGE, "--restore", JAIL_SNAPSHOT, pause, JAIL_PAUSE_DIR, NULL,
+		      NULL);
+	vmm_argv_into(plan, plan->resume_argv, JAIL_IMAGE, "--restore", JAIL_SNAPSHOT, "--pause-out", JAIL_PAUSE_DIR,
+		      "--resume", JAIL_PAUSE_DIR);
+	vmm_argv_into(plan, plan->snap_argv, "none", "--snapshot-out", JAIL_SNAPSHOT, NULL, NULL, NULL, NULL);
 }
 
 /* What every plan starts from: nothing open, nothing owned. */

@@ -305,15 +305,12 @@ static enum session_status converse(int fd, const struct proto_request *req, con
 		}
 		if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
-		size_t room;
-		uint8_t *dst = proto_reader_space(rd, &room);
-		ssize_t k = read(fd, dst, room);
+		ssize_t k = proto_reader_fill(rd, fd);
 		if (k < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
 		if (k <= 0)
 			return failed(res, hello ? "the agent's connection ended before EXIT"
 						 : "the agent's connection ended before HELLO");
-		proto_reader_fed(rd, (size_t)k);
 		uint16_t type;
 		const uint8_t *payload;
 		uint32_t len;
@@ -338,4 +335,61 @@ static enum session_status converse(int fd, const struct proto_request *req, con
 		if (r < 0)
 			return SESSION_FAILED;
 	}
+}
+
+int session_resume(int fd, int64_t deadline_ms, int cancel_fd, char *err, size_t errlen)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	uint64_t ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	if (proto_send(fd, PROTO_RESUME, &ns, sizeof(ns)) < 0) {
+		snprintf(err, errlen, "sending RESUME: %s", strerror(errno));
+		return -1;
+	}
+	struct proto_reader *rd = malloc(sizeof(*rd));
+	if (!rd) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	proto_reader_init(rd);
+	int rc = -1;
+	for (;;) {
+		struct pollfd p[2] = { { fd, POLLIN, 0 }, { cancel_fd, POLLIN, 0 } };
+		if (clock_mono_ms() >= deadline_ms) {
+			snprintf(err, errlen, "the resumed agent did not answer in time");
+			break;
+		}
+		int n = poll(p, 2, session_left_ms(deadline_ms));
+		if (n < 0 && errno != EINTR) {
+			snprintf(err, errlen, "poll: %s", strerror(errno));
+			break;
+		}
+		if (n > 0 && p[1].revents) {
+			snprintf(err, errlen, "cancelled");
+			break;
+		}
+		if (n <= 0 || !p[0].revents)
+			continue;
+		ssize_t k = proto_reader_fill(rd, fd);
+		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (k <= 0) {
+			snprintf(err, errlen, "the resumed agent's connection ended");
+			break;
+		}
+		uint16_t type;
+		const uint8_t *payload;
+		uint32_t len;
+		int r = proto_reader_next(rd, &type, &payload, &len, err, errlen);
+		if (r == 0)
+			continue;
+		if (r == 1 && type == PROTO_READY && rd->have == rd->consumed)
+			rc = 0;
+		else if (r == 1)
+			snprintf(err, errlen, "the resumed agent sent frame type %u%s", type,
+				 type == PROTO_READY ? " and more" : " instead of READY");
+		break;
+	}
+	free(rd);
+	return rc;
 }

@@ -87,4 +87,10 @@ int session_accept(int listen_fd, int watch_fd, int cancel_fd, int64_t deadline_
 enum session_status session_run(int fd, const struct proto_request *req, const struct session_io *io,
 				int64_t deadline_ms, struct session_result *res);
 
+/* A paused sandbox's agent connected again on fd: send RESUME with the
+ * time (CLOCK_REALTIME) and wait until deadline_ms (or cancel_fd, -1 for
+ * none) for its READY, the only frame it may send first. Returns 0, or -1
+ * with why in err. */
+int session_resume(int fd, int64_t deadline_ms, int cancel_fd, char *err, size_t errlen);
+
 #endif

@@ -155,7 +155,8 @@ static enum MHD_Result stop_sandbox(struct sbx *s, struct MHD_Connection *conn)
 	/* while it boots, the run library is told as SIGTERM tells it */
 	if (s->state == SBX_STARTING)
 		kill(getpid(), SIGTERM);
-	if (s->state == SBX_STARTING || s->state == SBX_RUNNING)
+	if (s->state == SBX_STARTING || s->state == SBX_RUNNING || s->state == SBX_PAUSING ||
+	    s->state == SBX_PAUSED || s->state == SBX_RESUMING)
 		sbx_set_state(s, SBX_STOPPING, "deleted");
 	json_t *j = sbx_json(s);
 	pthread_mutex_unlock(&s->mu);
@@ -179,6 +180,67 @@ static enum MHD_Result set_timeout(struct sbx *s, struct MHD_Connection *conn, j
 	json_t *j = sbx_json(s);
 	pthread_mutex_unlock(&s->mu);
 	return api_answer_json(conn, 200, j);
+}
+
+static bool not_pausing(void *arg) { return ((struct sbx *)arg)->state != SBX_PAUSING; }
+static bool not_resuming(void *arg) { return ((struct sbx *)arg)->state != SBX_RESUMING; }
+
+/* The longest a pause or a resume request waits for its end: the
+ * agent's PAUSED, then vmm's save (or its start and the agent's READY). */
+#define PAUSE_ANSWER_MS (SBX_PAUSE_WAIT_MS + RUN_PAUSE_TIMEOUT_MS + 10000)
+
+/* POST /pause: answered once the VM is saved (200, paused), or the pause
+ * was called off (409 with why; it goes on) or failed (500). */
+static enum MHD_Result pause_sandbox(struct sbx *s, struct MHD_Connection *conn)
+{
+	pthread_mutex_lock(&s->mu);
+	if (s->state != SBX_RUNNING || !s->pausable) {
+		const char *why = s->state == SBX_PAUSED   ? "the sandbox is paused already"
+				  : s->state != SBX_RUNNING ? "the sandbox is not running"
+							    : "the sandbox booted without a snapshot: it cannot pause";
+		pthread_mutex_unlock(&s->mu);
+		return api_answer_error(conn, 409, "%s", why);
+	}
+	sbx_pause_begin(s, "");
+	api_wait_until(s, not_pausing, s, sbx_realtime_ms() + PAUSE_ANSWER_MS);
+	enum sbx_state st = s->state;
+	char why[256];
+	snprintf(why, sizeof(why), "%s", st == SBX_RUNNING ? s->pause_error : s->reason);
+	json_t *j = sbx_json(s);
+	pthread_mutex_unlock(&s->mu);
+	if (st == SBX_PAUSED)
+		return api_answer_json(conn, 200, j);
+	json_decref(j);
+	return api_answer_error(conn, st == SBX_RUNNING ? 409 : 500, "not paused: %s",
+				why[0] ? why : sbx_state_name(st));
+}
+
+/* POST /resume {"timeout_s": N}: answered once the VM runs again (200),
+ * or failed (500: the sandbox is failed, with why). */
+static enum MHD_Result resume_sandbox(struct sbx *s, struct MHD_Connection *conn, json_t *body)
+{
+	json_t *v = json_object_get(body, "timeout_s");
+	double t = v ? json_number_value(v) : 0;
+	if (v && (!json_is_number(v) || t <= 0 || t > (double)s->max_timeout_s))
+		return api_answer_error(conn, 400, "timeout_s: a number of seconds, more than 0 and at most %llu",
+				    (unsigned long long)s->max_timeout_s);
+	pthread_mutex_lock(&s->mu);
+	if (s->state != SBX_PAUSED) {
+		pthread_mutex_unlock(&s->mu);
+		return api_answer_error(conn, 409, "the sandbox is not paused (%s)", sbx_state_name(s->state));
+	}
+	s->resume_timeout_s = t;
+	sbx_set_state(s, SBX_RESUMING, "");
+	api_wait_until(s, not_resuming, s, sbx_realtime_ms() + PAUSE_ANSWER_MS);
+	enum sbx_state st = s->state;
+	char why[256];
+	snprintf(why, sizeof(why), "%s", s->reason);
+	json_t *j = sbx_json(s);
+	pthread_mutex_unlock(&s->mu);
+	if (st == SBX_RUNNING)
+		return api_answer_json(conn, 200, j);
+	json_decref(j);
+	return api_answer_error(conn, 500, "not resumed: %s", why[0] ? why : sbx_state_name(st));
 }
 
 /* ---- routing ------------------------------------------------------------------------------ */
@@ -270,6 +332,10 @@ static enum MHD_Result route(struct sbx *s, struct MHD_Connection *conn, const c
 		rc = api_post_command(s, conn, st->body ? st->body : "", st->len, body);
 	else if (!strcmp(url, "/timeout"))
 		rc = set_timeout(s, conn, body);
+	else if (!strcmp(url, "/pause"))
+		rc = pause_sandbox(s, conn);
+	else if (!strcmp(url, "/resume"))
+		rc = resume_sandbox(s, conn, body);
 	else if (!strcmp(url, "/files/mkdir"))
 		rc = api_fop_simple(s, conn, PROTO_FILE_MKDIR, p, NULL);
 	else if (!strcmp(url, "/files/remove"))

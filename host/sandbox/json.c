@@ -90,8 +90,6 @@ json_t *sbx_cmd_json(const struct sbx *s, const struct sbx_cmd *c)
 	return o;
 }
 
-static const char *const state_names[] = { "starting", "running", "stopping", "stopped" };
-
 /* The bytes of path that hold data: the workspace image is allocated
  * whole up front (posix_fallocate, so that the guest never meets ENOSPC
  * of the host's), so st_blocks says its size; its unwritten extents are
@@ -128,13 +126,18 @@ json_t *sbx_json(const struct sbx *s)
 {
 	int64_t left = s->deadline_ms - sbx_realtime_ms();
 	json_t *o = json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:f,s:O,s:i,s:I,s:I}", "id", s->id, "state",
-			      state_names[s->state], "reason", s->reason, "created_at", spool_iso_time(s->created_ms),
+			      sbx_state_name(s->state), "reason", s->reason, "created_at", spool_iso_time(s->created_ms),
 			      "started_at", spool_iso_time(s->started_ms), "timeout_at", spool_iso_time(s->deadline_ms),
 			      "time_left_s", s->state == SBX_RUNNING && left > 0 ? (double)left / 1000.0 : 0.0, "limits",
 			      s->limits ? s->limits : json_null(), "commands_running", (int)s->running, "commands",
 			      (json_int_t)(s->next_cmd - 1), "guest_faults", (json_int_t)s->guest_faults);
 	if (s->state == SBX_RUNNING)
 		json_object_set_new(o, "usage", sbx_usage_json(s->cgroup, s->workspace_image));
+	if (s->state == SBX_PAUSED || s->state == SBX_RESUMING)
+		json_object_set_new(o, "time_left_s", json_real((double)s->left_ms / 1000.0));
+	json_object_set_new(o, "paused_at", s->paused_ms ? spool_iso_time(s->paused_ms) : json_null());
+	json_object_set_new(o, "pauses", json_integer(s->pauses));
+	json_object_set_new(o, "on_timeout", json_string(s->on_timeout_pause ? "pause" : "stop"));
 	return o;
 }
 

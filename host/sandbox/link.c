@@ -68,14 +68,19 @@ void sbx_release(struct sbx *s)
 	pthread_mutex_destroy(&s->wmu);
 }
 
-static const char *const state_names[] = { "starting", "running", "stopping", "stopped" };
+const char *sbx_state_name(enum sbx_state st)
+{
+	static const char *const names[] = { "starting", "running", "stopping", "stopped",
+					     "pausing",  "paused",  "resuming", "failed" };
+	return (unsigned)st < sizeof(names) / sizeof(names[0]) ? names[st] : "?";
+}
 
 void sbx_set_state(struct sbx *s, enum sbx_state st, const char *reason)
 {
 	s->state = st;
 	if (reason)
 		snprintf(s->reason, sizeof(s->reason), "%s", reason);
-	json_t *j = json_pack("{s:s,s:s,s:i,s:I}", "state", state_names[st], "reason", s->reason, "pid", (int)getpid(),
+	json_t *j = json_pack("{s:s,s:s,s:i,s:I}", "state", sbx_state_name(st), "reason", s->reason, "pid", (int)getpid(),
 			      "timeout_at_ms", (json_int_t)s->deadline_ms);
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
@@ -411,6 +416,18 @@ int sbx_agent_frame(struct sbx *s, uint16_t type, const uint8_t *p, uint32_t len
 	case PROTO_FILE_END:
 		on_file_end(s, p, len);
 		return 0;
+	case PROTO_PAUSED:
+		if (s->state == SBX_PAUSING && s->pause_sent && !s->agent_paused)
+			s->agent_paused = true;
+		else
+			fault(s, "frame", "PAUSED unasked");
+		return 0;
+	case PROTO_READY:   /* the answer to a called-off pause's RESUME */
+		if (s->expect_ready)
+			s->expect_ready = false;
+		else
+			fault(s, "frame", "READY unasked");
+		return 0;
 	case PROTO_ERROR: {
 		char text[200], why[256];
 		snprintf(why, sizeof(why), "the agent failed: %s", session_printable(text, sizeof(text), p, len));
@@ -426,8 +443,7 @@ int sbx_agent_frame(struct sbx *s, uint16_t type, const uint8_t *p, uint32_t len
 	}
 }
 
-/* Every command and operation under way ends with the sandbox. */
-static void end_everything(struct sbx *s)
+void sbx_end_everything(struct sbx *s)
 {
 	for (unsigned i = 0; i < s->ncmd; i++) {
 		struct sbx_cmd *c = s->cmd[i];
@@ -449,42 +465,58 @@ static void end_everything(struct sbx *s)
 	pthread_cond_broadcast(&s->cv);
 }
 
-void sbx_serve(void *ctx, int conn, const struct run_serving *where)
+enum run_serve_end sbx_serve(void *ctx, int conn, const struct run_serving *where)
 {
 	struct sbx_run *run = ctx;
 	struct sbx *s = run->s;
 	pthread_mutex_lock(&s->mu);
 	snprintf(s->cgroup, sizeof(s->cgroup), "%s", where->cgroup);
 	snprintf(s->workspace_image, sizeof(s->workspace_image), "%s", where->workspace_image);
+	s->pausable = where->pausable;
 	pthread_mutex_unlock(&s->mu);
 	struct proto_reader *rd = malloc(sizeof(*rd));
 	if (!rd) {
 		pthread_mutex_lock(&s->mu);
 		sbx_set_state(s, SBX_STOPPING, "out of memory");
 		pthread_mutex_unlock(&s->mu);
-		return;
+		return RUN_SERVE_END;
 	}
 	proto_reader_init(rd);
 	pthread_mutex_lock(&s->mu);
-	if (s->state != SBX_STARTING) {   /* deleted while it booted */
+	if (s->state != SBX_STARTING && s->state != SBX_RESUMING) {   /* deleted while it booted */
 		pthread_mutex_unlock(&s->mu);
 		free(rd);
-		return;
+		return RUN_SERVE_END;
 	}
 	__atomic_store_n(&s->conn, conn, __ATOMIC_RELEASE);
-	s->started_ms = sbx_realtime_ms();
+	if (s->state == SBX_RESUMING)
+		sbx_resumed(s);
+	else
+		s->started_ms = sbx_realtime_ms();
 	sbx_set_state(s, SBX_RUNNING, "");
+	bool paused = false;
 	for (;;) {
-		if (s->state != SBX_RUNNING)
+		if (s->state == SBX_PAUSING && !s->agent_paused)
+			sbx_pause_step(s);
+		if (s->state == SBX_PAUSING && s->agent_paused) {
+			paused = true;
+			break;
+		}
+		if (s->state != SBX_RUNNING && s->state != SBX_PAUSING)
 			break;
 		int64_t left = s->deadline_ms - sbx_realtime_ms();
-		if (left <= 0) {
+		if (left <= 0 && s->state == SBX_RUNNING) {
+			if (s->on_timeout_pause && s->pausable) {
+				sbx_pause_begin(s, "its time ran out (timeout_s): paused");
+				continue;
+			}
 			sbx_set_state(s, SBX_STOPPING, "its time ran out (timeout_s)");
 			break;
 		}
+		int wait = s->state == SBX_PAUSING ? 100 : left > 60000 ? 60000 : (int)left;
 		pthread_mutex_unlock(&s->mu);
 		struct pollfd p[3] = { { conn, POLLIN, 0 }, { run->cancel_fd, POLLIN, 0 }, { s->wake_fd, POLLIN, 0 } };
-		int n = poll(p, 3, left > 60000 ? 60000 : (int)left);
+		int n = poll(p, 3, wait);
 		pthread_mutex_lock(&s->mu);
 		if (n < 0 && errno != EINTR) {
 			sbx_set_state(s, SBX_STOPPING, "poll failed");
@@ -502,16 +534,13 @@ void sbx_serve(void *ctx, int conn, const struct run_serving *where)
 		}
 		if (!p[0].revents)
 			continue;
-		size_t room;
-		uint8_t *dst = proto_reader_space(rd, &room);
-		ssize_t k = read(conn, dst, room);
+		ssize_t k = proto_reader_fill(rd, conn);
 		if (k < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
 		if (k <= 0) {
 			sbx_set_state(s, SBX_STOPPING, "the guest ended the connection (it died or reset)");
 			break;
 		}
-		proto_reader_fed(rd, (size_t)k);
 		uint16_t type;
 		const uint8_t *payload;
 		uint32_t len;
@@ -527,10 +556,13 @@ void sbx_serve(void *ctx, int conn, const struct run_serving *where)
 		}
 	}
 	__atomic_store_n(&s->conn, -1, __ATOMIC_RELEASE);
-	end_everything(s);
+	/* paused, its commands live on in the saved VM */
+	if (!paused)
+		sbx_end_everything(s);
 	pthread_mutex_unlock(&s->mu);
 	/* no writer is mid-frame once wmu is ours: the run library closes conn */
 	pthread_mutex_lock(&s->wmu);
 	pthread_mutex_unlock(&s->wmu);
 	free(rd);
+	return paused ? RUN_SERVE_PAUSE : RUN_SERVE_END;
 }

@@ -46,25 +46,35 @@ static void on_log(void *ctx, bool console, const char *text)
 }
 
 struct args {
-	double timeout_s, max_timeout_s;
+	double timeout_s, max_timeout_s, pause_ttl_s;
+	bool on_timeout_pause;
 	const char *dir, *vmm, *guest, *policy;
 };
+
+#define USAGE "usage: vmrund-sandbox [--timeout S] [--max-timeout S] [--on-timeout stop|pause] [--pause-ttl S] " \
+	      "DIR VMM GUEST_DIR POLICY"
 
 static int parse(int argc, char **argv, struct args *a)
 {
 	static const struct option opts[] = { { "timeout", required_argument, NULL, 't' },
-					      { "max-timeout", required_argument, NULL, 'm' }, { NULL, 0, NULL, 0 } };
+					      { "max-timeout", required_argument, NULL, 'm' },
+					      { "pause-ttl", required_argument, NULL, 'p' },
+					      { "on-timeout", required_argument, NULL, 'o' }, { NULL, 0, NULL, 0 } };
 	*a = (struct args){ .timeout_s = 300 };
 	int c;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'o' && (!strcmp(optarg, "stop") || !strcmp(optarg, "pause"))) {
+			a->on_timeout_pause = !strcmp(optarg, "pause");
+			continue;
+		}
 		char *end;
-		double v = c == 't' || c == 'm' ? strtod(optarg, &end) : 0;
-		if ((c != 't' && c != 'm') || *end || !(v > 0) || v > 366.0 * 86400)
-			return say("usage: vmrund-sandbox [--timeout S] [--max-timeout S] DIR VMM GUEST_DIR POLICY"), -1;
-		*(c == 't' ? &a->timeout_s : &a->max_timeout_s) = v;
+		double v = c == 't' || c == 'm' || c == 'p' ? strtod(optarg, &end) : 0;
+		if ((c != 't' && c != 'm' && c != 'p') || *end || !(v > 0) || v > 366.0 * 86400)
+			return say(USAGE), -1;
+		*(c == 't' ? &a->timeout_s : c == 'm' ? &a->max_timeout_s : &a->pause_ttl_s) = v;
 	}
 	if (argc - optind != 4)
-		return say("usage: vmrund-sandbox [--timeout S] [--max-timeout S] DIR VMM GUEST_DIR POLICY"), -1;
+		return say(USAGE), -1;
 	if (a->max_timeout_s < a->timeout_s)
 		a->max_timeout_s = a->timeout_s;
 	a->dir = argv[optind];
@@ -97,6 +107,9 @@ static void adopt_plan(struct sbx *s, const struct run_plan *plan, const struct 
 	s->max_upload = plan->disk_mib << 20;
 	s->max_timeout_s = (uint64_t)a->max_timeout_s;
 	s->deadline_ms = s->created_ms + (int64_t)(a->timeout_s * 1000.0);
+	s->timeout_s = a->timeout_s;
+	s->on_timeout_pause = a->on_timeout_pause;
+	s->pause_ttl_s = (uint64_t)a->pause_ttl_s;
 	s->limits = json_pack("{s:I,s:I,s:I,s:I,s:f,s:f,s:s}", "memory_mib", (json_int_t)plan->memory_mib, "cpus",
 			      (json_int_t)plan->cpus, "disk_mib", (json_int_t)plan->disk_mib, "max_output",
 			      (json_int_t)plan->max_output, "timeout_s", a->timeout_s, "max_timeout_s", a->max_timeout_s,
@@ -142,6 +155,7 @@ int main(int argc, char **argv)
 		goto release;
 	struct sbx_run run = { &s, sigfd };
 	plan->serve = sbx_serve;
+	plan->paused = sbx_paused;
 	plan->ctx = &run;
 	plan->log = on_log;
 	plan->cancel_fd = sigfd;
@@ -155,7 +169,8 @@ out:
 	pthread_mutex_lock(&s.mu);
 	if (s.state == SBX_STARTING && !err[0])
 		snprintf(err, sizeof(err), "it did not start");
-	sbx_set_state(&s, SBX_STOPPED, err);
+	/* failed stays failed: a pause or resume lost it */
+	sbx_set_state(&s, s.state == SBX_FAILED ? SBX_FAILED : SBX_STOPPED, err);
 	pthread_mutex_unlock(&s.mu);
 	if (status)
 		say("%s", err);

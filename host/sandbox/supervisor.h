@@ -69,7 +69,14 @@
 /* The agent's limit on commands at once (guest-agent/sandbox.h). */
 #define SANDBOX_MAX_CMDS_GUEST 64
 
-enum sbx_state { SBX_STARTING, SBX_RUNNING, SBX_STOPPING, SBX_STOPPED };
+/* A sandbox's states: starting -> running -> stopping -> stopped, and
+ * from running, pausing -> paused -> resuming -> running; failed ends a
+ * sandbox whose pause or resume failed (nothing of it runs). */
+enum sbx_state {
+	SBX_STARTING, SBX_RUNNING, SBX_STOPPING, SBX_STOPPED,
+	SBX_PAUSING, SBX_PAUSED, SBX_RESUMING, SBX_FAILED,
+};
+#define SBX_PAUSE_WAIT_MS 30000      /* file operations under way, then the agent's PAUSED */
 
 /* One command, as the supervisor keeps it. */
 struct sbx_cmd {
@@ -140,6 +147,18 @@ struct sbx {
 	struct sbx_fop fop[SBX_MAX_FILE_OPS];
 	uint32_t next_fop;
 	unsigned long guest_faults;   /* frames from the agent that were refused */
+	/* pausing (pause.c) */
+	bool pausable;                /* restored from a snapshot: it can pause */
+	bool on_timeout_pause;        /* its time running out pauses it (instead of stopping it) */
+	double timeout_s;             /* its life as configured: what a resume after it ran out gives */
+	uint64_t pause_ttl_s;         /* how long it may stay paused; 0: for ever */
+	int64_t pause_asked_ms;       /* CLOCK_REALTIME: when pausing began */
+	bool pause_sent, agent_paused, expect_ready;
+	int64_t left_ms;              /* its life left when it paused */
+	double resume_timeout_s;      /* a resume's own timeout_s; 0: none given */
+	int64_t paused_ms;            /* CLOCK_REALTIME: when it was paused (0: never) */
+	unsigned pauses;              /* times it paused and resumed */
+	char pause_error[256];        /* why the last pause was called off */
 	/* where its usage is read, while it runs (run.h's run_serving) */
 	char cgroup[PATH_MAX];        /* "" none */
 	char workspace_image[PATH_MAX];
@@ -157,11 +176,41 @@ int sbx_init(struct sbx *s, const char *dir);
 /* Free what s holds (the agent link is closed already). */
 void sbx_release(struct sbx *s);
 
-/* The run library's serve hook (run.h): the sandbox is up on conn; serve
- * the agent's frames until the sandbox stops (DELETE, its time, the
- * agent's end, cancel_fd), with cancel_fd the run's. ctx is a struct
+/* The run library's serve hook (run.h): the sandbox is up (or resumed)
+ * on conn; serve the agent's frames until the sandbox stops (DELETE, its
+ * time, the agent's end, cancel_fd: RUN_SERVE_END) or the agent paused
+ * (RUN_SERVE_PAUSE), with cancel_fd the run's. ctx is a struct sbx_run. */
+enum run_serve_end sbx_serve(void *ctx, int conn, const struct run_serving *where);
+
+/* The name of a state, as state.json and the API say it. */
+const char *sbx_state_name(enum sbx_state st);
+
+/* With mu held: every command and file operation under way ends (the VM
+ * is gone), their waiters woken. */
+void sbx_end_everything(struct sbx *s);
+
+/* ---- pause.c: pausing and resuming -------------------------------------------------- */
+
+/* With mu held, state SBX_PAUSING, from the serve loop: wait for the file
+ * operations under way, then send PAUSE; past SBX_PAUSE_WAIT_MS call the
+ * pause off (RESUME on the same connection, state running again, the
+ * reason in pause_error). May drop mu while it writes to the agent. */
+void sbx_pause_step(struct sbx *s);
+
+/* With mu held: begin pausing (a request, or on_timeout): its life left
+ * is kept, the serve loop is woken. */
+void sbx_pause_begin(struct sbx *s, const char *reason);
+
+/* The run library's paused hook (run.h): the VM was saved (state
+ * paused, until POST /resume: 0; DELETE, SIGTERM or pause_ttl_s: -1), or
+ * saving or resuming failed (state failed, with why). ctx is a struct
  * sbx_run. */
-void sbx_serve(void *ctx, int conn, const struct run_serving *where);
+int sbx_paused(void *ctx, enum run_pause_event ev, const char *why);
+
+/* With mu held, in the serve hook on the resumed VM: its life from now,
+ * resume_timeout_s when not 0, else what it had left, else (it ran out)
+ * its configured timeout_s. */
+void sbx_resumed(struct sbx *s);
 
 struct sbx_run {
 	struct sbx *s;

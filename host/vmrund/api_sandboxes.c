@@ -268,7 +268,7 @@ static int locate(struct http_req *r, const char *id, bool running, struct dest 
 	if (!find(r, id, &sb))
 		return -1;
 	enum sbx_row_state st = sb.state;
-	bool open = st == SBS_STARTING || st == SBS_RUNNING || st == SBS_STOPPING;
+	bool open = st == SBS_STARTING || st == SBS_RUNNING || st == SBS_STOPPING || st == SBS_PAUSED;
 	char node[STORE_NODE_MAX];
 	snprintf(node, sizeof(node), "%s", sb.node);
 	store_sandbox_free(&sb);
@@ -451,13 +451,14 @@ enum MHD_Result api_sandboxes(struct http_req *r, const char *p)
 	if (split(p + 1, id, &rest))
 		return http_error(r, 404, 0, "no such endpoint");
 	bool del = !strcmp(r->method, "DELETE"), timeout = !strcmp(rest, "/timeout");
+	bool pause = !strcmp(rest, "/pause"), resume = !strcmp(rest, "/resume");
 	if (!*rest && !get && !del)
 		return http_error(r, 405, 0, "GET or DELETE here");
-	if (timeout && !post)
+	if ((timeout || pause || resume) && !post)
 		return http_error(r, 405, 0, "only POST here");
 	/* a change of a sandbox another node holds is that node's to make */
 	struct dest t;
-	if ((del && !*rest) || timeout) {
+	if ((del && !*rest) || timeout || pause || resume) {
 		if (locate(r, id, false, &t))
 			return MHD_YES;
 		if (!t.here)
@@ -465,11 +466,12 @@ enum MHD_Result api_sandboxes(struct http_req *r, const char *p)
 	}
 	if (!*rest)
 		return get ? answer_sandbox(r, 200, id) : answer_of(r, vmrund_sbx_delete(r->d, (unsigned)r->tenant, id), id);
-	if (timeout) {
-		json_t *body = http_body_json(r);
+	if (timeout || pause || resume) {
+		json_t *body = r->body_len ? http_body_json(r) : json_object();
 		if (!body)
 			return MHD_YES;
-		struct vmrund_answer a = vmrund_sbx_timeout(r->d, (unsigned)r->tenant, id, body);
+		struct vmrund_answer a = timeout ? vmrund_sbx_timeout(r->d, (unsigned)r->tenant, id, body)
+						 : vmrund_sbx_pause(r->d, (unsigned)r->tenant, id, body, resume);
 		json_decref(body);
 		return answer_of(r, a, id);
 	}

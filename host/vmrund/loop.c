@@ -60,6 +60,10 @@ pid_t vmrund_spawn(struct vmrund *d, char *const argv[], const char *log, const 
 	/* checked at start (vmrund_open): it fits */
 	(void)spool_lib_tmp(d->cfg.run_dir, lib, sizeof(lib));
 	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", lib);
+	/* a node-wide cache vmrund was started with is its children's too */
+	const char *own = getenv("VMRUN_CACHE");
+	if (!cache && own && own[0] == '/')
+		cache = own;
 	snprintf(cachevar, sizeof(cachevar), "VMRUN_CACHE=%s", cache ? cache : "");
 	char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", tmpdir, cache ? cachevar : NULL, NULL };
 	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

@@ -29,6 +29,9 @@
 #define SBX_LOG     "supervisor.log"
 #define SBX_CALL_MS 10000         /* vmrund's own calls to a supervisor */
 #define SBX_EXIT_MS 20000         /* from DELETE to the supervisor's exit, before SIGKILL */
+/* A pause or resume: the supervisor answers once the VM is saved or runs
+ * again (supervisor.h's SBX_PAUSE_WAIT_MS, then vmm), within this. */
+#define SBX_PAUSE_CALL_MS 110000
 
 /* ---- pure parts ----------------------------------------------------------------- */
 
@@ -57,29 +60,43 @@ static int metadata_check(const json_t *m, char *err, size_t errlen)
 	return 0;
 }
 
-int sandbox_body_split(const json_t *body, unsigned max_timeout_s, json_t **spec, double *timeout_s, char *err,
-		       size_t errlen)
+int sandbox_body_split(const json_t *body, unsigned max_timeout_s, unsigned max_pause_ttl_s, json_t **spec,
+		       struct sbx_life *life, char *err, size_t errlen)
 {
 	*spec = NULL;
 	if (!json_is_object(body))
 		return errf(err, errlen, "the body must be a JSON object");
-	const json_t *t = json_object_get(body, "timeout_s"), *m = json_object_get(body, "metadata");
-	double life = VMRUND_SBX_TIMEOUT_S < max_timeout_s ? VMRUND_SBX_TIMEOUT_S : max_timeout_s;
+	const json_t *t = json_object_get(body, "timeout_s"), *m = json_object_get(body, "metadata"),
+		     *ot = json_object_get(body, "on_timeout"), *ttl = json_object_get(body, "pause_ttl_s");
+	*life = (struct sbx_life){ .timeout_s = VMRUND_SBX_TIMEOUT_S < max_timeout_s ? VMRUND_SBX_TIMEOUT_S : max_timeout_s,
+				   .pause_ttl_s = max_pause_ttl_s };
 	if (t) {
-		life = json_number_value(t);
-		if (!json_is_number(t) || !(life > 0) || life > (double)max_timeout_s)
+		life->timeout_s = json_number_value(t);
+		if (!json_is_number(t) || !(life->timeout_s > 0) || life->timeout_s > (double)max_timeout_s)
 			return errf(err, errlen, "timeout_s: seconds, more than 0 and at most %u (the tenant's "
 				    "max_sandbox_timeout_s)", max_timeout_s);
+	}
+	if (ot) {
+		const char *v = json_string_value(ot);
+		if (!v || (strcmp(v, "stop") && strcmp(v, "pause")))
+			return errf(err, errlen, "on_timeout: \"stop\" or \"pause\"");
+		life->on_timeout_pause = !strcmp(v, "pause");
+	}
+	if (ttl) {
+		life->pause_ttl_s = json_number_value(ttl);
+		if (!json_is_number(ttl) || !(life->pause_ttl_s > 0) || life->pause_ttl_s > (double)max_pause_ttl_s)
+			return errf(err, errlen, "pause_ttl_s: seconds, more than 0 and at most %u (the tenant's "
+				    "max_pause_ttl_s)", max_pause_ttl_s);
 	}
 	if (m && metadata_check(m, err, errlen))
 		return -1;
 	json_t *s = json_deep_copy(body);
 	if (!s)
 		return errf(err, errlen, "out of memory");
-	json_object_del(s, "timeout_s");
-	json_object_del(s, "metadata");
+	const char *own[] = { "timeout_s", "metadata", "on_timeout", "pause_ttl_s" };
+	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+		json_object_del(s, own[i]);
 	*spec = s;
-	*timeout_s = life;
 	return 0;
 }
 
@@ -249,17 +266,19 @@ static int supervisor_pidfd(struct vmrund *d, pid_t pid, const char *dir)
 
 /* Start the supervisor of dir: no death signal (it must outlive us),
  * its own session (it calls setsid). */
-static pid_t spawn(struct vmrund *d, const char *dir, const char *tenant, double life, unsigned max_life, char *err,
-		   size_t errlen)
+static pid_t spawn(struct vmrund *d, const char *dir, const char *tenant, const struct sbx_life *life,
+		   unsigned max_life, char *err, size_t errlen)
 {
-	char log[PATH_MAX + 32], cache[PATH_MAX], t[32], m[32];
+	char log[PATH_MAX + 32], cache[PATH_MAX], t[32], m[32], ttl[32];
 	snprintf(log, sizeof(log), "%s/" SBX_LOG, dir);
 	bool own_cache = d->cfg.snapshot_per_tenant;
 	if (own_cache && snapshot_cache_tenant(SNAPSHOT_SYSTEM_CACHE, tenant, cache, sizeof(cache), err, errlen))
 		return -1;
-	snprintf(t, sizeof(t), "%.3f", life);
+	snprintf(t, sizeof(t), "%.3f", life->timeout_s);
 	snprintf(m, sizeof(m), "%u", max_life);
-	char *argv[] = { d->sbx_bin, "--timeout", t, "--max-timeout", m, (char *)dir, d->vmm, d->guest,
+	snprintf(ttl, sizeof(ttl), "%.3f", life->pause_ttl_s);
+	char *argv[] = { d->sbx_bin, "--timeout", t, "--max-timeout", m, "--on-timeout",
+			 life->on_timeout_pause ? "pause" : "stop", "--pause-ttl", ttl, (char *)dir, d->vmm, d->guest,
 			 d->cfg.policy, NULL };
 	return vmrund_spawn(d, argv, log, own_cache ? cache : NULL, -1, false, err, errlen);
 }
@@ -336,14 +355,17 @@ void vmrund_sbx_audit(struct vmrund *d, const struct store_sandbox *sb)
 	vmrund_audit_end(d, line);
 }
 
-/* Sandbox id ended: stopped (or lost) in the store with reason, its
- * directory gone, its slot freed. false when the store failed (the slot
- * stays, for the next look). */
+/* Sandbox id ended: stopped (or failed, when its supervisor said so) in
+ * the store with reason, its directory gone, its slot freed. false when
+ * the store failed (the slot stays, for the next look). */
 static bool record_end(struct vmrund *d, struct vmrund_sbx *x, const char *id, const char *reason)
 {
 	char err[300], dir[PATH_MAX];
-	if (d->store->ops->sbx_set(d->store, id, d->node, SBS_STOPPED, 0, clock_wall_ms(), 0, reason, err,
-				   sizeof(err)) < 0) {
+	struct sbx_file_state st;
+	vmrund_sbx_dir(d, id, dir, sizeof(dir));
+	bool failed = !read_state(dir, &st) && !strcmp(st.state, "failed");
+	if (d->store->ops->sbx_set(d->store, id, d->node, failed ? SBS_FAILED : SBS_STOPPED, 0, clock_wall_ms(), 0,
+				   reason, err, sizeof(err)) < 0) {
 		vmrund_store_failed(d, "recording a sandbox's end", err);
 		return false;
 	}
@@ -362,17 +384,40 @@ static bool record_end(struct vmrund *d, struct vmrund_sbx *x, const char *id, c
 	return true;
 }
 
+/* A sandbox that paused or resumed on its own (its time ran out with
+ * on_timeout pause) into the store, as its supervisor's state file says.
+ * Lock held. */
+static void sync_paused(struct vmrund *d, struct vmrund_sbx *x, const char *dir)
+{
+	struct sbx_file_state st;
+	if (read_state(dir, &st))
+		return;
+	bool paused = !strcmp(st.state, "paused"), running = !strcmp(st.state, "running");
+	if ((!paused && !running) || x->paused == paused)
+		return;
+	char err[300];
+	if (d->store->ops->sbx_set(d->store, x->id, d->node, paused ? SBS_PAUSED : SBS_RUNNING, 0, 0,
+				   running ? st.timeout_at_ms : 0, paused ? st.reason : NULL, err, sizeof(err)) < 0)
+		vmrund_store_failed(d, "recording a sandbox's pause", err);
+	else
+		x->paused = paused;
+}
+
 void vmrund_sbx_watch(struct vmrund *d)
 {
 	pthread_mutex_lock(&d->lock);
 	for (unsigned i = 0; d->sbx && i < VMRUND_SBX_MAX; i++) {
 		struct vmrund_sbx *x = &d->sbx[i];
-		if (!x->used || x->busy || !exited(x->pidfd, 0))
+		if (!x->used || x->busy)
 			continue;
 		char dir[PATH_MAX], id[STORE_ID_LEN + 1];
 		struct sbx_file_state st;
 		snprintf(id, sizeof(id), "%s", x->id);
 		vmrund_sbx_dir(d, id, dir, sizeof(dir));
+		if (!exited(x->pidfd, 0)) {
+			sync_paused(d, x, dir);
+			continue;
+		}
 		bool said = !read_state(dir, &st) && st.reason[0];
 		record_end(d, x, id, said ? st.reason : "its supervisor exited");
 	}
@@ -441,8 +486,8 @@ static struct vmrund_answer reserve(struct vmrund *d, unsigned tenant, struct st
 }
 
 /* The directory, its request.json and the supervisor: 0, or -1 with why. */
-static int start(struct vmrund *d, struct vmrund_sbx *x, const char *tenant, const json_t *spec, double life,
-		 unsigned max_life, char *why, size_t whylen)
+static int start(struct vmrund *d, struct vmrund_sbx *x, const char *tenant, const json_t *spec,
+		 const struct sbx_life *life, unsigned max_life, char *why, size_t whylen)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 32];
 	vmrund_sbx_dir(d, x->id, dir, sizeof(dir));
@@ -477,11 +522,11 @@ struct vmrund_answer vmrund_sbx_create(struct vmrund *d, unsigned tenant, const 
 	char why[sizeof(((struct vmrund_answer *)0)->message)];
 	const struct tenant *t = &d->ts.t[tenant];
 	json_t *spec = NULL;
-	double life;
+	struct sbx_life life;
 	struct run_spec rq = { 0 };
 	struct store_sandbox sb = { .state = SBS_STARTING };
 	struct vmrund_answer a;
-	if (sandbox_body_split(body, t->max_sandbox_timeout_s, &spec, &life, why, sizeof(why)) ||
+	if (sandbox_body_split(body, t->max_sandbox_timeout_s, t->max_pause_ttl_s, &spec, &life, why, sizeof(why)) ||
 	    run_spec_sandbox_from_json(spec, &rq, why, sizeof(why))) {
 		a = vmrund_answer_of(400, 0, "%s", why);
 		goto out;
@@ -496,7 +541,9 @@ struct vmrund_answer vmrund_sbx_create(struct vmrund *d, unsigned tenant, const 
 	json_object_set_new(lim, "memory_mib", json_integer((json_int_t)size.memory_mib));
 	json_object_set_new(lim, "disk_mib", json_integer((json_int_t)size.disk_mib));
 	json_t *row = json_deep_copy(spec);
-	json_object_set_new(row, "timeout_s", json_real(life));
+	json_object_set_new(row, "timeout_s", json_real(life.timeout_s));
+	json_object_set_new(row, "on_timeout", json_string(life.on_timeout_pause ? "pause" : "stop"));
+	json_object_set_new(row, "pause_ttl_s", json_real(life.pause_ttl_s));
 	if (json_object_get(body, "metadata"))
 		json_object_set(row, "metadata", json_object_get(body, "metadata"));
 	sb.request = json_dumps(row, JSON_COMPACT);
@@ -519,7 +566,7 @@ struct vmrund_answer vmrund_sbx_create(struct vmrund *d, unsigned tenant, const 
 	struct sbx_file_state st = { 0 };
 	char dir[PATH_MAX];
 	vmrund_sbx_dir(d, sb.id, dir, sizeof(dir));
-	int ok = start(d, x, t->name, spec, life, t->max_sandbox_timeout_s, why, sizeof(why)) == 0 &&
+	int ok = start(d, x, t->name, spec, &life, t->max_sandbox_timeout_s, why, sizeof(why)) == 0 &&
 		 wait_ready(dir, x->pidfd, &st, why, sizeof(why)) == 0;
 	if (!ok) {
 		/* nothing of it stays: the supervisor (if one started) is told to stop */
@@ -565,7 +612,7 @@ static struct vmrund_answer take(struct vmrund *d, unsigned tenant, const char *
 		return vmrund_answer_of(503, 2, "the store: %s", err);
 	if (!found)
 		return vmrund_answer_of(404, 0, "no sandbox %s", id);
-	if (sb->state == SBS_STOPPED || sb->state == SBS_LOST)
+	if (sb->state == SBS_STOPPED || sb->state == SBS_LOST || sb->state == SBS_FAILED)
 		return vmrund_answer_of(409, 0, "sandbox %s is %s already", id, store_sbx_state_name(sb->state));
 	if (!(*x = slot_of(d, id)))
 		return vmrund_answer_of(409, 0, "sandbox %s is held by node %s", id, sb->node);
@@ -610,14 +657,13 @@ struct vmrund_answer vmrund_sbx_delete(struct vmrund *d, unsigned tenant, const 
 	return a;
 }
 
-struct vmrund_answer vmrund_sbx_timeout(struct vmrund *d, unsigned tenant, const char *id, const json_t *body)
+/* A POST of body to path of the supervisor of tenant's sandbox id, one
+ * that changes it, answered within timeout_ms: once it answers 200, the
+ * store has it in state (with its timeout_at from its state file when
+ * running); another answer is passed on with its message. */
+static struct vmrund_answer post_change(struct vmrund *d, unsigned tenant, const char *id, const char *path,
+					const char *body, int timeout_ms, enum sbx_row_state state)
 {
-	const struct tenant *t = &d->ts.t[tenant];
-	const json_t *v = json_object_get(body, "timeout_s");
-	double s = json_number_value(v);
-	if (!json_is_number(v) || !(s > 0) || s > (double)t->max_sandbox_timeout_s)
-		return vmrund_answer_of(400, 0, "timeout_s: seconds, more than 0 and at most %u (the tenant's "
-					"max_sandbox_timeout_s)", t->max_sandbox_timeout_s);
 	struct store_sandbox sb;
 	struct vmrund_sbx *x = NULL;
 	pthread_mutex_lock(&d->lock);
@@ -626,24 +672,57 @@ struct vmrund_answer vmrund_sbx_timeout(struct vmrund *d, unsigned tenant, const
 	pthread_mutex_unlock(&d->lock);
 	if (a.status)
 		return a;
-	char dir[PATH_MAX], body_text[64], err[300];
-	snprintf(body_text, sizeof(body_text), "{\"timeout_s\":%.3f}", s);
+	char dir[PATH_MAX], err[300];
 	vmrund_sbx_dir(d, id, dir, sizeof(dir));
 	unsigned status = 0;
 	char *out = NULL;
 	struct sbx_file_state st;
-	int rc = sbxc_call(dir, "POST", "/timeout", body_text, SBX_CALL_MS, 65536, &status, &out);
+	int rc = sbxc_call(dir, "POST", path, body, timeout_ms, 65536, &status, &out);
+	json_t *said = rc == 0 ? json_loads(out, 0, NULL) : NULL;
 	free(out);
+	bool running = state == SBS_RUNNING;
 	pthread_mutex_lock(&d->lock);
 	x->busy = false;
-	if (rc < 0 || status != 200 || read_state(dir, &st))
-		a = vmrund_answer_of(409, 0, "sandbox %s is not running", id);
-	else if (d->store->ops->sbx_set(d->store, id, d->node, SBS_RUNNING, 0, 0, st.timeout_at_ms, NULL, err,
+	if (rc < 0)
+		a = vmrund_answer_of(502, 0, "sandbox %s: its supervisor did not answer", id);
+	else if (status != 200)
+		a = vmrund_answer_of(status, 0, "%s", json_string_value(json_object_get(said, "message")) ?: "failed");
+	else if (read_state(dir, &st))
+		a = vmrund_answer_of(500, 0, "sandbox %s: its state cannot be read", id);
+	else if (d->store->ops->sbx_set(d->store, id, d->node, state, 0, 0, running ? st.timeout_at_ms : 0, NULL, err,
 					sizeof(err)) < 0)
 		a = vmrund_answer_of(503, 2, "the store: %s", err);
-	else
+	else {
+		x->paused = state == SBS_PAUSED;
 		a = vmrund_answer_of(200, 0, "ok");
+	}
 	pthread_mutex_unlock(&d->lock);
+	json_decref(said);
+	return a;
+}
+
+struct vmrund_answer vmrund_sbx_timeout(struct vmrund *d, unsigned tenant, const char *id, const json_t *body)
+{
+	const struct tenant *t = &d->ts.t[tenant];
+	const json_t *v = json_object_get(body, "timeout_s");
+	double s = json_number_value(v);
+	if (!json_is_number(v) || !(s > 0) || s > (double)t->max_sandbox_timeout_s)
+		return vmrund_answer_of(400, 0, "timeout_s: seconds, more than 0 and at most %u (the tenant's "
+					"max_sandbox_timeout_s)", t->max_sandbox_timeout_s);
+	char text[64];
+	snprintf(text, sizeof(text), "{\"timeout_s\":%.3f}", s);
+	return post_change(d, tenant, id, "/timeout", text, SBX_CALL_MS, SBS_RUNNING);
+}
+
+struct vmrund_answer vmrund_sbx_pause(struct vmrund *d, unsigned tenant, const char *id, const json_t *body,
+				      bool resume)
+{
+	char *text = json_dumps(body, JSON_COMPACT);
+	if (!text)
+		return vmrund_answer_of(500, 0, "out of memory");
+	struct vmrund_answer a = post_change(d, tenant, id, resume ? "/resume" : "/pause", text, SBX_PAUSE_CALL_MS,
+					     resume ? SBS_RUNNING : SBS_PAUSED);
+	free(text);
 	return a;
 }
 
@@ -668,7 +747,7 @@ static int adopt_one(void *ctx, const struct store_sandbox *sb)
 	bool live = !read_state(dir, &st) && strcmp(st.state, "stopped") && x && (fd = supervisor_pidfd(d, st.pid, dir)) >= 0;
 	if (live) {
 		*x = (struct vmrund_sbx){ .used = true, .pid = st.pid, .pidfd = fd,
-					  .size = { sb->memory_mib, sb->disk_mib } };
+					  .size = { sb->memory_mib, sb->disk_mib }, .paused = sb->state == SBS_PAUSED };
 		snprintf(x->id, sizeof(x->id), "%s", sb->id);
 		a->n++;
 		/* a create that was under way when vmrund stopped */

@@ -43,16 +43,25 @@ struct vmrund_sbx {
 	char id[STORE_ID_LEN + 1];
 	pid_t pid;                    /* its supervisor */
 	int pidfd;                    /* readable once the supervisor has exited; -1 none */
+	bool paused;                  /* as the store last heard it */
 	struct sched_size size;       /* what it takes of the node's room */
 };
 
+/* A sandbox's life as its create asked for it. */
+struct sbx_life {
+	double timeout_s;             /* its life */
+	bool on_timeout_pause;        /* "on_timeout": "pause" (default "stop") */
+	double pause_ttl_s;           /* the longest it stays paused */
+};
+
 /* A create's body split (pure): *spec, the run spec part the supervisor
- * reads (runtime, env, limits, network; a new reference), *timeout_s its
- * life (VMRUND_SBX_TIMEOUT_S, or max_timeout_s when that is less, when
- * absent), metadata checked (an object of at most VMRUND_SBX_META_MAX
- * strings). 0, or -1 with the field and reason in err. */
-int sandbox_body_split(const json_t *body, unsigned max_timeout_s, json_t **spec, double *timeout_s, char *err,
-		       size_t errlen);
+ * reads (runtime, env, limits, network; a new reference), and its life:
+ * timeout_s (VMRUND_SBX_TIMEOUT_S, or max_timeout_s when that is less,
+ * when absent), on_timeout, pause_ttl_s (max_pause_ttl_s when absent,
+ * never more), metadata checked (an object of at most
+ * VMRUND_SBX_META_MAX strings). 0, or -1 with the field and reason in err. */
+int sandbox_body_split(const json_t *body, unsigned max_timeout_s, unsigned max_pause_ttl_s, json_t **spec,
+		       struct sbx_life *life, char *err, size_t errlen);
 
 /* A sandbox as the API shows it (pure): id, state, reason, tenant, node,
  * runtime, limits, metadata, created/started/ended/timeout times and the
@@ -85,6 +94,12 @@ struct vmrund_answer vmrund_sbx_delete(struct vmrund *d, unsigned tenant, const 
  * tenant's max_sandbox_timeout_s): 200, 400, 404, 409 (not running
  * here), 503. */
 struct vmrund_answer vmrund_sbx_timeout(struct vmrund *d, unsigned tenant, const char *id, const json_t *body);
+
+/* POST /v1/sandboxes/ID/pause, or /resume with body's timeout_s: the
+ * supervisor's answer (it waits until the VM is saved, or runs again),
+ * and the store's state paused or running with it. */
+struct vmrund_answer vmrund_sbx_pause(struct vmrund *d, unsigned tenant, const char *id, const json_t *body,
+				      bool resume);
 
 /* Tenant's sandbox id (tenant NULL: anyone's) from the store, under the
  * lock: 1 (free *out), 0 none, -1 err. */

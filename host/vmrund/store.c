@@ -17,7 +17,8 @@ static const char *const state_names[RS_COUNT] = {
 
 static const char *const sbx_state_names[SBS_COUNT] = {
 	[SBS_STARTING] = "starting", [SBS_RUNNING] = "running", [SBS_STOPPING] = "stopping",
-	[SBS_STOPPED] = "stopped",   [SBS_LOST] = "lost",
+	[SBS_STOPPED] = "stopped",   [SBS_LOST] = "lost",         [SBS_PAUSED] = "paused",
+	[SBS_FAILED] = "failed",
 };
 
 void store_sandbox_free(struct store_sandbox *sb)

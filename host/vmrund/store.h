@@ -104,17 +104,20 @@ typedef void (*store_note_fn)(void *ctx, enum store_note note, const char *id);
 /* A sandbox's row (docs/sandboxes.md): a VM that lives across many
  * commands, held by the node that started it, whose supervisor process
  * (vmrund-sandbox) owns it. States: starting -> running -> stopping ->
- * stopped; any open one -> stopped (its supervisor ended: killed, timed
- * out, failed) or lost (its node died). stopped and lost are terminal:
- * a terminal row never changes again. */
+ * stopped; running <-> paused (its VM saved to disk); any open one ->
+ * stopped (its supervisor ended: killed, timed out), failed (a pause or
+ * resume lost it) or lost (its node died). stopped, failed and lost are
+ * terminal: a terminal row never changes again. */
 enum sbx_row_state {
 	SBS_STARTING,
 	SBS_RUNNING,
 	SBS_STOPPING,
 	SBS_STOPPED,
 	SBS_LOST,
+	SBS_PAUSED,
+	SBS_FAILED,
 };
-#define SBS_COUNT 5
+#define SBS_COUNT 7
 
 struct store_sandbox {
 	char id[STORE_ID_LEN + 1];

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "errmsg.h"
+#include "store_sandbox.h"
 
 /* The schema, one migration per version (migrations[0] makes version 1);
  * a database gets every one it lacks, in order, each in a transaction of
@@ -108,6 +109,9 @@ static const char *const migrations[] = {
 	"CREATE TABLE node_addresses ("
 	" name text PRIMARY KEY,"
 	" address text NOT NULL);",
+	/* 7: a sandbox may be paused, or failed (store.h). */
+	"ALTER TABLE sandboxes DROP CONSTRAINT sandboxes_state_check,"
+	" ADD CONSTRAINT sandboxes_state_check CHECK (state IN " STORE_SBX_STATES ");",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

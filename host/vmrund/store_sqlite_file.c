@@ -8,8 +8,9 @@
 #include <string.h>
 
 #include "errmsg.h"
+#include "store_sandbox.h"
 
-#define SCHEMA_VERSION  5
+#define SCHEMA_VERSION  6
 #define BUSY_TIMEOUT_MS 5000
 
 /* What version 2 added beside runs' columns, shared by a new file's
@@ -34,20 +35,15 @@
 	"CREATE TABLE idem (tenant TEXT NOT NULL, key TEXT NOT NULL, hash TEXT NOT NULL, id TEXT NOT NULL," \
 	" created_ms INTEGER NOT NULL, PRIMARY KEY (tenant, key)) STRICT, WITHOUT ROWID;"
 
-/* What version 5 added: the sandboxes (store.h), each held by the node
- * that started it, and their idempotency keys, a namespace apart from the
- * runs'. seq AUTOINCREMENT as the runs' (creation order never goes back,
- * whatever sbx_drop deleted); times NULL: not yet. The indexes are the
- * lookups the calls make: (tenant, state) for a tenant's open ones,
- * counted and summed at each create; (node, state) for a node's open
- * ones, lost with it. The keys go with their sandbox (sbx_drop). */
-#define SCHEMA_5_ADDED                                                                                              \
-	"CREATE TABLE sandboxes ("                                                                                  \
+/* The sandboxes' table named name, its states' CHECK the SQL list states:
+ * version 5's, and version 6's with paused and failed. */
+#define SANDBOXES_TABLE(name, states)                                                                              \
+	"CREATE TABLE " name " ("                                                                                   \
 	" seq INTEGER PRIMARY KEY AUTOINCREMENT,"                                                                   \
 	" id TEXT NOT NULL UNIQUE,"                                                                                 \
 	" tenant TEXT NOT NULL,"                                                                                    \
 	" node TEXT NOT NULL,"                                                                                      \
-	" state TEXT NOT NULL CHECK (state IN ('starting','running','stopping','stopped','lost')),"                 \
+	" state TEXT NOT NULL CHECK (state IN " states "),"                                                        \
 	" created_ms INTEGER NOT NULL,"                                                                             \
 	" started_ms INTEGER,"                                                                                      \
 	" ended_ms INTEGER,"                                                                                        \
@@ -56,11 +52,31 @@
 	" disk_mib INTEGER NOT NULL CHECK (disk_mib >= 0),"                                                         \
 	" request TEXT NOT NULL,"                                                                                   \
 	" reason TEXT"                                                                                              \
-	") STRICT;"                                                                                                 \
+	") STRICT;"
+
+/* What version 5 added: the sandboxes (store.h), each held by the node
+ * that started it, and their idempotency keys, a namespace apart from the
+ * runs'. seq AUTOINCREMENT as the runs' (creation order never goes back,
+ * whatever sbx_drop deleted); times NULL: not yet. The indexes are the
+ * lookups the calls make: (tenant, state) for a tenant's open ones,
+ * counted and summed at each create; (node, state) for a node's open
+ * ones, lost with it. The keys go with their sandbox (sbx_drop). */
+#define SCHEMA_5_ADDED                                                                                              \
+	SANDBOXES_TABLE("sandboxes", "('starting','running','stopping','stopped','lost')")                          \
 	"CREATE INDEX sandboxes_tenant_state ON sandboxes (tenant, state);"                                         \
 	"CREATE INDEX sandboxes_node_state ON sandboxes (node, state);"                                             \
 	"CREATE TABLE sandbox_idem (tenant TEXT NOT NULL, key TEXT NOT NULL, hash TEXT NOT NULL, id TEXT NOT NULL," \
 	" created_ms INTEGER NOT NULL, PRIMARY KEY (tenant, key)) STRICT, WITHOUT ROWID;"
+
+/* Version 6: a sandbox may be paused, or failed (store.h): the CHECK on
+ * its state widens, which SQLite does by building the table anew. */
+#define SCHEMA_6_CHANGED                                                                                            \
+	SANDBOXES_TABLE("sandboxes_6", STORE_SBX_STATES)                                                            \
+	"INSERT INTO sandboxes_6 (" STORE_SBX_COLS ") SELECT " STORE_SBX_COLS " FROM sandboxes;"                    \
+	"DROP TABLE sandboxes;"                                                                                     \
+	"ALTER TABLE sandboxes_6 RENAME TO sandboxes;"                                                              \
+	"CREATE INDEX sandboxes_tenant_state ON sandboxes (tenant, state);"                                         \
+	"CREATE INDEX sandboxes_node_state ON sandboxes (node, state);"
 
 /* seq is the rowid; AUTOINCREMENT so that it never goes back even if the
  * newest rows are deleted one day, as the order of acceptance must not.
@@ -92,7 +108,8 @@ static const char schema_sql[] =
 	SCHEMA_2_ADDED
 	SCHEMA_4_ADDED
 	SCHEMA_5_ADDED
-	"PRAGMA user_version = 5;";   /* SCHEMA_VERSION */
+	SCHEMA_6_CHANGED
+	"PRAGMA user_version = 6;";   /* SCHEMA_VERSION */
 
 /* Version 1 (one node, no blobs) to 2, in the transaction that read the
  * version. The added columns land after message in a migrated file, which
@@ -124,6 +141,9 @@ static const char migrate_3_sql[] = SCHEMA_4_ADDED "PRAGMA user_version = 4;";
 
 /* Version 4 to 5. */
 static const char migrate_4_sql[] = SCHEMA_5_ADDED "PRAGMA user_version = 5;";
+
+/* Version 5 to 6. */
+static const char migrate_5_sql[] = SCHEMA_6_CHANGED "PRAGMA user_version = 6;";
 
 /* Open's failures name the file, which the daemon's operator must find. */
 static int open_err(sqlite3 *db, const char *path, char *err, size_t errlen)
@@ -208,6 +228,8 @@ static int schema(sqlite3 *db, const char *path, char *err, size_t errlen)
 	if (version >= 1 && version <= 3 && exec(db, migrate_3_sql, path, err, errlen) < 0)
 		goto out;
 	if (version >= 1 && version <= 4 && exec(db, migrate_4_sql, path, err, errlen) < 0)
+		goto out;
+	if (version >= 1 && version <= 5 && exec(db, migrate_5_sql, path, err, errlen) < 0)
 		goto out;
 	rc = exec(db, "COMMIT", path, err, errlen);
 out:

@@ -130,11 +130,13 @@ static int tenant_option(struct tenant *t, char *opt, unsigned *seen, char *err,
 		t->sandbox_disk_mib = (uint64_t)v;
 	else if (kl == 21 && !strncmp(opt, "max_sandbox_timeout_s", kl) && whole && v >= 1)
 		t->max_sandbox_timeout_s = (unsigned)v;
+	else if (kl == 15 && !strncmp(opt, "max_pause_ttl_s", kl) && whole && v >= 1)
+		t->max_pause_ttl_s = (unsigned)v;
 	else
 		return errf(err, errlen,
 			    "unknown or out-of-range option \"%.64s\" (concurrent>=1, queued, rate>0, burst>=1, "
 			    "max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
-			    "max_sandbox_timeout_s>=1, net, net_addr)",
+			    "max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, net, net_addr)",
 			    opt);
 	return 0;
 }
@@ -149,7 +151,8 @@ static int parse_tenant(struct tenants *ts, char *rest, char *err, size_t errlen
 	if (ts->n == TENANTS_MAX)
 		return errf(err, errlen, "more than %d tenants", TENANTS_MAX);
 	struct tenant t = { .concurrent = 4, .queued = 64, .rate = 10, .burst = 0,
-			    .sandboxes = TENANT_DEFAULT_SANDBOXES, .max_sandbox_timeout_s = TENANT_DEFAULT_SANDBOX_TIMEOUT_S };
+			    .sandboxes = TENANT_DEFAULT_SANDBOXES, .max_sandbox_timeout_s = TENANT_DEFAULT_SANDBOX_TIMEOUT_S,
+			    .max_pause_ttl_s = TENANT_DEFAULT_PAUSE_TTL_S };
 	snprintf(t.name, sizeof(t.name), "%s", name);
 	unsigned seen = 0;
 	for (char *opt; (opt = strtok_r(NULL, " \t", &save));)

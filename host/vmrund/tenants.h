@@ -21,7 +21,8 @@
  * sandbox_memory_mib and sandbox_disk_mib, the guest memory and
  * workspaces of them all together (0: no ceiling of the tenant's own);
  * max_sandbox_timeout_s, the longest life one may be given (3600 by
- * default). max_memory_mib and max_disk_mib bound each sandbox as they
+ * default); max_pause_ttl_s, the longest one may stay paused (a week by
+ * default: its saved VM is disk on the node). max_memory_mib and max_disk_mib bound each sandbox as they
  * bound each run.
  *
  * The network ceiling: what a run's "network" (run_spec.h) may allow.
@@ -54,6 +55,7 @@ struct run_spec;
 #define TENANT_DIGEST_LEN 32      /* SHA-256 */
 #define TENANT_DEFAULT_SANDBOXES 4
 #define TENANT_DEFAULT_SANDBOX_TIMEOUT_S 3600
+#define TENANT_DEFAULT_PAUSE_TTL_S (7u * 86400)
 
 struct tenant {
 	char name[TENANT_NAME_MAX];
@@ -63,6 +65,7 @@ struct tenant {
 	unsigned sandboxes;           /* open at once */
 	uint64_t sandbox_memory_mib, sandbox_disk_mib;   /* all open ones together; 0: none of the tenant's own */
 	unsigned max_sandbox_timeout_s;
+	unsigned max_pause_ttl_s;
 	bool net_any;                 /* net=any */
 	struct net_rule *net;         /* net= and net_addr= rules (malloc'd; NULL: none) */
 	unsigned nnet;

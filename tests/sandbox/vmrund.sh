@@ -6,10 +6,11 @@
 # other's sandboxes, commands or files, the tenant's ceilings (429, 400),
 # an Idempotency-Key that runs a command once across a kill -9 of
 # vmrund, a background command and its output adopted by the next vmrund
-# after kill -9 and after SIGTERM, a life shortened until it runs out,
+# after kill -9 and after SIGTERM, a pause that outlives a kill -9 of
+# vmrund and a resume, a life shortened until it runs out,
 # and DELETE; at the end no supervisor, vmm, cgroup or directory is left.
 # Then vmrund --local and `vmrun sandbox` (create, exec, cp, cat, ls,
-# timeout, kill) on its socket.
+# timeout, pause, resume, kill) on its socket.
 # Every curl has a deadline.
 set -u
 cd "$(dirname "$0")/../.."
@@ -31,6 +32,8 @@ keys = $tmp/etc/keys
 audit_log = $tmp/lib/audit.jsonl
 slots = 1
 CONF
+# the snapshots: this test's own, which its sandboxes restore (and pause against)
+export VMRUN_CACHE=$tmp/cache
 start_vmrund() {
 	build/bin/vmrund --config "$tmp/etc/vmrund.conf" >>"$tmp/vmrund.log" 2>&1 &
 	pid=$!
@@ -149,6 +152,27 @@ code=$(timeout 10 curl -s -N -m 5 -o "$tmp/out" -w '%{http_code}' -H "Authorizat
 n=$(grep -c '^event: stdout' "$tmp/out")
 [ "$n" -gt 10 ] && ok "its events replay and go on live through vmrund ($n events in 5 s)" || not_ok "events: $n ($code)"
 
+# ---- a pause across a kill -9 of vmrund ----
+post "$KA" '{}' "/v1/sandboxes/$id/pause"
+expect "POST .../pause: paused" 200 '.state=="paused"'
+c "$KA" "/v1/sandboxes?state=paused"
+expect "listed as paused" 200 "[.sandboxes[].id]==[\"$id\"]"
+post "$KA" '{"argv":["true"]}' "/v1/sandboxes/$id/commands?wait=5"
+expect "a command while paused: 409" 409
+pgrep -x vmm >/dev/null && not_ok "paused: a vmm still runs" || ok "paused: no vmm runs"
+kill -9 "$pid"
+wait "$pid" 2>/dev/null
+start_vmrund
+c "$KA" "/v1/sandboxes/$id"
+expect "after kill -9 and a restart of vmrund: still paused" 200 '.state=="paused"'
+post "$KA" '{}' "/v1/sandboxes/$id/resume"
+expect "POST .../resume: running" 200 '.state=="running"'
+c "$KA" "/v1/sandboxes/$id/commands/$bg"
+n1=$(field '.stdout|split("\n")|length')
+sleep 2
+c "$KA" "/v1/sandboxes/$id/commands/$bg"
+expect "the background command goes on after the resume" 200 ".state==\"running\" and (.stdout|split(\"\n\")|length)>$n1"
+
 echo "    ($SECONDS s: restarts)"
 # ---- its life ----
 post "$KA" '{"timeout_s":100000}' "/v1/sandboxes/$id/timeout"
@@ -196,6 +220,9 @@ mkdir -p "$tmp/tree/sub" && echo deep >"$tmp/tree/sub/d.txt"
 tar -C "$tmp/tree" -c . | $V cp - "$lid:tree" && $V cp "$lid:tree" - | tar -t 2>/dev/null | grep -q 'sub/d.txt' &&
 	ok "a directory both ways as a tar (cp -)" || not_ok "cp - tar"
 $V ls | grep -q "^$lid  running " && ok "vmrun sandbox ls: it runs" || not_ok "ls: $($V ls 2>&1)"
+[ "$($V pause "$lid" 2>"$tmp/err")" = paused ] && $V ls | grep -q "^$lid  paused " &&
+	[ "$($V resume "$lid" 2>>"$tmp/err")" = running ] && [ "$($V cat "$lid" f.txt)" = "line one" ] &&
+	ok "vmrun sandbox pause, ls says paused, resume: its files are there" || not_ok "pause/resume: $(cat "$tmp/err")"
 left=$($V timeout "$lid" 300)
 [ "${left:-0}" -ge 298 ] && ok "vmrun sandbox timeout: its life from now ($left s)" || not_ok "timeout: $left"
 $V exec nosuchsandbox true 2>"$tmp/err"; st=$?

@@ -108,6 +108,16 @@ static void others(void **state)
 	assert_int_equal(parse(&c, "kill", NULL), -1);
 	assert_string_equal(err, "usage: vmrun sandbox kill ID");
 	sbx_cli_free(&c);
+	assert_int_equal(parse(&c, "pause", "ID2", NULL), 0);
+	assert_int_equal(c.verb, SV_PAUSE);
+	assert_string_equal(c.id, "ID2");
+	sbx_cli_free(&c);
+	assert_int_equal(parse(&c, "resume", "ID2", NULL), 0);
+	assert_int_equal(c.verb, SV_RESUME);
+	sbx_cli_free(&c);
+	assert_int_equal(parse(&c, "resume", "ID2", "more", NULL), -1);
+	assert_string_equal(err, "usage: vmrun sandbox resume ID");
+	sbx_cli_free(&c);
 	assert_int_equal(parse(&c, "ls", "--json", NULL), 0);
 	assert_true(c.json);
 	sbx_cli_free(&c);

@@ -376,7 +376,8 @@ static void ids_and_types(void **state)
 	assert_false(proto_sb_type(PROTO_ERROR));
 	assert_true(proto_sb_type(PROTO_READY));
 	assert_true(proto_sb_type(PROTO_FILE_END));
-	assert_false(proto_sb_type(PROTO_FILE_END + 1));
+	assert_true(proto_sb_type(PROTO_RESUME));
+	assert_false(proto_sb_type(PROTO_RESUME + 1));
 }
 
 int main(void)

@@ -25,6 +25,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,6 +76,7 @@ struct host {
 	unsigned nrec;
 	char error[512];   /* an ERROR frame's text */
 	bool eof;
+	unsigned paused, ready;   /* PAUSED and READY frames */
 };
 
 static struct host H;
@@ -161,6 +163,13 @@ static void take(uint16_t type, const uint8_t *p, uint32_t len)
 	}
 	case PROTO_ERROR:
 		snprintf(H.error, sizeof(H.error), "%.*s", (int)len, (const char *)p);
+		break;
+	case PROTO_PAUSED:
+		assert_int_equal(len, 0);
+		H.paused++;
+		break;
+	case PROTO_READY:
+		H.ready++;
 		break;
 	default:
 		fail_msg("unexpected frame type %u from the agent", type);
@@ -387,6 +396,89 @@ static void assert_exit_code(const struct rec *r, int code)
 	if (r->ex.kind != PROTO_END_EXITED || r->ex.code != code)
 		fail_msg("command %u: kind %u code %d signal %d, wanted exit %d (stderr: %s)", r->id, r->ex.kind,
 			 r->ex.code, r->ex.signal, code, r->err ? (char *)r->err : "");
+}
+
+/* ---- pausing ---------------------------------------------------------------------- */
+
+static char host_sock[100];   /* within sun_path */
+
+/* The agent's reconnect hook in the tests: the test's listener. */
+static int reconnect_test(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	memcpy(a.sun_path, host_sock, strlen(host_sock) + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+		return fd;
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+static bool printed_one(void *arg) { (void)arg; return rec_of(1)->nout >= 3; }
+static bool paused(void *arg) { return H.paused >= *(unsigned *)arg; }
+static bool ready(void *arg) { return H.ready >= *(unsigned *)arg; }
+
+static void send_resume(void)
+{
+	uint64_t none = 0;   /* the test's clock is not the agent's to set */
+	send_frame(PROTO_RESUME, &none, sizeof(none));
+}
+
+/* PAUSE: everything queued, then PAUSED, then nothing; the connection
+ * goes (the VM's vsock reset), the agent connects again and RESUME goes
+ * on where it stopped: the command's output is whole. A pause called off
+ * (RESUME on the same connection) goes on too. */
+static void pause_and_resume(void **state)
+{
+	(void)state;
+	assert_true((size_t)snprintf(host_sock, sizeof(host_sock), "%.80s/host.sock", tmpdir) < sizeof(host_sock));
+	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	memcpy(a.sun_path, host_sock, strlen(host_sock) + 1);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(lfd, 1), 0);
+	cfg.reconnect = reconnect_test;
+	start_sandbox(1 << 20);
+	CMD(1, p_sh, "-c", "printf one; sleep 1; printf two");
+	pump_until(printed_one, NULL);
+	unsigned one = 1, two = 2;
+	send_frame(PROTO_PAUSE, NULL, 0);
+	pump_until(paused, &one);
+	size_t before = rec_of(1)->nout;
+	/* paused: the command's "two" waits in its pipe, its exit unsent */
+	usleep(1500 * 1000);
+	struct pollfd pf = { H.fd, POLLIN, 0 };
+	assert_int_equal(poll(&pf, 1, 0), 0);
+	assert_int_equal(rec_of(1)->nout, before);
+	assert_false(rec_of(1)->exited);
+	/* the VM's vsock is reset: the agent comes back on a new connection */
+	close(H.fd);
+	H.fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(H.fd >= 0);
+	proto_reader_init(&H.rd);
+	send_resume();
+	pump_until(ready, &one);
+	struct rec *r = wait_exit(1);
+	assert_exit_code(r, 0);
+	assert_string_equal((char *)r->out, "onetwo");
+	/* called off: RESUME on the same connection */
+	send_frame(PROTO_PAUSE, NULL, 0);
+	pump_until(paused, &two);
+	send_resume();
+	pump_until(ready, &two);
+	CMD(2, p_printf, "after");
+	r = wait_exit(2);
+	assert_string_equal((char *)r->out, "after");
+	/* a RESUME while not paused breaks the protocol */
+	send_resume();
+	pump_until(got_eof, NULL);
+	char err[512];
+	assert_int_equal(stop_sandbox(err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "while not paused"));
+	cfg.reconnect = NULL;
+	close(lfd);
+	unlink(host_sock);
 }
 
 /* ---- leftovers ------------------------------------------------------------------ */
@@ -826,6 +918,7 @@ int main(void)
 		cmocka_unit_test_teardown(read_window, teardown),
 		cmocka_unit_test_teardown(tar_round_trip, teardown),
 		cmocka_unit_test_teardown(no_procfs, teardown),
+		cmocka_unit_test_teardown(pause_and_resume, teardown),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

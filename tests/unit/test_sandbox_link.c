@@ -262,6 +262,57 @@ static void room(void **state)
 	assert_null(sbx_key_of(&S, "k2"));
 }
 
+/* Pausing (pause.c): PAUSED and READY only when asked for; the life
+ * left kept across a pause; a pause that file operations hold up is
+ * called off, the sandbox going on. */
+static void pausing(void **state)
+{
+	(void)state;
+	assert_int_equal(sbx_agent_frame(&S, PROTO_PAUSED, frame, 0), 0);
+	assert_int_equal(sbx_agent_frame(&S, PROTO_READY, frame, 0), 0);
+	assert_int_equal(S.guest_faults, 2);
+	S.deadline_ms = sbx_realtime_ms() + 10000;
+	sbx_pause_begin(&S, "");
+	assert_int_equal(S.state, SBX_PAUSING);
+	assert_true(S.left_ms > 9000 && S.left_ms <= 10000);
+	assert_int_equal(sbx_agent_frame(&S, PROTO_PAUSED, frame, 0), 0);   /* before PAUSE went out */
+	assert_int_equal(S.guest_faults, 3);
+	assert_false(S.agent_paused);
+	S.pause_sent = true;
+	assert_int_equal(sbx_agent_frame(&S, PROTO_PAUSED, frame, 0), 0);
+	assert_true(S.agent_paused);
+	assert_int_equal(S.guest_faults, 3);
+
+	/* resumed: what it had left, the resume's own timeout_s, or (its time
+	 * ran out) its configured one */
+	S.timeout_s = 7;
+	sbx_resumed(&S);
+	int64_t left = S.deadline_ms - sbx_realtime_ms();
+	assert_true(left > 9000 && left <= 10000 && S.pauses == 1);
+	S.resume_timeout_s = 5;
+	sbx_resumed(&S);
+	left = S.deadline_ms - sbx_realtime_ms();
+	assert_true(left > 4000 && left <= 5000 && S.resume_timeout_s == 0);
+	S.left_ms = 0;
+	sbx_resumed(&S);
+	left = S.deadline_ms - sbx_realtime_ms();
+	assert_true(left > 6000 && left <= 7000 && S.pauses == 3);
+
+	/* a file operation that does not end: the pause waits, then is called off */
+	S.state = SBX_RUNNING;
+	struct sbx_fop *f = sbx_fop_new(&S, PROTO_FILE_READ);
+	assert_non_null(f);
+	sbx_pause_begin(&S, "");
+	sbx_pause_step(&S);
+	assert_int_equal(S.state, SBX_PAUSING);
+	assert_false(S.pause_sent);
+	S.pause_asked_ms -= SBX_PAUSE_WAIT_MS + 1;
+	sbx_pause_step(&S);
+	assert_int_equal(S.state, SBX_RUNNING);
+	assert_non_null(strstr(S.pause_error, "file operations"));
+	sbx_fop_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -269,6 +320,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(lists, setup, teardown),
 		cmocka_unit_test_setup_teardown(room, setup, teardown),
+		cmocka_unit_test_setup_teardown(pausing, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

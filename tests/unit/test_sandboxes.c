@@ -16,11 +16,14 @@
 
 static char err[300];
 
+static struct sbx_life full;   /* the last split's whole life */
+
 static int split(const char *text, unsigned max, json_t **spec, double *life)
 {
 	json_t *b = json_loads(text, 0, NULL);
 	assert_non_null(b);
-	int rc = sandbox_body_split(b, max, spec, life, err, sizeof(err));
+	int rc = sandbox_body_split(b, max, 7200, spec, &full, err, sizeof(err));
+	*life = full.timeout_s;
 	json_decref(b);
 	return rc;
 }
@@ -43,6 +46,15 @@ static void body_split(void **state)
 	json_decref(spec);
 	assert_int_equal(split("{}", 60, &spec, &life), 0);
 	assert_true(life == 60);
+	assert_false(full.on_timeout_pause);
+	assert_true(full.pause_ttl_s == 7200);   /* the tenant's max_pause_ttl_s */
+	json_decref(spec);
+	/* its pause's: taken out of the spec */
+	assert_int_equal(split("{\"runtime\":\"python\",\"on_timeout\":\"pause\",\"pause_ttl_s\":60}", 3600, &spec, &life), 0);
+	assert_true(full.on_timeout_pause && full.pause_ttl_s == 60);
+	t = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
+	assert_string_equal(t, "{\"runtime\":\"python\"}");
+	free(t);
 	json_decref(spec);
 }
 
@@ -55,15 +67,19 @@ static void body_refused(void **state)
 		{ "{\"timeout_s\":601}", "timeout_s: seconds, more than 0 and at most 600 (the tenant's max_sandbox_timeout_s)" },
 		{ "{\"timeout_s\":\"5\"}", "timeout_s: seconds, more than 0 and at most 600 (the tenant's max_sandbox_timeout_s)" },
 		{ "{\"metadata\":[]}", "metadata: an object of strings" },
+		{ "{\"on_timeout\":\"sleep\"}", "on_timeout: \"stop\" or \"pause\"" },
+		{ "{\"on_timeout\":1}", "on_timeout: \"stop\" or \"pause\"" },
+		{ "{\"pause_ttl_s\":0}", "pause_ttl_s: seconds, more than 0 and at most 7200 (the tenant's max_pause_ttl_s)" },
+		{ "{\"pause_ttl_s\":7201}", "pause_ttl_s: seconds, more than 0 and at most 7200 (the tenant's max_pause_ttl_s)" },
 		{ "{\"metadata\":{\"a\":1}}", "metadata.a: a string of at most 512 bytes" },
 		{ "{\"metadata\":{\"a b\":\"x\"}}", "metadata: a key of 1 to 64 characters of [A-Za-z0-9._-]" },
 		{ "{\"metadata\":{\"\":\"x\"}}", "metadata: a key of 1 to 64 characters of [A-Za-z0-9._-]" },
 	};
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
 		json_t *spec = (json_t *)1;
-		double life;
+		struct sbx_life life;
 		json_t *b = json_loads(c[i].body, JSON_DECODE_ANY, NULL);
-		assert_int_equal(sandbox_body_split(b, 600, &spec, &life, err, sizeof(err)), -1);
+		assert_int_equal(sandbox_body_split(b, 600, 7200, &spec, &life, err, sizeof(err)), -1);
 		assert_null(spec);
 		assert_string_equal(err, c[i].why);
 		json_decref(b);
@@ -77,14 +93,14 @@ static void body_refused(void **state)
 	}
 	json_object_set_new(b, "metadata", m);
 	json_t *spec;
-	double life;
-	assert_int_equal(sandbox_body_split(b, 600, &spec, &life, err, sizeof(err)), -1);
+	struct sbx_life life;
+	assert_int_equal(sandbox_body_split(b, 600, 7200, &spec, &life, err, sizeof(err)), -1);
 	assert_string_equal(err, "metadata: at most 32 entries");
 	char longv[VMRUND_SBX_META_VAL + 2];
 	memset(longv, 'x', sizeof(longv) - 1);
 	longv[sizeof(longv) - 1] = '\0';
 	json_object_set_new(b, "metadata", json_pack("{s:s}", "k", longv));
-	assert_int_equal(sandbox_body_split(b, 600, &spec, &life, err, sizeof(err)), -1);
+	assert_int_equal(sandbox_body_split(b, 600, 7200, &spec, &life, err, sizeof(err)), -1);
 	assert_string_equal(err, "metadata.k: a string of at most 512 bytes");
 	json_decref(b);
 }

@@ -24,6 +24,7 @@
 
 #include "clock.h"
 #include "proto.h"
+#include "proto_sandbox.h"
 #include "session.h"
 
 static struct proto_request rq;
@@ -345,7 +346,9 @@ static void scripted_agents(void **state)
 	n = put_frame(s, PROTO_HELLO, hello, hn);
 	n += put_frame(s + n, PROTO_TYPE_LAST + 1, NULL, 0);
 	assert_int_equal(scripted2(s, n, false, 5000), SESSION_FAILED);
-	assert_string_equal(res.error, "unknown frame type 17");
+	char unknown[64];
+	snprintf(unknown, sizeof(unknown), "unknown frame type %d", PROTO_TYPE_LAST + 1);
+	assert_string_equal(res.error, unknown);
 	/* a sandbox's frame in a run */
 	n = put_frame(s, PROTO_HELLO, hello, hn);
 	n += put_frame(s + n, PROTO_READY, NULL, 0);
@@ -637,9 +640,50 @@ static void request_needs_run_id(void **state)
 	}
 }
 
+/* A paused sandbox's agent back: RESUME goes out with the time, and only
+ * READY, alone, answers it. */
+static void resume_wants_ready(void **state)
+{
+	(void)state;
+	struct { uint16_t type; int rc; const char *err; } c[] = {
+		{ PROTO_READY, 0, "" },
+		{ PROTO_CMD_EXIT, -1, "frame type 13 instead of READY" },
+	};
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		int sv[2];
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		uint8_t buf[PROTO_HDR_LEN + PROTO_CMD_EXIT_LEN];
+		static const uint8_t zeros[PROTO_CMD_EXIT_LEN];
+		size_t n = put_frame(buf, c[i].type, zeros, c[i].type == PROTO_READY ? 0 : PROTO_CMD_EXIT_LEN);
+		assert_int_equal(write(sv[1], buf, n), (ssize_t)n);
+		char err[256] = "";
+		struct timespec t0;
+		clock_gettime(CLOCK_REALTIME, &t0);
+		assert_int_equal(session_resume(sv[0], clock_mono_ms() + 5000, -1, err, sizeof(err)), c[i].rc);
+		assert_non_null(strstr(err, c[i].err));
+		uint8_t got[PROTO_HDR_LEN + 8];
+		assert_int_equal(read(sv[1], got, sizeof(got)), (ssize_t)sizeof(got));
+		uint64_t ns;
+		memcpy(&ns, got + PROTO_HDR_LEN, 8);
+		assert_int_equal(got[4], PROTO_RESUME);
+		assert_true(ns / 1000000000u >= (uint64_t)t0.tv_sec && ns / 1000000000u <= (uint64_t)t0.tv_sec + 5);
+		close(sv[0]);
+		close(sv[1]);
+	}
+	/* nothing comes: the deadline */
+	int sv[2];
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	char err[256];
+	assert_int_equal(session_resume(sv[0], clock_mono_ms() + 100, -1, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "did not answer in time"));
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(resume_wants_ready),
 		cmocka_unit_test(printable_helper),
 		cmocka_unit_test(hostile_hello_and_error),
 		cmocka_unit_test(stages),

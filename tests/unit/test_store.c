@@ -326,7 +326,7 @@ static void sqlite_creates_schema(void **state)
 	for (int i = 0; i < RS_COUNT; i++)
 		assert_int_equal(count[i], 0);
 	store_close(s);
-	assert_int_equal(raw_int("PRAGMA user_version"), 5);
+	assert_int_equal(raw_int("PRAGMA user_version"), 6);
 	char names[512];
 	raw_names(spec, names, sizeof(names));
 	assert_string_equal(names, "table:blobs table:idem table:nodes table:runs index:runs_state_seq"
@@ -345,7 +345,7 @@ static void sqlite_creates_schema(void **state)
 					 " VALUES ('x', 't', 'failed', 1, '{}', 'paused')"),
 			     SQLITE_OK);
 	assert_int_not_equal(raw_exec_rc("INSERT INTO sandboxes (id, tenant, node, state, created_ms, memory_mib,"
-					 " disk_mib, request) VALUES ('x', 't', 'n', 'paused', 1, 1, 1, '{}')"),
+					 " disk_mib, request) VALUES ('x', 't', 'n', 'sleeping', 1, 1, 1, '{}')"),
 			     SQLITE_OK);
 	assert_int_not_equal(raw_exec_rc("INSERT INTO sandboxes (id, tenant, node, state, created_ms, memory_mib,"
 					 " disk_mib, request) VALUES ('x', 't', 'n', 'running', 1, -1, 1, '{}')"),
@@ -354,7 +354,7 @@ static void sqlite_creates_schema(void **state)
 	s = open_store();
 	store_close(s);
 	store_close(NULL);
-	assert_int_equal(raw_int("PRAGMA user_version"), 5);
+	assert_int_equal(raw_int("PRAGMA user_version"), 6);
 }
 
 /* Version 1's schema exactly as vmrund 1 created it. */
@@ -409,7 +409,7 @@ static void sqlite_migrates_v1(void **state)
 
 	write_v1("");
 	struct store *s = open_store();
-	assert_int_equal(raw_int("PRAGMA user_version"), 5);
+	assert_int_equal(raw_int("PRAGMA user_version"), 6);
 	struct store_run r = get(s, 1);
 	assert_string_equal(r.tenant, "alice");
 	assert_int_equal(r.state, RS_QUEUED);
@@ -458,7 +458,7 @@ static void sqlite_migrates_v1(void **state)
 	/* Once. */
 	s = open_store();
 	store_close(s);
-	assert_int_equal(raw_int("PRAGMA user_version"), 5);
+	assert_int_equal(raw_int("PRAGMA user_version"), 6);
 
 	/* Version 4 (this file as it was before the sandboxes) to 5: a
 	 * migration that fails half-way (a table it creates is there) leaves
@@ -473,7 +473,7 @@ static void sqlite_migrates_v1(void **state)
 	assert_int_equal(raw_int("SELECT count(*) FROM sqlite_schema WHERE name = 'sandboxes'"), 0);
 	raw_exec("DROP TABLE sandbox_idem;");
 	s = open_store();
-	assert_int_equal(raw_int("PRAGMA user_version"), 5);
+	assert_int_equal(raw_int("PRAGMA user_version"), 6);
 	raw_names(spec, migrated, sizeof(migrated));
 	assert_string_equal(migrated, fresh);
 	r = get(s, 4);
@@ -485,6 +485,29 @@ static void sqlite_migrates_v1(void **state)
 	memcpy(sb.id, id_of(9).s, sizeof(sb.id));
 	assert_int_equal(s->ops->sbx_create(s, &sb, NULL, &lim, err, sizeof(err)), 0);
 	assert_int_equal(s->ops->sbx_create(s, &sb, NULL, &lim, err, sizeof(err)), STORE_SBX_OVER_COUNT);
+	store_close(s);
+
+	/* Version 5 (its sandboxes' states without paused and failed) to 6:
+	 * the table is built anew with its rows, and a row may then pause. */
+	raw_exec("CREATE TABLE v5 (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, tenant TEXT NOT NULL,"
+		 " node TEXT NOT NULL, state TEXT NOT NULL CHECK (state IN ('starting','running','stopping','stopped','lost')),"
+		 " created_ms INTEGER NOT NULL, started_ms INTEGER, ended_ms INTEGER, timeout_at_ms INTEGER,"
+		 " memory_mib INTEGER NOT NULL CHECK (memory_mib >= 0), disk_mib INTEGER NOT NULL CHECK (disk_mib >= 0),"
+		 " request TEXT NOT NULL, reason TEXT) STRICT;"
+		 "INSERT INTO v5 SELECT * FROM sandboxes; DROP TABLE sandboxes; ALTER TABLE v5 RENAME TO sandboxes;"
+		 "CREATE INDEX sandboxes_tenant_state ON sandboxes (tenant, state);"
+		 "CREATE INDEX sandboxes_node_state ON sandboxes (node, state); PRAGMA user_version = 5;");
+	assert_int_not_equal(raw_exec_rc("UPDATE sandboxes SET state = 'paused'"), SQLITE_OK);
+	s = open_store();
+	assert_int_equal(raw_int("PRAGMA user_version"), 6);
+	raw_names(spec, migrated, sizeof(migrated));
+	assert_string_equal(migrated, fresh);
+	assert_int_equal(s->ops->sbx_set(s, sb.id, "n", SBS_PAUSED, 0, 0, 0, NULL, err, sizeof(err)), 1);
+	struct store_sandbox got;
+	assert_int_equal(s->ops->sbx_get(s, sb.id, NULL, &got, err, sizeof(err)), 1);
+	assert_int_equal(got.state, SBS_PAUSED);
+	assert_int_equal(got.memory_mib, 512);
+	store_sandbox_free(&got);
 	store_close(s);
 }
 
@@ -510,12 +533,12 @@ static void sqlite_refuses_newer_schema(void **state)
 	if (pg)
 		skip();
 	store_close(open_store());
-	raw_exec("PRAGMA user_version = 6");
+	raw_exec("PRAGMA user_version = 7");
 	assert_null(store_open(spec, err, sizeof(err)));
 	assert_non_null(strstr(err, spec));
-	assert_non_null(strstr(err, "schema version 6 is newer"));
+	assert_non_null(strstr(err, "schema version 7 is newer"));
 	one_line();
-	assert_int_equal(raw_int("PRAGMA user_version"), 6);
+	assert_int_equal(raw_int("PRAGMA user_version"), 7);
 }
 
 static void sqlite_missing_directory(void **state)
@@ -1796,7 +1819,7 @@ static void node_addresses(void **state)
 static void sbx_state_names(void **state)
 {
 	(void)state;
-	const char *want[SBS_COUNT] = { "starting", "running", "stopping", "stopped", "lost" };
+	const char *want[SBS_COUNT] = { "starting", "running", "stopping", "stopped", "lost", "paused", "failed" };
 	for (int i = 0; i < SBS_COUNT; i++) {
 		assert_string_equal(store_sbx_state_name((enum sbx_row_state)i), want[i]);
 		assert_int_equal(store_sbx_state_parse(want[i]), i);

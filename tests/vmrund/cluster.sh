@@ -240,6 +240,13 @@ c 2 "$KA" -X POST -H 'Content-Type: application/json' -H 'X-Vmrun-Via: node9' --
 sx 3 "$KA" "/$sid/timeout" -X POST -H 'Content-Type: application/json' --data-binary '{"timeout_s":60}'
 [ "$code" = 200 ] && python3 -c "import json,sys; sys.exit(0 if json.load(open('$tmp/out'))['time_left_s']<=60 else 1)" &&
 	ok "its life set through node 3" || not_ok "timeout via node 3 ($code)"
+sx 2 "$KA" "/$sid/pause" -X POST
+[ "$code" = 200 ] && [ "$(field state)" = paused ] && ok "paused through node 2: paused on node 1" ||
+	not_ok "pause via node 2 ($code)"
+sx 3 "$KA" "/$sid"
+[ "$code" = 200 ] && [ "$(field state)" = paused ] && ok "node 3 sees it paused" || not_ok "paused via node 3 ($code)"
+sx 3 "$KA" "/$sid/resume" -X POST
+[ "$code" = 200 ] && [ "$(field state)" = running ] && ok "resumed through node 3" || not_ok "resume via node 3 ($code)"
 sx 2 "$KA" "/$sid" -X DELETE
 [ "$code" = 200 ] && [ "$(field state)" = stopped ] && [ "$(field reason)" = deleted ] &&
 	ok "DELETE through node 2: stopped on node 1" || not_ok "DELETE via node 2 ($code)"

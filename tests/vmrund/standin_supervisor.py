@@ -6,7 +6,10 @@ DIR/api.sock, with "commands" that it answers itself: `echo ARGS` prints
 ARGS; anything else exits 0 with no output. Files are kept in memory.
 Its life runs out as the real one's does; SIGTERM and DELETE stop it.
 
-    standin_supervisor.py [--timeout S] [--max-timeout S] DIR VMM GUEST POLICY
+    standin_supervisor.py [--timeout S] [--max-timeout S] [--on-timeout stop|pause] [--pause-ttl S]
+                          DIR VMM GUEST POLICY
+
+A pause is a state only: paused until /resume.
 """
 import argparse
 import http.server
@@ -22,6 +25,8 @@ import urllib.parse
 p = argparse.ArgumentParser()
 p.add_argument("--timeout", type=float, default=300)
 p.add_argument("--max-timeout", type=float, default=0)
+p.add_argument("--on-timeout", choices=["stop", "pause"], default="stop")
+p.add_argument("--pause-ttl", type=float, default=0)
 p.add_argument("dir")
 p.add_argument("vmm")
 p.add_argument("guest")
@@ -110,6 +115,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with lock:
                 st["deadline"] = time.time() + float(b["timeout_s"])
                 save(st["state"])
+            return self.answer(200, self.view())
+        if path in ("/pause", "/resume"):
+            with lock:
+                want, then = ("running", "paused") if path == "/pause" else ("paused", "running")
+                if st["state"] != want:
+                    return self.answer(409, {"message": "the sandbox is not " + want})
+                save(then)
             return self.answer(200, self.view())
         if path == "/commands":
             key = self.headers.get("Idempotency-Key")

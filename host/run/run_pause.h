@@ -1,0 +1,40 @@
+/* A paused sandbox's files on the host (the run library's side of vmm's
+ * --pause-out and --resume, vmm/vm_pause.h): vmm writes the VM's state and
+ * pages under ".new" names; here they are renamed into place once vmm
+ * exited 0, the workspace image they belong to is summed, and all of it is
+ * checked again before a resume. The snapshot the VM was restored from is
+ * pinned by hard links where the file system allows, so that a snapshot
+ * made anew meanwhile does not strand the paused VM. */
+#ifndef VMRUN_RUN_PAUSE_H
+#define VMRUN_RUN_PAUSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RUN_PAUSE_SUM_FILE "workspace.sum"
+
+/* SHA-256 of the workspace image as hex into hex (65 bytes): of its size
+ * and of every 4 KiB block that is not zeros, with its offset, so that
+ * the same contents give the same sum however the file's holes and
+ * extents lie. Returns 0, or -1 with why in err. */
+int run_pause_image_sum(const char *image, char hex[65], char *err, size_t errlen);
+
+/* After vmm paused into dir: state.new and pages.new become state and
+ * pages, and the image's sum is written to dir/RUN_PAUSE_SUM_FILE.
+ * Returns 0, or -1 with why in err (the previous pause's files, if any,
+ * are then as they were, but the sum may be the new image's). */
+int run_pause_commit(const char *dir, const char *image, char *err, size_t errlen);
+
+/* Before a resume from dir: state and pages are regular files and the
+ * image's sum is the one saved with them. Returns 0, or -1 with a
+ * one-line reason in err ("the workspace image changed since the pause"). */
+int run_pause_check(const char *dir, const char *image, char *err, size_t errlen);
+
+/* Hard-link snapshot's state and memory into pin (made, mode 0755).
+ * Returns 0, or -1 with errno (EXDEV: another file system). */
+int run_pause_pin(const char *snapshot, const char *pin);
+
+/* Remove what a pause left in dir and pin (either may be NULL or absent). */
+void run_pause_remove(const char *dir, const char *pin);
+
+#endif
