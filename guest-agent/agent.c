@@ -201,6 +201,13 @@ int agent_environment(const char *home, char *const *grants, unsigned ngrants, b
  * before anything of the run starts. */
 int agent_unique(const char *random_dev, const struct proto_request *r, char *err, size_t errlen)
 {
+	return agent_reseed(random_dev, r->seed, r->time_ns, err, errlen);
+}
+
+int agent_reseed(const char *random_dev, const uint8_t *seed, uint64_t time_ns, char *err, size_t errlen)
+{
+	if (!seed)
+		goto clock;
 	int fd = open(random_dev, O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return proto_errf(err, errlen, "opening %s: %s", random_dev, strerror(errno));
@@ -211,7 +218,7 @@ int agent_unique(const char *random_dev, const struct proto_request *r, char *er
 	} pool;
 	pool.info.entropy_count = (int)(PROTO_SEED_LEN * 8);   /* bits: the host's getrandom is all entropy */
 	pool.info.buf_size = (int)PROTO_SEED_LEN;
-	memcpy(pool.raw + offsetof(struct rand_pool_info, buf), r->seed, PROTO_SEED_LEN);
+	memcpy(pool.raw + offsetof(struct rand_pool_info, buf), seed, PROTO_SEED_LEN);
 	const char *what = NULL;
 	if (ioctl(fd, RNDADDENTROPY, &pool) < 0)
 		what = "RNDADDENTROPY";
@@ -221,7 +228,10 @@ int agent_unique(const char *random_dev, const struct proto_request *r, char *er
 	close(fd);
 	if (what)
 		return proto_errf(err, errlen, "reseeding the RNG: %s on %s: %s", what, random_dev, strerror(saved));
-	struct timespec t = { .tv_sec = (time_t)(r->time_ns / 1000000000u), .tv_nsec = (long)(r->time_ns % 1000000000u) };
+clock:
+	if (!time_ns)
+		return 0;
+	struct timespec t = { .tv_sec = (time_t)(time_ns / 1000000000u), .tv_nsec = (long)(time_ns % 1000000000u) };
 	if (clock_settime(CLOCK_REALTIME, &t) < 0)
 		return proto_errf(err, errlen, "setting the clock: %s", strerror(errno));
 	return 0;

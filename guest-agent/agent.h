@@ -92,4 +92,9 @@ int agent_environment(const char *home, char *const *grants, unsigned ngrants, b
  * err. */
 int agent_unique(const char *random_dev, const struct proto_request *r, char *err, size_t errlen);
 
+/* agent_unique's work: reseed the kernel RNG of random_dev from seed
+ * (PROTO_SEED_LEN bytes; NULL: not) and set CLOCK_REALTIME to time_ns (0:
+ * not). Also a sandbox's on RESUME. Returns 0, or -1 with why in err. */
+int agent_reseed(const char *random_dev, const uint8_t *seed, uint64_t time_ns, char *err, size_t errlen);
+
 #endif

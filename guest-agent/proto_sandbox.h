@@ -44,7 +44,9 @@
  *   agent -> host  PAUSED      (empty) the last frame before the pause:
  *                              everything sent before it reached the host
  *   host -> agent  RESUME      u64 CLOCK_REALTIME in ns (0: leave the
- *                              clock): go on, answered READY. Sent on the
+ *                              clock), then (a fork of a checkpoint) a
+ *                              SEED for the kernel RNG, PROTO_SEED_LEN
+ *                              bytes: go on, answered READY. Sent on the
  *                              same connection when the pause was called
  *                              off; after a real pause the VM's vsock
  *                              was reset, and the paused agent connects
@@ -87,7 +89,7 @@
 #define PROTO_SB_CHUNK       (PROTO_MAX_PAYLOAD - 8u)
 /* A READ's bytes in flight: its credit to start with, and at most. */
 #define PROTO_READ_WINDOW    (1024u * 1024)
-/* RESUME's payload: the time. */
+/* RESUME's payload: the time (and a fork's seed after it). */
 #define PROTO_RESUME_LEN     8u
 
 /* FILE_END flags: LIST stopped at the agent's cap on entries. */

@@ -360,13 +360,16 @@ static int cmd_signal(struct sandbox *sb, const uint8_t *p, uint32_t len)
  * the guest's init, as a run's REQUEST sets it. */
 static int resume(struct sandbox *sb, const uint8_t *p, uint32_t len)
 {
-	if (len != PROTO_RESUME_LEN || !sb->pausing)
+	if ((len != PROTO_RESUME_LEN && len != PROTO_RESUME_LEN + PROTO_SEED_LEN) || !sb->pausing)
 		return proto_errf(sb->err, sb->errlen, "RESUME of %u bytes%s", len, sb->pausing ? "" : " while not paused");
 	uint64_t ns;
 	memcpy(&ns, p, sizeof(ns));   /* host byte order, as every field */
-	struct timespec t = { .tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u) };
-	if (ns && sb->cfg->random_dev && clock_settime(CLOCK_REALTIME, &t) < 0)
-		fprintf(stderr, "vmrun-agent: setting the clock on resume: %s\n", strerror(errno));
+	char why[256];
+	/* a fork: the RNG apart from its siblings' before anything reads it;
+	 * a guest that cannot be set apart must not go on as a copy */
+	if (sb->cfg->random_dev &&
+	    agent_reseed(sb->cfg->random_dev, len > PROTO_RESUME_LEN ? p + PROTO_RESUME_LEN : NULL, ns, why, sizeof(why)))
+		return proto_errf(sb->err, sb->errlen, "on RESUME: %s", why);
 	sb->pausing = sb->paused_sent = false;
 	return outq_put(&sb->q, PROTO_READY, NULL, 0, NULL, 0) ? proto_errf(sb->err, sb->errlen, "queue to the host full")
 							       : 0;

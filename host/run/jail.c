@@ -146,6 +146,10 @@ uint64_t jail_fsize_limit(const struct jail_spec *s)
 	uint64_t mib = s->disk_mib;
 	if (s->snapshot && s->snapshot_rw && s->memory_mib > mib)
 		mib = s->memory_mib;
+	/* a pause's pages file: every page of the guest's at most, with its
+	 * 8-byte index entry */
+	if (s->may_pause && s->memory_mib + s->memory_mib / 512 + 1 > mib)
+		mib = s->memory_mib + s->memory_mib / 512 + 1;
 	return (mib + 16) << 20;
 }
 

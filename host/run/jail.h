@@ -52,6 +52,7 @@ struct jail_spec {
 	 * --snapshot-out to write into. */
 	const char *snapshot;
 	bool snapshot_rw;
+	bool may_pause;               /* a sandbox's vmm: --pause-out writes the guest's changed pages */
 	int kernel_fd, rootfs_fd;     /* opened with the caller's rights, bound into the jail from the fd */
 	const char *sock_dir;         /* host path of the directory that becomes /run */
 	const char *run_id;
@@ -110,8 +111,8 @@ int jail_reserve_uid(const struct jail_spec *s, struct jail *j, char *err, size_
 void jail_release_uid(struct jail *j);
 
 /* RLIMIT_FSIZE for vmm under s: what it may write into one file, the
- * workspace image or (making a snapshot) the guest's memory, plus 16 MiB
- * for the console and the snapshot's state. Pure. */
+ * workspace image or (making a snapshot, or pausing) the guest's memory,
+ * plus 16 MiB for the console and the snapshot's state. Pure. */
 uint64_t jail_fsize_limit(const struct jail_spec *s);
 
 /* Pick the run's uid/gid and give it the files vmm must write that exist

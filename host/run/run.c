@@ -182,6 +182,7 @@ void run_spec_for(struct exec *x, struct jail_spec *js, const char *id, const ch
 		.run_id = id, .memory_mib = plan->memory_mib, .cpus = plan->cpus, .disk_mib = plan->disk_mib,
 		.cpu_quota_pct = (unsigned)plan->pol.cpu_quota_pct, .stderr_fd = -1, .argv = argv,
 		.allow_weaker = plan->allow_weaker_jail, .on_cgroup = record_cgroup, .on_cgroup_ctx = &x->rec,
+		.may_pause = plan->sandbox,
 	};
 }
 
@@ -289,6 +290,8 @@ static int make_workspace(void *ctx, void *out, char *err, size_t errlen)
 					.nfiles = plan->nsources,
 					.name = plan->workspace_fd >= 0 ? "--workspace" : "the source files" };
 	bool copy = plan->workspace_fd >= 0 || plan->nsources;
+	if (plan->from_checkpoint[0])
+		return run_fork_workspace(x, out, err, errlen);
 	return workspace_create(x->p.image, plan->disk_mib, copy ? &src : NULL, PROTO_SANDBOX_UID, PROTO_SANDBOX_GID,
 				out, err, errlen);
 }
@@ -310,11 +313,15 @@ static int prepare(struct exec *x, char *err, size_t errlen)
 	if (run_dir_make(&x->p, &plan->caller, plan->run_id, err, errlen))
 		return -1;
 	run_track(x);
-	if (!plan->cold)
+	bool fork = plan->from_checkpoint[0];
+	if (!plan->cold && !fork)
 		run_warm(x);
+	if (fork && run_fork_snapshot(x, err, errlen))
+		return -1;
 	run_spec_for(x, &x->js, plan->run_id, x->p.image, x->restoring ? x->snap.path : NULL, false,
-		 x->restoring ? plan->restore_argv : plan->vmm_argv);
+		     fork ? plan->resume_argv : x->restoring ? plan->restore_argv : plan->vmm_argv);
 	if (jail_prepare(&x->js, &x->jail, err, errlen) || (plan->sandbox && make_pause_dir(x, err, errlen)) ||
+	    (fork && run_fork_saved(x, err, errlen)) ||
 	    jail_charged(&x->js, &x->jail, make_workspace, x, &ws, sizeof(ws), err, errlen) ||
 	    (x->listen_fd = listen_agent(&x->p, &x->jail, err, errlen)) < 0 ||
 	    (plan->net && run_net_start(&x->net, plan->net, plan->secret_ca_fd, plan->vmm, x->p.dir, x->p.uds, &x->js, &x->jail, err, errlen)))
@@ -411,7 +418,8 @@ static void run_vm(struct exec *x)
 		close(pidfd);
 	f->session = SESSION_FAILED;
 	if (conn >= 0) {
-		f->session = session_run(conn, &plan->proto, &io, deadline, &x->sr);
+		f->session = plan->from_checkpoint[0] ? run_fork_session(x, conn, deadline)
+						      : session_run(conn, &plan->proto, &io, deadline, &x->sr);
 		if (plan->sandbox && f->session == SESSION_DONE) {
 			run_log(x, "sandbox ready in %lld ms", (long long)(clock_mono_ms() - start));
 			conn = run_sandbox_life(x, conn);

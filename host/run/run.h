@@ -79,6 +79,11 @@ struct run_request {
 	 * not read); the VM serves commands until the plan's serve hook says
 	 * it is over. The runtime's whole manifest is its allowlist. */
 	bool sandbox;
+	/* A sandbox's: start from this checkpoint (a directory as
+	 * host/sandbox/checkpoint.c keeps one) instead of the runtime's
+	 * snapshot: its VM, processes included, with a copy of its workspace,
+	 * the guest's RNG reseeded and its clock set. NULL: none. */
+	const char *from_checkpoint;
 };
 
 
@@ -104,6 +109,14 @@ struct run_serving {
 enum run_serve_end {
 	RUN_SERVE_END = 0,           /* the sandbox is over: its VM is torn down */
 	RUN_SERVE_PAUSE = 1,         /* the agent sent PAUSED: save the VM, free it, wait (run_plan.paused) */
+};
+
+/* Where a paused sandbox's VM was saved, for its paused hook: the files
+ * stay as they are until the hook returns. */
+struct run_saved {
+	const char *dir;             /* state, pages and the workspace's sum (run_pause.h) */
+	const char *image;           /* the workspace image */
+	const char *snapshot;        /* the snapshot the pages are the difference from (state, memory) */
 };
 
 /* What a sandbox's paused hook is told. */
@@ -167,9 +180,11 @@ struct run_plan {
 	 * blocks until the sandbox is to go on (0: a new vmm resumes the VM
 	 * from what was saved, and serve is called again on the agent's new
 	 * connection) or to end (-1); RUN_PAUSE_FAILED with why when the save
-	 * or the resume failed: the sandbox is over, nothing of it runs. */
-	int (*paused)(void *ctx, enum run_pause_event ev, const char *why);
+	 * or the resume failed: the sandbox is over, nothing of it runs.
+	 * saved says where the VM is (NULL with RUN_PAUSE_FAILED). */
+	int (*paused)(void *ctx, enum run_pause_event ev, const char *why, const struct run_saved *saved);
 	bool sandbox;                        /* the plan is a sandbox's */
+	char from_checkpoint[PATH_MAX];      /* run_request.from_checkpoint; "" none */
 };
 
 /* Set r up for a run of req: a fresh run id, the limits asked for, the

@@ -111,4 +111,22 @@ void run_discard_refused(struct exec *x);
  * close, or -1 when none is open (vmm is gone then). */
 int run_sandbox_life(struct exec *x, int conn);
 
+/* A fork of a checkpoint (run_plan.from_checkpoint): the snapshot it is
+ * against, linked into p.pin (else used where it is), as x's snapshot.
+ * 0, or -1 with why in err. */
+int run_fork_snapshot(struct exec *x, char *err, size_t errlen);
+
+/* Its saved VM (state, pages, the workspace's sum) linked into p.pause,
+ * once the jail's directories exist. 0, or -1 with why in err. */
+int run_fork_saved(struct exec *x, char *err, size_t errlen);
+
+/* Its workspace: a copy of the checkpoint's, allocated whole (jail_charged's
+ * work, in the run's cgroup). 0, or -1 with why in err. */
+int run_fork_workspace(struct exec *x, void *out, char *err, size_t errlen);
+
+/* Its first conversation: the agent, which was paused, connects; RESUME
+ * with a fresh seed; READY. SESSION_DONE, or SESSION_FAILED with why in
+ * x->sr.error. */
+enum session_status run_fork_session(struct exec *x, int conn, int64_t deadline_ms);
+
 #endif

@@ -2,11 +2,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <openssl/evp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 
 #define BLOCK 4096u
 #define CHUNK (64u * BLOCK)
+#define COPY_CHUNK (1u << 20)
 
 static bool zero_block(const uint8_t *p)
 {
@@ -187,4 +190,54 @@ void run_pause_remove(const char *dir, const char *pin)
 	}
 	if (pin)
 		rmdir(pin);
+}
+
+/* Copy src's data segments into dst (made, 0600): holes stay holes. */
+static int copy_sparse(int in, int out, off_t size)
+{
+	uint8_t *buf = malloc(COPY_CHUNK);
+	if (!buf)
+		return -1;
+	int rc = ftruncate(out, size);
+	for (off_t at = 0; rc == 0 && at < size;) {
+		off_t data = lseek(in, at, SEEK_DATA);
+		if (data < 0) {
+			rc = errno == ENXIO ? 0 : -1;
+			break;
+		}
+		off_t hole = lseek(in, data, SEEK_HOLE);
+		for (off_t o = data; rc == 0 && o < hole;) {
+			ssize_t n = pread(in, buf, (size_t)(hole - o < COPY_CHUNK ? hole - o : COPY_CHUNK), o);
+			if (n <= 0 || pwrite(out, buf, (size_t)n, o) != n)
+				rc = -1;
+			o += n > 0 ? n : 0;
+		}
+		at = hole;
+	}
+	free(buf);
+	return rc;
+}
+
+int run_pause_copy(const char *src, const char *dst)
+{
+	int in = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), out = -1, rc = -1;
+	struct stat st;
+	if (in < 0 || fstat(in, &st) < 0 || !S_ISREG(st.st_mode))
+		goto out;
+	if ((out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0)
+		goto out;
+	rc = ioctl(out, FICLONE, in) == 0 ? 0 : copy_sparse(in, out, st.st_size);
+	if (rc == 0)
+		rc = fsync(out);
+out:
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	return rc;
+}
+
+int run_pause_link_or_copy(const char *src, const char *dst)
+{
+	return link(src, dst) == 0 ? 0 : run_pause_copy(src, dst);
 }

@@ -34,6 +34,16 @@ int run_pause_check(const char *dir, const char *image, char *err, size_t errlen
  * Returns 0, or -1 with errno (EXDEV: another file system). */
 int run_pause_pin(const char *snapshot, const char *pin);
 
+/* dst (made, 0600, not there before) becomes a copy of src: a reflink
+ * where the file system has them, else src's data extents, holes kept;
+ * fsynced. Returns 0, or -1 with errno. */
+int run_pause_copy(const char *src, const char *dst);
+
+/* dst names src's file: a hard link (a paused VM's files never change: a
+ * pause writes new files and renames them over the old names), else a
+ * copy. Returns 0, or -1 with errno. */
+int run_pause_link_or_copy(const char *src, const char *dst);
+
 /* Remove what a pause left in dir and pin (either may be NULL or absent). */
 void run_pause_remove(const char *dir, const char *pin);
 

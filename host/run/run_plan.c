@@ -484,6 +484,8 @@ static void plan_init(struct run_plan *plan, const struct run_request *req)
 	plan->allow_weaker_jail = req->allow_weaker_jail;
 	plan->cold = req->cold;
 	plan->sandbox = req->sandbox;
+	if (req->sandbox && req->from_checkpoint)
+		snprintf(plan->from_checkpoint, sizeof(plan->from_checkpoint), "%s", req->from_checkpoint);
 }
 
 int run_plan_snapshot(struct run_plan *plan, const struct run_request *req, char *err, size_t errlen)

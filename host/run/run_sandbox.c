@@ -5,10 +5,13 @@
 #include "run_exec.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +20,8 @@
 #include "clock.h"
 #include "errmsg.h"
 #include "run_pause.h"
+#include "workspace.h"
+#include "../../vmm/snapshot.h"
 
 /* The agent sent PAUSED: vmm saves the VM into p.pause and exits; the
  * files are committed, and the snapshot pinned (once). Returns 0, or -1
@@ -30,8 +35,13 @@ static int pause_vm(struct exec *x, char *why, size_t len)
 		return errf(why, len, "pausing: signalling vmm: %s", strerror(errno));
 	run_reap(&x->jail, x->plan, t0 + RUN_PAUSE_TIMEOUT_MS, &rp);
 	run_read_err(x, x->p.vmm_err, said, sizeof(said), NULL, 0);
-	if (rp.killed || rp.lost || !WIFEXITED(rp.status) || WEXITSTATUS(rp.status))
-		return errf(why, len, "pausing: %s", said[0] ? said : rp.killed ? "vmm did not finish in time" : "vmm failed");
+	if (rp.killed || rp.lost || !WIFEXITED(rp.status) || WEXITSTATUS(rp.status)) {
+		if (said[0] || rp.killed)
+			return errf(why, len, "pausing: %s", said[0] ? said : "vmm did not finish in time");
+		if (WIFSIGNALED(rp.status))
+			return errf(why, len, "pausing: vmm died of SIG%s", sigabbrev_np(WTERMSIG(rp.status)) ?: "?");
+		return errf(why, len, "pausing: vmm exited with status %d", WEXITSTATUS(rp.status));
+	}
 	if (run_pause_commit(x->p.pause, x->p.image, err, sizeof(err)))
 		return errf(why, len, "pausing: %s", err);
 	if (!x->pinned && run_pause_pin(x->snap.path, x->p.pin) == 0)
@@ -73,7 +83,7 @@ static int resume_vm(struct exec *x, char *why, size_t len)
 	int conn = session_accept(x->listen_fd, pidfd, plan->cancel_fd, deadline, err, sizeof(err));
 	if (pidfd >= 0)
 		close(pidfd);
-	if (conn >= 0 && session_resume(conn, deadline, plan->cancel_fd, err, sizeof(err)) == 0) {
+	if (conn >= 0 && session_resume(conn, false, deadline, plan->cancel_fd, err, sizeof(err)) == 0) {
 		run_log(x, "resumed in %lld ms (vmm pid %d)", (long long)(clock_mono_ms() - t0), (int)x->jail.pid);
 		return conn;
 	}
@@ -83,6 +93,66 @@ static int resume_vm(struct exec *x, char *why, size_t len)
 	run_reap(&x->jail, plan, clock_mono_ms() + 2000, &rp);   /* a refusing vmm exits on its own */
 	run_read_err(x, x->p.vmm_err, said, sizeof(said), NULL, 0);
 	return errf(why, len, "resuming: %s", said[0] ? said : err);
+}
+
+/* ---- forks ------------------------------------------------------------------ */
+
+int run_fork_snapshot(struct exec *x, char *err, size_t errlen)
+{
+	char base[PATH_MAX + 8];
+	snprintf(base, sizeof(base), "%s/base", x->plan->from_checkpoint);
+	struct stat st;
+	if (stat(base, &st) < 0 || !S_ISDIR(st.st_mode))
+		return errf(err, errlen, "checkpoint %.300s: %s", x->plan->from_checkpoint, strerror(errno ? errno : ENOTDIR));
+	if (run_pause_pin(base, x->p.pin) == 0)
+		x->pinned = true;
+	const char *use = x->pinned ? x->p.pin : base;
+	if (strlen(use) >= sizeof(x->snap.path))
+		return errf(err, errlen, "checkpoint %.300s: path too long", x->plan->from_checkpoint);
+	memcpy(x->snap.path, use, strlen(use) + 1);
+	x->restoring = true;
+	return 0;
+}
+
+int run_fork_saved(struct exec *x, char *err, size_t errlen)
+{
+	const char *names[] = { SNAP_STATE_FILE, SNAP_PAGES_FILE, RUN_PAUSE_SUM_FILE };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char from[PATH_MAX + 64], to[PATH_MAX + 128];
+		snprintf(from, sizeof(from), "%s/%s", x->plan->from_checkpoint, names[i]);
+		snprintf(to, sizeof(to), "%s/%s", x->p.pause, names[i]);
+		if (run_pause_link_or_copy(from, to))
+			return errf(err, errlen, "checkpoint %.300s: %s: %s", x->plan->from_checkpoint, names[i], strerror(errno));
+	}
+	return 0;
+}
+
+int run_fork_workspace(struct exec *x, void *out, char *err, size_t errlen)
+{
+	char from[PATH_MAX + 64];
+	snprintf(from, sizeof(from), "%s/workspace.ext4", x->plan->from_checkpoint);
+	struct stat st;
+	memset(out, 0, sizeof(struct workspace_stats));
+	int fd = -1;
+	/* allocated whole, as a new one is: the guest never meets the host's ENOSPC */
+	if (run_pause_copy(from, x->p.image) || (fd = open(x->p.image, O_WRONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) < 0 ||
+	    (errno = posix_fallocate(fd, 0, st.st_size)) != 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return errf(err, errlen, "the checkpoint's workspace %.300s: %s", from, strerror(e));
+	}
+	close(fd);
+	return 0;
+}
+
+enum session_status run_fork_session(struct exec *x, int conn, int64_t deadline_ms)
+{
+	if (session_resume(conn, true, deadline_ms, x->plan->cancel_fd, x->sr.error, sizeof(x->sr.error)))
+		return SESSION_FAILED;
+	x->sr.hello_ms = clock_mono_ms();
+	snprintf(x->sr.agent, sizeof(x->sr.agent), "resumed from a checkpoint");
+	return SESSION_DONE;
 }
 
 /* A sandbox's VM from READY to its end: served, and at each pause saved
@@ -102,13 +172,14 @@ int run_sandbox_life(struct exec *x, int conn)
 		/* only now: vmm would have passed the close on to the agent */
 		close(conn);
 		if (rc) {
-			plan->paused(plan->ctx, RUN_PAUSE_FAILED, why);
+			plan->paused(plan->ctx, RUN_PAUSE_FAILED, why, NULL);
 			return -1;
 		}
-		if (plan->paused(plan->ctx, RUN_PAUSE_SAVED, NULL))
+		struct run_saved saved = { x->p.pause, x->p.image, x->pinned ? x->p.pin : x->snap.path };
+		if (plan->paused(plan->ctx, RUN_PAUSE_SAVED, NULL, &saved))
 			return -1;
 		if ((conn = resume_vm(x, why, sizeof(why))) < 0) {
-			plan->paused(plan->ctx, RUN_PAUSE_FAILED, why);
+			plan->paused(plan->ctx, RUN_PAUSE_FAILED, why, NULL);
 			return -1;
 		}
 	}

@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "errmsg.h"
+#include "proto_sandbox.h"
 
 char *session_printable(char *dst, size_t cap, const void *src, size_t n)
 {
@@ -337,12 +338,18 @@ static enum session_status converse(int fd, const struct proto_request *req, con
 	}
 }
 
-int session_resume(int fd, int64_t deadline_ms, int cancel_fd, char *err, size_t errlen)
+int session_resume(int fd, bool reseed, int64_t deadline_ms, int cancel_fd, char *err, size_t errlen)
 {
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
+	uint8_t msg[PROTO_RESUME_LEN + PROTO_SEED_LEN];
 	uint64_t ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-	if (proto_send(fd, PROTO_RESUME, &ns, sizeof(ns)) < 0) {
+	memcpy(msg, &ns, sizeof(ns));
+	if (reseed && getrandom(msg + PROTO_RESUME_LEN, PROTO_SEED_LEN, 0) != (ssize_t)PROTO_SEED_LEN) {
+		snprintf(err, errlen, "getrandom: %s", strerror(errno));
+		return -1;
+	}
+	if (proto_send(fd, PROTO_RESUME, msg, reseed ? sizeof(msg) : PROTO_RESUME_LEN) < 0) {
 		snprintf(err, errlen, "sending RESUME: %s", strerror(errno));
 		return -1;
 	}

@@ -88,9 +88,10 @@ enum session_status session_run(int fd, const struct proto_request *req, const s
 				int64_t deadline_ms, struct session_result *res);
 
 /* A paused sandbox's agent connected again on fd: send RESUME with the
- * time (CLOCK_REALTIME) and wait until deadline_ms (or cancel_fd, -1 for
+ * time (CLOCK_REALTIME) and, with reseed (a fork of a checkpoint), a fresh
+ * seed (getrandom), and wait until deadline_ms (or cancel_fd, -1 for
  * none) for its READY, the only frame it may send first. Returns 0, or -1
  * with why in err. */
-int session_resume(int fd, int64_t deadline_ms, int cancel_fd, char *err, size_t errlen);
+int session_resume(int fd, bool reseed, int64_t deadline_ms, int cancel_fd, char *err, size_t errlen);
 
 #endif

@@ -243,6 +243,64 @@ static enum MHD_Result resume_sandbox(struct sbx *s, struct MHD_Connection *conn
 	return api_answer_error(conn, 500, "not resumed: %s", why[0] ? why : sbx_state_name(st));
 }
 
+static bool settled(void *arg)
+{
+	const struct sbx *s = arg;
+	return s->state != SBX_PAUSING && s->state != SBX_RESUMING;
+}
+
+/* POST /checkpoints {"name": N}: the VM paused, its state kept as
+ * checkpoint N, resumed at once; answered 201 with the checkpoint and how
+ * long the VM was stopped, once it runs again. */
+static enum MHD_Result create_checkpoint(struct sbx *s, struct MHD_Connection *conn, json_t *body)
+{
+	const char *name = json_string_value(json_object_get(body, "name"));
+	if (!sbx_checkpoint_name_ok(name))
+		return api_answer_error(conn, 400, "name: 1 to %d characters of [A-Za-z0-9._-], not starting with a dot",
+					SBX_CHECKPOINT_NAME_MAX);
+	pthread_mutex_lock(&s->mu);
+	const char *refused = s->state != SBX_RUNNING ? "the sandbox is not running"
+			      : !s->pausable      ? "the sandbox booted without a snapshot: it cannot checkpoint"
+						  : NULL;
+	char why[300] = "";
+	unsigned status = 409;
+	char path[PATH_MAX + 200];
+	snprintf(path, sizeof(path), "%s/" SBX_CHECKPOINTS_DIR "/%s", s->dir, name);
+	if (refused)
+		snprintf(why, sizeof(why), "%s", refused);
+	else if (access(path, F_OK) == 0)
+		snprintf(why, sizeof(why), "checkpoint %s exists", name);
+	else if (sbx_checkpoint_count(s) >= s->max_checkpoints) {
+		snprintf(why, sizeof(why), "the sandbox keeps %u checkpoints, its most: delete one first", s->max_checkpoints);
+		status = 429;
+	}
+	if (why[0]) {
+		pthread_mutex_unlock(&s->mu);
+		return api_answer_error(conn, status, "%s", why);
+	}
+	snprintf(s->checkpoint, sizeof(s->checkpoint), "%s", name);
+	json_decref(s->checkpoint_meta);
+	s->checkpoint_meta = NULL;
+	s->checkpoint_error[0] = '\0';
+	sbx_pause_begin(s, "");
+	api_wait_until(s, settled, s, sbx_realtime_ms() + 2 * PAUSE_ANSWER_MS);
+	json_t *meta = s->checkpoint_meta;
+	s->checkpoint_meta = NULL;
+	snprintf(why, sizeof(why), "%s", s->checkpoint_error[0] ? s->checkpoint_error
+					 : s->state == SBX_RUNNING  ? s->pause_error
+								    : s->reason);
+	bool running = s->state == SBX_RUNNING;
+	int64_t stopped = s->last_stop_ms;
+	pthread_mutex_unlock(&s->mu);
+	if (!meta)
+		return api_answer_error(conn, running ? 409 : 500, "no checkpoint: %s", why[0] ? why : "the sandbox ended");
+	json_t *o = json_pack("{s:O,s:o,s:O,s:I,s:b}", "name", json_object_get(meta, "name"), "created_at",
+			      spool_iso_time(json_integer_value(json_object_get(meta, "created_ms"))), "bytes",
+			      json_object_get(meta, "bytes"), "stopped_ms", (json_int_t)stopped, "running", running);
+	json_decref(meta);
+	return api_answer_json(conn, 201, o);
+}
+
 /* ---- routing ------------------------------------------------------------------------------ */
 
 static json_t *body_json(struct MHD_Connection *conn, const struct req_state *st, enum MHD_Result *rc)
@@ -322,6 +380,10 @@ static enum MHD_Result route(struct sbx *s, struct MHD_Connection *conn, const c
 		return api_list_files(s, conn, path);
 	if (get && !strcmp(url, "/files/stat"))
 		return api_fop_simple(s, conn, PROTO_FILE_STAT, path, NULL);
+	if (get && !strcmp(url, "/checkpoints"))
+		return api_list_checkpoints(s, conn);
+	if (!strncmp(url, "/checkpoints/", 13))
+		return api_checkpoint(s, conn, method, url + 13);
 	if (!post)
 		return api_answer_error(conn, 404, "no such endpoint");
 	json_t *body = body_json(conn, st, &rc);
@@ -336,6 +398,8 @@ static enum MHD_Result route(struct sbx *s, struct MHD_Connection *conn, const c
 		rc = pause_sandbox(s, conn);
 	else if (!strcmp(url, "/resume"))
 		rc = resume_sandbox(s, conn, body);
+	else if (!strcmp(url, "/checkpoints"))
+		rc = create_checkpoint(s, conn, body);
 	else if (!strcmp(url, "/files/mkdir"))
 		rc = api_fop_simple(s, conn, PROTO_FILE_MKDIR, p, NULL);
 	else if (!strcmp(url, "/files/remove"))

@@ -63,6 +63,13 @@ enum MHD_Result api_cmd_signal(struct sbx *s, struct MHD_Connection *conn, struc
 /* The stream takes over the reference on c, and gives it back at its end. */
 enum MHD_Result api_cmd_events(struct sbx *s, struct MHD_Connection *conn, struct sbx_cmd *c);
 
+/* ---- checkpoint.c ---- */
+
+/* GET /checkpoints: {"checkpoints": [{name, created_at, bytes}]}. */
+enum MHD_Result api_list_checkpoints(struct sbx *s, struct MHD_Connection *conn);
+/* GET or DELETE /checkpoints/NAME. */
+enum MHD_Result api_checkpoint(struct sbx *s, struct MHD_Connection *conn, const char *method, const char *name);
+
 /* ---- api_files.c ---- */
 
 /* STAT, MKDIR, REMOVE, RENAME (path2: its target): answered once the guest

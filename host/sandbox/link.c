@@ -60,6 +60,7 @@ void sbx_release(struct sbx *s)
 	for (unsigned i = 0; i < SBX_MAX_FILE_OPS; i++)
 		free(s->fop[i].data);
 	json_decref(s->limits);
+	json_decref(s->checkpoint_meta);
 	free(s->keys);
 	if (s->wake_fd >= 0)
 		close(s->wake_fd);
@@ -259,6 +260,8 @@ static void on_output(struct sbx *s, const uint8_t *p, uint32_t len)
 		return;
 	}
 	struct sbx_cmd *c = sbx_cmd_of(s, id);
+	if (!c && id < s->inherited_below)
+		return;   /* a fork's: a command of the sandbox it was forked from */
 	if (!c || c->ended) {
 		fault(s, "CMD_OUTPUT", "of no running command");
 		return;
@@ -283,6 +286,8 @@ static void on_cmd_exit(struct sbx *s, const uint8_t *p, uint32_t len)
 		return;
 	}
 	struct sbx_cmd *c = sbx_cmd_of(s, id);
+	if (!c && id < s->inherited_below)
+		return;
 	if (!c || c->ended) {
 		fault(s, "CMD_EXIT", "of no running command");
 		return;
@@ -489,9 +494,10 @@ enum run_serve_end sbx_serve(void *ctx, int conn, const struct run_serving *wher
 		return RUN_SERVE_END;
 	}
 	__atomic_store_n(&s->conn, conn, __ATOMIC_RELEASE);
-	if (s->state == SBX_RESUMING)
+	if (s->state == SBX_RESUMING) {
 		sbx_resumed(s);
-	else
+		s->last_stop_ms = sbx_realtime_ms() - s->stopped_ms;
+	} else
 		s->started_ms = sbx_realtime_ms();
 	sbx_set_state(s, SBX_RUNNING, "");
 	bool paused = false;
@@ -499,6 +505,7 @@ enum run_serve_end sbx_serve(void *ctx, int conn, const struct run_serving *wher
 		if (s->state == SBX_PAUSING && !s->agent_paused)
 			sbx_pause_step(s);
 		if (s->state == SBX_PAUSING && s->agent_paused) {
+			s->stopped_ms = sbx_realtime_ms();
 			paused = true;
 			break;
 		}

@@ -1,11 +1,16 @@
 /* vmrund-sandbox: one sandbox (host/sandbox/supervisor.h).
  *
- *   vmrund-sandbox [--timeout S] [--max-timeout S] DIR VMM GUEST_DIR POLICY
+ *   vmrund-sandbox [--timeout S] [--max-timeout S] [--on-timeout stop|pause]
+ *                  [--pause-ttl S] [--max-checkpoints N] [--from-checkpoint CP]
+ *                  DIR VMM GUEST_DIR POLICY
  *
  * DIR holds the sandbox's run spec (request.json: runtime, env, limits,
  * network); POLICY is root's policy file as vmrund read it ("" for none).
  * Its life is S seconds (default 300), extendable through the API up to
- * --max-timeout (default S). It starts a session of its own, so that the
+ * --max-timeout (default S); --on-timeout pause pauses it when that runs
+ * out, --pause-ttl bounds a pause. --from-checkpoint starts it from a
+ * checkpoint directory (another sandbox's DIR/checkpoints/NAME): a fork,
+ * running what the checkpoint ran. It starts a session of its own, so that the
  * vmrund that started it may stop or die without taking the sandbox with
  * it; SIGTERM stops the sandbox. Parse, plan, serve, run, tear down;
  * every message gets "vmrund-sandbox: ". */
@@ -46,32 +51,40 @@ static void on_log(void *ctx, bool console, const char *text)
 }
 
 struct args {
-	double timeout_s, max_timeout_s, pause_ttl_s;
+	double timeout_s, max_timeout_s, pause_ttl_s, max_checkpoints;
 	bool on_timeout_pause;
+	const char *from;            /* --from-checkpoint DIR: a fork */
 	const char *dir, *vmm, *guest, *policy;
 };
 
 #define USAGE "usage: vmrund-sandbox [--timeout S] [--max-timeout S] [--on-timeout stop|pause] [--pause-ttl S] " \
-	      "DIR VMM GUEST_DIR POLICY"
+	      "[--max-checkpoints N] [--from-checkpoint DIR] DIR VMM GUEST_DIR POLICY"
 
 static int parse(int argc, char **argv, struct args *a)
 {
 	static const struct option opts[] = { { "timeout", required_argument, NULL, 't' },
 					      { "max-timeout", required_argument, NULL, 'm' },
 					      { "pause-ttl", required_argument, NULL, 'p' },
-					      { "on-timeout", required_argument, NULL, 'o' }, { NULL, 0, NULL, 0 } };
-	*a = (struct args){ .timeout_s = 300 };
+					      { "on-timeout", required_argument, NULL, 'o' },
+					      { "max-checkpoints", required_argument, NULL, 'c' },
+					      { "from-checkpoint", required_argument, NULL, 'f' }, { NULL, 0, NULL, 0 } };
+	*a = (struct args){ .timeout_s = 300, .max_checkpoints = SBX_DEFAULT_MAX_CHECKPOINTS };
 	int c;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'f' && optarg[0] == '/') {
+			a->from = optarg;
+			continue;
+		}
 		if (c == 'o' && (!strcmp(optarg, "stop") || !strcmp(optarg, "pause"))) {
 			a->on_timeout_pause = !strcmp(optarg, "pause");
 			continue;
 		}
 		char *end;
-		double v = c == 't' || c == 'm' || c == 'p' ? strtod(optarg, &end) : 0;
-		if ((c != 't' && c != 'm' && c != 'p') || *end || !(v > 0) || v > 366.0 * 86400)
+		double v = c == 't' || c == 'm' || c == 'p' || c == 'c' ? strtod(optarg, &end) : 0;
+		if ((c != 't' && c != 'm' && c != 'p' && c != 'c') || *end || !(v > 0) || v > 366.0 * 86400)
 			return say(USAGE), -1;
-		*(c == 't' ? &a->timeout_s : c == 'm' ? &a->max_timeout_s : &a->pause_ttl_s) = v;
+		*(c == 't' ? &a->timeout_s : c == 'm' ? &a->max_timeout_s : c == 'p' ? &a->pause_ttl_s
+									       : &a->max_checkpoints) = v;
 	}
 	if (argc - optind != 4)
 		return say(USAGE), -1;
@@ -110,6 +123,7 @@ static void adopt_plan(struct sbx *s, const struct run_plan *plan, const struct 
 	s->timeout_s = a->timeout_s;
 	s->on_timeout_pause = a->on_timeout_pause;
 	s->pause_ttl_s = (uint64_t)a->pause_ttl_s;
+	s->max_checkpoints = (unsigned)a->max_checkpoints;
 	s->limits = json_pack("{s:I,s:I,s:I,s:I,s:f,s:f,s:s}", "memory_mib", (json_int_t)plan->memory_mib, "cpus",
 			      (json_int_t)plan->cpus, "disk_mib", (json_int_t)plan->disk_mib, "max_output",
 			      (json_int_t)plan->max_output, "timeout_s", a->timeout_s, "max_timeout_s", a->max_timeout_s,
@@ -141,10 +155,10 @@ int main(int argc, char **argv)
 	sbx_set_state(&s, SBX_STARTING, "");
 	pthread_mutex_unlock(&s.mu);
 	struct sbx_http *http = NULL;
-	if (read_spec(a.dir, &spec, err, sizeof(err)))
+	if (read_spec(a.dir, &spec, err, sizeof(err)) || (a.from && sbx_checkpoint_fork(&s, a.from, err, sizeof(err))))
 		goto out;
 	struct run_request req = { .spec = &spec, .vmm = a.vmm, .guest_dir = a.guest, .system_policy = a.policy,
-				   .sandbox = true };
+				   .sandbox = true, .from_checkpoint = a.from };
 	run_result_init(r, &req);
 	if (run_plan_build(plan, &req, r)) {
 		snprintf(err, sizeof(err), "%s", r->message);

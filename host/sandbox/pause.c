@@ -114,7 +114,29 @@ static int wait_paused(struct sbx *s, int cancel_fd)
 	}
 }
 
-int sbx_paused(void *ctx, enum run_pause_event ev, const char *why)
+/* A checkpoint: what was saved is kept, with mu dropped while it is
+ * copied, and the VM goes on at once (0), unless the sandbox was deleted
+ * meanwhile (-1). */
+static int take_checkpoint(struct sbx *s, const struct run_saved *saved)
+{
+	char name[sizeof(s->checkpoint)], err[sizeof(s->checkpoint_error)] = "";
+	snprintf(name, sizeof(name), "%s", s->checkpoint);
+	uint32_t next = s->next_cmd;
+	json_t *meta = NULL;
+	pthread_mutex_unlock(&s->mu);
+	int rc = sbx_checkpoint_save(s, name, next, saved, &meta, err, sizeof(err));
+	pthread_mutex_lock(&s->mu);
+	s->checkpoint[0] = '\0';
+	s->checkpoint_meta = rc ? NULL : meta;
+	snprintf(s->checkpoint_error, sizeof(s->checkpoint_error), "%s", rc ? err : "");
+	if (s->state != SBX_PAUSING)
+		return -1;
+	s->resume_timeout_s = 0;
+	sbx_set_state(s, SBX_RESUMING, "");
+	return 0;
+}
+
+int sbx_paused(void *ctx, enum run_pause_event ev, const char *why, const struct run_saved *saved)
 {
 	struct sbx_run *run = ctx;
 	struct sbx *s = run->s;
@@ -123,6 +145,10 @@ int sbx_paused(void *ctx, enum run_pause_event ev, const char *why)
 	if (ev == RUN_PAUSE_FAILED) {
 		sbx_end_everything(s);
 		sbx_set_state(s, SBX_FAILED, why);
+	} else if (s->state == SBX_PAUSING && s->checkpoint[0]) {
+		rc = take_checkpoint(s, saved);
+		if (rc)
+			sbx_end_everything(s);
 	} else if (s->state == SBX_PAUSING) {
 		s->paused_ms = sbx_realtime_ms();
 		sbx_set_state(s, SBX_PAUSED, NULL);

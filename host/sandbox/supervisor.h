@@ -7,6 +7,11 @@
  *   GET    /                          the sandbox: state, times, limits
  *   DELETE /                          stop it (the VM is destroyed)
  *   POST   /timeout                   {"timeout_s": N}: its life from now
+ *   POST   /pause                     its VM saved to disk and freed (pause.c)
+ *   POST   /resume                    {"timeout_s": N}: started again from it
+ *   POST   /checkpoints               {"name": N}: paused, kept, resumed (checkpoint.c)
+ *   GET    /checkpoints[/NAME]        kept ones: name, created_at, bytes
+ *   DELETE /checkpoints/NAME
  *   POST   /commands[?wait=S]         start a command (below); with wait,
  *                                     answer once it ended or S seconds
  *   GET    /commands                  running and recent ones
@@ -39,6 +44,9 @@
  *                      whole at every change
  *   DIR/cmds/CID.out   each command's output (spool records, capped at
  *                      the spec's max_output per stream)
+ *   DIR/checkpoints/NAME  a checkpoint: the paused VM's state, pages and
+ *                      workspace sum, its workspace image, the snapshot
+ *                      it is against (base/), checkpoint.json
  * Everything that comes from the guest is bounded and checked before it
  * is kept or shown. */
 #ifndef VMRUN_SANDBOX_SUPERVISOR_H
@@ -77,6 +85,10 @@ enum sbx_state {
 	SBX_PAUSING, SBX_PAUSED, SBX_RESUMING, SBX_FAILED,
 };
 #define SBX_PAUSE_WAIT_MS 30000      /* file operations under way, then the agent's PAUSED */
+#define SBX_CHECKPOINTS_DIR "checkpoints"   /* DIR/checkpoints/NAME: one checkpoint each */
+#define SBX_CHECKPOINT_IMAGE "workspace.ext4"
+#define SBX_CHECKPOINT_NAME_MAX 64
+#define SBX_DEFAULT_MAX_CHECKPOINTS 16
 
 /* One command, as the supervisor keeps it. */
 struct sbx_cmd {
@@ -159,6 +171,17 @@ struct sbx {
 	int64_t paused_ms;            /* CLOCK_REALTIME: when it was paused (0: never) */
 	unsigned pauses;              /* times it paused and resumed */
 	char pause_error[256];        /* why the last pause was called off */
+	int64_t stopped_ms;           /* CLOCK_REALTIME: when the agent paused (the VM stops) */
+	int64_t last_stop_ms;         /* how long the last pause kept the VM stopped */
+	/* a checkpoint being taken: its name ("" none), then what came of it */
+	char checkpoint[SBX_CHECKPOINT_NAME_MAX + 1];
+	json_t *checkpoint_meta;      /* its meta once saved */
+	char checkpoint_error[300];
+	unsigned max_checkpoints;
+	/* a fork of a checkpoint: its commands' ids begin here, and the
+	 * commands it inherited, still running in the guest, have ids below
+	 * (their frames are dropped: no record of them came with the fork) */
+	uint32_t inherited_below;
 	/* where its usage is read, while it runs (run.h's run_serving) */
 	char cgroup[PATH_MAX];        /* "" none */
 	char workspace_image[PATH_MAX];
@@ -205,7 +228,26 @@ void sbx_pause_begin(struct sbx *s, const char *reason);
  * paused, until POST /resume: 0; DELETE, SIGTERM or pause_ttl_s: -1), or
  * saving or resuming failed (state failed, with why). ctx is a struct
  * sbx_run. */
-int sbx_paused(void *ctx, enum run_pause_event ev, const char *why);
+int sbx_paused(void *ctx, enum run_pause_event ev, const char *why, const struct run_saved *saved);
+
+/* ---- checkpoint.c ------------------------------------------------------------------------ */
+
+/* A checkpoint's name: 1..SBX_CHECKPOINT_NAME_MAX of [A-Za-z0-9._-], not
+ * starting with a dot. Pure. */
+bool sbx_checkpoint_name_ok(const char *name);
+
+/* How many checkpoints s keeps. */
+unsigned sbx_checkpoint_count(const struct sbx *s);
+
+/* While the VM is saved (the paused hook): link or copy what saved names,
+ * and copy the workspace image, into DIR/checkpoints/name, whole or not at
+ * all. 0 with its meta (name, created_ms, bytes), or -1 with why. */
+int sbx_checkpoint_save(const struct sbx *s, const char *name, uint32_t next_cmd, const struct run_saved *saved,
+			json_t **meta, char *err, size_t errlen);
+
+/* A fork's start from checkpoint dir: the command id its own begin at
+ * (the checkpoint's next), into s. 0, or -1 with why. */
+int sbx_checkpoint_fork(struct sbx *s, const char *dir, char *err, size_t errlen);
 
 /* With mu held, in the serve hook on the resumed VM: its life from now,
  * resume_timeout_s when not 0, else what it had left, else (it ran out)

@@ -73,11 +73,49 @@ static enum MHD_Result answer_sandbox(struct http_req *r, unsigned status, const
 	return http_json(r, status, v);
 }
 
+/* POST /v1/sandboxes with from_checkpoint and count: count forks, made
+ * one after another; 201 with them all, or the first failure's error
+ * (the forks made before it stay, and are named in it). */
+static enum MHD_Result create_forks(struct http_req *r, json_t *body, json_int_t count)
+{
+	json_t *made = json_array();
+	char id[SCHED_ID_MAX], ids[VMRUND_SBX_FORKS_MAX * (SCHED_ID_MAX + 1)] = "";
+	for (json_int_t i = 0; i < count; i++) {
+		struct vmrund_answer a = vmrund_sbx_create(r->d, (unsigned)r->tenant, body, NULL, id);
+		if (a.status != 201) {
+			json_decref(made);
+			json_decref(body);
+			return http_error(r, a.status, a.retry_after_s, "%s%s%s", a.message, ids[0] ? "; made before it: " : "",
+					  ids);
+		}
+		snprintf(ids + strlen(ids), sizeof(ids) - strlen(ids), "%s%s", ids[0] ? " " : "", id);
+		struct store_sandbox sb;
+		char err[300];
+		if (vmrund_sbx_get(r->d, r->d->ts.t[r->tenant].name, id, &sb, err, sizeof(err)) == 1) {
+			json_array_append_new(made, view_live(r, &sb));
+			store_sandbox_free(&sb);
+		}
+	}
+	json_decref(body);
+	return http_json(r, 201, json_pack("{s:o}", "sandboxes", made));
+}
+
 static enum MHD_Result create(struct http_req *r)
 {
 	json_t *body = http_body_json(r);
 	if (!body)
 		return MHD_YES;
+	const json_t *count = json_object_get(body, "count");
+	if (count) {
+		json_int_t n = json_integer_value(count);
+		if (!json_is_integer(count) || n < 1 || n > VMRUND_SBX_FORKS_MAX || !json_object_get(body, "from_checkpoint") ||
+		    MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Idempotency-Key")) {
+			json_decref(body);
+			return http_error(r, 400, 0, "count: 1 to %d forks, with from_checkpoint and without an Idempotency-Key",
+					  VMRUND_SBX_FORKS_MAX);
+		}
+		return create_forks(r, body, n);
+	}
 	struct store_idem idem;
 	char hash[STORE_IDEM_HASH_LEN + 1], id[SCHED_ID_MAX];
 	int keyed = api_idempotency_key(r, &idem, hash);
@@ -475,7 +513,7 @@ enum MHD_Result api_sandboxes(struct http_req *r, const char *p)
 		json_decref(body);
 		return answer_of(r, a, id);
 	}
-	if (!strncmp(rest, "/commands", 9) || !strncmp(rest, "/files", 6))
+	if (!strncmp(rest, "/commands", 9) || !strncmp(rest, "/files", 6) || !strncmp(rest, "/checkpoints", 12))
 		return pass(r, id, rest);
 	return http_error(r, 404, 0, "no such endpoint");
 }

@@ -67,7 +67,8 @@ int sandbox_body_split(const json_t *body, unsigned max_timeout_s, unsigned max_
 	if (!json_is_object(body))
 		return errf(err, errlen, "the body must be a JSON object");
 	const json_t *t = json_object_get(body, "timeout_s"), *m = json_object_get(body, "metadata"),
-		     *ot = json_object_get(body, "on_timeout"), *ttl = json_object_get(body, "pause_ttl_s");
+		     *ot = json_object_get(body, "on_timeout"), *ttl = json_object_get(body, "pause_ttl_s"),
+		     *from = json_object_get(body, "from_checkpoint");
 	*life = (struct sbx_life){ .timeout_s = VMRUND_SBX_TIMEOUT_S < max_timeout_s ? VMRUND_SBX_TIMEOUT_S : max_timeout_s,
 				   .pause_ttl_s = max_pause_ttl_s };
 	if (t) {
@@ -90,10 +91,18 @@ int sandbox_body_split(const json_t *body, unsigned max_timeout_s, unsigned max_
 	}
 	if (m && metadata_check(m, err, errlen))
 		return -1;
+	if (from && !json_is_string(from))
+		return errf(err, errlen, "from_checkpoint: \"SANDBOX_ID/NAME\"");
+	life->from_checkpoint = json_string_value(from);
+	const char *spec_keys[] = { "runtime", "env", "limits", "network" };
+	for (size_t i = 0; from && i < sizeof(spec_keys) / sizeof(spec_keys[0]); i++)
+		if (json_object_get(body, spec_keys[i]))
+			return errf(err, errlen, "%s: a fork runs its checkpoint's runtime, env, limits and network",
+				    spec_keys[i]);
 	json_t *s = json_deep_copy(body);
 	if (!s)
 		return errf(err, errlen, "out of memory");
-	const char *own[] = { "timeout_s", "metadata", "on_timeout", "pause_ttl_s" };
+	const char *own[] = { "timeout_s", "metadata", "on_timeout", "pause_ttl_s", "from_checkpoint", "count" };
 	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
 		json_object_del(s, own[i]);
 	*spec = s;
@@ -266,10 +275,12 @@ static int supervisor_pidfd(struct vmrund *d, pid_t pid, const char *dir)
 
 /* Start the supervisor of dir: no death signal (it must outlive us),
  * its own session (it calls setsid). */
-static pid_t spawn(struct vmrund *d, const char *dir, const char *tenant, const struct sbx_life *life,
-		   unsigned max_life, char *err, size_t errlen)
+static pid_t spawn(struct vmrund *d, const char *dir, const struct tenant *tn, const struct sbx_life *life,
+		   const char *from, char *err, size_t errlen)
 {
-	char log[PATH_MAX + 32], cache[PATH_MAX], t[32], m[32], ttl[32];
+	const char *tenant = tn->name;
+	unsigned max_life = tn->max_sandbox_timeout_s;
+	char log[PATH_MAX + 32], cache[PATH_MAX], t[32], m[32], ttl[32], cp[32];
 	snprintf(log, sizeof(log), "%s/" SBX_LOG, dir);
 	bool own_cache = d->cfg.snapshot_per_tenant;
 	if (own_cache && snapshot_cache_tenant(SNAPSHOT_SYSTEM_CACHE, tenant, cache, sizeof(cache), err, errlen))
@@ -277,9 +288,15 @@ static pid_t spawn(struct vmrund *d, const char *dir, const char *tenant, const 
 	snprintf(t, sizeof(t), "%.3f", life->timeout_s);
 	snprintf(m, sizeof(m), "%u", max_life);
 	snprintf(ttl, sizeof(ttl), "%.3f", life->pause_ttl_s);
+	snprintf(cp, sizeof(cp), "%u", tn->max_checkpoints);
 	char *argv[] = { d->sbx_bin, "--timeout", t, "--max-timeout", m, "--on-timeout",
-			 life->on_timeout_pause ? "pause" : "stop", "--pause-ttl", ttl, (char *)dir, d->vmm, d->guest,
-			 d->cfg.policy, NULL };
+			 life->on_timeout_pause ? "pause" : "stop", "--pause-ttl", ttl, "--max-checkpoints", cp,
+			 (char *)dir, d->vmm, d->guest, d->cfg.policy, NULL, NULL, NULL };
+	if (from) {   /* options first: the supervisor's getopt stops at its first operand */
+		memmove(&argv[13], &argv[11], 4 * sizeof(argv[0]));
+		argv[11] = "--from-checkpoint";
+		argv[12] = (char *)from;
+	}
 	return vmrund_spawn(d, argv, log, own_cache ? cache : NULL, -1, false, err, errlen);
 }
 
@@ -486,8 +503,8 @@ static struct vmrund_answer reserve(struct vmrund *d, unsigned tenant, struct st
 }
 
 /* The directory, its request.json and the supervisor: 0, or -1 with why. */
-static int start(struct vmrund *d, struct vmrund_sbx *x, const char *tenant, const json_t *spec,
-		 const struct sbx_life *life, unsigned max_life, char *why, size_t whylen)
+static int start(struct vmrund *d, struct vmrund_sbx *x, const struct tenant *tenant, const json_t *spec,
+		 const struct sbx_life *life, const char *from, char *why, size_t whylen)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 32];
 	vmrund_sbx_dir(d, x->id, dir, sizeof(dir));
@@ -508,12 +525,61 @@ static int start(struct vmrund *d, struct vmrund_sbx *x, const char *tenant, con
 		errf(why, whylen, "%s: %s", dir, strerror(errno));
 	else if (spool_write_file(path, text, strlen(text), true, 0600) < 0)
 		errf(why, whylen, "%s: %s", path, strerror(errno));
-	else if ((x->pid = spawn(d, dir, tenant, life, max_life, why, whylen)) > 0 && (x->pidfd = pidfd_of(x->pid)) < 0)
+	else if ((x->pid = spawn(d, dir, tenant, life, from, why, whylen)) > 0 && (x->pidfd = pidfd_of(x->pid)) < 0)
 		errf(why, whylen, "pidfd_open: %s", strerror(errno));
 	else if (x->pid > 0)
 		rc = 0;
 	free(text);
 	return rc;
+}
+
+/* A fork's: its checkpoint "ID/NAME" is one of tenant's sandboxes' on
+ * this node, whose spec (runtime, env, limits, network) replaces *spec,
+ * and whose directory goes into dir. The answer's status 0, or why not. */
+static struct vmrund_answer fork_of(struct vmrund *d, unsigned tenant, const char *from, json_t **spec, char *dir,
+				    size_t len)
+{
+	const char *slash = strchr(from, '/');
+	char id[STORE_ID_LEN + 1];
+	size_t n = slash ? (size_t)(slash - from) : 0;
+	const char *name = slash ? slash + 1 : "";
+	size_t nl = strlen(name);
+	if (!n || n > STORE_ID_LEN || !nl || nl > 64 || name[0] == '.' ||
+	    strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != nl)
+		return vmrund_answer_of(400, 0, "from_checkpoint: \"SANDBOX_ID/NAME\"");
+	memcpy(id, from, n);
+	id[n] = '\0';
+	struct store_sandbox sb;
+	char err[300];
+	int found = d->store->ops->sbx_get(d->store, id, d->ts.t[tenant].name, &sb, err, sizeof(err));
+	if (found < 0)
+		return vmrund_answer_of(503, 2, "the store: %s", err);
+	if (!found)
+		return vmrund_answer_of(404, 0, "no sandbox %s", id);
+	struct vmrund_answer a = vmrund_answer_of(0, 0, "ok");
+	json_t *rq = sb.request ? json_loads(sb.request, 0, NULL) : NULL;
+	pthread_mutex_lock(&d->lock);
+	bool here = slot_of(d, id) != NULL;
+	pthread_mutex_unlock(&d->lock);
+	char sdir[PATH_MAX];
+	vmrund_sbx_dir(d, id, sdir, sizeof(sdir));
+	if (!here)
+		a = vmrund_answer_of(409, 0, "sandbox %s is %s on node %s: a fork is made where its checkpoint is", id,
+				     store_sbx_state_name(sb.state) ?: "?", sb.node);
+	else if ((size_t)snprintf(dir, len, "%s/checkpoints/%s", sdir, name) >= len || access(dir, F_OK) < 0)
+		a = vmrund_answer_of(404, 0, "sandbox %s has no checkpoint %s", id, name);
+	else if (!json_is_object(rq))
+		a = vmrund_answer_of(500, 0, "sandbox %s: its request cannot be read", id);
+	else {
+		const char *own[] = { "timeout_s", "metadata", "on_timeout", "pause_ttl_s" };
+		for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+			json_object_del(rq, own[i]);
+		json_decref(*spec);
+		*spec = json_incref(rq);
+	}
+	json_decref(rq);
+	store_sandbox_free(&sb);
+	return a;
 }
 
 struct vmrund_answer vmrund_sbx_create(struct vmrund *d, unsigned tenant, const json_t *body,
@@ -526,8 +592,14 @@ struct vmrund_answer vmrund_sbx_create(struct vmrund *d, unsigned tenant, const 
 	struct run_spec rq = { 0 };
 	struct store_sandbox sb = { .state = SBS_STARTING };
 	struct vmrund_answer a;
-	if (sandbox_body_split(body, t->max_sandbox_timeout_s, t->max_pause_ttl_s, &spec, &life, why, sizeof(why)) ||
-	    run_spec_sandbox_from_json(spec, &rq, why, sizeof(why))) {
+	char from[PATH_MAX] = "";
+	if (sandbox_body_split(body, t->max_sandbox_timeout_s, t->max_pause_ttl_s, &spec, &life, why, sizeof(why))) {
+		a = vmrund_answer_of(400, 0, "%s", why);
+		goto out;
+	}
+	if (life.from_checkpoint && (a = fork_of(d, tenant, life.from_checkpoint, &spec, from, sizeof(from))).status)
+		goto out;
+	if (run_spec_sandbox_from_json(spec, &rq, why, sizeof(why))) {
 		a = vmrund_answer_of(400, 0, "%s", why);
 		goto out;
 	}
@@ -566,7 +638,7 @@ struct vmrund_answer vmrund_sbx_create(struct vmrund *d, unsigned tenant, const 
 	struct sbx_file_state st = { 0 };
 	char dir[PATH_MAX];
 	vmrund_sbx_dir(d, sb.id, dir, sizeof(dir));
-	int ok = start(d, x, t->name, spec, &life, t->max_sandbox_timeout_s, why, sizeof(why)) == 0 &&
+	int ok = start(d, x, t, spec, &life, from[0] ? from : NULL, why, sizeof(why)) == 0 &&
 		 wait_ready(dir, x->pidfd, &st, why, sizeof(why)) == 0;
 	if (!ok) {
 		/* nothing of it stays: the supervisor (if one started) is told to stop */

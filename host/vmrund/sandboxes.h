@@ -47,18 +47,24 @@ struct vmrund_sbx {
 	struct sched_size size;       /* what it takes of the node's room */
 };
 
+/* The most forks one create makes ("count"); the tenant's sandboxes bound
+ * them too. */
+#define VMRUND_SBX_FORKS_MAX 8
+
 /* A sandbox's life as its create asked for it. */
 struct sbx_life {
 	double timeout_s;             /* its life */
 	bool on_timeout_pause;        /* "on_timeout": "pause" (default "stop") */
 	double pause_ttl_s;           /* the longest it stays paused */
+	const char *from_checkpoint;  /* "SANDBOX/NAME": a fork of that checkpoint (in the body); NULL none */
 };
 
 /* A create's body split (pure): *spec, the run spec part the supervisor
  * reads (runtime, env, limits, network; a new reference), and its life:
  * timeout_s (VMRUND_SBX_TIMEOUT_S, or max_timeout_s when that is less,
  * when absent), on_timeout, pause_ttl_s (max_pause_ttl_s when absent,
- * never more), metadata checked (an object of at most
+ * never more), from_checkpoint (a string; a fork takes no runtime, env,
+ * limits or network of its own), metadata checked (an object of at most
  * VMRUND_SBX_META_MAX strings). 0, or -1 with the field and reason in err. */
 int sandbox_body_split(const json_t *body, unsigned max_timeout_s, unsigned max_pause_ttl_s, json_t **spec,
 		       struct sbx_life *life, char *err, size_t errlen);

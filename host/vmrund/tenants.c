@@ -132,11 +132,13 @@ static int tenant_option(struct tenant *t, char *opt, unsigned *seen, char *err,
 		t->max_sandbox_timeout_s = (unsigned)v;
 	else if (kl == 15 && !strncmp(opt, "max_pause_ttl_s", kl) && whole && v >= 1)
 		t->max_pause_ttl_s = (unsigned)v;
+	else if (kl == 15 && !strncmp(opt, "max_checkpoints", kl) && whole && v >= 1)
+		t->max_checkpoints = (unsigned)v;
 	else
 		return errf(err, errlen,
 			    "unknown or out-of-range option \"%.64s\" (concurrent>=1, queued, rate>0, burst>=1, "
 			    "max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
-			    "max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, net, net_addr)",
+			    "max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, net, net_addr)",
 			    opt);
 	return 0;
 }
@@ -152,7 +154,7 @@ static int parse_tenant(struct tenants *ts, char *rest, char *err, size_t errlen
 		return errf(err, errlen, "more than %d tenants", TENANTS_MAX);
 	struct tenant t = { .concurrent = 4, .queued = 64, .rate = 10, .burst = 0,
 			    .sandboxes = TENANT_DEFAULT_SANDBOXES, .max_sandbox_timeout_s = TENANT_DEFAULT_SANDBOX_TIMEOUT_S,
-			    .max_pause_ttl_s = TENANT_DEFAULT_PAUSE_TTL_S };
+			    .max_pause_ttl_s = TENANT_DEFAULT_PAUSE_TTL_S, .max_checkpoints = TENANT_DEFAULT_CHECKPOINTS };
 	snprintf(t.name, sizeof(t.name), "%s", name);
 	unsigned seen = 0;
 	for (char *opt; (opt = strtok_r(NULL, " \t", &save));)
@@ -194,7 +196,7 @@ int tenants_parse(struct tenants *ts, const char *text, size_t len, char *err, s
 		tenants_free(ts);
 		return errf(err, errlen, "out of memory");
 	}
-	char line[512], why[256];
+	char line[512], why[400];
 	unsigned lineno = 0;
 	for (size_t pos = 0; pos < len;) {
 		const char *nl = memchr(text + pos, '\n', len - pos);

@@ -22,7 +22,8 @@
  * workspaces of them all together (0: no ceiling of the tenant's own);
  * max_sandbox_timeout_s, the longest life one may be given (3600 by
  * default); max_pause_ttl_s, the longest one may stay paused (a week by
- * default: its saved VM is disk on the node). max_memory_mib and max_disk_mib bound each sandbox as they
+ * default: its saved VM is disk on the node); max_checkpoints, how many
+ * checkpoints each sandbox keeps (16 by default). max_memory_mib and max_disk_mib bound each sandbox as they
  * bound each run.
  *
  * The network ceiling: what a run's "network" (run_spec.h) may allow.
@@ -56,6 +57,7 @@ struct run_spec;
 #define TENANT_DEFAULT_SANDBOXES 4
 #define TENANT_DEFAULT_SANDBOX_TIMEOUT_S 3600
 #define TENANT_DEFAULT_PAUSE_TTL_S (7u * 86400)
+#define TENANT_DEFAULT_CHECKPOINTS 16
 
 struct tenant {
 	char name[TENANT_NAME_MAX];
@@ -66,6 +68,7 @@ struct tenant {
 	uint64_t sandbox_memory_mib, sandbox_disk_mib;   /* all open ones together; 0: none of the tenant's own */
 	unsigned max_sandbox_timeout_s;
 	unsigned max_pause_ttl_s;
+	unsigned max_checkpoints;     /* kept by each sandbox */
 	bool net_any;                 /* net=any */
 	struct net_rule *net;         /* net= and net_addr= rules (malloc'd; NULL: none) */
 	unsigned nnet;

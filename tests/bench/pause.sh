@@ -9,7 +9,12 @@
 #   - resume: POST /resume until answered (the checks, vmm's start, the
 #     pages laid over, the agent's READY);
 #   - against creating the sandbox and repeating its setup (the same
-#     process touching the same memory): resume / that (aim: <= 0.3x).
+#     process touching the same memory): resume / that (aim: <= 0.3x);
+#   - a checkpoint: POST /checkpoints until answered, and how long the
+#     VM was stopped (from the agent's PAUSED to its READY);
+#   - a fork of 4 from a checkpoint of a 256 MiB guest with 16 MiB
+#     touched: the time to all four running, and their vmms' summed PSS,
+#     against 4 sandboxes created and set up one by one.
 # Anchor: E2B, about 4 s per GB to pause, about 1 s to resume.
 # Every request has a deadline.
 set -u
@@ -44,8 +49,8 @@ setup() {
 }
 
 build/bin/vmrun -- true >/dev/null 2>&1 || die "vmrun -- true failed"   # the snapshot
-printf '%-8s %-8s %9s %11s %10s %10s %9s %14s %8s\n' guest touched "pause ms" "pages MiB" "state KiB" "disk MiB" \
-	"resume ms" "create+setup ms" "ratio"
+printf '%-8s %-8s %9s %10s %10s %9s %9s %16s %7s %16s\n' guest touched "pause ms" "pages MiB" "state KiB" \
+	"disk MiB" "resume ms" "create+setup ms" ratio "checkpoint (stop)"
 for mib in 256 1024; do
 	for touch in 16 128; do
 		name=m${mib}t$touch
@@ -74,6 +79,11 @@ print(n)' "$(dirname "$(dirname "$pd")")/workspace.ext4")
 		r=$(ms "$t0")
 		grep -q '"state":"running"' "$tmp/out" || die "$name: resume: $(cat "$tmp/out")"
 		$S 'http://s/commands/1' | grep -q '"state":"running"' || die "$name: the process did not survive"
+		t0=$(date +%s%N)
+		$S -o "$tmp/out" -d '{"name":"b"}' 'http://s/checkpoints'
+		c=$(ms "$t0")
+		stop=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["stopped_ms"])' "$tmp/out") ||
+			die "$name: checkpoint: $(cat "$tmp/out")"
 		$S -o /dev/null -X DELETE http://s/
 		for _ in $(seq 200); do [ -z "$(ls -A "$TMPDIR")" ] && break; sleep 0.05; done
 		base=$(setup "${name}b" "$mib" "$touch")
@@ -81,7 +91,48 @@ print(n)' "$(dirname "$(dirname "$pd")")/workspace.ext4")
 		$S -o /dev/null -X DELETE http://s/
 		for _ in $(seq 200); do [ -z "$(ls -A "$TMPDIR")" ] && break; sleep 0.05; done
 		awk -v m="${mib}M" -v t="${touch}M" -v p="$p" -v pg="$pages" -v st="$state" -v d="$disk" -v r="$r" -v b="$base" \
-			'BEGIN { printf "%-8s %-8s %9d %11.1f %10.1f %10.1f %9d %14d %7.2fx\n", m, t, p, pg / 1048576, st / 1024, d / 1048576, r, b, r / b }'
+			-v c="$c" -v cs="$stop" 'BEGIN { printf "%-8s %-8s %9d %10.1f %10.1f %9.1f %9d %16d %6.2fx %9d (%4d)\n",
+				m, t, p, pg / 1048576, st / 1024, d / 1048576, r, b, r / b, c, cs }'
 	done
 done
 grep -h "paused in\|resumed in" "$tmp"/m*t*[0-9].log | sed 's/^/    /'
+
+pss() {   # the summed PSS of every vmm, in MiB
+	local kib=0 p
+	for p in $(pgrep -x vmm); do
+		kib=$((kib + $(awk '/^Pss:/ { print $2 }' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0)))
+	done
+	echo $((kib / 1024))
+}
+gone() { for _ in $(seq 200); do pgrep -x vmm >/dev/null || return 0; sleep 0.05; done; }
+setup parent 256 16 >/dev/null
+$S -o "$tmp/out" -d '{"name":"f"}' 'http://s/checkpoints'
+grep -q '"name":"f"' "$tmp/out" || die "checkpoint: $(cat "$tmp/out")"
+$S -o /dev/null -X DELETE http://s/
+gone
+t0=$(date +%s%N)
+for n in 1 2 3 4; do
+	mkdir -p "$tmp/fork$n"
+	cp "$tmp/parent/request.json" "$tmp/fork$n/"
+	build/bin/vmrund-sandbox --timeout 900 --from-checkpoint "$tmp/parent/checkpoints/f" "$tmp/fork$n" \
+		"$PWD/build/bin/vmm" "$PWD/build/guest" "" >"$tmp/fork$n.log" 2>&1 &
+	pids+=($!)
+done
+for n in 1 2 3 4; do
+	for _ in $(seq 6000); do [ -S "$tmp/fork$n/api.sock" ] && break; sleep 0.01; done
+	curl -s -m 150 --unix-socket "$tmp/fork$n/api.sock" 'http://s/?wait=120' | grep -q '"state":"running"' ||
+		die "fork $n did not start: $(tail -3 "$tmp/fork$n.log")"
+done
+forks_ms=$(ms "$t0")
+sleep 2
+forks_pss=$(pss)
+for n in 1 2 3 4; do curl -s -m 60 --unix-socket "$tmp/fork$n/api.sock" -o /dev/null -X DELETE http://s/; done
+gone
+t0=$(date +%s%N)
+for n in 1 2 3 4; do setup "sep$n" 256 16 >/dev/null; done
+sep_ms=$(ms "$t0")
+sleep 2
+sep_pss=$(pss)
+for n in 1 2 3 4; do curl -s -m 60 --unix-socket "$tmp/sep$n/api.sock" -o /dev/null -X DELETE http://s/; done
+echo "fork of 4 (256M, 16M touched): all running in $forks_ms ms, summed PSS $forks_pss MiB;" \
+	"4 separate, created and set up: $sep_ms ms, summed PSS $sep_pss MiB"

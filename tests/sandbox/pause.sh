@@ -9,7 +9,8 @@
 # file altered, a workspace changed and a state of another snapshot are
 # each refused with their reason (the sandbox is failed, nothing runs);
 # PAUSE_CYCLES pause/resume cycles of one sandbox with work between them
-# keep every file and process. Every curl has a deadline.
+# keep every file and process; a checkpoint stops it a moment and keeps
+# its VM and workspace, listed, deleted. Every curl has a deadline.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/e2e/lib.sh
@@ -158,6 +159,64 @@ for i in $(seq "$CYCLES"); do
 done
 [ -z "$bad" ] && ok "$CYCLES pause/resume cycles in $(( $(date +%s) - t0 )) s: every file there, the counter counting on" ||
 	not_ok "the cycles: $bad"
+
+# ---- a checkpoint: saved while the VM stops for a moment, then it goes on ----
+cmd 'cat count > last'
+t0=$(date +%s%N)
+post '{"name":"c1"}' /checkpoints
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+expect "POST /checkpoints: 201 in $ms ms" 201 "j['name']=='c1' and j['bytes']>0 and j['running'] and j['stopped_ms']>0"
+python3 -c 'import json,sys; print("    stopped for %d ms" % json.load(open(sys.argv[1]))["stopped_ms"])' "$tmp/out"
+cmd 'sleep 0.5; test $(cat count) -gt $(cat last) && echo on'
+expect "the sandbox goes on after the checkpoint, its counter counting" 201 "j['stdout']=='on\n'"
+cp=$dir/checkpoints/c1
+[ -s "$cp/state" ] && [ -s "$cp/pages" ] && [ -s "$cp/workspace.sum" ] && [ -s "$cp/workspace.ext4" ] &&
+	[ -s "$cp/base/state" ] && [ -s "$cp/base/memory" ] && [ -s "$cp/checkpoint.json" ] &&
+	ok "the checkpoint holds the VM's state, pages, workspace and the snapshot it is against" ||
+	not_ok "checkpoint files: $(ls -laR "$cp" 2>&1 | head -20)"
+post '{"name":"c1"}' /checkpoints
+expect "a second checkpoint of that name: 409" 409
+post '{"name":"../up"}' /checkpoints
+expect "a name with a slash: 400" 400
+s /checkpoints
+expect "listed" 200 "[c['name'] for c in j['checkpoints']]==['c1']"
+
+# ---- 4 forks of the checkpoint: each unique, each its own workspace ----
+kdir=$dir
+kpid=$spid
+uniq='import os, uuid; print(uuid.uuid4(), os.urandom(16).hex())'
+fork_ids=
+for n in 1 2 3 4; do
+	t0=$(date +%s%N)
+	start "f$n" --timeout 600 --from-checkpoint "$kdir/checkpoints/c1"
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	expect "fork $n of c1 runs ($ms ms)" 200 "j['state']=='running'"
+	eval "fpid$n=$spid"
+	post "{\"argv\":[\"python3\",\"-c\",\"$uniq\"]}" "/commands?wait=60"
+	echo "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["stdout"].strip())' "$tmp/out")" >>"$tmp/uniq"
+	cmd 'cat f0; sleep 0.5; test $(cat count) -gt $(cat last) && echo counting; echo mine > fork'"$n"'; ls fork*'
+	expect "fork $n: the parent's files, its counter running on, its own file alone" 201 \
+		"j['stdout']=='cycle 0\ncounting\nfork$n\n'"
+done
+dir=$kdir
+spid=$kpid
+post "{\"argv\":[\"python3\",\"-c\",\"$uniq\"]}" "/commands?wait=60"
+python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["stdout"].strip())' "$tmp/out" >>"$tmp/uniq"
+sed 's/^/    /' "$tmp/uniq"
+[ "$(cut -d' ' -f1 "$tmp/uniq" | sort -u | wc -l)" = 5 ] && [ "$(cut -d' ' -f2 "$tmp/uniq" | sort -u | wc -l)" = 5 ] &&
+	ok "the parent and its 4 forks: 5 different uuid4s and urandom reads" || not_ok "forks not unique: $(cat "$tmp/uniq")"
+cmd 'ls fork* 2>/dev/null | wc -l'
+expect "the forks' files are not the parent's" 201 "j['stdout']=='0\n'"
+for n in 1 2 3 4; do
+	curl -s -m 60 --unix-socket "$tmp/f$n/api.sock" -o /dev/null -X DELETE http://sandbox/
+	eval "p=\$fpid$n"
+	for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+	kill -0 "$p" 2>/dev/null && not_ok "fork $n's supervisor did not exit"
+done
+s /checkpoints/c1 -X DELETE
+expect "DELETE: gone" 200
+s /checkpoints
+expect "no checkpoint left" 200 "j['checkpoints']==[]"
 s "/commands/$counter"
 expect "the background counter ran through every cycle" 200 "j['state']=='running'"
 s / -X DELETE

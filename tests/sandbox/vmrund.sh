@@ -172,6 +172,23 @@ n1=$(field '.stdout|split("\n")|length')
 sleep 2
 c "$KA" "/v1/sandboxes/$id/commands/$bg"
 expect "the background command goes on after the resume" 200 ".state==\"running\" and (.stdout|split(\"\n\")|length)>$n1"
+post "$KA" '{"name":"cp-1"}' "/v1/sandboxes/$id/checkpoints"
+expect "a checkpoint through vmrund: 201, and it runs on" 201 '.name=="cp-1" and .running and .bytes>0'
+c "$KB" "/v1/sandboxes/$id/checkpoints"
+expect "another tenant cannot list them: 404" 404
+c "$KA" "/v1/sandboxes/$id/checkpoints"
+expect "its tenant lists it" 200 '[.checkpoints[].name]==["cp-1"]'
+post "$KB" "{\"from_checkpoint\":\"$id/cp-1\"}" /v1/sandboxes
+expect "another tenant cannot fork it: 404" 404
+post "$KA" "{\"from_checkpoint\":\"$id/cp-1\",\"runtime\":\"bash\"}" /v1/sandboxes
+expect "a fork with a runtime of its own: 400" 400 '.message|contains("runtime")'
+post "$KA" "{\"from_checkpoint\":\"$id/cp-1\",\"count\":1}" /v1/sandboxes
+expect "a fork of cp-1 (count 1): 201, running" 201 '.sandboxes|length==1 and .[0].state=="running" and .[0].runtime=="python"'
+fid=$(field '.sandboxes[0].id')
+post "$KA" '{"argv":["cat","runs.txt"]}' "/v1/sandboxes/$fid/commands?wait=60"
+expect "the fork has the workspace of the checkpoint" 201 '.stdout=="x\n"'
+c "$KA" "/v1/sandboxes/$fid" -X DELETE
+expect "the fork is deleted" 200 '.state=="stopped"'
 
 echo "    ($SECONDS s: restarts)"
 # ---- its life ----

@@ -159,6 +159,9 @@ static void fsize_limit(void **state)
 	assert_true(jail_fsize_limit(&s) == (1024ull + 16) << 20);
 	s.disk_mib = 4096;
 	assert_true(jail_fsize_limit(&s) == (4096ull + 16) << 20);
+	/* a sandbox's, restoring: its pause may write every page and the index */
+	s = (struct jail_spec){ .disk_mib = 64, .memory_mib = 1024, .snapshot = "/cache/key", .may_pause = true };
+	assert_true(jail_fsize_limit(&s) == (1024ull + 2 + 1 + 16) << 20);
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)

@@ -470,6 +470,13 @@ static void pause_and_resume(void **state)
 	CMD(2, p_printf, "after");
 	r = wait_exit(2);
 	assert_string_equal((char *)r->out, "after");
+	/* a fork's RESUME carries a seed after the time */
+	unsigned three = 3;
+	send_frame(PROTO_PAUSE, NULL, 0);
+	pump_until(paused, &three);
+	uint8_t fork_resume[PROTO_RESUME_LEN + PROTO_SEED_LEN] = { 0 };
+	send_frame(PROTO_RESUME, fork_resume, sizeof(fork_resume));
+	pump_until(ready, &three);
 	/* a RESUME while not paused breaks the protocol */
 	send_resume();
 	pump_until(got_eof, NULL);

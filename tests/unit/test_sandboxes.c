@@ -56,6 +56,13 @@ static void body_split(void **state)
 	assert_string_equal(t, "{\"runtime\":\"python\"}");
 	free(t);
 	json_decref(spec);
+	/* a fork: its checkpoint named, nothing of the spec its own */
+	json_t *b = json_pack("{s:s,s:i}", "from_checkpoint", "abc/cp-1", "count", 2);
+	assert_int_equal(sandbox_body_split(b, 600, 7200, &spec, &full, err, sizeof(err)), 0);
+	assert_string_equal(full.from_checkpoint, "abc/cp-1");
+	assert_int_equal(json_object_size(spec), 0);
+	json_decref(spec);
+	json_decref(b);
 }
 
 static void body_refused(void **state)
@@ -68,6 +75,8 @@ static void body_refused(void **state)
 		{ "{\"timeout_s\":\"5\"}", "timeout_s: seconds, more than 0 and at most 600 (the tenant's max_sandbox_timeout_s)" },
 		{ "{\"metadata\":[]}", "metadata: an object of strings" },
 		{ "{\"on_timeout\":\"sleep\"}", "on_timeout: \"stop\" or \"pause\"" },
+		{ "{\"from_checkpoint\":1}", "from_checkpoint: \"SANDBOX_ID/NAME\"" },
+		{ "{\"from_checkpoint\":\"a/b\",\"limits\":{}}", "limits: a fork runs its checkpoint's runtime, env, limits and network" },
 		{ "{\"on_timeout\":1}", "on_timeout: \"stop\" or \"pause\"" },
 		{ "{\"pause_ttl_s\":0}", "pause_ttl_s: seconds, more than 0 and at most 7200 (the tenant's max_pause_ttl_s)" },
 		{ "{\"pause_ttl_s\":7201}", "pause_ttl_s: seconds, more than 0 and at most 7200 (the tenant's max_pause_ttl_s)" },

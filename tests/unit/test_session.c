@@ -659,7 +659,7 @@ static void resume_wants_ready(void **state)
 		char err[256] = "";
 		struct timespec t0;
 		clock_gettime(CLOCK_REALTIME, &t0);
-		assert_int_equal(session_resume(sv[0], clock_mono_ms() + 5000, -1, err, sizeof(err)), c[i].rc);
+		assert_int_equal(session_resume(sv[0], false, clock_mono_ms() + 5000, -1, err, sizeof(err)), c[i].rc);
 		assert_non_null(strstr(err, c[i].err));
 		uint8_t got[PROTO_HDR_LEN + 8];
 		assert_int_equal(read(sv[1], got, sizeof(got)), (ssize_t)sizeof(got));
@@ -674,7 +674,9 @@ static void resume_wants_ready(void **state)
 	int sv[2];
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	char err[256];
-	assert_int_equal(session_resume(sv[0], clock_mono_ms() + 100, -1, err, sizeof(err)), -1);
+	assert_int_equal(session_resume(sv[0], true, clock_mono_ms() + 100, -1, err, sizeof(err)), -1);
+	uint8_t got[PROTO_HDR_LEN + PROTO_RESUME_LEN + PROTO_SEED_LEN];
+	assert_int_equal(read(sv[1], got, sizeof(got)), (ssize_t)sizeof(got));   /* a fork's: with a seed */
 	assert_non_null(strstr(err, "did not answer in time"));
 	close(sv[0]);
 	close(sv[1]);

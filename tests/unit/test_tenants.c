@@ -290,7 +290,7 @@ static void size_ceilings(void **state)
 	refused("tenant a max_memory_mib=1.5\n",
 		"1: unknown or out-of-range option \"max_memory_mib=1.5\" (concurrent>=1, queued, rate>0, burst>=1, "
 		"max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
-		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, net, net_addr)");
+		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, net, net_addr)");
 	refused("tenant a max_disk_mib=-1\n", "1: max_disk_mib: a number from 0 to 1000000");
 }
 
@@ -315,11 +315,11 @@ static void sandbox_ceilings(void **state)
 	refused("tenant a max_sandbox_timeout_s=0\n",
 		"1: unknown or out-of-range option \"max_sandbox_timeout_s=0\" (concurrent>=1, queued, rate>0, burst>=1, "
 		"max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
-		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, net, net_addr)");
+		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, net, net_addr)");
 	refused("tenant a sandboxes=1.5\n",
 		"1: unknown or out-of-range option \"sandboxes=1.5\" (concurrent>=1, queued, rate>0, burst>=1, "
 		"max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
-		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, net, net_addr)");
+		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, net, net_addr)");
 }
 
 static void free_twice(void **state)
