@@ -580,7 +580,7 @@ bench-sandbox: all guest
 # 256 MiB and 1 GiB guests with 16 and 128 MiB touched, against creating
 # it and repeating its setup (aim: resume <= 0.3x of that).
 bench-pause: all guest
-	@./scripts/on-kvm-host.sh --limit 1200 bench-pause tests/bench/pause.sh
+	@./scripts/on-kvm-host.sh --limit 1500 bench-pause tests/bench/pause.sh
 
 # `vmrun -- true` end to end, phases from its JSON (target: <= 80 ms on a
 # hardware KVM host).

@@ -151,7 +151,7 @@ static void main_rules(struct rules *r)
 	ALLOW(r, exit_group);
 }
 
-/* --snapshot-out only: once the vCPU threads have stopped, the main thread
+/* --snapshot-out and --pause-out only: once the vCPU threads have stopped, the main thread
  * reads their state and the VM's, and writes the state file (write, on
  * an fd opened before the filter) and guest memory (pwritev, allowed for
  * the disks). Only KVM's read-only requests; no fd is pinned since the
@@ -162,6 +162,10 @@ static void snapshot_rules(struct rules *r)
 		ALLOW_IF(r, ioctl, ARG32(1, kvm_arch_snapshot_reads[i]));
 	/* The files are made durable before vmm reports success. */
 	ALLOW(r, fsync);
+	/* --pause-out: where the snapshot's memory file has holes
+	 * (SEEK_DATA/SEEK_HOLE on the fd opened before the filter), which are
+	 * compared as zeros instead of being faulted in. */
+	ALLOW(r, lseek);
 }
 
 scmp_filter_ctx seccomp_filter_build(enum seccomp_role role, int vm_fd, int vcpu_fd, unsigned *nrules)

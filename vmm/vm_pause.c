@@ -46,12 +46,43 @@ int vm_pause_prepare(struct vm *vm, const struct vmm_config *cfg, const struct s
 	return 0;
 }
 
-/* The offsets of the guest pages that differ from the snapshot's memory
- * (base, mapped), into a new array. A page that is not resident in the
- * guest's mapping was never touched since the restore, so it is the
- * snapshot's. Returns the count, or -1 (out of memory). */
-static int64_t changed_pages(const struct guest_mem *gm, const uint8_t *base, uint64_t **out)
+static bool page_zero(const uint8_t *p)
 {
+	const uint64_t *w = (const uint64_t *)(const void *)p;
+	for (unsigned i = 0; i < PAGE / 8; i++)
+		if (w[i])
+			return false;
+	return true;
+}
+
+/* Whether offset off of the snapshot's memory file lies in a hole, with
+ * *hole_end the first offset past it that may not; *data_end likewise for
+ * data. Asked at most once per extent: lseek(SEEK_DATA/SEEK_HOLE). A hole
+ * reads as zeros, compared as such: mapped, it would be faulted in, and on
+ * a tmpfs each page of it allocated and charged to this vmm. */
+static bool base_hole(int fd, uint64_t off, uint64_t size, uint64_t *hole_end, uint64_t *data_end)
+{
+	if (off < *hole_end)
+		return true;
+	if (off < *data_end)
+		return false;
+	off_t d = lseek(fd, (off_t)off, SEEK_DATA);
+	if (d < 0 || (uint64_t)d > off) {   /* ENXIO: a hole to the end; or one before data */
+		*hole_end = d < 0 ? size : (uint64_t)d;
+		return true;
+	}
+	off_t h = lseek(fd, (off_t)off, SEEK_HOLE);
+	*data_end = h < 0 ? size : (uint64_t)h;
+	return false;
+}
+
+/* The offsets of the guest pages that differ from the snapshot's memory
+ * (base, mapped; base_fd its file), into a new array. A page that is not
+ * resident in the guest's mapping was never touched since the restore, so
+ * it is the snapshot's. Returns the count, or -1 (out of memory). */
+static int64_t changed_pages(const struct guest_mem *gm, const uint8_t *base, int base_fd, uint64_t **out)
+{
+	uint64_t hole_end = 0, data_end = 0;
 	uint64_t npages = gm->size / PAGE, n = 0;
 	uint64_t *idx = malloc((npages ? npages : 1) * sizeof(*idx));
 	unsigned char *vec = malloc(MINCORE_PAGES);
@@ -67,7 +98,9 @@ static int64_t changed_pages(const struct guest_mem *gm, const uint8_t *base, ui
 			uint64_t off = (first + i) * PAGE;
 			if (known && !(vec[i] & 1))
 				continue;
-			if (memcmp(gm->base + off, base + off, PAGE))
+			bool differs = base_hole(base_fd, off, gm->size, &hole_end, &data_end) ? !page_zero(gm->base + off)
+												: memcmp(gm->base + off, base + off, PAGE) != 0;
+			if (differs)
 				idx[n++] = off;
 		}
 	}
@@ -116,7 +149,7 @@ int vm_pause_write(struct vm *vm, struct pause_out *out)
 		vmm_perr("pause: mapping the snapshot's memory");
 		return -1;
 	}
-	int64_t n = changed_pages(&vm->mem, base, &idx);
+	int64_t n = changed_pages(&vm->mem, base, out->base_mem_fd, &idx);
 	if (n < 0) {
 		vmm_err("pause: out of memory for the page index");
 		goto out;

@@ -32,10 +32,12 @@ static void made(const struct jail_spec *s, int version, const char *path)
 /* Bytes the run may hold: the guest, vmm's own, and the workspace, which
  * jail_charged writes into the run's cgroup (on a disk it is page cache,
  * reclaimed under the ceiling before anything is killed; on a tmpfs it is
- * memory outright, so it must fit). */
+ * memory outright, so it must fit); a sandbox's, the pages its pause
+ * writes too, as large as its guest at most and charged alike. */
 static uint64_t memory_ceiling(const struct jail_spec *s)
 {
-	return (s->memory_mib + JAIL_MEMORY_OVERHEAD_MIB + (s->image ? s->disk_mib : 0)) << 20;
+	return (s->memory_mib + JAIL_MEMORY_OVERHEAD_MIB + (s->image ? s->disk_mib : 0) +
+		(s->may_pause ? s->memory_mib : 0)) << 20;
 }
 
 /* The run's cgroup v2 under parent (which holds no processes, so its

@@ -291,6 +291,14 @@ static int futex_wake(void)
 	return sys(SYS_futex, (long)&word, FUTEX_WAKE_PRIVATE, 1, 0, 0, 0) == 0 ? CHILD_OK : CHILD_BAD;
 }
 
+/* lseek on stdin's fd: a pause looks for the snapshot's holes (any answer
+ * will do, the filter is what is tested). */
+static int lseek_fd(void)
+{
+	(void)sys(SYS_lseek, 0, 0, SEEK_SET, 0, 0, 0);
+	return CHILD_OK;
+}
+
 /* write on a pipe and, for the main role, read it back (a fresh pipe per
  * child). */
 static int pipe_fds[2];
@@ -468,8 +476,9 @@ static void main_kills_the_rest(void **state)
 	KILLED(SECCOMP_ROLE_MAIN, vcpu_ioctl_get_sregs);
 }
 
-/* --snapshot-out's main thread reads state, and nothing else is added:
- * setting state, running a vCPU or opening files stays forbidden. */
+/* --snapshot-out's (and --pause-out's) main thread reads state and looks
+ * for holes, and nothing else is added: setting state, running a vCPU or
+ * opening files stays forbidden. */
 static void snapshot_role_reads_only(void **state)
 {
 	(void)state;
@@ -483,6 +492,8 @@ static void snapshot_role_reads_only(void **state)
 	ALLOWED(SECCOMP_ROLE_MAIN_SNAPSHOT, vcpu_ioctl_get_sregs);
 	ALLOWED(SECCOMP_ROLE_MAIN_SNAPSHOT, vcpu_ioctl_get_pc);
 	ALLOWED(SECCOMP_ROLE_MAIN_SNAPSHOT, futex_wake);
+	ALLOWED(SECCOMP_ROLE_MAIN_SNAPSHOT, lseek_fd);
+	KILLED(SECCOMP_ROLE_MAIN, lseek_fd);
 	KILLED(SECCOMP_ROLE_MAIN_SNAPSHOT, vcpu_ioctl_set_regs);
 	KILLED(SECCOMP_ROLE_MAIN_SNAPSHOT, vcpu_ioctl_run);
 	KILLED(SECCOMP_ROLE_MAIN_SNAPSHOT, open_file);
