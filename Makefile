@@ -245,14 +245,15 @@ A64_LIBS  := -L$(A64_SYSROOT)/usr/lib/aarch64-linux-gnu -lseccomp -lfdt
 # The arm64 libraries the cross builds link; the stamp names the list, so
 # a tree whose sysroot lacks a package added here unpacks it again.
 A64_DEBS := libseccomp-dev libseccomp2 libfdt-dev libfdt1 libcmocka-dev libcmocka0 libext2fs-dev comerr-dev \
-	libidn2-dev libunistring-dev libjansson-dev libjansson4
+	libidn2-dev libunistring-dev libjansson-dev libjansson4 libssl-dev libssl3
 A64_UNPACKED := $(A64_SYSROOT)/.unpacked-$(shell echo $(A64_DEBS) | sha256sum | cut -c1-12)
 $(A64_UNPACKED): scripts/arm64-debs.sh
 	@$(CACHE_LOCK) ./scripts/arm64-debs.sh $(A64_SYSROOT) $(A64_DEBS) >/dev/null
 	@touch $@
 $(A64)/obj/%.o: %.c $(wildcard vmm/*.h) guest-agent/proto.h $(A64_UNPACKED)
 	@mkdir -p $(dir $@)
-	$(A64_CC) $(CSTD) $(WARN) $(CFLAGS) -MMD -MP -I$(A64_SYSROOT)/usr/include -Iguest-agent -Ihost/run -Ihost/vmrund -I$(BUILD)/gen \
+	$(A64_CC) $(CSTD) $(WARN) $(CFLAGS) -MMD -MP -I$(A64_SYSROOT)/usr/include \
+		-I$(A64_SYSROOT)/usr/include/aarch64-linux-gnu -Iguest-agent -Ihost/run -Ihost/vmrund -I$(BUILD)/gen \
 		-DVMRUN_VERSION='"$(VERSION)"' -c $< -o $@
 $(A64)/obj/vmm/vm_snapshot.o $(A64)/obj/vmm/vm_pause.o: $(BUILD)/gen/vmm_build_id.h
 $(A64)/hooks/%/vm.o: vmm/vm.c $(wildcard vmm/*.h) $(A64_UNPACKED)
@@ -275,7 +276,7 @@ $(A64)/tests/vmm-%: $(filter-out $(A64)/obj/vmm/vm.o,$(A64_OBJS)) $(A64)/hooks/%
 $(A64)/bin/vmrun: $(HOST_SRCS:%.c=$(A64)/obj/%.o)
 	@mkdir -p $(dir $@)
 	$(A64_CC) $(CFLAGS) -static $^ -L$(A64_SYSROOT)/usr/lib/aarch64-linux-gnu \
-		-lext2fs -lcom_err -lseccomp -lidn2 -lunistring -ljansson -o $@
+		-lext2fs -lcom_err -lseccomp -lidn2 -lunistring -ljansson -lcrypto -o $@
 
 # The guest agent, static. Debian has no musl for arm64 cross builds;
 # glibc's static libc serves (the agent needs no NSS: it names no user).

@@ -149,10 +149,13 @@ cmd 'sleep 0.5; echo cycle 0 > f0; cat count > last'
 t0=$(date +%s)
 bad=
 for i in $(seq "$CYCLES"); do
+	c0=$(date +%s%N)
 	pause
 	[ "$code" = 200 ] || { bad="cycle $i: pause $code $(cat "$tmp/out")"; break; }
+	c1=$(date +%s%N)
 	resume
 	[ "$code" = 200 ] || { bad="cycle $i: resume $code $(cat "$tmp/out")"; break; }
+	echo "    cycle $i: paused in $(( (c1 - c0) / 1000000 )) ms, resumed in $(( ($(date +%s%N) - c1) / 1000000 )) ms"
 	cmd 'sleep 0.5; test $(cat count) -gt $(cat last) || echo the counter stopped; cat f*; echo cycle '"$i"' > f'"$i"'; cat count > last'
 	json "j['exit_code']==0 and sorted(j['stdout'].splitlines())==sorted('cycle %d' % n for n in range($i))" ||
 		{ bad="cycle $i: $(cat "$tmp/out")"; break; }
