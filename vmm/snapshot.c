@@ -80,7 +80,7 @@ int snap_pages_check_header(const struct snap_pages_header *h, uint64_t file_siz
 		return -1;
 	}
 	/* count <= max keeps this far from overflowing */
-	uint64_t want = sizeof(*h) + h->count * (8 + SNAP_PAGE_SIZE);
+	uint64_t want = snap_pages_data(h->count) + h->count * SNAP_PAGE_SIZE;
 	if (file_size != want) {
 		snprintf(err, errlen, "pages file truncated or extended: %llu bytes, its header says %llu",
 			 (unsigned long long)file_size, (unsigned long long)want);

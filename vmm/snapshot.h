@@ -112,10 +112,11 @@ struct snap_pause {
 /* The pages file: the guest pages that differ from the snapshot's memory.
  *   header  struct snap_pages_header
  *   index   count u64 guest memory offsets, page-aligned, increasing
- *   pages   count pages, in the index's order
- * The checksum covers everything after the header. */
+ *   (zeros to the next page boundary: the pages can be mapped)
+ *   pages   count pages, in the index's order, from snap_pages_data(count)
+ * The checksum covers the index and the pages. */
 #define SNAP_PAGES_MAGIC   "VMRUNPGS"
-#define SNAP_PAGES_VERSION 1u
+#define SNAP_PAGES_VERSION 2u
 #define SNAP_PAGE_SIZE     4096u
 struct snap_pages_header {
 	char magic[8];
@@ -127,6 +128,12 @@ struct snap_pages_header {
 	uint64_t reserved[3];
 };
 _Static_assert(sizeof(struct snap_pages_header) == 64, "the pages header has no padding");
+
+/* Where a pages file of count pages has its first page. Pure. */
+static inline uint64_t snap_pages_data(uint64_t count)
+{
+	return (sizeof(struct snap_pages_header) + count * 8 + SNAP_PAGE_SIZE - 1) / SNAP_PAGE_SIZE * SNAP_PAGE_SIZE;
+}
 
 /* Check a pages file's header against the file's size and the guest's
  * memory: magic, version, page size, a count that fits, and a size that is

@@ -21,6 +21,9 @@
 /* The most one read or write moves: progress on a huge run stays visible
  * to the retry loop. */
 #define IO_CHUNK (64u << 20)
+/* Runs of pages mapped from the pages file at most: each is a mapping of
+ * vmm's, far below the kernel's 65530 with guest memory's own. */
+#define MAX_PAGE_MAPS 8192u
 
 _Static_assert(PAGE % 8 == 0, "pages keep the checksum's words aligned");
 
@@ -120,7 +123,7 @@ static int write_pages(const struct guest_mem *gm, int fd, const uint64_t *idx, 
 	if (n && vm_snapshot_write_all(fd, (const uint8_t *)idx, ilen, at))
 		return -1;
 	snap_sum_add(&sum, (const uint8_t *)idx, ilen);
-	at += (off_t)ilen;
+	at = (off_t)snap_pages_data(n);
 	for (uint64_t i = 0; i < n;) {
 		uint64_t j = i + 1;
 		while (j < n && idx[j] == idx[j - 1] + PAGE && (j - i) * PAGE < IO_CHUNK)
@@ -268,13 +271,30 @@ int vm_resume_load(const struct vmm_config *cfg, const struct snapshot_in *base,
 	return load_state(cfg->resume, base, r) || load_pages(cfg->resume, r) ? -1 : 0;
 }
 
+/* Lay len bytes of the pages file at at over guest memory at dst: mapped
+ * copy-on-write, so that VMs resumed from one file (a checkpoint's forks)
+ * share its page cache until they write; read (a copy) once maps would
+ * be too many. Returns 0, or -1 with errno. */
+static int lay_pages(int fd, uint8_t *dst, size_t len, off_t at, unsigned *maps)
+{
+	if (*maps < MAX_PAGE_MAPS) {
+		void *m = mmap(dst, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, fd, at);
+		if (m != MAP_FAILED) {
+			(*maps)++;
+			return 0;
+		}
+	}
+	return read_all(fd, dst, len, at);
+}
+
 int vm_resume_pages(const struct vmm_config *cfg, struct guest_mem *gm, struct resume_in *r)
 {
 	struct snap_sum sum;
 	snap_sum_init(&sum);
 	uint64_t n = r->hdr.count;
+	unsigned maps = 0;
 	snap_sum_add(&sum, (const uint8_t *)r->index, (size_t)(n * sizeof(*r->index)));
-	off_t at = (off_t)(sizeof(r->hdr) + n * sizeof(*r->index));
+	off_t at = (off_t)snap_pages_data(n);
 	for (uint64_t i = 0; i < n;) {
 		uint64_t j = i + 1;
 		while (j < n && r->index[j] == r->index[j - 1] + PAGE && (j - i) * PAGE < IO_CHUNK)
@@ -282,7 +302,7 @@ int vm_resume_pages(const struct vmm_config *cfg, struct guest_mem *gm, struct r
 		size_t len = (size_t)((j - i) * PAGE);
 		if (r->index[i] + len > gm->size)
 			return bad(cfg->resume, "pages file: a page outside guest memory");
-		if (read_all(r->pages_fd, gm->base + r->index[i], len, at)) {
+		if (lay_pages(r->pages_fd, gm->base + r->index[i], len, at, &maps)) {
 			vmm_perr("paused state %s: reading its pages", cfg->resume);
 			return -1;
 		}

@@ -167,11 +167,14 @@ static void pages_header_checked(void **state)
 {
 	(void)state;
 	char err[256];
-	uint64_t mem = 1 << 20, size3 = 64 + 3 * (8 + 4096);
+	uint64_t mem = 1 << 20, size3 = 4096 + 3 * 4096;   /* header and index padded to a page, then the pages */
+	assert_int_equal(snap_pages_data(3), 4096);
+	assert_int_equal(snap_pages_data(504), 4096);   /* 64 + 504 * 8 = 4096: the index fills the first page */
+	assert_int_equal(snap_pages_data(505), 8192);
 	struct snap_pages_header h = pages_header(3, mem);
 	assert_int_equal(snap_pages_check_header(&h, size3, mem, err, sizeof(err)), 0);
 	h = pages_header(0, mem);
-	assert_int_equal(snap_pages_check_header(&h, 64, mem, err, sizeof(err)), 0);
+	assert_int_equal(snap_pages_check_header(&h, 4096, mem, err, sizeof(err)), 0);
 
 	h = pages_header(3, mem);
 	assert_int_equal(snap_pages_check_header(&h, size3 - 1, mem, err, sizeof(err)), -1);
