@@ -40,11 +40,12 @@ static int find(struct http_req *r, const char *id, struct store_sandbox *sb)
 	return found == 1;
 }
 
-/* The view, with what its supervisor says of it now while it runs here. */
+/* The view, with what its supervisor says of it now while it runs (or is
+ * paused: its life left, kept by the supervisor, not the store) here. */
 static json_t *view_live(struct http_req *r, const struct store_sandbox *sb)
 {
 	json_t *v = sandbox_view(sb, clock_wall_ms());
-	if (sb->state != SBS_RUNNING || !vmrund_sbx_here(r->d, sb->id))
+	if ((sb->state != SBS_RUNNING && sb->state != SBS_PAUSED) || !vmrund_sbx_here(r->d, sb->id))
 		return v;
 	char dir[PATH_MAX], *out = NULL;
 	unsigned status;
@@ -57,6 +58,14 @@ static json_t *view_live(struct http_req *r, const struct store_sandbox *sb)
 				json_object_set(v, keep[i], json_object_get(live, keep[i]));
 		if (json_is_object(json_object_get(live, "usage")))
 			json_object_set(v, "usage", json_object_get(live, "usage"));
+		if (sb->state == SBS_PAUSED && json_is_number(json_object_get(live, "time_left_s"))) {
+			json_object_set(v, "time_left_s", json_object_get(live, "time_left_s"));
+			json_object_set_new(v, "timeout_at", json_null());   /* none while paused */
+		}
+		const char *paused[] = { "paused_at", "pauses" };
+		for (size_t i = 0; i < sizeof(paused) / sizeof(paused[0]); i++)
+			if (json_object_get(live, paused[i]))
+				json_object_set(v, paused[i], json_object_get(live, paused[i]));
 		json_decref(live);
 	}
 	free(out);

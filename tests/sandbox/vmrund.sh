@@ -164,7 +164,8 @@ kill -9 "$pid"
 wait "$pid" 2>/dev/null
 start_vmrund
 c "$KA" "/v1/sandboxes/$id"
-expect "after kill -9 and a restart of vmrund: still paused" 200 '.state=="paused"'
+expect "after kill -9 and a restart of vmrund: still paused, its life left kept, no deadline" 200 \
+	'.state=="paused" and .time_left_s>100 and .timeout_at==null and .paused_at!=null'
 post "$KA" '{}' "/v1/sandboxes/$id/resume"
 expect "POST .../resume: running" 200 '.state=="running"'
 c "$KA" "/v1/sandboxes/$id/commands/$bg"
