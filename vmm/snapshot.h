@@ -129,6 +129,17 @@ struct snap_pages_header {
 };
 _Static_assert(sizeof(struct snap_pages_header) == 64, "the pages header has no padding");
 
+/* Whether the SNAP_PAGE_SIZE bytes at p (8-byte aligned) are all zero:
+ * a snapshot's zero pages are holes, a pause's compared against one. Pure. */
+static inline bool snap_page_zero(const uint8_t *p)
+{
+	const uint64_t *w = (const uint64_t *)(const void *)p;
+	for (unsigned i = 0; i < SNAP_PAGE_SIZE / 8; i++)
+		if (w[i])
+			return false;
+	return true;
+}
+
 /* Where a pages file of count pages has its first page. Pure. */
 static inline uint64_t snap_pages_data(uint64_t count)
 {

@@ -49,15 +49,6 @@ int vm_pause_prepare(struct vm *vm, const struct vmm_config *cfg, const struct s
 	return 0;
 }
 
-static bool page_zero(const uint8_t *p)
-{
-	const uint64_t *w = (const uint64_t *)(const void *)p;
-	for (unsigned i = 0; i < PAGE / 8; i++)
-		if (w[i])
-			return false;
-	return true;
-}
-
 /* Whether offset off of the snapshot's memory file lies in a hole, with
  * *hole_end the first offset past it that may not; *data_end likewise for
  * data. Asked at most once per extent: lseek(SEEK_DATA/SEEK_HOLE). A hole
@@ -101,7 +92,7 @@ static int64_t changed_pages(const struct guest_mem *gm, const uint8_t *base, in
 			uint64_t off = (first + i) * PAGE;
 			if (known && !(vec[i] & 1))
 				continue;
-			bool differs = base_hole(base_fd, off, gm->size, &hole_end, &data_end) ? !page_zero(gm->base + off)
+			bool differs = base_hole(base_fd, off, gm->size, &hole_end, &data_end) ? !snap_page_zero(gm->base + off)
 												: memcmp(gm->base + off, base + off, PAGE) != 0;
 			if (differs)
 				idx[n++] = off;
@@ -190,26 +181,6 @@ void vm_pause_out_release(struct pause_out *out)
 
 /* ---- resuming ---------------------------------------------------------------- */
 
-/* pread len bytes at at into p, whole. Returns 0, or -1 (errno, or 0 at
- * end of file). */
-static int read_all(int fd, uint8_t *p, size_t len, off_t at)
-{
-	while (len) {
-		ssize_t n = pread(fd, p, len, at);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			if (n == 0)
-				errno = 0;
-			return -1;
-		}
-		p += n;
-		len -= (size_t)n;
-		at += n;
-	}
-	return 0;
-}
-
 static int bad(const char *dir, const char *what)
 {
 	vmm_err("paused state %s: %s", dir, what);
@@ -249,7 +220,7 @@ static int load_pages(const char *dir, struct resume_in *r)
 	}
 	if (!S_ISREG(st.st_mode))
 		return bad(dir, "pages is not a regular file");
-	if ((uint64_t)st.st_size < sizeof(r->hdr) || read_all(r->pages_fd, (uint8_t *)&r->hdr, sizeof(r->hdr), 0))
+	if ((uint64_t)st.st_size < sizeof(r->hdr) || vm_snapshot_read_all(r->pages_fd, (uint8_t *)&r->hdr, sizeof(r->hdr), 0))
 		return bad(dir, "pages file truncated: shorter than its header");
 	if (snap_pages_check_header(&r->hdr, (uint64_t)st.st_size, r->state.meta.memory_bytes, err, sizeof(err)))
 		return bad(dir, err);
@@ -259,7 +230,7 @@ static int load_pages(const char *dir, struct resume_in *r)
 	if (!r->index)
 		return bad(dir, "out of memory for the page index");
 	if (r->hdr.count &&
-	    read_all(r->pages_fd, (uint8_t *)r->index, (size_t)(r->hdr.count * sizeof(*r->index)), sizeof(r->hdr)))
+	    vm_snapshot_read_all(r->pages_fd, (uint8_t *)r->index, (size_t)(r->hdr.count * sizeof(*r->index)), sizeof(r->hdr)))
 		return bad(dir, "pages file: short read of its index");
 	if (snap_pages_check_index(r->index, r->hdr.count, r->state.meta.memory_bytes, err, sizeof(err)))
 		return bad(dir, err);
@@ -284,7 +255,7 @@ static int lay_pages(int fd, uint8_t *dst, size_t len, off_t at, unsigned *maps)
 			return 0;
 		}
 	}
-	return read_all(fd, dst, len, at);
+	return vm_snapshot_read_all(fd, dst, len, at);
 }
 
 int vm_resume_pages(const struct vmm_config *cfg, struct guest_mem *gm, struct resume_in *r)

@@ -15,7 +15,7 @@
 #include "virtio_devices.h"
 #include "vmm_build_id.h"
 
-#define PAGE 4096u
+#define PAGE SNAP_PAGE_SIZE
 
 /* ---- what a snapshot is made from ----------------------------------------- */
 
@@ -118,15 +118,6 @@ int vm_snapshot_prepare(struct vm *vm, const struct vmm_config *cfg, struct snap
 	return 0;
 }
 
-static bool page_zero(const uint8_t *p)
-{
-	const uint64_t *w = (const uint64_t *)(const void *)p;
-	for (unsigned i = 0; i < PAGE / 8; i++)
-		if (w[i])
-			return false;
-	return true;
-}
-
 int vm_snapshot_write_all(int fd, const uint8_t *p, size_t len, off_t at)
 {
 	while (len) {
@@ -148,7 +139,7 @@ static int write_memory(const struct guest_mem *gm, int fd)
 {
 	uint64_t run = 0, n = 0;
 	for (uint64_t off = 0; off <= gm->size; off += PAGE) {
-		bool data = off < gm->size && !page_zero(gm->base + off);
+		bool data = off < gm->size && !snap_page_zero(gm->base + off);
 		if (data) {
 			if (!n)
 				run = off;
@@ -228,6 +219,24 @@ void vm_snapshot_out_release(struct snapshot_out *out)
 
 /* ---- restoring ------------------------------------------------------------ */
 
+int vm_snapshot_read_all(int fd, uint8_t *p, size_t len, off_t at)
+{
+	while (len) {
+		ssize_t n = pread(fd, p, len, at);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = 0;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+		at += n;
+	}
+	return 0;
+}
+
 int vm_snapshot_read_state(const char *dir, struct snapshot_in *in)
 {
 	char path[4096];
@@ -251,16 +260,9 @@ int vm_snapshot_read_state(const char *dir, struct snapshot_in *in)
 		vmm_err("snapshot %s: out of memory", dir);
 		goto out;
 	}
-	size_t got = 0;
-	while (got < in->len) {
-		ssize_t n = read(fd, in->buf + got, in->len - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			vmm_err("snapshot %s: %s: short read", dir, SNAP_STATE_FILE);
-			goto out;
-		}
-		got += (size_t)n;
+	if (vm_snapshot_read_all(fd, in->buf, in->len, 0)) {
+		vmm_err("snapshot %s: %s: short read", dir, SNAP_STATE_FILE);
+		goto out;
 	}
 	rc = 0;
 out:

@@ -63,6 +63,10 @@ int vm_snapshot_open_out(const char *opt, const char *dir, const char *name);
 /* pwrite len bytes of p at offset at, whole. Returns 0, or -1 with errno. */
 int vm_snapshot_write_all(int fd, const uint8_t *p, size_t len, off_t at);
 
+/* pread len bytes at offset at into p, whole. Returns 0, or -1 with errno
+ * (0 at end of file). */
+int vm_snapshot_read_all(int fd, uint8_t *p, size_t len, off_t at);
+
 /* Read DIR/state into in->buf (a regular file of 1..SNAP_MAX_STATE
  * bytes). Returns 0, or -1 after one error line. */
 int vm_snapshot_read_state(const char *dir, struct snapshot_in *in);

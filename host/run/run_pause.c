@@ -15,17 +15,9 @@
 #include "../../vmm/snapshot.h"
 #include "errmsg.h"
 
-#define BLOCK 4096u
+#define BLOCK SNAP_PAGE_SIZE   /* a block of the image: a page's size, summed when not zero */
 #define CHUNK (64u * BLOCK)
 #define COPY_CHUNK (1u << 20)
-
-static bool zero_block(const uint8_t *p)
-{
-	for (unsigned i = 0; i < BLOCK; i++)
-		if (p[i])
-			return false;
-	return true;
-}
 
 /* Sum the non-zero blocks of [from, to) into md. */
 static int sum_segment(int fd, off_t from, off_t to, EVP_MD_CTX *md, uint8_t *buf)
@@ -41,7 +33,7 @@ static int sum_segment(int fd, off_t from, off_t to, EVP_MD_CTX *md, uint8_t *bu
 		size_t whole = ((size_t)n + BLOCK - 1) / BLOCK * BLOCK;
 		memset(buf + n, 0, whole - (size_t)n);
 		for (size_t b = 0; b < whole; b += BLOCK) {
-			if (zero_block(buf + b))
+			if (snap_page_zero(buf + b))
 				continue;
 			uint64_t off = (uint64_t)at + b;
 			if (!EVP_DigestUpdate(md, &off, sizeof(off)) || !EVP_DigestUpdate(md, buf + b, BLOCK))
@@ -190,6 +182,14 @@ void run_pause_remove(const char *dir, const char *pin)
 	}
 	if (pin)
 		rmdir(pin);
+}
+
+bool run_checkpoint_name_ok(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+	if (n < 1 || n > RUN_CHECKPOINT_NAME_MAX || name[0] == '.')
+		return false;
+	return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
 /* Copy src's data segments into dst (made, 0600): holes stay holes. */

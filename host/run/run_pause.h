@@ -8,10 +8,24 @@
 #ifndef VMRUN_RUN_PAUSE_H
 #define VMRUN_RUN_PAUSE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define RUN_PAUSE_SUM_FILE "workspace.sum"
+
+/* A checkpoint (a sandbox's DIR/RUN_CHECKPOINTS_DIR/NAME), as the
+ * supervisor keeps one and a fork starts from it: the paused VM's files
+ * above, its workspace image, and the snapshot it is against in a
+ * directory of its own. */
+#define RUN_CHECKPOINTS_DIR     "checkpoints"
+#define RUN_CHECKPOINT_IMAGE    "workspace.ext4"
+#define RUN_CHECKPOINT_BASE     "base"
+#define RUN_CHECKPOINT_NAME_MAX 64
+
+/* Whether name may name a checkpoint: 1..RUN_CHECKPOINT_NAME_MAX of
+ * [A-Za-z0-9._-], not starting with a dot (so never "." or ".."). Pure. */
+bool run_checkpoint_name_ok(const char *name);
 
 /* SHA-256 of the workspace image as hex into hex (65 bytes): of its size
  * and of every 4 KiB block that is not zeros, with its offset, so that

@@ -100,7 +100,7 @@ static int resume_vm(struct exec *x, char *why, size_t len)
 int run_fork_snapshot(struct exec *x, char *err, size_t errlen)
 {
 	char base[PATH_MAX + 8];
-	snprintf(base, sizeof(base), "%s/base", x->plan->from_checkpoint);
+	snprintf(base, sizeof(base), "%s/" RUN_CHECKPOINT_BASE, x->plan->from_checkpoint);
 	struct stat st;
 	if (stat(base, &st) < 0 || !S_ISDIR(st.st_mode))
 		return errf(err, errlen, "checkpoint %.300s: %s", x->plan->from_checkpoint, strerror(errno ? errno : ENOTDIR));
@@ -130,7 +130,7 @@ int run_fork_saved(struct exec *x, char *err, size_t errlen)
 int run_fork_workspace(struct exec *x, void *out, char *err, size_t errlen)
 {
 	char from[PATH_MAX + 64];
-	snprintf(from, sizeof(from), "%s/workspace.ext4", x->plan->from_checkpoint);
+	snprintf(from, sizeof(from), "%s/" RUN_CHECKPOINT_IMAGE, x->plan->from_checkpoint);
 	struct stat st;
 	memset(out, 0, sizeof(struct workspace_stats));
 	int fd = -1;

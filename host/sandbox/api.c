@@ -255,9 +255,9 @@ static bool settled(void *arg)
 static enum MHD_Result create_checkpoint(struct sbx *s, struct MHD_Connection *conn, json_t *body)
 {
 	const char *name = json_string_value(json_object_get(body, "name"));
-	if (!sbx_checkpoint_name_ok(name))
+	if (!run_checkpoint_name_ok(name))
 		return api_answer_error(conn, 400, "name: 1 to %d characters of [A-Za-z0-9._-], not starting with a dot",
-					SBX_CHECKPOINT_NAME_MAX);
+					RUN_CHECKPOINT_NAME_MAX);
 	pthread_mutex_lock(&s->mu);
 	const char *refused = s->state != SBX_RUNNING ? "the sandbox is not running"
 			      : !s->pausable      ? "the sandbox booted without a snapshot: it cannot checkpoint"
@@ -265,7 +265,7 @@ static enum MHD_Result create_checkpoint(struct sbx *s, struct MHD_Connection *c
 	char why[300] = "";
 	unsigned status = 409;
 	char path[PATH_MAX + 200];
-	snprintf(path, sizeof(path), "%s/" SBX_CHECKPOINTS_DIR "/%s", s->dir, name);
+	snprintf(path, sizeof(path), "%s/" RUN_CHECKPOINTS_DIR "/%s", s->dir, name);
 	if (refused)
 		snprintf(why, sizeof(why), "%s", refused);
 	else if (access(path, F_OK) == 0)
@@ -294,10 +294,10 @@ static enum MHD_Result create_checkpoint(struct sbx *s, struct MHD_Connection *c
 	pthread_mutex_unlock(&s->mu);
 	if (!meta)
 		return api_answer_error(conn, running ? 409 : 500, "no checkpoint: %s", why[0] ? why : "the sandbox ended");
-	json_t *o = json_pack("{s:O,s:o,s:O,s:I,s:b}", "name", json_object_get(meta, "name"), "created_at",
-			      spool_iso_time(json_integer_value(json_object_get(meta, "created_ms"))), "bytes",
-			      json_object_get(meta, "bytes"), "stopped_ms", (json_int_t)stopped, "running", running);
+	json_t *o = sbx_checkpoint_view(meta);
 	json_decref(meta);
+	json_object_set_new(o, "stopped_ms", json_integer(stopped));
+	json_object_set_new(o, "running", json_boolean(running));
 	return api_answer_json(conn, 201, o);
 }
 

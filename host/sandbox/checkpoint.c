@@ -21,17 +21,9 @@
 
 #define META_FILE "checkpoint.json"
 
-bool sbx_checkpoint_name_ok(const char *name)
-{
-	size_t n = name ? strlen(name) : 0;
-	if (n < 1 || n > SBX_CHECKPOINT_NAME_MAX || name[0] == '.')
-		return false;
-	return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
-}
-
 static void checkpoints_dir(const struct sbx *s, char *out, size_t len)
 {
-	snprintf(out, len, "%s/" SBX_CHECKPOINTS_DIR, s->dir);
+	snprintf(out, len, "%s/" RUN_CHECKPOINTS_DIR, s->dir);
 }
 
 static int64_t tree_bytes(const char *dir)
@@ -63,14 +55,14 @@ int sbx_checkpoint_save(const struct sbx *s, const char *name, uint32_t next_cmd
 	snprintf(final, sizeof(final), "%s/%s", top, name);
 	if ((mkdir(top, 0700) < 0 && errno != EEXIST) || mkdir(tmp, 0700) < 0)
 		return snprintf(err, errlen, "%s: %s", tmp, strerror(errno)), -1;
-	snprintf(dst, sizeof(dst), "%s/base", tmp);
+	snprintf(dst, sizeof(dst), "%s/" RUN_CHECKPOINT_BASE, tmp);
 	int rc = mkdir(dst, 0700);
 	struct { const char *from, *name, *to; } files[] = {
 		{ saved->dir, SNAP_STATE_FILE, SNAP_STATE_FILE },
 		{ saved->dir, SNAP_PAGES_FILE, SNAP_PAGES_FILE },
 		{ saved->dir, RUN_PAUSE_SUM_FILE, RUN_PAUSE_SUM_FILE },
-		{ saved->snapshot, SNAP_STATE_FILE, "base/" SNAP_STATE_FILE },
-		{ saved->snapshot, SNAP_MEMORY_FILE, "base/" SNAP_MEMORY_FILE },
+		{ saved->snapshot, SNAP_STATE_FILE, RUN_CHECKPOINT_BASE "/" SNAP_STATE_FILE },
+		{ saved->snapshot, SNAP_MEMORY_FILE, RUN_CHECKPOINT_BASE "/" SNAP_MEMORY_FILE },
 	};
 	for (size_t i = 0; rc == 0 && i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(src, sizeof(src), "%s/%s", files[i].from, files[i].name);
@@ -78,7 +70,7 @@ int sbx_checkpoint_save(const struct sbx *s, const char *name, uint32_t next_cmd
 		if ((rc = run_pause_link_or_copy(src, dst)))
 			snprintf(err, errlen, "%s: %s", src, strerror(errno));
 	}
-	snprintf(dst, sizeof(dst), "%s/" SBX_CHECKPOINT_IMAGE, tmp);
+	snprintf(dst, sizeof(dst), "%s/" RUN_CHECKPOINT_IMAGE, tmp);
 	if (rc == 0 && (rc = run_pause_copy(saved->image, dst)))
 		snprintf(err, errlen, "copying the workspace: %s", strerror(errno));
 	int64_t now = sbx_realtime_ms();
@@ -100,20 +92,18 @@ int sbx_checkpoint_save(const struct sbx *s, const char *name, uint32_t next_cmd
 	return 0;
 }
 
-/* The checkpoint's view: its name, when, its bytes on disk. */
-static json_t *view(json_t *meta)
+json_t *sbx_checkpoint_view(const json_t *meta)
 {
-	json_t *o = json_pack("{s:O,s:o,s:O}", "name", json_object_get(meta, "name"), "created_at",
-			      spool_iso_time(json_integer_value(json_object_get(meta, "created_ms"))), "bytes",
-			      json_object_get(meta, "bytes"));
-	return o;
+	return json_pack("{s:O,s:o,s:O}", "name", json_object_get(meta, "name"), "created_at",
+			 spool_iso_time(json_integer_value(json_object_get(meta, "created_ms"))), "bytes",
+			 json_object_get(meta, "bytes"));
 }
 
 /* DIR/checkpoints/NAME's meta, or NULL. */
 static json_t *load(const struct sbx *s, const char *name)
 {
 	char p[PATH_MAX + 300];
-	snprintf(p, sizeof(p), "%s/" SBX_CHECKPOINTS_DIR "/%s/" META_FILE, s->dir, name);
+	snprintf(p, sizeof(p), "%s/" RUN_CHECKPOINTS_DIR "/%s/" META_FILE, s->dir, name);
 	json_t *m = json_load_file(p, 0, NULL);
 	if (m && (!json_is_string(json_object_get(m, "name")) || !json_is_integer(json_object_get(m, "bytes")))) {
 		json_decref(m);
@@ -159,7 +149,7 @@ enum MHD_Result api_list_checkpoints(struct sbx *s, struct MHD_Connection *conn)
 	while (d && (e = readdir(d))) {
 		json_t *m = e->d_name[0] != '.' ? load(s, e->d_name) : NULL;
 		if (m)
-			json_array_append_new(list, view(m));
+			json_array_append_new(list, sbx_checkpoint_view(m));
 		json_decref(m);
 	}
 	if (d)
@@ -169,16 +159,16 @@ enum MHD_Result api_list_checkpoints(struct sbx *s, struct MHD_Connection *conn)
 
 enum MHD_Result api_checkpoint(struct sbx *s, struct MHD_Connection *conn, const char *method, const char *name)
 {
-	json_t *m = sbx_checkpoint_name_ok(name) ? load(s, name) : NULL;
+	json_t *m = run_checkpoint_name_ok(name) ? load(s, name) : NULL;
 	if (!m)
 		return api_answer_error(conn, 404, "no checkpoint %.64s", name);
 	if (!strcmp(method, "GET"))
-		return api_answer_json(conn, 200, view(m));
+		return api_answer_json(conn, 200, sbx_checkpoint_view(m));
 	json_decref(m);
 	if (strcmp(method, "DELETE"))
 		return api_answer_error(conn, 405, "GET or DELETE here");
 	char p[PATH_MAX + 300];
-	snprintf(p, sizeof(p), "%s/" SBX_CHECKPOINTS_DIR "/%s", s->dir, name);
+	snprintf(p, sizeof(p), "%s/" RUN_CHECKPOINTS_DIR "/%s", s->dir, name);
 	if (spool_clean(p, false) < 0)
 		return api_answer_error(conn, 500, "removing checkpoint %s: %s", name, strerror(errno));
 	return api_answer_json(conn, 200, json_pack("{s:s,s:b}", "name", name, "deleted", 1));

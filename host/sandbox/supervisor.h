@@ -63,6 +63,7 @@
 #include "proto.h"
 #include "proto_sandbox.h"
 #include "run.h"
+#include "run_pause.h"
 
 #define SBX_API_SOCK        "api.sock"
 #define SBX_STATE_FILE      "state.json"
@@ -85,9 +86,6 @@ enum sbx_state {
 	SBX_PAUSING, SBX_PAUSED, SBX_RESUMING, SBX_FAILED,
 };
 #define SBX_PAUSE_WAIT_MS 30000      /* file operations under way, then the agent's PAUSED */
-#define SBX_CHECKPOINTS_DIR "checkpoints"   /* DIR/checkpoints/NAME: one checkpoint each */
-#define SBX_CHECKPOINT_IMAGE "workspace.ext4"
-#define SBX_CHECKPOINT_NAME_MAX 64
 #define SBX_DEFAULT_MAX_CHECKPOINTS 16
 
 /* One command, as the supervisor keeps it. */
@@ -174,7 +172,7 @@ struct sbx {
 	int64_t stopped_ms;           /* CLOCK_REALTIME: when the agent paused (the VM stops) */
 	int64_t last_stop_ms;         /* how long the last pause kept the VM stopped */
 	/* a checkpoint being taken: its name ("" none), then what came of it */
-	char checkpoint[SBX_CHECKPOINT_NAME_MAX + 1];
+	char checkpoint[RUN_CHECKPOINT_NAME_MAX + 1];
 	json_t *checkpoint_meta;      /* its meta once saved */
 	char checkpoint_error[300];
 	unsigned max_checkpoints;
@@ -232,9 +230,9 @@ int sbx_paused(void *ctx, enum run_pause_event ev, const char *why, const struct
 
 /* ---- checkpoint.c ------------------------------------------------------------------------ */
 
-/* A checkpoint's name: 1..SBX_CHECKPOINT_NAME_MAX of [A-Za-z0-9._-], not
- * starting with a dot. Pure. */
-bool sbx_checkpoint_name_ok(const char *name);
+/* A checkpoint as the API shows it, from its meta: name, created_at,
+ * bytes (a new reference). */
+json_t *sbx_checkpoint_view(const json_t *meta);
 
 /* How many checkpoints s keeps. */
 unsigned sbx_checkpoint_count(const struct sbx *s);

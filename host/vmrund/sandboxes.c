@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "errmsg.h"
+#include "run_pause.h"
 #include "run_spec.h"
 #include "runtime.h"
 #include "sandbox_http.h"
@@ -372,15 +373,19 @@ void vmrund_sbx_audit(struct vmrund *d, const struct store_sandbox *sb)
 	vmrund_audit_end(d, line);
 }
 
-/* Sandbox id ended: stopped (or failed, when its supervisor said so) in
- * the store with reason, its directory gone, its slot freed. false when
- * the store failed (the slot stays, for the next look). */
-static bool record_end(struct vmrund *d, struct vmrund_sbx *x, const char *id, const char *reason)
+/* Sandbox id ended: stopped (or failed, when its supervisor's state file
+ * st says so; NULL: read it here) in the store with reason, its directory
+ * gone, its slot freed. false when the store failed (the slot stays, for
+ * the next look). */
+static bool record_end(struct vmrund *d, struct vmrund_sbx *x, const char *id, const char *reason,
+		       const struct sbx_file_state *st)
 {
 	char err[300], dir[PATH_MAX];
-	struct sbx_file_state st;
+	struct sbx_file_state own;
 	vmrund_sbx_dir(d, id, dir, sizeof(dir));
-	bool failed = !read_state(dir, &st) && !strcmp(st.state, "failed");
+	if (!st)
+		st = read_state(dir, &own) ? NULL : &own;
+	bool failed = st && !strcmp(st->state, "failed");
 	if (d->store->ops->sbx_set(d->store, id, d->node, failed ? SBS_FAILED : SBS_STOPPED, 0, clock_wall_ms(), 0,
 				   reason, err, sizeof(err)) < 0) {
 		vmrund_store_failed(d, "recording a sandbox's end", err);
@@ -393,7 +398,6 @@ static bool record_end(struct vmrund *d, struct vmrund_sbx *x, const char *id, c
 		vmrund_sbx_audit(d, &sb);
 		store_sandbox_free(&sb);
 	}
-	vmrund_sbx_dir(d, id, dir, sizeof(dir));
 	spool_clean(dir, false);
 	if (x)
 		slot_free(x);
@@ -435,8 +439,8 @@ void vmrund_sbx_watch(struct vmrund *d)
 			sync_paused(d, x, dir);
 			continue;
 		}
-		bool said = !read_state(dir, &st) && st.reason[0];
-		record_end(d, x, id, said ? st.reason : "its supervisor exited");
+		bool read = !read_state(dir, &st), said = read && st.reason[0];
+		record_end(d, x, id, said ? st.reason : "its supervisor exited", read ? &st : NULL);
 	}
 	pthread_mutex_unlock(&d->lock);
 }
@@ -543,9 +547,7 @@ static struct vmrund_answer fork_of(struct vmrund *d, unsigned tenant, const cha
 	char id[STORE_ID_LEN + 1];
 	size_t n = slash ? (size_t)(slash - from) : 0;
 	const char *name = slash ? slash + 1 : "";
-	size_t nl = strlen(name);
-	if (!n || n > STORE_ID_LEN || !nl || nl > 64 || name[0] == '.' ||
-	    strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != nl)
+	if (!n || n > STORE_ID_LEN || !run_checkpoint_name_ok(name))
 		return vmrund_answer_of(400, 0, "from_checkpoint: \"SANDBOX_ID/NAME\"");
 	memcpy(id, from, n);
 	id[n] = '\0';
@@ -566,7 +568,7 @@ static struct vmrund_answer fork_of(struct vmrund *d, unsigned tenant, const cha
 	if (!here)
 		a = vmrund_answer_of(409, 0, "sandbox %s is %s on node %s: a fork is made where its checkpoint is", id,
 				     store_sbx_state_name(sb.state) ?: "?", sb.node);
-	else if ((size_t)snprintf(dir, len, "%s/checkpoints/%s", sdir, name) >= len || access(dir, F_OK) < 0)
+	else if ((size_t)snprintf(dir, len, "%s/" RUN_CHECKPOINTS_DIR "/%s", sdir, name) >= len || access(dir, F_OK) < 0)
 		a = vmrund_answer_of(404, 0, "sandbox %s has no checkpoint %s", id, name);
 	else if (!json_is_object(rq))
 		a = vmrund_answer_of(500, 0, "sandbox %s: its request cannot be read", id);
@@ -662,7 +664,7 @@ struct vmrund_answer vmrund_sbx_create(struct vmrund *d, unsigned tenant, const 
 		vmrund_say("sandbox %s of tenant %s running", sb.id, t->name);
 	} else {
 		a = vmrund_answer_of(500, 0, "the sandbox did not start: %s", why);
-		if (!record_end(d, x, sb.id, why))
+		if (!record_end(d, x, sb.id, why, NULL))
 			x->busy = false;   /* the watch records it once the store is back */
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -719,7 +721,7 @@ struct vmrund_answer vmrund_sbx_delete(struct vmrund *d, unsigned tenant, const 
 	free(out);
 	reap_supervisor(x, SBX_EXIT_MS);
 	pthread_mutex_lock(&d->lock);
-	if (record_end(d, x, id, "deleted"))
+	if (record_end(d, x, id, "deleted", NULL))
 		a = vmrund_answer_of(200, 0, "deleted");
 	else {
 		x->busy = false;
@@ -831,7 +833,7 @@ static int adopt_one(void *ctx, const struct store_sandbox *sb)
 	a->ended++;
 	char reason[300];
 	snprintf(reason, sizeof(reason), "%s", st.reason[0] ? st.reason : "its supervisor was gone when vmrund started");
-	record_end(d, NULL, sb->id, reason);
+	record_end(d, NULL, sb->id, reason, NULL);
 	return 0;
 }
 
