@@ -20,13 +20,17 @@ vcheck() { if [ -n "$pid" ] && eval "$2"; then ok "$1"; else not_ok "$1"; fi; }
 # A run that lasts long enough to inspect its vmm from outside.
 timeout -k 5 120 "$VMRUN" -v -c 2 -t 60 -- sleep 12 >"$tmp/out" 2>"$tmp/err" &
 run=$!
+# the run's cgroup holds the workspace's helper for a moment before vmm:
+# wait (bounded) for vmm itself
 cg=
-for i in $(seq 100); do
+pid=
+for i in $(seq 300); do
 	cg=$(ls -d /sys/fs/cgroup/vmrun/*/ 2>/dev/null | head -n 1)
-	[ -n "$cg" ] && grep -q . "$cg/cgroup.procs" 2>/dev/null && break
+	pid=$(head -n 1 "$cg/cgroup.procs" 2>/dev/null)
+	[ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = vmm ] && break
+	pid=
 	sleep 0.1
 done
-pid=$(head -n 1 "$cg/cgroup.procs" 2>/dev/null)
 # let the vCPU threads start and load their filters, then take a snapshot
 # of everything judged below while the run goes on
 sleep 2

@@ -161,12 +161,33 @@ static void pin_keeps_the_snapshot(void **state)
 	assert_int_equal(stat(pin, &st), -1);
 }
 
+/* A checkpoint's name comes from a client and becomes a path's last
+ * part: nothing that could leave its directory passes. */
+static void checkpoint_names(void **state)
+{
+	(void)state;
+	const char *good[] = { "c1", "before-refactor", "v1.2_final", "A", "x.." };
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		assert_true(run_checkpoint_name_ok(good[i]));
+	char longest[RUN_CHECKPOINT_NAME_MAX + 2];
+	memset(longest, 'a', sizeof(longest));
+	longest[RUN_CHECKPOINT_NAME_MAX] = '\0';
+	assert_true(run_checkpoint_name_ok(longest));
+	longest[RUN_CHECKPOINT_NAME_MAX] = 'a';
+	longest[RUN_CHECKPOINT_NAME_MAX + 1] = '\0';
+	assert_false(run_checkpoint_name_ok(longest));
+	const char *bad[] = { NULL, "", ".", "..", ".hidden", "../up", "a/b", "a b", "a\nb", "caf\xc3\xa9", "a\\b" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_false(run_checkpoint_name_ok(bad[i]));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(sum_is_of_contents, setup, teardown),
 		cmocka_unit_test_setup_teardown(commit_then_check, setup, teardown),
 		cmocka_unit_test_setup_teardown(pin_keeps_the_snapshot, setup, teardown),
+		cmocka_unit_test(checkpoint_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
