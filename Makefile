@@ -53,7 +53,7 @@ MUSL_CC    := musl-gcc -static $(CSTD) $(WARN) -O2 -idirafter /usr/include \
 	-idirafter /usr/include/x86_64-linux-gnu
 # vmrun: the CLI (host/cli/) over the run library (host/run/) and the wire
 # format. The run library is also vmrund's and its worker's.
-CLI_LIB   := host/cli/cli.c host/cli/cli_sandbox.c
+CLI_LIB   := host/cli/cli.c host/cli/cli_sandbox.c host/cli/cli_diff.c
 HOST_LIB  := $(wildcard host/run/*.c)
 HOST_SRCS := host/cli/main.c $(CLI_LIB) $(HOST_LIB) guest-agent/proto.c host/vmrund/sandbox_http.c
 HOST_LIBS := -lext2fs -lcom_err -lseccomp -lidn2 -ljansson -lcrypto
@@ -712,12 +712,22 @@ $(BUILD)/fuzz/fuzz_netpolicy: tests/fuzz/fuzz_netpolicy.c host/run/netpolicy.c h
 
 # The result object's hand-built JSON (guest text in every string), read
 # back as vmrund reads it, by jansson.
-FUZZ_RESULT_SRCS := host/run/result.c host/run/outcome.c host/run/artifacts.c host/run/artifacts_walk.c host/run/artifacts_sandbox.c host/run/session.c host/run/errmsg.c host/run/sysfile.c \
+FUZZ_RESULT_SRCS := host/run/result.c host/run/outcome.c host/run/artifacts.c host/run/artifacts_manifest.c host/run/artifacts_walk.c host/run/artifacts_sandbox.c host/run/session.c host/run/errmsg.c host/run/sysfile.c \
 	host/run/utf8.c host/run/netpolicy.c guest-agent/proto.c
 $(BUILD)/fuzz/fuzz_result: tests/fuzz/fuzz_result.c $(FUZZ_RESULT_SRCS) $(wildcard host/run/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Iguest-agent tests/fuzz/fuzz_result.c $(FUZZ_RESULT_SRCS) \
-		-ljansson -lext2fs -lcom_err -lseccomp -lidn2 -o $@
+		-ljansson -lext2fs -lcom_err -lseccomp -lidn2 -lcrypto -o $@
+
+# A manifest's lines (from the artifacts helper, which read a hostile
+# image) and the diff of two manifests, with its hand-made digest text.
+FUZZ_MANIFEST_SRCS := host/run/artifacts_manifest.c host/run/artifacts.c host/run/artifacts_walk.c \
+	host/run/artifacts_sandbox.c host/run/wsdiff.c host/run/session.c host/run/errmsg.c host/run/utf8.c host/run/sysfile.c \
+	guest-agent/proto.c
+$(BUILD)/fuzz/fuzz_manifest: tests/fuzz/fuzz_manifest.c $(FUZZ_MANIFEST_SRCS) $(wildcard host/run/*.h guest-agent/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Iguest-agent tests/fuzz/fuzz_manifest.c $(FUZZ_MANIFEST_SRCS) \
+		-ljansson -lext2fs -lcom_err -lseccomp -lcrypto -o $@
 
 # The output's Server-Sent Events (guest bytes in every event's text).
 FUZZ_SSE_SRCS := host/vmrund/sse.c host/vmrund/spool.c host/run/tree.c host/run/outcome.c
@@ -775,6 +785,12 @@ $(BUILD)/fuzz/seeds-request.stamp: $(wildcard tests/fuzz/seeds-request/*)
 	cp tests/fuzz/seeds-request/* $(BUILD)/fuzz/seeds-request/
 	@touch $@
 
+# Seeds: two small manifests, one of each kind of line.
+$(BUILD)/fuzz/seeds-manifest.stamp: $(wildcard tests/fuzz/seeds-manifest/*)
+	@rm -rf $(BUILD)/fuzz/seeds-manifest && mkdir -p $(BUILD)/fuzz/seeds-manifest
+	cp tests/fuzz/seeds-manifest/* $(BUILD)/fuzz/seeds-manifest/
+	@touch $@
+
 $(BUILD)/fuzz/mkseeds_loader: tests/fuzz/mkseeds_loader.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O1 -g $< -o $@
@@ -787,7 +803,7 @@ $(BUILD)/fuzz/seeds-loader.stamp: $(BUILD)/fuzz/mkseeds_loader $(wildcard $(BUIL
 	@touch $@
 
 FUZZ_SEEDS := $(BUILD)/fuzz/seeds-loader.stamp $(BUILD)/fuzz/seeds-request.stamp $(BUILD)/fuzz/seeds-proxy_request.stamp \
-	$(BUILD)/fuzz/seeds-tls_sni.stamp
+	$(BUILD)/fuzz/seeds-tls_sni.stamp $(BUILD)/fuzz/seeds-manifest.stamp
 
 fuzz-smoke: $(FUZZ_BINS) $(FUZZ_SEEDS)
 	@./tests/fuzz/run.sh $(FUZZ_SMOKE_TIME) $(BUILD) $(FUZZ_BINS)

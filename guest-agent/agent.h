@@ -36,6 +36,11 @@ struct agent_config {
 	 * host again, returning the new stream fd or -1. NULL: a connection
 	 * that ends, paused or not, ends the sandbox. */
 	int (*reconnect)(void);
+	/* A sandbox's workspace file system, frozen (FIFREEZE) from PAUSE to
+	 * RESUME so that its disk holds everything written before the pause
+	 * and nothing changes under the host while it reads or copies it.
+	 * NULL: none (the tests, a workspace in RAM). */
+	const char *freeze_dir;
 };
 
 /* Serve one session on the connected stream fd: HELLO, read the REQUEST;

@@ -140,9 +140,10 @@ static const char *wait_workspace_capacity(char *why, size_t len)
 
 /* The run's workspace: its disk, else (a bare test boot, no disk) an
  * empty one in RAM. Returns NULL, or what failed. */
-static const char *mount_workspace(char *why, size_t len)
+static const char *mount_workspace(bool *disk, char *why, size_t len)
 {
 	struct stat st;
+	*disk = false;
 	if (stat(PROTO_WORKSPACE_DEV, &st) < 0) {
 		if (mount("tmpfs", PROTO_WORKSPACE_DIR, "tmpfs", MS_NOSUID | MS_NODEV, WORKSPACE_TMPFS) < 0) {
 			snprintf(why, len, "mount tmpfs on %s: %s", PROTO_WORKSPACE_DIR, strerror(errno));
@@ -156,6 +157,7 @@ static const char *mount_workspace(char *why, size_t len)
 		snprintf(why, len, "mount %s on %s: %s", PROTO_WORKSPACE_DEV, PROTO_WORKSPACE_DIR, strerror(errno));
 		return why;
 	}
+	*disk = true;
 	return NULL;
 }
 
@@ -192,6 +194,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	char why[256], err[512], cgroup_why[256] = "not PID 1";
 	const char *mount_err = mount_base(why, sizeof(why));
+	bool disk = false;
 	/* Without cgroup2 (an old kernel) everything but memory limits works:
 	 * not an error until a request asks for one, so nothing on the console. */
 	const char *cgroup_root = NULL;
@@ -201,7 +204,7 @@ int main(void)
 	 * would fail every run restored from it. */
 	if (!mount_err) {
 		announce_ready();
-		mount_err = mount_workspace(why, sizeof(why));
+		mount_err = mount_workspace(&disk, why, sizeof(why));
 	}
 	int fd = connect_host();
 	if (fd < 0) {
@@ -214,6 +217,7 @@ int main(void)
 			.cwd = PROTO_WORKSPACE_DIR, .home = PROTO_WORKSPACE_DIR, .uid = RUN_UID, .gid = RUN_GID, .kill_all = true,
 			.cgroup_root = cgroup_root, .cgroup_error = cgroup_root ? NULL : cgroup_why,
 			.random_dev = RANDOM_DEV, .reconnect = connect_host,
+			.freeze_dir = disk ? PROTO_WORKSPACE_DIR : NULL,
 		};
 		if (agent_session(fd, &cfg, err, sizeof(err)))
 			console("%s", err);

@@ -8,11 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/fs.h>
 
 #include "cgroup.h"
 #include "files.h"
@@ -67,6 +70,7 @@ struct sandbox {
 	bool host_eof;
 	bool pausing;                /* PAUSE came: nothing is produced until RESUME */
 	bool paused_sent;            /* PAUSED is queued: the host may stop the VM from here on */
+	int frozen;                  /* cfg->freeze_dir while frozen (FIFREEZE), else -1 */
 	char *err;
 	size_t errlen;
 };
@@ -356,6 +360,34 @@ static int cmd_signal(struct sandbox *sb, const uint8_t *p, uint32_t len)
 
 /* ---- the host's frames ------------------------------------------------------------ */
 
+/* PAUSE: the workspace's file system is frozen, which writes out what
+ * its cache holds and holds new writers until the thaw: the disk the host
+ * saves, copies or diffs is whole and still. Where it cannot be frozen
+ * (it is frozen already: a command of root's froze it) it is at least
+ * synced. */
+static void freeze_workspace(struct sandbox *sb)
+{
+	if (!sb->cfg->freeze_dir || sb->frozen >= 0)
+		return;
+	int fd = open(sb->cfg->freeze_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (ioctl(fd, FIFREEZE, 0) == 0) {
+		sb->frozen = fd;
+		return;
+	}
+	syncfs(fd);
+	close(fd);
+}
+
+static void thaw_workspace(struct sandbox *sb)
+{
+	if (sb->frozen < 0)
+		return;
+	(void)ioctl(sb->frozen, FITHAW, 0);
+	close_fd(&sb->frozen);
+}
+
 /* RESUME: the pause is over (or called off). The clock is set only by
  * the guest's init, as a run's REQUEST sets it. */
 static int resume(struct sandbox *sb, const uint8_t *p, uint32_t len)
@@ -370,6 +402,7 @@ static int resume(struct sandbox *sb, const uint8_t *p, uint32_t len)
 	if (sb->cfg->random_dev &&
 	    agent_reseed(sb->cfg->random_dev, len > PROTO_RESUME_LEN ? p + PROTO_RESUME_LEN : NULL, ns, why, sizeof(why)))
 		return proto_errf(sb->err, sb->errlen, "on RESUME: %s", why);
+	thaw_workspace(sb);
 	sb->pausing = sb->paused_sent = false;
 	return outq_put(&sb->q, PROTO_READY, NULL, 0, NULL, 0) ? proto_errf(sb->err, sb->errlen, "queue to the host full")
 							       : 0;
@@ -384,6 +417,7 @@ static int host_frame(struct sandbox *sb, uint16_t type, const uint8_t *p, uint3
 		if (len)
 			return proto_errf(sb->err, sb->errlen, "PAUSE of %u bytes", len);
 		sb->pausing = true;
+		freeze_workspace(sb);
 		return 0;
 	case PROTO_RESUME:
 		return resume(sb, p, len);
@@ -707,7 +741,7 @@ int sandbox_serve(int fd, struct proto_reader *rd, const struct proto_request *r
 	struct sandbox *sb = calloc(1, sizeof(*sb));
 	if (!sb)
 		return proto_errf(err, errlen, "out of memory for the sandbox");
-	*sb = (struct sandbox){ .fd = fd, .rd = rd, .req = req, .cfg = cfg, .err = err, .errlen = errlen };
+	*sb = (struct sandbox){ .fd = fd, .rd = rd, .req = req, .cfg = cfg, .frozen = -1, .err = err, .errlen = errlen };
 	for (unsigned i = 0; i < SANDBOX_MAX_CMDS; i++)   /* no fd of theirs yet: nothing to close */
 		sb->cmd[i] = (struct cmd){ .pidfd = -1, .in = -1, .out.fd = -1, .err.fd = -1 };
 	files_init(&sb->files, cfg->cwd, cfg->uid, cfg->gid);
@@ -742,6 +776,7 @@ int sandbox_serve(int fd, struct proto_reader *rd, const struct proto_request *r
 	}
 	rc = 0;
 out:
+	thaw_workspace(sb);   /* the end's sync and unmount must not wait on it */
 	end_all(sb);
 	files_release(&sb->files);
 	if (sb->fwd > 0)

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_diff.h"
 #include "errmsg.h"
 #include "sandbox_http.h"
 
@@ -30,6 +31,9 @@ static const char usage[] =
 	"  timeout ID SECONDS\n"
 	"  pause ID            save its VM to disk (its processes too) and free its memory\n"
 	"  resume ID           start it again where it stopped\n"
+	"  diff [--from F] [--to T] [--stat] [--json] ID\n"
+	"                      what changed in its workspace: from \"start\" (the default) or a\n"
+	"                      checkpoint, to a checkpoint or now (the default)\n"
 	"The server: --server, $VMRUN_SERVER (http://HOST:PORT or unix:PATH), vmrund --local's\n"
 	"socket when it runs, else http://127.0.0.1:8080; the key: $VMRUN_API_KEY.\n";
 
@@ -160,6 +164,32 @@ static int parse_exec(int argc, char **argv, struct sbx_cli *c, char *err, size_
 	return 0;
 }
 
+static int parse_diff(int argc, char **argv, struct sbx_cli *c, char *err, size_t errlen)
+{
+	static const struct option opts[] = { { "from", required_argument, NULL, 'f' },
+					      { "to", required_argument, NULL, 't' },
+					      { "stat", no_argument, NULL, 's' },
+					      { "json", no_argument, NULL, 'j' },
+					      { NULL, 0, NULL, 0 } };
+	int o;
+	while ((o = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		if (o == 'f')
+			c->from = optarg;
+		else if (o == 't')
+			c->to = optarg;
+		else if (o == 's')
+			c->stat_only = true;
+		else if (o == 'j')
+			c->json = true;
+		else
+			return errf(err, errlen, "usage: vmrun sandbox diff [--from F] [--to T] [--stat] [--json] ID");
+	}
+	if (argc - optind != 1)
+		return errf(err, errlen, "usage: vmrun sandbox diff [--from F] [--to T] [--stat] [--json] ID");
+	c->id = argv[optind];
+	return 0;
+}
+
 /* The words after the verb: exactly n of them, into out. */
 static int words(int argc, char **argv, int n, const char **out, const char *what, char *err, size_t errlen)
 {
@@ -202,6 +232,10 @@ int sbx_cli_parse(int argc, char **argv, struct sbx_cli *c, char *err, size_t er
 	if (!strcmp(verb, "exec")) {
 		c->verb = SV_EXEC;
 		return parse_exec(vargc, vargv, c, err, errlen);
+	}
+	if (!strcmp(verb, "diff")) {
+		c->verb = SV_DIFF;
+		return parse_diff(vargc, vargv, c, err, errlen);
 	}
 	if (!strcmp(verb, "ls")) {
 		c->verb = SV_LS;
@@ -558,6 +592,19 @@ int sbx_cli_run(struct sbx_cli *c, const char *server, const char *key, char *er
 		if (!j)
 			return 1;
 		puts(json_string_value(json_object_get(j, "state")) ?: "");
+		break;
+	}
+	case SV_DIFF: {
+		char qfrom[200], qto[200];
+		qencode(c->from ? c->from : "start", qfrom, sizeof(qfrom));
+		qencode(c->to ? c->to : "now", qto, sizeof(qto));
+		snprintf(target, sizeof(target), "/v1/sandboxes/%.64s/diff?from=%s&to=%s", c->id, qfrom, qto);
+		if (!(j = call(&k, "GET", target, NULL, 300000, err, errlen)))
+			return 1;
+		if (c->json)
+			json_dumpf(j, stdout, JSON_INDENT(2)), putchar('\n');
+		else
+			cli_print_diff(stdout, j, c->stat_only);
 		break;
 	}
 	case SV_TIMEOUT: {

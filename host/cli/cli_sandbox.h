@@ -11,6 +11,8 @@
  *   vmrun sandbox cat ID PATH
  *   vmrun sandbox kill ID
  *   vmrun sandbox timeout ID SECONDS
+ *   vmrun sandbox pause ID | resume ID
+ *   vmrun sandbox diff [--from F] [--to T] [--stat] [--json] ID
  *
  * The server is --server, else $VMRUN_SERVER, else vmrund --local's socket
  * when it is there, else http://127.0.0.1:8080; the key is
@@ -24,7 +26,7 @@
 
 #include <jansson.h>
 
-enum sbx_verb { SV_CREATE, SV_LS, SV_EXEC, SV_CP, SV_CAT, SV_KILL, SV_TIMEOUT, SV_PAUSE, SV_RESUME };
+enum sbx_verb { SV_CREATE, SV_LS, SV_EXEC, SV_CP, SV_CAT, SV_KILL, SV_TIMEOUT, SV_PAUSE, SV_RESUME, SV_DIFF };
 
 /* What the command line asks (argv[1] is "sandbox"). */
 struct sbx_cli {
@@ -37,6 +39,8 @@ struct sbx_cli {
 	const char *src, *dst;        /* cp; cat: dst is the path */
 	double seconds;               /* timeout */
 	bool stdin_in;                /* exec -i: stdin is read whole and given to the command */
+	const char *from, *to;        /* diff: "start" or a checkpoint; NULL: the server's default */
+	bool stat_only;               /* diff --stat */
 };
 
 /* Parse argv into c. 0 to go on, 1 when --help was printed, -1 with a

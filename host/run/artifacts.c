@@ -46,9 +46,7 @@ static int hexval(char c)
 	return -1;
 }
 
-/* Undo escape() into dst (cap bytes with the NUL); -1 on a malformed or
- * too long input. */
-static int unescape(char *dst, size_t cap, const char *src, size_t n)
+int artifacts_unescape(char *dst, size_t cap, const char *src, size_t n)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -79,7 +77,8 @@ static uint64_t lim_add(uint64_t a, uint64_t b)
 struct parser {
 	const struct artifacts_limits *lim;
 	struct artifacts_result *res;
-	size_t capfiles, capskipped;
+	size_t capfiles, capskipped, capentries;
+	long next_copy;
 	uint64_t bytes;
 	bool ended, failed;
 	char helper_err[256];   /* the helper's own "E" line */
@@ -98,9 +97,7 @@ static int grow(void **arr, size_t *cap, size_t n, size_t elem)
 	return 0;
 }
 
-/* A copied file's path, as the helper could only have written it: relative,
- * no empty, "." or ".." component, no control byte, within the path cap. */
-static bool valid_path(const char *p, unsigned max_path)
+bool artifacts_valid_path(const char *p, unsigned max_path)
 {
 	size_t n = strlen(p);
 	if (n == 0 || n > max_path || n >= ARTIFACT_PATH_MAX)
@@ -138,7 +135,7 @@ static int parse_file(struct parser *p, const char *s, size_t n)
 		return -1;
 	struct artifact *a = &r->files[r->nfiles];
 	unsigned max_path = p->lim->max_path;
-	if (unescape(a->path, sizeof(a->path), s + i + 1, n - i - 1) < 0 || !valid_path(a->path, max_path))
+	if (artifacts_unescape(a->path, sizeof(a->path), s + i + 1, n - i - 1) < 0 || !artifacts_valid_path(a->path, max_path))
 		return -1;
 	a->size = size;
 	p->bytes += size;
@@ -170,6 +167,22 @@ static int parse_skip(struct parser *p, const char *s, size_t n)
 	return 0;
 }
 
+static int parse_entry(struct parser *p, char letter, const char *s, size_t n)
+{
+	struct artifacts_result *r = p->res;
+	if (r->nentries >= p->lim->max_files + p->lim->max_files ||
+	    grow((void **)&r->entries, &p->capentries, r->nentries, sizeof(*r->entries)) < 0)
+		return -1;
+	struct artifact_entry *e = &r->entries[r->nentries];
+	if (artifacts_parse_entry(letter, s, n, p->lim, &p->next_copy, e) < 0 ||
+	    (e->kind == 'f' && e->size > p->lim->max_bytes - p->bytes))
+		return -1;
+	if (e->kind == 'f')
+		p->bytes += e->size;
+	r->nentries++;
+	return 0;
+}
+
 static int parse_line(struct parser *p, const char *s, size_t n)
 {
 	if (p->ended || p->failed)
@@ -180,8 +193,12 @@ static int parse_line(struct parser *p, const char *s, size_t n)
 	}
 	if (n < 2 || s[1] != ' ')
 		return -1;
+	if (p->lim->manifest && strchr("DRLO", s[0]))
+		return parse_entry(p, s[0], s + 2, n - 2);
 	switch (s[0]) {
 	case 'F':
+		if (p->lim->manifest)
+			return -1;
 		return parse_file(p, s + 2, n - 2);
 	case 'S':
 		return parse_skip(p, s + 2, n - 2);
@@ -575,7 +592,7 @@ static int give_to_owner(int dest_fd, const struct artifacts_ids *ids, const str
 	return rc;
 }
 
-int artifacts_extract(int image_fd, int dest_fd, const struct artifacts_ids *ids,
+static int walk_image(int image_fd, int dest_fd, const struct artifacts_ids *ids,
 		      const struct artifacts_limits *lim, struct artifacts_result *res, char *err, size_t errlen)
 {
 	struct stat dest;
@@ -606,10 +623,29 @@ int artifacts_extract(int image_fd, int dest_fd, const struct artifacts_ids *ids
 	return rc;
 }
 
+int artifacts_extract(int image_fd, int dest_fd, const struct artifacts_ids *ids,
+		      const struct artifacts_limits *lim, struct artifacts_result *res, char *err, size_t errlen)
+{
+	if (lim && lim->manifest)
+		return errf(err, errlen, "artifacts: a manifest's limits for a copy");
+	return walk_image(image_fd, dest_fd, ids, lim, res, err, errlen);
+}
+
+int artifacts_manifest(int image_fd, int dest_fd, const struct artifacts_ids *ids,
+		       const struct artifacts_limits *lim, struct artifacts_result *res, char *err, size_t errlen)
+{
+	if (lim && !lim->manifest)
+		return errf(err, errlen, "artifacts: a copy's limits for a manifest");
+	return walk_image(image_fd, dest_fd, ids, lim, res, err, errlen);
+}
+
 void artifacts_result_free(struct artifacts_result *res)
 {
 	if (!res)
 		return;
+	for (size_t i = 0; i < res->nentries; i++)
+		free(res->entries[i].target);
+	free(res->entries);
 	free(res->files);
 	free(res->skipped);
 	memset(res, 0, sizeof(*res));

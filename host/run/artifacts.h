@@ -10,6 +10,7 @@
 #ifndef VMRUN_ARTIFACTS_H
 #define VMRUN_ARTIFACTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -17,11 +18,16 @@
 #define ARTIFACT_PATH_MAX 1024   /* longest relative path reported */
 
 struct artifacts_limits {
-	uint64_t max_bytes;      /* total bytes copied */
-	uint64_t max_files;      /* files copied */
+	uint64_t max_bytes;      /* total bytes copied (a manifest's: read and summed) */
+	uint64_t max_files;      /* files copied (a manifest's: entries listed) */
 	unsigned max_depth;      /* directory levels below artifacts/ */
 	unsigned max_path;       /* bytes of a relative path */
 	int timeout_ms;          /* the helper is killed after this */
+	/* A manifest (artifacts_manifest) instead of a copy: the whole image
+	 * from its root is listed, and regular files of at most copy_max
+	 * bytes are also copied, flat, into the destination. */
+	bool manifest;
+	uint64_t copy_max;
 };
 
 struct artifact {
@@ -34,9 +40,24 @@ struct artifact_skip {
 	char reason[128];
 };
 
+/* One entry of a manifest: what it is, and for a regular file its data's
+ * SHA-256. */
+struct artifact_entry {
+	char path[ARTIFACT_PATH_MAX];   /* relative to the image's root: checked names, UTF-8 */
+	char kind;                      /* 'f' regular file, 'd' directory, 'l' symbolic link,
+					   'c' 'b' 'p' 's' devices, FIFO, socket */
+	uint16_t mode;                  /* permission bits (07777) */
+	uint64_t size;                  /* a file's or a link's */
+	char sha256[65];                /* a file's data, hex; "" for others */
+	long copy;                      /* a file's copy in the destination, named by this number; -1 none */
+	char *target;                   /* a link's target, escaped (\xNN) to printable ASCII; else NULL */
+};
+
 struct artifacts_result {
 	struct artifact *files;
 	size_t nfiles;
+	struct artifact_entry *entries;   /* a manifest's, in the walk's order */
+	size_t nentries;
 	struct artifact_skip *skipped;
 	size_t nskipped;
 };
@@ -81,6 +102,25 @@ struct artifacts_ids {
  * stderr when it has one; what it copied stays). */
 int artifacts_extract(int image_fd, int dest_fd, const struct artifacts_ids *ids,
 		      const struct artifacts_limits *lim, struct artifacts_result *res, char *err, size_t errlen);
+
+/* A manifest of the whole ext4 image on image_fd (lim->manifest set),
+ * by the same confined helper as artifacts_extract and with its rules for
+ * image_fd, dest_fd, ids and names: every directory, regular file,
+ * symbolic link and special file from the root down within the caps
+ * (bad names and what is past a cap skipped, with reasons), regular files
+ * summed with SHA-256 (holes read as zeros), and those of at most
+ * lim->copy_max bytes copied into dest as files named by their entry's
+ * copy number. Returns 0 with res->entries and res->skipped filled, or
+ * -1 with a one-line reason in err ("artifacts: ..."). */
+int artifacts_manifest(int image_fd, int dest_fd, const struct artifacts_ids *ids,
+		       const struct artifacts_limits *lim, struct artifacts_result *res, char *err, size_t errlen);
+
+/* The helper's manifest line for one entry, without its letter and space
+ * ("D", "R", "L", "O"), parsed into e: the format artifacts_walk.c
+ * writes. Pure; 0, or -1 when the line is malformed or breaks a cap
+ * (copies are numbered from 0 in order: *next_copy is the next one). */
+int artifacts_parse_entry(char letter, const char *s, size_t n, const struct artifacts_limits *lim,
+			  long *next_copy, struct artifact_entry *e);
 
 /* Free what artifacts_extract allocated. */
 void artifacts_result_free(struct artifacts_result *res);

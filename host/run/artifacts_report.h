@@ -26,6 +26,14 @@
  * whether src did not fit. Returns the length written. */
 size_t artifacts_escape(char *dst, size_t cap, const char *src, size_t n, bool slash, bool *cut);
 
+/* Undo artifacts_escape into dst (cap bytes with the NUL); -1 on a
+ * malformed or too long input. Pure. */
+int artifacts_unescape(char *dst, size_t cap, const char *src, size_t n);
+
+/* A path as the helper could only have reported it: relative, no empty,
+ * "." or ".." component, no control byte, within max_path. Pure. */
+bool artifacts_valid_path(const char *p, unsigned max_path);
+
 /* The helper, in the forked child: enter the sandbox s, walk the image
  * (SANDBOX_IMAGE_FD) into the destination (SANDBOX_DEST_FD) within lim,
  * report on SANDBOX_REPORT_FD, and exit (status 0 when the report ended

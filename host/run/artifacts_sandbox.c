@@ -366,6 +366,11 @@ int artifacts_sandbox_filter(void)
 	rc |= ALLOW(mmap, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
 	rc |= ALLOW(munmap, 0);
 	rc |= ALLOW(mremap, 0);
+	/* A helper forked from a thread of a many-threaded parent (a
+	 * sandbox's diff, asked over its API) allocates from that thread's
+	 * malloc arena, whose heap grows by mprotect of memory it reserved:
+	 * allowed, never to make anything executable. */
+	rc |= ALLOW(mprotect, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
 	rc |= ALLOW(madvise, 0);
 	/* Leaving, and returning from a signal handler (the sanitizers
 	 * install some). */

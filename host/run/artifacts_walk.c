@@ -19,6 +19,7 @@
 
 #include <et/com_err.h>
 #include <ext2fs/ext2fs.h>
+#include <openssl/evp.h>
 
 #include "errmsg.h"
 #include "utf8.h"
@@ -79,6 +80,8 @@ struct walk {
 	char out[16384];                          /* unsent report */
 	size_t outlen;
 	char *chunk;                              /* COPY_CHUNK bytes */
+	EVP_MD_CTX *md;                           /* a manifest's sums */
+	unsigned long copies;                     /* a manifest's copies so far */
 };
 
 static int write_all(int fd, const char *p, size_t n)
@@ -333,7 +336,124 @@ static int visit_file(struct walk *w, int dirfd, const char *name, ext2_ino_t in
 
 static void walk_dir(struct walk *w, ext2_ino_t ino, int dirfd, unsigned depth);
 
-static int visit_dir(struct walk *w, int dirfd, const char *name, ext2_ino_t ino, unsigned depth)
+/* ---- the helper: a manifest (lim->manifest) --------------------------------- */
+
+/* One manifest line: what fmt says, a space, then the entry's escaped
+ * path (and after a tab, tail: a link's escaped target). */
+static void __attribute__((format(printf, 2, 3))) report_entry(struct walk *w, const char *fmt, ...)
+{
+	char line[4 * ARTIFACT_PATH_MAX + 256];
+	bool cut;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(line, 200, fmt, ap);
+	va_end(ap);
+	line[n++] = ' ';
+	artifacts_escape(line + n, sizeof(line) - (size_t)n - 1, w->path, w->pathlen, false, &cut);
+	strcat(line, "\n");
+	emit(w, line, strlen(line));
+}
+
+/* A regular file: its data summed, and copied into dest as the next copy
+ * number when it is small enough. Holes read as zeros. */
+static int manifest_file(struct walk *w, int destfd, ext2_ino_t ino, struct ext2_inode *in)
+{
+	uint64_t size = EXT2_I_SIZE(in), done = 0;
+	if (size > w->lim->max_bytes - w->bytes)
+		return skip_entry(w, "%llu bytes would pass the byte cap (%llu bytes)", (unsigned long long)size,
+				  (unsigned long long)w->lim->max_bytes);
+	ext2_file_t f;
+	errcode_t err = ext2fs_file_open2(w->fs, ino, in, 0, &f);
+	if (err)
+		return skip_entry(w, "unreadable file: %s", error_message(err));
+	int fd = -1;
+	char name[32];
+	if (size <= w->lim->copy_max) {
+		snprintf(name, sizeof(name), "%lu", w->copies);
+		fd = openat(destfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd < 0)
+			die(w, "creating %s: %s", name, strerror(errno));
+	}
+	w->bytes += size;
+	EVP_DigestInit_ex(w->md, EVP_sha256(), NULL);
+	while (done < size) {
+		unsigned int got = 0;
+		unsigned int want = size - done < COPY_CHUNK ? (unsigned)(size - done) : COPY_CHUNK;
+		err = ext2fs_file_read(f, w->chunk, want, &got);
+		if (err || got == 0)
+			break;
+		EVP_DigestUpdate(w->md, w->chunk, got);
+		if (fd >= 0 && write_all(fd, w->chunk, got) < 0)
+			die(w, "writing %s: %s", name, strerror(errno));
+		done += got;
+	}
+	ext2fs_file_close(f);
+	if (fd >= 0)
+		close(fd);
+	if (done < size)
+		return skip_entry(w, "unreadable file data: %s", err ? error_message(err) : "shorter than its size");
+	unsigned char sum[32];
+	char hex[65], copy[24] = "-";
+	EVP_DigestFinal_ex(w->md, sum, NULL);
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+	if (fd >= 0)
+		snprintf(copy, sizeof(copy), "%lu", w->copies++);
+	report_entry(w, "R %o %llu %s %s", (unsigned)(in->i_mode & 07777), (unsigned long long)size, hex, copy);
+	return 0;
+}
+
+/* A symbolic link: its target, read as the kernel would (in the inode
+ * for a fast one, else its data), never followed. */
+static int manifest_link(struct walk *w, ext2_ino_t ino, struct ext2_inode *in)
+{
+	uint64_t size = EXT2_I_SIZE(in);
+	char target[ARTIFACT_PATH_MAX], esc[4 * ARTIFACT_PATH_MAX], line[8 * ARTIFACT_PATH_MAX];
+	unsigned int got = 0;
+	bool cut;
+	if (size == 0 || size >= sizeof(target))
+		return skip_entry(w, "symbolic link of %llu bytes", (unsigned long long)size);
+	if (ext2fs_is_fast_symlink(in)) {
+		memcpy(target, in->i_block, size < sizeof(in->i_block) ? size : sizeof(in->i_block));
+		got = size < sizeof(in->i_block) ? (unsigned)size : 0;
+	} else {
+		ext2_file_t f;
+		if (ext2fs_file_open2(w->fs, ino, in, 0, &f) == 0) {
+			if (ext2fs_file_read(f, target, (unsigned)size, &got))
+				got = 0;
+			ext2fs_file_close(f);
+		}
+	}
+	if (got != size)
+		return skip_entry(w, "unreadable symbolic link");
+	int n = snprintf(line, sizeof(line), "L %llu ", (unsigned long long)size);
+	artifacts_escape(line + n, sizeof(line) - (size_t)n - 1, w->path, w->pathlen, false, &cut);
+	artifacts_escape(esc, sizeof(esc), target, got, false, &cut);
+	n = (int)strlen(line);
+	snprintf(line + n, sizeof(line) - (size_t)n, "\t%s\n", esc);
+	emit(w, line, strlen(line));
+	return 0;
+}
+
+/* Anything but a directory, in a manifest. */
+static int manifest_entry(struct walk *w, int destfd, ext2_ino_t ino, struct ext2_inode *in)
+{
+	if (w->files >= w->lim->max_files)
+		return skip_entry(w, "over the entry cap (%llu)", (unsigned long long)w->lim->max_files);
+	w->files++;
+	if (LINUX_S_ISREG(in->i_mode))
+		return manifest_file(w, destfd, ino, in);
+	if (LINUX_S_ISLNK(in->i_mode))
+		return manifest_link(w, ino, in);
+	char kind = LINUX_S_ISCHR(in->i_mode) ? 'c' : LINUX_S_ISBLK(in->i_mode) ? 'b' : LINUX_S_ISFIFO(in->i_mode) ? 'p'
+		  : LINUX_S_ISSOCK(in->i_mode) ? 's' : 0;
+	if (!kind)
+		return skip_entry(w, "%s", kind_name(in->i_mode));
+	report_entry(w, "O %c %o", kind, (unsigned)(in->i_mode & 07777));
+	return 0;
+}
+
+static int visit_dir(struct walk *w, int dirfd, const char *name, ext2_ino_t ino, uint16_t in_mode, unsigned depth)
 {
 	if (depth > w->max_depth)
 		return skip_entry(w, "deeper than the depth cap (%u)", w->lim->max_depth);
@@ -343,6 +463,12 @@ static int visit_dir(struct walk *w, int dirfd, const char *name, ext2_ino_t ino
 		return skip_entry(w, "over the directory cap (%llu, the file cap)",
 			    (unsigned long long)w->lim->max_files);
 	ext2fs_mark_inode_bitmap2(w->visited, ino);
+	if (w->lim->manifest) {
+		w->dirs++;
+		report_entry(w, "D %o", (unsigned)(in_mode & 07777));
+		walk_dir(w, ino, dirfd, depth);
+		return 0;
+	}
 	if (mkdirat(dirfd, name, 0755) < 0) {
 		if (errno == EEXIST)
 			return skip_entry(w, "duplicate name");
@@ -372,7 +498,9 @@ static int visit(struct walk *w, int dirfd, const char *name, size_t len, ext2_i
 	if (err)
 		return skip_entry(w, "unreadable inode: %s", error_message(err));
 	if (LINUX_S_ISDIR(in.i_mode))
-		return visit_dir(w, dirfd, name, ino, depth);
+		return visit_dir(w, dirfd, name, ino, in.i_mode, depth);
+	if (w->lim->manifest)
+		return manifest_entry(w, dirfd, ino, &in);
 	if (LINUX_S_ISREG(in.i_mode))
 		return visit_file(w, dirfd, name, ino, &in);
 	return skip_entry(w, "%s", kind_name(in.i_mode));
@@ -473,13 +601,25 @@ void artifacts_walk_main(const struct artifacts_sandbox *s, const struct artifac
 	if (ext2fs_allocate_inode_bitmap(w->fs, "copied", &w->copied) ||
 	    ext2fs_allocate_inode_bitmap(w->fs, "visited", &w->visited) || !(w->chunk = malloc(COPY_CHUNK)))
 		die(w, "out of memory");
+	if (lim->manifest) {
+		/* OpenSSL sets itself up on first use (it may look for its
+		 * configuration): done here, before the filter. */
+		unsigned char sum[32];
+		if (!(w->md = EVP_MD_CTX_new()) || !EVP_Digest("", 0, sum, NULL, EVP_sha256(), NULL))
+			die(w, "cannot set up SHA-256");
+	}
 	if (artifacts_sandbox_filter() < 0)
 		die(w, "cannot install the seccomp filter");
 #ifdef ARTIFACTS_TEST_HOOKS
 	if (artifacts_test_sandboxed)
 		artifacts_test_sandboxed(SANDBOX_DEST_FD);
 #endif
-	walk_artifacts(w, SANDBOX_DEST_FD);
+	if (lim->manifest) {
+		ext2fs_mark_inode_bitmap2(w->visited, EXT2_ROOT_INO);
+		walk_dir(w, EXT2_ROOT_INO, SANDBOX_DEST_FD, 0);
+	} else {
+		walk_artifacts(w, SANDBOX_DEST_FD);
+	}
 	emit(w, "END\n", 4);
 	flush_report(w);
 	_exit(0);

@@ -290,10 +290,28 @@ static int make_workspace(void *ctx, void *out, char *err, size_t errlen)
 					.nfiles = plan->nsources,
 					.name = plan->workspace_fd >= 0 ? "--workspace" : "the source files" };
 	bool copy = plan->workspace_fd >= 0 || plan->nsources;
-	if (plan->from_checkpoint[0])
-		return run_fork_workspace(x, out, err, errlen);
+	char from[PATH_MAX + 64];
+	if (plan->from_checkpoint[0]) {
+		snprintf(from, sizeof(from), "%s/" RUN_CHECKPOINT_IMAGE, plan->from_checkpoint);
+		return run_copy_workspace(x, from, out, err, errlen);
+	}
+	if (plan->workspace_image[0])
+		return run_copy_workspace(x, plan->workspace_image, out, err, errlen);
 	return workspace_create(x->p.image, plan->disk_mib, copy ? &src : NULL, PROTO_SANDBOX_UID, PROTO_SANDBOX_GID,
 				out, err, errlen);
+}
+
+/* A sandbox's workspace as it starts, kept for its diffs: a fork's is its
+ * checkpoint's (which never changes: linked where it can be), anyone
+ * else's a copy of the image made before anything ran on it. */
+static int run_keep_start(struct exec *x, char *err, size_t errlen)
+{
+	const char *dst = x->plan->workspace_start;
+	char from[PATH_MAX + 64];
+	unlink(dst);
+	snprintf(from, sizeof(from), "%s/" RUN_CHECKPOINT_IMAGE, x->plan->from_checkpoint);
+	int rc = x->plan->from_checkpoint[0] ? run_pause_link_or_copy(from, dst) : run_pause_copy(x->p.image, dst);
+	return rc ? errf(err, errlen, "keeping the workspace's start in %.300s: %s", dst, strerror(errno)) : 0;
 }
 
 /* A sandbox's directory for its paused VM, the jailed vmm's to write. */
@@ -325,6 +343,8 @@ static int prepare(struct exec *x, char *err, size_t errlen)
 	    jail_charged(&x->js, &x->jail, make_workspace, x, &ws, sizeof(ws), err, errlen) ||
 	    (x->listen_fd = listen_agent(&x->p, &x->jail, err, errlen)) < 0 ||
 	    (plan->net && run_net_start(&x->net, plan->net, plan->secret_ca_fd, plan->vmm, x->p.dir, x->p.uds, &x->js, &x->jail, err, errlen)))
+		return -1;
+	if (plan->workspace_start[0] && run_keep_start(x, err, errlen))
 		return -1;
 	run_log(x, "prepared: %s, %llu files, %llu dirs, %llu bytes", x->p.image, (unsigned long long)ws.files,
 	      (unsigned long long)ws.dirs, (unsigned long long)ws.bytes);

@@ -84,6 +84,10 @@ struct run_request {
 	 * snapshot: its VM, processes included, with a copy of its workspace,
 	 * the guest's RNG reseeded and its clock set. NULL: none. */
 	const char *from_checkpoint;
+	/* A run's workspace: a copy of this image (a checkpoint's, for a
+	 * verification run: its files, not its memory), instead of sources or
+	 * a workspace directory. NULL: none. */
+	const char *workspace_image;
 };
 
 
@@ -185,6 +189,10 @@ struct run_plan {
 	int (*paused)(void *ctx, enum run_pause_event ev, const char *why, const struct run_saved *saved);
 	bool sandbox;                        /* the plan is a sandbox's */
 	char from_checkpoint[PATH_MAX];      /* run_request.from_checkpoint; "" none */
+	/* A sandbox's: where its workspace image as it was before the VM
+	 * started is kept (a diff's "start"); "" none. Set by the caller. */
+	char workspace_start[PATH_MAX];
+	char workspace_image[PATH_MAX];      /* run_request.workspace_image; "" none */
 };
 
 /* Set r up for a run of req: a fresh run id, the limits asked for, the

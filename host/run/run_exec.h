@@ -120,9 +120,11 @@ int run_fork_snapshot(struct exec *x, char *err, size_t errlen);
  * once the jail's directories exist. 0, or -1 with why in err. */
 int run_fork_saved(struct exec *x, char *err, size_t errlen);
 
-/* Its workspace: a copy of the checkpoint's, allocated whole (jail_charged's
- * work, in the run's cgroup). 0, or -1 with why in err. */
-int run_fork_workspace(struct exec *x, void *out, char *err, size_t errlen);
+/* The run's workspace image (x->p.image) as a copy of from (a
+ * checkpoint's: a fork's, a verification run's), allocated whole; out is
+ * the workspace_stats make_workspace reports (zeros). 0, or -1 with why
+ * (an image larger than the run's disk too). */
+int run_copy_workspace(struct exec *x, const char *from, void *out, char *err, size_t errlen);
 
 /* Its first conversation: the agent, which was paused, connects; RESUME
  * with a fresh seed; READY. SESSION_DONE, or SESSION_FAILED with why in

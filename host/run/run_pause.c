@@ -184,14 +184,6 @@ void run_pause_remove(const char *dir, const char *pin)
 		rmdir(pin);
 }
 
-bool run_checkpoint_name_ok(const char *name)
-{
-	size_t n = name ? strlen(name) : 0;
-	if (n < 1 || n > RUN_CHECKPOINT_NAME_MAX || name[0] == '.')
-		return false;
-	return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
-}
-
 /* Copy src's data segments into dst (made, 0600): holes stay holes. */
 static int copy_sparse(int in, int out, off_t size)
 {

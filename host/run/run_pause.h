@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define RUN_PAUSE_SUM_FILE "workspace.sum"
 
@@ -21,11 +22,21 @@
 #define RUN_CHECKPOINTS_DIR     "checkpoints"
 #define RUN_CHECKPOINT_IMAGE    "workspace.ext4"
 #define RUN_CHECKPOINT_BASE     "base"
+/* The workspace as the sandbox that took the checkpoint started: a
+ * checkpoint's change (a diff, expect_digest) is from it. A sandbox keeps
+ * its own under the same name in its directory. */
+#define RUN_CHECKPOINT_START    "start.ext4"
 #define RUN_CHECKPOINT_NAME_MAX 64
 
 /* Whether name may name a checkpoint: 1..RUN_CHECKPOINT_NAME_MAX of
  * [A-Za-z0-9._-], not starting with a dot (so never "." or ".."). Pure. */
-bool run_checkpoint_name_ok(const char *name);
+static inline bool run_checkpoint_name_ok(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+	if (n < 1 || n > RUN_CHECKPOINT_NAME_MAX || name[0] == '.')
+		return false;
+	return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
+}
 
 /* SHA-256 of the workspace image as hex into hex (65 bytes): of its size
  * and of every 4 KiB block that is not zeros, with its offset, so that

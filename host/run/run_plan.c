@@ -486,6 +486,8 @@ static void plan_init(struct run_plan *plan, const struct run_request *req)
 	plan->sandbox = req->sandbox;
 	if (req->sandbox && req->from_checkpoint)
 		snprintf(plan->from_checkpoint, sizeof(plan->from_checkpoint), "%s", req->from_checkpoint);
+	if (req->workspace_image)
+		snprintf(plan->workspace_image, sizeof(plan->workspace_image), "%s", req->workspace_image);
 }
 
 int run_plan_snapshot(struct run_plan *plan, const struct run_request *req, char *err, size_t errlen)

@@ -127,12 +127,15 @@ int run_fork_saved(struct exec *x, char *err, size_t errlen)
 	return 0;
 }
 
-int run_fork_workspace(struct exec *x, void *out, char *err, size_t errlen)
+int run_copy_workspace(struct exec *x, const char *from, void *out, char *err, size_t errlen)
 {
-	char from[PATH_MAX + 64];
-	snprintf(from, sizeof(from), "%s/" RUN_CHECKPOINT_IMAGE, x->plan->from_checkpoint);
 	struct stat st;
 	memset(out, 0, sizeof(struct workspace_stats));
+	if (stat(from, &st) < 0)
+		return errf(err, errlen, "the workspace %.300s: %s", from, strerror(errno));
+	if ((uint64_t)st.st_size > x->plan->disk_mib << 20)
+		return errf(err, errlen, "the workspace %.300s (%llu MiB) is larger than the run's disk (%llu MiB)", from,
+			    (unsigned long long)(st.st_size >> 20), (unsigned long long)x->plan->disk_mib);
 	int fd = -1;
 	/* allocated whole, as a new one is: the guest never meets the host's ENOSPC */
 	if (run_pause_copy(from, x->p.image) || (fd = open(x->p.image, O_WRONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) < 0 ||
@@ -140,7 +143,7 @@ int run_fork_workspace(struct exec *x, void *out, char *err, size_t errlen)
 		int e = errno;
 		if (fd >= 0)
 			close(fd);
-		return errf(err, errlen, "the checkpoint's workspace %.300s: %s", from, strerror(e));
+		return errf(err, errlen, "the workspace %.300s: %s", from, strerror(e));
 	}
 	close(fd);
 	return 0;

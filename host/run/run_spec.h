@@ -68,6 +68,8 @@
 #define RUN_SPEC_MAX_ENV_LEN    4096        /* NAME=VALUE */
 #define RUN_SPEC_MAX_DEPTH      8           /* JSON nesting */
 #define RUN_SPEC_NAME_MAX       64          /* a runtime's name or version selector */
+#define RUN_SPEC_CHECKPOINT_MAX 100         /* "SANDBOX_ID/NAME": 32 hex, '/', 64 */
+#define RUN_SPEC_NODE_MAX       64          /* a node's name, as the store keeps it */
 #define RUN_SPEC_MAX_NET_RULES  64          /* allow and allow_addr in all: the proxy's PROXY_RULES_MAX */
 
 struct run_spec_file {
@@ -105,6 +107,13 @@ struct run_spec {
 	 * (network.allow_addr, --allow-net-addr), in the order given. */
 	struct net_rule *net;
 	unsigned nnet;
+	/* A verification run: its workspace is a checkpoint's (a sandbox's,
+	 * "SANDBOX_ID/NAME"; no files), checked against expect_digest (64 hex
+	 * digits, or "") when given; checkpoint_node names the node that
+	 * holds it, the only one that may start the run (vmrund sets it). */
+	char from_checkpoint[RUN_SPEC_CHECKPOINT_MAX];
+	char expect_digest[65];
+	char checkpoint_node[RUN_SPEC_NODE_MAX];
 };
 
 /* Parse a native body into rq (zeroed first). Returns 0, or -1 with a

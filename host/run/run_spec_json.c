@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "errmsg.h"
+#include "run_pause.h"
 #include "runtime.h"
 
 /* Ceilings past which a number is a mistake, not a wish; the policy and
@@ -592,11 +593,60 @@ static int get_mode(const json_t *body, struct run_spec *rq, char *err, size_t e
 
 /* A run's body, or a sandbox's (no command of its own, so none of what a
  * run's command takes; its files come through its own API). */
+/* A string of visible ASCII into out (cap bytes with the NUL): 0, or -1
+ * when it is something else or too long. */
+static int get_word(const json_t *v, char *out, size_t cap)
+{
+	const char *t = json_string_value(v);
+	size_t n = t ? json_string_length(v) : 0;
+	if (!t || n == 0 || n >= cap)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (t[i] < 0x21 || t[i] > 0x7e)
+			return -1;
+	memcpy(out, t, n + 1);
+	return 0;
+}
+
+static bool lower_hex(const char *s, size_t n)
+{
+	if (strlen(s) != n)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+			return false;
+	return true;
+}
+
+/* from_checkpoint, expect_digest, checkpoint_node: a verification run's. */
+static int get_checkpoint(const json_t *body, struct run_spec *rq, char *err, size_t errlen)
+{
+	const json_t *from = json_object_get(body, "from_checkpoint"), *dig = json_object_get(body, "expect_digest"),
+		     *node = json_object_get(body, "checkpoint_node");
+	if (!from) {
+		if (dig || node)
+			return errf(err, errlen, "%s: only with from_checkpoint", dig ? "expect_digest" : "checkpoint_node");
+		return 0;
+	}
+	const char *slash;
+	if (get_word(from, rq->from_checkpoint, sizeof(rq->from_checkpoint)) ||
+	    !(slash = strchr(rq->from_checkpoint, '/')) || slash == rq->from_checkpoint ||
+	    slash - rq->from_checkpoint > 32 || !run_checkpoint_name_ok(slash + 1))
+		return errf(err, errlen, "from_checkpoint: \"SANDBOX_ID/NAME\"");
+	if (dig && (get_word(dig, rq->expect_digest, sizeof(rq->expect_digest)) || !lower_hex(rq->expect_digest, 64)))
+		return errf(err, errlen, "expect_digest: the 64 hex digits of a diff's digest");
+	if (node && get_word(node, rq->checkpoint_node, sizeof(rq->checkpoint_node)))
+		return errf(err, errlen, "checkpoint_node: a node's name");
+	if (rq->nfiles || rq->source)
+		return errf(err, errlen, "files: a run from a checkpoint has the checkpoint's workspace");
+	return 0;
+}
+
 static int parse_body(const json_t *body, bool sandbox, struct run_spec *rq, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "runtime", "argv",   "files",   "args", "stdin",          "stdin_encoding",
 					    "env",     "limits", "compile", "run",  "keep_artifacts", "network",
-					    NULL };
+					    "from_checkpoint", "expect_digest", "checkpoint_node", NULL };
 	static const char *const sandbox_keys[] = { "runtime", "env", "limits", "network", NULL };
 	if (!json_is_object(body))
 		return errf(err, errlen, "the request must be a JSON object");
@@ -632,6 +682,8 @@ static int parse_body(const json_t *body, bool sandbox, struct run_spec *rq, cha
 		rq->keep_artifacts = json_is_true(v);
 	}
 	if ((v = json_object_get(body, "network")) && get_network(v, rq, err, errlen))
+		return -1;
+	if (get_checkpoint(body, rq, err, errlen))
 		return -1;
 	if (sandbox && rq->timeout_s)
 		return errf(err, errlen, "limits.timeout_s: a sandbox's life is its own timeout_s, not a run's limit");
@@ -838,6 +890,12 @@ static bool fill_json(json_t *o, const struct run_spec *rq)
 	if (rq->source && stage_set(&rq->run) && !put(o, "run", stage_json(&rq->run)))
 		return false;
 	if (rq->nnet && !put(o, "network", network_json(rq)))
+		return false;
+	if (rq->from_checkpoint[0] && !put(o, "from_checkpoint", json_string(rq->from_checkpoint)))
+		return false;
+	if (rq->expect_digest[0] && !put(o, "expect_digest", json_string(rq->expect_digest)))
+		return false;
+	if (rq->checkpoint_node[0] && !put(o, "checkpoint_node", json_string(rq->checkpoint_node)))
 		return false;
 	return !rq->keep_artifacts || put(o, "keep_artifacts", json_true());
 }

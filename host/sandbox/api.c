@@ -225,9 +225,12 @@ static enum MHD_Result resume_sandbox(struct sbx *s, struct MHD_Connection *conn
 		return api_answer_error(conn, 400, "timeout_s: a number of seconds, more than 0 and at most %llu",
 				    (unsigned long long)s->max_timeout_s);
 	pthread_mutex_lock(&s->mu);
-	if (s->state != SBX_PAUSED) {
+	if (s->state != SBX_PAUSED || s->diffing) {
+		enum sbx_state st = s->state;
 		pthread_mutex_unlock(&s->mu);
-		return api_answer_error(conn, 409, "the sandbox is not paused (%s)", sbx_state_name(s->state));
+		if (st == SBX_PAUSED)
+			return api_answer_error(conn, 409, "a diff is reading the workspace: try again when it is done");
+		return api_answer_error(conn, 409, "the sandbox is not paused (%s)", sbx_state_name(st));
 	}
 	s->resume_timeout_s = t;
 	sbx_set_state(s, SBX_RESUMING, "");
@@ -264,14 +267,19 @@ static enum MHD_Result create_checkpoint(struct sbx *s, struct MHD_Connection *c
 						  : NULL;
 	char why[300] = "";
 	unsigned status = 409;
+	uint64_t kept = 0;
 	char path[PATH_MAX + 200];
 	snprintf(path, sizeof(path), "%s/" RUN_CHECKPOINTS_DIR "/%s", s->dir, name);
 	if (refused)
 		snprintf(why, sizeof(why), "%s", refused);
 	else if (access(path, F_OK) == 0)
 		snprintf(why, sizeof(why), "checkpoint %s exists", name);
-	else if (sbx_checkpoint_count(s) >= s->max_checkpoints) {
+	else if (sbx_checkpoint_count(s, &kept) >= s->max_checkpoints) {
 		snprintf(why, sizeof(why), "the sandbox keeps %u checkpoints, its most: delete one first", s->max_checkpoints);
+		status = 429;
+	} else if (kept >= s->max_checkpoint_bytes) {
+		snprintf(why, sizeof(why), "the sandbox's checkpoints take %llu MiB, their most (max_checkpoint_mib): "
+			 "delete one first", (unsigned long long)(kept >> 20));
 		status = 429;
 	}
 	if (why[0]) {
@@ -289,11 +297,12 @@ static enum MHD_Result create_checkpoint(struct sbx *s, struct MHD_Connection *c
 	snprintf(why, sizeof(why), "%s", s->checkpoint_error[0] ? s->checkpoint_error
 					 : s->state == SBX_RUNNING  ? s->pause_error
 								    : s->reason);
-	bool running = s->state == SBX_RUNNING;
+	bool running = s->state == SBX_RUNNING, over = s->checkpoint_over;
 	int64_t stopped = s->last_stop_ms;
 	pthread_mutex_unlock(&s->mu);
 	if (!meta)
-		return api_answer_error(conn, running ? 409 : 500, "no checkpoint: %s", why[0] ? why : "the sandbox ended");
+		return api_answer_error(conn, over ? 429 : running ? 409 : 500, "no checkpoint: %s",
+					why[0] ? why : "the sandbox ended");
 	json_t *o = sbx_checkpoint_view(meta);
 	json_decref(meta);
 	json_object_set_new(o, "stopped_ms", json_integer(stopped));
@@ -382,6 +391,8 @@ static enum MHD_Result route(struct sbx *s, struct MHD_Connection *conn, const c
 		return api_fop_simple(s, conn, PROTO_FILE_STAT, path, NULL);
 	if (get && !strcmp(url, "/checkpoints"))
 		return api_list_checkpoints(s, conn);
+	if (get && !strcmp(url, "/diff"))
+		return api_diff(s, conn);
 	if (!strncmp(url, "/checkpoints/", 13))
 		return api_checkpoint(s, conn, method, url + 13);
 	if (!post)

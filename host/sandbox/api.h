@@ -70,6 +70,11 @@ enum MHD_Result api_list_checkpoints(struct sbx *s, struct MHD_Connection *conn)
 /* GET or DELETE /checkpoints/NAME. */
 enum MHD_Result api_checkpoint(struct sbx *s, struct MHD_Connection *conn, const char *method, const char *name);
 
+/* ---- diff.c ---- */
+
+/* GET /diff?from=F&to=T: the workspace's change (wsdiff.h) as JSON. */
+enum MHD_Result api_diff(struct sbx *s, struct MHD_Connection *conn);
+
 /* ---- api_files.c ---- */
 
 /* STAT, MKDIR, REMOVE, RENAME (path2: its target): answered once the guest

@@ -26,7 +26,9 @@ static void checkpoints_dir(const struct sbx *s, char *out, size_t len)
 	snprintf(out, len, "%s/" RUN_CHECKPOINTS_DIR, s->dir);
 }
 
-static int64_t tree_bytes(const char *dir)
+/* The disk a checkpoint holds of its own: its state, pages and workspace
+ * copy, not the snapshot (base/) and start it shares with others. */
+static int64_t own_bytes(const char *dir)
 {
 	DIR *d = opendir(dir);
 	if (!d)
@@ -36,11 +38,11 @@ static int64_t tree_bytes(const char *dir)
 	while ((e = readdir(d))) {
 		struct stat st;
 		char p[PATH_MAX];
-		if (e->d_name[0] == '.')
+		if (e->d_name[0] == '.' || !strcmp(e->d_name, RUN_CHECKPOINT_BASE) || !strcmp(e->d_name, RUN_CHECKPOINT_START))
 			continue;
 		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
 		if (lstat(p, &st) == 0)
-			total += S_ISDIR(st.st_mode) ? tree_bytes(p) : (int64_t)st.st_blocks * 512;
+			total += S_ISDIR(st.st_mode) ? own_bytes(p) : (int64_t)st.st_blocks * 512;
 	}
 	closedir(d);
 	return total;
@@ -63,6 +65,7 @@ int sbx_checkpoint_save(const struct sbx *s, const char *name, uint32_t next_cmd
 		{ saved->dir, RUN_PAUSE_SUM_FILE, RUN_PAUSE_SUM_FILE },
 		{ saved->snapshot, SNAP_STATE_FILE, RUN_CHECKPOINT_BASE "/" SNAP_STATE_FILE },
 		{ saved->snapshot, SNAP_MEMORY_FILE, RUN_CHECKPOINT_BASE "/" SNAP_MEMORY_FILE },
+		{ s->dir, RUN_CHECKPOINT_START, RUN_CHECKPOINT_START },
 	};
 	for (size_t i = 0; rc == 0 && i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(src, sizeof(src), "%s/%s", files[i].from, files[i].name);
@@ -73,9 +76,17 @@ int sbx_checkpoint_save(const struct sbx *s, const char *name, uint32_t next_cmd
 	snprintf(dst, sizeof(dst), "%s/" RUN_CHECKPOINT_IMAGE, tmp);
 	if (rc == 0 && (rc = run_pause_copy(saved->image, dst)))
 		snprintf(err, errlen, "copying the workspace: %s", strerror(errno));
-	int64_t now = sbx_realtime_ms();
+	int64_t now = sbx_realtime_ms(), bytes = own_bytes(tmp);
+	uint64_t kept = 0;
+	sbx_checkpoint_count(s, &kept);
+	if (rc == 0 && kept + (uint64_t)bytes > s->max_checkpoint_bytes) {
+		snprintf(err, errlen, "it takes %lld MiB, and with the sandbox's other checkpoints (%llu MiB) that passes "
+			 "their most (max_checkpoint_mib %llu): delete one first", (long long)(bytes >> 20),
+			 (unsigned long long)(kept >> 20), (unsigned long long)(s->max_checkpoint_bytes >> 20));
+		rc = 1;
+	}
 	json_t *m = rc ? NULL : json_pack("{s:s,s:I,s:I,s:I}", "name", name, "created_ms", (json_int_t)now, "bytes",
-					  (json_int_t)tree_bytes(tmp), "next_cmd", (json_int_t)next_cmd);
+					  (json_int_t)bytes, "next_cmd", (json_int_t)next_cmd);
 	char *text = m ? json_dumps(m, JSON_COMPACT) : NULL;
 	snprintf(dst, sizeof(dst), "%s/" META_FILE, tmp);
 	if (rc == 0 && (!text || spool_write_file(dst, text, strlen(text), true, 0600) < 0 || rename(tmp, final) < 0)) {
@@ -86,7 +97,7 @@ int sbx_checkpoint_save(const struct sbx *s, const char *name, uint32_t next_cmd
 	if (rc) {
 		spool_clean(tmp, false);
 		json_decref(m);
-		return -1;
+		return rc;
 	}
 	*meta = m;
 	return 0;
@@ -125,15 +136,24 @@ int sbx_checkpoint_fork(struct sbx *s, const char *dir, char *err, size_t errlen
 	return 0;
 }
 
-unsigned sbx_checkpoint_count(const struct sbx *s)
+unsigned sbx_checkpoint_count(const struct sbx *s, uint64_t *bytes)
 {
 	char top[PATH_MAX];
 	checkpoints_dir(s, top, sizeof(top));
 	DIR *d = opendir(top);
 	unsigned n = 0;
 	struct dirent *e;
-	while (d && (e = readdir(d)))
-		n += e->d_name[0] != '.';
+	if (bytes)
+		*bytes = 0;
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		n++;
+		json_t *m = bytes ? load(s, e->d_name) : NULL;
+		if (m)
+			*bytes += (uint64_t)json_integer_value(json_object_get(m, "bytes"));
+		json_decref(m);
+	}
 	if (d)
 		closedir(d);
 	return n;

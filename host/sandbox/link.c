@@ -422,9 +422,10 @@ int sbx_agent_frame(struct sbx *s, uint16_t type, const uint8_t *p, uint32_t len
 		on_file_end(s, p, len);
 		return 0;
 	case PROTO_PAUSED:
-		if (s->state == SBX_PAUSING && s->pause_sent && !s->agent_paused)
+		if (s->state == SBX_PAUSING && s->pause_sent && !s->agent_paused) {
 			s->agent_paused = true;
-		else
+			pthread_cond_broadcast(&s->cv);   /* a diff waits for the hold */
+		} else
 			fault(s, "frame", "PAUSED unasked");
 		return 0;
 	case PROTO_READY:   /* the answer to a called-off pause's RESUME */
@@ -504,7 +505,7 @@ enum run_serve_end sbx_serve(void *ctx, int conn, const struct run_serving *wher
 	for (;;) {
 		if (s->state == SBX_PAUSING && !s->agent_paused)
 			sbx_pause_step(s);
-		if (s->state == SBX_PAUSING && s->agent_paused) {
+		if (s->state == SBX_PAUSING && s->agent_paused && !s->hold) {
 			s->stopped_ms = sbx_realtime_ms();
 			paused = true;
 			break;

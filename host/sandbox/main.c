@@ -1,7 +1,8 @@
 /* vmrund-sandbox: one sandbox (host/sandbox/supervisor.h).
  *
  *   vmrund-sandbox [--timeout S] [--max-timeout S] [--on-timeout stop|pause]
- *                  [--pause-ttl S] [--max-checkpoints N] [--from-checkpoint CP]
+ *                  [--pause-ttl S] [--max-checkpoints N] [--max-checkpoint-mib M]
+ *                  [--from-checkpoint CP]
  *                  DIR VMM GUEST_DIR POLICY
  *
  * DIR holds the sandbox's run spec (request.json: runtime, env, limits,
@@ -51,14 +52,14 @@ static void on_log(void *ctx, bool console, const char *text)
 }
 
 struct args {
-	double timeout_s, max_timeout_s, pause_ttl_s, max_checkpoints;
+	double timeout_s, max_timeout_s, pause_ttl_s, max_checkpoints, max_checkpoint_mib;
 	bool on_timeout_pause;
 	const char *from;            /* --from-checkpoint DIR: a fork */
 	const char *dir, *vmm, *guest, *policy;
 };
 
 #define USAGE "usage: vmrund-sandbox [--timeout S] [--max-timeout S] [--on-timeout stop|pause] [--pause-ttl S] " \
-	      "[--max-checkpoints N] [--from-checkpoint DIR] DIR VMM GUEST_DIR POLICY"
+	      "[--max-checkpoints N] [--max-checkpoint-mib M] [--from-checkpoint DIR] DIR VMM GUEST_DIR POLICY"
 
 static int parse(int argc, char **argv, struct args *a)
 {
@@ -67,12 +68,22 @@ static int parse(int argc, char **argv, struct args *a)
 					      { "pause-ttl", required_argument, NULL, 'p' },
 					      { "on-timeout", required_argument, NULL, 'o' },
 					      { "max-checkpoints", required_argument, NULL, 'c' },
+					      { "max-checkpoint-mib", required_argument, NULL, 'b' },
 					      { "from-checkpoint", required_argument, NULL, 'f' }, { NULL, 0, NULL, 0 } };
-	*a = (struct args){ .timeout_s = 300, .max_checkpoints = SBX_DEFAULT_MAX_CHECKPOINTS };
+	*a = (struct args){ .timeout_s = 300, .max_checkpoints = SBX_DEFAULT_MAX_CHECKPOINTS,
+			    .max_checkpoint_mib = SBX_DEFAULT_MAX_CHECKPOINT_MIB };
 	int c;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c == 'f' && optarg[0] == '/') {
 			a->from = optarg;
+			continue;
+		}
+		if (c == 'b') {
+			char *end;
+			unsigned long long v = strtoull(optarg, &end, 10);
+			if (*end || !v || v > (1ull << 40))
+				return say(USAGE), -1;
+			a->max_checkpoint_mib = (double)v;
 			continue;
 		}
 		if (c == 'o' && (!strcmp(optarg, "stop") || !strcmp(optarg, "pause"))) {
@@ -124,6 +135,7 @@ static void adopt_plan(struct sbx *s, const struct run_plan *plan, const struct 
 	s->on_timeout_pause = a->on_timeout_pause;
 	s->pause_ttl_s = (uint64_t)a->pause_ttl_s;
 	s->max_checkpoints = (unsigned)a->max_checkpoints;
+	s->max_checkpoint_bytes = (uint64_t)a->max_checkpoint_mib << 20;
 	s->limits = json_pack("{s:I,s:I,s:I,s:I,s:f,s:f,s:s}", "memory_mib", (json_int_t)plan->memory_mib, "cpus",
 			      (json_int_t)plan->cpus, "disk_mib", (json_int_t)plan->disk_mib, "max_output",
 			      (json_int_t)plan->max_output, "timeout_s", a->timeout_s, "max_timeout_s", a->max_timeout_s,
@@ -165,6 +177,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	adopt_plan(&s, plan, &a);
+	snprintf(plan->workspace_start, sizeof(plan->workspace_start), "%s/" RUN_CHECKPOINT_START, a.dir);
 	if (!(http = sbx_http_start(&s, err, sizeof(err))))
 		goto release;
 	struct sbx_run run = { &s, sigfd };

@@ -50,6 +50,19 @@ static void call_off(struct sbx *s, const char *why)
 		sbx_set_state(s, SBX_STOPPING, "the agent's link failed while a pause was called off");
 }
 
+void sbx_hold_begin(struct sbx *s)
+{
+	sbx_pause_begin(s, "held while its workspace is read");
+	s->hold = true;
+}
+
+void sbx_hold_end(struct sbx *s)
+{
+	s->hold = false;
+	if (s->state == SBX_PAUSING)
+		call_off(s, "");
+}
+
 void sbx_pause_step(struct sbx *s)
 {
 	int64_t waited = sbx_realtime_ms() - s->pause_asked_ms;
@@ -127,6 +140,7 @@ static int take_checkpoint(struct sbx *s, const struct run_saved *saved)
 	int rc = sbx_checkpoint_save(s, name, next, saved, &meta, err, sizeof(err));
 	pthread_mutex_lock(&s->mu);
 	s->checkpoint[0] = '\0';
+	s->checkpoint_over = rc == 1;
 	s->checkpoint_meta = rc ? NULL : meta;
 	snprintf(s->checkpoint_error, sizeof(s->checkpoint_error), "%s", rc ? err : "");
 	if (s->state != SBX_PAUSING)

@@ -12,6 +12,9 @@
  *   POST   /checkpoints               {"name": N}: paused, kept, resumed (checkpoint.c)
  *   GET    /checkpoints[/NAME]        kept ones: name, created_at, bytes
  *   DELETE /checkpoints/NAME
+ *   GET    /diff?from=F&to=T          what changed in the workspace from F
+ *                                     ("start", the default, or a checkpoint)
+ *                                     to T (a checkpoint; the default: now) (diff.c)
  *   POST   /commands[?wait=S]         start a command (below); with wait,
  *                                     answer once it ended or S seconds
  *   GET    /commands                  running and recent ones
@@ -44,9 +47,11 @@
  *                      whole at every change
  *   DIR/cmds/CID.out   each command's output (spool records, capped at
  *                      the spec's max_output per stream)
+ *   DIR/start.ext4     the workspace as it was before the VM started
  *   DIR/checkpoints/NAME  a checkpoint: the paused VM's state, pages and
  *                      workspace sum, its workspace image, the snapshot
- *                      it is against (base/), checkpoint.json
+ *                      it is against (base/), the sandbox's start.ext4,
+ *                      checkpoint.json
  * Everything that comes from the guest is bounded and checked before it
  * is kept or shown. */
 #ifndef VMRUN_SANDBOX_SUPERVISOR_H
@@ -87,6 +92,7 @@ enum sbx_state {
 };
 #define SBX_PAUSE_WAIT_MS 30000      /* file operations under way, then the agent's PAUSED */
 #define SBX_DEFAULT_MAX_CHECKPOINTS 16
+#define SBX_DEFAULT_MAX_CHECKPOINT_MIB 16384
 
 /* One command, as the supervisor keeps it. */
 struct sbx_cmd {
@@ -175,11 +181,17 @@ struct sbx {
 	char checkpoint[RUN_CHECKPOINT_NAME_MAX + 1];
 	json_t *checkpoint_meta;      /* its meta once saved */
 	char checkpoint_error[300];
+	bool checkpoint_over;         /* it was not kept: past max_checkpoint_bytes */
 	unsigned max_checkpoints;
+	uint64_t max_checkpoint_bytes; /* what they may take on disk together */
 	/* a fork of a checkpoint: its commands' ids begin here, and the
 	 * commands it inherited, still running in the guest, have ids below
 	 * (their frames are dropped: no record of them came with the fork) */
 	uint32_t inherited_below;
+	/* a diff reading the workspace: while running, the agent is held
+	 * (paused on its connection, its file system frozen) and given back
+	 * by RESUME; while paused, a resume waits */
+	bool hold, diffing;
 	/* where its usage is read, while it runs (run.h's run_serving) */
 	char cgroup[PATH_MAX];        /* "" none */
 	char workspace_image[PATH_MAX];
@@ -222,6 +234,15 @@ void sbx_pause_step(struct sbx *s);
  * is kept, the serve loop is woken. */
 void sbx_pause_begin(struct sbx *s, const char *reason);
 
+/* With mu held, state running: hold the agent (PAUSE, the state
+ * pausing) without saving the VM: the serve loop keeps the connection
+ * once the agent paused, until sbx_hold_end. */
+void sbx_hold_begin(struct sbx *s);
+
+/* With mu held: the hold is over; the agent goes on (RESUME on the same
+ * connection) when it is still held. */
+void sbx_hold_end(struct sbx *s);
+
 /* The run library's paused hook (run.h): the VM was saved (state
  * paused, until POST /resume: 0; DELETE, SIGTERM or pause_ttl_s: -1), or
  * saving or resuming failed (state failed, with why). ctx is a struct
@@ -234,12 +255,15 @@ int sbx_paused(void *ctx, enum run_pause_event ev, const char *why, const struct
  * bytes (a new reference). */
 json_t *sbx_checkpoint_view(const json_t *meta);
 
-/* How many checkpoints s keeps. */
-unsigned sbx_checkpoint_count(const struct sbx *s);
+/* How many checkpoints s keeps, and (bytes not NULL) the disk they take
+ * together, as their metas say. */
+unsigned sbx_checkpoint_count(const struct sbx *s, uint64_t *bytes);
 
 /* While the VM is saved (the paused hook): link or copy what saved names,
  * and copy the workspace image, into DIR/checkpoints/name, whole or not at
- * all. 0 with its meta (name, created_ms, bytes), or -1 with why. */
+ * all. 0 with its meta (name, created_ms, bytes), or -1 with why, or 1
+ * when it would take the sandbox's checkpoints past max_checkpoint_bytes
+ * (not kept; why says so). */
 int sbx_checkpoint_save(const struct sbx *s, const char *name, uint32_t next_cmd, const struct run_saved *saved,
 			json_t **meta, char *err, size_t errlen);
 

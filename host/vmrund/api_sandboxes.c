@@ -98,6 +98,8 @@ static enum MHD_Result create_forks(struct http_req *r, json_t *body, json_int_t
 					  ids);
 		}
 		snprintf(ids + strlen(ids), sizeof(ids) - strlen(ids), "%s%s", ids[0] ? " " : "", id);
+		/* the checkpoint never changes: its digest was checked once */
+		json_object_del(body, "expect_digest");
 		struct store_sandbox sb;
 		char err[300];
 		if (vmrund_sbx_get(r->d, r->d->ts.t[r->tenant].name, id, &sb, err, sizeof(err)) == 1) {
@@ -522,7 +524,8 @@ enum MHD_Result api_sandboxes(struct http_req *r, const char *p)
 		json_decref(body);
 		return answer_of(r, a, id);
 	}
-	if (!strncmp(rest, "/commands", 9) || !strncmp(rest, "/files", 6) || !strncmp(rest, "/checkpoints", 12))
+	if (!strncmp(rest, "/commands", 9) || !strncmp(rest, "/files", 6) || !strncmp(rest, "/checkpoints", 12) ||
+	    (get && !strcmp(rest, "/diff")))
 		return pass(r, id, rest);
 	return http_error(r, 404, 0, "no such endpoint");
 }

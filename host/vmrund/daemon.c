@@ -17,6 +17,7 @@
 #include "errmsg.h"
 #include "keep.h"
 #include "run.h"
+#include "sandboxes.h"
 #include "spool.h"
 
 void vmrund_run_path(const struct vmrund *d, const char *id, const char *file, char *buf, size_t len)
@@ -73,6 +74,13 @@ struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const stru
 	 * stored: a spec beyond one is the client's to fix, never a run
 	 * that fails later. */
 	char why[sizeof(((struct vmrund_answer *)0)->message)];
+	struct run_spec sized = *rq;   /* a shallow copy: it owns nothing */
+	if (rq->from_checkpoint[0]) {
+		struct vmrund_answer a = vmrund_run_checkpoint(d, tenant, &sized);
+		if (a.status)
+			return a;
+		rq = &sized;
+	}
 	const struct runtime *rt = rq->runtime[0] ? runtime_pick(d->rts, d->nrts, rq->runtime) : NULL;
 	struct run_effective e;
 	run_spec_effective(rq, rt, &e);
@@ -88,7 +96,7 @@ struct vmrund_answer vmrund_submit(struct vmrund *d, unsigned tenant, const stru
 	if (tenant_size_check(&d->ts.t[tenant], size.memory_mib, size.disk_mib, why, sizeof(why)) ||
 	    sched_size_check(&size, &d->size, why, sizeof(why)))
 		return vmrund_answer_of(400, 0, "%s", why);
-	struct run_spec sized = *rq;   /* a shallow copy: it owns nothing */
+	sized = *rq;
 	sized.memory_mib = e.memory_mib;
 	sized.disk_mib = e.disk_mib;
 	json_t *j = run_spec_to_json(&sized);

@@ -23,6 +23,7 @@
 #include "run_spec.h"
 #include "sandboxes.h"
 #include "snapshot_cache.h"
+#include "run_pause.h"
 #include "spool.h"
 
 #define EXPIRE_EVERY_MS    1000    /* how often a node looks for dead nodes' runs */
@@ -99,6 +100,31 @@ static struct vmrund_active *free_slot(struct vmrund *d)
 	return NULL;
 }
 
+/* A verification run's checkpoint, where the worker finds it: its path
+ * into RUN_DIR/SPOOL_CHECKPOINT. The request was checked at its submit
+ * (the tenant's sandbox, on this node: the store lets no other claim it).
+ * 0 (nothing to do for another run), or -1 with why. */
+static int checkpoint_path(struct vmrund *d, const struct store_run *run, const char *dir, char *err, size_t errlen)
+{
+	json_t *rq = json_loads(run->request, 0, NULL);
+	const char *from = json_string_value(json_object_get(rq, "from_checkpoint"));
+	const char *slash = from ? strchr(from, '/') : NULL;
+	char id[STORE_ID_LEN + 1], sdir[PATH_MAX], line[PATH_MAX + 200], path[PATH_MAX + 64];
+	int rc = 0;
+	if (slash && (size_t)(slash - from) <= STORE_ID_LEN) {
+		snprintf(id, sizeof(id), "%.*s", (int)(slash - from), from);
+		vmrund_sbx_dir(d, id, sdir, sizeof(sdir));
+		snprintf(line, sizeof(line), "%s/" RUN_CHECKPOINTS_DIR "/%s", sdir, slash + 1);
+		snprintf(path, sizeof(path), "%s/" SPOOL_CHECKPOINT, dir);
+		if (spool_write_file(path, line, strlen(line), false, 0600) < 0)
+			rc = errf(err, errlen, "%s: %s", path, strerror(errno));
+	} else if (from) {
+		rc = errf(err, errlen, "from_checkpoint: \"SANDBOX_ID/NAME\"");
+	}
+	json_decref(rq);
+	return rc;
+}
+
 /* Start a run this node claimed; lock held. A failure here ends it failed:
  * nothing of it has run. */
 static void start_run(struct vmrund *d, const struct store_run *run)
@@ -125,6 +151,8 @@ static void start_run(struct vmrund *d, const struct store_run *run)
 		errf(err, sizeof(err), "%s: %s", dir, strerror(errno));
 	else if (spool_write_file(path, run->request, strlen(run->request), false, 0600) < 0)
 		errf(err, sizeof(err), "%s: %s", path, strerror(errno));
+	else if (checkpoint_path(d, run, dir, err, sizeof(err)) < 0)
+		;   /* err says why */
 	else if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		errf(err, sizeof(err), "socketpair: %s", strerror(errno));
 	else   /* the worker dies with vmrund (SIGTERM): a restart finds its run lost */

@@ -24,6 +24,7 @@
 #include "sandbox_http.h"
 #include "snapshot_cache.h"
 #include "spool.h"
+#include "wsdiff.h"
 
 #define SBX_REQUEST "request.json"
 #define SBX_STATE   "state.json"
@@ -69,7 +70,7 @@ int sandbox_body_split(const json_t *body, unsigned max_timeout_s, unsigned max_
 		return errf(err, errlen, "the body must be a JSON object");
 	const json_t *t = json_object_get(body, "timeout_s"), *m = json_object_get(body, "metadata"),
 		     *ot = json_object_get(body, "on_timeout"), *ttl = json_object_get(body, "pause_ttl_s"),
-		     *from = json_object_get(body, "from_checkpoint");
+		     *from = json_object_get(body, "from_checkpoint"), *expect = json_object_get(body, "expect_digest");
 	*life = (struct sbx_life){ .timeout_s = VMRUND_SBX_TIMEOUT_S < max_timeout_s ? VMRUND_SBX_TIMEOUT_S : max_timeout_s,
 				   .pause_ttl_s = max_pause_ttl_s };
 	if (t) {
@@ -95,6 +96,9 @@ int sandbox_body_split(const json_t *body, unsigned max_timeout_s, unsigned max_
 	if (from && !json_is_string(from))
 		return errf(err, errlen, "from_checkpoint: \"SANDBOX_ID/NAME\"");
 	life->from_checkpoint = json_string_value(from);
+	if (expect && (!from || !vmrund_digest_ok(json_string_value(expect))))
+		return errf(err, errlen, "expect_digest: the 64 hex digits of a diff's digest, with from_checkpoint");
+	life->expect_digest = json_string_value(expect);
 	const char *spec_keys[] = { "runtime", "env", "limits", "network" };
 	for (size_t i = 0; from && i < sizeof(spec_keys) / sizeof(spec_keys[0]); i++)
 		if (json_object_get(body, spec_keys[i]))
@@ -103,7 +107,8 @@ int sandbox_body_split(const json_t *body, unsigned max_timeout_s, unsigned max_
 	json_t *s = json_deep_copy(body);
 	if (!s)
 		return errf(err, errlen, "out of memory");
-	const char *own[] = { "timeout_s", "metadata", "on_timeout", "pause_ttl_s", "from_checkpoint", "count" };
+	const char *own[] = { "timeout_s", "metadata", "on_timeout", "pause_ttl_s", "from_checkpoint", "count",
+			      "expect_digest" };
 	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
 		json_object_del(s, own[i]);
 	*spec = s;
@@ -281,7 +286,7 @@ static pid_t spawn(struct vmrund *d, const char *dir, const struct tenant *tn, c
 {
 	const char *tenant = tn->name;
 	unsigned max_life = tn->max_sandbox_timeout_s;
-	char log[PATH_MAX + 32], cache[PATH_MAX], t[32], m[32], ttl[32], cp[32];
+	char log[PATH_MAX + 32], cache[PATH_MAX], t[32], m[32], ttl[32], cp[32], cpm[32];
 	snprintf(log, sizeof(log), "%s/" SBX_LOG, dir);
 	bool own_cache = d->cfg.snapshot_per_tenant;
 	if (own_cache && snapshot_cache_tenant(SNAPSHOT_SYSTEM_CACHE, tenant, cache, sizeof(cache), err, errlen))
@@ -290,13 +295,14 @@ static pid_t spawn(struct vmrund *d, const char *dir, const struct tenant *tn, c
 	snprintf(m, sizeof(m), "%u", max_life);
 	snprintf(ttl, sizeof(ttl), "%.3f", life->pause_ttl_s);
 	snprintf(cp, sizeof(cp), "%u", tn->max_checkpoints);
+	snprintf(cpm, sizeof(cpm), "%llu", (unsigned long long)tn->max_checkpoint_mib);
 	char *argv[] = { d->sbx_bin, "--timeout", t, "--max-timeout", m, "--on-timeout",
 			 life->on_timeout_pause ? "pause" : "stop", "--pause-ttl", ttl, "--max-checkpoints", cp,
-			 (char *)dir, d->vmm, d->guest, d->cfg.policy, NULL, NULL, NULL };
+			 "--max-checkpoint-mib", cpm, (char *)dir, d->vmm, d->guest, d->cfg.policy, NULL, NULL, NULL };
 	if (from) {   /* options first: the supervisor's getopt stops at its first operand */
-		memmove(&argv[13], &argv[11], 4 * sizeof(argv[0]));
-		argv[11] = "--from-checkpoint";
-		argv[12] = (char *)from;
+		memmove(&argv[15], &argv[13], 4 * sizeof(argv[0]));
+		argv[13] = "--from-checkpoint";
+		argv[14] = (char *)from;
 	}
 	return vmrund_spawn(d, argv, log, own_cache ? cache : NULL, -1, false, err, errlen);
 }
@@ -537,16 +543,42 @@ static int start(struct vmrund *d, struct vmrund_sbx *x, const struct tenant *te
 	return rc;
 }
 
-/* A fork's: its checkpoint "ID/NAME" is one of tenant's sandboxes' on
- * this node, whose spec (runtime, env, limits, network) replaces *spec,
- * and whose directory goes into dir. The answer's status 0, or why not. */
-static struct vmrund_answer fork_of(struct vmrund *d, unsigned tenant, const char *from, json_t **spec, char *dir,
-				    size_t len)
+bool vmrund_digest_ok(const char *s)
+{
+	if (!s || strlen(s) != 64)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+			return false;
+	return true;
+}
+
+struct vmrund_answer vmrund_checkpoint_expect(const char *dir, const char *expect)
+{
+	char start[PATH_MAX + 64], image[PATH_MAX + 64], scratch[PATH_MAX + 64], id[SCHED_ID_MAX], digest[65], err[600];
+	json_t *o = NULL;
+	vmrund_new_id(id);
+	snprintf(start, sizeof(start), "%s/" RUN_CHECKPOINT_START, dir);
+	snprintf(image, sizeof(image), "%s/" RUN_CHECKPOINT_IMAGE, dir);
+	snprintf(scratch, sizeof(scratch), "%s/../../.digest-%s", dir, id);
+	if (wsdiff_images(start, image, scratch, &o, digest, err, sizeof(err)))
+		return vmrund_answer_of(500, 0, "expect_digest: the checkpoint's change: %s", err);
+	json_decref(o);
+	if (strcmp(digest, expect))
+		return vmrund_answer_of(409, 0, "expect_digest: the checkpoint's change is %s, not the one approved (%s)",
+					digest, expect);
+	return vmrund_answer_of(0, 0, "ok");
+}
+
+struct vmrund_answer vmrund_checkpoint_of(struct vmrund *d, unsigned tenant, const char *from, char *dir, size_t len,
+					  json_t **request)
 {
 	const char *slash = strchr(from, '/');
 	char id[STORE_ID_LEN + 1];
 	size_t n = slash ? (size_t)(slash - from) : 0;
 	const char *name = slash ? slash + 1 : "";
+	if (request)
+		*request = NULL;
 	if (!n || n > STORE_ID_LEN || !run_checkpoint_name_ok(name))
 		return vmrund_answer_of(400, 0, "from_checkpoint: \"SANDBOX_ID/NAME\"");
 	memcpy(id, from, n);
@@ -559,28 +591,62 @@ static struct vmrund_answer fork_of(struct vmrund *d, unsigned tenant, const cha
 	if (!found)
 		return vmrund_answer_of(404, 0, "no sandbox %s", id);
 	struct vmrund_answer a = vmrund_answer_of(0, 0, "ok");
-	json_t *rq = sb.request ? json_loads(sb.request, 0, NULL) : NULL;
 	pthread_mutex_lock(&d->lock);
 	bool here = slot_of(d, id) != NULL;
 	pthread_mutex_unlock(&d->lock);
 	char sdir[PATH_MAX];
 	vmrund_sbx_dir(d, id, sdir, sizeof(sdir));
 	if (!here)
-		a = vmrund_answer_of(409, 0, "sandbox %s is %s on node %s: a fork is made where its checkpoint is", id,
+		a = vmrund_answer_of(409, 0, "sandbox %s is %s on node %s: its checkpoints are used where they are", id,
 				     store_sbx_state_name(sb.state) ?: "?", sb.node);
 	else if ((size_t)snprintf(dir, len, "%s/" RUN_CHECKPOINTS_DIR "/%s", sdir, name) >= len || access(dir, F_OK) < 0)
 		a = vmrund_answer_of(404, 0, "sandbox %s has no checkpoint %s", id, name);
-	else if (!json_is_object(rq))
+	else if (request && !(*request = sb.request ? json_loads(sb.request, 0, NULL) : NULL))
 		a = vmrund_answer_of(500, 0, "sandbox %s: its request cannot be read", id);
-	else {
-		const char *own[] = { "timeout_s", "metadata", "on_timeout", "pause_ttl_s" };
-		for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
-			json_object_del(rq, own[i]);
-		json_decref(*spec);
-		*spec = json_incref(rq);
-	}
-	json_decref(rq);
 	store_sandbox_free(&sb);
+	return a;
+}
+
+struct vmrund_answer vmrund_run_checkpoint(struct vmrund *d, unsigned tenant, struct run_spec *rq)
+{
+	char dir[PATH_MAX], image[PATH_MAX + 64];
+	struct vmrund_answer a = vmrund_checkpoint_of(d, tenant, rq->from_checkpoint, dir, sizeof(dir), NULL);
+	if (a.status)
+		return a;
+	snprintf(image, sizeof(image), "%s/" RUN_CHECKPOINT_IMAGE, dir);
+	struct stat st;
+	if (stat(image, &st) < 0)
+		return vmrund_answer_of(404, 0, "checkpoint %s: its workspace: %s", rq->from_checkpoint, strerror(errno));
+	uint64_t mib = ((uint64_t)st.st_size + (1u << 20) - 1) >> 20;
+	if (rq->disk_mib && rq->disk_mib != mib)
+		return vmrund_answer_of(400, 0, "limits.disk_mib: a run from a checkpoint has its workspace's disk (%llu MiB)",
+					(unsigned long long)mib);
+	if (rq->expect_digest[0] && (a = vmrund_checkpoint_expect(dir, rq->expect_digest)).status)
+		return a;
+	rq->disk_mib = mib;
+	snprintf(rq->checkpoint_node, sizeof(rq->checkpoint_node), "%s", d->node);
+	return a;
+}
+
+/* A fork's: its checkpoint "ID/NAME" (vmrund_checkpoint_of), whose
+ * sandbox's spec (runtime, env, limits, network) replaces *spec, and
+ * whose directory goes into dir. The answer's status 0, or why not. */
+static struct vmrund_answer fork_of(struct vmrund *d, unsigned tenant, const char *from, json_t **spec, char *dir,
+				    size_t len)
+{
+	json_t *rq;
+	struct vmrund_answer a = vmrund_checkpoint_of(d, tenant, from, dir, len, &rq);
+	if (a.status)
+		return a;
+	if (!json_is_object(rq)) {
+		json_decref(rq);
+		return vmrund_answer_of(500, 0, "%s: its sandbox's request is not an object", from);
+	}
+	const char *own[] = { "timeout_s", "metadata", "on_timeout", "pause_ttl_s" };
+	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+		json_object_del(rq, own[i]);
+	json_decref(*spec);
+	*spec = rq;
 	return a;
 }
 
@@ -600,6 +666,8 @@ struct vmrund_answer vmrund_sbx_create(struct vmrund *d, unsigned tenant, const 
 		goto out;
 	}
 	if (life.from_checkpoint && (a = fork_of(d, tenant, life.from_checkpoint, &spec, from, sizeof(from))).status)
+		goto out;
+	if (life.expect_digest && (a = vmrund_checkpoint_expect(from, life.expect_digest)).status)
 		goto out;
 	if (run_spec_sandbox_from_json(spec, &rq, why, sizeof(why))) {
 		a = vmrund_answer_of(400, 0, "%s", why);

@@ -19,6 +19,8 @@
 
 #include <jansson.h>
 
+#include "run_spec.h"
+
 #include "scheduler.h"
 #include "store.h"
 
@@ -57,6 +59,7 @@ struct sbx_life {
 	bool on_timeout_pause;        /* "on_timeout": "pause" (default "stop") */
 	double pause_ttl_s;           /* the longest it stays paused */
 	const char *from_checkpoint;  /* "SANDBOX/NAME": a fork of that checkpoint (in the body); NULL none */
+	const char *expect_digest;    /* with from_checkpoint: the digest its change must have; NULL none */
 };
 
 /* A create's body split (pure): *spec, the run spec part the supervisor
@@ -64,10 +67,35 @@ struct sbx_life {
  * timeout_s (VMRUND_SBX_TIMEOUT_S, or max_timeout_s when that is less,
  * when absent), on_timeout, pause_ttl_s (max_pause_ttl_s when absent,
  * never more), from_checkpoint (a string; a fork takes no runtime, env,
- * limits or network of its own), metadata checked (an object of at most
+ * limits or network of its own), expect_digest (64 hex digits, with
+ * from_checkpoint only), metadata checked (an object of at most
  * VMRUND_SBX_META_MAX strings). 0, or -1 with the field and reason in err. */
 int sandbox_body_split(const json_t *body, unsigned max_timeout_s, unsigned max_pause_ttl_s, json_t **spec,
 		       struct sbx_life *life, char *err, size_t errlen);
+
+/* The checkpoint from names ("SANDBOX_ID/NAME"): one of tenant's
+ * sandboxes', held by this node, whose checkpoint directory goes into
+ * dir, and (request not NULL) that sandbox's stored request (a new
+ * reference). The answer's status 0, or 400, 404, 409 (held by another
+ * node, named), 503 with why. */
+struct vmrund_answer vmrund_checkpoint_of(struct vmrund *d, unsigned tenant, const char *from, char *dir, size_t len,
+					  json_t **request);
+
+/* A verification run's spec (rq->from_checkpoint set): its checkpoint
+ * found (vmrund_checkpoint_of), its expect_digest checked, its disk the
+ * checkpoint workspace's size and its node this one (the only node that
+ * may start it, which has the checkpoint). The answer's status 0, or why
+ * not. */
+struct vmrund_answer vmrund_run_checkpoint(struct vmrund *d, unsigned tenant, struct run_spec *rq);
+
+/* Whether s is a digest as a diff gives it: 64 lowercase hex digits. Pure. */
+bool vmrund_digest_ok(const char *s);
+
+/* expect_digest against the checkpoint in dir: its change (from its
+ * sandbox's start to it, wsdiff.h) is walked and summed. The answer's
+ * status 0 when the digests are equal, 409 when not (with both), 500 when
+ * the change could not be read. */
+struct vmrund_answer vmrund_checkpoint_expect(const char *dir, const char *expect);
 
 /* A sandbox as the API shows it (pure): id, state, reason, tenant, node,
  * runtime, limits, metadata, created/started/ended/timeout times and the

@@ -42,6 +42,11 @@
 #define SPOOL_LIB_TMP_MAX 56
 #define SPOOL_FILES     "files"
 #define SPOOL_ARTIFACTS "artifacts"
+/* A verification run's (a request with from_checkpoint): the path of the
+ * checkpoint's directory on this node, one line that vmrund writes. The
+ * worker checks its expect_digest again and runs in a copy of its
+ * workspace. */
+#define SPOOL_CHECKPOINT "checkpoint"
 
 /* The gate: the worker's descriptor SPOOL_GATE_FD is a SOCK_SEQPACKET
  * socket to vmrund. When the VM has booted and the command is about to

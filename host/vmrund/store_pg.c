@@ -140,10 +140,11 @@ static int by_seq(const void *a, const void *b)
 }
 
 /* The sizes of the oldest queued runs of each tenant that the choice may
- * look at (sched_want), into one array *out that the stats point into
+ * look at (sched_want) and node may take (a verification run only on the
+ * node with its checkpoint), into one array *out that the stats point into
  * (free it). Locked as the claim's own pick locks them, skipping rows a
  * cancel holds, so that the runs sized are the runs then taken. */
-static int pg_sizes(struct store_pg *s, const struct tenants *ts, struct sched_stat *st, unsigned n,
+static int pg_sizes(struct store_pg *s, const struct tenants *ts, const char *node, struct sched_stat *st, unsigned n,
 		    struct sched_size **out, char *err, size_t errlen)
 {
 	size_t total = 0;
@@ -163,13 +164,14 @@ static int pg_sizes(struct store_pg *s, const struct tenants *ts, struct sched_s
 			continue;
 		char limit[16];
 		snprintf(limit, sizeof(limit), "%u", want);
-		const char *const v[] = { ts->t[i].name, limit, mem, disk };
+		const char *const v[] = { ts->t[i].name, limit, mem, disk, node };
 		PGresult *res = pg_exec_sql(s, "sizing queued runs",
 					    "SELECT coalesce((request::json #>> '{limits,memory_mib}')::bigint, $3::bigint),"
 					    " coalesce((request::json #>> '{limits,disk_mib}')::bigint, $4::bigint)"
-					    " FROM runs WHERE state = 'queued' AND tenant = $1 ORDER BY seq LIMIT $2"
+					    " FROM runs WHERE state = 'queued' AND tenant = $1"
+					    " AND coalesce(request::json ->> 'checkpoint_node', $5) = $5 ORDER BY seq LIMIT $2"
 					    " FOR UPDATE SKIP LOCKED",
-					    4, v, err, errlen);
+					    5, v, err, errlen);
 		if (!res)
 			return -1;
 		for (int r = 0; r < PQntuples(res) && st[i].nnext < want; r++) {
@@ -238,7 +240,7 @@ static int pg_claim(struct store *base, const char *node, unsigned n, const stru
 		st[t].last_start_ms = pg_get_i64(res, r, 3);
 	}
 	PQclear(res);
-	if (room && pg_sizes(s, ts, st, n, &sizes, err, errlen) < 0)
+	if (room && pg_sizes(s, ts, node, st, n, &sizes, err, errlen) < 0)
 		goto out;
 	sched_choose(st, ts->n, n, room, size, picks);
 	char started[24];
@@ -254,7 +256,8 @@ static int pg_claim(struct store *base, const char *node, unsigned n, const stru
 		 * pick is made once, whatever the plan. */
 		res = pg_exec_sql(s, "claiming runs",
 				  "WITH picked AS MATERIALIZED (SELECT seq AS pick FROM runs"
-				  " WHERE state = 'queued' AND tenant = $1 ORDER BY seq LIMIT $4"
+				  " WHERE state = 'queued' AND tenant = $1"
+				  " AND coalesce(request::json ->> 'checkpoint_node', $2) = $2 ORDER BY seq LIMIT $4"
 				  " FOR UPDATE SKIP LOCKED),"
 				  " claimed AS (UPDATE runs SET state = 'running', node = $2, started_ms = $3,"
 				  " command_ms = NULL, cancel = false FROM picked"

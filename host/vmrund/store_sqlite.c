@@ -44,15 +44,19 @@ static const char *const stmt_sql[ST_N] = {
 	[ST_STAT] = "SELECT (SELECT count(*) FROM runs WHERE state = 'running' AND tenant = ?1),"
 		    " (SELECT count(*) FROM runs WHERE state = 'queued' AND tenant = ?1),"
 		    " (SELECT max(started_ms) FROM runs WHERE tenant = ?1)",
+	/* A verification run names the node that holds its checkpoint
+	 * (run_spec.h's checkpoint_node): no other node takes it. */
 	[ST_TAKE] = "UPDATE runs SET state = 'running', node = ?2, started_ms = ?3"
-		    " WHERE seq IN (SELECT seq FROM runs WHERE state = 'queued' AND tenant = ?1 ORDER BY seq LIMIT ?4)"
+		    " WHERE seq IN (SELECT seq FROM runs WHERE state = 'queued' AND tenant = ?1"
+		    " AND coalesce(json_extract(request, '$.checkpoint_node'), ?2) = ?2 ORDER BY seq LIMIT ?4)"
 		    " RETURNING " STORE_COLS,
 	/* A tenant's oldest queued runs' sizes, as their canonical requests
 	 * pin them (run_spec.h's run_spec_size_json, defaults ?3 and ?4), in the
-	 * order ST_TAKE takes them. */
+	 * order ST_TAKE takes them (for node ?5). */
 	[ST_SIZES] = "SELECT coalesce(json_extract(request, '$.limits.memory_mib'), ?3),"
 		     " coalesce(json_extract(request, '$.limits.disk_mib'), ?4)"
-		     " FROM runs WHERE state = 'queued' AND tenant = ?1 ORDER BY seq LIMIT ?2",
+		     " FROM runs WHERE state = 'queued' AND tenant = ?1"
+		     " AND coalesce(json_extract(request, '$.checkpoint_node'), ?5) = ?5 ORDER BY seq LIMIT ?2",
 	/* A second call keeps the first time: the command may have had
 	 * effects since then. */
 	[ST_COMMAND] = "UPDATE runs SET command_ms = coalesce(command_ms, ?3)"
@@ -355,8 +359,8 @@ static int read_stats(struct store_sqlite *s, const struct tenants *ts, struct s
 /* The sizes of the oldest queued runs of each tenant that the choice may
  * look at (sched_want), into one array *out that the stats point into
  * (free it). */
-static int read_sizes(struct store_sqlite *s, const struct tenants *ts, struct sched_stat *stat, unsigned n,
-		      struct sched_size **out, char *err, size_t errlen)
+static int read_sizes(struct store_sqlite *s, const struct tenants *ts, const char *node, struct sched_stat *stat,
+		      unsigned n, struct sched_size **out, char *err, size_t errlen)
 {
 	size_t total = 0;
 	for (size_t i = 0; i < ts->n; i++)
@@ -372,7 +376,8 @@ static int read_sizes(struct store_sqlite *s, const struct tenants *ts, struct s
 		if (!want)
 			continue;
 		if (sq_bind_text(st, 1, ts->t[i].name) || sqlite3_bind_int64(st, 2, want) ||
-		    sqlite3_bind_int64(st, 3, RUN_SPEC_DEFAULT_MEMORY_MIB) || sqlite3_bind_int64(st, 4, RUN_SPEC_DEFAULT_DISK_MIB))
+		    sqlite3_bind_int64(st, 3, RUN_SPEC_DEFAULT_MEMORY_MIB) || sqlite3_bind_int64(st, 4, RUN_SPEC_DEFAULT_DISK_MIB) ||
+		    sq_bind_text(st, 5, node))
 			return sq_bind_err(s, st, err, errlen);
 		int rc;
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW && stat[i].nnext < want) {
@@ -447,7 +452,7 @@ static int sq_claim(struct store *base, const char *node, unsigned n, const stru
 		goto out;
 	if (read_stats(s, ts, stat, err, errlen) < 0)
 		goto out;
-	if (room && read_sizes(s, ts, stat, n, &sizes, err, errlen) < 0)
+	if (room && read_sizes(s, ts, node, stat, n, &sizes, err, errlen) < 0)
 		goto out;
 	sched_choose(stat, ts->n, n, room, size, picks);
 	for (size_t i = 0; i < ts->n; i++)

@@ -134,11 +134,13 @@ static int tenant_option(struct tenant *t, char *opt, unsigned *seen, char *err,
 		t->max_pause_ttl_s = (unsigned)v;
 	else if (kl == 15 && !strncmp(opt, "max_checkpoints", kl) && whole && v >= 1)
 		t->max_checkpoints = (unsigned)v;
+	else if (kl == 18 && !strncmp(opt, "max_checkpoint_mib", kl) && whole && v >= 1)
+		t->max_checkpoint_mib = (uint64_t)v;
 	else
 		return errf(err, errlen,
 			    "unknown or out-of-range option \"%.64s\" (concurrent>=1, queued, rate>0, burst>=1, "
 			    "max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
-			    "max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, net, net_addr)",
+			    "max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, max_checkpoint_mib>=1, net, net_addr)",
 			    opt);
 	return 0;
 }
@@ -154,7 +156,8 @@ static int parse_tenant(struct tenants *ts, char *rest, char *err, size_t errlen
 		return errf(err, errlen, "more than %d tenants", TENANTS_MAX);
 	struct tenant t = { .concurrent = 4, .queued = 64, .rate = 10, .burst = 0,
 			    .sandboxes = TENANT_DEFAULT_SANDBOXES, .max_sandbox_timeout_s = TENANT_DEFAULT_SANDBOX_TIMEOUT_S,
-			    .max_pause_ttl_s = TENANT_DEFAULT_PAUSE_TTL_S, .max_checkpoints = TENANT_DEFAULT_CHECKPOINTS };
+			    .max_pause_ttl_s = TENANT_DEFAULT_PAUSE_TTL_S, .max_checkpoints = TENANT_DEFAULT_CHECKPOINTS,
+			    .max_checkpoint_mib = TENANT_DEFAULT_CHECKPOINT_MIB };
 	snprintf(t.name, sizeof(t.name), "%s", name);
 	unsigned seen = 0;
 	for (char *opt; (opt = strtok_r(NULL, " \t", &save));)

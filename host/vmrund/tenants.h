@@ -23,7 +23,8 @@
  * max_sandbox_timeout_s, the longest life one may be given (3600 by
  * default); max_pause_ttl_s, the longest one may stay paused (a week by
  * default: its saved VM is disk on the node); max_checkpoints, how many
- * checkpoints each sandbox keeps (16 by default). max_memory_mib and max_disk_mib bound each sandbox as they
+ * checkpoints each sandbox keeps (16 by default), and max_checkpoint_mib
+ * how much disk they may take together (16384 by default). max_memory_mib and max_disk_mib bound each sandbox as they
  * bound each run.
  *
  * The network ceiling: what a run's "network" (run_spec.h) may allow.
@@ -58,6 +59,7 @@ struct run_spec;
 #define TENANT_DEFAULT_SANDBOX_TIMEOUT_S 3600
 #define TENANT_DEFAULT_PAUSE_TTL_S (7u * 86400)
 #define TENANT_DEFAULT_CHECKPOINTS 16
+#define TENANT_DEFAULT_CHECKPOINT_MIB 16384
 
 struct tenant {
 	char name[TENANT_NAME_MAX];
@@ -69,6 +71,7 @@ struct tenant {
 	unsigned max_sandbox_timeout_s;
 	unsigned max_pause_ttl_s;
 	unsigned max_checkpoints;     /* kept by each sandbox */
+	uint64_t max_checkpoint_mib;  /* the disk each sandbox's checkpoints take together */
 	bool net_any;                 /* net=any */
 	struct net_rule *net;         /* net= and net_addr= rules (malloc'd; NULL: none) */
 	unsigned nnet;

@@ -31,7 +31,9 @@
 #include "run_spec.h"
 #include "result.h"
 #include "run.h"
+#include "run_pause.h"
 #include "spool.h"
+#include "wsdiff.h"
 
 #define WORKER_LOG_LINES 16
 #define WORKER_LOG_LINE_MAX 512
@@ -44,6 +46,7 @@ struct worker {
 	struct run_spec rq;
 	int output_fd, sigfd;
 	char files_dir[PATH_MAX], stdin_path[PATH_MAX], artifacts[PATH_MAX];
+	char checkpoint_image[PATH_MAX + 64];   /* a verification run's workspace; "" none */
 	char *source_paths[RUN_SPEC_MAX_FILES];
 	bool output_failed;
 	/* the run library's last progress and guest console lines, said for
@@ -83,6 +86,39 @@ static int read_request(struct worker *w, char *err, size_t errlen)
 	return rc;
 }
 
+/* A verification run's checkpoint (vmrund wrote where it is): its
+ * workspace, whose change is checked against expect_digest again here,
+ * since the checkpoint could have been deleted and taken anew under its
+ * name since the submit. */
+static int find_checkpoint(struct worker *w, char *err, size_t errlen)
+{
+	char path[PATH_MAX], dir[PATH_MAX], start[PATH_MAX + 64], scratch[PATH_MAX + 64], digest[65];
+	uint8_t *buf;
+	size_t len;
+	if (!w->rq.from_checkpoint[0])
+		return 0;
+	snprintf(path, sizeof(path), "%s/" SPOOL_CHECKPOINT, w->dir);
+	errno = 0;
+	if (spool_read_file(AT_FDCWD, path, PATH_MAX - 1, &buf, &len) < 0)
+		return errf(err, errlen, "%.300s: %s", path, strerror(errno ? errno : EINVAL)), -1;
+	snprintf(dir, sizeof(dir), "%.*s", (int)len, (const char *)buf);
+	free(buf);
+	snprintf(w->checkpoint_image, sizeof(w->checkpoint_image), "%s/" RUN_CHECKPOINT_IMAGE, dir);
+	if (access(w->checkpoint_image, R_OK) < 0)
+		return errf(err, errlen, "checkpoint %s: it is gone", w->rq.from_checkpoint), -1;
+	if (!w->rq.expect_digest[0])
+		return 0;
+	json_t *o = NULL;
+	snprintf(start, sizeof(start), "%s/" RUN_CHECKPOINT_START, dir);
+	snprintf(scratch, sizeof(scratch), "%s/diff", w->dir);
+	if (wsdiff_images(start, w->checkpoint_image, scratch, &o, digest, err, errlen))
+		return -1;
+	json_decref(o);
+	if (strcmp(digest, w->rq.expect_digest))
+		return errf(err, errlen, "expect_digest: the checkpoint's change is %s now, not the one approved", digest), -1;
+	return 0;
+}
+
 /* The request's files into RUN_DIR/files, its stdin beside them. */
 static int write_inputs(struct worker *w, char *err, size_t errlen)
 {
@@ -116,6 +152,7 @@ static void build_request(const struct worker *w, struct run_request *req)
 		.spec = rq, .vmm = w->vmm, .guest_dir = w->guest, .system_policy = w->policy,
 		.stdin_file = rq->has_stdin ? w->stdin_path : NULL,
 		.artifacts = rq->keep_artifacts ? w->artifacts : NULL,
+		.workspace_image = w->checkpoint_image[0] ? w->checkpoint_image : NULL,
 	};
 	if (rq->source) {
 		req->sources = (const char *const *)w->source_paths;
@@ -238,6 +275,8 @@ int main(int argc, char **argv)
 	}
 	struct run_request req;
 	int inputs = write_inputs(&w, err, sizeof(err));
+	if (!inputs)
+		inputs = find_checkpoint(&w, err, sizeof(err));
 	build_request(&w, &req);
 	int64_t t0 = clock_mono_ms();
 	run_result_init(r, &req);

@@ -10,7 +10,9 @@
 # each refused with their reason (the sandbox is failed, nothing runs);
 # PAUSE_CYCLES pause/resume cycles of one sandbox with work between them
 # keep every file and process; a checkpoint stops it a moment and keeps
-# its VM and workspace, listed, deleted. Every curl has a deadline.
+# its VM and workspace, listed, deleted; 4 forks of it, each unique; a
+# checkpoint past max_checkpoint_mib is refused and nothing of it kept.
+# Every curl has a deadline.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/e2e/lib.sh
@@ -201,6 +203,16 @@ for n in 1 2 3 4; do
 	expect "fork $n: the parent's files, its counter running on, its own file alone" 201 \
 		"j['stdout']=='cycle 0\ncounting\nfork$n\n'"
 done
+# a sandbox whose checkpoints may take 1 MiB: none fits, none is kept, it runs on
+start cap --timeout 600 --max-checkpoint-mib 1
+post '{"name":"big"}' /checkpoints
+expect "a checkpoint past max_checkpoint_mib: 429, with the sizes" 429 "'max_checkpoint_mib 1' in j['message']"
+s /checkpoints
+expect "nothing of it is kept" 200 "j['checkpoints']==[]"
+cmd 'echo on'
+expect "the sandbox goes on" 201 "j['stdout']=='on\n'"
+s / -X DELETE
+for _ in $(seq 100); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
 dir=$kdir
 spid=$kpid
 post "{\"argv\":[\"python3\",\"-c\",\"$uniq\"]}" "/commands?wait=60"

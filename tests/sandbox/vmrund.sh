@@ -7,7 +7,10 @@
 # an Idempotency-Key that runs a command once across a kill -9 of
 # vmrund, a background command and its output adopted by the next vmrund
 # after kill -9 and after SIGTERM, a pause that outlives a kill -9 of
-# vmrund and a resume, a life shortened until it runs out,
+# vmrund and a resume, the workspace's diff from a checkpoint and from
+# the start (GET .../diff, vmrun sandbox diff), forks and a verification
+# run bound to a reviewed digest (expect_digest), a life shortened until
+# it runs out,
 # and DELETE; at the end no supervisor, vmm, cgroup or directory is left.
 # Then vmrund --local and `vmrun sandbox` (create, exec, cp, cat, ls,
 # timeout, pause, resume, kill) on its socket.
@@ -173,23 +176,67 @@ n1=$(field '.stdout|split("\n")|length')
 sleep 2
 c "$KA" "/v1/sandboxes/$id/commands/$bg"
 expect "the background command goes on after the resume" 200 ".state==\"running\" and (.stdout|split(\"\n\")|length)>$n1"
+# ---- the workspace's diff, between a checkpoint and now (the agent held while it is read) ----
+post "$KA" '{"argv":["sh","-c","mkdir -p d && printf \"a\\nb\\n\" > d/t.txt && echo v > victim && printf \"\\000\\001\" > bin && ln -s d/t.txt lnk"]}' \
+	"/v1/sandboxes/$id/commands?wait=60"
+expect "files to compare written" 201 '.exit_code==0'
+post "$KA" '{"name":"cp-0"}' "/v1/sandboxes/$id/checkpoints"
+expect "checkpoint cp-0" 201 '.name=="cp-0"'
+post "$KA" '{"argv":["sh","-c","printf \"a\\nB\\nc\\n\" > d/t.txt && rm victim && printf \"\\000\\002\" > bin && ln -sfn bin lnk && head -c 300000 /dev/zero | tr \"\\000\" a > big.txt && echo new > new.txt"]}' \
+	"/v1/sandboxes/$id/commands?wait=60"
+expect "files changed after it" 201 '.exit_code==0'
+c "$KA" "/v1/sandboxes/$id/diff?from=cp-0"
+expect "GET .../diff?from=cp-0: added, modified, removed, binary, a link, a file over the text cap" 200 '
+	(.files|map({(.path): .})|add) as $f | .summary.added==2 and .summary.modified==3 and .summary.removed==1
+	and $f["d/t.txt"].status=="modified" and ($f["d/t.txt"].diff|contains("-b\n+B\n+c\n"))
+	and $f["d/t.txt"].insertions==2 and $f["d/t.txt"].deletions==1
+	and $f.victim.status=="removed" and $f.bin.binary and ($f.bin|has("diff")|not)
+	and $f.lnk.target=="bin" and $f.lnk.old.target=="d/t.txt"
+	and $f["big.txt"].size==300000 and ($f["big.txt"].diff_omitted|length>0)
+	and $f["new.txt"].diff=="--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+new\n"
+	and .complete and (.digest|length==64) and .to=="now"'
+post "$KA" '{"argv":["cat","new.txt"]}' "/v1/sandboxes/$id/commands?wait=60"
+expect "the sandbox goes on after the diff held it" 201 '.stdout=="new\n"'
+c "$KB" "/v1/sandboxes/$id/diff?from=cp-0"
+expect "another tenant cannot see the diff: 404" 404
+c "$KA" "/v1/sandboxes/$id/diff?from=nope"
+expect "a diff from no such checkpoint: 404" 404
+VMRUN_API_KEY=$KA timeout -k 5 150 build/bin/vmrun sandbox --server "$BASE" diff --from cp-0 "$id" >"$tmp/diff.txt" 2>"$tmp/err"
+grep -q '^ d/t.txt  *| 3 ++-$' "$tmp/diff.txt" && grep -q '^ 6 paths changed, 3 insertions(+), 2 deletions(-)$' "$tmp/diff.txt" &&
+	grep -q '^+B$' "$tmp/diff.txt" && ok "vmrun sandbox diff prints it as git diff --stat and git diff" ||
+	not_ok "vmrun sandbox diff: $(cat "$tmp/diff.txt" "$tmp/err")"
+sed 's/^/    | /' "$tmp/diff.txt"
 post "$KA" '{"name":"cp-1"}' "/v1/sandboxes/$id/checkpoints"
 expect "a checkpoint through vmrund: 201, and it runs on" 201 '.name=="cp-1" and .running and .bytes>0'
+c "$KA" "/v1/sandboxes/$id/diff?from=start&to=cp-1"
+expect "the change from the start to cp-1, with its digest" 200 '.to=="cp-1" and (.files|map(.path)|index("new.txt")) and (.digest|length==64)'
+digest=$(field .digest)
 c "$KB" "/v1/sandboxes/$id/checkpoints"
 expect "another tenant cannot list them: 404" 404
 c "$KA" "/v1/sandboxes/$id/checkpoints"
-expect "its tenant lists it" 200 '[.checkpoints[].name]==["cp-1"]'
+expect "its tenant lists them" 200 '[.checkpoints[].name]|sort==["cp-0","cp-1"]'
 post "$KB" "{\"from_checkpoint\":\"$id/cp-1\"}" /v1/sandboxes
 expect "another tenant cannot fork it: 404" 404
 post "$KA" "{\"from_checkpoint\":\"$id/cp-1\",\"runtime\":\"bash\"}" /v1/sandboxes
 expect "a fork with a runtime of its own: 400" 400 '.message|contains("runtime")'
-post "$KA" "{\"from_checkpoint\":\"$id/cp-1\",\"count\":1}" /v1/sandboxes
-expect "a fork of cp-1 (count 1): 201, running" 201 '.sandboxes|length==1 and .[0].state=="running" and .[0].runtime=="python"'
+post "$KA" "{\"from_checkpoint\":\"$id/cp-1\",\"expect_digest\":\"$(printf '0%.0s' $(seq 64))\"}" /v1/sandboxes
+expect "a fork whose expect_digest is not cp-1's change: 409" 409 ".message|contains(\"$digest\")"
+post "$KA" "{\"from_checkpoint\":\"$id/cp-1\",\"count\":1,\"expect_digest\":\"$digest\"}" /v1/sandboxes
+expect "a fork of cp-1 (count 1) with the reviewed digest: 201, running" 201 '.sandboxes|length==1 and .[0].state=="running" and .[0].runtime=="python"'
 fid=$(field '.sandboxes[0].id')
 post "$KA" '{"argv":["cat","runs.txt"]}' "/v1/sandboxes/$fid/commands?wait=60"
 expect "the fork has the workspace of the checkpoint" 201 '.stdout=="x\n"'
 c "$KA" "/v1/sandboxes/$fid" -X DELETE
 expect "the fork is deleted" 200 '.state=="stopped"'
+# ---- a verification run: a fresh VM whose workspace is cp-1's ----
+post "$KA" "{\"argv\":[\"cat\",\"new.txt\",\"d/t.txt\"],\"from_checkpoint\":\"$id/cp-1\",\"expect_digest\":\"$(printf 'f%.0s' $(seq 64))\"}" /v1/runs
+expect "a verification run whose expect_digest is not cp-1's change: 409" 409
+post "$KB" "{\"argv\":[\"true\"],\"from_checkpoint\":\"$id/cp-1\"}" /v1/runs
+expect "another tenant's verification run from it: 404" 404
+post "$KA" "{\"argv\":[\"cat\",\"new.txt\",\"d/t.txt\"],\"from_checkpoint\":\"$id/cp-1\",\"expect_digest\":\"$digest\",\"limits\":{\"timeout_s\":120}}" \
+	"/v1/runs?wait=200"
+expect "a verification run from cp-1 with the reviewed digest: its files, in a VM of its own" 200 \
+	'.state=="succeeded" and .stdout=="new\na\nB\nc\n"'
 
 echo "    ($SECONDS s: restarts)"
 # ---- its life ----

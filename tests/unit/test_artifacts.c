@@ -48,6 +48,9 @@ void hooked_artifacts_result_free(struct artifacts_result *res);
 #define artifacts_sandbox_filter hooked_artifacts_sandbox_filter
 #define artifacts_walk_main hooked_artifacts_walk_main
 #define artifacts_escape hooked_artifacts_escape
+#define artifacts_unescape hooked_artifacts_unescape
+#define artifacts_valid_path hooked_artifacts_valid_path
+#define artifacts_manifest hooked_artifacts_manifest
 #include "artifacts_sandbox.c"
 #include "artifacts_walk.c"
 #include "artifacts.c"
@@ -92,7 +95,7 @@ static int setup(void **state)
 	snprintf(t->out, sizeof(t->out), "%s/out", t->dir);
 	if (mkdir(t->stage, 0755) < 0 || mkdir(t->art, 0755) < 0)
 		return -1;
-	t->lim = (struct artifacts_limits){ 1 << 30, 1000, 16, 512, 20000 };
+	t->lim = (struct artifacts_limits){ 1 << 30, 1000, 16, 512, 20000, false, 0 };
 	t->ids = (struct artifacts_ids){ HELPER_ID, HELPER_ID, HELPER_ID, HELPER_ID };
 	*state = t;
 	return 0;
@@ -933,6 +936,25 @@ static void try_exec_memory(int destfd)
 	mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 }
 
+/* A page made executable after the fact: forbidden, as a new one is. */
+static void try_protect_exec(int destfd)
+{
+	(void)destfd;
+	void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p != MAP_FAILED)
+		mprotect(p, 4096, PROT_READ | PROT_EXEC);
+}
+
+/* What glibc does to grow a thread arena's heap (a helper forked from a
+ * server's thread): allowed, or a diff asked over an API dies. */
+static void grow_like_an_arena(int destfd)
+{
+	(void)destfd;
+	void *p = mmap(NULL, 8192, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED || mprotect(p, 4096, PROT_READ | PROT_WRITE) < 0)
+		_exit(43);
+}
+
 static void try_signal(int destfd)
 {
 	(void)destfd;
@@ -987,12 +1009,16 @@ static void test_sandbox(void **state)
 	assert_int_equal(hooked(t, nothing), 0);   /* the hooked copy works */
 	assert_int_equal(t->res.nfiles, 1);
 	artifacts_result_free(&t->res);
+	nftw(t->out, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	assert_int_equal(hooked(t, grow_like_an_arena), 0);
+	artifacts_result_free(&t->res);
 	assert_forbidden(t, try_socket);
 	assert_forbidden(t, try_exec);
 	assert_forbidden(t, try_read_file);
 	assert_forbidden(t, try_create_truncating);
 	assert_forbidden(t, try_create_setuid);
 	assert_forbidden(t, try_exec_memory);
+	assert_forbidden(t, try_protect_exec);
 	assert_forbidden(t, try_signal);
 	assert_int_equal(access(hook_path, F_OK), -1);
 	assert_contained(t);
@@ -1373,7 +1399,7 @@ static int feed(struct parser *p, const char *line)
 static void test_report_parser(void **state)
 {
 	(void)state;
-	struct artifacts_limits lim = { 1000, 2, 4, 20, 1000 };
+	struct artifacts_limits lim = { 1000, 2, 4, 20, 1000, false, 0 };
 	struct artifacts_result res = { 0 };
 	struct parser p = { .lim = &lim, .res = &res };
 	assert_int_equal(feed(&p, "F 10 a/b"), 0);
@@ -1407,7 +1433,7 @@ static void test_report_parser(void **state)
 static void test_skip_lines_bounded(void **state)
 {
 	(void)state;
-	struct artifacts_limits lim = { 1000, 2, 4, 20, 1000 };
+	struct artifacts_limits lim = { 1000, 2, 4, 20, 1000, false, 0 };
 	struct artifacts_result res = { 0 };
 	struct parser p = { .lim = &lim, .res = &res };
 	for (int i = 0; i < SKIP_CAP; i++)
@@ -1430,9 +1456,9 @@ static void test_escape_round_trip(void **state)
 	assert_false(cut);
 	for (size_t i = 0; i < n; i++)
 		assert_true(esc[i] >= 0x20 && esc[i] <= 0x7e);
-	assert_int_equal(unescape(back, 257, esc, n), 0);
+	assert_int_equal(artifacts_unescape(back, 257, esc, n), 0);
 	assert_memory_equal(back, raw, 256);
-	assert_int_equal(unescape(back, 256, esc, n), -1);      /* would not fit */
+	assert_int_equal(artifacts_unescape(back, 256, esc, n), -1);      /* would not fit */
 	artifacts_escape(esc, sizeof(esc), "a/b", 3, true, &cut);
 	assert_string_equal(esc, "a\\x2fb");
 	artifacts_escape(esc, 6, "\x01\x02", 2, false, &cut);              /* never half an escape */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_diff.h"
 #include "cli_sandbox.h"
 
 static char err[600];
@@ -128,6 +129,52 @@ static void others(void **state)
 	sbx_cli_free(&c);
 }
 
+static void diff(void **state)
+{
+	(void)state;
+	struct sbx_cli c;
+	assert_int_equal(parse(&c, "diff", "--from", "cp1", "--stat", "ID3", NULL), 0);
+	assert_int_equal(c.verb, SV_DIFF);
+	assert_string_equal(c.from, "cp1");
+	assert_null(c.to);
+	assert_true(c.stat_only);
+	assert_string_equal(c.id, "ID3");
+	sbx_cli_free(&c);
+	assert_int_equal(parse(&c, "diff", "--to", "cp2", "--json", "ID3", NULL), 0);
+	assert_string_equal(c.to, "cp2");
+	assert_true(c.json);
+	sbx_cli_free(&c);
+	assert_int_equal(parse(&c, "diff", NULL), -1);
+	assert_string_equal(err, "usage: vmrun sandbox diff [--from F] [--to T] [--stat] [--json] ID");
+	sbx_cli_free(&c);
+	/* the print: a stat line per path, the totals and the digest, then the diffs */
+	json_t *d = json_loads(
+		"{\"files\": [{\"path\": \"a.txt\", \"status\": \"modified\", \"type\": \"file\", \"mode\": \"0644\","
+		" \"size\": 4, \"insertions\": 2, \"deletions\": 1, \"diff\": \"--- a/a.txt\\n+++ b/a.txt\\n@@ -1 +1,2 @@\\n-x\\n+y\\n+z\\n\","
+		" \"old\": {\"type\": \"file\", \"mode\": \"0644\", \"size\": 2}},"
+		" {\"path\": \"b.bin\", \"status\": \"added\", \"type\": \"file\", \"mode\": \"0644\", \"size\": 9, \"binary\": true},"
+		" {\"path\": \"l\", \"status\": \"modified\", \"type\": \"symlink\", \"mode\": \"0777\", \"target\": \"b\","
+		" \"old\": {\"type\": \"symlink\", \"mode\": \"0777\", \"target\": \"a\"}},"
+		" {\"path\": \"d\", \"status\": \"removed\", \"type\": \"directory\", \"mode\": \"0755\"}],"
+		" \"summary\": {\"added\": 1, \"modified\": 2, \"removed\": 1, \"insertions\": 2, \"deletions\": 1},"
+		" \"skipped\": [], \"digest\": \"ab12\"}", 0, NULL);
+	assert_non_null(d);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	cli_print_diff(out, d, false);
+	fclose(out);
+	assert_string_equal(text, " a.txt | 3 ++-\n"
+				  " b.bin | Bin 0 -> 9 bytes\n"
+				  " l     | symlink a -> b\n"
+				  " d/    | directory removed\n"
+				  " 4 paths changed, 2 insertions(+), 1 deletion(-)\n"
+				  " digest ab12\n"
+				  "\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1,2 @@\n-x\n+y\n+z\n");
+	free(text);
+	json_decref(d);
+}
+
 static void server(void **state)
 {
 	(void)state;
@@ -148,6 +195,7 @@ int main(void)
 		cmocka_unit_test(create),
 		cmocka_unit_test(exec),
 		cmocka_unit_test(others),
+		cmocka_unit_test(diff),
 		cmocka_unit_test(server),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

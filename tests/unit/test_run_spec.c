@@ -379,6 +379,30 @@ static void same_req(const struct run_spec *a, const struct run_spec *b)
 	assert_int_equal(a->nnet, b->nnet);
 	for (unsigned i = 0; i < a->nnet; i++)
 		assert_memory_equal(&a->net[i], &b->net[i], sizeof(a->net[i]));
+	assert_string_equal(a->from_checkpoint, b->from_checkpoint);
+	assert_string_equal(a->expect_digest, b->expect_digest);
+	assert_string_equal(a->checkpoint_node, b->checkpoint_node);
+}
+
+/* A verification run's fields: their shapes, and no files beside them. */
+static void checkpoint_fields(void **state)
+{
+	(void)state;
+	struct run_spec rq;
+	assert_int_equal(parse("{\"argv\": [\"x\"], \"from_checkpoint\": \"abc/cp.1\"}", &rq), 0);
+	assert_string_equal(rq.from_checkpoint, "abc/cp.1");
+	assert_string_equal(rq.expect_digest, "");
+	run_spec_free(&rq);
+	refused("{\"argv\": [\"x\"], \"from_checkpoint\": \"abc\"}", "from_checkpoint: \"SANDBOX_ID/NAME\"");
+	refused("{\"argv\": [\"x\"], \"from_checkpoint\": \"/cp\"}", "from_checkpoint");
+	refused("{\"argv\": [\"x\"], \"from_checkpoint\": \"abc/../x\"}", "from_checkpoint");
+	refused("{\"argv\": [\"x\"], \"from_checkpoint\": \"0123456789abcdef0123456789abcdef0/c\"}", "from_checkpoint");
+	refused("{\"argv\": [\"x\"], \"from_checkpoint\": 7}", "from_checkpoint");
+	refused("{\"argv\": [\"x\"], \"from_checkpoint\": \"a/b\", \"expect_digest\": \"ABC\"}", "expect_digest: the 64 hex");
+	refused("{\"argv\": [\"x\"], \"expect_digest\": \"aa\"}", "expect_digest: only with from_checkpoint");
+	refused("{\"argv\": [\"x\"], \"checkpoint_node\": \"n\"}", "checkpoint_node: only with from_checkpoint");
+	refused("{\"argv\": [\"x\"], \"from_checkpoint\": \"a/b\", \"files\": [{\"name\": \"f\", \"content\": \"\"}]}",
+		"files: a run from a checkpoint has the checkpoint's workspace");
 }
 
 static void round_trip(void **state)
@@ -403,6 +427,8 @@ static void round_trip(void **state)
 		" \"[fd00::/8]:8080\", \"192.0.2.7\"]}}",
 		"{\"argv\": [\"x\"], \"network\": {\"allow_addr\": [\"fd00::/8\"]}}",
 		"{\"argv\": [\"x\"], \"network\": {\"allow\": [\"example.test\"], \"allow_addr\": []}}",
+		"{\"argv\": [\"pytest\"], \"from_checkpoint\": \"0123456789abcdef0123456789abcdef/fixed-1\","
+		" \"expect_digest\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", \"checkpoint_node\": \"n1\"}",
 	};
 	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
 		struct run_spec a, b;
@@ -740,7 +766,7 @@ int main(void)
 		cmocka_unit_test(refuses_types), cmocka_unit_test(refuses_files), cmocka_unit_test(caps),
 		cmocka_unit_test(refuses_nul),   cmocka_unit_test(decodes),       cmocka_unit_test(round_trip),
 		cmocka_unit_test(network),      cmocka_unit_test(sizes),         cmocka_unit_test(effective),
-		cmocka_unit_test(check),        cmocka_unit_test(builders),
+		cmocka_unit_test(check),        cmocka_unit_test(builders),      cmocka_unit_test(checkpoint_fields),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

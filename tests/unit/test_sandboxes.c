@@ -57,9 +57,11 @@ static void body_split(void **state)
 	free(t);
 	json_decref(spec);
 	/* a fork: its checkpoint named, nothing of the spec its own */
-	json_t *b = json_pack("{s:s,s:i}", "from_checkpoint", "abc/cp-1", "count", 2);
+	const char *dig = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	json_t *b = json_pack("{s:s,s:i,s:s}", "from_checkpoint", "abc/cp-1", "count", 2, "expect_digest", dig);
 	assert_int_equal(sandbox_body_split(b, 600, 7200, &spec, &full, err, sizeof(err)), 0);
 	assert_string_equal(full.from_checkpoint, "abc/cp-1");
+	assert_string_equal(full.expect_digest, dig);
 	assert_int_equal(json_object_size(spec), 0);
 	json_decref(spec);
 	json_decref(b);
@@ -78,6 +80,10 @@ static void body_refused(void **state)
 		{ "{\"from_checkpoint\":1}", "from_checkpoint: \"SANDBOX_ID/NAME\"" },
 		{ "{\"from_checkpoint\":\"a/b\",\"limits\":{}}", "limits: a fork runs its checkpoint's runtime, env, limits and network" },
 		{ "{\"on_timeout\":1}", "on_timeout: \"stop\" or \"pause\"" },
+		{ "{\"expect_digest\":\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}",
+		  "expect_digest: the 64 hex digits of a diff's digest, with from_checkpoint" },
+		{ "{\"from_checkpoint\":\"a/b\",\"expect_digest\":\"0123\"}",
+		  "expect_digest: the 64 hex digits of a diff's digest, with from_checkpoint" },
 		{ "{\"pause_ttl_s\":0}", "pause_ttl_s: seconds, more than 0 and at most 7200 (the tenant's max_pause_ttl_s)" },
 		{ "{\"pause_ttl_s\":7201}", "pause_ttl_s: seconds, more than 0 and at most 7200 (the tenant's max_pause_ttl_s)" },
 		{ "{\"metadata\":{\"a\":1}}", "metadata.a: a string of at most 512 bytes" },

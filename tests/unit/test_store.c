@@ -966,6 +966,31 @@ static void claim_by_room(void **state)
 	store_close(s);
 }
 
+/* A verification run names the node that holds its checkpoint
+ * (checkpoint_node): only that node takes it, with the node's room or
+ * without, and the other nodes take the runs behind it. */
+static void claim_checkpoint_node(void **state)
+{
+	(void)state;
+	struct tset x = { 0 };
+	tset_add(&x, "a", 100, 100);
+	struct store *s = open_store();
+	char pinned[128];
+	snprintf(pinned, sizeof(pinned), "{\"argv\":[\"x\"],\"from_checkpoint\":\"a/b\",\"checkpoint_node\":\"%s\"}",
+		 nm("n2").s);
+	put(s, 1, nm("a").s, pinned);
+	put(s, 2, nm("a").s, "{\"argv\":[\"x\"]}");
+	put(s, 3, nm("a").s, pinned);
+	unsigned got[16];
+	struct sched_size node_size = { 8192, 8192 };
+	assert_int_equal(claim_room(s, nm("n1").s, 8, &x.ts, node_size, node_size, got), 1);
+	assert_int_equal(got[0], 2);
+	claims(s, nm("n1").s, 8, &x.ts, 100, 0, NULL);
+	assert_int_equal(state_of(s, 1), RS_QUEUED);
+	claims(s, nm("n2").s, 8, &x.ts, 100, 2, (unsigned[]){ 1, 3 });
+	store_close(s);
+}
+
 static void claim_two_nodes(void **state)
 {
 	(void)state;
@@ -2689,6 +2714,7 @@ int main(void)
 		T(claim_limits),
 		T(claim_by_room),
 		T(claim_two_nodes),
+		T(claim_checkpoint_node),
 		T(claim_race),
 		T(command_guard),
 		T(finish_guard),

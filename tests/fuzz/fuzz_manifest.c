@@ -1,0 +1,61 @@
+/* libFuzzer harness for a manifest's lines as the parent reads them
+ * (artifacts_parse_entry, host/run/artifacts_manifest.c: the helper that
+ * writes them read a hostile image and may be taken over), and for the
+ * diff of two manifests made of what parsed (wsdiff_compare, wsdiff_json:
+ * its JSON must be whole and its digest 64 hex digits).
+ *
+ * Input: lines ("R 644 5 <sum> - path", ...: the letter, a space, the
+ * rest); a line that is exactly "--" starts the second manifest. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "artifacts.h"
+#include "wsdiff.h"
+
+#define MAX_ENTRIES 64
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct artifacts_limits lim = { .max_bytes = 1 << 20, .max_files = MAX_ENTRIES, .max_path = 200,
+					.manifest = true, .copy_max = 4096 };
+	struct artifact_entry *e = calloc(2 * MAX_ENTRIES, sizeof(*e));
+	struct artifacts_result m[2] = { { .entries = e }, { .entries = e + MAX_ENTRIES } };
+	long next[2] = { 0, 0 };
+	int side = 0;
+	const char *s = (const char *)data, *end = s + size;
+	while (e && s < end) {
+		const char *nl = memchr(s, '\n', (size_t)(end - s));
+		size_t n = nl ? (size_t)(nl - s) : (size_t)(end - s);
+		if (n == 2 && s[0] == '-' && s[1] == '-')
+			side = 1;
+		else if (n >= 2 && s[1] == ' ' && m[side].nentries < MAX_ENTRIES &&
+			 artifacts_parse_entry(s[0], s + 2, n - 2, &lim, &next[side],
+					       &m[side].entries[m[side].nentries]) == 0) {
+			struct artifact_entry *got = &m[side].entries[m[side].nentries++];
+			if (strlen(got->path) == 0 || strlen(got->path) > lim.max_path)
+				abort();
+		}
+		s += n + 1;
+	}
+	struct wsdiff d;
+	if (e && wsdiff_compare(&m[0], &m[1], &d) == 0) {
+		/* no copies exist under these names: every text diff is omitted */
+		json_t *o = wsdiff_json(&d, &m[0], "/nonexistent", &m[1], "/nonexistent");
+		if (!o || strlen(d.digest) != 64 || json_array_size(json_object_get(o, "files")) != d.n)
+			abort();
+		char *text = json_dumps(o, JSON_COMPACT);
+		if (!text)
+			abort();
+		free(text);
+		json_decref(o);
+		wsdiff_free(&d);
+	}
+	for (int k = 0; e && k < 2; k++)
+		for (size_t i = 0; i < m[k].nentries; i++)
+			free(m[k].entries[i].target);
+	free(e);
+	return 0;
+}
