@@ -38,9 +38,12 @@ static bool held_or_not_pausing(void *arg)
 }
 
 /* The workspace as it is now, walked into m: with mu held (dropped while
- * it walks). 0, or an HTTP status with why. */
-static unsigned walk_now(struct sbx *s, const char *dir, struct artifacts_result *m, char *err, size_t errlen)
+ * it walks). 0, or an HTTP status with why; *held_ms how long the agent
+ * was held (-1: it was not: the sandbox is paused). */
+static unsigned walk_now(struct sbx *s, const char *dir, struct artifacts_result *m, int64_t *held_ms, char *err,
+			 size_t errlen)
 {
+	*held_ms = -1;
 	char image[PATH_MAX];
 	snprintf(image, sizeof(image), "%s", s->workspace_image);
 	if (s->state == SBX_PAUSED) {
@@ -53,8 +56,9 @@ static unsigned walk_now(struct sbx *s, const char *dir, struct artifacts_result
 		snprintf(err, errlen, "the sandbox is %s: only its checkpoints can be compared", sbx_state_name(s->state));
 		return 409;
 	}
+	int64_t t0 = sbx_realtime_ms();
 	sbx_hold_begin(s);
-	api_wait_until(s, held_or_not_pausing, s, sbx_realtime_ms() + HOLD_WAIT_MS);
+	api_wait_until(s, held_or_not_pausing, s, t0 + HOLD_WAIT_MS);
 	if (s->state != SBX_PAUSING || !s->agent_paused) {
 		snprintf(err, errlen, "the agent could not be held to read the workspace: %s",
 			 s->pause_error[0] ? s->pause_error : s->reason);
@@ -65,6 +69,7 @@ static unsigned walk_now(struct sbx *s, const char *dir, struct artifacts_result
 	int rc = wsdiff_walk(image, dir, m, err, errlen);
 	pthread_mutex_lock(&s->mu);
 	sbx_hold_end(s);
+	*held_ms = sbx_realtime_ms() - t0;   /* to the RESUME sent; its READY follows */
 	return rc ? 500 : 0;
 }
 
@@ -95,6 +100,7 @@ enum MHD_Result api_diff(struct sbx *s, struct MHD_Connection *conn)
 	struct wsdiff d = { 0 };
 	json_t *o = NULL;
 	unsigned status = 500;
+	int64_t held_ms = -1;
 	tree_remove(scratch, 3);   /* a crashed diff's */
 	if (mkdir(scratch, 0700) < 0)
 		snprintf(err, sizeof(err), "%.300s: %s", scratch, strerror(errno));
@@ -103,7 +109,7 @@ enum MHD_Result api_diff(struct sbx *s, struct MHD_Connection *conn)
 			status = wsdiff_walk(timg, b, &mb, err, sizeof(err)) ? 500 : 0;
 		} else {
 			pthread_mutex_lock(&s->mu);
-			status = walk_now(s, b, &mb, err, sizeof(err));
+			status = walk_now(s, b, &mb, &held_ms, err, sizeof(err));
 			pthread_mutex_unlock(&s->mu);
 		}
 	}
@@ -122,5 +128,6 @@ enum MHD_Result api_diff(struct sbx *s, struct MHD_Connection *conn)
 		return api_answer_error(conn, status, "no diff: %s", err);
 	json_object_set_new(o, "from", json_string(from));
 	json_object_set_new(o, "to", json_string(to ? to : "now"));
+	json_object_set_new(o, "held_ms", held_ms >= 0 ? json_integer(held_ms) : json_null());
 	return api_answer_json(conn, 200, o);
 }

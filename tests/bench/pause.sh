@@ -14,7 +14,10 @@
 #     VM was stopped (from the agent's PAUSED to its READY);
 #   - a fork of 4 from a checkpoint of a 256 MiB guest with 16 MiB
 #     touched: the time to all four running, and their vmms' summed PSS,
-#     against 4 sandboxes created and set up one by one.
+#     against 4 sandboxes created and set up one by one;
+#   - the workspace's diff (2000 text files and a 64 MiB one, 202 paths
+#     changed): GET /diff from a checkpoint to now, and how long the agent
+#     was held for it; from the start to that checkpoint.
 # Anchor: E2B, about 4 s per GB to pause, about 1 s to resume.
 # Every request has a deadline.
 set -u
@@ -136,3 +139,25 @@ sep_pss=$(pss)
 for n in 1 2 3 4; do curl -s -m 60 --unix-socket "$tmp/sep$n/api.sock" -o /dev/null -X DELETE http://s/; done
 echo "fork of 4 (256M, 16M touched): all running in $forks_ms ms, summed PSS $forks_pss MiB;" \
 	"4 separate, created and set up: $sep_ms ms, summed PSS $sep_pss MiB"
+
+$S -o /dev/null -X DELETE http://s/ 2>/dev/null
+setup diff 256 16 >/dev/null
+$S -o "$tmp/out" -d '{"argv":["python3","-c","import os\nos.mkdir(\"src\")\nfor i in range(2000):\n  open(\"src/f%d.txt\" % i, \"w\").write(\"\\n\".join(str(j) for j in range(i, i + 40)) + \"\\n\")\nopen(\"blob\", \"wb\").write(os.urandom(64 << 20))"],"timeout_s":600}' \
+	'http://s/commands?wait=600'
+grep -q '"exit_code":0' "$tmp/out" || die "diff: the files: $(cat "$tmp/out")"
+$S -o /dev/null -d '{"name":"d0"}' 'http://s/checkpoints'
+$S -o "$tmp/out" -d '{"argv":["python3","-c","import os\nfor i in range(0, 2000, 10):\n  open(\"src/f%d.txt\" % i, \"a\").write(\"changed\\n\")\nos.remove(\"src/f1.txt\")\nopen(\"src/new.txt\", \"w\").write(\"new\\n\")"],"timeout_s":600}' \
+	'http://s/commands?wait=600'
+grep -q '"exit_code":0' "$tmp/out" || die "diff: the changes: $(cat "$tmp/out")"
+t0=$(date +%s%N)
+$S -o "$tmp/out" 'http://s/diff?from=d0'
+now_ms=$(ms "$t0")
+read -r n held < <(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(len(j["files"]), j["held_ms"])' "$tmp/out") ||
+	die "diff: $(head -c 300 "$tmp/out")"
+t0=$(date +%s%N)
+$S -o "$tmp/out" 'http://s/diff?from=start&to=d0'
+cp_ms=$(ms "$t0")
+m=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["files"]))' "$tmp/out") || die "diff: $(head -c 300 "$tmp/out")"
+echo "diff of a workspace of 2000 text files and a 64 MiB one: checkpoint to now $now_ms ms ($n paths changed," \
+	"the agent held $held ms); start to checkpoint $cp_ms ms ($m paths)"
+$S -o /dev/null -X DELETE http://s/

@@ -290,7 +290,7 @@ static void size_ceilings(void **state)
 	refused("tenant a max_memory_mib=1.5\n",
 		"1: unknown or out-of-range option \"max_memory_mib=1.5\" (concurrent>=1, queued, rate>0, burst>=1, "
 		"max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
-		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, net, net_addr)");
+		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, max_checkpoint_mib>=1, net, net_addr)");
 	refused("tenant a max_disk_mib=-1\n", "1: max_disk_mib: a number from 0 to 1000000");
 }
 
@@ -300,9 +300,11 @@ static void sandbox_ceilings(void **state)
 {
 	(void)state;
 	struct tenants ts;
-	if (parse(&ts, "tenant a sandboxes=2 sandbox_memory_mib=4096 sandbox_disk_mib=8192 max_sandbox_timeout_s=600\n"
-		       "tenant b sandboxes=0\ntenant c\n"))
+	if (parse(&ts, "tenant a sandboxes=2 sandbox_memory_mib=4096 sandbox_disk_mib=8192 max_sandbox_timeout_s=600"
+		       " max_checkpoint_mib=512\ntenant b sandboxes=0\ntenant c\n"))
 		fail_msg("%s", err);
+	assert_int_equal(ts.t[0].max_checkpoint_mib, 512);
+	assert_int_equal(ts.t[2].max_checkpoint_mib, TENANT_DEFAULT_CHECKPOINT_MIB);
 	assert_int_equal(ts.t[0].sandboxes, 2);
 	assert_int_equal(ts.t[0].sandbox_memory_mib, 4096);
 	assert_int_equal(ts.t[0].sandbox_disk_mib, 8192);
@@ -315,11 +317,15 @@ static void sandbox_ceilings(void **state)
 	refused("tenant a max_sandbox_timeout_s=0\n",
 		"1: unknown or out-of-range option \"max_sandbox_timeout_s=0\" (concurrent>=1, queued, rate>0, burst>=1, "
 		"max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
-		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, net, net_addr)");
+		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, max_checkpoint_mib>=1, net, net_addr)");
+	refused("tenant a max_checkpoint_mib=0\n",
+		"1: unknown or out-of-range option \"max_checkpoint_mib=0\" (concurrent>=1, queued, rate>0, burst>=1, "
+		"max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
+		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, max_checkpoint_mib>=1, net, net_addr)");
 	refused("tenant a sandboxes=1.5\n",
 		"1: unknown or out-of-range option \"sandboxes=1.5\" (concurrent>=1, queued, rate>0, burst>=1, "
 		"max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
-		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, net, net_addr)");
+		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, max_checkpoint_mib>=1, net, net_addr)");
 }
 
 static void free_twice(void **state)
