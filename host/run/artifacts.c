@@ -79,6 +79,7 @@ struct parser {
 	struct artifacts_result *res;
 	size_t capfiles, capskipped, capentries;
 	long next_copy;
+	uint64_t copied;                /* a manifest's copies' bytes */
 	uint64_t bytes;
 	bool ended, failed;
 	char helper_err[256];   /* the helper's own "E" line */
@@ -175,10 +176,15 @@ static int parse_entry(struct parser *p, char letter, const char *s, size_t n)
 		return -1;
 	struct artifact_entry *e = &r->entries[r->nentries];
 	if (artifacts_parse_entry(letter, s, n, p->lim, &p->next_copy, e) < 0 ||
-	    (e->kind == 'f' && e->size > p->lim->max_bytes - p->bytes))
+	    (e->kind == 'f' && e->size > p->lim->max_bytes - p->bytes) ||
+	    (e->copy >= 0 && e->size > p->lim->copy_total - p->copied)) {
+		free(e->target);
 		return -1;
+	}
 	if (e->kind == 'f')
 		p->bytes += e->size;
+	if (e->copy >= 0)
+		p->copied += e->size;
 	r->nentries++;
 	return 0;
 }

@@ -25,9 +25,10 @@ struct artifacts_limits {
 	int timeout_ms;          /* the helper is killed after this */
 	/* A manifest (artifacts_manifest) instead of a copy: the whole image
 	 * from its root is listed, and regular files of at most copy_max
-	 * bytes are also copied, flat, into the destination. */
+	 * bytes are also copied, flat, into the destination, while the
+	 * copies take no more than copy_total together. */
 	bool manifest;
-	uint64_t copy_max;
+	uint64_t copy_max, copy_total;
 };
 
 struct artifact {
@@ -118,7 +119,7 @@ int artifacts_manifest(int image_fd, int dest_fd, const struct artifacts_ids *id
 /* The helper's manifest line for one entry, without its letter and space
  * ("D", "R", "L", "O"), parsed into e: the format artifacts_walk.c
  * writes. Pure; 0, or -1 when the line is malformed or breaks a cap
- * (copies are numbered from 0 in order: *next_copy is the next one). */
+ * (copies' numbers only grow: *next_copy is the least the next may be). */
 int artifacts_parse_entry(char letter, const char *s, size_t n, const struct artifacts_limits *lim,
 			  long *next_copy, struct artifact_entry *e);
 

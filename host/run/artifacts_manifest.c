@@ -3,11 +3,13 @@
  * every field is checked here, none believed for being in its place. */
 #include "artifacts.h"
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "artifacts_report.h"
+#include "utf8.h"
 
 /* A decimal or octal number up to a space (or the end); -1 when none. */
 static int number(const char **s, const char *end, unsigned base, uint64_t max, uint64_t *out)
@@ -81,11 +83,13 @@ int artifacts_parse_entry(char letter, const char *s, size_t n, const struct art
 			return -1;
 		if (strcmp(word, "-")) {
 			const char *w = word;
-			/* copies are numbered in order, so a name cannot be reused */
-			if (e->size > lim->copy_max || number(&w, word + strlen(word), 10, (uint64_t)*next_copy, &v) ||
-			    v != (uint64_t)*next_copy)
+			/* copies' numbers only grow (a failed copy leaves a gap), so
+			 * no two entries name one file */
+			if (e->size > lim->copy_max || number(&w, word + strlen(word), 10, LONG_MAX / 2, &v) ||
+			    v < (uint64_t)*next_copy)
 				return -1;
-			e->copy = (*next_copy)++;
+			e->copy = (long)v;
+			*next_copy = (long)v + 1;
 		}
 		break;
 	case 'L': {
@@ -111,8 +115,9 @@ int artifacts_parse_entry(char letter, const char *s, size_t n, const struct art
 	default:
 		return -1;
 	}
+	/* UTF-8 as the helper checks every name: a path is shown as JSON */
 	if (artifacts_unescape(e->path, sizeof(e->path), p, (size_t)(end - p)) < 0 ||
-	    !artifacts_valid_path(e->path, lim->max_path)) {
+	    !artifacts_valid_path(e->path, lim->max_path) || !utf8_valid(e->path, strlen(e->path))) {
 		free(e->target);
 		e->target = NULL;
 		return -1;

@@ -81,7 +81,8 @@ struct walk {
 	size_t outlen;
 	char *chunk;                              /* COPY_CHUNK bytes */
 	EVP_MD_CTX *md;                           /* a manifest's sums */
-	unsigned long copies;                     /* a manifest's copies so far */
+	unsigned long copies;                     /* a manifest's copy files made so far */
+	uint64_t copied_bytes;                    /* and their bytes */
 };
 
 static int write_all(int fd, const char *p, size_t n)
@@ -368,8 +369,11 @@ static int manifest_file(struct walk *w, int destfd, ext2_ino_t ino, struct ext2
 		return skip_entry(w, "unreadable file: %s", error_message(err));
 	int fd = -1;
 	char name[32];
-	if (size <= w->lim->copy_max) {
-		snprintf(name, sizeof(name), "%lu", w->copies);
+	if (size <= w->lim->copy_max && size <= w->lim->copy_total - w->copied_bytes) {
+		w->copied_bytes += size;
+		/* a number of its own even when this copy fails below: its
+		 * file stays, and the next may not take its name */
+		snprintf(name, sizeof(name), "%lu", w->copies++);
 		fd = openat(destfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 		if (fd < 0)
 			die(w, "creating %s: %s", name, strerror(errno));
@@ -393,12 +397,12 @@ static int manifest_file(struct walk *w, int destfd, ext2_ino_t ino, struct ext2
 	if (done < size)
 		return skip_entry(w, "unreadable file data: %s", err ? error_message(err) : "shorter than its size");
 	unsigned char sum[32];
-	char hex[65], copy[24] = "-";
+	char hex[65], copy[32] = "-";
 	EVP_DigestFinal_ex(w->md, sum, NULL);
 	for (int i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", sum[i]);
 	if (fd >= 0)
-		snprintf(copy, sizeof(copy), "%lu", w->copies++);
+		snprintf(copy, sizeof(copy), "%s", name);
 	report_entry(w, "R %o %llu %s %s", (unsigned)(in->i_mode & 07777), (unsigned long long)size, hex, copy);
 	return 0;
 }

@@ -26,6 +26,9 @@
  * checkpoint's change (a diff, expect_digest) is from it. A sandbox keeps
  * its own under the same name in its directory. */
 #define RUN_CHECKPOINT_START    "start.ext4"
+/* Its meta (the supervisor's): name, created_ms, bytes, next_cmd, and the
+ * digest of its change from start.ext4 and whether that is complete. */
+#define RUN_CHECKPOINT_META     "checkpoint.json"
 #define RUN_CHECKPOINT_NAME_MAX 64
 
 /* Whether name may name a checkpoint: 1..RUN_CHECKPOINT_NAME_MAX of

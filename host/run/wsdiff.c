@@ -26,9 +26,23 @@ extern char **environ;
 
 /* ---- the comparison (pure) -------------------------------------------------- */
 
-static int by_path(const void *a, const void *b)
+/* Entries in one order whatever the walk's: by path, then (a hostile
+ * image may list a name twice) by everything else that is compared. */
+static int by_entry(const void *pa, const void *pb)
 {
-	return strcmp((*(const struct artifact_entry *const *)a)->path, (*(const struct artifact_entry *const *)b)->path);
+	const struct artifact_entry *a = *(const struct artifact_entry *const *)pa, *b = *(const struct artifact_entry *const *)pb;
+	int c = strcmp(a->path, b->path);
+	if (c)
+		return c;
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1;
+	if (a->mode != b->mode)
+		return a->mode < b->mode ? -1 : 1;
+	if (a->size != b->size)
+		return a->size < b->size ? -1 : 1;
+	if ((c = strcmp(a->sha256, b->sha256)))
+		return c;
+	return strcmp(a->target ? a->target : "", b->target ? b->target : "");
 }
 
 static const struct artifact_entry **sorted(const struct artifacts_result *m)
@@ -38,7 +52,7 @@ static const struct artifact_entry **sorted(const struct artifacts_result *m)
 		return NULL;
 	for (size_t i = 0; i < m->nentries; i++)
 		v[i] = &m->entries[i];
-	qsort(v, m->nentries, sizeof(*v), by_path);
+	qsort(v, m->nentries, sizeof(*v), by_entry);
 	return v;
 }
 
@@ -53,26 +67,65 @@ static bool same(const struct artifact_entry *a, const struct artifact_entry *b)
 	return true;
 }
 
-/* An entry's side of the digest's text: what a reviewer approved of it. */
-static void describe(const struct artifact_entry *e, char *out, size_t len)
+/* The digest's input is a sequence of fields, each its length (8 bytes,
+ * little-endian) and its bytes: no field's content can pass for another
+ * field or end one early, however long or odd it is. */
+static void field(EVP_MD_CTX *md, const void *p, size_t n)
 {
-	if (!e)
-		snprintf(out, len, "-");
-	else if (e->kind == 'f')
-		snprintf(out, len, "f %04o %llu %s", e->mode, (unsigned long long)e->size, e->sha256);
-	else if (e->kind == 'l')
-		snprintf(out, len, "l %s", e->target ? e->target : "");
-	else
-		snprintf(out, len, "%c %04o", e->kind, e->mode);
+	unsigned char len[8];
+	for (int i = 0; i < 8; i++)
+		len[i] = (unsigned char)((uint64_t)n >> (8 * i));
+	EVP_DigestUpdate(md, len, sizeof(len));
+	EVP_DigestUpdate(md, p, n);
+}
+
+static void field_str(EVP_MD_CTX *md, const char *s)
+{
+	field(md, s, strlen(s));
+}
+
+/* An entry as the digest knows it (absent: one empty field): what a
+ * reviewer approved of it. */
+static void field_entry(EVP_MD_CTX *md, const struct artifact_entry *e)
+{
+	char head[64];
+	if (!e) {
+		field(md, "", 0);
+		return;
+	}
+	snprintf(head, sizeof(head), "%c %04o %llu", e->kind, e->mode, (unsigned long long)e->size);
+	field_str(md, head);
+	field_str(md, e->kind == 'f' ? e->sha256 : "");
+	field_str(md, e->kind == 'l' && e->target ? e->target : "");
 }
 
 static void digest_skips(EVP_MD_CTX *md, const char *side, const struct artifacts_result *m)
 {
 	for (size_t i = 0; i < m->nskipped; i++) {
-		char line[ARTIFACT_PATH_MAX + 200];
-		int n = snprintf(line, sizeof(line), "S %s\t%s\t%s\n", side, m->skipped[i].path, m->skipped[i].reason);
-		EVP_DigestUpdate(md, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+		field_str(md, side);
+		field_str(md, m->skipped[i].path);
+		field_str(md, m->skipped[i].reason);
 	}
+}
+
+/* What the change was made on: every entry of the from side, in order. */
+static int digest_base(EVP_MD_CTX *md, const struct artifact_entry **a, size_t n)
+{
+	unsigned char sum[32];
+	EVP_MD_CTX *base = EVP_MD_CTX_new();
+	if (!base || !EVP_DigestInit_ex(base, EVP_sha256(), NULL)) {
+		EVP_MD_CTX_free(base);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		field_str(base, a[i]->path);
+		field_entry(base, a[i]);
+	}
+	int rc = EVP_DigestFinal_ex(base, sum, NULL) ? 0 : -1;
+	EVP_MD_CTX_free(base);
+	if (rc == 0)
+		field(md, sum, sizeof(sum));
+	return rc;
 }
 
 static int add(struct wsdiff *d, size_t *cap, enum wsdiff_status st, const struct artifact_entry *from,
@@ -100,7 +153,9 @@ int wsdiff_compare(const struct artifacts_result *from, const struct artifacts_r
 	int rc = -1;
 	if (!a || !b || !md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
 		goto out;
-	EVP_DigestUpdate(md, "vmrun workspace diff 1\n", 23);
+	field_str(md, "vmrun workspace diff 2");
+	if (digest_base(md, a, from->nentries) < 0)
+		goto out;
 	while (i < from->nentries || j < to->nentries) {
 		int c = i == from->nentries ? 1 : j == to->nentries ? -1 : strcmp(a[i]->path, b[j]->path);
 		const struct artifact_entry *x = c <= 0 ? a[i++] : NULL, *y = c >= 0 ? b[j++] : NULL;
@@ -109,11 +164,10 @@ int wsdiff_compare(const struct artifacts_result *from, const struct artifacts_r
 		enum wsdiff_status st = !x ? WSDIFF_ADDED : !y ? WSDIFF_REMOVED : WSDIFF_MODIFIED;
 		if (add(d, &cap, st, x, y) < 0)
 			goto out;
-		char line[3 * ARTIFACT_PATH_MAX + 300], dx[ARTIFACT_PATH_MAX + 100], dy[ARTIFACT_PATH_MAX + 100];
-		describe(x, dx, sizeof(dx));
-		describe(y, dy, sizeof(dy));
-		int n = snprintf(line, sizeof(line), "%c\t%s\t%s\t%s\n", "AMR"[st], (x ? x : y)->path, dx, dy);
-		EVP_DigestUpdate(md, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+		field(md, &"AMR"[st], 1);
+		field_str(md, (x ? x : y)->path);
+		field_entry(md, x);
+		field_entry(md, y);
 	}
 	digest_skips(md, "from", from);
 	digest_skips(md, "to", to);
@@ -159,7 +213,7 @@ static int load_side(const struct artifact_entry *e, const char *dir, struct tex
 	if (e->size > WSDIFF_TEXT_MAX)
 		return *why = "larger than the text cap", 1;
 	if (e->copy < 0)
-		return *why = "not copied", 1;
+		return *why = "not copied: the walk's copies reached their cap", 1;
 	snprintf(t->path, sizeof(t->path), "%s/%ld", dir, e->copy);
 	int fd = open(t->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
@@ -173,6 +227,15 @@ static int load_side(const struct artifact_entry *e, const char *dir, struct tex
 	close(fd);
 	if (got != (ssize_t)e->size)
 		return *why = "its copy is short", 1;
+	/* what is shown must be what was summed */
+	unsigned char sum[32];
+	char hex[65];
+	if (!EVP_Digest(t->data, e->size, sum, NULL, EVP_sha256(), NULL))
+		return *why = "its copy cannot be summed", 1;
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+	if (strcmp(hex, e->sha256))
+		return *why = "its copy is not what was summed", 1;
 	t->len = e->size;
 	return 0;
 }

@@ -23,6 +23,7 @@
 /* A file larger than this is named, never diffed; the diffs of one
  * answer stop at DIFF_MAX bytes (later files are named only). */
 #define WSDIFF_TEXT_MAX     (256u << 10)
+#define WSDIFF_COPY_TOTAL   (128u << 20)   /* what one walk copies out for diffing */
 #define WSDIFF_DIFF_MAX     (1u << 20)
 
 enum wsdiff_status { WSDIFF_ADDED, WSDIFF_MODIFIED, WSDIFF_REMOVED };
@@ -64,11 +65,14 @@ int wsdiff_walk(const char *image, const char *dir, struct artifacts_result *m, 
 json_t *wsdiff_json(const struct wsdiff *d, const struct artifacts_result *from, const char *from_dir,
 		    const struct artifacts_result *to, const char *to_dir);
 
-/* Both images walked (into scratch/from and scratch/to, removed after),
- * compared, and the change as JSON into *out; the digest alone into
- * digest when not NULL. For images that do not change meanwhile (a
- * checkpoint's, a start). 0, or -1 with why in err. */
+/* Both images walked (into scratch/from and scratch/to, removed after)
+ * and compared: the change as JSON into *out (out NULL: not made, no
+ * diff(1) run), its digest into digest and whether the walks skipped
+ * nothing into *complete (either NULL: not wanted). For images that do
+ * not change meanwhile (a checkpoint's, a start). Not from a process
+ * that reaps any child (waitpid(-1)): the helper is its own child. 0, or
+ * -1 with why in err. */
 int wsdiff_images(const char *from_image, const char *to_image, const char *scratch, json_t **out,
-		  char digest[65], char *err, size_t errlen);
+		  char digest[65], bool *complete, char *err, size_t errlen);
 
 #endif

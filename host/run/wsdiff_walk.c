@@ -19,7 +19,7 @@ int wsdiff_walk(const char *image, const char *dir, struct artifacts_result *m, 
 	struct artifacts_limits lim = {
 		.max_bytes = WSDIFF_MAX_BYTES, .max_files = WSDIFF_MAX_ENTRIES, .max_depth = WSDIFF_MAX_DEPTH,
 		.max_path = ARTIFACT_PATH_MAX - 1, .timeout_ms = WSDIFF_TIMEOUT_MS, .manifest = true,
-		.copy_max = WSDIFF_TEXT_MAX,
+		.copy_max = WSDIFF_TEXT_MAX, .copy_total = WSDIFF_COPY_TOTAL,
 	};
 	struct artifacts_ids ids = { getuid(), getgid(), getuid(), getgid() };
 	struct jail helper = { .uid_fd = -1 };
@@ -51,25 +51,28 @@ out:
 }
 
 int wsdiff_images(const char *from_image, const char *to_image, const char *scratch, json_t **out,
-		  char digest[65], char *err, size_t errlen)
+		  char digest[65], bool *complete, char *err, size_t errlen)
 {
 	char a[PATH_MAX], b[PATH_MAX];
 	struct artifacts_result ma = { 0 }, mb = { 0 };
 	struct wsdiff d = { 0 };
 	int rc = -1;
-	*out = NULL;
+	if (out)
+		*out = NULL;
 	snprintf(a, sizeof(a), "%s/from", scratch);
 	snprintf(b, sizeof(b), "%s/to", scratch);
 	if (mkdir(scratch, 0700) < 0)
 		return errf(err, errlen, "%s: %s", scratch, strerror(errno));
 	if (wsdiff_walk(from_image, a, &ma, err, errlen) || wsdiff_walk(to_image, b, &mb, err, errlen))
 		goto out;
-	if (wsdiff_compare(&ma, &mb, &d) || !(*out = wsdiff_json(&d, &ma, a, &mb, b))) {
+	if (wsdiff_compare(&ma, &mb, &d) || (out && !(*out = wsdiff_json(&d, &ma, a, &mb, b)))) {
 		errf(err, errlen, "out of memory");
 		goto out;
 	}
 	if (digest)
 		memcpy(digest, d.digest, 65);
+	if (complete)
+		*complete = d.complete;
 	rc = 0;
 out:
 	wsdiff_free(&d);

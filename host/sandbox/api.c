@@ -270,10 +270,15 @@ static enum MHD_Result create_checkpoint(struct sbx *s, struct MHD_Connection *c
 	uint64_t kept = 0;
 	char path[PATH_MAX + 200];
 	snprintf(path, sizeof(path), "%s/" RUN_CHECKPOINTS_DIR "/%s", s->dir, name);
+	char used[PATH_MAX + 200];
+	snprintf(used, sizeof(used), "%s/" RUN_CHECKPOINTS_DIR "/" SBX_CHECKPOINT_USED "%s", s->dir, name);
 	if (refused)
 		snprintf(why, sizeof(why), "%s", refused);
 	else if (access(path, F_OK) == 0)
 		snprintf(why, sizeof(why), "checkpoint %s exists", name);
+	else if (access(used, F_OK) == 0)
+		snprintf(why, sizeof(why), "checkpoint %s was deleted: a name is not taken twice, so that a sandbox's "
+			 "checkpoint name always means one state", name);
 	else if (sbx_checkpoint_count(s, &kept) >= s->max_checkpoints) {
 		snprintf(why, sizeof(why), "the sandbox keeps %u checkpoints, its most: delete one first", s->max_checkpoints);
 		status = 429;
@@ -303,6 +308,11 @@ static enum MHD_Result create_checkpoint(struct sbx *s, struct MHD_Connection *c
 	if (!meta)
 		return api_answer_error(conn, over ? 429 : running ? 409 : 500, "no checkpoint: %s",
 					why[0] ? why : "the sandbox ended");
+	/* its change from the start, with the VM running again: what a fork
+	 * or a verification run with expect_digest is checked against */
+	char derr[300];
+	if (sbx_checkpoint_digest(s, meta, derr, sizeof(derr)))
+		fprintf(stderr, "vmrund-sandbox: checkpoint %s: its digest: %s\n", name, derr);
 	json_t *o = sbx_checkpoint_view(meta);
 	json_decref(meta);
 	json_object_set_new(o, "stopped_ms", json_integer(stopped));

@@ -15,11 +15,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "errmsg.h"
 #include "run_pause.h"
 #include "spool.h"
+#include "tree.h"
+#include "wsdiff.h"
 #include "../../vmm/snapshot.h"
 
-#define META_FILE "checkpoint.json"
+#define META_FILE RUN_CHECKPOINT_META
 
 static void checkpoints_dir(const struct sbx *s, char *out, size_t len)
 {
@@ -105,9 +108,33 @@ int sbx_checkpoint_save(const struct sbx *s, const char *name, uint32_t next_cmd
 
 json_t *sbx_checkpoint_view(const json_t *meta)
 {
-	return json_pack("{s:O,s:o,s:O}", "name", json_object_get(meta, "name"), "created_at",
+	json_t *dig = json_object_get(meta, "digest"), *complete = json_object_get(meta, "complete");
+	return json_pack("{s:O,s:o,s:O,s:O,s:O}", "name", json_object_get(meta, "name"), "created_at",
 			 spool_iso_time(json_integer_value(json_object_get(meta, "created_ms"))), "bytes",
-			 json_object_get(meta, "bytes"));
+			 json_object_get(meta, "bytes"), "digest", dig ? dig : json_null(), "complete",
+			 complete ? complete : json_null());
+}
+
+int sbx_checkpoint_digest(const struct sbx *s, json_t *meta, char *err, size_t errlen)
+{
+	const char *name = json_string_value(json_object_get(meta, "name"));
+	char start[PATH_MAX + 64], image[PATH_MAX + 200], scratch[PATH_MAX + 100], path[PATH_MAX + 200], digest[65];
+	bool complete = false;
+	snprintf(start, sizeof(start), "%s/" RUN_CHECKPOINT_START, s->dir);
+	snprintf(image, sizeof(image), "%s/" RUN_CHECKPOINTS_DIR "/%s/" RUN_CHECKPOINT_IMAGE, s->dir, name);
+	snprintf(path, sizeof(path), "%s/" RUN_CHECKPOINTS_DIR "/%s/" META_FILE, s->dir, name);
+	snprintf(scratch, sizeof(scratch), "%s/.digest-%s", s->dir, name);
+	tree_remove(scratch, 3);
+	if (wsdiff_images(start, image, scratch, NULL, digest, &complete, err, errlen))
+		return -1;
+	json_object_set_new(meta, "digest", json_string(digest));
+	json_object_set_new(meta, "complete", json_boolean(complete));
+	char *text = json_dumps(meta, JSON_COMPACT), tmp[PATH_MAX + 210];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	/* replaced whole: a reader sees the meta before or after, never half */
+	int rc = text && spool_write_file(tmp, text, strlen(text), false, 0600) == 0 && rename(tmp, path) == 0 ? 0 : -1;
+	free(text);
+	return rc ? errf(err, errlen, "%s: %s", path, strerror(errno ? errno : ENOMEM)) : 0;
 }
 
 /* DIR/checkpoints/NAME's meta, or NULL. */
@@ -188,6 +215,11 @@ enum MHD_Result api_checkpoint(struct sbx *s, struct MHD_Connection *conn, const
 	if (strcmp(method, "DELETE"))
 		return api_answer_error(conn, 405, "GET or DELETE here");
 	char p[PATH_MAX + 300];
+	/* the name is never taken again: SANDBOX/NAME means one state for the
+	 * sandbox's life, whatever was checked against it (expect_digest) */
+	snprintf(p, sizeof(p), "%s/" RUN_CHECKPOINTS_DIR "/" SBX_CHECKPOINT_USED "%s", s->dir, name);
+	if (spool_write_file(p, "", 0, false, 0600) < 0)
+		return api_answer_error(conn, 500, "%s: %s", p, strerror(errno));
 	snprintf(p, sizeof(p), "%s/" RUN_CHECKPOINTS_DIR "/%s", s->dir, name);
 	if (spool_clean(p, false) < 0)
 		return api_answer_error(conn, 500, "removing checkpoint %s: %s", name, strerror(errno));

@@ -31,10 +31,18 @@ static int image_of(const struct sbx *s, const char *which, char *path, size_t l
 	return access(path, R_OK);
 }
 
-static bool held_or_not_pausing(void *arg)
+struct hold {
+	struct sbx *s;
+	unsigned gen;
+};
+
+/* The hold came (the agent paused), or will not: called off, or the
+ * sandbox is another pause's or stopping. */
+static bool hold_settled(void *arg)
 {
-	const struct sbx *s = arg;
-	return s->state != SBX_PAUSING || s->agent_paused;
+	const struct hold *h = arg;
+	const struct sbx *s = h->s;
+	return s->pause_gen != h->gen || !s->hold || s->state != SBX_PAUSING || s->agent_paused;
 }
 
 /* The workspace as it is now, walked into m: with mu held (dropped while
@@ -57,18 +65,18 @@ static unsigned walk_now(struct sbx *s, const char *dir, struct artifacts_result
 		return 409;
 	}
 	int64_t t0 = sbx_realtime_ms();
-	sbx_hold_begin(s);
-	api_wait_until(s, held_or_not_pausing, s, t0 + HOLD_WAIT_MS);
-	if (s->state != SBX_PAUSING || !s->agent_paused) {
+	struct hold h = { s, sbx_hold_begin(s) };
+	api_wait_until(s, hold_settled, &h, t0 + HOLD_WAIT_MS);
+	if (s->pause_gen != h.gen || !s->hold || s->state != SBX_PAUSING || !s->agent_paused) {
 		snprintf(err, errlen, "the agent could not be held to read the workspace: %s",
 			 s->pause_error[0] ? s->pause_error : s->reason);
-		sbx_hold_end(s);
+		sbx_hold_end(s, h.gen);
 		return 409;
 	}
 	pthread_mutex_unlock(&s->mu);
 	int rc = wsdiff_walk(image, dir, m, err, errlen);
 	pthread_mutex_lock(&s->mu);
-	sbx_hold_end(s);
+	sbx_hold_end(s, h.gen);
 	*held_ms = sbx_realtime_ms() - t0;   /* to the RESUME sent; its READY follows */
 	return rc ? 500 : 0;
 }

@@ -28,6 +28,7 @@ void sbx_pause_begin(struct sbx *s, const char *reason)
 	s->pause_asked_ms = now;
 	s->pause_sent = s->agent_paused = false;
 	s->pause_error[0] = '\0';
+	s->pause_gen++;
 	sbx_set_state(s, SBX_PAUSING, reason);
 }
 
@@ -38,6 +39,7 @@ static void call_off(struct sbx *s, const char *why)
 	snprintf(s->pause_error, sizeof(s->pause_error), "%s", why);
 	bool sent = s->pause_sent;
 	s->pause_sent = false;
+	s->hold = false;   /* a hold called off is over: a later pause saves the VM */
 	s->expect_ready = sent;
 	sbx_set_state(s, SBX_RUNNING, "");
 	if (!sent)
@@ -50,14 +52,17 @@ static void call_off(struct sbx *s, const char *why)
 		sbx_set_state(s, SBX_STOPPING, "the agent's link failed while a pause was called off");
 }
 
-void sbx_hold_begin(struct sbx *s)
+unsigned sbx_hold_begin(struct sbx *s)
 {
 	sbx_pause_begin(s, "held while its workspace is read");
 	s->hold = true;
+	return s->pause_gen;
 }
 
-void sbx_hold_end(struct sbx *s)
+void sbx_hold_end(struct sbx *s, unsigned gen)
 {
+	if (s->pause_gen != gen || !s->hold)
+		return;
 	s->hold = false;
 	if (s->state == SBX_PAUSING)
 		call_off(s, "");

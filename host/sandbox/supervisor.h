@@ -92,6 +92,8 @@ enum sbx_state {
 };
 #define SBX_PAUSE_WAIT_MS 30000      /* file operations under way, then the agent's PAUSED */
 #define SBX_DEFAULT_MAX_CHECKPOINTS 16
+/* DIR/checkpoints/.used-NAME: NAME was a checkpoint's, and is not taken again */
+#define SBX_CHECKPOINT_USED ".used-"
 #define SBX_DEFAULT_MAX_CHECKPOINT_MIB 16384
 
 /* One command, as the supervisor keeps it. */
@@ -192,6 +194,7 @@ struct sbx {
 	 * (paused on its connection, its file system frozen) and given back
 	 * by RESUME; while paused, a resume waits */
 	bool hold, diffing;
+	unsigned pause_gen;           /* counts pauses begun: a hold knows its own */
 	/* where its usage is read, while it runs (run.h's run_serving) */
 	char cgroup[PATH_MAX];        /* "" none */
 	char workspace_image[PATH_MAX];
@@ -236,12 +239,14 @@ void sbx_pause_begin(struct sbx *s, const char *reason);
 
 /* With mu held, state running: hold the agent (PAUSE, the state
  * pausing) without saving the VM: the serve loop keeps the connection
- * once the agent paused, until sbx_hold_end. */
-void sbx_hold_begin(struct sbx *s);
+ * once the agent paused, until sbx_hold_end. Returns the pause's number
+ * (pause_gen), which names this hold. */
+unsigned sbx_hold_begin(struct sbx *s);
 
-/* With mu held: the hold is over; the agent goes on (RESUME on the same
- * connection) when it is still held. */
-void sbx_hold_end(struct sbx *s);
+/* With mu held: hold gen is over; the agent goes on (RESUME on the same
+ * connection) when it is still held by it. A pause begun since (the hold
+ * was called off meanwhile) is left alone. */
+void sbx_hold_end(struct sbx *s, unsigned gen);
 
 /* The run library's paused hook (run.h): the VM was saved (state
  * paused, until POST /resume: 0; DELETE, SIGTERM or pause_ttl_s: -1), or
@@ -266,6 +271,11 @@ unsigned sbx_checkpoint_count(const struct sbx *s, uint64_t *bytes);
  * (not kept; why says so). */
 int sbx_checkpoint_save(const struct sbx *s, const char *name, uint32_t next_cmd, const struct run_saved *saved,
 			json_t **meta, char *err, size_t errlen);
+
+/* A kept checkpoint's change from the sandbox's start (wsdiff.h): its
+ * digest and whether it is complete, added to meta and its file. 0, or
+ * -1 with why (meta then has neither). */
+int sbx_checkpoint_digest(const struct sbx *s, json_t *meta, char *err, size_t errlen);
 
 /* A fork's start from checkpoint dir: the command id its own begin at
  * (the checkpoint's next), into s. 0, or -1 with why. */

@@ -369,9 +369,11 @@ static int open_pass(struct http_req *r, const struct dest *t, const char *id, c
 /* r passed on whole (its body in memory) to t, the answer streamed back. */
 static enum MHD_Result pass_to(struct http_req *r, const struct dest *t, const char *id, const char *rest)
 {
-	/* a wait or a live stream holds a thread: one of the tenant's places */
+	/* a wait, a live stream or a diff (two walks of images, bounded by
+	 * the supervisor) holds a thread: one of the tenant's places, and no
+	 * read timeout of ours */
 	size_t rl = strlen(rest);
-	bool stream = (rl >= 7 && !strcmp(rest + rl - 7, "/events")) ||
+	bool stream = (rl >= 7 && !strcmp(rest + rl - 7, "/events")) || !strcmp(rest, "/diff") ||
 		      MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "wait");
 	if (stream && !http_stream_begin(r))
 		return MHD_YES;
@@ -399,8 +401,13 @@ static enum MHD_Result pass_to(struct http_req *r, const struct dest *t, const c
 static enum MHD_Result pass(struct http_req *r, const char *id, const char *rest)
 {
 	struct dest t;
-	if (locate(r, id, true, &t))
+	/* what reads a paused sandbox's files (its diff, its checkpoints) goes
+	 * to its supervisor too, which a paused sandbox still has */
+	bool reads = !strcmp(r->method, "GET") && (!strcmp(rest, "/diff") || !strncmp(rest, "/checkpoints", 12));
+	if (locate(r, id, !reads, &t))
 		return MHD_YES;
+	if (reads && t.here && !vmrund_sbx_here(r->d, id))
+		return http_error(r, 409, 0, "sandbox %s is neither running nor paused", id);
 	return pass_to(r, &t, id, rest);
 }
 

@@ -91,10 +91,13 @@ struct vmrund_answer vmrund_run_checkpoint(struct vmrund *d, unsigned tenant, st
 /* Whether s is a digest as a diff gives it: 64 lowercase hex digits. Pure. */
 bool vmrund_digest_ok(const char *s);
 
-/* expect_digest against the checkpoint in dir: its change (from its
- * sandbox's start to it, wsdiff.h) is walked and summed. The answer's
- * status 0 when the digests are equal, 409 when not (with both), 500 when
- * the change could not be read. */
+/* expect_digest against the checkpoint in dir: the digest of its change
+ * (from its sandbox's start to it, wsdiff.h) that its supervisor kept in
+ * its meta when it was taken; checkpoints never change and their names
+ * are never taken twice. The answer's status 0 when the digests are equal,
+ * 409 when not (with both), when the change was not complete or has no
+ * digest. Reads a file only: vmrund reaps every child, so it walks no
+ * image itself. */
 struct vmrund_answer vmrund_checkpoint_expect(const char *dir, const char *expect);
 
 /* A sandbox as the API shows it (pure): id, state, reason, tenant, node,

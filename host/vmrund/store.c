@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "utf8.h"
 
 static const char *const state_names[RS_COUNT] = {
@@ -141,4 +143,13 @@ void store_copy_text(char *dst, size_t cap, const char *src)
 	if (n)
 		memcpy(dst, src, n);
 	dst[n] = '\0';
+}
+
+bool store_run_pinned_to(const struct store_run *run, const char *node)
+{
+	json_t *rq = run->request ? json_loads(run->request, 0, NULL) : NULL;
+	const char *pin = json_string_value(json_object_get(rq, "checkpoint_node"));
+	bool pinned = pin && node && !strcmp(pin, node);
+	json_decref(rq);
+	return pinned;
 }

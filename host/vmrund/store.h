@@ -360,6 +360,13 @@ void store_copy_text(char *dst, size_t cap, const char *src);
 	"lost: node %s stopped while the run was running; its command may have had effects, so it is not run again"
 
 #define STORE_MSG_SBX_LOST "lost: node %s stopped while the sandbox was open"
+/* A verification run, not started, whose checkpoint's node stopped: no
+ * other node may take it (run_spec.h's checkpoint_node). */
+#define STORE_MSG_LOST_CHECKPOINT "lost: node %s, which holds its checkpoint, stopped; no other node can run it"
+
+/* Whether run's request names node as the one that holds its checkpoint
+ * (a verification run only that node may start). Pure. */
+bool store_run_pinned_to(const struct store_run *run, const char *node);
 
 /* The SQL every backend shares where the dialects agree: the columns a
  * row is read from, in store_run's order (id, tenant, state, created_ms,

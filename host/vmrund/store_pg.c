@@ -434,7 +434,10 @@ static int pg_heartbeat(struct store *base, const char *node, int64_t lease_ms,
  * what this call changed and nothing else (a node expiring at the same
  * time waits on the rows, then finds them no longer running). The
  * notifications go with it; fn runs after the commit. */
-#define EXPIRE_REQUEUE "(command_ms IS NULL AND NOT cancel)"
+/* A verification run is never requeued from the node that holds its
+ * checkpoint: no other may take it (store.h's STORE_MSG_LOST_CHECKPOINT). */
+#define EXPIRE_PINNED "coalesce(request::json ->> 'checkpoint_node', '') = node"
+#define EXPIRE_REQUEUE "(command_ms IS NULL AND NOT cancel AND NOT " EXPIRE_PINNED ")"
 #define EXPIRE_SQL(nodes)                                                                                      \
 	"WITH changed AS (UPDATE runs SET"                                                                     \
 	" state = CASE WHEN " EXPIRE_REQUEUE " THEN 'queued' WHEN cancel THEN 'cancelled' ELSE 'lost' END,"  \
@@ -443,6 +446,8 @@ static int pg_heartbeat(struct store *base, const char *node, int64_t lease_ms,
 	" finished_ms = CASE WHEN " EXPIRE_REQUEUE " THEN NULL ELSE $1::bigint END,"                          \
 	" message = CASE WHEN " EXPIRE_REQUEUE " THEN message"                                                \
 	"  WHEN cancel THEN 'cancelled; node ' || node || ' stopped before it ended'"                         \
+	"  WHEN command_ms IS NULL AND " EXPIRE_PINNED " THEN 'lost: node ' || node ||"                        \
+	" ', which holds its checkpoint, stopped; no other node can run it'"                                   \
 	"  ELSE 'lost: node ' || node || ' stopped while the run was running;"                                \
 	" its command may have had effects, so it is not run again' END"                                      \
 	" WHERE state = 'running' AND " nodes " RETURNING " STORE_COLS ")"                                     \

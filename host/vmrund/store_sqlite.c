@@ -629,14 +629,18 @@ static int expire_one(struct store_sqlite *s, struct store_run *run, int64_t now
 	sqlite3_stmt *st;
 	char msg[sizeof(run->message)];
 	enum run_state to;
-	if (!run->cancel && !run->command_ms) {
+	bool pinned = store_run_pinned_to(run, run->node);
+	if (!run->cancel && !run->command_ms && !pinned) {
 		st = s->stmt[ST_REQUEUE];
 		if (sq_bind_text(st, 1, run->id) || sq_bind_text(st, 2, run->node))
 			return sq_bind_err(s, st, err, errlen);
 		to = RS_QUEUED;
 	} else {
 		to = run->cancel ? RS_CANCELLED : RS_LOST;
-		snprintf(msg, sizeof(msg), run->cancel ? STORE_MSG_CANCELLED_NODE : STORE_MSG_LOST_NODE, run->node);
+		snprintf(msg, sizeof(msg),
+			 run->cancel ? STORE_MSG_CANCELLED_NODE : !run->command_ms && pinned ? STORE_MSG_LOST_CHECKPOINT
+											 : STORE_MSG_LOST_NODE,
+			 run->node);
 		st = s->stmt[ST_FINISH];
 		if (sq_bind_text(st, 1, run->id) || sq_bind_text(st, 2, store_state_name(to)) ||
 		    sqlite3_bind_int64(st, 3, now_ms) || sq_bind_text(st, 4, NULL) || sq_bind_text(st, 5, msg) ||

@@ -86,15 +86,17 @@ static int read_request(struct worker *w, char *err, size_t errlen)
 	return rc;
 }
 
-/* A verification run's checkpoint (vmrund wrote where it is): its
- * workspace, whose change is checked against expect_digest again here,
- * since the checkpoint could have been deleted and taken anew under its
- * name since the submit. */
+/* A verification run's checkpoint (vmrund wrote where it is): its start
+ * and workspace copied into RUN_DIR first, then, with expect_digest, the
+ * change between the copies walked and summed again, and the run made
+ * from the copy that was checked: what is checked is what runs. */
 static int find_checkpoint(struct worker *w, char *err, size_t errlen)
 {
-	char path[PATH_MAX], dir[PATH_MAX], start[PATH_MAX + 64], scratch[PATH_MAX + 64], digest[65];
+	char path[PATH_MAX], dir[PATH_MAX], from[PATH_MAX + 64], start[PATH_MAX + 64], scratch[PATH_MAX + 64];
+	char digest[65];
 	uint8_t *buf;
 	size_t len;
+	bool complete = false;
 	if (!w->rq.from_checkpoint[0])
 		return 0;
 	snprintf(path, sizeof(path), "%s/" SPOOL_CHECKPOINT, w->dir);
@@ -103,19 +105,25 @@ static int find_checkpoint(struct worker *w, char *err, size_t errlen)
 		return errf(err, errlen, "%.300s: %s", path, strerror(errno ? errno : EINVAL)), -1;
 	snprintf(dir, sizeof(dir), "%.*s", (int)len, (const char *)buf);
 	free(buf);
-	snprintf(w->checkpoint_image, sizeof(w->checkpoint_image), "%s/" RUN_CHECKPOINT_IMAGE, dir);
-	if (access(w->checkpoint_image, R_OK) < 0)
-		return errf(err, errlen, "checkpoint %s: it is gone", w->rq.from_checkpoint), -1;
+	snprintf(from, sizeof(from), "%s/" RUN_CHECKPOINT_IMAGE, dir);
+	snprintf(w->checkpoint_image, sizeof(w->checkpoint_image), "%s/checkpoint.ext4", w->dir);
+	if (run_pause_copy(from, w->checkpoint_image) < 0)
+		return errf(err, errlen, "checkpoint %s: %s", w->rq.from_checkpoint,
+			    errno == ENOENT ? "it is gone" : strerror(errno)), -1;
 	if (!w->rq.expect_digest[0])
 		return 0;
-	json_t *o = NULL;
-	snprintf(start, sizeof(start), "%s/" RUN_CHECKPOINT_START, dir);
+	snprintf(from, sizeof(from), "%s/" RUN_CHECKPOINT_START, dir);
+	snprintf(start, sizeof(start), "%s/start.ext4", w->dir);
 	snprintf(scratch, sizeof(scratch), "%s/diff", w->dir);
-	if (wsdiff_images(start, w->checkpoint_image, scratch, &o, digest, err, errlen))
+	if (run_pause_copy(from, start) < 0)
+		return errf(err, errlen, "checkpoint %s: its start: %s", w->rq.from_checkpoint, strerror(errno)), -1;
+	int rc = wsdiff_images(start, w->checkpoint_image, scratch, NULL, digest, &complete, err, errlen);
+	unlink(start);
+	if (rc)
 		return -1;
-	json_decref(o);
-	if (strcmp(digest, w->rq.expect_digest))
-		return errf(err, errlen, "expect_digest: the checkpoint's change is %s now, not the one approved", digest), -1;
+	if (!complete || strcmp(digest, w->rq.expect_digest))
+		return errf(err, errlen, "expect_digest: the checkpoint's change is %s%s, not the one approved", digest,
+			    complete ? "" : " and not complete"), -1;
 	return 0;
 }
 

@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct artifacts_limits lim = { .max_bytes = 1 << 20, .max_files = MAX_ENTRIES, .max_path = 200,
-					.manifest = true, .copy_max = 4096 };
+					.manifest = true, .copy_max = 4096, .copy_total = 16384 };
 	struct artifact_entry *e = calloc(2 * MAX_ENTRIES, sizeof(*e));
 	struct artifacts_result m[2] = { { .entries = e }, { .entries = e + MAX_ENTRIES } };
 	long next[2] = { 0, 0 };

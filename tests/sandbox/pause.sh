@@ -232,6 +232,8 @@ s /checkpoints/c1 -X DELETE
 expect "DELETE: gone" 200
 s /checkpoints
 expect "no checkpoint left" 200 "j['checkpoints']==[]"
+post '{"name":"c1"}' /checkpoints
+expect "a deleted checkpoint's name is not taken again: 409" 409 "'not taken twice' in j['message']"
 s "/commands/$counter"
 expect "the background counter ran through every cycle" 200 "j['state']=='running'"
 s / -X DELETE

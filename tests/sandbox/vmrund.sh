@@ -169,6 +169,9 @@ start_vmrund
 c "$KA" "/v1/sandboxes/$id"
 expect "after kill -9 and a restart of vmrund: still paused, its life left kept, no deadline" 200 \
 	'.state=="paused" and .time_left_s>100 and .timeout_at==null and .paused_at!=null'
+c "$KA" "/v1/sandboxes/$id/diff"
+expect "the diff of a paused sandbox, read as it lies (no hold)" 200 \
+	'.held_ms==null and .to=="now" and (.files|map(.path)|index("runs.txt"))'
 post "$KA" '{}' "/v1/sandboxes/$id/resume"
 expect "POST .../resume: running" 200 '.state=="running"'
 c "$KA" "/v1/sandboxes/$id/commands/$bg"
@@ -211,6 +214,8 @@ expect "a checkpoint through vmrund: 201, and it runs on" 201 '.name=="cp-1" and
 c "$KA" "/v1/sandboxes/$id/diff?from=start&to=cp-1"
 expect "the change from the start to cp-1, with its digest" 200 '.to=="cp-1" and (.files|map(.path)|index("new.txt")) and (.digest|length==64)'
 digest=$(field .digest)
+c "$KA" "/v1/sandboxes/$id/checkpoints/cp-1"
+expect "cp-1 keeps that digest, complete" 200 ".digest==\"$digest\" and .complete"
 c "$KB" "/v1/sandboxes/$id/checkpoints"
 expect "another tenant cannot list them: 404" 404
 c "$KA" "/v1/sandboxes/$id/checkpoints"

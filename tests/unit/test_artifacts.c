@@ -95,7 +95,7 @@ static int setup(void **state)
 	snprintf(t->out, sizeof(t->out), "%s/out", t->dir);
 	if (mkdir(t->stage, 0755) < 0 || mkdir(t->art, 0755) < 0)
 		return -1;
-	t->lim = (struct artifacts_limits){ 1 << 30, 1000, 16, 512, 20000, false, 0 };
+	t->lim = (struct artifacts_limits){ 1 << 30, 1000, 16, 512, 20000, false, 0, 0 };
 	t->ids = (struct artifacts_ids){ HELPER_ID, HELPER_ID, HELPER_ID, HELPER_ID };
 	*state = t;
 	return 0;
@@ -1399,7 +1399,7 @@ static int feed(struct parser *p, const char *line)
 static void test_report_parser(void **state)
 {
 	(void)state;
-	struct artifacts_limits lim = { 1000, 2, 4, 20, 1000, false, 0 };
+	struct artifacts_limits lim = { 1000, 2, 4, 20, 1000, false, 0, 0 };
 	struct artifacts_result res = { 0 };
 	struct parser p = { .lim = &lim, .res = &res };
 	assert_int_equal(feed(&p, "F 10 a/b"), 0);
@@ -1433,7 +1433,7 @@ static void test_report_parser(void **state)
 static void test_skip_lines_bounded(void **state)
 {
 	(void)state;
-	struct artifacts_limits lim = { 1000, 2, 4, 20, 1000, false, 0 };
+	struct artifacts_limits lim = { 1000, 2, 4, 20, 1000, false, 0, 0 };
 	struct artifacts_result res = { 0 };
 	struct parser p = { .lim = &lim, .res = &res };
 	for (int i = 0; i < SKIP_CAP; i++)

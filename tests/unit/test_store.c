@@ -1458,6 +1458,34 @@ static void expire_node(void **state)
 	store_close(s);
 }
 
+/* A verification run taken by the node that holds its checkpoint, whose
+ * node then dies, is lost, not queued again: no other node may take it. */
+static void expire_pinned(void **state)
+{
+	(void)state;
+	struct tset x = { 0 };
+	tset_add(&x, "a", 100, 100);
+	struct store *s = open_store();
+	struct text n_ = nm("n2");
+	const char *n = n_.s;
+	char pinned[160], msg[512];
+	snprintf(pinned, sizeof(pinned), "{\"argv\":[\"x\"],\"from_checkpoint\":\"a/b\",\"checkpoint_node\":\"%s\"}", n);
+	put(s, 1, nm("a").s, pinned);
+	put(s, 2, nm("a").s, "{\"argv\":[\"x\"]}");
+	claims(s, n, 2, &x.ts, 100, 2, (unsigned[]){ 1, 2 });
+	struct expired l = { .k = 0 };
+	assert_int_equal(s->ops->expire(s, n, 900, note_run, &l, err, sizeof(err)), 2);
+	const struct store_run *r = expired_run(&l, 1);
+	assert_int_equal(r->state, RS_LOST);
+	snprintf(msg, sizeof(msg), STORE_MSG_LOST_CHECKPOINT, n);
+	assert_string_equal(r->message, msg);
+	assert_int_equal(expired_run(&l, 2)->state, RS_QUEUED);
+	assert_int_equal(state_of(s, 1), RS_LOST);
+	assert_int_equal(state_of(s, 2), RS_QUEUED);
+	store_close(s);
+}
+
+
 static void expire_lease(void **state)
 {
 	(void)state;
@@ -2715,6 +2743,7 @@ int main(void)
 		T(claim_by_room),
 		T(claim_two_nodes),
 		T(claim_checkpoint_node),
+		T(expire_pinned),
 		T(claim_race),
 		T(command_guard),
 		T(finish_guard),

@@ -69,6 +69,32 @@ static void test_compare(void **state)
 	assert_false(again.complete);
 	assert_string_not_equal(d.digest, again.digest);
 	wsdiff_free(&again);
+	/* the same change made on another base: another digest */
+	struct artifact_entry a3[] = { a[0], a[1], a[2], a[3], file("other", 0644, 1, 'e') };
+	struct artifact_entry b3[] = { b[0], b[1], b[2], b[3], file("other", 0644, 1, 'e') };
+	struct artifacts_result from3 = { .entries = a3, .nentries = 5 }, to3 = { .entries = b3, .nentries = 5 };
+	assert_int_equal(wsdiff_compare(&from3, &to3, &again), 0);
+	assert_int_equal(again.n, 4);
+	assert_string_not_equal(d.digest, again.digest);
+	wsdiff_free(&again);
+	/* link targets that differ only past a thousand bytes: other digests */
+	char t1[2000], t2[2000];
+	memset(t1, 'x', sizeof(t1) - 1);
+	t1[sizeof(t1) - 1] = '\0';
+	memcpy(t2, t1, sizeof(t1));
+	t2[1990] = 'y';
+	struct artifact_entry l0 = { .path = "l", .kind = 'l', .mode = 0777, .copy = -1, .target = "z" };
+	struct artifact_entry l1 = l0, l2 = l0;
+	l1.target = t1;
+	l2.target = t2;
+	struct artifacts_result lf = { .entries = &l0, .nentries = 1 }, lt1 = { .entries = &l1, .nentries = 1 },
+				lt2 = { .entries = &l2, .nentries = 1 };
+	struct wsdiff d1, d2;
+	assert_int_equal(wsdiff_compare(&lf, &lt1, &d1), 0);
+	assert_int_equal(wsdiff_compare(&lf, &lt2, &d2), 0);
+	assert_string_not_equal(d1.digest, d2.digest);
+	wsdiff_free(&d1);
+	wsdiff_free(&d2);
 	/* no change: nothing listed */
 	assert_int_equal(wsdiff_compare(&from, &from, &again), 0);
 	assert_int_equal(again.n, 0);
@@ -81,7 +107,7 @@ static void test_parse_entry(void **state)
 {
 	(void)state;
 	struct artifacts_limits lim = { .max_bytes = 1000, .max_files = 10, .max_path = 100, .manifest = true,
-					.copy_max = 10 };
+					.copy_max = 10, .copy_total = 100 };
 	struct artifact_entry e;
 	long next = 0;
 	char sum[200];
@@ -92,10 +118,17 @@ static void test_parse_entry(void **state)
 	assert_int_equal(e.size, 5);
 	assert_int_equal(e.copy, 0);
 	assert_int_equal(next, 1);
-	/* copies come in order: 0 again is refused, and so is a copy of a large file */
+	/* copies' numbers only grow: 0 again is refused, a gap is not; a
+	 * copy of a large file is refused */
 	assert_int_equal(artifacts_parse_entry('R', sum, strlen(sum), &lim, &next, &e), -1);
-	snprintf(sum, sizeof(sum), "644 50 %064d 1 big", 0);
+	snprintf(sum, sizeof(sum), "644 5 %064d 3 f", 0);
+	assert_int_equal(artifacts_parse_entry('R', sum, strlen(sum), &lim, &next, &e), 0);
+	assert_int_equal(e.copy, 3);
+	assert_int_equal(next, 4);
+	snprintf(sum, sizeof(sum), "644 50 %064d 4 big", 0);
 	assert_int_equal(artifacts_parse_entry('R', sum, strlen(sum), &lim, &next, &e), -1);
+	/* a path that is not UTF-8 (the helper skips such names) */
+	assert_int_equal(artifacts_parse_entry('D', "755 a\\xff", 9, &lim, &next, &e), -1);
 	snprintf(sum, sizeof(sum), "644 5000 %064d - big", 0);   /* past max_bytes */
 	assert_int_equal(artifacts_parse_entry('R', sum, strlen(sum), &lim, &next, &e), -1);
 	const char *bad[] = { "D 999 x", "D 755 ../x", "D 755 /x", "D 755 ", "O x 644 f", "L 0 l\tt", "L 3 l",
@@ -147,7 +180,7 @@ static void *walk_in_thread(void *arg)
 	json_t *o = NULL;
 	for (int i = 0; i < 256; i++)   /* the thread's arena, grown */
 		keep[i] = malloc(4096);
-	if (wsdiff_images(t->from, t->to, t->scratch, &o, t->digest, err, sizeof(err)))
+	if (wsdiff_images(t->from, t->to, t->scratch, &o, t->digest, NULL, err, sizeof(err)))
 		snprintf(t->digest, sizeof(t->digest), "%.64s", err);
 	json_decref(o);
 	for (int i = 0; i < 256; i++)
@@ -176,8 +209,10 @@ static void test_images(void **state)
 	snprintf(scratch, sizeof(scratch), "%s/scratch", dir);
 	char q[256];
 	snprintf(q, sizeof(q), "%s/b.img", dir);
-	if (wsdiff_images(p, q, scratch, &o, digest, err, sizeof(err)))
+	bool complete = false;
+	if (wsdiff_images(p, q, scratch, &o, digest, &complete, err, sizeof(err)))
 		fail_msg("%s", err);
+	assert_true(complete);
 	assert_int_equal(access(scratch, F_OK), -1);   /* cleaned up */
 	json_t *files = json_object_get(o, "files"), *f;
 	json_t *sum = json_object_get(o, "summary");
@@ -213,10 +248,13 @@ static void test_images(void **state)
 	assert_string_equal(json_string_value(json_object_get(o, "digest")), digest);
 	json_decref(o);
 	/* the same images again: the same digest; the other way round: another */
-	assert_int_equal(wsdiff_images(p, q, scratch, &o, again, err, sizeof(err)), 0);
+	assert_int_equal(wsdiff_images(p, q, scratch, &o, again, NULL, err, sizeof(err)), 0);
 	assert_string_equal(digest, again);
 	json_decref(o);
-	assert_int_equal(wsdiff_images(q, p, scratch, &o, again, err, sizeof(err)), 0);
+	/* the digest alone: no JSON, the same digest */
+	assert_int_equal(wsdiff_images(p, q, scratch, NULL, again, NULL, err, sizeof(err)), 0);
+	assert_string_equal(digest, again);
+	assert_int_equal(wsdiff_images(q, p, scratch, &o, again, NULL, err, sizeof(err)), 0);
 	assert_string_not_equal(digest, again);
 	json_decref(o);
 	/* from a thread whose malloc arena is not the main one (a server's
@@ -227,7 +265,7 @@ static void test_images(void **state)
 	pthread_join(th, NULL);
 	assert_string_equal(tw.digest, digest);
 	/* not an image: one line, nothing left */
-	assert_int_equal(wsdiff_images("/dev/null/x", q, scratch, &o, again, err, sizeof(err)), -1);
+	assert_int_equal(wsdiff_images("/dev/null/x", q, scratch, &o, again, NULL, err, sizeof(err)), -1);
 	assert_null(strchr(err, '\n'));
 	nftw(dir, rm, 16, FTW_DEPTH | FTW_PHYS);
 }
