@@ -8,7 +8,8 @@
  * the API answers, notices its end, and passes every other call through
  * to its socket (api_sandboxes.c). A vmrund that stops, or is killed,
  * leaves its supervisors running: the next one on this node adopts them
- * from the store and their state files. */
+ * from the store and their state files. Their checkpoints, as a fork's or
+ * a verification run's source, are found and checked in checkpoints.c. */
 #ifndef VMRUND_SANDBOXES_H
 #define VMRUND_SANDBOXES_H
 

@@ -1,0 +1,102 @@
+/* A sandbox's checkpoints as vmrund uses them (sandboxes.h): found for a
+ * fork or a verification run (the tenant's, on this node), and checked
+ * against an approval's expect_digest by the digest their supervisor
+ * kept. */
+#include "sandboxes.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "run_pause.h"
+
+bool vmrund_digest_ok(const char *s)
+{
+	if (!s || strlen(s) != 64)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+			return false;
+	return true;
+}
+
+struct vmrund_answer vmrund_checkpoint_expect(const char *dir, const char *expect)
+{
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/" RUN_CHECKPOINT_META, dir);
+	json_t *m = json_load_file(path, 0, NULL);
+	const char *digest = json_string_value(json_object_get(m, "digest"));
+	bool complete = json_is_true(json_object_get(m, "complete"));
+	struct vmrund_answer a = vmrund_answer_of(0, 0, "ok");
+	if (!digest)
+		a = vmrund_answer_of(409, 0, "expect_digest: the checkpoint's change has no digest (it could not be read "
+					     "when the checkpoint was taken)");
+	else if (!complete)
+		a = vmrund_answer_of(409, 0, "expect_digest: the checkpoint's change is not complete (its diff skipped "
+					     "entries), so no digest can bind it");
+	else if (strcmp(digest, expect))
+		a = vmrund_answer_of(409, 0, "expect_digest: the checkpoint's change is %s, not the one approved (%s)",
+				     digest, expect);
+	json_decref(m);
+	return a;
+}
+
+struct vmrund_answer vmrund_checkpoint_of(struct vmrund *d, unsigned tenant, const char *from, char *dir, size_t len,
+					  json_t **request)
+{
+	const char *slash = strchr(from, '/');
+	char id[STORE_ID_LEN + 1];
+	size_t n = slash ? (size_t)(slash - from) : 0;
+	const char *name = slash ? slash + 1 : "";
+	if (request)
+		*request = NULL;
+	if (!n || n > STORE_ID_LEN || !run_checkpoint_name_ok(name))
+		return vmrund_answer_of(400, 0, "from_checkpoint: \"SANDBOX_ID/NAME\"");
+	memcpy(id, from, n);
+	id[n] = '\0';
+	struct store_sandbox sb;
+	char err[300];
+	int found = d->store->ops->sbx_get(d->store, id, d->ts.t[tenant].name, &sb, err, sizeof(err));
+	if (found < 0)
+		return vmrund_answer_of(503, 2, "the store: %s", err);
+	if (!found)
+		return vmrund_answer_of(404, 0, "no sandbox %s", id);
+	struct vmrund_answer a = vmrund_answer_of(0, 0, "ok");
+	bool here = vmrund_sbx_here(d, id);
+	char sdir[PATH_MAX];
+	vmrund_sbx_dir(d, id, sdir, sizeof(sdir));
+	if (!here)
+		a = vmrund_answer_of(409, 0, "sandbox %s is %s on node %s: its checkpoints are used where they are", id,
+				     store_sbx_state_name(sb.state) ?: "?", sb.node);
+	else if ((size_t)snprintf(dir, len, "%s/" RUN_CHECKPOINTS_DIR "/%s", sdir, name) >= len || access(dir, F_OK) < 0)
+		a = vmrund_answer_of(404, 0, "sandbox %s has no checkpoint %s", id, name);
+	else if (request && !(*request = sb.request ? json_loads(sb.request, 0, NULL) : NULL))
+		a = vmrund_answer_of(500, 0, "sandbox %s: its request cannot be read", id);
+	store_sandbox_free(&sb);
+	return a;
+}
+
+struct vmrund_answer vmrund_run_checkpoint(struct vmrund *d, unsigned tenant, struct run_spec *rq)
+{
+	char dir[PATH_MAX], image[PATH_MAX + 64];
+	struct vmrund_answer a = vmrund_checkpoint_of(d, tenant, rq->from_checkpoint, dir, sizeof(dir), NULL);
+	if (a.status)
+		return a;
+	snprintf(image, sizeof(image), "%s/" RUN_CHECKPOINT_IMAGE, dir);
+	struct stat st;
+	if (stat(image, &st) < 0)
+		return vmrund_answer_of(404, 0, "checkpoint %s: its workspace: %s", rq->from_checkpoint, strerror(errno));
+	uint64_t mib = ((uint64_t)st.st_size + (1u << 20) - 1) >> 20;
+	if (rq->disk_mib && rq->disk_mib != mib)
+		return vmrund_answer_of(400, 0, "limits.disk_mib: a run from a checkpoint has its workspace's disk (%llu MiB)",
+					(unsigned long long)mib);
+	if (rq->expect_digest[0] && (a = vmrund_checkpoint_expect(dir, rq->expect_digest)).status)
+		return a;
+	rq->disk_mib = mib;
+	snprintf(rq->checkpoint_node, sizeof(rq->checkpoint_node), "%s", d->node);
+	return a;
+}
