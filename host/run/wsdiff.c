@@ -308,6 +308,45 @@ static int run_diff(const char *la, const struct text *a, const char *lb, const 
 	return 0;
 }
 
+/* The unified diff of a file added (all of t's lines "+") or removed (all
+ * "-"), as GNU diff -u writes it: its one hunk's head counts the lines,
+ * and a last line without its newline is marked so. Nothing for an empty
+ * file (diff has nothing to say of it). 0, or -1 out of memory. */
+static int one_sided(const struct text *t, bool added, const char *la, const char *lb, char **out, size_t *len)
+{
+	size_t lines = 0;
+	for (size_t i = 0; i < t->len; i++)
+		lines += t->data[i] == '\n';
+	bool open_end = t->len && t->data[t->len - 1] != '\n';
+	lines += open_end;
+	size_t cap = strlen(la) + strlen(lb) + 96 + t->len + lines + 32;
+	char *o = malloc(cap), range[48];
+	if (!o)
+		return -1;
+	*out = o;
+	*len = 0;
+	if (!lines)
+		return 0;
+	if (lines == 1)
+		snprintf(range, sizeof(range), "1");
+	else
+		snprintf(range, sizeof(range), "1,%zu", lines);
+	size_t n = (size_t)snprintf(o, cap, "--- %s\n+++ %s\n@@ %s%s %s%s @@\n", la, lb, added ? "-0,0" : "-", added ? "" : range,
+				    added ? "+" : "+0,0", added ? range : "");
+	for (size_t i = 0; i < t->len;) {
+		const char *nl = memchr(t->data + i, '\n', t->len - i);
+		size_t end = nl ? (size_t)(nl - t->data) + 1 : t->len;
+		o[n++] = added ? '+' : '-';
+		memcpy(o + n, t->data + i, end - i);
+		n += end - i;
+		i = end;
+	}
+	if (open_end)
+		n += (size_t)snprintf(o + n, cap - n, "\n\\ No newline at end of file\n");
+	*len = n;
+	return 0;
+}
+
 /* Lines added and removed, counted in the hunks (after the first "@@"). */
 static void count_lines(const char *s, size_t n, json_int_t *ins, json_int_t *del)
 {
@@ -349,7 +388,10 @@ static void text_diff(json_t *o, const struct wsdiff_change *c, const char *from
 	snprintf(lb, sizeof(lb), c->to ? "b/%s" : "/dev/null", path);
 	char *out = NULL;
 	size_t len = 0;
-	if (run_diff(la, &a, lb, &b, &out, &len, &why) < 0)
+	/* a file on one side only is written here as diff -u writes it: one
+	 * process per added file made a diff of many new files take minutes */
+	if (!c->from || !c->to ? one_sided(c->from ? &a : &b, !c->from, la, lb, &out, &len) < 0
+			       : run_diff(la, &a, lb, &b, &out, &len, &why) < 0)
 		goto omit;
 	json_int_t ins, del;
 	count_lines(out, len, &ins, &del);

@@ -15,7 +15,7 @@
 #   - a fork of 4 from a checkpoint of a 256 MiB guest with 16 MiB
 #     touched: the time to all four running, and their vmms' summed PSS,
 #     against 4 sandboxes created and set up one by one;
-#   - the workspace's diff (2000 text files and a 64 MiB one, 202 paths
+#   - the workspace's diff (2000 text files and a 16 MiB one, 202 paths
 #     changed): GET /diff from a checkpoint to now, and how long the agent
 #     was held for it; from the start to that checkpoint.
 # Anchor: E2B, about 4 s per GB to pause, about 1 s to resume.
@@ -142,7 +142,7 @@ echo "fork of 4 (256M, 16M touched): all running in $forks_ms ms, summed PSS $fo
 
 $S -o /dev/null -X DELETE http://s/ 2>/dev/null
 setup diff 256 16 >/dev/null
-$S -o "$tmp/out" -d '{"argv":["python3","-c","import os\nos.mkdir(\"src\")\nfor i in range(2000):\n  open(\"src/f%d.txt\" % i, \"w\").write(\"\\n\".join(str(j) for j in range(i, i + 40)) + \"\\n\")\nopen(\"blob\", \"wb\").write(os.urandom(64 << 20))"],"timeout_s":600}' \
+$S -o "$tmp/out" -d '{"argv":["python3","-c","import os\nos.mkdir(\"src\")\nfor i in range(2000):\n  open(\"src/f%d.txt\" % i, \"w\").write(\"\\n\".join(str(j) for j in range(i, i + 40)) + \"\\n\")\nopen(\"blob\", \"wb\").write(os.urandom(16 << 20))"],"timeout_s":600}' \
 	'http://s/commands?wait=600'
 grep -q '"exit_code":0' "$tmp/out" || die "diff: the files: $(cat "$tmp/out")"
 $S -o /dev/null -d '{"name":"d0"}' 'http://s/checkpoints'
@@ -158,6 +158,6 @@ t0=$(date +%s%N)
 $S -o "$tmp/out" 'http://s/diff?from=start&to=d0'
 cp_ms=$(ms "$t0")
 m=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["files"]))' "$tmp/out") || die "diff: $(head -c 300 "$tmp/out")"
-echo "diff of a workspace of 2000 text files and a 64 MiB one: checkpoint to now $now_ms ms ($n paths changed," \
+echo "diff of a workspace of 2000 text files and a 16 MiB one: checkpoint to now $now_ms ms ($n paths changed," \
 	"the agent held $held ms); start to checkpoint $cp_ms ms ($m paths)"
 $S -o /dev/null -X DELETE http://s/

@@ -5,10 +5,17 @@
  * its JSON must be whole and its digest 64 hex digits).
  *
  * Input: lines ("R 644 5 <sum> - path", ...: the letter, a space, the
- * rest); a line that is exactly "--" starts the second manifest. */
+ * rest); a line that is exactly "--" starts the second manifest. The
+ * whole input is also a file's content, added and then removed, whose
+ * diff is written as diff -u writes it (the file's text is the guest's). */
 #include <jansson.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
 
 #include "artifacts.h"
 #include "wsdiff.h"
@@ -16,6 +23,42 @@
 #define MAX_ENTRIES 64
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* data as a copy (number 0 in a directory of this process's) and the
+ * entry that names it; the diff of its adding and of its removal must be
+ * whole JSON, and its text, when it is one, a unified diff's. */
+static void one_file(const uint8_t *data, size_t size)
+{
+	static char dir[64];
+	if (!dir[0]) {
+		snprintf(dir, sizeof(dir), "/tmp/fuzz-manifest-XXXXXX");
+		if (!mkdtemp(dir))
+			abort();
+	}
+	char path[96];
+	snprintf(path, sizeof(path), "%s/0", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || (size && write(fd, data, size) != (ssize_t)size) || close(fd) < 0)
+		abort();
+	unsigned char sum[32];
+	struct artifact_entry e = { .path = "t.txt", .kind = 'f', .mode = 0644, .size = size, .copy = 0 };
+	if (!EVP_Digest(data, size, sum, NULL, EVP_sha256(), NULL))
+		abort();
+	for (int i = 0; i < 32; i++)
+		snprintf(e.sha256 + 2 * i, 3, "%02x", sum[i]);
+	struct artifacts_result none = { 0 }, one = { .entries = &e, .nentries = 1 };
+	for (int k = 0; k < 2; k++) {
+		struct wsdiff d;
+		if (wsdiff_compare(k ? &one : &none, k ? &none : &one, &d))
+			abort();
+		json_t *o = wsdiff_json(&d, k ? &one : &none, dir, k ? &none : &one, dir);
+		const char *diff = json_string_value(json_object_get(json_array_get(json_object_get(o, "files"), 0), "diff"));
+		if (!o || (diff && *diff && strncmp(diff, k ? "--- a/t.txt\n+++ /dev/null\n@@ -1" : "--- /dev/null\n+++ b/t.txt\n@@ -0,0 +1", 30)))
+			abort();
+		json_decref(o);
+		wsdiff_free(&d);
+	}
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -53,6 +96,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		json_decref(o);
 		wsdiff_free(&d);
 	}
+	if (size <= 4096)
+		one_file(data, size);
 	for (int k = 0; e && k < 2; k++)
 		for (size_t i = 0; i < m[k].nentries; i++)
 			free(m[k].entries[i].target);

@@ -199,7 +199,7 @@ static void test_images(void **state)
 		 "echo keep > a/keep; echo keep > b/keep; echo gone > a/gone; echo new > b/new;"
 		 "printf 'x\\000y' > a/bin; printf 'x\\000z' > b/bin; ln -s text a/link; ln -s keep b/link;"
 		 "echo m > a/mode; echo m > b/mode; chmod 600 a/mode; chmod 755 b/mode; mkdir b/sub;"
-		 "echo deep > b/sub/deep; head -c 300000 /dev/zero | tr '\\000' 'a' > b/big;"
+		 "echo deep > b/sub/deep; head -c 300000 /dev/zero | tr '\\000' 'a' > b/big; printf 'x\\n\\ny' > b/multi;"
 		 "for s in a b; do mke2fs -q -F -t ext4 -d $s $s.img 8M >/dev/null 2>&1; done",
 		 dir);
 	sh(cmd);
@@ -216,7 +216,7 @@ static void test_images(void **state)
 	assert_int_equal(access(scratch, F_OK), -1);   /* cleaned up */
 	json_t *files = json_object_get(o, "files"), *f;
 	json_t *sum = json_object_get(o, "summary");
-	assert_int_equal(json_integer_value(json_object_get(sum, "added")), 4);   /* new, sub, sub/deep, big */
+	assert_int_equal(json_integer_value(json_object_get(sum, "added")), 5);   /* new, sub, sub/deep, big, multi */
 	assert_int_equal(json_integer_value(json_object_get(sum, "removed")), 1);
 	assert_int_equal(json_integer_value(json_object_get(sum, "modified")), 4);   /* text, bin, link, mode */
 	assert_true(json_is_true(json_object_get(o, "complete")));
@@ -232,6 +232,13 @@ static void test_images(void **state)
 	assert_non_null(strstr(json_string_value(json_object_get(f, "diff")), "--- /dev/null\n+++ b/new\n"));
 	assert_non_null(f = file_of(files, "gone"));
 	assert_string_equal(json_string_value(json_object_get(f, "status")), "removed");
+	/* one side only: written as diff -u writes it */
+	assert_string_equal(json_string_value(json_object_get(f, "diff")), "--- a/gone\n+++ /dev/null\n@@ -1 +0,0 @@\n-gone\n");
+	assert_int_equal(json_integer_value(json_object_get(f, "deletions")), 1);
+	assert_non_null(f = file_of(files, "multi"));
+	assert_string_equal(json_string_value(json_object_get(f, "diff")),
+			    "--- /dev/null\n+++ b/multi\n@@ -0,0 +1,3 @@\n+x\n+\n+y\n\\ No newline at end of file\n");
+	assert_int_equal(json_integer_value(json_object_get(f, "insertions")), 3);
 	assert_non_null(f = file_of(files, "bin"));
 	assert_true(json_is_true(json_object_get(f, "binary")));
 	assert_null(json_object_get(f, "diff"));
