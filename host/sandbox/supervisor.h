@@ -10,7 +10,7 @@
  *   POST   /pause                     its VM saved to disk and freed (pause.c)
  *   POST   /resume                    {"timeout_s": N}: started again from it
  *   POST   /checkpoints               {"name": N}: paused, kept, resumed (checkpoint.c)
- *   GET    /checkpoints[/NAME]        kept ones: name, created_at, bytes
+ *   GET    /checkpoints[/NAME]        kept ones: name, created_at, bytes, digest, complete
  *   DELETE /checkpoints/NAME
  *   GET    /diff?from=F&to=T          what changed in the workspace from F
  *                                     ("start", the default, or a checkpoint)
