@@ -713,7 +713,7 @@ $(BUILD)/fuzz/fuzz_netpolicy: tests/fuzz/fuzz_netpolicy.c host/run/netpolicy.c h
 # The result object's hand-built JSON (guest text in every string), read
 # back as vmrund reads it, by jansson.
 FUZZ_RESULT_SRCS := host/run/result.c host/run/outcome.c host/run/artifacts.c host/run/artifacts_manifest.c host/run/artifacts_walk.c host/run/artifacts_sandbox.c host/run/session.c host/run/errmsg.c host/run/sysfile.c \
-	host/run/utf8.c host/run/netpolicy.c guest-agent/proto.c
+	host/run/utf8.c host/run/hex.c host/run/netpolicy.c guest-agent/proto.c
 $(BUILD)/fuzz/fuzz_result: tests/fuzz/fuzz_result.c $(FUZZ_RESULT_SRCS) $(wildcard host/run/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Iguest-agent tests/fuzz/fuzz_result.c $(FUZZ_RESULT_SRCS) \
@@ -722,7 +722,7 @@ $(BUILD)/fuzz/fuzz_result: tests/fuzz/fuzz_result.c $(FUZZ_RESULT_SRCS) $(wildca
 # A manifest's lines (from the artifacts helper, which read a hostile
 # image) and the diff of two manifests, with its hand-made digest text.
 FUZZ_MANIFEST_SRCS := host/run/artifacts_manifest.c host/run/artifacts.c host/run/artifacts_walk.c \
-	host/run/artifacts_sandbox.c host/run/wsdiff.c host/run/session.c host/run/errmsg.c host/run/utf8.c host/run/sysfile.c \
+	host/run/artifacts_sandbox.c host/run/wsdiff.c host/run/session.c host/run/errmsg.c host/run/utf8.c host/run/hex.c host/run/sysfile.c \
 	guest-agent/proto.c
 $(BUILD)/fuzz/fuzz_manifest: tests/fuzz/fuzz_manifest.c $(FUZZ_MANIFEST_SRCS) $(wildcard host/run/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
@@ -772,12 +772,12 @@ $(BUILD)/fuzz/seeds-proxy_request.stamp: $(wildcard tests/fuzz/seeds-proxy_reque
 
 # vmrund's request bodies, native and Piston's (client input), through jansson.
 FUZZ_REQUEST_SRCS := host/run/run_spec.c host/run/run_spec_json.c host/vmrund/piston.c host/vmrund/semver.c host/run/runtime.c host/run/policy.c host/run/textfile.c host/run/netpolicy.c \
-	host/run/errmsg.c
+	host/run/errmsg.c host/run/hex.c
 $(BUILD)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRCS) $(wildcard host/run/*.h host/vmrund/*.h \
 		guest-agent/*.h)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRCS) \
-		-ljansson -lidn2 -o $@
+		-ljansson -lidn2 -lcrypto -o $@
 
 # Seeds: a native body of each mode (one with network rules) and a Piston body.
 $(BUILD)/fuzz/seeds-request.stamp: $(wildcard tests/fuzz/seeds-request/*)

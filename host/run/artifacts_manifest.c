@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "artifacts_report.h"
+#include "hex.h"
 #include "utf8.h"
 
 /* A decimal or octal number up to a space (or the end); -1 when none. */
@@ -40,16 +41,6 @@ static int field(const char **s, const char *end, char *out, size_t cap)
 	return 0;
 }
 
-static bool hex64(const char *h)
-{
-	if (strlen(h) != 64)
-		return false;
-	for (const char *c = h; *c; c++)
-		if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f')))
-			return false;
-	return true;
-}
-
 static bool printable(const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -79,7 +70,7 @@ int artifacts_parse_entry(char letter, const char *s, size_t n, const struct art
 			return -1;
 		e->mode = (uint16_t)v;
 		if (number(&p, end, 10, lim->max_bytes, &e->size) || field(&p, end, e->sha256, sizeof(e->sha256)) ||
-		    !hex64(e->sha256) || field(&p, end, word, sizeof(word)))
+		    !hex_is_sha256(e->sha256) || field(&p, end, word, sizeof(word)))
 			return -1;
 		if (strcmp(word, "-")) {
 			const char *w = word;

@@ -22,6 +22,7 @@
 #include <openssl/evp.h>
 
 #include "errmsg.h"
+#include "hex.h"
 #include "utf8.h"
 
 #define COPY_CHUNK (64 * 1024)
@@ -399,8 +400,7 @@ static int manifest_file(struct walk *w, int destfd, ext2_ino_t ino, struct ext2
 	unsigned char sum[32];
 	char hex[65], copy[32] = "-";
 	EVP_DigestFinal_ex(w->md, sum, NULL);
-	for (int i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+	hex_of(sum, sizeof(sum), hex);
 	if (fd >= 0)
 		snprintf(copy, sizeof(copy), "%s", name);
 	report_entry(w, "R %o %llu %s %s", (unsigned)(in->i_mode & 07777), (unsigned long long)size, hex, copy);

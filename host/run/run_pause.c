@@ -14,6 +14,7 @@
 
 #include "../../vmm/snapshot.h"
 #include "errmsg.h"
+#include "hex.h"
 
 #define BLOCK SNAP_PAGE_SIZE   /* a block of the image: a page's size, summed when not zero */
 #define CHUNK (64u * BLOCK)
@@ -81,8 +82,7 @@ int run_pause_image_sum(const char *image, char hex[65], char *err, size_t errle
 		errf(err, errlen, "summing %.300s failed", image);
 		goto out;
 	}
-	for (unsigned i = 0; i < sizeof(d); i++)
-		snprintf(hex + 2 * i, 3, "%02x", d[i]);
+	hex_of(d, sizeof(d), hex);
 	rc = 0;
 out:
 	EVP_MD_CTX_free(md);

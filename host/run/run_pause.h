@@ -41,6 +41,26 @@ static inline bool run_checkpoint_name_ok(const char *name)
 	return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
 }
 
+/* The longest sandbox id in a checkpoint's reference (vmrun's run ids). */
+#define RUN_CHECKPOINT_SANDBOX_MAX 32
+
+/* A checkpoint's reference, "SANDBOX_ID/NAME" (a fork's or a verification
+ * run's from_checkpoint), split: the id (1 to RUN_CHECKPOINT_SANDBOX_MAX
+ * characters before the first '/') into id, and *name the rest, which
+ * must pass run_checkpoint_name_ok. false when ref is no such reference.
+ * Pure. */
+static inline bool run_checkpoint_ref(const char *ref, char id[RUN_CHECKPOINT_SANDBOX_MAX + 1], const char **name)
+{
+	const char *slash = ref ? strchr(ref, '/') : NULL;
+	size_t n = slash ? (size_t)(slash - ref) : 0;
+	if (!n || n > RUN_CHECKPOINT_SANDBOX_MAX || !run_checkpoint_name_ok(slash + 1))
+		return false;
+	memcpy(id, ref, n);
+	id[n] = '\0';
+	*name = slash + 1;
+	return true;
+}
+
 /* SHA-256 of the workspace image as hex into hex (65 bytes): of its size
  * and of every 4 KiB block that is not zeros, with its offset, so that
  * the same contents give the same sum however the file's holes and

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "errmsg.h"
+#include "hex.h"
 #include "jail.h"
 #include "run_net.h"
 #include "run_stages.h"
@@ -23,8 +24,7 @@ static void new_run_id(char *id)
 	uint8_t b[16];
 	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
 		memset(b, 0, sizeof(b));
-	for (int i = 0; i < 16; i++)
-		snprintf(id + 2 * i, 3, "%02x", b[i]);
+	hex_of(b, sizeof(b), id);
 }
 
 void run_result_init(struct run_result *r, const struct run_request *req)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "errmsg.h"
+#include "hex.h"
 #include "run_pause.h"
 #include "runtime.h"
 
@@ -608,16 +609,6 @@ static int get_word(const json_t *v, char *out, size_t cap)
 	return 0;
 }
 
-static bool lower_hex(const char *s, size_t n)
-{
-	if (strlen(s) != n)
-		return false;
-	for (; *s; s++)
-		if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
-			return false;
-	return true;
-}
-
 /* from_checkpoint, expect_digest, checkpoint_node: a verification run's. */
 static int get_checkpoint(const json_t *body, struct run_spec *rq, char *err, size_t errlen)
 {
@@ -628,12 +619,12 @@ static int get_checkpoint(const json_t *body, struct run_spec *rq, char *err, si
 			return errf(err, errlen, "%s: only with from_checkpoint", dig ? "expect_digest" : "checkpoint_node");
 		return 0;
 	}
-	const char *slash;
+	char id[RUN_CHECKPOINT_SANDBOX_MAX + 1];
+	const char *name;
 	if (get_word(from, rq->from_checkpoint, sizeof(rq->from_checkpoint)) ||
-	    !(slash = strchr(rq->from_checkpoint, '/')) || slash == rq->from_checkpoint ||
-	    slash - rq->from_checkpoint > 32 || !run_checkpoint_name_ok(slash + 1))
+	    !run_checkpoint_ref(rq->from_checkpoint, id, &name))
 		return errf(err, errlen, "from_checkpoint: \"SANDBOX_ID/NAME\"");
-	if (dig && (get_word(dig, rq->expect_digest, sizeof(rq->expect_digest)) || !lower_hex(rq->expect_digest, 64)))
+	if (dig && (get_word(dig, rq->expect_digest, sizeof(rq->expect_digest)) || !hex_is_sha256(rq->expect_digest)))
 		return errf(err, errlen, "expect_digest: the 64 hex digits of a diff's digest");
 	if (node && get_word(node, rq->checkpoint_node, sizeof(rq->checkpoint_node)))
 		return errf(err, errlen, "checkpoint_node: a node's name");

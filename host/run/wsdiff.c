@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "errmsg.h"
+#include "hex.h"
 #include "utf8.h"
 
 extern char **environ;
@@ -174,8 +175,7 @@ int wsdiff_compare(const struct artifacts_result *from, const struct artifacts_r
 	unsigned char sum[32];
 	if (!EVP_DigestFinal_ex(md, sum, NULL))
 		goto out;
-	for (int k = 0; k < 32; k++)
-		snprintf(d->digest + 2 * k, 3, "%02x", sum[k]);
+	hex_of(sum, sizeof(sum), d->digest);
 	d->complete = from->nskipped == 0 && to->nskipped == 0;
 	rc = 0;
 out:
@@ -228,12 +228,8 @@ static int load_side(const struct artifact_entry *e, const char *dir, struct tex
 	if (got != (ssize_t)e->size)
 		return *why = "its copy is short", 1;
 	/* what is shown must be what was summed */
-	unsigned char sum[32];
 	char hex[65];
-	if (!EVP_Digest(t->data, e->size, sum, NULL, EVP_sha256(), NULL))
-		return *why = "its copy cannot be summed", 1;
-	for (int i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", sum[i]);
+	sha256_hex(t->data, e->size, hex);
 	if (strcmp(hex, e->sha256))
 		return *why = "its copy is not what was summed", 1;
 	t->len = e->size;

@@ -65,13 +65,27 @@ int wsdiff_walk(const char *image, const char *dir, struct artifacts_result *m, 
 json_t *wsdiff_json(const struct wsdiff *d, const struct artifacts_result *from, const char *from_dir,
 		    const struct artifacts_result *to, const char *to_dir);
 
-/* Both images walked (into scratch/from and scratch/to, removed after)
- * and compared: the change as JSON into *out (out NULL: not made, no
- * diff(1) run), its digest into digest and whether the walks skipped
- * nothing into *complete (either NULL: not wanted). For images that do
- * not change meanwhile (a checkpoint's, a start). Not from a process
- * that reaps any child (waitpid(-1)): the helper is its own child. 0, or
- * -1 with why in err. */
+/* One side of a diff: its image, walked (wsdiff_walk); or, walk set,
+ * walk(ctx, dir, m, err, errlen) lists it into dir and m as wsdiff_walk
+ * does (a workspace held while it is read), returning 0 or -1 with why. */
+struct wsdiff_side {
+	const char *image;
+	int (*walk)(void *ctx, const char *dir, struct artifacts_result *m, char *err, size_t errlen);
+	void *ctx;
+};
+
+/* Both sides listed (into scratch/from and scratch/to; scratch is made
+ * here, must not exist, and is removed after) and compared: the change
+ * as JSON into *out (out NULL: not made), its digest into digest and
+ * whether the walks skipped nothing into *complete (either NULL: not
+ * wanted). 0, or -1 with why. */
+int wsdiff_sides(const struct wsdiff_side *from, const struct wsdiff_side *to, const char *scratch, json_t **out,
+		 char digest[65], bool *complete, char *err, size_t errlen);
+
+/* wsdiff_sides of two images that do not change meanwhile (a
+ * checkpoint's, a start), both walked; out NULL runs no diff(1). Not from
+ * a process that reaps any child (waitpid(-1)): the helper is its own
+ * child. */
 int wsdiff_images(const char *from_image, const char *to_image, const char *scratch, json_t **out,
 		  char digest[65], bool *complete, char *err, size_t errlen);
 

@@ -50,8 +50,18 @@ out:
 	return rc;
 }
 
-int wsdiff_images(const char *from_image, const char *to_image, const char *scratch, json_t **out,
-		  char digest[65], bool *complete, char *err, size_t errlen)
+static int walk_side(const struct wsdiff_side *s, const char *dir, struct artifacts_result *m, char *err,
+		     size_t errlen)
+{
+	if (s->walk) {
+		memset(m, 0, sizeof(*m));
+		return s->walk(s->ctx, dir, m, err, errlen);
+	}
+	return wsdiff_walk(s->image, dir, m, err, errlen);
+}
+
+int wsdiff_sides(const struct wsdiff_side *from, const struct wsdiff_side *to, const char *scratch, json_t **out,
+		 char digest[65], bool *complete, char *err, size_t errlen)
 {
 	char a[PATH_MAX], b[PATH_MAX];
 	struct artifacts_result ma = { 0 }, mb = { 0 };
@@ -63,7 +73,7 @@ int wsdiff_images(const char *from_image, const char *to_image, const char *scra
 	snprintf(b, sizeof(b), "%s/to", scratch);
 	if (mkdir(scratch, 0700) < 0)
 		return errf(err, errlen, "%s: %s", scratch, strerror(errno));
-	if (wsdiff_walk(from_image, a, &ma, err, errlen) || wsdiff_walk(to_image, b, &mb, err, errlen))
+	if (walk_side(from, a, &ma, err, errlen) || walk_side(to, b, &mb, err, errlen))
 		goto out;
 	if (wsdiff_compare(&ma, &mb, &d) || (out && !(*out = wsdiff_json(&d, &ma, a, &mb, b)))) {
 		errf(err, errlen, "out of memory");
@@ -80,4 +90,11 @@ out:
 	artifacts_result_free(&mb);
 	tree_remove(scratch, 3);
 	return rc;
+}
+
+int wsdiff_images(const char *from_image, const char *to_image, const char *scratch, json_t **out,
+		  char digest[65], bool *complete, char *err, size_t errlen)
+{
+	struct wsdiff_side from = { .image = from_image }, to = { .image = to_image };
+	return wsdiff_sides(&from, &to, scratch, out, digest, complete, err, errlen);
 }

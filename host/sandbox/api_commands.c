@@ -3,10 +3,10 @@
  * Events. */
 #include "api.h"
 
+#include "hex.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <openssl/sha.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,15 +28,6 @@
 static bool cmd_ended(void *arg) { return ((struct sbx_cmd *)arg)->ended; }
 
 /* ---- commands ------------------------------------------------------------------------- */
-
-/* The body's SHA-256 in hex, what an Idempotency-Key is held to. */
-static void body_hash(const char *body, size_t len, char hex[65])
-{
-	unsigned char md[SHA256_DIGEST_LENGTH];
-	SHA256((const unsigned char *)body, len, md);
-	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-}
 
 /* The proto command from a body: argv, cwd, env, timeout_s. Strings
  * point into body. 0, or -1 with why. */
@@ -173,7 +164,7 @@ enum MHD_Result api_post_command(struct sbx *s, struct MHD_Connection *conn, con
 		goto out;
 	}
 	char hash[65];
-	body_hash(text, len, hash);
+	sha256_hex(text, len, hash);   /* what an Idempotency-Key is held to */
 	pthread_mutex_lock(&s->mu);
 	const struct sbx_key *known = key ? sbx_key_of(s, key) : NULL;
 	if (known) {

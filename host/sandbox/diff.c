@@ -5,10 +5,8 @@
  * walk, or as it is while the sandbox is paused. */
 #include "api.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "run_pause.h"
@@ -81,12 +79,28 @@ static unsigned walk_now(struct sbx *s, const char *dir, struct artifacts_result
 	return rc ? 500 : 0;
 }
 
+/* The "now" side of a diff (wsdiff_side.walk): walk_now with mu taken,
+ * its status and hold kept for the answer. */
+struct now {
+	struct sbx *s;
+	unsigned status;   /* 0, or walk_now's */
+	int64_t held_ms;
+};
+
+static int walk_now_side(void *ctx, const char *dir, struct artifacts_result *m, char *err, size_t errlen)
+{
+	struct now *n = ctx;
+	pthread_mutex_lock(&n->s->mu);
+	n->status = walk_now(n->s, dir, m, &n->held_ms, err, errlen);
+	pthread_mutex_unlock(&n->s->mu);
+	return n->status ? -1 : 0;
+}
+
 enum MHD_Result api_diff(struct sbx *s, struct MHD_Connection *conn)
 {
 	const char *from = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "from");
 	const char *to = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "to");
-	char fimg[PATH_MAX + 200], timg[PATH_MAX + 200], scratch[PATH_MAX], a[PATH_MAX + 8], b[PATH_MAX + 8];
-	char err[600] = "";
+	char fimg[PATH_MAX + 200], timg[PATH_MAX + 200], scratch[PATH_MAX], err[600] = "";
 	from = from ? from : "start";
 	if (to && !strcmp(to, "now"))
 		to = NULL;
@@ -101,41 +115,21 @@ enum MHD_Result api_diff(struct sbx *s, struct MHD_Connection *conn)
 	}
 	s->diffing = true;
 	pthread_mutex_unlock(&s->mu);
-	snprintf(scratch, sizeof(scratch), "%s/.diff", s->dir);
-	snprintf(a, sizeof(a), "%s/from", scratch);
-	snprintf(b, sizeof(b), "%s/to", scratch);
-	struct artifacts_result ma = { 0 }, mb = { 0 };
-	struct wsdiff d = { 0 };
+	struct now now = { s, 0, -1 };
+	struct wsdiff_side a = { .image = fimg }, b = { .image = timg };
+	if (!to)
+		b = (struct wsdiff_side){ .walk = walk_now_side, .ctx = &now };
 	json_t *o = NULL;
-	unsigned status = 500;
-	int64_t held_ms = -1;
+	snprintf(scratch, sizeof(scratch), "%s/.diff", s->dir);
 	tree_remove(scratch, 3);   /* a crashed diff's */
-	if (mkdir(scratch, 0700) < 0)
-		snprintf(err, sizeof(err), "%.300s: %s", scratch, strerror(errno));
-	else if (wsdiff_walk(fimg, a, &ma, err, sizeof(err)) == 0) {
-		if (to) {
-			status = wsdiff_walk(timg, b, &mb, err, sizeof(err)) ? 500 : 0;
-		} else {
-			pthread_mutex_lock(&s->mu);
-			status = walk_now(s, b, &mb, &held_ms, err, sizeof(err));
-			pthread_mutex_unlock(&s->mu);
-		}
-	}
-	if (status == 0 && (wsdiff_compare(&ma, &mb, &d) || !(o = wsdiff_json(&d, &ma, a, &mb, b)))) {
-		snprintf(err, sizeof(err), "out of memory");
-		status = 500;
-	}
-	wsdiff_free(&d);
-	artifacts_result_free(&ma);
-	artifacts_result_free(&mb);
-	tree_remove(scratch, 3);
+	int rc = wsdiff_sides(&a, &b, scratch, &o, NULL, NULL, err, sizeof(err));
 	pthread_mutex_lock(&s->mu);
 	s->diffing = false;
 	pthread_mutex_unlock(&s->mu);
-	if (!o)
-		return api_answer_error(conn, status, "no diff: %s", err);
+	if (rc)
+		return api_answer_error(conn, now.status ? now.status : 500, "no diff: %s", err);
 	json_object_set_new(o, "from", json_string(from));
 	json_object_set_new(o, "to", json_string(to ? to : "now"));
-	json_object_set_new(o, "held_ms", held_ms >= 0 ? json_integer(held_ms) : json_null());
+	json_object_set_new(o, "held_ms", now.held_ms >= 0 ? json_integer(now.held_ms) : json_null());
 	return api_answer_json(conn, 200, o);
 }

@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "daemon.h"
+#include "hex.h"
 #include "spool.h"
 #include "stream.h"
 
@@ -102,10 +103,7 @@ int api_idempotency_key(struct http_req *r, struct store_idem *idem, char hash[S
 		http_error(r, 400, 0, "Idempotency-Key: 1 to %d visible ASCII characters", STORE_IDEM_KEY_MAX);
 		return -1;
 	}
-	unsigned char d[SHA256_DIGEST_LENGTH];
-	SHA256((const unsigned char *)(r->body ? r->body : ""), r->body_len, d);
-	for (size_t i = 0; i < sizeof(d); i++)
-		snprintf(hash + 2 * i, 3, "%02x", d[i]);
+	sha256_hex(r->body ? r->body : "", r->body_len, hash);
 	*idem = (struct store_idem){ .key = key, .hash = hash };
 	return 1;
 }

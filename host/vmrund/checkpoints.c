@@ -14,15 +14,7 @@
 #include "daemon.h"
 #include "run_pause.h"
 
-bool vmrund_digest_ok(const char *s)
-{
-	if (!s || strlen(s) != 64)
-		return false;
-	for (; *s; s++)
-		if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
-			return false;
-	return true;
-}
+_Static_assert(RUN_CHECKPOINT_SANDBOX_MAX == STORE_ID_LEN, "a checkpoint's sandbox is named by its store id");
 
 struct vmrund_answer vmrund_checkpoint_expect(const char *dir, const char *expect)
 {
@@ -48,16 +40,12 @@ struct vmrund_answer vmrund_checkpoint_expect(const char *dir, const char *expec
 struct vmrund_answer vmrund_checkpoint_of(struct vmrund *d, unsigned tenant, const char *from, char *dir, size_t len,
 					  json_t **request)
 {
-	const char *slash = strchr(from, '/');
-	char id[STORE_ID_LEN + 1];
-	size_t n = slash ? (size_t)(slash - from) : 0;
-	const char *name = slash ? slash + 1 : "";
+	char id[RUN_CHECKPOINT_SANDBOX_MAX + 1];
+	const char *name;
 	if (request)
 		*request = NULL;
-	if (!n || n > STORE_ID_LEN || !run_checkpoint_name_ok(name))
+	if (!run_checkpoint_ref(from, id, &name))
 		return vmrund_answer_of(400, 0, "from_checkpoint: \"SANDBOX_ID/NAME\"");
-	memcpy(id, from, n);
-	id[n] = '\0';
 	struct store_sandbox sb;
 	char err[300];
 	int found = d->store->ops->sbx_get(d->store, id, d->ts.t[tenant].name, &sb, err, sizeof(err));

@@ -15,6 +15,7 @@
 
 #include "clock.h"
 #include "errmsg.h"
+#include "hex.h"
 #include "keep.h"
 #include "run.h"
 #include "sandboxes.h"
@@ -51,8 +52,7 @@ void vmrund_new_id(char id[SCHED_ID_MAX])
 		clock_gettime(CLOCK_REALTIME, &ts);
 		memcpy(b, &ts, sizeof(b) < sizeof(ts) ? sizeof(b) : sizeof(ts));
 	}
-	for (int i = 0; i < 16; i++)
-		snprintf(id + 2 * i, 3, "%02x", b[i]);
+	hex_of(b, sizeof(b), id);
 }
 
 struct vmrund_answer vmrund_answer_of(unsigned status, unsigned retry, const char *fmt, ...)

@@ -107,14 +107,12 @@ static struct vmrund_active *free_slot(struct vmrund *d)
 static int checkpoint_path(struct vmrund *d, const struct store_run *run, const char *dir, char *err, size_t errlen)
 {
 	json_t *rq = json_loads(run->request, 0, NULL);
-	const char *from = json_string_value(json_object_get(rq, "from_checkpoint"));
-	const char *slash = from ? strchr(from, '/') : NULL;
-	char id[STORE_ID_LEN + 1], sdir[PATH_MAX], line[PATH_MAX + 200], path[PATH_MAX + 64];
+	const char *from = json_string_value(json_object_get(rq, "from_checkpoint")), *name;
+	char id[RUN_CHECKPOINT_SANDBOX_MAX + 1], sdir[PATH_MAX], line[PATH_MAX + 200], path[PATH_MAX + 64];
 	int rc = 0;
-	if (slash && (size_t)(slash - from) <= STORE_ID_LEN) {
-		snprintf(id, sizeof(id), "%.*s", (int)(slash - from), from);
+	if (from && run_checkpoint_ref(from, id, &name)) {
 		vmrund_sbx_dir(d, id, sdir, sizeof(sdir));
-		snprintf(line, sizeof(line), "%s/" RUN_CHECKPOINTS_DIR "/%s", sdir, slash + 1);
+		snprintf(line, sizeof(line), "%s/" RUN_CHECKPOINTS_DIR "/%s", sdir, name);
 		snprintf(path, sizeof(path), "%s/" SPOOL_CHECKPOINT, dir);
 		if (spool_write_file(path, line, strlen(line), false, 0600) < 0)
 			rc = errf(err, errlen, "%s: %s", path, strerror(errno));

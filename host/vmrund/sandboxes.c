@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "errmsg.h"
+#include "hex.h"
 #include "run_pause.h"
 #include "run_spec.h"
 #include "runtime.h"
@@ -95,7 +96,7 @@ int sandbox_body_split(const json_t *body, unsigned max_timeout_s, unsigned max_
 	if (from && !json_is_string(from))
 		return errf(err, errlen, "from_checkpoint: \"SANDBOX_ID/NAME\"");
 	life->from_checkpoint = json_string_value(from);
-	if (expect && (!from || !vmrund_digest_ok(json_string_value(expect))))
+	if (expect && (!from || !hex_is_sha256(json_string_value(expect))))
 		return errf(err, errlen, "expect_digest: the 64 hex digits of a diff's digest, with from_checkpoint");
 	life->expect_digest = json_string_value(expect);
 	const char *spec_keys[] = { "runtime", "env", "limits", "network" };

@@ -89,9 +89,6 @@ struct vmrund_answer vmrund_checkpoint_of(struct vmrund *d, unsigned tenant, con
  * not. */
 struct vmrund_answer vmrund_run_checkpoint(struct vmrund *d, unsigned tenant, struct run_spec *rq);
 
-/* Whether s is a digest as a diff gives it: 64 lowercase hex digits. Pure. */
-bool vmrund_digest_ok(const char *s);
-
 /* expect_digest against the checkpoint in dir: the digest of its change
  * (from its sandbox's start to it, wsdiff.h) that its supervisor kept in
  * its meta when it was taken; checkpoints never change and their names
