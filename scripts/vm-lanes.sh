@@ -31,6 +31,7 @@ sandbox|600||sandbox tests|tests/sandbox/supervisor.sh
 vmrund-sandbox|600||vmrund sandbox tests|tests/sandbox/vmrund.sh
 sandbox-session|600||sandbox agent-session tests|tests/sandbox/session.sh
 sandbox-pause|900||sandbox pause tests|tests/sandbox/pause.sh
+sandbox-cluster|600||sandbox cluster tests|tests/sandbox/cluster.sh
 net|900||network tests|tests/e2e/net.sh
 payload|300|--any-kvm|payload tests|tests/payloads/run.sh
 aarch64-vm|600|--arch aarch64|aarch64 vm tests|tests/vm/aarch64.sh

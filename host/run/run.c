@@ -344,6 +344,10 @@ static int prepare(struct exec *x, char *err, size_t errlen)
 	    (x->listen_fd = listen_agent(&x->p, &x->jail, err, errlen)) < 0 ||
 	    (plan->net && run_net_start(&x->net, plan->net, plan->secret_ca_fd, plan->vmm, x->p.dir, x->p.uds, &x->js, &x->jail, err, errlen)))
 		return -1;
+	/* a parked VM's workspace is the one its sum was taken of, before
+	 * any vmm reads it */
+	if (plan->resume_parked && run_pause_check(x->p.pause, x->p.image, err, errlen))
+		return -1;
 	if (plan->workspace_start[0] && run_keep_start(x, err, errlen))
 		return -1;
 	run_log(x, "prepared: %s, %llu files, %llu dirs, %llu bytes", x->p.image, (unsigned long long)ws.files,

@@ -84,6 +84,11 @@ struct run_request {
 	 * snapshot: its VM, processes included, with a copy of its workspace,
 	 * the guest's RNG reseeded and its clock set. NULL: none. */
 	const char *from_checkpoint;
+	/* With from_checkpoint: it is the sandbox's own VM, parked (host/
+	 * sandbox/park.c), not a fork: the RNG is not reseeded, and the
+	 * workspace is checked against the sum saved with it before vmm
+	 * starts. */
+	bool resume_parked;
 	/* A run's workspace: a copy of this image (a checkpoint's, for a
 	 * verification run: its files, not its memory), instead of sources or
 	 * a workspace directory. NULL: none. */
@@ -189,6 +194,7 @@ struct run_plan {
 	int (*paused)(void *ctx, enum run_pause_event ev, const char *why, const struct run_saved *saved);
 	bool sandbox;                        /* the plan is a sandbox's */
 	char from_checkpoint[PATH_MAX];      /* run_request.from_checkpoint; "" none */
+	bool resume_parked;                  /* run_request.resume_parked */
 	/* A sandbox's: where its workspace image as it was before the VM
 	 * started is kept (a diff's "start"); "" none. Set by the caller. */
 	char workspace_start[PATH_MAX];

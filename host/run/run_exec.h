@@ -112,7 +112,8 @@ void run_discard_refused(struct exec *x);
 int run_sandbox_life(struct exec *x, int conn);
 
 /* A fork of a checkpoint (run_plan.from_checkpoint): the snapshot it is
- * against, linked into p.pin (else used where it is), as x's snapshot.
+ * against, linked into p.pin (copied there from another file system;
+ * else used where it is), as x's snapshot.
  * 0, or -1 with why in err. */
 int run_fork_snapshot(struct exec *x, char *err, size_t errlen);
 
@@ -127,7 +128,7 @@ int run_fork_saved(struct exec *x, char *err, size_t errlen);
 int run_copy_workspace(struct exec *x, const char *from, void *out, char *err, size_t errlen);
 
 /* Its first conversation: the agent, which was paused, connects; RESUME
- * with a fresh seed; READY. SESSION_DONE, or SESSION_FAILED with why in
+ * with a fresh seed (none for a parked VM: it is the same sandbox); READY. SESSION_DONE, or SESSION_FAILED with why in
  * x->sr.error. */
 enum session_status run_fork_session(struct exec *x, int conn, int64_t deadline_ms);
 

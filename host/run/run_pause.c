@@ -121,7 +121,7 @@ int run_pause_commit(const char *dir, const char *image, char *err, size_t errle
 
 int run_pause_check(const char *dir, const char *image, char *err, size_t errlen)
 {
-	char path[PATH_MAX], want[80] = "", hex[65];
+	char path[PATH_MAX], want[65], hex[65];
 	const char *names[] = { SNAP_STATE_FILE, SNAP_PAGES_FILE };
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		struct stat st;
@@ -130,13 +130,8 @@ int run_pause_check(const char *dir, const char *image, char *err, size_t errlen
 			return errf(err, errlen, "the paused VM's %s is missing", names[i]);
 	}
 	path_of(path, sizeof(path), dir, RUN_PAUSE_SUM_FILE, "");
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	ssize_t n = fd < 0 ? -1 : read(fd, want, sizeof(want) - 1);
-	if (fd >= 0)
-		close(fd);
-	if (n != 65 || want[64] != '\n')
+	if (sha256_read_sum(path, want))
 		return errf(err, errlen, "the paused workspace's checksum is missing or damaged");
-	want[64] = '\0';
 	if (run_pause_image_sum(image, hex, err, errlen))
 		return -1;
 	if (strcmp(hex, want))
@@ -159,6 +154,21 @@ int run_pause_pin(const char *snapshot, const char *pin)
 			errno = e;
 			return -1;
 		}
+	}
+	return 0;
+}
+
+int run_pause_keep_base(const char *snapshot, const char *dst)
+{
+	char from[PATH_MAX], to[PATH_MAX];
+	if (mkdir(dst, 0755) < 0 && errno != EEXIST)
+		return -1;
+	const char *names[] = { SNAP_STATE_FILE, SNAP_MEMORY_FILE };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		path_of(from, sizeof(from), snapshot, names[i], "");
+		path_of(to, sizeof(to), dst, names[i], "");
+		if (run_pause_link_or_copy(from, to) < 0 || chmod(to, 0644) < 0)
+			return -1;
 	}
 	return 0;
 }

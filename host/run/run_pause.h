@@ -31,6 +31,14 @@
 #define RUN_CHECKPOINT_META     "checkpoint.json"
 #define RUN_CHECKPOINT_NAME_MAX 64
 
+/* A cluster's snapshot dir, as vmrund and the supervisor both lay it out
+ * (host/sandbox/park.c): SNAPSHOT_DIR/sandboxes/ID/RUN_PARKED_DIR is a
+ * sandbox's parked VM, SNAPSHOT_DIR/RUN_BASES_DIR/SUM each base snapshot
+ * a parked VM is against, once. */
+#define RUN_PARKED_DIR          "paused"
+#define RUN_PARKED_SUM          "sandbox.sum"   /* in it: the table's SHA-256, written last */
+#define RUN_BASES_DIR           "bases"
+
 /* Whether name may name a checkpoint: 1..RUN_CHECKPOINT_NAME_MAX of
  * [A-Za-z0-9._-], not starting with a dot (so never "." or ".."). Pure. */
 static inline bool run_checkpoint_name_ok(const char *name)
@@ -81,6 +89,12 @@ int run_pause_check(const char *dir, const char *image, char *err, size_t errlen
 /* Hard-link snapshot's state and memory into pin (made, mode 0755).
  * Returns 0, or -1 with errno (EXDEV: another file system). */
 int run_pause_pin(const char *snapshot, const char *pin);
+
+/* dst (made, mode 0755) holds snapshot's state and memory, linked or
+ * copied (run_pause_link_or_copy), mode 0644 as the snapshot cache
+ * publishes them: a jailed vmm reads them where they are when no pin can
+ * be linked to them (another file system). 0, or -1 with errno. */
+int run_pause_keep_base(const char *snapshot, const char *dst);
 
 /* dst (made, 0600, not there before) becomes a copy of src: a reflink
  * where the file system has them, else src's data extents, holes kept;

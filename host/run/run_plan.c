@@ -486,6 +486,7 @@ static void plan_init(struct run_plan *plan, const struct run_request *req)
 	plan->sandbox = req->sandbox;
 	if (req->sandbox && req->from_checkpoint)
 		snprintf(plan->from_checkpoint, sizeof(plan->from_checkpoint), "%s", req->from_checkpoint);
+	plan->resume_parked = req->sandbox && req->from_checkpoint && req->resume_parked;
 	if (req->workspace_image)
 		snprintf(plan->workspace_image, sizeof(plan->workspace_image), "%s", req->workspace_image);
 }

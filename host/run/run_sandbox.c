@@ -104,7 +104,10 @@ int run_fork_snapshot(struct exec *x, char *err, size_t errlen)
 	struct stat st;
 	if (stat(base, &st) < 0 || !S_ISDIR(st.st_mode))
 		return errf(err, errlen, "checkpoint %.300s: %s", x->plan->from_checkpoint, strerror(errno ? errno : ENOTDIR));
-	if (run_pause_pin(base, x->p.pin) == 0)
+	/* pinned by links, else (another file system: a cluster's snapshot
+	 * dir) by a copy: the VM must not depend on its source, which a
+	 * resume elsewhere or a new park removes */
+	if (run_pause_pin(base, x->p.pin) == 0 || (errno == EXDEV && run_pause_keep_base(base, x->p.pin) == 0))
 		x->pinned = true;
 	const char *use = x->pinned ? x->p.pin : base;
 	if (strlen(use) >= sizeof(x->snap.path))
@@ -151,10 +154,11 @@ int run_copy_workspace(struct exec *x, const char *from, void *out, char *err, s
 
 enum session_status run_fork_session(struct exec *x, int conn, int64_t deadline_ms)
 {
-	if (session_resume(conn, true, deadline_ms, x->plan->cancel_fd, x->sr.error, sizeof(x->sr.error)))
+	if (session_resume(conn, !x->plan->resume_parked, deadline_ms, x->plan->cancel_fd, x->sr.error, sizeof(x->sr.error)))
 		return SESSION_FAILED;
 	x->sr.hello_ms = clock_mono_ms();
-	snprintf(x->sr.agent, sizeof(x->sr.agent), "resumed from a checkpoint");
+	snprintf(x->sr.agent, sizeof(x->sr.agent), x->plan->resume_parked ? "resumed where it was parked"
+										   : "resumed from a checkpoint");
 	return SESSION_DONE;
 }
 

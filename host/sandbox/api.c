@@ -225,9 +225,12 @@ static enum MHD_Result resume_sandbox(struct sbx *s, struct MHD_Connection *conn
 		return api_answer_error(conn, 400, "timeout_s: a number of seconds, more than 0 and at most %llu",
 				    (unsigned long long)s->max_timeout_s);
 	pthread_mutex_lock(&s->mu);
-	if (s->state != SBX_PAUSED || s->diffing) {
+	if (s->state != SBX_PAUSED || s->diffing || s->parked) {
 		enum sbx_state st = s->state;
+		bool parked = s->parked;
 		pthread_mutex_unlock(&s->mu);
+		if (parked)   /* this process is ending: the VM is resumed from what it parked */
+			return api_answer_error(conn, 409, "the sandbox is parked: resume it through vmrund, on any node");
 		if (st == SBX_PAUSED)
 			return api_answer_error(conn, 409, "a diff is reading the workspace: try again when it is done");
 		return api_answer_error(conn, 409, "the sandbox is not paused (%s)", sbx_state_name(st));
@@ -269,9 +272,9 @@ static enum MHD_Result create_checkpoint(struct sbx *s, struct MHD_Connection *c
 	unsigned status = 409;
 	uint64_t kept = 0;
 	char path[PATH_MAX + 200];
-	snprintf(path, sizeof(path), "%s/" RUN_CHECKPOINTS_DIR "/%s", s->dir, name);
+	snprintf(path, sizeof(path), "%s/" RUN_CHECKPOINTS_DIR "/%s", s->keep, name);
 	char used[PATH_MAX + 200];
-	snprintf(used, sizeof(used), "%s/" RUN_CHECKPOINTS_DIR "/" SBX_CHECKPOINT_USED "%s", s->dir, name);
+	snprintf(used, sizeof(used), "%s/" RUN_CHECKPOINTS_DIR "/" SBX_CHECKPOINT_USED "%s", s->keep, name);
 	if (refused)
 		snprintf(why, sizeof(why), "%s", refused);
 	else if (access(path, F_OK) == 0)

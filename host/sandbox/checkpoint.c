@@ -26,7 +26,7 @@
 
 static void checkpoints_dir(const struct sbx *s, char *out, size_t len)
 {
-	snprintf(out, len, "%s/" RUN_CHECKPOINTS_DIR, s->dir);
+	snprintf(out, len, "%s/" RUN_CHECKPOINTS_DIR, s->keep);
 }
 
 /* The disk a checkpoint holds of its own: its state, pages and workspace
@@ -61,14 +61,14 @@ int sbx_checkpoint_save(const struct sbx *s, const char *name, uint32_t next_cmd
 	if ((mkdir(top, 0700) < 0 && errno != EEXIST) || mkdir(tmp, 0700) < 0)
 		return snprintf(err, errlen, "%s: %s", tmp, strerror(errno)), -1;
 	snprintf(dst, sizeof(dst), "%s/" RUN_CHECKPOINT_BASE, tmp);
-	int rc = mkdir(dst, 0700);
+	int rc = run_pause_keep_base(saved->snapshot, dst);
+	if (rc)
+		snprintf(err, errlen, "%s: %s", saved->snapshot, strerror(errno));
 	struct { const char *from, *name, *to; } files[] = {
 		{ saved->dir, SNAP_STATE_FILE, SNAP_STATE_FILE },
 		{ saved->dir, SNAP_PAGES_FILE, SNAP_PAGES_FILE },
 		{ saved->dir, RUN_PAUSE_SUM_FILE, RUN_PAUSE_SUM_FILE },
-		{ saved->snapshot, SNAP_STATE_FILE, RUN_CHECKPOINT_BASE "/" SNAP_STATE_FILE },
-		{ saved->snapshot, SNAP_MEMORY_FILE, RUN_CHECKPOINT_BASE "/" SNAP_MEMORY_FILE },
-		{ s->dir, RUN_CHECKPOINT_START, RUN_CHECKPOINT_START },
+		{ s->keep, RUN_CHECKPOINT_START, RUN_CHECKPOINT_START },
 	};
 	for (size_t i = 0; rc == 0 && i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(src, sizeof(src), "%s/%s", files[i].from, files[i].name);
@@ -120,9 +120,9 @@ int sbx_checkpoint_digest(const struct sbx *s, json_t *meta, char *err, size_t e
 	const char *name = json_string_value(json_object_get(meta, "name"));
 	char start[PATH_MAX + 64], image[PATH_MAX + 200], scratch[PATH_MAX + 100], path[PATH_MAX + 200], digest[65];
 	bool complete = false;
-	snprintf(start, sizeof(start), "%s/" RUN_CHECKPOINT_START, s->dir);
-	snprintf(image, sizeof(image), "%s/" RUN_CHECKPOINTS_DIR "/%s/" RUN_CHECKPOINT_IMAGE, s->dir, name);
-	snprintf(path, sizeof(path), "%s/" RUN_CHECKPOINTS_DIR "/%s/" META_FILE, s->dir, name);
+	snprintf(start, sizeof(start), "%s/" RUN_CHECKPOINT_START, s->keep);
+	snprintf(image, sizeof(image), "%s/" RUN_CHECKPOINTS_DIR "/%s/" RUN_CHECKPOINT_IMAGE, s->keep, name);
+	snprintf(path, sizeof(path), "%s/" RUN_CHECKPOINTS_DIR "/%s/" META_FILE, s->keep, name);
 	snprintf(scratch, sizeof(scratch), "%s/.digest-%s", s->dir, name);
 	tree_remove(scratch, 3);
 	if (wsdiff_images(start, image, scratch, NULL, digest, &complete, err, errlen))
@@ -141,7 +141,7 @@ int sbx_checkpoint_digest(const struct sbx *s, json_t *meta, char *err, size_t e
 static json_t *load(const struct sbx *s, const char *name)
 {
 	char p[PATH_MAX + 300];
-	snprintf(p, sizeof(p), "%s/" RUN_CHECKPOINTS_DIR "/%s/" META_FILE, s->dir, name);
+	snprintf(p, sizeof(p), "%s/" RUN_CHECKPOINTS_DIR "/%s/" META_FILE, s->keep, name);
 	json_t *m = json_load_file(p, 0, NULL);
 	if (m && (!json_is_string(json_object_get(m, "name")) || !json_is_integer(json_object_get(m, "bytes")))) {
 		json_decref(m);
@@ -217,10 +217,10 @@ enum MHD_Result api_checkpoint(struct sbx *s, struct MHD_Connection *conn, const
 	char p[PATH_MAX + 300];
 	/* the name is never taken again: SANDBOX/NAME means one state for the
 	 * sandbox's life, whatever was checked against it (expect_digest) */
-	snprintf(p, sizeof(p), "%s/" RUN_CHECKPOINTS_DIR "/" SBX_CHECKPOINT_USED "%s", s->dir, name);
+	snprintf(p, sizeof(p), "%s/" RUN_CHECKPOINTS_DIR "/" SBX_CHECKPOINT_USED "%s", s->keep, name);
 	if (spool_write_file(p, "", 0, false, 0600) < 0)
 		return api_answer_error(conn, 500, "%s: %s", p, strerror(errno));
-	snprintf(p, sizeof(p), "%s/" RUN_CHECKPOINTS_DIR "/%s", s->dir, name);
+	snprintf(p, sizeof(p), "%s/" RUN_CHECKPOINTS_DIR "/%s", s->keep, name);
 	if (spool_clean(p, false) < 0)
 		return api_answer_error(conn, 500, "removing checkpoint %s: %s", name, strerror(errno));
 	return api_answer_json(conn, 200, json_pack("{s:s,s:b}", "name", name, "deleted", 1));

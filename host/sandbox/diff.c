@@ -21,9 +21,9 @@
 static int image_of(const struct sbx *s, const char *which, char *path, size_t len)
 {
 	if (!strcmp(which, "start"))
-		snprintf(path, len, "%s/" RUN_CHECKPOINT_START, s->dir);
+		snprintf(path, len, "%s/" RUN_CHECKPOINT_START, s->keep);
 	else if (run_checkpoint_name_ok(which))
-		snprintf(path, len, "%s/" RUN_CHECKPOINTS_DIR "/%s/" RUN_CHECKPOINT_IMAGE, s->dir, which);
+		snprintf(path, len, "%s/" RUN_CHECKPOINTS_DIR "/%s/" RUN_CHECKPOINT_IMAGE, s->keep, which);
 	else
 		return -1;
 	return access(path, R_OK);

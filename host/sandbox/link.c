@@ -30,6 +30,7 @@ int sbx_init(struct sbx *s, const char *dir)
 {
 	memset(s, 0, sizeof(*s));
 	s->dir = dir;
+	s->keep = dir;
 	s->conn = -1;
 	s->next_cmd = 1;
 	s->next_fop = 1;

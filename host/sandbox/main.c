@@ -2,8 +2,8 @@
  *
  *   vmrund-sandbox [--timeout S] [--max-timeout S] [--on-timeout stop|pause]
  *                  [--pause-ttl S] [--max-checkpoints N] [--max-checkpoint-mib M]
- *                  [--from-checkpoint CP]
- *                  DIR VMM GUEST_DIR POLICY
+ *                  [--from-checkpoint CP | --from-paused P [--resume-timeout S]]
+ *                  [--shared SHARED] DIR VMM GUEST_DIR POLICY
  *
  * DIR holds the sandbox's run spec (request.json: runtime, env, limits,
  * network); POLICY is root's policy file as vmrund read it ("" for none).
@@ -11,7 +11,11 @@
  * --max-timeout (default S); --on-timeout pause pauses it when that runs
  * out, --pause-ttl bounds a pause. --from-checkpoint starts it from a
  * checkpoint directory (another sandbox's DIR/checkpoints/NAME): a fork,
- * running what the checkpoint ran. It starts a session of its own, so that the
+ * running what the checkpoint ran. --shared keeps its start, checkpoints
+ * and, at a pause, the parked VM in SHARED (a cluster's snapshot_dir/
+ * sandboxes/ID), and this process then ends; --from-paused SHARED/paused
+ * starts that sandbox again where it was parked, on any node, its life
+ * --resume-timeout S or what it had left. It starts a session of its own, so that the
  * vmrund that started it may stop or die without taking the sandbox with
  * it; SIGTERM stops the sandbox. Parse, plan, serve, run, tear down;
  * every message gets "vmrund-sandbox: ". */
@@ -54,12 +58,16 @@ static void on_log(void *ctx, bool console, const char *text)
 struct args {
 	double timeout_s, max_timeout_s, pause_ttl_s, max_checkpoints, max_checkpoint_mib;
 	bool on_timeout_pause;
-	const char *from;            /* --from-checkpoint DIR: a fork */
+	const char *from;            /* --from-checkpoint DIR: a fork; --from-paused DIR: a parked VM */
+	bool parked;                 /* from is --from-paused's */
+	double resume_timeout_s;     /* --resume-timeout: a parked VM's life from its resume (0: what it had left) */
+	const char *shared;          /* --shared */
 	const char *dir, *vmm, *guest, *policy;
 };
 
 #define USAGE "usage: vmrund-sandbox [--timeout S] [--max-timeout S] [--on-timeout stop|pause] [--pause-ttl S] " \
-	      "[--max-checkpoints N] [--max-checkpoint-mib M] [--from-checkpoint DIR] DIR VMM GUEST_DIR POLICY"
+	      "[--max-checkpoints N] [--max-checkpoint-mib M] [--from-checkpoint DIR | --from-paused DIR " \
+	      "[--resume-timeout S]] [--shared DIR] DIR VMM GUEST_DIR POLICY"
 
 static int parse(int argc, char **argv, struct args *a)
 {
@@ -69,13 +77,21 @@ static int parse(int argc, char **argv, struct args *a)
 					      { "on-timeout", required_argument, NULL, 'o' },
 					      { "max-checkpoints", required_argument, NULL, 'c' },
 					      { "max-checkpoint-mib", required_argument, NULL, 'b' },
-					      { "from-checkpoint", required_argument, NULL, 'f' }, { NULL, 0, NULL, 0 } };
+					      { "from-checkpoint", required_argument, NULL, 'f' },
+					      { "from-paused", required_argument, NULL, 'P' },
+					      { "resume-timeout", required_argument, NULL, 'R' },
+					      { "shared", required_argument, NULL, 's' }, { NULL, 0, NULL, 0 } };
 	*a = (struct args){ .timeout_s = 300, .max_checkpoints = SBX_DEFAULT_MAX_CHECKPOINTS,
 			    .max_checkpoint_mib = SBX_DEFAULT_MAX_CHECKPOINT_MIB };
 	int c;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c == 'f' && optarg[0] == '/') {
+		if ((c == 'f' || c == 'P') && optarg[0] == '/' && !a->from) {
 			a->from = optarg;
+			a->parked = c == 'P';
+			continue;
+		}
+		if (c == 's' && optarg[0] == '/') {
+			a->shared = optarg;
 			continue;
 		}
 		if (c == 'b') {
@@ -91,12 +107,14 @@ static int parse(int argc, char **argv, struct args *a)
 			continue;
 		}
 		char *end;
-		double v = c == 't' || c == 'm' || c == 'p' || c == 'c' ? strtod(optarg, &end) : 0;
-		if ((c != 't' && c != 'm' && c != 'p' && c != 'c') || *end || !(v > 0) || v > 366.0 * 86400)
+		double v = strchr("tmpcR", c) ? strtod(optarg, &end) : 0;
+		if (!strchr("tmpcR", c) || *end || !(v > 0) || v > 366.0 * 86400)
 			return say(USAGE), -1;
 		*(c == 't' ? &a->timeout_s : c == 'm' ? &a->max_timeout_s : c == 'p' ? &a->pause_ttl_s
-									       : &a->max_checkpoints) = v;
+						     : c == 'R' ? &a->resume_timeout_s : &a->max_checkpoints) = v;
 	}
+	if (a->resume_timeout_s && !a->parked)
+		return say("--resume-timeout: only with --from-paused"), -1;
 	if (argc - optind != 4)
 		return say(USAGE), -1;
 	if (a->max_timeout_s < a->timeout_s)
@@ -167,17 +185,32 @@ int main(int argc, char **argv)
 	sbx_set_state(&s, SBX_STARTING, "");
 	pthread_mutex_unlock(&s.mu);
 	struct sbx_http *http = NULL;
-	if (read_spec(a.dir, &spec, err, sizeof(err)) || (a.from && sbx_checkpoint_fork(&s, a.from, err, sizeof(err))))
+	s.shared = a.shared;
+	s.keep = a.shared ? a.shared : a.dir;
+	if (read_spec(a.dir, &spec, err, sizeof(err)) ||
+	    (a.from && (a.parked ? sbx_unpark(&s, a.from, err, sizeof(err)) : sbx_checkpoint_fork(&s, a.from, err, sizeof(err)))))
 		goto out;
 	struct run_request req = { .spec = &spec, .vmm = a.vmm, .guest_dir = a.guest, .system_policy = a.policy,
-				   .sandbox = true, .from_checkpoint = a.from };
+				   .sandbox = true, .from_checkpoint = a.from, .resume_parked = a.parked };
 	run_result_init(r, &req);
 	if (run_plan_build(plan, &req, r)) {
 		snprintf(err, sizeof(err), "%s", r->message);
 		goto out;
 	}
 	adopt_plan(&s, plan, &a);
-	snprintf(plan->workspace_start, sizeof(plan->workspace_start), "%s/" RUN_CHECKPOINT_START, a.dir);
+	/* a new sandbox's start is its workspace before it runs, a fork's its
+	 * checkpoint's; a parked VM, or a sandbox that goes on from a
+	 * checkpoint of its own, keeps the start it has */
+	size_t sl = a.shared ? strlen(a.shared) : 0;
+	bool own = a.from && a.shared && !strncmp(a.from, a.shared, sl) && a.from[sl] == '/';
+	if (!a.parked && !own)
+		snprintf(plan->workspace_start, sizeof(plan->workspace_start), "%s/" RUN_CHECKPOINT_START, s.keep);
+	if (a.parked) {   /* it goes on as a resume does: its life, its pauses counted */
+		pthread_mutex_lock(&s.mu);
+		s.resume_timeout_s = a.resume_timeout_s;
+		sbx_set_state(&s, SBX_RESUMING, "");
+		pthread_mutex_unlock(&s.mu);
+	}
 	if (!(http = sbx_http_start(&s, err, sizeof(err))))
 		goto release;
 	struct sbx_run run = { &s, sigfd };
@@ -188,16 +221,24 @@ int main(int argc, char **argv)
 	plan->cancel_fd = sigfd;
 	plan->timeout_s = SBX_BOOT_TIMEOUT_S;   /* to READY; its life is the sandbox's own */
 	run_execute(plan, r);
-	snprintf(err, sizeof(err), "%s", s.state == SBX_STARTING ? r->message : s.reason);
+	bool began = s.state != SBX_STARTING && !(a.parked && s.state == SBX_RESUMING);
+	snprintf(err, sizeof(err), "%s", began ? s.reason : r->message);
 	status = 0;
 release:
 	run_plan_release(plan);
 out:
 	pthread_mutex_lock(&s.mu);
-	if (s.state == SBX_STARTING && !err[0])
+	if ((s.state == SBX_STARTING || s.state == SBX_RESUMING) && !err[0])
 		snprintf(err, sizeof(err), "it did not start");
-	/* failed stays failed: a pause or resume lost it */
-	sbx_set_state(&s, s.state == SBX_FAILED ? SBX_FAILED : SBX_STOPPED, err);
+	/* failed stays failed: a pause or resume lost it, and so does a
+	 * parked VM that did not start again (nothing half-restored runs); a
+	 * parked one stays paused, in SHARED */
+	if (s.parked && s.state == SBX_PAUSED)
+		status = 0;
+	else if (s.state == SBX_FAILED || (a.parked && (s.state == SBX_STARTING || s.state == SBX_RESUMING)))
+		sbx_set_state(&s, SBX_FAILED, err);
+	else
+		sbx_set_state(&s, SBX_STOPPED, err);
 	pthread_mutex_unlock(&s.mu);
 	if (status)
 		say("%s", err);

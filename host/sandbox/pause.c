@@ -155,6 +155,24 @@ static int take_checkpoint(struct sbx *s, const struct run_saved *saved)
 	return 0;
 }
 
+/* The paused VM parked in s->shared (park.c) for any node to resume:
+ * state paused, its time to live in timeout_at_ms (0: none), and this
+ * process to end (0). -1 when it could not be parked: it stays paused
+ * here, or was deleted meanwhile. */
+static int park(struct sbx *s, const struct run_saved *saved)
+{
+	char why[400] = "";
+	if (sbx_park(s, saved, why, sizeof(why))) {
+		fprintf(stderr, "vmrund-sandbox: parking the paused VM: %s: it stays paused on this node\n", why);
+		return -1;
+	}
+	if (s->state != SBX_PAUSING)
+		return -1;   /* deleted while it was parked: vmrund removes what was parked */
+	s->deadline_ms = s->pause_ttl_s ? s->paused_ms + (int64_t)s->pause_ttl_s * 1000 : 0;
+	sbx_set_state(s, SBX_PAUSED, "parked: any node of the cluster may resume it");
+	return 0;
+}
+
 int sbx_paused(void *ctx, enum run_pause_event ev, const char *why, const struct run_saved *saved)
 {
 	struct sbx_run *run = ctx;
@@ -170,6 +188,15 @@ int sbx_paused(void *ctx, enum run_pause_event ev, const char *why, const struct
 			sbx_end_everything(s);
 	} else if (s->state == SBX_PAUSING) {
 		s->paused_ms = sbx_realtime_ms();
+		if (s->shared && !park(s, saved)) {
+			pthread_mutex_unlock(&s->mu);
+			return -1;   /* this process ends; the VM lives on in s->shared */
+		}
+		if (s->state != SBX_PAUSING) {   /* deleted while it was parked */
+			sbx_end_everything(s);
+			pthread_mutex_unlock(&s->mu);
+			return -1;
+		}
 		sbx_set_state(s, SBX_PAUSED, NULL);
 		rc = wait_paused(s, run->cancel_fd);
 		if (rc)

@@ -47,11 +47,15 @@
  *                      whole at every change
  *   DIR/cmds/CID.out   each command's output (spool records, capped at
  *                      the spec's max_output per stream)
- *   DIR/start.ext4     the workspace as it was before the VM started
- *   DIR/checkpoints/NAME  a checkpoint: the paused VM's state, pages and
+ *   KEEP/start.ext4    the workspace as it was before the VM started
+ *   KEEP/checkpoints/NAME  a checkpoint: the paused VM's state, pages and
  *                      workspace sum, its workspace image, the snapshot
  *                      it is against (base/), the sandbox's start.ext4,
  *                      checkpoint.json
+ * KEEP is DIR, or with --shared SHARED (a cluster's snapshot_dir, which
+ * every node mounts) SHARED: there its checkpoints and start outlive the
+ * node, and a pause parks the VM in SHARED/paused (park.c) for any node
+ * to resume.
  * Everything that comes from the guest is bounded and checked before it
  * is kept or shown. */
 #ifndef VMRUN_SANDBOX_SUPERVISOR_H
@@ -142,6 +146,9 @@ struct sbx_key {
 
 struct sbx {
 	const char *dir;
+	const char *keep;             /* where start.ext4 and checkpoints/ lie: dir, or shared */
+	const char *shared;           /* --shared: its directory in the snapshot dir (park.c); NULL none */
+	bool parked;                  /* its paused VM lies in shared/paused: this process ends */
 	char id[64];                  /* the sandbox's id (vmrun's run id) */
 	pthread_mutex_t mu;           /* everything below */
 	pthread_cond_t cv;            /* broadcast at every change */
@@ -253,6 +260,39 @@ void sbx_hold_end(struct sbx *s, unsigned gen);
  * saving or resuming failed (state failed, with why). ctx is a struct
  * sbx_run. */
 int sbx_paused(void *ctx, enum run_pause_event ev, const char *why, const struct run_saved *saved);
+
+/* ---- park.c: a pause that outlives this process (--shared) ------------------------ */
+
+/* SHARED's layout: SHARED/paused is the parked VM (a checkpoint's files,
+ * run_pause.h, with the base snapshot linked from SNAPSHOT_DIR/bases/SUM,
+ * where SHARED is SNAPSHOT_DIR/sandboxes/ID, so that each base is stored
+ * once), its command outputs (cmds/) and SBX_PARK_META, the sandbox's own
+ * state: its times and its command table with each output's SHA-256;
+ * SBX_PARK_META's own SHA-256 beside it. */
+#define SBX_PARKED_DIR  RUN_PARKED_DIR
+#define SBX_PARK_META   "sandbox.json"
+#define SBX_PARK_SUM    RUN_PARKED_SUM
+#define SBX_BASES_DIR   RUN_BASES_DIR
+#define SBX_PARK_VERSION 1
+
+/* In the paused hook, mu held (dropped while files are copied): keep what
+ * saved names and the sandbox's table in s->shared/paused, whole or not
+ * at all. 0 (s->parked), or -1 with why (nothing is parked: the VM stays
+ * paused here, in this process). */
+int sbx_park(struct sbx *s, const struct run_saved *saved, char *err, size_t errlen);
+
+/* Before the VM starts from a parked dir (--from-paused): its table and
+ * times checked (version, SHA-256s) and loaded into s, its command
+ * outputs copied into DIR/cmds. 0, or -1 with a one-line reason. */
+int sbx_unpark(struct sbx *s, const char *dir, char *err, size_t errlen);
+
+/* The table and times of s as SBX_PARK_META says them (a new reference),
+ * mu held. Pure but for the clock it does not read. */
+json_t *sbx_park_meta(const struct sbx *s);
+
+/* meta (SBX_PARK_META's text, parsed) into s: 0, or -1 with why. Pure
+ * but for the command records it allocates. */
+int sbx_park_load(struct sbx *s, const json_t *meta, char *err, size_t errlen);
 
 /* ---- checkpoint.c ------------------------------------------------------------------------ */
 

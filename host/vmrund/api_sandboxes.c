@@ -321,7 +321,8 @@ static int locate(struct http_req *r, const char *id, bool running, struct dest 
 	char node[STORE_NODE_MAX];
 	snprintf(node, sizeof(node), "%s", sb.node);
 	store_sandbox_free(&sb);
-	*t = (struct dest){ .here = !open || !strcmp(node, r->d->node) };
+	/* a parked one (paused on no node) is resumed or deleted by whichever node is asked */
+	*t = (struct dest){ .here = !open || !node[0] || !strcmp(node, r->d->node) };
 	if (!t->here)
 		return peer(r, id, node, t);
 	if (running && (st != SBS_RUNNING || !vmrund_sbx_here(r->d, id))) {
@@ -407,7 +408,8 @@ static enum MHD_Result pass(struct http_req *r, const char *id, const char *rest
 	if (locate(r, id, !reads, &t))
 		return MHD_YES;
 	if (reads && t.here && !vmrund_sbx_here(r->d, id))
-		return http_error(r, 409, 0, "sandbox %s is neither running nor paused", id);
+		return http_error(r, 409, 0, "sandbox %s is neither running nor paused on a node (a parked one is "
+					     "read once it is resumed)", id);
 	return pass_to(r, &t, id, rest);
 }
 

@@ -1,9 +1,11 @@
 /* A sandbox's checkpoints as vmrund uses them (sandboxes.h): found for a
- * fork or a verification run (the tenant's, on this node), and checked
+ * fork or a verification run (the tenant's, on this node or in the
+ * snapshot dir), and checked
  * against an approval's expect_digest by the digest their supervisor
  * kept. */
 #include "sandboxes.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -37,6 +39,41 @@ struct vmrund_answer vmrund_checkpoint_expect(const char *dir, const char *expec
 	return a;
 }
 
+int vmrund_checkpoint_dir(const struct vmrund *d, const char *id, const char *name, char *out, size_t len)
+{
+	char sdir[PATH_MAX];
+	vmrund_sbx_shared(d, id, sdir, sizeof(sdir));
+	if (!sdir[0])
+		vmrund_sbx_dir(d, id, sdir, sizeof(sdir));
+	return sdir[0] && (size_t)snprintf(out, len, "%s/" RUN_CHECKPOINTS_DIR "/%s", sdir, name) < len ? 0 : -1;
+}
+
+bool vmrund_checkpoint_newest(const struct vmrund *d, const char *id, char name[RUN_CHECKPOINT_NAME_MAX + 1])
+{
+	char top[PATH_MAX], path[PATH_MAX + 512];
+	vmrund_sbx_shared(d, id, top, sizeof(top));
+	if (!top[0] || strlen(top) + sizeof("/" RUN_CHECKPOINTS_DIR) > sizeof(top))
+		return false;
+	strcat(top, "/" RUN_CHECKPOINTS_DIR);
+	DIR *dir = opendir(top);
+	json_int_t newest = -1;
+	for (struct dirent *e; dir && (e = readdir(dir));) {
+		if (!run_checkpoint_name_ok(e->d_name))
+			continue;   /* ".used-NAME", a checkpoint being made */
+		snprintf(path, sizeof(path), "%s/%.64s/" RUN_CHECKPOINT_META, top, e->d_name);
+		json_t *m = json_load_file(path, 0, NULL);
+		json_int_t at = json_integer_value(json_object_get(m, "created_ms"));
+		json_decref(m);
+		if (m && at > newest) {
+			newest = at;
+			snprintf(name, RUN_CHECKPOINT_NAME_MAX + 1, "%.64s", e->d_name);
+		}
+	}
+	if (dir)
+		closedir(dir);
+	return newest >= 0;
+}
+
 struct vmrund_answer vmrund_checkpoint_of(struct vmrund *d, unsigned tenant, const char *from, char *dir, size_t len,
 					  json_t **request)
 {
@@ -54,13 +91,12 @@ struct vmrund_answer vmrund_checkpoint_of(struct vmrund *d, unsigned tenant, con
 	if (!found)
 		return vmrund_answer_of(404, 0, "no sandbox %s", id);
 	struct vmrund_answer a = vmrund_answer_of(0, 0, "ok");
-	bool here = vmrund_sbx_here(d, id);
-	char sdir[PATH_MAX];
-	vmrund_sbx_dir(d, id, sdir, sizeof(sdir));
+	/* in a snapshot dir, which every node mounts, any node uses them */
+	bool here = d->cfg.snapshot_dir[0] || vmrund_sbx_here(d, id);
 	if (!here)
 		a = vmrund_answer_of(409, 0, "sandbox %s is %s on node %s: its checkpoints are used where they are", id,
 				     store_sbx_state_name(sb.state) ?: "?", sb.node);
-	else if ((size_t)snprintf(dir, len, "%s/" RUN_CHECKPOINTS_DIR "/%s", sdir, name) >= len || access(dir, F_OK) < 0)
+	else if (vmrund_checkpoint_dir(d, id, name, dir, len) || access(dir, F_OK) < 0)
 		a = vmrund_answer_of(404, 0, "sandbox %s has no checkpoint %s", id, name);
 	else if (request && !(*request = sb.request ? json_loads(sb.request, 0, NULL) : NULL))
 		a = vmrund_answer_of(500, 0, "sandbox %s: its request cannot be read", id);

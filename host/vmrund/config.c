@@ -151,6 +151,7 @@ static int apply(struct vmrund_config *c, const char *k, const char *v, char *er
 		{ "sandbox_supervisor", c->sandbox_supervisor, sizeof(c->sandbox_supervisor), true },
 		{ "guest_dir", c->guest_dir, sizeof(c->guest_dir), true },
 		{ "policy", c->policy, sizeof(c->policy), true },
+		{ "snapshot_dir", c->snapshot_dir, sizeof(c->snapshot_dir), true },
 	};
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		if (strcmp(k, paths[i].key))

@@ -54,6 +54,11 @@ struct vmrund_config {
 	unsigned node_memory_mib;
 	unsigned node_disk_mib;
 	bool snapshot_per_tenant;     /* snapshot_scope = tenant: no snapshot page shared across tenants */
+	/* a directory every node of a cluster mounts (NFS): sandboxes keep
+	 * their start and checkpoints there, and a pause parks the VM there
+	 * for any node to resume (docs/sandboxes.md); "" none: a sandbox
+	 * lives and pauses on the node that made it */
+	char snapshot_dir[PATH_MAX];
 };
 
 /* The defaults, before any file. */

@@ -108,11 +108,10 @@ static int checkpoint_path(struct vmrund *d, const struct store_run *run, const 
 {
 	json_t *rq = json_loads(run->request, 0, NULL);
 	const char *from = json_string_value(json_object_get(rq, "from_checkpoint")), *name;
-	char id[RUN_CHECKPOINT_SANDBOX_MAX + 1], sdir[PATH_MAX], line[PATH_MAX + 200], path[PATH_MAX + 64];
+	char id[RUN_CHECKPOINT_SANDBOX_MAX + 1], line[PATH_MAX], path[PATH_MAX + 64];
 	int rc = 0;
 	if (from && run_checkpoint_ref(from, id, &name)) {
-		vmrund_sbx_dir(d, id, sdir, sizeof(sdir));
-		snprintf(line, sizeof(line), "%s/" RUN_CHECKPOINTS_DIR "/%s", sdir, name);
+		vmrund_checkpoint_dir(d, id, name, line, sizeof(line));
 		snprintf(path, sizeof(path), "%s/" SPOOL_CHECKPOINT, dir);
 		if (spool_write_file(path, line, strlen(line), false, 0600) < 0)
 			rc = errf(err, errlen, "%s: %s", path, strerror(errno));
@@ -409,6 +408,7 @@ static void on_sandbox_lost(void *ctx, const struct store_sandbox *sb)
 {
 	vmrund_say("sandbox %s lost: %s", sb->id, sb->reason);
 	vmrund_sbx_audit(ctx, sb);
+	vmrund_sbx_lost(ctx, sb);
 }
 
 static void on_note(void *ctx, enum store_note note, const char *id)
@@ -449,6 +449,8 @@ static void cluster(struct vmrund *d, int64_t *next_beat, int64_t *next_expiry, 
 			vmrund_store_failed(d, "taking back dead nodes' runs", err);
 		else if (d->store->ops->sbx_lost(d->store, NULL, clock_wall_ms(), on_sandbox_lost, d, err, sizeof(err)) < 0)
 			vmrund_store_failed(d, "ending dead nodes' sandboxes lost", err);
+		else
+			vmrund_sbx_expire_parked(d);
 		*next_expiry = now + EXPIRE_EVERY_MS;
 	}
 }

@@ -1,6 +1,8 @@
-/* Sandboxes in vmrund (host/vmrund/sandboxes.h): admission, the
- * supervisors' start, adoption and end, and the store's rows. */
-#include "sandboxes.h"
+/* Sandboxes in vmrund (host/vmrund/sandboxes.h): the pure parts,
+ * admission and the API's calls, the loop's look at the supervisors,
+ * adoption at vmrund's start; their processes and this node's table are
+ * sandbox_node.c's, parked ones sandbox_park.c's. */
+#include "sandbox_node.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,14 +28,6 @@
 #include "snapshot_cache.h"
 #include "spool.h"
 
-#define SBX_REQUEST "request.json"
-#define SBX_STATE   "state.json"
-#define SBX_LOG     "supervisor.log"
-#define SBX_CALL_MS 10000         /* vmrund's own calls to a supervisor */
-#define SBX_EXIT_MS 20000         /* from DELETE to the supervisor's exit, before SIGKILL */
-/* A pause or resume: the supervisor answers once the VM is saved or runs
- * again (supervisor.h's SBX_PAUSE_WAIT_MS, then vmm), within this. */
-#define SBX_PAUSE_CALL_MS 110000
 
 /* ---- pure parts ----------------------------------------------------------------- */
 
@@ -115,6 +109,15 @@ int sandbox_body_split(const json_t *body, unsigned max_timeout_s, unsigned max_
 	return 0;
 }
 
+bool sandbox_resumable_from(const struct store_sandbox *sb, char *out, size_t len)
+{
+	size_t p = strlen(VMRUND_SBX_RESUMABLE), n = strspn(sb->reason + (strncmp(sb->reason, VMRUND_SBX_RESUMABLE, p) ? 0 : p),
+			   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-");
+	if (strncmp(sb->reason, VMRUND_SBX_RESUMABLE, p) || !n || n > RUN_CHECKPOINT_NAME_MAX)
+		return false;
+	return snprintf(out, len, "%s/%.*s", sb->id, (int)n, sb->reason + p) < (int)len;
+}
+
 json_t *sandbox_view(const struct store_sandbox *sb, int64_t now_ms)
 {
 	json_t *req = sb->request ? json_loads(sb->request, 0, NULL) : NULL;
@@ -130,67 +133,22 @@ json_t *sandbox_view(const struct store_sandbox *sb, int64_t now_ms)
 	bool open = sb->state == SBS_STARTING || sb->state == SBS_RUNNING || sb->state == SBS_STOPPING;
 	int64_t left = open && sb->timeout_at_ms > now_ms ? sb->timeout_at_ms - now_ms : 0;
 	json_t *meta = json_object_get(req, "metadata");
-	json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:f,s:o,s:o}", "id", sb->id, "state",
+	json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:f,s:o,s:o}", "id", sb->id, "state",
 			      store_sbx_state_name(sb->state) ? store_sbx_state_name(sb->state) : "?", "reason",
-			      sb->reason, "tenant", sb->tenant, "node", sb->node, "runtime",
+			      sb->reason, "tenant", sb->tenant, "node", sb->node[0] ? json_string(sb->node) : json_null(),
+			      "runtime",
 			      json_is_string(rt) ? json_deep_copy(rt) : json_null(), "created_at", spool_iso_time(sb->created_ms),
 			      "started_at", spool_iso_time(sb->started_ms), "ended_at", spool_iso_time(sb->ended_ms), "timeout_at",
 			      spool_iso_time(sb->timeout_at_ms), "time_left_s", (double)left / 1000.0, "limits", limits, "metadata",
 			      json_is_object(meta) ? json_incref(meta) : json_object());
 	json_decref(req);
+	char from[STORE_ID_LEN + RUN_CHECKPOINT_NAME_MAX + 2];
+	if (sb->state == SBS_RESUMABLE && sandbox_resumable_from(sb, from, sizeof(from)))
+		json_object_set_new(o, "resumable_from", json_string(from));
 	return o;
 }
 
 /* ---- the table of this node's sandboxes (lock held) ----------------------------- */
-
-void vmrund_sbx_dir(const struct vmrund *d, const char *id, char *buf, size_t len)
-{
-	if (snprintf(buf, len, "%s/" VMRUND_SBX_DIR "/%s", d->cfg.run_dir, id) >= (int)len)
-		buf[0] = '\0';
-}
-
-static struct vmrund_sbx *slot_of(struct vmrund *d, const char *id)
-{
-	for (unsigned i = 0; d->sbx && i < VMRUND_SBX_MAX; i++)
-		if (d->sbx[i].used && !strcmp(d->sbx[i].id, id))
-			return &d->sbx[i];
-	return NULL;
-}
-
-static struct vmrund_sbx *slot_new(struct vmrund *d)
-{
-	for (unsigned i = 0; i < VMRUND_SBX_MAX; i++)
-		if (!d->sbx[i].used)
-			return &d->sbx[i];
-	return NULL;
-}
-
-static void slot_free(struct vmrund_sbx *x)
-{
-	if (x->pidfd >= 0)
-		close(x->pidfd);
-	*x = (struct vmrund_sbx){ .pidfd = -1 };
-}
-
-struct sched_size vmrund_sbx_size(const struct vmrund *d)
-{
-	struct sched_size s = { 0, 0 };
-	for (unsigned i = 0; d->sbx && i < VMRUND_SBX_MAX; i++)
-		if (d->sbx[i].used) {
-			s.memory_mib += d->sbx[i].size.memory_mib;
-			s.disk_mib += d->sbx[i].size.disk_mib;
-		}
-	return s;
-}
-
-bool vmrund_sbx_here(struct vmrund *d, const char *id)
-{
-	pthread_mutex_lock(&d->lock);
-	struct vmrund_sbx *x = slot_of(d, id);
-	bool here = x && x->pid > 0;
-	pthread_mutex_unlock(&d->lock);
-	return here;
-}
 
 int vmrund_sbx_get(struct vmrund *d, const char *tenant, const char *id, struct store_sandbox *out, char *err,
 		   size_t errlen)
@@ -202,159 +160,6 @@ int vmrund_sbx_get(struct vmrund *d, const char *tenant, const char *id, struct 
 }
 
 /* ---- a supervisor ----------------------------------------------------------------- */
-
-static int pidfd_of(pid_t pid)
-{
-	return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
-/* Whether the supervisor behind pidfd has exited (or wait_ms passed). */
-static bool exited(int pidfd, int wait_ms)
-{
-	struct pollfd p = { pidfd, POLLIN, 0 };
-	return pidfd < 0 || (poll(&p, 1, wait_ms) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)));
-}
-
-/* The supervisor's state file: its state's name, reason and pid, and
- * its life's end. 0, or -1 when there is none readable. */
-struct sbx_file_state {
-	char state[16];
-	char reason[256];
-	pid_t pid;
-	int64_t timeout_at_ms;
-};
-
-static int read_state(const char *dir, struct sbx_file_state *st)
-{
-	char path[PATH_MAX];
-	memset(st, 0, sizeof(*st));
-	snprintf(path, sizeof(path), "%s/" SBX_STATE, dir);
-	json_t *j = json_load_file(path, 0, NULL);
-	const char *s = json_string_value(json_object_get(j, "state")),
-		   *r = json_string_value(json_object_get(j, "reason"));
-	json_int_t pid = json_integer_value(json_object_get(j, "pid"));
-	if (!s || pid <= 1 || pid > INT32_MAX) {
-		json_decref(j);
-		return -1;
-	}
-	snprintf(st->state, sizeof(st->state), "%s", s);
-	snprintf(st->reason, sizeof(st->reason), "%s", r ? r : "");
-	st->pid = (pid_t)pid;
-	st->timeout_at_ms = json_integer_value(json_object_get(j, "timeout_at_ms"));
-	json_decref(j);
-	return 0;
-}
-
-/* Whether the command line of pid has the argument arg. */
-static bool has_arg(pid_t pid, const char *arg)
-{
-	char path[64], buf[8192];
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	for (char *p = buf; p < buf + n; p += strlen(p) + 1)
-		if (!strcmp(p, arg))
-			return true;
-	return false;
-}
-
-/* A pidfd of pid when it is the supervisor of dir (its command line
- * names d->sbx_bin and dir), else -1: a pid from a file is not trusted
- * alone. */
-static int supervisor_pidfd(struct vmrund *d, pid_t pid, const char *dir)
-{
-	int fd = pidfd_of(pid);
-	if (fd < 0)
-		return -1;
-	/* read after the pidfd was taken: the pid cannot be another's now */
-	if (!has_arg(pid, dir) || !has_arg(pid, d->sbx_bin) || exited(fd, 0)) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* Start the supervisor of dir: no death signal (it must outlive us),
- * its own session (it calls setsid). */
-static pid_t spawn(struct vmrund *d, const char *dir, const struct tenant *tn, const struct sbx_life *life,
-		   const char *from, char *err, size_t errlen)
-{
-	const char *tenant = tn->name;
-	unsigned max_life = tn->max_sandbox_timeout_s;
-	char log[PATH_MAX + 32], cache[PATH_MAX], t[32], m[32], ttl[32], cp[32], cpm[32];
-	snprintf(log, sizeof(log), "%s/" SBX_LOG, dir);
-	bool own_cache = d->cfg.snapshot_per_tenant;
-	if (own_cache && snapshot_cache_tenant(SNAPSHOT_SYSTEM_CACHE, tenant, cache, sizeof(cache), err, errlen))
-		return -1;
-	snprintf(t, sizeof(t), "%.3f", life->timeout_s);
-	snprintf(m, sizeof(m), "%u", max_life);
-	snprintf(ttl, sizeof(ttl), "%.3f", life->pause_ttl_s);
-	snprintf(cp, sizeof(cp), "%u", tn->max_checkpoints);
-	snprintf(cpm, sizeof(cpm), "%llu", (unsigned long long)tn->max_checkpoint_mib);
-	char *argv[] = { d->sbx_bin, "--timeout", t, "--max-timeout", m, "--on-timeout",
-			 life->on_timeout_pause ? "pause" : "stop", "--pause-ttl", ttl, "--max-checkpoints", cp,
-			 "--max-checkpoint-mib", cpm, (char *)dir, d->vmm, d->guest, d->cfg.policy, NULL, NULL, NULL };
-	if (from) {   /* options first: the supervisor's getopt stops at its first operand */
-		memmove(&argv[15], &argv[13], 4 * sizeof(argv[0]));
-		argv[13] = "--from-checkpoint";
-		argv[14] = (char *)from;
-	}
-	return vmrund_spawn(d, argv, log, own_cache ? cache : NULL, -1, false, err, errlen);
-}
-
-/* Wait for the supervisor of dir to say its VM is ready: 0 with its
- * state file read, or -1 with the reason it did not start. */
-static int wait_ready(const char *dir, int pidfd, struct sbx_file_state *st, char *why, size_t whylen)
-{
-	int64_t until = clock_mono_ms() + VMRUND_SBX_READY_MS;
-	while (clock_mono_ms() < until) {
-		if (exited(pidfd, 0))
-			break;
-		unsigned status;
-		char *out;
-		int64_t left_s = (until - clock_mono_ms()) / 1000;
-		char target[48];
-		snprintf(target, sizeof(target), "/?wait=%lld", (long long)(left_s > 1 ? left_s : 1));
-		if (sbxc_call(dir, "GET", target, NULL, VMRUND_SBX_READY_MS, 65536, &status, &out) < 0) {
-			if (errno != ENOENT && errno != ECONNREFUSED)
-				break;
-			struct timespec ts = { 0, 20 * 1000 * 1000 };
-			nanosleep(&ts, NULL);
-			continue;
-		}
-		json_t *j = json_loads(out, 0, NULL);
-		free(out);
-		const char *s = json_string_value(json_object_get(j, "state"));
-		bool running = s && !strcmp(s, "running"), starting = s && !strcmp(s, "starting");
-		json_decref(j);
-		if (running && !read_state(dir, st))
-			return 0;
-		if (!starting)
-			break;
-	}
-	/* its own words, once it has said them */
-	exited(pidfd, 5000);
-	struct sbx_file_state end;
-	if (!read_state(dir, &end) && end.reason[0])
-		return errf(why, whylen, "%s", end.reason);
-	return errf(why, whylen, clock_mono_ms() >= until ? "its VM was not ready in %d s" : "its supervisor failed",
-		    VMRUND_SBX_READY_MS / 1000);
-}
-
-/* End the supervisor behind x (already asked to stop, or dead): wait for
- * its exit, SIGKILL past SBX_EXIT_MS. */
-static void reap_supervisor(const struct vmrund_sbx *x, int wait_ms)
-{
-	if (x->pidfd >= 0 && !exited(x->pidfd, wait_ms)) {
-		syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
-		exited(x->pidfd, 5000);
-	}
-}
 
 /* ---- ends (lock held) ---------------------------------------------------------------- */
 
@@ -379,45 +184,13 @@ void vmrund_sbx_audit(struct vmrund *d, const struct store_sandbox *sb)
 	vmrund_audit_end(d, line);
 }
 
-/* Sandbox id ended: stopped (or failed, when its supervisor's state file
- * st says so; NULL: read it here) in the store with reason, its directory
- * gone, its slot freed. false when the store failed (the slot stays, for
- * the next look). */
-static bool record_end(struct vmrund *d, struct vmrund_sbx *x, const char *id, const char *reason,
-		       const struct sbx_file_state *st)
-{
-	char err[300], dir[PATH_MAX];
-	struct sbx_file_state own;
-	vmrund_sbx_dir(d, id, dir, sizeof(dir));
-	if (!st)
-		st = read_state(dir, &own) ? NULL : &own;
-	bool failed = st && !strcmp(st->state, "failed");
-	if (d->store->ops->sbx_set(d->store, id, d->node, failed ? SBS_FAILED : SBS_STOPPED, 0, clock_wall_ms(), 0,
-				   reason, err, sizeof(err)) < 0) {
-		vmrund_store_failed(d, "recording a sandbox's end", err);
-		return false;
-	}
-	vmrund_store_ok(d);
-	vmrund_say("sandbox %s stopped: %s", id, reason);
-	struct store_sandbox sb;   /* read back only for the audit log's line */
-	if (d->audit && d->store->ops->sbx_get(d->store, id, NULL, &sb, err, sizeof(err)) == 1) {
-		vmrund_sbx_audit(d, &sb);
-		store_sandbox_free(&sb);
-	}
-	spool_clean(dir, false);
-	if (x)
-		slot_free(x);
-	pthread_cond_broadcast(&d->changed);
-	return true;
-}
-
 /* A sandbox that paused or resumed on its own (its time ran out with
  * on_timeout pause) into the store, as its supervisor's state file says.
  * Lock held. */
 static void sync_paused(struct vmrund *d, struct vmrund_sbx *x, const char *dir)
 {
 	struct sbx_file_state st;
-	if (read_state(dir, &st))
+	if (sbx_read_state(dir, &st))
 		return;
 	bool paused = !strcmp(st.state, "paused"), running = !strcmp(st.state, "running");
 	if ((!paused && !running) || x->paused == paused)
@@ -441,12 +214,15 @@ void vmrund_sbx_watch(struct vmrund *d)
 		struct sbx_file_state st;
 		snprintf(id, sizeof(id), "%s", x->id);
 		vmrund_sbx_dir(d, id, dir, sizeof(dir));
-		if (!exited(x->pidfd, 0)) {
+		if (!sbx_exited(x->pidfd, 0)) {
 			sync_paused(d, x, dir);
 			continue;
 		}
-		bool read = !read_state(dir, &st), said = read && st.reason[0];
-		record_end(d, x, id, said ? st.reason : "its supervisor exited", read ? &st : NULL);
+		bool read = !sbx_read_state(dir, &st), said = read && st.reason[0];
+		if (read && !strcmp(st.state, "paused") && sbx_is_parked(d, id))
+			sbx_record_park(d, x, id, &st);
+		else
+			sbx_record_end(d, x, id, said ? st.reason : "its supervisor exited", read ? &st : NULL);
 	}
 	pthread_mutex_unlock(&d->lock);
 }
@@ -483,7 +259,7 @@ static struct vmrund_answer reserve(struct vmrund *d, unsigned tenant, struct st
 	struct sched_size left = vmrund_room_left(d);
 	if (d->stopping)
 		return vmrund_answer_of(503, 5, "vmrund is stopping");
-	if (!(*slot = slot_new(d)))
+	if (!(*slot = sbx_slot_new(d)))
 		return vmrund_answer_of(503, 5, "this node holds %d sandboxes, its most", VMRUND_SBX_MAX);
 	if (sb->memory_mib > left.memory_mib || sb->disk_mib > left.disk_mib)
 		return vmrund_answer_of(503, 5, "this node has no room for it now (%llu MiB of memory and %llu MiB of disk free)",
@@ -510,37 +286,6 @@ static struct vmrund_answer reserve(struct vmrund *d, unsigned tenant, struct st
 				      .size = { sb->memory_mib, sb->disk_mib } };
 	snprintf((*slot)->id, sizeof((*slot)->id), "%s", sb->id);
 	return vmrund_answer_of(0, 0, "ok");
-}
-
-/* The directory, its request.json and the supervisor: 0, or -1 with why. */
-static int start(struct vmrund *d, struct vmrund_sbx *x, const struct tenant *tenant, const json_t *spec,
-		 const struct sbx_life *life, const char *from, char *why, size_t whylen)
-{
-	char dir[PATH_MAX], path[PATH_MAX + 32];
-	vmrund_sbx_dir(d, x->id, dir, sizeof(dir));
-	snprintf(path, sizeof(path), "%s/" SBX_REQUEST, dir);
-	char *text = json_dumps(spec, JSON_COMPACT);
-	int rc = -1;
-	/* run_dir/sandboxes is made with the node's first sandbox */
-	char *slash = strrchr(dir, '/');
-	bool root = false;
-	if (slash) {
-		*slash = '\0';
-		root = mkdir(dir, 0700) == 0 || errno == EEXIST;
-		*slash = '/';
-	}
-	if (!text)
-		errf(why, whylen, "out of memory");
-	else if (!root || mkdir(dir, 0700) < 0)
-		errf(why, whylen, "%s: %s", dir, strerror(errno));
-	else if (spool_write_file(path, text, strlen(text), true, 0600) < 0)
-		errf(why, whylen, "%s: %s", path, strerror(errno));
-	else if ((x->pid = spawn(d, dir, tenant, life, from, why, whylen)) > 0 && (x->pidfd = pidfd_of(x->pid)) < 0)
-		errf(why, whylen, "pidfd_open: %s", strerror(errno));
-	else if (x->pid > 0)
-		rc = 0;
-	free(text);
-	return rc;
 }
 
 /* A fork's: its checkpoint "ID/NAME" (vmrund_checkpoint_of), whose
@@ -620,34 +365,15 @@ struct vmrund_answer vmrund_sbx_create(struct vmrund *d, unsigned tenant, const 
 	if (a.status)
 		goto out;
 	snprintf(id, SCHED_ID_MAX, "%s", sb.id);
-	struct sbx_file_state st = { 0 };
-	char dir[PATH_MAX];
-	vmrund_sbx_dir(d, sb.id, dir, sizeof(dir));
-	int ok = start(d, x, t, spec, &life, from[0] ? from : NULL, why, sizeof(why)) == 0 &&
-		 wait_ready(dir, x->pidfd, &st, why, sizeof(why)) == 0;
-	if (!ok) {
-		/* nothing of it stays: the supervisor (if one started) is told to stop */
-		if (x->pidfd >= 0)
-			syscall(SYS_pidfd_send_signal, x->pidfd, SIGTERM, NULL, 0);
-		reap_supervisor(x, SBX_EXIT_MS);
-	}
-	char err[300];
-	pthread_mutex_lock(&d->lock);
-	if (ok && d->store->ops->sbx_set(d->store, sb.id, d->node, SBS_RUNNING, clock_wall_ms(), 0, st.timeout_at_ms,
-					 NULL, err, sizeof(err)) < 0) {
-		/* it runs, but the store does not say so: it is not kept */
-		syscall(SYS_pidfd_send_signal, x->pidfd, SIGTERM, NULL, 0);
-		reap_supervisor(x, SBX_EXIT_MS);
-		errf(why, sizeof(why), "the store: %s", err);
-		ok = 0;
-	}
+	struct sbx_from sf = { .checkpoint = from[0] ? from : NULL };
+	bool ok = sbx_launch(d, x, t, spec, &life, &sf, clock_wall_ms(), NULL, why, sizeof(why));
 	if (ok) {
 		x->busy = false;
 		a = vmrund_answer_of(201, 0, "running");
 		vmrund_say("sandbox %s of tenant %s running", sb.id, t->name);
 	} else {
 		a = vmrund_answer_of(500, 0, "the sandbox did not start: %s", why);
-		if (!record_end(d, x, sb.id, why, NULL))
+		if (!sbx_record_end(d, x, sb.id, why, NULL))
 			x->busy = false;   /* the watch records it once the store is back */
 	}
 	pthread_mutex_unlock(&d->lock);
@@ -671,7 +397,7 @@ static struct vmrund_answer take(struct vmrund *d, unsigned tenant, const char *
 		return vmrund_answer_of(404, 0, "no sandbox %s", id);
 	if (sb->state == SBS_STOPPED || sb->state == SBS_LOST || sb->state == SBS_FAILED)
 		return vmrund_answer_of(409, 0, "sandbox %s is %s already", id, store_sbx_state_name(sb->state));
-	if (!(*x = slot_of(d, id)))
+	if (!(*x = sbx_slot_of(d, id)))
 		return vmrund_answer_of(409, 0, "sandbox %s is held by node %s", id, sb->node);
 	if ((*x)->busy)
 		return vmrund_answer_of(409, 1, "sandbox %s is starting or stopping", id);
@@ -679,13 +405,40 @@ static struct vmrund_answer take(struct vmrund *d, unsigned tenant, const char *
 	return vmrund_answer_of(0, 0, "ok");
 }
 
+/* sbx_parked_row, once the loop's look has recorded a supervisor that
+ * parked its VM and exited; one that has parked and is still ending (its
+ * VM and jail going) is waited for, 10 s at most. */
+static int parked_now(struct vmrund *d, unsigned tenant, const char *id, struct store_sandbox *sb,
+		      struct vmrund_answer *a)
+{
+	char dir[PATH_MAX];
+	struct sbx_file_state st;
+	vmrund_sbx_dir(d, id, dir, sizeof(dir));
+	for (int i = 0;; i++) {
+		vmrund_sbx_watch(d);
+		int p = sbx_parked_row(d, tenant, id, sb, a);
+		if (p || i == 100 || sbx_read_state(dir, &st) || strcmp(st.state, "paused") || !sbx_is_parked(d, id))
+			return p;
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
 struct vmrund_answer vmrund_sbx_delete(struct vmrund *d, unsigned tenant, const char *id)
 {
 	struct store_sandbox sb;
 	struct vmrund_sbx *x = NULL;
 	char err[300], dir[PATH_MAX];
+	struct vmrund_answer a;
+	int p = parked_now(d, tenant, id, &sb, &a);
+	if (p < 0)
+		return a;
+	if (p) {
+		store_sandbox_free(&sb);
+		return sbx_delete_parked(d, id);
+	}
 	pthread_mutex_lock(&d->lock);
-	struct vmrund_answer a = take(d, tenant, id, &sb, &x);
+	a = take(d, tenant, id, &sb, &x);
 	if (!a.status && d->store->ops->sbx_set(d->store, id, d->node, SBS_STOPPING, 0, 0, 0, NULL, err,
 						sizeof(err)) < 0) {
 		x->busy = false;
@@ -702,9 +455,9 @@ struct vmrund_answer vmrund_sbx_delete(struct vmrund *d, unsigned tenant, const 
 	if (sbxc_call(dir, "DELETE", "/", NULL, SBX_CALL_MS, 65536, &status, &out) < 0)
 		syscall(SYS_pidfd_send_signal, x->pidfd, SIGTERM, NULL, 0);
 	free(out);
-	reap_supervisor(x, SBX_EXIT_MS);
+	sbx_reap(x, SBX_EXIT_MS);
 	pthread_mutex_lock(&d->lock);
-	if (record_end(d, x, id, "deleted", NULL))
+	if (sbx_record_end(d, x, id, "deleted", NULL))
 		a = vmrund_answer_of(200, 0, "deleted");
 	else {
 		x->busy = false;
@@ -744,7 +497,7 @@ static struct vmrund_answer post_change(struct vmrund *d, unsigned tenant, const
 		a = vmrund_answer_of(502, 0, "sandbox %s: its supervisor did not answer", id);
 	else if (status != 200)
 		a = vmrund_answer_of(status, 0, "%s", json_string_value(json_object_get(said, "message")) ?: "failed");
-	else if (read_state(dir, &st))
+	else if (sbx_read_state(dir, &st))
 		a = vmrund_answer_of(500, 0, "sandbox %s: its state cannot be read", id);
 	else if (d->store->ops->sbx_set(d->store, id, d->node, state, 0, 0, running ? st.timeout_at_ms : 0, NULL, err,
 					sizeof(err)) < 0)
@@ -774,10 +527,20 @@ struct vmrund_answer vmrund_sbx_timeout(struct vmrund *d, unsigned tenant, const
 struct vmrund_answer vmrund_sbx_pause(struct vmrund *d, unsigned tenant, const char *id, const json_t *body,
 				      bool resume)
 {
+	struct store_sandbox sb;
+	struct vmrund_answer a;
+	int p = parked_now(d, tenant, id, &sb, &a);
+	if (p < 0)
+		return a;
+	if (p) {
+		a = resume ? sbx_unpark_row(d, tenant, &sb, body) : vmrund_answer_of(409, 0, "sandbox %s is paused already", id);
+		store_sandbox_free(&sb);
+		return a;
+	}
 	char *text = json_dumps(body, JSON_COMPACT);
 	if (!text)
 		return vmrund_answer_of(500, 0, "out of memory");
-	struct vmrund_answer a = post_change(d, tenant, id, resume ? "/resume" : "/pause", text, SBX_PAUSE_CALL_MS,
+	a = post_change(d, tenant, id, resume ? "/resume" : "/pause", text, SBX_PAUSE_CALL_MS,
 					     resume ? SBS_RUNNING : SBS_PAUSED);
 	free(text);
 	return a;
@@ -800,8 +563,8 @@ static int adopt_one(void *ctx, const struct store_sandbox *sb)
 	vmrund_sbx_dir(d, sb->id, dir, sizeof(dir));
 	struct sbx_file_state st;
 	int fd = -1;
-	struct vmrund_sbx *x = slot_new(d);
-	bool live = !read_state(dir, &st) && strcmp(st.state, "stopped") && x && (fd = supervisor_pidfd(d, st.pid, dir)) >= 0;
+	struct vmrund_sbx *x = sbx_slot_new(d);
+	bool live = !sbx_read_state(dir, &st) && strcmp(st.state, "stopped") && x && (fd = sbx_supervisor_pidfd(d, st.pid, dir)) >= 0;
 	if (live) {
 		*x = (struct vmrund_sbx){ .used = true, .pid = st.pid, .pidfd = fd,
 					  .size = { sb->memory_mib, sb->disk_mib }, .paused = sb->state == SBS_PAUSED };
@@ -816,7 +579,7 @@ static int adopt_one(void *ctx, const struct store_sandbox *sb)
 	a->ended++;
 	char reason[300];
 	snprintf(reason, sizeof(reason), "%s", st.reason[0] ? st.reason : "its supervisor was gone when vmrund started");
-	record_end(d, NULL, sb->id, reason, NULL);
+	sbx_record_end(d, NULL, sb->id, reason, NULL);
 	return 0;
 }
 
@@ -828,16 +591,16 @@ static void sweep_dirs(struct vmrund *d)
 	snprintf(root, sizeof(root), "%.4000s/" VMRUND_SBX_DIR, d->cfg.run_dir);
 	DIR *dir = opendir(root);
 	for (struct dirent *e; dir && (e = readdir(dir));) {
-		if (e->d_name[0] == '.' || slot_of(d, e->d_name))
+		if (e->d_name[0] == '.' || sbx_slot_of(d, e->d_name))
 			continue;
 		char path[PATH_MAX];
 		struct sbx_file_state st;
 		vmrund_sbx_dir(d, e->d_name, path, sizeof(path));
-		int fd = read_state(path, &st) ? -1 : supervisor_pidfd(d, st.pid, path);
+		int fd = sbx_read_state(path, &st) ? -1 : sbx_supervisor_pidfd(d, st.pid, path);
 		if (fd >= 0) {
 			struct vmrund_sbx x = { .pidfd = fd };
 			syscall(SYS_pidfd_send_signal, fd, SIGTERM, NULL, 0);
-			reap_supervisor(&x, SBX_EXIT_MS);
+			sbx_reap(&x, SBX_EXIT_MS);
 			close(fd);
 		}
 		spool_clean(path, false);
@@ -852,6 +615,10 @@ int vmrund_sbx_open(struct vmrund *d, char *err, size_t errlen)
 		return errf(err, errlen, "out of memory");
 	for (unsigned i = 0; i < VMRUND_SBX_MAX; i++)
 		d->sbx[i].pidfd = -1;
+	/* the operator's mount: made here, it would be this node's alone */
+	struct stat sd;
+	if (d->cfg.snapshot_dir[0] && (stat(d->cfg.snapshot_dir, &sd) < 0 || !S_ISDIR(sd.st_mode)))
+		return errf(err, errlen, "snapshot_dir %s: %s", d->cfg.snapshot_dir, strerror(errno ? errno : ENOTDIR));
 	struct adopt_ctx a = { .d = d };
 	if (d->store->ops->sbx_each(d->store, NULL, d->node, true, adopt_one, &a, err, errlen) < 0)
 		return -1;

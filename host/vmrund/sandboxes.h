@@ -9,7 +9,11 @@
  * to its socket (api_sandboxes.c). A vmrund that stops, or is killed,
  * leaves its supervisors running: the next one on this node adopts them
  * from the store and their state files. Their checkpoints, as a fork's or
- * a verification run's source, are found and checked in checkpoints.c. */
+ * a verification run's source, are found and checked in checkpoints.c.
+ * With a snapshot_dir (every node mounts it) a sandbox keeps its start
+ * and checkpoints in SNAPSHOT_DIR/sandboxes/ID, a pause parks its VM
+ * there and its supervisor exits, and any node resumes it
+ * (sandbox_park.c). */
 #ifndef VMRUND_SANDBOXES_H
 #define VMRUND_SANDBOXES_H
 
@@ -20,6 +24,7 @@
 
 #include <jansson.h>
 
+#include "run_pause.h"
 #include "run_spec.h"
 
 #include "scheduler.h"
@@ -75,12 +80,23 @@ int sandbox_body_split(const json_t *body, unsigned max_timeout_s, unsigned max_
 		       struct sbx_life *life, char *err, size_t errlen);
 
 /* The checkpoint from names ("SANDBOX_ID/NAME"): one of tenant's
- * sandboxes', held by this node, whose checkpoint directory goes into
+ * sandboxes', held by this node (any, with a snapshot_dir), whose
+ * checkpoint directory goes into
  * dir, and (request not NULL) that sandbox's stored request (a new
  * reference). The answer's status 0, or 400, 404, 409 (held by another
  * node, named), 503 with why. */
 struct vmrund_answer vmrund_checkpoint_of(struct vmrund *d, unsigned tenant, const char *from, char *dir, size_t len,
 					  json_t **request);
+
+/* Where sandbox id keeps its checkpoint name: in the snapshot dir, or
+ * (none) in its directory on its node. 0, or -1 when that does not fit
+ * in len. */
+int vmrund_checkpoint_dir(const struct vmrund *d, const char *id, const char *name, char *out, size_t len);
+
+/* The newest of sandbox id's checkpoints in the snapshot dir (by its
+ * created_ms) into name: true, or false when it has none there (or the
+ * node has no snapshot_dir). */
+bool vmrund_checkpoint_newest(const struct vmrund *d, const char *id, char name[RUN_CHECKPOINT_NAME_MAX + 1]);
 
 /* A verification run's spec (rq->from_checkpoint set): its checkpoint
  * found (vmrund_checkpoint_of), its expect_digest checked, its disk the
@@ -97,6 +113,11 @@ struct vmrund_answer vmrund_run_checkpoint(struct vmrund *d, unsigned tenant, st
  * digest. Reads a file only: vmrund reaps every child, so it walks no
  * image itself. */
 struct vmrund_answer vmrund_checkpoint_expect(const char *dir, const char *expect);
+
+/* The checkpoint a resumable sandbox resumes from, "ID/NAME" into out,
+ * as its reason names it (vmrund_sbx_lost): true, or false when it names
+ * none or out is too short. Pure. */
+bool sandbox_resumable_from(const struct store_sandbox *sb, char *out, size_t len);
 
 /* A sandbox as the API shows it (pure): id, state, reason, tenant, node,
  * runtime, limits, metadata, created/started/ended/timeout times and the
@@ -147,6 +168,18 @@ bool vmrund_sbx_here(struct vmrund *d, const char *id);
 /* The sandbox's directory (into buf). */
 void vmrund_sbx_dir(const struct vmrund *d, const char *id, char *buf, size_t len);
 
+/* The sandbox's directory in the snapshot dir (into buf): where it keeps
+ * its start and checkpoints, and parks its VM at a pause; "" when the
+ * node has no snapshot_dir. */
+void vmrund_sbx_shared(const struct vmrund *d, const char *id, char *buf, size_t len);
+
+/* A sandbox that its dead node's end left lost (sb): resumable on no node
+ * from its newest checkpoint, when it has one in the snapshot dir (the
+ * reason VMRUND_SBX_RESUMABLE NAME, then why it was lost), else its
+ * directory there goes. Lock held. */
+void vmrund_sbx_lost(struct vmrund *d, const struct store_sandbox *sb);
+#define VMRUND_SBX_RESUMABLE "resumable from checkpoint "
+
 /* The loop's look at the supervisors: one that exited ends its sandbox
  * stopped in the store, with the reason its state file gives, and its
  * directory goes. Takes the lock. */
@@ -156,6 +189,11 @@ void vmrund_sbx_watch(struct vmrund *d);
  * tenant, id, state, node, what it was given, times and reason. Lock
  * held. */
 void vmrund_sbx_audit(struct vmrund *d, const struct store_sandbox *sb);
+
+/* Parked sandboxes (paused on no node) past their pause_ttl_s end
+ * stopped, and their directories in the snapshot dir go; whichever node
+ * looks first does it. Lock held. */
+void vmrund_sbx_expire_parked(struct vmrund *d);
 
 /* What this node's sandboxes take of its room, all together. Lock held. */
 struct sched_size vmrund_sbx_size(const struct vmrund *d);

@@ -20,7 +20,7 @@ static const char *const state_names[RS_COUNT] = {
 static const char *const sbx_state_names[SBS_COUNT] = {
 	[SBS_STARTING] = "starting", [SBS_RUNNING] = "running", [SBS_STOPPING] = "stopping",
 	[SBS_STOPPED] = "stopped",   [SBS_LOST] = "lost",         [SBS_PAUSED] = "paused",
-	[SBS_FAILED] = "failed",
+	[SBS_FAILED] = "failed",     [SBS_RESUMABLE] = "resumable",
 };
 
 void store_sandbox_free(struct store_sandbox *sb)

@@ -107,7 +107,10 @@ typedef void (*store_note_fn)(void *ctx, enum store_note note, const char *id);
  * stopped; running <-> paused (its VM saved to disk); any open one ->
  * stopped (its supervisor ended: killed, timed out), failed (a pause or
  * resume lost it) or lost (its node died). stopped, failed and lost are
- * terminal: a terminal row never changes again. */
+ * terminal: a terminal row never changes again, but for one move: lost
+ * -> resumable (on no node), when its checkpoints outlived its node in
+ * the cluster's snapshot dir; a resumable one is resumed from one by any
+ * node (-> paused, then running) or deleted. */
 enum sbx_row_state {
 	SBS_STARTING,
 	SBS_RUNNING,
@@ -116,8 +119,9 @@ enum sbx_row_state {
 	SBS_LOST,
 	SBS_PAUSED,
 	SBS_FAILED,
+	SBS_RESUMABLE,
 };
-#define SBS_COUNT 7
+#define SBS_COUNT 8
 
 struct store_sandbox {
 	char id[STORE_ID_LEN + 1];
@@ -272,6 +276,13 @@ struct store_ops {
 	 * (unknown, terminal, another node's), -1 error. */
 	int (*sbx_set)(struct store *s, const char *id, const char *node, enum sbx_row_state state, int64_t started_ms,
 		       int64_t ended_ms, int64_t timeout_at_ms, const char *reason, char *err, size_t errlen);
+	/* Move sandbox id from node from (held there in state st) to node to
+	 * and state to_st, reason replaced where non-NULL: one statement, so
+	 * that of two nodes that claim a parked sandbox (node "": no node
+	 * holds it, any may resume it) one wins. 1 moved, 0 not (it is not
+	 * there in st), -1 error. */
+	int (*sbx_move)(struct store *s, const char *id, const char *from, enum sbx_row_state st, const char *to,
+			enum sbx_row_state to_st, const char *reason, char *err, size_t errlen);
 	/* Call fn for each sandbox of tenant (NULL: all) held by node (NULL:
 	 * any), only open ones when open_only, in creation order; the row is
 	 * a copy valid during the call, no query is open while fn runs (it

@@ -769,6 +769,7 @@ static const struct store_ops pg_ops = {
 	.sbx_create = pg_sbx_create,
 	.sbx_get = pg_sbx_get,
 	.sbx_set = pg_sbx_set,
+	.sbx_move = pg_sbx_move,
 	.sbx_each = pg_sbx_each,
 	.sbx_lost = pg_sbx_lost,
 	.sbx_drop = pg_sbx_drop,

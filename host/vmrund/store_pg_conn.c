@@ -112,6 +112,10 @@ static const char *const migrations[] = {
 	/* 7: a sandbox may be paused, or failed (store.h). */
 	"ALTER TABLE sandboxes DROP CONSTRAINT sandboxes_state_check,"
 	" ADD CONSTRAINT sandboxes_state_check CHECK (state IN " STORE_SBX_STATES ");",
+	/* 8: a lost sandbox may be resumable from its checkpoints (store.h):
+	 * the same statement, over STORE_SBX_STATES as it is now. */
+	"ALTER TABLE sandboxes DROP CONSTRAINT sandboxes_state_check,"
+	" ADD CONSTRAINT sandboxes_state_check CHECK (state IN " STORE_SBX_STATES ");",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

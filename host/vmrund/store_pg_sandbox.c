@@ -209,6 +209,27 @@ int pg_sbx_set(struct store *base, const char *id, const char *node, enum sbx_ro
 	return rc;
 }
 
+int pg_sbx_move(struct store *base, const char *id, const char *from, enum sbx_row_state st, const char *to,
+		enum sbx_row_state to_st, const char *reason, char *err, size_t errlen)
+{
+	struct store_pg *s = backend(base);
+	const char *a = store_sbx_state_name(st), *b = store_sbx_state_name(to_st);
+	if (!a || !b)
+		return errf(err, errlen, "store: sandbox %s: no state %d", id, (int)(a ? to_st : st));
+	if (pg_ensure(s, err, errlen) < 0)
+		return -1;
+	const char *const v[] = { id, from, a, to, b, reason };
+	PGresult *res = pg_exec_sql(s, "moving sandbox",
+				    "UPDATE sandboxes SET node = $4, state = $5, reason = coalesce($6::text, reason)"
+				    " WHERE id = $1 AND node = $2 AND state = $3",
+				    6, v, err, errlen);
+	if (!res)
+		return -1;
+	int rc = !strcmp(PQcmdTuples(res), "1");
+	PQclear(res);
+	return rc;
+}
+
 /* A query per sandbox, after the last one seen, as the runs' each: no
  * query is open while fn runs, so fn may call the store. */
 int pg_sbx_each(struct store *base, const char *tenant, const char *node, bool open_only,

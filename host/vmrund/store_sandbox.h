@@ -21,10 +21,10 @@ enum sbx_col {
 
 /* store.c's names of the states that hold a tenant's place (open), and of
  * those that never change again (terminal), as SQL lists. */
-#define STORE_SBX_OPEN     "('starting', 'running', 'stopping', 'paused')"
+#define STORE_SBX_OPEN     "('starting', 'running', 'stopping', 'paused', 'resumable')"
 #define STORE_SBX_TERMINAL "('stopped', 'lost', 'failed')"
 /* Every state, for the schema's CHECK. */
-#define STORE_SBX_STATES   "('starting','running','stopping','stopped','lost','paused','failed')"
+#define STORE_SBX_STATES   "('starting','running','stopping','stopped','lost','paused','failed','resumable')"
 
 /* Whether sb may be created beside the tenant's open sandboxes (open of
  * them, taking memory_mib and disk_mib together): 0, or the

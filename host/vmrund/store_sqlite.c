@@ -958,6 +958,7 @@ static const struct store_ops sqlite_ops = {
 	.sbx_create = sq_sbx_create,
 	.sbx_get = sq_sbx_get,
 	.sbx_set = sq_sbx_set,
+	.sbx_move = sq_sbx_move,
 	.sbx_each = sq_sbx_each,
 	.sbx_lost = sq_sbx_lost,
 	.sbx_drop = sq_sbx_drop,

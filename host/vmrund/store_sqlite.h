@@ -63,6 +63,7 @@ enum sbx_stmt_id {
 	SB_INSERT,
 	SB_GET,
 	SB_SET,
+	SB_MOVE,
 	SB_NEXT,
 	SB_LOST,
 	SB_DROP_IDEM,
@@ -137,6 +138,8 @@ int sq_sbx_get(struct store *s, const char *id, const char *tenant, struct store
 	       size_t errlen);
 int sq_sbx_set(struct store *s, const char *id, const char *node, enum sbx_row_state state, int64_t started_ms,
 	       int64_t ended_ms, int64_t timeout_at_ms, const char *reason, char *err, size_t errlen);
+int sq_sbx_move(struct store *s, const char *id, const char *from, enum sbx_row_state st, const char *to,
+		enum sbx_row_state to_st, const char *reason, char *err, size_t errlen);
 int sq_sbx_each(struct store *s, const char *tenant, const char *node, bool open_only,
 		int (*fn)(void *ctx, const struct store_sandbox *sb), void *ctx, char *err, size_t errlen);
 int sq_sbx_lost(struct store *s, const char *node, int64_t now_ms,

@@ -10,7 +10,7 @@
 #include "errmsg.h"
 #include "store_sandbox.h"
 
-#define SCHEMA_VERSION  6
+#define SCHEMA_VERSION  7
 #define BUSY_TIMEOUT_MS 5000
 
 /* What version 2 added beside runs' columns, shared by a new file's
@@ -78,6 +78,17 @@
 	"CREATE INDEX sandboxes_tenant_state ON sandboxes (tenant, state);"                                         \
 	"CREATE INDEX sandboxes_node_state ON sandboxes (node, state);"
 
+/* Version 7: a lost sandbox may be resumable from its checkpoints
+ * (store.h): the table built anew once more, over STORE_SBX_STATES as it
+ * is now. */
+#define SCHEMA_7_CHANGED                                                                                            \
+	SANDBOXES_TABLE("sandboxes_7", STORE_SBX_STATES)                                                            \
+	"INSERT INTO sandboxes_7 (" STORE_SBX_COLS ") SELECT " STORE_SBX_COLS " FROM sandboxes;"                    \
+	"DROP TABLE sandboxes;"                                                                                     \
+	"ALTER TABLE sandboxes_7 RENAME TO sandboxes;"                                                              \
+	"CREATE INDEX sandboxes_tenant_state ON sandboxes (tenant, state);"                                         \
+	"CREATE INDEX sandboxes_node_state ON sandboxes (node, state);"
+
 /* seq is the rowid; AUTOINCREMENT so that it never goes back even if the
  * newest rows are deleted one day, as the order of acceptance must not.
  * STRICT: a value of the wrong type is refused rather than kept. The CHECK
@@ -109,7 +120,8 @@ static const char schema_sql[] =
 	SCHEMA_4_ADDED
 	SCHEMA_5_ADDED
 	SCHEMA_6_CHANGED
-	"PRAGMA user_version = 6;";   /* SCHEMA_VERSION */
+	SCHEMA_7_CHANGED
+	"PRAGMA user_version = 7;";   /* SCHEMA_VERSION */
 
 /* Version 1 (one node, no blobs) to 2, in the transaction that read the
  * version. The added columns land after message in a migrated file, which
@@ -144,6 +156,9 @@ static const char migrate_4_sql[] = SCHEMA_5_ADDED "PRAGMA user_version = 5;";
 
 /* Version 5 to 6. */
 static const char migrate_5_sql[] = SCHEMA_6_CHANGED "PRAGMA user_version = 6;";
+
+/* Version 6 to 7. */
+static const char migrate_6_sql[] = SCHEMA_7_CHANGED "PRAGMA user_version = 7;";
 
 /* Open's failures name the file, which the daemon's operator must find. */
 static int open_err(sqlite3 *db, const char *path, char *err, size_t errlen)
@@ -230,6 +245,8 @@ static int schema(sqlite3 *db, const char *path, char *err, size_t errlen)
 	if (version >= 1 && version <= 4 && exec(db, migrate_4_sql, path, err, errlen) < 0)
 		goto out;
 	if (version >= 1 && version <= 5 && exec(db, migrate_5_sql, path, err, errlen) < 0)
+		goto out;
+	if (version >= 1 && version <= 6 && exec(db, migrate_6_sql, path, err, errlen) < 0)
 		goto out;
 	rc = exec(db, "COMMIT", path, err, errlen);
 out:

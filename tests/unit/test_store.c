@@ -326,7 +326,7 @@ static void sqlite_creates_schema(void **state)
 	for (int i = 0; i < RS_COUNT; i++)
 		assert_int_equal(count[i], 0);
 	store_close(s);
-	assert_int_equal(raw_int("PRAGMA user_version"), 6);
+	assert_int_equal(raw_int("PRAGMA user_version"), 7);
 	char names[512];
 	raw_names(spec, names, sizeof(names));
 	assert_string_equal(names, "table:blobs table:idem table:nodes table:runs index:runs_state_seq"
@@ -354,7 +354,7 @@ static void sqlite_creates_schema(void **state)
 	s = open_store();
 	store_close(s);
 	store_close(NULL);
-	assert_int_equal(raw_int("PRAGMA user_version"), 6);
+	assert_int_equal(raw_int("PRAGMA user_version"), 7);
 }
 
 /* Version 1's schema exactly as vmrund 1 created it. */
@@ -409,7 +409,7 @@ static void sqlite_migrates_v1(void **state)
 
 	write_v1("");
 	struct store *s = open_store();
-	assert_int_equal(raw_int("PRAGMA user_version"), 6);
+	assert_int_equal(raw_int("PRAGMA user_version"), 7);
 	struct store_run r = get(s, 1);
 	assert_string_equal(r.tenant, "alice");
 	assert_int_equal(r.state, RS_QUEUED);
@@ -458,7 +458,7 @@ static void sqlite_migrates_v1(void **state)
 	/* Once. */
 	s = open_store();
 	store_close(s);
-	assert_int_equal(raw_int("PRAGMA user_version"), 6);
+	assert_int_equal(raw_int("PRAGMA user_version"), 7);
 
 	/* Version 4 (this file as it was before the sandboxes) to 5: a
 	 * migration that fails half-way (a table it creates is there) leaves
@@ -473,7 +473,7 @@ static void sqlite_migrates_v1(void **state)
 	assert_int_equal(raw_int("SELECT count(*) FROM sqlite_schema WHERE name = 'sandboxes'"), 0);
 	raw_exec("DROP TABLE sandbox_idem;");
 	s = open_store();
-	assert_int_equal(raw_int("PRAGMA user_version"), 6);
+	assert_int_equal(raw_int("PRAGMA user_version"), 7);
 	raw_names(spec, migrated, sizeof(migrated));
 	assert_string_equal(migrated, fresh);
 	r = get(s, 4);
@@ -499,7 +499,7 @@ static void sqlite_migrates_v1(void **state)
 		 "CREATE INDEX sandboxes_node_state ON sandboxes (node, state); PRAGMA user_version = 5;");
 	assert_int_not_equal(raw_exec_rc("UPDATE sandboxes SET state = 'paused'"), SQLITE_OK);
 	s = open_store();
-	assert_int_equal(raw_int("PRAGMA user_version"), 6);
+	assert_int_equal(raw_int("PRAGMA user_version"), 7);
 	raw_names(spec, migrated, sizeof(migrated));
 	assert_string_equal(migrated, fresh);
 	assert_int_equal(s->ops->sbx_set(s, sb.id, "n", SBS_PAUSED, 0, 0, 0, NULL, err, sizeof(err)), 1);
@@ -507,6 +507,29 @@ static void sqlite_migrates_v1(void **state)
 	assert_int_equal(s->ops->sbx_get(s, sb.id, NULL, &got, err, sizeof(err)), 1);
 	assert_int_equal(got.state, SBS_PAUSED);
 	assert_int_equal(got.memory_mib, 512);
+	store_sandbox_free(&got);
+	store_close(s);
+
+	/* Version 6 (without resumable) to 7: built anew, and a lost row may
+	 * then become resumable. */
+	raw_exec("CREATE TABLE v6 (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, tenant TEXT NOT NULL,"
+		 " node TEXT NOT NULL, state TEXT NOT NULL CHECK (state IN"
+		 " ('starting','running','stopping','stopped','lost','paused','failed')),"
+		 " created_ms INTEGER NOT NULL, started_ms INTEGER, ended_ms INTEGER, timeout_at_ms INTEGER,"
+		 " memory_mib INTEGER NOT NULL CHECK (memory_mib >= 0), disk_mib INTEGER NOT NULL CHECK (disk_mib >= 0),"
+		 " request TEXT NOT NULL, reason TEXT) STRICT;"
+		 "INSERT INTO v6 SELECT * FROM sandboxes; DROP TABLE sandboxes; ALTER TABLE v6 RENAME TO sandboxes;"
+		 "CREATE INDEX sandboxes_tenant_state ON sandboxes (tenant, state);"
+		 "CREATE INDEX sandboxes_node_state ON sandboxes (node, state); PRAGMA user_version = 6;");
+	assert_int_not_equal(raw_exec_rc("UPDATE sandboxes SET state = 'resumable'"), SQLITE_OK);
+	s = open_store();
+	assert_int_equal(raw_int("PRAGMA user_version"), 7);
+	raw_names(spec, migrated, sizeof(migrated));
+	assert_string_equal(migrated, fresh);
+	assert_int_equal(s->ops->sbx_set(s, sb.id, "n", SBS_LOST, 0, 20, 0, "lost", err, sizeof(err)), 1);
+	assert_int_equal(s->ops->sbx_move(s, sb.id, "n", SBS_LOST, "", SBS_RESUMABLE, "from cp", err, sizeof(err)), 1);
+	assert_int_equal(s->ops->sbx_get(s, sb.id, NULL, &got, err, sizeof(err)), 1);
+	assert_int_equal(got.state, SBS_RESUMABLE);
 	store_sandbox_free(&got);
 	store_close(s);
 }
@@ -533,12 +556,12 @@ static void sqlite_refuses_newer_schema(void **state)
 	if (pg)
 		skip();
 	store_close(open_store());
-	raw_exec("PRAGMA user_version = 7");
+	raw_exec("PRAGMA user_version = 8");
 	assert_null(store_open(spec, err, sizeof(err)));
 	assert_non_null(strstr(err, spec));
-	assert_non_null(strstr(err, "schema version 7 is newer"));
+	assert_non_null(strstr(err, "schema version 8 is newer"));
 	one_line();
-	assert_int_equal(raw_int("PRAGMA user_version"), 7);
+	assert_int_equal(raw_int("PRAGMA user_version"), 8);
 }
 
 static void sqlite_missing_directory(void **state)
@@ -1872,7 +1895,8 @@ static void node_addresses(void **state)
 static void sbx_state_names(void **state)
 {
 	(void)state;
-	const char *want[SBS_COUNT] = { "starting", "running", "stopping", "stopped", "lost", "paused", "failed" };
+	const char *want[SBS_COUNT] = { "starting", "running", "stopping", "stopped", "lost", "paused", "failed",
+					"resumable" };
 	for (int i = 0; i < SBS_COUNT; i++) {
 		assert_string_equal(store_sbx_state_name((enum sbx_row_state)i), want[i]);
 		assert_int_equal(store_sbx_state_parse(want[i]), i);
@@ -2289,6 +2313,49 @@ static void sbx_idempotent(void **state)
 	assert_true(s->ops->sbx_drop(s, 200, err, sizeof(err)) >= 1);
 	assert_false(sbx_exists(s, 6));
 	assert_int_equal(sbx_keyed(s, 8, a, "k", h1, t0 + STORE_IDEM_TTL_MS + 4, 100, id), 0);
+	store_close(s);
+}
+
+/* A parked sandbox (node ""): no node holds it, and of two claims one wins. */
+static void sbx_move_parks_and_claims(void **state)
+{
+	(void)state;
+	struct store *s = open_store();
+	struct text a_ = nm("a"), n_ = nm("n"), m_ = nm("m");
+	const char *a = a_.s, *n = n_.s, *m = m_.s;
+	sbx_put(s, 1, a, n);
+	assert_int_equal(sbx_set(s, 1, n, SBS_PAUSED, 0, 0, 5000, NULL), 1);
+	/* only from the node and the state it is in */
+	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, m, SBS_PAUSED, "", SBS_PAUSED, "x", err, sizeof(err)), 0);
+	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, n, SBS_RUNNING, "", SBS_PAUSED, "x", err, sizeof(err)), 0);
+	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, n, SBS_PAUSED, "", SBS_PAUSED, "parked", err, sizeof(err)), 1);
+	struct store_sandbox sb = sbx_get(s, 1);
+	assert_string_equal(sb.node, "");
+	assert_int_equal(sb.state, SBS_PAUSED);
+	assert_string_equal(sb.reason, "parked");
+	assert_int_equal(sb.timeout_at_ms, 5000);
+	store_sandbox_free(&sb);
+	/* its old node's end does not take it */
+	assert_int_equal(s->ops->sbx_lost(s, n, 1000, NULL, NULL, err, sizeof(err)), 0);
+	assert_int_equal(sbx_state_of(s, 1), SBS_PAUSED);
+	/* two claims: the first wins; NULL reason keeps it */
+	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, "", SBS_PAUSED, m, SBS_PAUSED, NULL, err, sizeof(err)), 1);
+	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, "", SBS_PAUSED, n, SBS_PAUSED, NULL, err, sizeof(err)), 0);
+	sb = sbx_get(s, 1);
+	assert_string_equal(sb.node, m);
+	assert_string_equal(sb.reason, "parked");
+	store_sandbox_free(&sb);
+	/* lost, then resumable on no node: open again (its tenant's place), not lost twice */
+	sbx_put(s, 2, a, n);
+	assert_int_equal(s->ops->sbx_lost(s, n, 1000, NULL, NULL, err, sizeof(err)), 1);
+	assert_int_equal(s->ops->sbx_move(s, id_of(2).s, n, SBS_LOST, "", SBS_RESUMABLE, "resumable", err, sizeof(err)),
+			 1);
+	assert_int_equal(s->ops->sbx_lost(s, n, 2000, NULL, NULL, err, sizeof(err)), 0);
+	sb = sbx_get(s, 2);
+	assert_int_equal(sb.state, SBS_RESUMABLE);
+	assert_int_equal(sb.ended_ms, 1000);
+	store_sandbox_free(&sb);
+	assert_int_equal(sbx_set(s, 2, "", SBS_STOPPED, 0, 3000, 0, "deleted"), 1);
 	store_close(s);
 }
 
@@ -2765,6 +2832,7 @@ int main(void)
 		T(sbx_admission),
 		T(sbx_idempotent),
 		T(sbx_set_moves),
+		T(sbx_move_parks_and_claims),
 		T(sbx_each_in_order),
 		T(sbx_lost_node),
 		T(sbx_lost_lease),

@@ -20,8 +20,10 @@
 #     the nodes carry on, every run ends
 #   one sandbox driven through all three nodes (its calls forwarded to the
 #     node that holds it, with the stand-in supervisor,
-#     tests/vmrund/standin_supervisor.py), and a sandbox of the killed node
-#     ending lost
+#     tests/vmrund/standin_supervisor.py), parked at its pause in the
+#     snapshot dir and resumed by another node (two at once: one wins),
+#     with its files and commands; a parked one deleted, and one past its
+#     pause_ttl_s; and a sandbox of the killed node ending lost
 # Runs as root (the keys file must be root's). Every wait has a deadline.
 set -u
 cd "$(dirname "$0")/../.."
@@ -51,6 +53,7 @@ pg_start "$tmp/pg" || { echo "vmrund cluster: no PostgreSQL server"; exit 1; }
 sql() { timeout -k 2 20 psql -X -q -At "$PG_URI" -c "$1" 2>>"$tmp/err"; }
 
 declare -a pids ports
+mkdir -p "$tmp/shared"   # the snapshot dir every node mounts
 for n in 1 2 3; do
 	ports[$n]=$((20000 + RANDOM % 20000))
 	mkdir -p "$tmp/node$n"
@@ -65,6 +68,7 @@ keys = $tmp/etc/keys
 audit_log = $tmp/node$n/audit.jsonl
 worker = $PWD/tests/vmrund/standin_worker.py
 sandbox_supervisor = $PWD/tests/vmrund/standin_supervisor.py
+snapshot_dir = $tmp/shared
 slots = 4
 queue_max = 500
 connection_timeout_s = 5
@@ -243,20 +247,69 @@ sx 3 "$KA" "/$sid/timeout" -X POST -H 'Content-Type: application/json' --data-bi
 sx 2 "$KA" "/$sid/pause" -X POST
 [ "$code" = 200 ] && [ "$(field state)" = paused ] && ok "paused through node 2: paused on node 1" ||
 	not_ok "pause via node 2 ($code)"
-sx 3 "$KA" "/$sid"
-[ "$code" = 200 ] && [ "$(field state)" = paused ] && ok "node 3 sees it paused" || not_ok "paused via node 3 ($code)"
-sx 3 "$KA" "/$sid/resume" -X POST
-[ "$code" = 200 ] && [ "$(field state)" = running ] && ok "resumed through node 3" || not_ok "resume via node 3 ($code)"
+# parked: node 1's supervisor exits, the store has it paused on no node
+for _ in $(seq 50); do sx 3 "$KA" "/$sid"; [ "$(field node)" = None ] && break; sleep 0.1; done
+[ "$code" = 200 ] && [ "$(field state)" = paused ] && [ "$(field node)" = None ] &&
+	[ -s "$tmp/shared/sandboxes/$sid/paused/standin.json" ] && [ ! -e "$tmp/runs/node1/sandboxes/$sid" ] &&
+	! pgrep -f "standin_supervisor.py .*$sid" >/dev/null &&
+	ok "node 3 sees it paused on no node: parked in the snapshot dir, node 1's supervisor and directory gone" ||
+	not_ok "parked ($code $(cat "$tmp/out"))"
+# two nodes asked to resume it at once: one claims it, the other says so
+for n in 1 3; do
+	curl -s -m 30 -o "$tmp/resume$n" -w '%{http_code}' -H "Authorization: Bearer $KA" -X POST \
+		"$(base "$n")/v1/sandboxes/$sid/resume" >"$tmp/code$n" 2>/dev/null &
+done
+wait
+codes="$(cat "$tmp/code1") $(cat "$tmp/code3")"
+won=$( [ "$(cat "$tmp/code1")" = 200 ] && echo 1 || echo 3)
+{ [ "$codes" = "200 409" ] || [ "$codes" = "409 200" ]; } &&
+	ok "two nodes resume it at once: one does, the other answers 409 ($codes)" || not_ok "resume race: $codes"
+sx 2 "$KA" "/$sid"
+[ "$code" = 200 ] && [ "$(field state)" = running ] && [ "$(field node)" = "node$won" ] &&
+	ok "it runs on node $won now, as node 2 sees it" || not_ok "after the resume: $(cat "$tmp/out")"
+sx 2 "$KA" "/$sid/files?path=blob"
+[ "$code" = 200 ] && cmp -s "$tmp/out" "$tmp/blob" && ok "its file came with it" || not_ok "file after the move ($code)"
+sx 2 "$KA" "/$sid/commands?wait=10" -X POST -H 'Content-Type: application/json' --data-binary '{"argv":["echo","moved"]}'
+[ "$code" = 201 ] && [ "$(field id)" = $((cid + 1)) ] && ok "and its commands: the next one is number $((cid + 1))" ||
+	not_ok "command after the move ($code $(cat "$tmp/out"))"
+[ ! -e "$tmp/shared/sandboxes/$sid/paused" ] && ok "the parked files went once it ran again" ||
+	not_ok "parked files left: $(ls "$tmp/shared/sandboxes/$sid")"
 sx 2 "$KA" "/$sid" -X DELETE
 [ "$code" = 200 ] && [ "$(field state)" = stopped ] && [ "$(field reason)" = deleted ] &&
-	ok "DELETE through node 2: stopped on node 1" || not_ok "DELETE via node 2 ($code)"
+	ok "DELETE through node 2: stopped on node $won" || not_ok "DELETE via node 2 ($code)"
 sleep 0.5
-! pgrep -f "standin_supervisor.py .*$sid" >/dev/null && [ ! -e "$tmp/runs/node1/sandboxes/$sid" ] &&
-	ok "its supervisor and directory on node 1 are gone" || not_ok "sandbox $sid left on node 1"
+! pgrep -f "standin_supervisor.py .*$sid" >/dev/null && [ ! -e "$tmp/runs/node$won/sandboxes/$sid" ] &&
+	[ ! -e "$tmp/shared/sandboxes/$sid" ] &&
+	ok "its supervisor, its directory on node $won and in the snapshot dir are gone" || not_ok "sandbox $sid left"
+# a parked one deleted, and one past its pause_ttl_s
+sx 1 "$KA" "" -X POST -H 'Content-Type: application/json' --data-binary '{"timeout_s":120}'
+sp=$(field id)
+sx 1 "$KA" "/$sp/pause" -X POST
+for _ in $(seq 50); do sx 2 "$KA" "/$sp"; [ "$(field node)" = None ] && break; sleep 0.1; done
+sx 2 "$KA" "/$sp" -X DELETE
+[ "$code" = 200 ] && [ "$(field state)" = stopped ] && [ ! -e "$tmp/shared/sandboxes/$sp" ] &&
+	ok "a parked sandbox deleted through node 2: stopped, its files gone" || not_ok "parked DELETE ($code $(cat "$tmp/out"))"
+sx 1 "$KA" "/$sp/resume" -X POST
+[ "$code" = 409 ] && ok "and it resumes no more (409)" || not_ok "resume after delete ($code)"
+sx 1 "$KA" "" -X POST -H 'Content-Type: application/json' --data-binary '{"timeout_s":120,"pause_ttl_s":1}'
+sp=$(field id)
+sx 1 "$KA" "/$sp/pause" -X POST
+for _ in $(seq 100); do sx 3 "$KA" "/$sp"; [ "$(field state)" = stopped ] && break; sleep 0.1; done
+[ "$(field state)" = stopped ] && field reason | grep -q pause_ttl_s && [ ! -e "$tmp/shared/sandboxes/$sp" ] &&
+	ok "a parked sandbox past its pause_ttl_s (1 s) ends stopped, its files gone" || not_ok "parked ttl: $(cat "$tmp/out")"
 # one on node 2, which is killed below
 sx 2 "$KA" "" -X POST -H 'Content-Type: application/json' --data-binary '{"timeout_s":600}'
 sid2=$(field id)
 [ "$code" = 201 ] && ok "a sandbox on node 2" || not_ok "sandbox on node 2 ($code)"
+# and one with a checkpoint, in the snapshot dir, which outlives node 2
+sx 2 "$KA" "" -X POST -H 'Content-Type: application/json' --data-binary '{"timeout_s":600}'
+sid3=$(field id)
+echo kept >"$tmp/kept"
+sx 1 "$KA" "/$sid3/files?path=kept" -X PUT --data-binary "@$tmp/kept"
+sx 1 "$KA" "/$sid3/checkpoints" -X POST -H 'Content-Type: application/json' --data-binary '{"name":"cp1"}'
+[ "$code" = 201 ] && [ -s "$tmp/shared/sandboxes/$sid3/checkpoints/cp1/checkpoint.json" ] &&
+	ok "a sandbox on node 2 with a checkpoint (taken through node 1), kept in the snapshot dir" ||
+	not_ok "checkpoint on node 2 ($code)"
 
 # ---- 50 runs round-robin, a node killed mid-way ------------------------------
 # Each run "boots" for 1 s before its gate, then runs 3 s, and they come
@@ -326,8 +379,22 @@ nlost=$(sql "select count(*) from runs where state='lost'")
 	ok "node 2's runs before the gate ran elsewhere ($requeued), those past it ended lost ($nlost)" ||
 	not_ok "requeued $requeued, lost $nlost"
 sx 1 "$KA" "/$sid2"
-[ "$(field state)" = lost ] && field reason | grep -q "node node2" &&
-	ok "node 2's sandbox ended lost, the reason naming the node" || not_ok "sandbox of node 2: $(cat "$tmp/out")"
+[ "$(field state)" = lost ] && field reason | grep -q "node node2" && [ ! -e "$tmp/shared/sandboxes/$sid2" ] &&
+	ok "node 2's sandbox ended lost, the reason naming the node; its snapshot dir went" ||
+	not_ok "sandbox of node 2: $(cat "$tmp/out")"
+sx 3 "$KA" "/$sid3"
+[ "$(field state)" = resumable ] && [ "$(field resumable_from)" = "$sid3/cp1" ] && [ "$(field node)" = None ] &&
+	field reason | grep -q "node node2" &&
+	ok "the one with a checkpoint is resumable, from $sid3/cp1, on no node" || not_ok "resumable: $(cat "$tmp/out")"
+sx 3 "$KA" "/$sid3/resume" -X POST
+[ "$code" = 200 ] && [ "$(field state)" = running ] && [ "$(field node)" = node3 ] &&
+	ok "node 3 resumes it from its checkpoint" || not_ok "resume from checkpoint ($code $(cat "$tmp/out"))"
+sx 1 "$KA" "/$sid3/files?path=kept"
+[ "$code" = 200 ] && [ "$(cat "$tmp/out")" = kept ] && ok "its checkpoint's file is there" ||
+	not_ok "file from checkpoint ($code)"
+sx 1 "$KA" "/$sid3" -X DELETE
+[ "$code" = 200 ] && [ ! -e "$tmp/shared/sandboxes/$sid3" ] && ok "deleted, its snapshot dir gone" ||
+	not_ok "delete resumed ($code)"
 # its workers died with it (their parent-death signal)
 sleep 0.5
 left=$(pgrep -f "standin_worker.py $tmp/runs/node2/" | wc -l)

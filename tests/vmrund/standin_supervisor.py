@@ -9,9 +9,20 @@ Its life runs out as the real one's does; SIGTERM and DELETE stop it.
     standin_supervisor.py [--timeout S] [--max-timeout S] [--on-timeout stop|pause] [--pause-ttl S]
                           DIR VMM GUEST POLICY
 
-A pause is a state only: paused until /resume.
+A pause is a state only: paused until /resume; with --shared SHARED (a
+snapshot_dir's sandboxes/ID) it parks instead: its files and command
+count go to SHARED/paused/standin.json (its SHA-256 in sandbox.sum, as
+the real one's table), state.json says paused (its
+pause_ttl_s's end as timeout_at_ms) and it exits. --from-paused
+SHARED/paused starts it from there ("resuming", then "running"); a
+missing or damaged one ends it failed, with the reason. POST
+/checkpoints {"name"} keeps its files in KEEP/checkpoints/NAME (KEEP:
+SHARED, else DIR) with a checkpoint.json; --from-checkpoint starts from
+one.
 """
 import argparse
+import base64
+import hashlib
 import http.server
 import json
 import os
@@ -29,6 +40,10 @@ p.add_argument("--on-timeout", choices=["stop", "pause"], default="stop")
 p.add_argument("--pause-ttl", type=float, default=0)
 p.add_argument("--max-checkpoints", type=int, default=16)
 p.add_argument("--max-checkpoint-mib", type=int, default=16384)
+p.add_argument("--shared")
+p.add_argument("--from-paused")
+p.add_argument("--resume-timeout", type=float, default=0)
+p.add_argument("--from-checkpoint")
 p.add_argument("dir")
 p.add_argument("vmm")
 p.add_argument("guest")
@@ -118,6 +133,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 st["deadline"] = time.time() + float(b["timeout_s"])
                 save(st["state"])
             return self.answer(200, self.view())
+        if path == "/pause" and a.shared:
+            with lock:
+                if st["state"] != "running":
+                    return self.answer(409, {"message": "the sandbox is not running"})
+                park()
+            self.answer(200, self.view())
+            threading.Timer(0.2, lambda: os._exit(0)).start()
+            return
+        if path == "/checkpoints":
+            name = b.get("name", "")
+            d = os.path.join(a.shared or a.dir, "checkpoints", name)
+            with lock:
+                os.makedirs(d)
+                keep(d)
+                with open(os.path.join(d, "checkpoint.json"), "w") as f:
+                    json.dump({"name": name, "created_ms": int(time.time() * 1000), "bytes": 1, "next_cmd": 1}, f)
+            return self.answer(201, {"name": name})
         if path in ("/pause", "/resume"):
             with lock:
                 want, then = ("running", "paused") if path == "/pause" else ("paused", "running")
@@ -153,14 +185,47 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
 
+def keep(d):
+    doc = {"files": {k: base64.b64encode(v).decode() for k, v in files.items()}, "cmds": cmds,
+           "left": max(0.0, st["deadline"] - time.time())}
+    text = json.dumps(doc).encode()
+    with open(os.path.join(d, "standin.json"), "wb") as f:
+        f.write(text)
+    # the sum vmrund looks for (run_pause.h's RUN_PARKED_SUM): parked whole
+    with open(os.path.join(d, "sandbox.sum"), "w") as f:
+        f.write(hashlib.sha256(text).hexdigest() + "\n")
+
+
+def park():
+    d = os.path.join(a.shared, "paused")
+    os.makedirs(d, exist_ok=True)
+    keep(d)
+    st["deadline"] = time.time() + a.pause_ttl if a.pause_ttl else 0
+    save("paused", "parked: any node of the cluster may resume it")
+
+
+def unpark():
+    try:
+        with open(os.path.join(a.from_paused or a.from_checkpoint, "standin.json")) as f:
+            doc = json.load(f)
+        files.update({k: base64.b64decode(v) for k, v in doc["files"].items()})
+        cmds.extend(doc["cmds"])
+        st["deadline"] = time.time() + (a.resume_timeout or (a.from_paused and doc["left"]) or a.timeout)
+    except (OSError, ValueError, KeyError) as e:
+        save("failed", "the parked sandbox cannot be read: %s" % e.__class__.__name__)
+        sys.exit(1)
+
+
 signal.signal(signal.SIGTERM, lambda *_: stop("the supervisor was told to stop (SIGTERM)"))
 with lock:
-    save("starting", "")
+    save("resuming" if a.from_paused else "starting", "")
+    if a.from_paused or a.from_checkpoint:
+        unpark()
 srv = Server(os.path.join(a.dir, "api.sock"), Handler)
 with lock:
     save("running")
 threading.Thread(target=srv.serve_forever, daemon=True).start()
 while True:
     time.sleep(0.1)
-    if time.time() > st["deadline"]:
+    if st["deadline"] and time.time() > st["deadline"]:
         stop("its time ran out (timeout_s)")

@@ -25,10 +25,10 @@ c=$(sql "SELECT count(*) FROM information_schema.columns WHERE table_name = 'run
 i=$(sql "SELECT count(*) FROM information_schema.tables
 	WHERE table_name IN ('idem', 'sandboxes', 'sandbox_idem', 'node_addresses')")
 k=$(sql "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'sandboxes_state_check'")
-case "$k" in *paused*failed*) k=ok ;; esac
-[ "$v" = "1 2 3 4 5 6 7" ] && [ "$r" = u ] && [ "$c" = 3 ] && [ "$i" = 4 ] && [ "$k" = ok ] ||
+case "$k" in *paused*failed*resumable*) k=ok ;; esac
+[ "$v" = "1 2 3 4 5 6 7 8" ] && [ "$r" = u ] && [ "$c" = 3 ] && [ "$i" = 4 ] && [ "$k" = ok ] ||
 	{ echo "store on PostgreSQL: after the migration, versions '$v', rates '$r', outcome columns $c," \
-		"idem, sandbox and address tables $i, sandboxes' states $k (want '1 2 3 4 5 6 7', unlogged, 3, 4," \
-		"paused and failed)"; exit 1; }
+		"idem, sandbox and address tables $i, sandboxes' states $k (want '1 2 3 4 5 6 7 8', unlogged, 3, 4," \
+		"paused, failed and resumable)"; exit 1; }
 grep -E "^\[  PASSED  \]|SKIPPED TEST" "$tmp/second.log"
 echo "store on PostgreSQL: passed, on a new database and on one migrated from version 1"
