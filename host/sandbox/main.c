@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,11 +232,14 @@ out:
 	if ((s.state == SBX_STARTING || s.state == SBX_RESUMING) && !err[0])
 		snprintf(err, sizeof(err), "it did not start");
 	/* failed stays failed: a pause or resume lost it, and so does a
-	 * parked VM that did not start again (nothing half-restored runs); a
-	 * parked one stays paused, in SHARED */
+	 * parked VM that did not start again (nothing half-restored runs),
+	 * unless vmrund gave up waiting (then it is stopped here, and vmrund
+	 * leaves it parked); a parked one stays paused, in SHARED */
+	struct pollfd told = { sigfd, POLLIN, 0 };
+	bool stopped = poll(&told, 1, 0) == 1;   /* SIGTERM: vmrund gave up on it, it did not refuse it */
 	if (s.parked && s.state == SBX_PAUSED)
 		status = 0;
-	else if (s.state == SBX_FAILED || (a.parked && (s.state == SBX_STARTING || s.state == SBX_RESUMING)))
+	else if (s.state == SBX_FAILED || (a.parked && !stopped && (s.state == SBX_STARTING || s.state == SBX_RESUMING)))
 		sbx_set_state(&s, SBX_FAILED, err);
 	else
 		sbx_set_state(&s, SBX_STOPPED, err);

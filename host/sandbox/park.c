@@ -42,7 +42,7 @@ json_t *sbx_park_meta(const struct sbx *s)
 	json_t *cmds = json_array(), *keys = json_array();
 	for (unsigned i = 0; i < s->ncmd; i++) {
 		const struct sbx_cmd *c = s->cmd[i];
-		json_array_append_new(cmds, json_pack("{s:I,s:O,s:b,s:o,s:I,s:I,s:[I,I],s:b}", "id", (json_int_t)c->id,
+		json_array_append_new(cmds, json_pack("{s:I,s:O?,s:b,s:o,s:I,s:I,s:[I,I],s:b}", "id", (json_int_t)c->id,
 						      "request", c->request, "ended", c->ended, "exit",
 						      c->ended ? exit_json(&c->exit) : json_null(), "started_ms",
 						      (json_int_t)c->started_ms, "ended_ms", (json_int_t)c->ended_ms, "kept",
@@ -92,7 +92,7 @@ static struct sbx_cmd *load_cmd(const json_t *c, uint32_t next)
 	if (get_int(c, "id", 1, (json_int_t)next - 1, &id) || get_int(c, "started_ms", 0, INT64_MAX, &started) ||
 	    get_int(c, "ended_ms", 0, INT64_MAX, &ended_ms) || !json_is_array(kept) || json_array_size(kept) != 2 ||
 	    !json_is_integer(json_array_get(kept, 0)) || !json_is_integer(json_array_get(kept, 1)) ||
-	    !json_is_object(rq) || !json_is_boolean(ended) || !hex_is_sha256(json_string_value(json_object_get(c, "sha256"))))
+	    !(json_is_object(rq) || json_is_null(rq)) || !json_is_boolean(ended) || !hex_is_sha256(json_string_value(json_object_get(c, "sha256"))))
 		return NULL;
 	k0 = json_integer_value(json_array_get(kept, 0));
 	k1 = json_integer_value(json_array_get(kept, 1));
@@ -102,7 +102,7 @@ static struct sbx_cmd *load_cmd(const json_t *c, uint32_t next)
 		return NULL;
 	}
 	r->id = (uint32_t)id;
-	r->request = json_incref((json_t *)rq);
+	r->request = json_is_null(rq) ? NULL : json_incref((json_t *)rq);   /* a refused command's record has none */
 	r->ended = json_is_true(ended);
 	r->started_ms = started;
 	r->ended_ms = ended_ms;
@@ -189,8 +189,9 @@ static int keep_base(const char *bases, const char *snap, char *out, size_t len,
 	snprintf(path, sizeof(path), "%s/" SNAP_MEMORY_FILE, out);
 	if (access(path, F_OK) == 0)
 		return 0;
-	snprintf(tmp, sizeof(tmp), "%s/.%s.%d.tmp", bases, sum, (int)getpid());
-	if ((mkdir(bases, 0700) < 0 && errno != EEXIST) || run_pause_keep_base(snap, tmp)) {
+	/* a name of its own on any node (a pid is not): vmrund sweeps one left behind */
+	snprintf(tmp, sizeof(tmp), "%s/.%s.XXXXXX", bases, sum);
+	if ((mkdir(bases, 0700) < 0 && errno != EEXIST) || !mkdtemp(tmp) || run_pause_keep_base(snap, tmp)) {
 		int e = errno;
 		tree_remove(tmp, 1);
 		return errf(err, errlen, "keeping the base snapshot in %s: %s", tmp, strerror(e));

@@ -121,6 +121,9 @@ struct vmrund_answer vmrund_run_checkpoint(struct vmrund *d, unsigned tenant, st
 	if (rq->expect_digest[0] && (a = vmrund_checkpoint_expect(dir, rq->expect_digest)).status)
 		return a;
 	rq->disk_mib = mib;
-	snprintf(rq->checkpoint_node, sizeof(rq->checkpoint_node), "%s", d->node);
+	/* in a snapshot dir any node reads it: the run goes to whichever node
+	 * claims it, and no node's death strands it */
+	if (!d->cfg.snapshot_dir[0])
+		snprintf(rq->checkpoint_node, sizeof(rq->checkpoint_node), "%s", d->node);
 	return a;
 }

@@ -542,6 +542,7 @@ int vmrund_loop(struct vmrund *d, char *err, size_t errlen)
 			break;
 		if (clock_mono_ms() >= next_retention) {
 			expire_kept(d);
+			vmrund_sbx_sweep(d);
 			next_retention = clock_mono_ms() + config_retention_every_ms(&d->cfg);
 		}
 		if (poll(p, n, d->store_down ? 250 : 1000) < 0 && errno != EINTR)

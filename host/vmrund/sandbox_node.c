@@ -258,8 +258,9 @@ bool sbx_record_end(struct vmrund *d, struct vmrund_sbx *x, const char *id, cons
 	if (!st)
 		st = sbx_read_state(dir, &own) ? NULL : &own;
 	bool failed = st && !strcmp(st->state, "failed");
-	if (d->store->ops->sbx_set(d->store, id, d->node, failed ? SBS_FAILED : SBS_STOPPED, 0, clock_wall_ms(), 0,
-				   reason, err, sizeof(err)) < 0) {
+	int ours = d->store->ops->sbx_set(d->store, id, d->node, failed ? SBS_FAILED : SBS_STOPPED, 0, clock_wall_ms(),
+					  0, reason, err, sizeof(err));
+	if (ours < 0) {
 		vmrund_store_failed(d, "recording a sandbox's end", err);
 		return false;
 	}
@@ -271,9 +272,11 @@ bool sbx_record_end(struct vmrund *d, struct vmrund_sbx *x, const char *id, cons
 		store_sandbox_free(&sb);
 	}
 	spool_clean(dir, false);
-	vmrund_sbx_shared(d, id, dir, sizeof(dir));
-	if (dir[0])
-		spool_clean(dir, false);
+	/* what it keeps in the snapshot dir only while the row was this
+	 * node's: a node whose lease ran out meanwhile may see its sandbox
+	 * resumed elsewhere, from there */
+	if (ours)
+		sbx_discard_shared(d, id);
 	if (x)
 		sbx_slot_free(x);
 	pthread_cond_broadcast(&d->changed);
@@ -305,6 +308,18 @@ bool sbx_launch(struct vmrund *d, struct vmrund_sbx *x, const struct tenant *ten
 		ok = false;
 	}
 	return ok;
+}
+
+void sbx_discard_shared(const struct vmrund *d, const char *id)
+{
+	char dir[PATH_MAX], gone[PATH_MAX + 64];
+	vmrund_sbx_shared(d, id, dir, sizeof(dir));
+	if (!dir[0])
+		return;
+	snprintf(gone, sizeof(gone), "%s/" VMRUND_SBX_DIR "/" SBX_GONE "%s.%lld", d->cfg.snapshot_dir, id,
+		 (long long)clock_wall_ms());
+	if (rename(dir, gone) < 0 && errno != ENOENT)
+		spool_clean(dir, false);   /* not renamed: gone here and now, then */
 }
 
 /* SNAPSHOT_DIR/sandboxes/ID, made with its parent where it is not there:

@@ -101,6 +101,12 @@ void sbx_reap(const struct vmrund_sbx *x, int wait_ms);
 bool sbx_record_end(struct vmrund *d, struct vmrund_sbx *x, const char *id, const char *reason,
 		    const struct sbx_file_state *st);
 
+/* Sandbox id's directory in the snapshot dir, if any, out of the way at
+ * once (renamed to SBX_GONE...; vmrund_sbx_sweep removes it, with no
+ * lock held: a shared file system may take its time). */
+void sbx_discard_shared(const struct vmrund *d, const char *id);
+#define SBX_GONE ".gone-"
+
 /* ---- sandbox_park.c ----------------------------------------------------------------------- */
 
 /* Whether sandbox id's VM is parked in the snapshot dir (its table's sum
@@ -109,9 +115,11 @@ bool sbx_record_end(struct vmrund *d, struct vmrund_sbx *x, const char *id, cons
 bool sbx_is_parked(const struct vmrund *d, const char *id);
 
 /* Sandbox id's supervisor exited having parked its VM in the snapshot
- * dir (its state file st): the store has it paused on no node until the
- * end of its pause_ttl_s, and slot x is freed. false when the store
- * failed (the slot stays). Lock held. */
+ * dir (its state file st): the store has it paused on no node (any may
+ * resume it) until the end of its pause_ttl_s (none: INT64_MAX), if the
+ * row is still this node's; its directory here goes and slot x (NULL:
+ * none) is freed. false when the store failed (the slot stays, for the
+ * next look). Lock held. */
 bool sbx_record_park(struct vmrund *d, struct vmrund_sbx *x, const char *id, const struct sbx_file_state *st);
 
 /* Tenant's sandbox id's row into *sb when it is on no node (parked, or

@@ -40,25 +40,25 @@ bool sbx_is_parked(const struct vmrund *d, const char *id)
 	return sha256_read_sum(dir, sum) == 0;
 }
 
-/* Sandbox id's supervisor exited having parked its VM in the snapshot
- * dir: the store has it paused on no node (any may resume it), until the
- * end of its pause_ttl_s (timeout_at_ms, from the state file st; none:
- * INT64_MAX), and this node lets it go. false when the store failed (the
- * slot stays, for the next look). Lock held. */
 bool sbx_record_park(struct vmrund *d, struct vmrund_sbx *x, const char *id, const struct sbx_file_state *st)
 {
 	char err[300], dir[PATH_MAX];
 	int64_t until = st->timeout_at_ms > 0 ? st->timeout_at_ms : INT64_MAX;
-	if (d->store->ops->sbx_set(d->store, id, d->node, SBS_PAUSED, 0, 0, until, NULL, err, sizeof(err)) < 0 ||
-	    d->store->ops->sbx_move(d->store, id, d->node, SBS_PAUSED, "", SBS_PAUSED, st->reason, err, sizeof(err)) < 0) {
+	/* only while the row is this node's: one that another node took
+	 * since (its lease ran out) is that node's now */
+	int n = d->store->ops->sbx_set(d->store, id, d->node, SBS_PAUSED, 0, 0, until, NULL, err, sizeof(err));
+	if (n < 0 || (n == 1 && (n = d->store->ops->sbx_move(d->store, id, d->node, SBS_PAUSED, "", SBS_PAUSED, st->reason,
+								 err, sizeof(err))) < 0)) {
 		vmrund_store_failed(d, "recording a parked sandbox", err);
 		return false;
 	}
 	vmrund_store_ok(d);
-	vmrund_say("sandbox %s parked: any node may resume it", id);
+	if (n)
+		vmrund_say("sandbox %s parked: any node may resume it", id);
 	vmrund_sbx_dir(d, id, dir, sizeof(dir));
 	spool_clean(dir, false);
-	sbx_slot_free(x);
+	if (x)
+		sbx_slot_free(x);
 	pthread_cond_broadcast(&d->changed);
 	return true;
 }
@@ -143,22 +143,52 @@ struct vmrund_answer sbx_unpark_row(struct vmrund *d, unsigned tenant, const str
 		json_decref(spec);
 		return a;
 	}
-	bool ok = sbx_launch(d, x, t, spec, &life, &from, 0, "", why, sizeof(why));
+	char sum[65] = "", now[65] = "", sumfile[PATH_MAX + 64], dir[PATH_MAX];
+	snprintf(sumfile, sizeof(sumfile), "%s/" RUN_PARKED_SUM, paused);
+	if (!resumable)
+		(void)sha256_read_sum(sumfile, sum);
+	bool ok = sbx_launch(d, x, t, spec, &life, &from, 0, "", why, sizeof(why)), clean = false;
 	json_decref(spec);
+	struct sbx_file_state st;
+	vmrund_sbx_dir(d, sb->id, dir, sizeof(dir));
 	if (ok) {
 		x->busy = false;
 		x->paused = false;
-		spool_clean(paused, false);   /* the VM runs on its own copies now */
+		/* the VM runs on its own copies now; a park it made since is not this one */
+		clean = !resumable && sha256_read_sum(sumfile, now) == 0 && !strcmp(now, sum);
 		vmrund_say("sandbox %s of tenant %s resumed on this node from %s", sb->id, t->name,
 			   resumable ? ref : "where it was parked");
 		a = vmrund_answer_of(200, 0, "running");
-	} else {
+	} else if (!sbx_read_state(dir, &st) && !strcmp(st.state, "failed")) {
+		/* what was kept was refused: nothing of it runs, anywhere */
 		a = vmrund_answer_of(500, 0, "not resumed: %s", why);
-		if (!sbx_record_end(d, x, sb->id, why, NULL))
+		if (!sbx_record_end(d, x, sb->id, why, &st))
 			x->busy = false;
+	} else {
+		/* this node could not (no supervisor, no time): another may */
+		int n = d->store->ops->sbx_move(d->store, sb->id, d->node, SBS_PAUSED, "", sb->state, NULL, err, sizeof(err));
+		if (n < 0)
+			vmrund_store_failed(d, "giving a sandbox back to the cluster", err);
+		spool_clean(dir, false);
+		sbx_slot_free(x);
+		a = vmrund_answer_of(503, 5, "not resumed on node %s: %s; it stays %s on no node, for any node to resume",
+				     d->node, why, resumable ? "resumable" : "parked");
 	}
 	pthread_mutex_unlock(&d->lock);
+	if (clean)
+		spool_clean(paused, false);
 	return a;
+}
+
+/* The audit log's line for sandbox id, which just ended. Lock held. */
+static void audit(struct vmrund *d, const char *id)
+{
+	char err[300];
+	struct store_sandbox sb;
+	if (d->audit && d->store->ops->sbx_get(d->store, id, NULL, &sb, err, sizeof(err)) == 1) {
+		vmrund_sbx_audit(d, &sb);
+		store_sandbox_free(&sb);
+	}
 }
 
 /* Whether the row is of a sandbox on no node: parked in the snapshot dir,
@@ -173,18 +203,19 @@ static bool parked(const struct store_sandbox *sb)
  * snapshot dir removed. */
 struct vmrund_answer sbx_delete_parked(struct vmrund *d, const char *id)
 {
-	char err[300], dir[PATH_MAX];
+	char err[300];
 	pthread_mutex_lock(&d->lock);
 	int n = d->store->ops->sbx_set(d->store, id, "", SBS_STOPPED, 0, clock_wall_ms(), 0, "deleted", err, sizeof(err));
+	if (n == 1) {
+		sbx_discard_shared(d, id);
+		vmrund_say("sandbox %s stopped: deleted while parked", id);
+		audit(d, id);
+	}
 	pthread_mutex_unlock(&d->lock);
 	if (n < 0)
 		return vmrund_answer_of(503, 2, "the store: %s", err);
 	if (!n)
 		return vmrund_answer_of(409, 1, "sandbox %s is being resumed or deleted meanwhile", id);
-	vmrund_sbx_shared(d, id, dir, sizeof(dir));
-	if (dir[0])
-		spool_clean(dir, false);
-	vmrund_say("sandbox %s stopped: deleted while parked", id);
 	return vmrund_answer_of(200, 0, "deleted");
 }
 
@@ -197,24 +228,18 @@ static int expire_one(void *ctx, const struct store_sandbox *sb)
 {
 	struct expire_ctx *e = ctx;
 	struct vmrund *d = e->d;
-	char err[300], dir[PATH_MAX];
-	if (!parked(sb) || sb->timeout_at_ms <= 0 || sb->timeout_at_ms > e->now_ms)
-		return 0;
+	char err[300];
+	if (sb->state != SBS_PAUSED || sb->node[0] || sb->timeout_at_ms <= 0 || sb->timeout_at_ms > e->now_ms)
+		return 0;   /* a resumable one waits for a resume or a delete */
 	const char *why = "it stayed paused longer than its pause_ttl_s";
 	int n = d->store->ops->sbx_set(d->store, sb->id, "", SBS_STOPPED, 0, e->now_ms, 0, why, err, sizeof(err));
 	if (n < 0)
 		vmrund_store_failed(d, "ending a parked sandbox", err);
 	if (n != 1)
 		return 0;   /* another node did, or resumed it first */
-	vmrund_sbx_shared(d, sb->id, dir, sizeof(dir));
-	if (dir[0])
-		spool_clean(dir, false);
+	sbx_discard_shared(d, sb->id);
 	vmrund_say("sandbox %s stopped: %s", sb->id, why);
-	struct store_sandbox now;
-	if (d->audit && d->store->ops->sbx_get(d->store, sb->id, NULL, &now, err, sizeof(err)) == 1) {
-		vmrund_sbx_audit(d, &now);
-		store_sandbox_free(&now);
-	}
+	audit(d, sb->id);
 	return 0;
 }
 
@@ -236,11 +261,37 @@ static bool base_unused(int dirfd, const char *base, time_t now)
 	return true;
 }
 
-/* The bases in the snapshot dir that no parked VM links any more go. */
-static void sweep_bases(struct vmrund *d)
+void vmrund_sbx_expire_parked(struct vmrund *d)
+{
+	char err[300];
+	struct expire_ctx e = { d, clock_wall_ms() };
+	if (d->cfg.snapshot_dir[0] && d->store->ops->sbx_each(d->store, NULL, "", true, expire_one, &e, err, sizeof(err)) < 0)
+		vmrund_store_failed(d, "looking at parked sandboxes", err);
+}
+
+/* A base, or one a park left half made (".SUM.XXXXXX"), that no parked
+ * VM needs. */
+static bool base_gone(int dirfd, const char *name, time_t now)
+{
+	struct stat st;
+	if (name[0] == '.')
+		return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && now - st.st_mtime > SBX_BASE_GRACE_S;
+	return hex_is_sha256(name) && base_unused(dirfd, name, now);
+}
+
+/* A sandbox's directory that sbx_discard_shared set aside. */
+static bool sandbox_gone(int dirfd, const char *name, time_t now)
+{
+	(void)dirfd;
+	(void)now;
+	return !strncmp(name, SBX_GONE, strlen(SBX_GONE));
+}
+
+/* The entries of SNAPSHOT_DIR/sub that gone says go, removed. */
+static void sweep(struct vmrund *d, const char *sub, bool (*gone)(int dirfd, const char *name, time_t now))
 {
 	char path[PATH_MAX];
-	if (snprintf(path, sizeof(path), "%s/" RUN_BASES_DIR, d->cfg.snapshot_dir) >= (int)sizeof(path))
+	if (snprintf(path, sizeof(path), "%s/%s", d->cfg.snapshot_dir, sub) >= (int)sizeof(path))
 		return;
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *dir = fd < 0 ? NULL : fdopendir(fd);
@@ -251,20 +302,17 @@ static void sweep_bases(struct vmrund *d)
 	}
 	time_t now = time(NULL);
 	for (struct dirent *e; (e = readdir(dir));)
-		if (hex_is_sha256(e->d_name) && base_unused(fd, e->d_name, now))
-			tree_remove_at(fd, e->d_name, 1);
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && gone(fd, e->d_name, now))
+			tree_remove_at(fd, e->d_name, 6);
 	closedir(dir);
 }
 
-void vmrund_sbx_expire_parked(struct vmrund *d)
+void vmrund_sbx_sweep(struct vmrund *d)
 {
-	char err[300];
-	struct expire_ctx e = { d, clock_wall_ms() };
 	if (!d->cfg.snapshot_dir[0])
 		return;
-	if (d->store->ops->sbx_each(d->store, NULL, "", true, expire_one, &e, err, sizeof(err)) < 0)
-		vmrund_store_failed(d, "looking at parked sandboxes", err);
-	sweep_bases(d);
+	sweep(d, VMRUND_SBX_DIR, sandbox_gone);
+	sweep(d, RUN_BASES_DIR, base_gone);
 }
 
 void vmrund_sbx_lost(struct vmrund *d, const struct store_sandbox *sb)
@@ -273,8 +321,24 @@ void vmrund_sbx_lost(struct vmrund *d, const struct store_sandbox *sb)
 	vmrund_sbx_shared(d, sb->id, dir, sizeof(dir));
 	if (!dir[0])
 		return;
+	if (sbx_is_parked(d, sb->id)) {   /* its node died before it recorded the park */
+		struct sbx_life life;
+		json_t *spec;
+		row_life(sb, &life, &spec);
+		json_decref(spec);
+		int64_t until = life.pause_ttl_s > 0 ? clock_wall_ms() + (int64_t)(life.pause_ttl_s * 1000) : INT64_MAX;
+		int n = d->store->ops->sbx_move(d->store, sb->id, sb->node, SBS_LOST, "", SBS_PAUSED,
+						"parked: any node of the cluster may resume it", err, sizeof(err));
+		if (n == 1)
+			n = d->store->ops->sbx_set(d->store, sb->id, "", SBS_PAUSED, 0, 0, until, NULL, err, sizeof(err));
+		if (n < 0)
+			vmrund_store_failed(d, "keeping a lost node's parked sandbox", err);
+		else if (n)
+			vmrund_say("sandbox %s of a lost node was parked: any node may resume it", sb->id);
+		return;
+	}
 	if (!vmrund_checkpoint_newest(d, sb->id, name)) {
-		spool_clean(dir, false);   /* nothing of it can go on */
+		sbx_discard_shared(d, sb->id);   /* nothing of it can go on */
 		return;
 	}
 	snprintf(reason, sizeof(reason), VMRUND_SBX_RESUMABLE "%s (%.400s)", name, sb->reason);

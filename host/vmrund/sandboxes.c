@@ -576,6 +576,11 @@ static int adopt_one(void *ctx, const struct store_sandbox *sb)
 						     st.timeout_at_ms, NULL, (char[300]){ 0 }, 300);
 		return 0;
 	}
+	/* it parked its VM while vmrund was away (its time ran out: on_timeout pause) */
+	if (!sbx_read_state(dir, &st) && !strcmp(st.state, "paused") && sbx_is_parked(d, sb->id)) {
+		sbx_record_park(d, NULL, sb->id, &st);
+		return 0;
+	}
 	a->ended++;
 	char reason[300];
 	snprintf(reason, sizeof(reason), "%s", st.reason[0] ? st.reason : "its supervisor was gone when vmrund started");

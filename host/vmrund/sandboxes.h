@@ -101,7 +101,7 @@ bool vmrund_checkpoint_newest(const struct vmrund *d, const char *id, char name[
 /* A verification run's spec (rq->from_checkpoint set): its checkpoint
  * found (vmrund_checkpoint_of), its expect_digest checked, its disk the
  * checkpoint workspace's size and its node this one (the only node that
- * may start it, which has the checkpoint). The answer's status 0, or why
+ * may start it, which has the checkpoint), or with a snapshot_dir any. The answer's status 0, or why
  * not. */
 struct vmrund_answer vmrund_run_checkpoint(struct vmrund *d, unsigned tenant, struct run_spec *rq);
 
@@ -194,6 +194,12 @@ void vmrund_sbx_audit(struct vmrund *d, const struct store_sandbox *sb);
  * stopped, and their directories in the snapshot dir go; whichever node
  * looks first does it. Lock held. */
 void vmrund_sbx_expire_parked(struct vmrund *d);
+
+/* What the snapshot dir holds that nothing needs any more: sandboxes'
+ * directories set aside as they ended, and bases no parked VM links (one
+ * that no link came to or went from for 10 minutes). Without the lock:
+ * a shared file system may take its time. */
+void vmrund_sbx_sweep(struct vmrund *d);
 
 /* What this node's sandboxes take of its room, all together. Lock held. */
 struct sched_size vmrund_sbx_size(const struct vmrund *d);

@@ -79,7 +79,7 @@ parked() {
 
 start_node 1
 start_node 2
-post 1 '{"runtime":"python","timeout_s":600,"limits":{"max_output":1048576}}' /v1/sandboxes
+post 1 '{"runtime":"python","timeout_s":900,"limits":{"max_output":1048576}}' /v1/sandboxes
 expect "a sandbox created on node 1" 201 '.state=="running" and .node=="node1"'
 id=$(field .id)
 cmd 1 "echo before > kept.txt"
@@ -115,7 +115,7 @@ t0=$(date +%s%N)
 post 2 '{}' "/v1/sandboxes/$id/resume"
 expect "node 2 resumes it ($(( ($(date +%s%N) - t0) / 1000000 )) ms)" 200 '.state=="running"'
 c 2 "/v1/sandboxes/$id"
-expect "it runs on node 2, its life what it had left" 200 '.state=="running" and .node=="node2" and .time_left_s>300'
+expect "it runs on node 2, its life what it had left" 200 '.state=="running" and .node=="node2" and .time_left_s>300 and .time_left_s<895'
 post 2 "$fetch" "/v1/sandboxes/$id/commands?wait=60"
 expect "the background server answers again" 201 '.stdout=="before\n"'
 c 2 "/v1/sandboxes/$id/commands/$cid?wait=60"
@@ -169,6 +169,9 @@ c 2 "/v1/sandboxes/$id/diff?from=start"
 expect "its diff is still from its own start" 200 '[.files[].path]==["f"]'
 start_node 1
 for _ in $(seq 100); do [ "$(pgrep -fc "build/bin/vmrund-sandbox.*$id")" = 1 ] && break; sleep 0.1; done
+post 1 "{\"from_checkpoint\":\"$id/cp1\",\"argv\":[\"cat\",\"f\"],\"limits\":{\"timeout_s\":120}}" '/v1/runs?wait=200'
+expect "a verification run from its checkpoint, through node 1, which does not hold it" 200 \
+	'.state=="succeeded" and .stdout=="one\n"'
 [ "$(pgrep -fc "build/bin/vmrund-sandbox.*$id")" = 1 ] &&
 	ok "node 1, back, stopped the supervisor its death left running: one VM of it runs" ||
 	not_ok "supervisors of $id: $(pgrep -af "vmrund-sandbox.*$id")"

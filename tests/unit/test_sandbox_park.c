@@ -39,12 +39,17 @@ static void fill(struct sbx *s, char *dir)
 		assert_int_equal(spool_append(c->out_fd, PROTO_STAGE_RUN, PROTO_STDOUT, (const uint8_t *)(i ? "two\n" : "one\n"), 4), 0);
 		c->kept[0] = 4;
 	}
+	struct sbx_cmd *none = sbx_cmd_new(s, err, sizeof(err));   /* a record with no request */
+	assert_non_null(none);
+	none->ended = true;
+	close(none->out_fd);
+	none->out_fd = -1;
 	s->cmd[0]->ended = true;
 	s->cmd[0]->ended_ms = 5000;
 	s->cmd[0]->exit = (struct proto_exit){ .kind = PROTO_END_EXITED, .code = 3, .cpu_ms = 7, .stdout_bytes = 4 };
 	close(s->cmd[0]->out_fd);
 	s->cmd[0]->out_fd = -1;
-	s->running = 1;
+	s->running = 1;   /* 2 */
 	assert_int_equal(sbx_key_add(s, "k-1", HASH, 1), 0);
 	s->created_ms = 1000;
 	s->started_ms = 2000;
@@ -76,9 +81,9 @@ static void round_trip(void **state)
 	json_t *m = meta_of(&s);
 	assert_int_equal(sbx_init(&t, dir), 0);
 	assert_int_equal(sbx_park_load(&t, m, err, sizeof(err)), 0);
-	assert_int_equal(t.ncmd, 2);
+	assert_int_equal(t.ncmd, 3);
 	assert_int_equal(t.running, 1);
-	assert_int_equal(t.next_cmd, 3);
+	assert_int_equal(t.next_cmd, 4);
 	assert_int_equal(t.created_ms, 1000);
 	assert_int_equal(t.started_ms, 2000);
 	assert_int_equal(t.stopped_ms, 6000);
@@ -94,6 +99,7 @@ static void round_trip(void **state)
 	assert_int_equal(one->out_fd, -1);
 	assert_false(two->ended);
 	assert_true(json_equal(two->request, s.cmd[1]->request));
+	assert_null(sbx_cmd_of(&t, 3)->request);   /* a refused one's record, kept without one */
 	const struct sbx_key *k = sbx_key_of(&t, "k-1");
 	assert_non_null(k);
 	assert_int_equal(k->id, 1);
@@ -110,8 +116,8 @@ static void refused(void **state)
 	char dir[] = "/tmp/test_sandbox_park.XXXXXX", err[300];
 	static struct sbx s;
 	fill(&s, dir);
-	const char *why[] = { "version", "id past next_cmd", "same id twice", "key of no command", "bad hash",
-			      "no request" };
+	const char *why[] = { "version", "id past next_cmd", "same id twice", "key past next_cmd", "bad hash",
+			      "a request not an object" };
 	for (size_t i = 0; i < sizeof(why) / sizeof(why[0]); i++) {
 		json_t *m = meta_of(&s), *cmds = json_object_get(m, "commands");
 		json_t *key = json_array_get(json_object_get(m, "keys"), 0);
@@ -121,7 +127,7 @@ static void refused(void **state)
 		case 2: json_object_set_new(json_array_get(cmds, 1), "id", json_integer(1)); break;
 		case 3: json_object_set_new(key, "id", json_integer(9)); break;
 		case 4: json_object_set_new(key, "hash", json_string("xyz")); break;
-		case 5: json_object_del(json_array_get(cmds, 0), "request"); break;
+		case 5: json_object_set_new(json_array_get(cmds, 0), "request", json_string("no")); break;
 		}
 		static struct sbx t;
 		assert_int_equal(sbx_init(&t, dir), 0);
@@ -196,7 +202,7 @@ static void unpark_checks(void **state)
 	/* whole: taken, the running command's output opened to go on */
 	assert_int_equal(sbx_init(&t, dir2), 0);
 	assert_int_equal(sbx_unpark(&t, p, err, sizeof(err)), 0);
-	assert_int_equal(t.ncmd, 2);
+	assert_int_equal(t.ncmd, 3);
 	assert_true(sbx_cmd_of(&t, 2)->out_fd >= 0);
 	snprintf(f, sizeof(f), "%s/cmds/1.out", dir2);
 	assert_int_equal(access(f, F_OK), 0);

@@ -22,8 +22,10 @@
 #     node that holds it, with the stand-in supervisor,
 #     tests/vmrund/standin_supervisor.py), parked at its pause in the
 #     snapshot dir and resumed by another node (two at once: one wins),
-#     with its files and commands; a parked one deleted, and one past its
-#     pause_ttl_s; and a sandbox of the killed node ending lost
+#     with its files and commands; a parked one deleted, one past its
+#     pause_ttl_s, one that parked itself while its node was away; a
+#     sandbox of the killed node ending lost, and one with a checkpoint
+#     resumable from it and resumed by another node
 # Runs as root (the keys file must be root's). Every wait has a deadline.
 set -u
 cd "$(dirname "$0")/../.."
@@ -297,6 +299,20 @@ sx 1 "$KA" "/$sp/pause" -X POST
 for _ in $(seq 100); do sx 3 "$KA" "/$sp"; [ "$(field state)" = stopped ] && break; sleep 0.1; done
 [ "$(field state)" = stopped ] && field reason | grep -q pause_ttl_s && [ ! -e "$tmp/shared/sandboxes/$sp" ] &&
 	ok "a parked sandbox past its pause_ttl_s (1 s) ends stopped, its files gone" || not_ok "parked ttl: $(cat "$tmp/out")"
+# one that parks itself (its time runs out, on_timeout pause) while its
+# node's vmrund is away, longer than the lease: parked, not lost
+sx 1 "$KA" "" -X POST -H 'Content-Type: application/json' --data-binary '{"timeout_s":2,"on_timeout":"pause"}'
+sp=$(field id)
+kill -9 "${pids[1]}"
+wait "${pids[1]}" 2>/dev/null
+sleep 5
+start 1 || not_ok "node 1 did not start again"
+for _ in $(seq 100); do sx 2 "$KA" "/$sp"; [ "$(field node)" = None ] && break; sleep 0.1; done
+[ "$(field state)" = paused ] && [ "$(field node)" = None ] && [ -s "$tmp/shared/sandboxes/$sp/paused/sandbox.sum" ] &&
+	ok "one that parked itself while its node was away is parked, not lost" || not_ok "self-parked: $(cat "$tmp/out")"
+sx 3 "$KA" "/$sp/resume" -X POST
+[ "$code" = 200 ] && [ "$(field node)" = node3 ] && ok "and node 3 resumes it" || not_ok "resume self-parked ($code)"
+sx 3 "$KA" "/$sp" -X DELETE
 # one on node 2, which is killed below
 sx 2 "$KA" "" -X POST -H 'Content-Type: application/json' --data-binary '{"timeout_s":600}'
 sid2=$(field id)

@@ -4,7 +4,8 @@ tests of vmrund's side of sandboxes that need no VM (tests/vmrund/
 cluster.sh): the same arguments, the same state.json, the same API on
 DIR/api.sock, with "commands" that it answers itself: `echo ARGS` prints
 ARGS; anything else exits 0 with no output. Files are kept in memory.
-Its life runs out as the real one's does; SIGTERM and DELETE stop it.
+Its life runs out as the real one's does (with --on-timeout pause and
+--shared it parks then); SIGTERM and DELETE stop it.
 
     standin_supervisor.py [--timeout S] [--max-timeout S] [--on-timeout stop|pause] [--pause-ttl S]
                           DIR VMM GUEST POLICY
@@ -228,4 +229,8 @@ threading.Thread(target=srv.serve_forever, daemon=True).start()
 while True:
     time.sleep(0.1)
     if st["deadline"] and time.time() > st["deadline"]:
+        if a.on_timeout == "pause" and a.shared:
+            with lock:
+                park()
+            os._exit(0)
         stop("its time ran out (timeout_s)")
