@@ -452,7 +452,7 @@ vmrund-test: all $(BUILD)/tests/test_store
 # suites one line each), then the total and whether the caches were warm.
 # The first part to fail ends it.
 CHECK_TESTS := unit vmrund-test net-test rootfs-test
-# Each harness's time in make check: 18 of them one at a time take a
+# Each harness's time in make check: 20 of them one at a time take a
 # little less than CHECK_TESTS take, so that no one waits for the other.
 # make fuzz-smoke alone keeps FUZZ_SMOKE_TIME.
 CHECK_FUZZ_TIME := 8
@@ -736,6 +736,14 @@ $(BUILD)/fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c $(FUZZ_SSE_SRCS) host/vmrund/sse.h
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_sse.c $(FUZZ_SSE_SRCS) \
 		-ljansson -o $@
 
+# A parked sandbox's table, which any node of a cluster may have written.
+FUZZ_PARK_SRCS := host/sandbox/park.c host/sandbox/table.c host/run/run_pause.c host/run/hex.c host/run/tree.c \
+	host/run/errmsg.c host/vmrund/spool.c host/run/outcome.c
+$(BUILD)/fuzz/fuzz_park: tests/fuzz/fuzz_park.c $(FUZZ_PARK_SRCS) host/sandbox/supervisor.h host/run/run_pause.h
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/sandbox -Ihost/run -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_park.c \
+		$(FUZZ_PARK_SRCS) -ljansson -lcrypto -pthread -o $@
+
 # A sandbox supervisor's answer head, as vmrund reads it to pass it on.
 $(BUILD)/fuzz/fuzz_sandbox_http: tests/fuzz/fuzz_sandbox_http.c host/vmrund/sandbox_http.c host/vmrund/sandbox_http.h
 	@mkdir -p $(dir $@)
@@ -790,6 +798,10 @@ $(BUILD)/fuzz/seeds-manifest.stamp: $(wildcard tests/fuzz/seeds-manifest/*)
 	@rm -rf $(BUILD)/fuzz/seeds-manifest && mkdir -p $(BUILD)/fuzz/seeds-manifest
 	cp tests/fuzz/seeds-manifest/* $(BUILD)/fuzz/seeds-manifest/
 	@touch $@
+$(BUILD)/fuzz/seeds-park.stamp: $(wildcard tests/fuzz/seeds-park/*)
+	@rm -rf $(BUILD)/fuzz/seeds-park && mkdir -p $(BUILD)/fuzz/seeds-park
+	cp tests/fuzz/seeds-park/* $(BUILD)/fuzz/seeds-park/
+	@touch $@
 
 $(BUILD)/fuzz/mkseeds_loader: tests/fuzz/mkseeds_loader.c
 	@mkdir -p $(dir $@)
@@ -803,7 +815,7 @@ $(BUILD)/fuzz/seeds-loader.stamp: $(BUILD)/fuzz/mkseeds_loader $(wildcard $(BUIL
 	@touch $@
 
 FUZZ_SEEDS := $(BUILD)/fuzz/seeds-loader.stamp $(BUILD)/fuzz/seeds-request.stamp $(BUILD)/fuzz/seeds-proxy_request.stamp \
-	$(BUILD)/fuzz/seeds-tls_sni.stamp $(BUILD)/fuzz/seeds-manifest.stamp
+	$(BUILD)/fuzz/seeds-tls_sni.stamp $(BUILD)/fuzz/seeds-manifest.stamp $(BUILD)/fuzz/seeds-park.stamp
 
 fuzz-smoke: $(FUZZ_BINS) $(FUZZ_SEEDS)
 	@./tests/fuzz/run.sh $(FUZZ_SMOKE_TIME) $(BUILD) $(FUZZ_BINS)

@@ -133,9 +133,14 @@ void api_command_put(struct sbx *s, struct sbx_cmd *c)
 
 /* ---- the sandbox itself -------------------------------------------------------------- */
 
-static bool not_starting(void *arg) { return ((struct sbx *)arg)->state != SBX_STARTING; }
+static bool not_starting(void *arg)
+{
+	enum sbx_state st = ((struct sbx *)arg)->state;
+	return st != SBX_STARTING && st != SBX_RESUMING;
+}
 
-/* GET /[?wait=S]: with wait, once it is no longer starting (or S passed). */
+/* GET /[?wait=S]: with wait, once it is no longer starting or resuming
+ * (a parked VM's start, a resume) or S passed. */
 static enum MHD_Result get_sandbox(struct sbx *s, struct MHD_Connection *conn)
 {
 	long w = api_wait_arg(conn);

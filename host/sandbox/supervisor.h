@@ -4,7 +4,8 @@
  * sandbox's directory, the sandbox's part of vmrund's /v1/sandboxes/ID
  * (vmrund adds tenants, the store and the way in):
  *
- *   GET    /                          the sandbox: state, times, limits
+ *   GET    /[?wait=S]                 the sandbox: state, times, limits; with
+ *                                    wait, once it is not starting or resuming
  *   DELETE /                          stop it (the VM is destroyed)
  *   POST   /timeout                   {"timeout_s": N}: its life from now
  *   POST   /pause                     its VM saved to disk and freed (pause.c)
@@ -207,7 +208,7 @@ struct sbx {
 	char workspace_image[PATH_MAX];
 };
 
-/* ---- link.c: the agent's side ------------------------------------------------ */
+/* ---- table.c: the sandbox's table ---------------------------------------------- */
 
 /* CLOCK_REALTIME in ms: every time the sandbox shows or waits until
  * (created, started, deadline) is on this clock. */
@@ -219,18 +220,67 @@ int sbx_init(struct sbx *s, const char *dir);
 /* Free what s holds (the agent link is closed already). */
 void sbx_release(struct sbx *s);
 
-/* The run library's serve hook (run.h): the sandbox is up (or resumed)
- * on conn; serve the agent's frames until the sandbox stops (DELETE, its
- * time, the agent's end, cancel_fd: RUN_SERVE_END) or the agent paused
- * (RUN_SERVE_PAUSE), with cancel_fd the run's. ctx is a struct sbx_run. */
-enum run_serve_end sbx_serve(void *ctx, int conn, const struct run_serving *where);
-
 /* The name of a state, as state.json and the API say it. */
 const char *sbx_state_name(enum sbx_state st);
 
 /* With mu held: every command and file operation under way ends (the VM
  * is gone), their waiters woken. */
 void sbx_end_everything(struct sbx *s);
+
+/* With mu held: record state and reason, write DIR/state.json, wake
+ * everyone. */
+void sbx_set_state(struct sbx *s, enum sbx_state st, const char *reason);
+
+/* With mu held: the command of id, or NULL. */
+struct sbx_cmd *sbx_cmd_of(struct sbx *s, uint32_t id);
+
+/* With mu held: a new command's record (its id the next one; its output
+ * file made), room made by dropping the oldest ended one. NULL with why
+ * in err when the sandbox has no room. */
+struct sbx_cmd *sbx_cmd_new(struct sbx *s, char *err, size_t errlen);
+
+/* With mu held: a file operation's slot with a fresh id, or NULL when
+ * SBX_MAX_FILE_OPS are under way. */
+struct sbx_fop *sbx_fop_new(struct sbx *s, uint32_t op);
+
+/* With mu held: give a finished (or abandoned) slot back. */
+void sbx_fop_free(struct sbx_fop *f);
+
+/* With mu held: the key's entry, or NULL. */
+const struct sbx_key *sbx_key_of(const struct sbx *s, const char *key);
+
+/* With mu held: keep key (with the body's hash) as command id's. 0, or -1
+ * when SBX_MAX_KEYS are kept or memory ran out. */
+int sbx_key_add(struct sbx *s, const char *key, const char *hash, uint32_t id);
+
+/* ---- link.c: the agent's side ------------------------------------------------ */
+
+/* The run library's serve hook (run.h): the sandbox is up (or resumed)
+ * on conn; serve the agent's frames until the sandbox stops (DELETE, its
+ * time, the agent's end, cancel_fd: RUN_SERVE_END) or the agent paused
+ * (RUN_SERVE_PAUSE), with cancel_fd the run's. ctx is a struct sbx_run. */
+enum run_serve_end sbx_serve(void *ctx, int conn, const struct run_serving *where);
+
+struct sbx_run {
+	struct sbx *s;
+	int cancel_fd;
+};
+
+/* Write one frame to the agent (payload a then b). 0, or -1 when the
+ * link is down. Takes wmu; never mu. */
+int sbx_send(struct sbx *s, uint16_t type, const void *a, uint32_t alen, const void *b, uint32_t blen);
+
+/* One frame from the agent, mu held: a command's output (kept up to
+ * max_output per stream) or exit, a file operation's data (up to what it
+ * may send: a READ's window, a LIST's most) or end. What breaks the
+ * protocol is counted in guest_faults and dropped. Returns 0, or -1 when
+ * the agent said it failed (ERROR): the sandbox is over (state
+ * STOPPING). */
+int sbx_agent_frame(struct sbx *s, uint16_t type, const uint8_t *p, uint32_t len);
+
+/* Let a READ's agent send n more bytes (the asker took them). Takes wmu;
+ * never call it with mu held. */
+void sbx_fop_credit(struct sbx *s, uint32_t id, uint32_t n);
 
 /* ---- pause.c: pausing and resuming -------------------------------------------------- */
 
@@ -325,53 +375,6 @@ int sbx_checkpoint_fork(struct sbx *s, const char *dir, char *err, size_t errlen
  * resume_timeout_s when not 0, else what it had left, else (it ran out)
  * its configured timeout_s. */
 void sbx_resumed(struct sbx *s);
-
-struct sbx_run {
-	struct sbx *s;
-	int cancel_fd;
-};
-
-/* Write one frame to the agent (payload a then b). 0, or -1 when the
- * link is down. Takes wmu; never mu. */
-int sbx_send(struct sbx *s, uint16_t type, const void *a, uint32_t alen, const void *b, uint32_t blen);
-
-/* One frame from the agent, mu held: a command's output (kept up to
- * max_output per stream) or exit, a file operation's data (up to what it
- * may send: a READ's window, a LIST's most) or end. What breaks the
- * protocol is counted in guest_faults and dropped. Returns 0, or -1 when
- * the agent said it failed (ERROR): the sandbox is over (state
- * STOPPING). */
-int sbx_agent_frame(struct sbx *s, uint16_t type, const uint8_t *p, uint32_t len);
-
-/* With mu held: record state and reason, write DIR/state.json, wake
- * everyone. */
-void sbx_set_state(struct sbx *s, enum sbx_state st, const char *reason);
-
-/* With mu held: the command of id, or NULL. */
-struct sbx_cmd *sbx_cmd_of(struct sbx *s, uint32_t id);
-
-/* With mu held: a new command's record (its id the next one; its output
- * file made), room made by dropping the oldest ended one. NULL with why
- * in err when the sandbox has no room. */
-struct sbx_cmd *sbx_cmd_new(struct sbx *s, char *err, size_t errlen);
-
-/* With mu held: a file operation's slot with a fresh id, or NULL when
- * SBX_MAX_FILE_OPS are under way. */
-struct sbx_fop *sbx_fop_new(struct sbx *s, uint32_t op);
-
-/* With mu held: give a finished (or abandoned) slot back. */
-void sbx_fop_free(struct sbx_fop *f);
-
-/* With mu held: the key's entry, or NULL. */
-const struct sbx_key *sbx_key_of(const struct sbx *s, const char *key);
-
-/* With mu held: keep key (with the body's hash) as command id's. 0, or -1
- * when SBX_MAX_KEYS are kept or memory ran out. */
-int sbx_key_add(struct sbx *s, const char *key, const char *hash, uint32_t id);
-
-/* Let a READ's agent send n more bytes (the asker took them). Takes wmu;
- * never call it with mu held. */
-void sbx_fop_credit(struct sbx *s, uint32_t id, uint32_t n);
 
 /* ---- api.c: the HTTP side ----------------------------------------------------- */
 

@@ -17,7 +17,12 @@
 #     against 4 sandboxes created and set up one by one;
 #   - the workspace's diff (2000 text files and a 16 MiB one, 202 paths
 #     changed): GET /diff from a checkpoint to now, and how long the agent
-#     was held for it; from the start to that checkpoint.
+#     was held for it; from the start to that checkpoint;
+#   - a pause that parks the VM in a snapshot dir (--shared, a cluster's
+#     snapshot_dir), 256 MiB with 16 and 128 MiB touched: POST /pause
+#     until answered and until the supervisor is gone, what the park
+#     keeps (its base apart, kept once for all), and a resume by another
+#     supervisor (--from-paused: another node's) until it runs.
 # Anchor: E2B, about 4 s per GB to pause, about 1 s to resume.
 # Every request has a deadline.
 set -u
@@ -30,15 +35,15 @@ trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait; rm -rf "$tmp"
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 die() { echo "bench-pause: $*" >&2; exit 1; }
 
-# setup NAME MIB TOUCH: a sandbox of MIB with TOUCH MiB held by a
-# background process; prints the ms from the supervisor's start until the
-# memory is touched.
+# setup NAME MIB TOUCH [OPTION...]: a sandbox of MIB with TOUCH MiB held
+# by a background process, the supervisor given the options; prints the ms
+# from the supervisor's start until the memory is touched.
 setup() {
 	local dir=$tmp/$1 t0
 	mkdir -p "$dir"
 	printf '{"runtime":"python","limits":{"memory_mib":%s}}' "$2" >"$dir/request.json"
 	t0=$(date +%s%N)
-	build/bin/vmrund-sandbox --timeout 900 "$dir" "$PWD/build/bin/vmm" "$PWD/build/guest" "" >"$dir.log" 2>&1 &
+	build/bin/vmrund-sandbox --timeout 900 "${@:4}" "$dir" "$PWD/build/bin/vmm" "$PWD/build/guest" "" >"$dir.log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 6000); do [ -S "$dir/api.sock" ] && break; sleep 0.01; done
 	S="curl -s -m 150 --unix-socket $dir/api.sock"
@@ -161,3 +166,35 @@ m=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["files"]
 echo "diff of a workspace of 2000 text files and a 16 MiB one: checkpoint to now $now_ms ms ($n paths changed," \
 	"the agent held $held ms); start to checkpoint $cp_ms ms ($m paths)"
 $S -o /dev/null -X DELETE http://s/
+
+for touch in 16 128; do
+	name=park$touch
+	shared=$tmp/shared/sandboxes/$name
+	mkdir -p "$shared"
+	setup "$name" 256 "$touch" --shared "$shared" >/dev/null
+	sup=${pids[-1]}
+	t0=$(date +%s%N)
+	$S -o "$tmp/out" -X POST 'http://s/pause'
+	p=$(ms "$t0")
+	grep -q '"state":"paused"' "$tmp/out" || die "$name: pause: $(cat "$tmp/out")"
+	for _ in $(seq 1200); do kill -0 "$sup" 2>/dev/null || break; sleep 0.05; done
+	kill -0 "$sup" 2>/dev/null && die "$name: the supervisor did not end once parked"
+	g=$(ms "$t0")
+	kept=$(du -s --block-size=1 --exclude=base "$shared/paused" | cut -f1)
+	mkdir -p "$tmp/${name}r"
+	cp "$tmp/$name/request.json" "$tmp/${name}r/"
+	t0=$(date +%s%N)
+	build/bin/vmrund-sandbox --timeout 900 --from-paused "$shared/paused" --shared "$shared" "$tmp/${name}r" \
+		"$PWD/build/bin/vmm" "$PWD/build/guest" "" >"$tmp/${name}r.log" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 6000); do [ -S "$tmp/${name}r/api.sock" ] && break; sleep 0.01; done
+	S="curl -s -m 150 --unix-socket $tmp/${name}r/api.sock"
+	$S 'http://s/?wait=120' | grep -q '"state":"running"' || die "$name: not resumed: $(tail -3 "$tmp/${name}r.log")"
+	r=$(ms "$t0")
+	$S 'http://s/commands/1' | grep -q '"state":"running"' || die "$name: the process did not survive the move"
+	$S -o /dev/null -X DELETE http://s/
+	gone
+	awk -v t="$touch" -v p="$p" -v g="$g" -v k="$kept" -v r="$r" 'BEGIN { printf "parked (256M, %sM touched): " \
+		"POST /pause %d ms (its supervisor gone at %d ms), %.1f MiB kept (the base apart); resumed by another " \
+		"supervisor in %d ms\n", t, p, g, k / 1048576, r }'
+done
