@@ -37,6 +37,12 @@
  * a parked VM is against, once. */
 #define RUN_PARKED_DIR          "paused"
 #define RUN_PARKED_SUM          "sandbox.sum"   /* in it: the table's SHA-256, written last */
+/* SNAPSHOT_DIR/sandboxes/ID/RUN_SHARED_OWNER: the token of the supervisor
+ * that holds the sandbox now, written by the vmrund that starts it (and
+ * given to it, --owner): a supervisor whose node lost the sandbox to
+ * another meanwhile finds another token there, and parks nothing. */
+#define RUN_SHARED_OWNER        "owner"
+#define RUN_OWNER_LEN           32      /* hex digits */
 #define RUN_BASES_DIR           "bases"
 
 /* Whether name may name a checkpoint: 1..RUN_CHECKPOINT_NAME_MAX of

@@ -3,7 +3,7 @@
  *   vmrund-sandbox [--timeout S] [--max-timeout S] [--on-timeout stop|pause]
  *                  [--pause-ttl S] [--max-checkpoints N] [--max-checkpoint-mib M]
  *                  [--from-checkpoint CP | --from-paused P [--resume-timeout S]]
- *                  [--shared SHARED] DIR VMM GUEST_DIR POLICY
+ *                  [--shared SHARED [--owner TOKEN]] DIR VMM GUEST_DIR POLICY
  *
  * DIR holds the sandbox's run spec (request.json: runtime, env, limits,
  * network); POLICY is root's policy file as vmrund read it ("" for none).
@@ -15,7 +15,9 @@
  * and, at a pause, the parked VM in SHARED (a cluster's snapshot_dir/
  * sandboxes/ID), and this process then ends; --from-paused SHARED/paused
  * starts that sandbox again where it was parked, on any node, its life
- * --resume-timeout S or what it had left. It starts a session of its own, so that the
+ * --resume-timeout S or what it had left; --owner is its token in SHARED,
+ * without which (another node took the sandbox meanwhile) it parks
+ * nothing. It starts a session of its own, so that the
  * vmrund that started it may stop or die without taking the sandbox with
  * it; SIGTERM stops the sandbox. Parse, plan, serve, run, tear down;
  * every message gets "vmrund-sandbox: ". */
@@ -63,12 +65,13 @@ struct args {
 	bool parked;                 /* from is --from-paused's */
 	double resume_timeout_s;     /* --resume-timeout: a parked VM's life from its resume (0: what it had left) */
 	const char *shared;          /* --shared */
+	const char *owner;           /* --owner */
 	const char *dir, *vmm, *guest, *policy;
 };
 
 #define USAGE "usage: vmrund-sandbox [--timeout S] [--max-timeout S] [--on-timeout stop|pause] [--pause-ttl S] " \
 	      "[--max-checkpoints N] [--max-checkpoint-mib M] [--from-checkpoint DIR | --from-paused DIR " \
-	      "[--resume-timeout S]] [--shared DIR] DIR VMM GUEST_DIR POLICY"
+	      "[--resume-timeout S]] [--shared DIR [--owner TOKEN]] DIR VMM GUEST_DIR POLICY"
 
 static int parse(int argc, char **argv, struct args *a)
 {
@@ -81,7 +84,8 @@ static int parse(int argc, char **argv, struct args *a)
 					      { "from-checkpoint", required_argument, NULL, 'f' },
 					      { "from-paused", required_argument, NULL, 'P' },
 					      { "resume-timeout", required_argument, NULL, 'R' },
-					      { "shared", required_argument, NULL, 's' }, { NULL, 0, NULL, 0 } };
+					      { "shared", required_argument, NULL, 's' },
+					      { "owner", required_argument, NULL, 'O' }, { NULL, 0, NULL, 0 } };
 	*a = (struct args){ .timeout_s = 300, .max_checkpoints = SBX_DEFAULT_MAX_CHECKPOINTS,
 			    .max_checkpoint_mib = SBX_DEFAULT_MAX_CHECKPOINT_MIB };
 	int c;
@@ -93,6 +97,10 @@ static int parse(int argc, char **argv, struct args *a)
 		}
 		if (c == 's' && optarg[0] == '/') {
 			a->shared = optarg;
+			continue;
+		}
+		if (c == 'O' && strlen(optarg) == RUN_OWNER_LEN && strspn(optarg, "0123456789abcdef") == RUN_OWNER_LEN) {
+			a->owner = optarg;
 			continue;
 		}
 		if (c == 'b') {
@@ -187,6 +195,7 @@ int main(int argc, char **argv)
 	pthread_mutex_unlock(&s.mu);
 	struct sbx_http *http = NULL;
 	s.shared = a.shared;
+	s.owner = a.owner;
 	s.keep = a.shared ? a.shared : a.dir;
 	if (read_spec(a.dir, &spec, err, sizeof(err)) ||
 	    (a.from && (a.parked ? sbx_unpark(&s, a.from, err, sizeof(err)) : sbx_checkpoint_fork(&s, a.from, err, sizeof(err)))))

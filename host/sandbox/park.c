@@ -270,6 +270,17 @@ static int park_files(const struct sbx *s, const struct run_saved *saved, json_t
 		return errf(err, errlen, "keeping the workspace: %s", strerror(errno));
 	if (keep_outputs(s, meta, tmp, err, errlen) || write_meta(meta, tmp, err, errlen))
 		return -1;
+	/* the sandbox still ours: a node that took it meanwhile (ours was
+	 * thought dead) has written its own token, and its VM is the one
+	 * that goes on */
+	char owner[RUN_OWNER_LEN + 1] = "", path[PATH_MAX + 16];
+	snprintf(path, sizeof(path), "%s/" RUN_SHARED_OWNER, s->shared);
+	int fd = s->owner ? open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+	ssize_t n = fd >= 0 ? read(fd, owner, RUN_OWNER_LEN) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (s->owner && (n != RUN_OWNER_LEN || strcmp(owner, s->owner)))
+		return errf(err, errlen, "another node holds this sandbox now (its owner token changed): nothing is parked");
 	/* the last park's files, if a resume left them, give way whole */
 	char final[PATH_MAX + 16], old[PATH_MAX + 16];
 	snprintf(final, sizeof(final), "%s/" SBX_PARKED_DIR, s->shared);

@@ -149,6 +149,7 @@ struct sbx {
 	const char *dir;
 	const char *keep;             /* where start.ext4 and checkpoints/ lie: dir, or shared */
 	const char *shared;           /* --shared: its directory in the snapshot dir (park.c); NULL none */
+	const char *owner;            /* --owner: its token there (run_pause.h's RUN_SHARED_OWNER); NULL none */
 	bool parked;                  /* its paused VM lies in shared/paused: this process ends */
 	char id[64];                  /* the sandbox's id (vmrun's run id) */
 	pthread_mutex_t mu;           /* everything below */

@@ -14,7 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/random.h>
+
 #include "clock.h"
+#include "hex.h"
 #include "errmsg.h"
 #include "run_pause.h"
 #include "sandbox_http.h"
@@ -149,7 +152,7 @@ int sbx_supervisor_pidfd(struct vmrund *d, pid_t pid, const char *dir)
 /* Start the supervisor of dir (run_dir/sandboxes/ID): no death signal (it
  * must outlive us), its own session (it calls setsid). */
 static pid_t spawn(struct vmrund *d, const char *dir, const struct tenant *tn, const struct sbx_life *life,
-		   const struct sbx_from *from, char *err, size_t errlen)
+		   const struct sbx_from *from, const char *owner, char *err, size_t errlen)
 {
 	const char *tenant = tn->name;
 	char log[PATH_MAX + 32], cache[PATH_MAX], t[32], m[32], ttl[32], cp[32], cpm[32], rt[32], shared[PATH_MAX];
@@ -187,6 +190,8 @@ static pid_t spawn(struct vmrund *d, const char *dir, const struct tenant *tn, c
 	if (shared[0]) {
 		argv[n++] = "--shared";
 		argv[n++] = shared;
+		argv[n++] = "--owner";
+		argv[n++] = (char *)owner;
 	}
 	const char *operands[] = { dir, d->vmm, d->guest, d->cfg.policy };
 	for (size_t i = 0; i < 4; i++)
@@ -335,13 +340,33 @@ static int make_shared(char *dir, char *why, size_t whylen)
 	return 0;
 }
 
+/* A new owner's token for the sandbox whose directory in the snapshot dir
+ * is dir: written there (replaced whole), and into owner. 0, or -1 with
+ * why. */
+static int take_ownership(const char *dir, char owner[RUN_OWNER_LEN + 1], char *why, size_t whylen)
+{
+	uint8_t raw[RUN_OWNER_LEN / 2];
+	char path[PATH_MAX + 32], tmp[PATH_MAX + 48];
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+		return errf(why, whylen, "getrandom: %s", strerror(errno));
+	hex_of(raw, sizeof(raw), owner);
+	snprintf(path, sizeof(path), "%s/" RUN_SHARED_OWNER, dir);
+	snprintf(tmp, sizeof(tmp), "%s.%s", path, owner);
+	if (spool_write_file(tmp, owner, RUN_OWNER_LEN, true, 0600) < 0 || rename(tmp, path) < 0) {
+		int e = errno;
+		unlink(tmp);
+		return errf(why, whylen, "%s: %s", path, strerror(e));
+	}
+	return 0;
+}
+
 /* The directory, its request.json and the supervisor: 0, or -1 with why. */
 int sbx_start(struct vmrund *d, struct vmrund_sbx *x, const struct tenant *tenant, const json_t *spec,
 		 const struct sbx_life *life, const struct sbx_from *from, char *why, size_t whylen)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 32];
+	char dir[PATH_MAX], path[PATH_MAX + 32], owner[RUN_OWNER_LEN + 1] = "";
 	vmrund_sbx_shared(d, x->id, dir, sizeof(dir));
-	if (dir[0] && make_shared(dir, why, whylen))
+	if (dir[0] && (make_shared(dir, why, whylen) || take_ownership(dir, owner, why, whylen)))
 		return -1;
 	vmrund_sbx_dir(d, x->id, dir, sizeof(dir));
 	snprintf(path, sizeof(path), "%s/" SBX_REQUEST, dir);
@@ -361,7 +386,7 @@ int sbx_start(struct vmrund *d, struct vmrund_sbx *x, const struct tenant *tenan
 		errf(why, whylen, "%s: %s", dir, strerror(errno));
 	else if (spool_write_file(path, text, strlen(text), true, 0600) < 0)
 		errf(why, whylen, "%s: %s", path, strerror(errno));
-	else if ((x->pid = spawn(d, dir, tenant, life, from, why, whylen)) > 0 && (x->pidfd = pidfd_of(x->pid)) < 0)
+	else if ((x->pid = spawn(d, dir, tenant, life, from, owner, why, whylen)) > 0 && (x->pidfd = pidfd_of(x->pid)) < 0)
 		errf(why, whylen, "pidfd_open: %s", strerror(errno));
 	else if (x->pid > 0)
 		rc = 0;

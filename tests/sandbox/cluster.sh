@@ -167,6 +167,14 @@ cmd 2 "cat f; ls g 2>/dev/null; echo end"
 expect "its workspace is the checkpoint's: what came after it is not there" 201 '.stdout=="one\nend\n"'
 c 2 "/v1/sandboxes/$id/diff?from=start"
 expect "its diff is still from its own start" 200 '[.files[].path]==["f"]'
+# node 1's old supervisor still runs its VM (its vmrund is down): a
+# pause parks nothing, the sandbox being node 2's now (the owner token)
+code=$(curl -s -m 150 --unix-socket "$tmp/lib/node1/sandboxes/$id/api.sock" -o "$tmp/out" -w '%{http_code}' \
+	-X POST -H 'Content-Type: application/json' -d '{}' http://s/pause 2>"$tmp/err")
+[ "$code" = 200 ] && [ ! -e "$tmp/shared/sandboxes/$id/paused" ] &&
+	grep -q "another node holds this sandbox now" "$tmp/lib/node1/sandboxes/$id/supervisor.log" &&
+	ok "node 1's old supervisor, paused, parks nothing over node 2's sandbox (its owner token is not the one there)" ||
+	not_ok "old supervisor's pause ($code): $(ls "$tmp/shared/sandboxes/$id"; tail -3 "$tmp/lib/node1/sandboxes/$id/supervisor.log")"
 start_node 1
 for _ in $(seq 100); do [ "$(pgrep -fc "build/bin/vmrund-sandbox.*$id")" = 1 ] && break; sleep 0.1; done
 post 1 "{\"from_checkpoint\":\"$id/cp1\",\"argv\":[\"cat\",\"f\"],\"limits\":{\"timeout_s\":120}}" '/v1/runs?wait=200'

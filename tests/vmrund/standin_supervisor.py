@@ -45,6 +45,7 @@ p.add_argument("--shared")
 p.add_argument("--from-paused")
 p.add_argument("--resume-timeout", type=float, default=0)
 p.add_argument("--from-checkpoint")
+p.add_argument("--owner")
 p.add_argument("dir")
 p.add_argument("vmm")
 p.add_argument("guest")
@@ -138,6 +139,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with lock:
                 if st["state"] != "running":
                     return self.answer(409, {"message": "the sandbox is not running"})
+                if not ours():
+                    return self.answer(409, {"message": "another node holds this sandbox now"})
                 park()
             self.answer(200, self.view())
             threading.Timer(0.2, lambda: os._exit(0)).start()
@@ -195,6 +198,15 @@ def keep(d):
     # the sum vmrund looks for (run_pause.h's RUN_PARKED_SUM): parked whole
     with open(os.path.join(d, "sandbox.sum"), "w") as f:
         f.write(hashlib.sha256(text).hexdigest() + "\n")
+
+
+def ours():
+    """Whether the snapshot dir's owner token is still ours (run_pause.h)."""
+    try:
+        with open(os.path.join(a.shared, "owner")) as f:
+            return not a.owner or f.read() == a.owner
+    except OSError:
+        return not a.owner
 
 
 def park():
