@@ -346,7 +346,7 @@ static int make_shared(char *dir, char *why, size_t whylen)
 static int take_ownership(const char *dir, char owner[RUN_OWNER_LEN + 1], char *why, size_t whylen)
 {
 	uint8_t raw[RUN_OWNER_LEN / 2];
-	char path[PATH_MAX + 32], tmp[PATH_MAX + 48];
+	char path[PATH_MAX + 32], tmp[PATH_MAX + 80];
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
 		return errf(why, whylen, "getrandom: %s", strerror(errno));
 	hex_of(raw, sizeof(raw), owner);
