@@ -47,7 +47,7 @@ bool sbx_record_park(struct vmrund *d, struct vmrund_sbx *x, const char *id, con
 	/* only while the row is this node's: one that another node took
 	 * since (its lease ran out) is that node's now */
 	int n = d->store->ops->sbx_set(d->store, id, d->node, SBS_PAUSED, 0, 0, until, NULL, err, sizeof(err));
-	if (n < 0 || (n == 1 && (n = d->store->ops->sbx_move(d->store, id, d->node, SBS_PAUSED, "", SBS_PAUSED, st->reason,
+	if (n < 0 || (n == 1 && (n = d->store->ops->sbx_move(d->store, id, d->node, SBS_PAUSED, "", SBS_PAUSED, 0, st->reason,
 								 err, sizeof(err))) < 0)) {
 		vmrund_store_failed(d, "recording a parked sandbox", err);
 		return false;
@@ -128,7 +128,7 @@ struct vmrund_answer sbx_unpark_row(struct vmrund *d, unsigned tenant, const str
 	else if (sb->memory_mib > left.memory_mib || sb->disk_mib > left.disk_mib)
 		a = vmrund_answer_of(503, 5, "this node has no room for it now (%llu MiB of memory and %llu MiB of disk free)",
 				     (unsigned long long)left.memory_mib, (unsigned long long)left.disk_mib);
-	else if ((moved = d->store->ops->sbx_move(d->store, sb->id, "", sb->state, d->node, SBS_PAUSED, NULL, err,
+	else if ((moved = d->store->ops->sbx_move(d->store, sb->id, "", sb->state, d->node, SBS_PAUSED, 0, NULL, err,
 						  sizeof(err))) < 0)
 		a = vmrund_answer_of(503, 2, "the store: %s", err);
 	else if (!moved)
@@ -166,7 +166,7 @@ struct vmrund_answer sbx_unpark_row(struct vmrund *d, unsigned tenant, const str
 			x->busy = false;
 	} else {
 		/* this node could not (no supervisor, no time): another may */
-		int n = d->store->ops->sbx_move(d->store, sb->id, d->node, SBS_PAUSED, "", sb->state, NULL, err, sizeof(err));
+		int n = d->store->ops->sbx_move(d->store, sb->id, d->node, SBS_PAUSED, "", sb->state, 0, NULL, err, sizeof(err));
 		if (n < 0)
 			vmrund_store_failed(d, "giving a sandbox back to the cluster", err);
 		spool_clean(dir, false);
@@ -327,10 +327,10 @@ void vmrund_sbx_lost(struct vmrund *d, const struct store_sandbox *sb)
 		row_life(sb, &life, &spec);
 		json_decref(spec);
 		int64_t until = life.pause_ttl_s > 0 ? clock_wall_ms() + (int64_t)(life.pause_ttl_s * 1000) : INT64_MAX;
-		int n = d->store->ops->sbx_move(d->store, sb->id, sb->node, SBS_LOST, "", SBS_PAUSED,
+		/* with its pause's end in the same statement: the first node's
+		 * look at parked ones would find the lost row's past deadline */
+		int n = d->store->ops->sbx_move(d->store, sb->id, sb->node, SBS_LOST, "", SBS_PAUSED, until,
 						"parked: any node of the cluster may resume it", err, sizeof(err));
-		if (n == 1)
-			n = d->store->ops->sbx_set(d->store, sb->id, "", SBS_PAUSED, 0, 0, until, NULL, err, sizeof(err));
 		if (n < 0)
 			vmrund_store_failed(d, "keeping a lost node's parked sandbox", err);
 		else if (n)
@@ -342,7 +342,7 @@ void vmrund_sbx_lost(struct vmrund *d, const struct store_sandbox *sb)
 		return;
 	}
 	snprintf(reason, sizeof(reason), VMRUND_SBX_RESUMABLE "%s (%.400s)", name, sb->reason);
-	int n = d->store->ops->sbx_move(d->store, sb->id, sb->node, SBS_LOST, "", SBS_RESUMABLE, reason, err, sizeof(err));
+	int n = d->store->ops->sbx_move(d->store, sb->id, sb->node, SBS_LOST, "", SBS_RESUMABLE, 0, reason, err, sizeof(err));
 	if (n < 0)
 		vmrund_store_failed(d, "making a lost sandbox resumable", err);
 	else if (n)

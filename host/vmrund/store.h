@@ -277,12 +277,13 @@ struct store_ops {
 	int (*sbx_set)(struct store *s, const char *id, const char *node, enum sbx_row_state state, int64_t started_ms,
 		       int64_t ended_ms, int64_t timeout_at_ms, const char *reason, char *err, size_t errlen);
 	/* Move sandbox id from node from (held there in state st) to node to
-	 * and state to_st, reason replaced where non-NULL: one statement, so
+	 * and state to_st, timeout_at_ms and reason replaced where non-zero
+	 * and non-NULL: one statement, so
 	 * that of two nodes that claim a parked sandbox (node "": no node
 	 * holds it, any may resume it) one wins. 1 moved, 0 not (it is not
 	 * there in st), -1 error. */
 	int (*sbx_move)(struct store *s, const char *id, const char *from, enum sbx_row_state st, const char *to,
-			enum sbx_row_state to_st, const char *reason, char *err, size_t errlen);
+			enum sbx_row_state to_st, int64_t timeout_at_ms, const char *reason, char *err, size_t errlen);
 	/* Call fn for each sandbox of tenant (NULL: all) held by node (NULL:
 	 * any), only open ones when open_only, in creation order; the row is
 	 * a copy valid during the call, no query is open while fn runs (it

@@ -124,7 +124,7 @@ int pg_sbx_get(struct store *s, const char *id, const char *tenant, struct store
 int pg_sbx_set(struct store *s, const char *id, const char *node, enum sbx_row_state state, int64_t started_ms,
 	       int64_t ended_ms, int64_t timeout_at_ms, const char *reason, char *err, size_t errlen);
 int pg_sbx_move(struct store *s, const char *id, const char *from, enum sbx_row_state st, const char *to,
-		enum sbx_row_state to_st, const char *reason, char *err, size_t errlen);
+		enum sbx_row_state to_st, int64_t timeout_at_ms, const char *reason, char *err, size_t errlen);
 int pg_sbx_each(struct store *s, const char *tenant, const char *node, bool open_only,
 		int (*fn)(void *ctx, const struct store_sandbox *sb), void *ctx, char *err, size_t errlen);
 int pg_sbx_lost(struct store *s, const char *node, int64_t now_ms,

@@ -210,7 +210,7 @@ int pg_sbx_set(struct store *base, const char *id, const char *node, enum sbx_ro
 }
 
 int pg_sbx_move(struct store *base, const char *id, const char *from, enum sbx_row_state st, const char *to,
-		enum sbx_row_state to_st, const char *reason, char *err, size_t errlen)
+		enum sbx_row_state to_st, int64_t timeout_at_ms, const char *reason, char *err, size_t errlen)
 {
 	struct store_pg *s = backend(base);
 	const char *a = store_sbx_state_name(st), *b = store_sbx_state_name(to_st);
@@ -218,11 +218,13 @@ int pg_sbx_move(struct store *base, const char *id, const char *from, enum sbx_r
 		return errf(err, errlen, "store: sandbox %s: no state %d", id, (int)(a ? to_st : st));
 	if (pg_ensure(s, err, errlen) < 0)
 		return -1;
-	const char *const v[] = { id, from, a, to, b, reason };
+	char timeout[24];
+	const char *const v[] = { id, from, a, to, b, reason, time_param(timeout, sizeof(timeout), timeout_at_ms) };
 	PGresult *res = pg_exec_sql(s, "moving sandbox",
-				    "UPDATE sandboxes SET node = $4, state = $5, reason = coalesce($6::text, reason)"
+				    "UPDATE sandboxes SET node = $4, state = $5, reason = coalesce($6::text, reason),"
+				    " timeout_at_ms = coalesce($7::bigint, timeout_at_ms)"
 				    " WHERE id = $1 AND node = $2 AND state = $3",
-				    6, v, err, errlen);
+				    7, v, err, errlen);
 	if (!res)
 		return -1;
 	int rc = !strcmp(PQcmdTuples(res), "1");

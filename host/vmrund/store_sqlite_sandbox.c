@@ -32,8 +32,8 @@ const char *const store_sqlite_sbx_sql[SB_N] = {
 		   " ended_ms = coalesce(?5, ended_ms), timeout_at_ms = coalesce(?6, timeout_at_ms),"
 		   " reason = coalesce(?7, reason)"
 		   " WHERE id = ?1 AND state IN " STORE_SBX_OPEN " AND (?2 IS NULL OR node = ?2)",
-	[SB_MOVE] = "UPDATE sandboxes SET node = ?4, state = ?5, reason = coalesce(?6, reason)"
-		    " WHERE id = ?1 AND node = ?2 AND state = ?3",
+	[SB_MOVE] = "UPDATE sandboxes SET node = ?4, state = ?5, reason = coalesce(?6, reason),"
+		    " timeout_at_ms = coalesce(?7, timeout_at_ms) WHERE id = ?1 AND node = ?2 AND state = ?3",
 	/* One row per query, after the last one seen, as the runs' ST_EACH:
 	 * no read is open while the walk's callback runs. */
 	[SB_NEXT] = "SELECT " STORE_SBX_COLS " FROM sandboxes WHERE seq > ?1 AND (?2 IS NULL OR tenant = ?2)"
@@ -225,7 +225,7 @@ int sq_sbx_set(struct store *base, const char *id, const char *node, enum sbx_ro
 }
 
 int sq_sbx_move(struct store *base, const char *id, const char *from, enum sbx_row_state st, const char *to,
-		enum sbx_row_state to_st, const char *reason, char *err, size_t errlen)
+		enum sbx_row_state to_st, int64_t timeout_at_ms, const char *reason, char *err, size_t errlen)
 {
 	struct store_sqlite *s = backend(base);
 	const char *a = store_sbx_state_name(st), *b = store_sbx_state_name(to_st);
@@ -233,7 +233,7 @@ int sq_sbx_move(struct store *base, const char *id, const char *from, enum sbx_r
 		return errf(err, errlen, "state db: sandbox %s: no state %d", id, (int)(a ? to_st : st));
 	sqlite3_stmt *q = s->sbx[SB_MOVE];
 	if (sq_bind_text(q, 1, id) || sq_bind_text(q, 2, from) || sq_bind_text(q, 3, a) || sq_bind_text(q, 4, to) ||
-	    sq_bind_text(q, 5, b) || sq_bind_text(q, 6, reason))
+	    sq_bind_text(q, 5, b) || sq_bind_text(q, 6, reason) || bind_time(q, 7, timeout_at_ms))
 		return sq_bind_err(s, q, err, errlen);
 	int n = sq_step_write(s, q, err, errlen);
 	return n < 0 ? -1 : n == 1;

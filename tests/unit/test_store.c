@@ -527,7 +527,7 @@ static void sqlite_migrates_v1(void **state)
 	raw_names(spec, migrated, sizeof(migrated));
 	assert_string_equal(migrated, fresh);
 	assert_int_equal(s->ops->sbx_set(s, sb.id, "n", SBS_LOST, 0, 20, 0, "lost", err, sizeof(err)), 1);
-	assert_int_equal(s->ops->sbx_move(s, sb.id, "n", SBS_LOST, "", SBS_RESUMABLE, "from cp", err, sizeof(err)), 1);
+	assert_int_equal(s->ops->sbx_move(s, sb.id, "n", SBS_LOST, "", SBS_RESUMABLE, 0, "from cp", err, sizeof(err)), 1);
 	assert_int_equal(s->ops->sbx_get(s, sb.id, NULL, &got, err, sizeof(err)), 1);
 	assert_int_equal(got.state, SBS_RESUMABLE);
 	store_sandbox_free(&got);
@@ -2326,10 +2326,18 @@ static void sbx_move_parks_and_claims(void **state)
 	sbx_put(s, 1, a, n);
 	assert_int_equal(sbx_set(s, 1, n, SBS_PAUSED, 0, 0, 5000, NULL), 1);
 	/* only from the node and the state it is in */
-	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, m, SBS_PAUSED, "", SBS_PAUSED, "x", err, sizeof(err)), 0);
-	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, n, SBS_RUNNING, "", SBS_PAUSED, "x", err, sizeof(err)), 0);
-	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, n, SBS_PAUSED, "", SBS_PAUSED, "parked", err, sizeof(err)), 1);
+	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, m, SBS_PAUSED, "", SBS_PAUSED, 0, "x", err, sizeof(err)), 0);
+	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, n, SBS_RUNNING, "", SBS_PAUSED, 0, "x", err, sizeof(err)), 0);
+	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, n, SBS_PAUSED, "", SBS_PAUSED, 0, "parked", err, sizeof(err)), 1);
 	struct store_sandbox sb = sbx_get(s, 1);
+	assert_int_equal(sb.timeout_at_ms, 5000);   /* 0: kept */
+	store_sandbox_free(&sb);
+	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, "", SBS_PAUSED, "", SBS_PAUSED, 7000, NULL, err, sizeof(err)), 1);
+	sb = sbx_get(s, 1);
+	assert_int_equal(sb.timeout_at_ms, 7000);
+	store_sandbox_free(&sb);
+	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, "", SBS_PAUSED, "", SBS_PAUSED, 5000, NULL, err, sizeof(err)), 1);
+	sb = sbx_get(s, 1);
 	assert_string_equal(sb.node, "");
 	assert_int_equal(sb.state, SBS_PAUSED);
 	assert_string_equal(sb.reason, "parked");
@@ -2339,8 +2347,8 @@ static void sbx_move_parks_and_claims(void **state)
 	assert_int_equal(s->ops->sbx_lost(s, n, 1000, NULL, NULL, err, sizeof(err)), 0);
 	assert_int_equal(sbx_state_of(s, 1), SBS_PAUSED);
 	/* two claims: the first wins; NULL reason keeps it */
-	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, "", SBS_PAUSED, m, SBS_PAUSED, NULL, err, sizeof(err)), 1);
-	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, "", SBS_PAUSED, n, SBS_PAUSED, NULL, err, sizeof(err)), 0);
+	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, "", SBS_PAUSED, m, SBS_PAUSED, 0, NULL, err, sizeof(err)), 1);
+	assert_int_equal(s->ops->sbx_move(s, id_of(1).s, "", SBS_PAUSED, n, SBS_PAUSED, 0, NULL, err, sizeof(err)), 0);
 	sb = sbx_get(s, 1);
 	assert_string_equal(sb.node, m);
 	assert_string_equal(sb.reason, "parked");
@@ -2348,7 +2356,7 @@ static void sbx_move_parks_and_claims(void **state)
 	/* lost, then resumable on no node: open again (its tenant's place), not lost twice */
 	sbx_put(s, 2, a, n);
 	assert_int_equal(s->ops->sbx_lost(s, n, 1000, NULL, NULL, err, sizeof(err)), 1);
-	assert_int_equal(s->ops->sbx_move(s, id_of(2).s, n, SBS_LOST, "", SBS_RESUMABLE, "resumable", err, sizeof(err)),
+	assert_int_equal(s->ops->sbx_move(s, id_of(2).s, n, SBS_LOST, "", SBS_RESUMABLE, 0, "resumable", err, sizeof(err)),
 			 1);
 	assert_int_equal(s->ops->sbx_lost(s, n, 2000, NULL, NULL, err, sizeof(err)), 0);
 	sb = sbx_get(s, 2);
