@@ -152,7 +152,7 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ] && command -v setpriv >/dev/null; th
 		>/dev/null 2>&1 &
 	rlrun=$!
 	rcg=
-	for i in $(seq 150); do
+	for i in $(seq 600); do   # 60 s: a loaded emulated host boots slowly
 		rcg=$(ls -d "$dcg"/vmrun/*/ 2>/dev/null | head -n 1)
 		[ -n "$rcg" ] && grep -q . "$rcg/cgroup.procs" 2>/dev/null && break
 		sleep 0.1
