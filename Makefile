@@ -416,7 +416,7 @@ $(BUILD)/tests/two_runs: tests/vm/two_runs.c $(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(
 # Linux guests: directly where the local KVM runs them, else on emulated
 # KVM hosts, two side by side (scripts/vm-lanes.sh holds every suite's
 # limit; scripts/on-kvm-host.sh probes and says where, in one line).
-VM_SUITES_A := source e2e-warm jail agent net sandbox-session sandbox-pause sandbox-cluster
+VM_SUITES_A := source e2e-warm jail agent net sandbox-session sandbox-pause sandbox-cluster judge0
 VM_SUITES_B := e2e-cold snapshot runtimes virtio boot sandbox vmrund vmrund-sandbox
 vm-test: all payloads guest $(VM_TEST_BINS) $(PISTON_CLIENT)
 	@./scripts/vm-lanes.sh "$(VM_SUITES_A)" "$(VM_SUITES_B)"
@@ -440,6 +440,7 @@ $(PISTON_CLIENT):
 # store's conformance suite run against that server too.
 vmrund-test: all $(BUILD)/tests/test_store
 	@timeout -k 5 300 ./tests/vmrund/api.sh
+	@timeout -k 5 240 ./tests/vmrund/judge0.sh
 	@timeout -k 5 400 ./tests/vmrund/cluster.sh
 	@timeout -k 5 300 ./tests/vmrund/store_pg.sh $(BUILD)/tests/test_store
 
@@ -793,6 +794,20 @@ $(BUILD)/fuzz/seeds-request.stamp: $(wildcard tests/fuzz/seeds-request/*)
 	cp tests/fuzz/seeds-request/* $(BUILD)/fuzz/seeds-request/
 	@touch $@
 
+# Judge0's submissions, fields, tokens and base64 (client input), and the
+# view of a run whatever its result's shape.
+FUZZ_JUDGE0_SRCS := $(FUZZ_REQUEST_SRCS) host/vmrund/judge0.c host/vmrund/judge0_submission.c \
+	host/vmrund/judge0_view.c host/run/utf8.c
+$(BUILD)/fuzz/fuzz_judge0: tests/fuzz/fuzz_judge0.c $(FUZZ_JUDGE0_SRCS) $(wildcard host/run/*.h host/vmrund/*.h \
+		guest-agent/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_judge0.c $(FUZZ_JUDGE0_SRCS) \
+		-ljansson -lidn2 -lcrypto -lm -o $@
+$(BUILD)/fuzz/seeds-judge0.stamp: $(wildcard tests/fuzz/seeds-judge0/*)
+	@rm -rf $(BUILD)/fuzz/seeds-judge0 && mkdir -p $(BUILD)/fuzz/seeds-judge0
+	cp tests/fuzz/seeds-judge0/* $(BUILD)/fuzz/seeds-judge0/
+	@touch $@
+
 # Seeds: two small manifests, one of each kind of line.
 $(BUILD)/fuzz/seeds-manifest.stamp: $(wildcard tests/fuzz/seeds-manifest/*)
 	@rm -rf $(BUILD)/fuzz/seeds-manifest && mkdir -p $(BUILD)/fuzz/seeds-manifest
@@ -815,7 +830,8 @@ $(BUILD)/fuzz/seeds-loader.stamp: $(BUILD)/fuzz/mkseeds_loader $(wildcard $(BUIL
 	@touch $@
 
 FUZZ_SEEDS := $(BUILD)/fuzz/seeds-loader.stamp $(BUILD)/fuzz/seeds-request.stamp $(BUILD)/fuzz/seeds-proxy_request.stamp \
-	$(BUILD)/fuzz/seeds-tls_sni.stamp $(BUILD)/fuzz/seeds-manifest.stamp $(BUILD)/fuzz/seeds-park.stamp
+	$(BUILD)/fuzz/seeds-tls_sni.stamp $(BUILD)/fuzz/seeds-manifest.stamp $(BUILD)/fuzz/seeds-park.stamp \
+	$(BUILD)/fuzz/seeds-judge0.stamp
 
 fuzz-smoke: $(FUZZ_BINS) $(FUZZ_SEEDS)
 	@./tests/fuzz/run.sh $(FUZZ_SMOKE_TIME) $(BUILD) $(FUZZ_BINS)

@@ -155,5 +155,6 @@ void run_spec_free(struct run_spec *rq)
 		free(rq->env[i]);
 	free(rq->env);
 	free(rq->net);
+	json_decref(rq->client);
 	memset(rq, 0, sizeof(*rq));
 }

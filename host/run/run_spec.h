@@ -23,6 +23,11 @@
  *    "compile": {"timeout_s", "memory_mib", "cpu_time_ms"},   source mode
  *    "run":     {"timeout_s", "memory_mib", "cpu_time_ms"},   source mode
  *    "keep_artifacts": false,
+ *    "client": {...},                    what the API that accepted the run
+ *                                       keeps with it for its own answers
+ *                                       (Judge0's language id and expected
+ *                                       output): any object, stored with
+ *                                       the request, never seen by the run
  *    "network": {"allow": ["pypi.org", "*.pythonhosted.org:443"],
  *                "allow_addr": ["10.1.2.0/24:3128"]}}
  *                                       what the run's proxy may dial, as
@@ -70,6 +75,7 @@
 #define RUN_SPEC_NAME_MAX       64          /* a runtime's name or version selector */
 #define RUN_SPEC_CHECKPOINT_MAX 100         /* "SANDBOX_ID/NAME": 32 hex, '/', 64 */
 #define RUN_SPEC_NODE_MAX       64          /* a node's name, as the store keeps it */
+#define RUN_SPEC_MAX_CLIENT_BYTES (4u << 20) /* "client", as compact JSON */
 #define RUN_SPEC_MAX_NET_RULES  64          /* allow and allow_addr in all: the proxy's PROXY_RULES_MAX */
 
 struct run_spec_file {
@@ -114,6 +120,7 @@ struct run_spec {
 	char from_checkpoint[RUN_SPEC_CHECKPOINT_MAX];
 	char expect_digest[65];
 	char checkpoint_node[RUN_SPEC_NODE_MAX];
+	json_t *client;               /* "client" (a reference held), or NULL */
 };
 
 /* Parse a native body into rq (zeroed first). Returns 0, or -1 with a

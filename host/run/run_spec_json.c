@@ -633,11 +633,22 @@ static int get_checkpoint(const json_t *body, struct run_spec *rq, char *err, si
 	return 0;
 }
 
+/* "client": the front end's own, kept whole; only its size is ours to cap. */
+static int get_client(const json_t *v, struct run_spec *rq, char *err, size_t errlen)
+{
+	if (!json_is_object(v))
+		return errf(err, errlen, "client: must be an object");
+	if (json_dumpb(v, NULL, 0, JSON_COMPACT) > RUN_SPEC_MAX_CLIENT_BYTES)
+		return errf(err, errlen, "client: more than %u bytes", RUN_SPEC_MAX_CLIENT_BYTES);
+	rq->client = json_incref((json_t *)v);
+	return 0;
+}
+
 static int parse_body(const json_t *body, bool sandbox, struct run_spec *rq, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "runtime", "argv",   "files",   "args", "stdin",          "stdin_encoding",
 					    "env",     "limits", "compile", "run",  "keep_artifacts", "network",
-					    "from_checkpoint", "expect_digest", "checkpoint_node", NULL };
+					    "from_checkpoint", "expect_digest", "checkpoint_node", "client", NULL };
 	static const char *const sandbox_keys[] = { "runtime", "env", "limits", "network", NULL };
 	if (!json_is_object(body))
 		return errf(err, errlen, "the request must be a JSON object");
@@ -675,6 +686,8 @@ static int parse_body(const json_t *body, bool sandbox, struct run_spec *rq, cha
 	if ((v = json_object_get(body, "network")) && get_network(v, rq, err, errlen))
 		return -1;
 	if (get_checkpoint(body, rq, err, errlen))
+		return -1;
+	if ((v = json_object_get(body, "client")) && get_client(v, rq, err, errlen))
 		return -1;
 	if (sandbox && rq->timeout_s)
 		return errf(err, errlen, "limits.timeout_s: a sandbox's life is its own timeout_s, not a run's limit");
@@ -887,6 +900,8 @@ static bool fill_json(json_t *o, const struct run_spec *rq)
 	if (rq->expect_digest[0] && !put(o, "expect_digest", json_string(rq->expect_digest)))
 		return false;
 	if (rq->checkpoint_node[0] && !put(o, "checkpoint_node", json_string(rq->checkpoint_node)))
+		return false;
+	if (rq->client && json_object_set(o, "client", rq->client))
 		return false;
 	return !rq->keep_artifacts || put(o, "keep_artifacts", json_true());
 }

@@ -1,5 +1,5 @@
-/* What the two APIs (api_v1.c, the native one; api_piston.c, Piston's
- * v2) share, and their entry points, which http.c routes to. Apart from
+/* What the APIs (api_v1.c, the native one; api_piston.c, Piston's v2;
+ * api_judge0.c, Judge0's) share, and their entry points, which http.c routes to. Apart from
  * http.h so that the HTTP layer's header knows no handler. */
 #ifndef VMRUND_API_H
 #define VMRUND_API_H
@@ -49,5 +49,6 @@ void api_sandbox_upload_free(struct api_upload *u);
 /* Endpoints. path is past the prefix ("/v1", "/api/v2"). Each answers. */
 enum MHD_Result api_v1(struct http_req *r, const char *path);
 enum MHD_Result api_piston(struct http_req *r, const char *path);
+enum MHD_Result api_judge0(struct http_req *r, const char *path);   /* path past judge0_prefix */
 
 #endif

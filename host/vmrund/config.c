@@ -34,6 +34,8 @@ void config_defaults(struct vmrund_config *c)
 	 * hold no more than that many of their threads */
 	c->max_streams_per_tenant = 32;
 	c->wait_max_s = 300;
+	snprintf(c->judge0_prefix, sizeof(c->judge0_prefix), "/judge0");
+	judge0_config_defaults(&c->judge0);
 	c->retention_s = 86400;
 	/* A week: clients read a result within minutes, the audit log keeps
 	 * every run's record for good, and the store stays bounded by a
@@ -207,6 +209,20 @@ static int apply(struct vmrund_config *c, const char *k, const char *v, char *er
 		c->snapshot_per_tenant = !strcmp(v, "tenant");
 		return 0;
 	}
+	if (!strcmp(k, "judge0_prefix")) {
+		/* a path of its own: not one the other APIs answer under */
+		size_t n = strlen(v);
+		if (n && (v[0] != '/' || n >= sizeof(c->judge0_prefix) || v[n - 1] == '/' ||
+			  strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/_-.") != n ||
+			  strstr(v, "//") || !strncmp(v, "/v1", 3) || !strncmp(v, "/api", 4) ||
+			  !strcmp(v, "/metrics") || !strncmp(v, "/healthz", 8) || !strncmp(v, "/readyz", 7)))
+			return errf(err, errlen, "judge0_prefix: a path such as /judge0 (not /v1, /api...), or nothing");
+		snprintf(c->judge0_prefix, sizeof(c->judge0_prefix), "%s", v);
+		return 0;
+	}
+	int j = judge0_config_set(&c->judge0, k, v, err, errlen);
+	if (j)
+		return j < 0 ? -1 : 0;
 	if (!strcmp(k, "anonymous_from")) {
 		if (strcmp(v, "loopback") && strcmp(v, "any"))
 			return errf(err, errlen, "anonymous_from: loopback or any");

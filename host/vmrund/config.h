@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "judge0.h"
+
 #define VMRUND_CONFIG_PATH "/etc/vmrun/vmrund.conf"
 
 struct vmrund_config {
@@ -59,6 +61,10 @@ struct vmrund_config {
 	 * for any node to resume (docs/sandboxes.md); "" none: a sandbox
 	 * lives and pauses on the node that made it */
 	char snapshot_dir[PATH_MAX];
+	/* Judge0's API under this prefix ("/judge0"; "" none), and its
+	 * configuration variables (judge0_* keys, Judge0's names) */
+	char judge0_prefix[JUDGE0_PREFIX_MAX];
+	struct judge0_config judge0;
 };
 
 /* The defaults, before any file. */

@@ -335,6 +335,16 @@ int vmrund_fetch_run(struct vmrund *d, const char *id)
 	return rc;
 }
 
+int vmrund_count_runs(struct vmrund *d, uint64_t states[RS_COUNT], unsigned *running_here, char *err,
+		      size_t errlen)
+{
+	pthread_mutex_lock(&d->lock);
+	int rc = d->store->ops->count(d->store, states, err, errlen);
+	*running_here = vmrund_running_here(d);
+	pthread_mutex_unlock(&d->lock);
+	return rc < 0 ? -1 : 0;
+}
+
 char *vmrund_metrics_text(struct vmrund *d, char *err, size_t errlen)
 {
 	uint64_t states[RS_COUNT] = { 0 };

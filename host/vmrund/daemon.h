@@ -158,6 +158,10 @@ int vmrund_get_run_output(struct vmrund *d, const char *id, bool want_output, st
 /* vmrund_fetch, with the lock taken around it. */
 int vmrund_fetch_run(struct vmrund *d, const char *id);
 
+/* The store's count of runs by state, and how many run on this node, in one hold of the lock: 0, -1 err. */
+int vmrund_count_runs(struct vmrund *d, uint64_t states[RS_COUNT], unsigned *running_here, char *err,
+		      size_t errlen);
+
 /* /metrics' text, the store's counts and this node's, in one hold of the lock: the caller frees it; NULL, err. */
 char *vmrund_metrics_text(struct vmrund *d, char *err, size_t errlen);
 

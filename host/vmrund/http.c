@@ -151,13 +151,20 @@ static bool from_loopback(struct MHD_Connection *c)
 	return false;
 }
 
-/* The tenant, or an answer already sent (401, 429): -1. */
-static int authenticate(struct http_req *r)
+/* The tenant, or an answer already sent (401, 429): -1. Judge0's
+ * clients send their key as X-Auth-Token (judge0 true under its prefix). */
+static int authenticate(struct http_req *r, bool judge0)
 {
 	struct vmrund *d = r->d;
 	const char *auth = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	const char *token = judge0 ? MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Auth-Token") : NULL;
 	int t;
-	if (auth) {
+	if (token && !auth) {
+		if ((t = tenants_by_key(&d->ts, token)) < 0) {
+			http_error(r, 401, 0, "unknown API key");
+			return -1;
+		}
+	} else if (auth) {
 		if (strncasecmp(auth, "Bearer ", 7) || (t = tenants_by_key(&d->ts, auth + 7)) < 0) {
 			http_error(r, 401, 0, "unknown API key");
 			return -1;
@@ -207,11 +214,14 @@ static enum MHD_Result route(struct http_req *r)
 	if (!strcmp(p, "/metrics"))
 		return strcmp(r->method, "GET") ? http_error(r, 405, 0, "only GET here") : metrics(r);
 	bool v1 = !strncmp(p, "/v1/", 4), v2 = !strncmp(p, "/api/v2/", 8);
-	if (!v1 && !v2)
+	const char *j0 = r->d->cfg.judge0_prefix;
+	size_t j0len = strlen(j0);
+	bool judge0 = j0len && !strncmp(p, j0, j0len) && (!p[j0len] || p[j0len] == '/');
+	if (!v1 && !v2 && !judge0)
 		return http_error(r, 404, 0, "no such endpoint: %.200s", p);
-	if ((r->tenant = authenticate(r)) < 0)
+	if ((r->tenant = authenticate(r, judge0)) < 0)
 		return MHD_YES;
-	return v1 ? api_v1(r, p + 3) : api_piston(r, p + 7);
+	return v1 ? api_v1(r, p + 3) : v2 ? api_piston(r, p + 7) : api_judge0(r, p + j0len);
 }
 
 /* ---- requests ---------------------------------------------------------------- */
@@ -232,7 +242,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*con_cls = cs;
 		if (api_sandbox_is_upload(method, url)) {
 			cs->upload = true;
-			if ((cs->tenant = r.tenant = authenticate(&r)) < 0)
+			if ((cs->tenant = r.tenant = authenticate(&r, false)) < 0)
 				return MHD_YES;
 			return api_sandbox_upload_begin(&r, &cs->up);
 		}

@@ -2,7 +2,9 @@
 """make bench-vmrund: vmrund's figures, printed and never asserted.
 
   vmrund.py api                 p50/p99 of requests denied before any VM
-                                (no key: 401; an unknown runtime: 400), on
+                                (no key: 401; an unknown runtime: 400;
+                                Judge0's API: a 422 and a token not
+                                found), on
                                 one kept-alive connection and on fresh ones
   vmrund.py overload            queue latency at 4x overload, with the
                                 stand-in worker (0.5 s runs, 2 slots)
@@ -74,6 +76,12 @@ def api(tmp):
         for name, method, path, body, key, want in [
             ("no key (401)", "GET", "/v1/runs/" + "0" * 32, None, False, 401),
             ("unknown runtime (400)", "POST", "/v1/runs", {"runtime": "cobol", "argv": ["x"]}, True, 400),
+            # Judge0's API: a submission refused by its checks, a token
+            # looked up in the store
+            ("judge0 language (422)", "POST", "/judge0/submissions?base64_encoded=false",
+             {"source_code": "x", "language_id": 9999}, True, 422),
+            ("judge0 token (404)", "GET", "/judge0/submissions/" + "00000000-0000-0000-0000-000000000000", None, True,
+             404),
         ]:
             for mode in ("kept-alive", "fresh"):
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)

@@ -449,6 +449,31 @@ static void snapshot_scope(void **state)
 	refused("snapshot_scope =", "snapshot_scope: shared or tenant");
 }
 
+/* Judge0's API: its prefix, and Judge0's own configuration variables. */
+static void judge0(void **state)
+{
+	(void)state;
+	struct vmrund_config c;
+	assert_int_equal(parse(&c, ""), 0);
+	assert_string_equal(c.judge0_prefix, "/judge0");
+	assert_true(c.judge0.cpu_time_limit == 5);
+	assert_int_equal(parse(&c, "judge0_prefix = /judge/ce\njudge0_cpu_time_limit = 2\njudge0_max_file_size = 512"), 0);
+	assert_string_equal(c.judge0_prefix, "/judge/ce");
+	assert_true(c.judge0.cpu_time_limit == 2);
+	assert_int_equal(c.judge0.max_file_size, 512);
+	assert_int_equal(parse(&c, "judge0_prefix ="), 0);
+	assert_string_equal(c.judge0_prefix, "");
+	refused("judge0_prefix = /v1/judge0", "judge0_prefix: a path");
+	refused("judge0_prefix = /api", "judge0_prefix: a path");
+	refused("judge0_prefix = judge0", "judge0_prefix: a path");
+	refused("judge0_prefix = /judge0/", "judge0_prefix: a path");
+	refused("judge0_prefix = /a//b", "judge0_prefix: a path");
+	refused("judge0_prefix = /", "judge0_prefix: a path");
+	refused("judge0_wall_time_limit = 0.5", "judge0_wall_time_limit: a number from 1 to 3600");
+	refused("judge0_max_number_of_runs = 20", "judge0_max_number_of_runs: a whole number from 1 to 1");
+	refused("judge0_nonsense = 1", "unknown key");
+}
+
 /* The retention sweep: every minute, sooner for a short run_retention_s
  * (a quarter of it), never more than once a second. */
 static void retention_every(void **state)
@@ -547,6 +572,7 @@ int main(void)
 		cmocka_unit_test(slots),
 		cmocka_unit_test(node_size),
 		cmocka_unit_test(snapshot_scope),
+		cmocka_unit_test(judge0),
 		cmocka_unit_test(retention_every),
 	};
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);

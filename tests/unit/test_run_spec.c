@@ -161,6 +161,7 @@ static void refuses_types(void **state)
 	refused("{\"argv\": [\"x\"], \"limits\": {\"memory_mib\": 1048577}}", "limits.memory_mib: must be at most");
 	refused("{\"argv\": [\"x\"], \"limits\": {\"cpus\": true}}", "limits.cpus: must be a whole number");
 	refused("{\"argv\": [\"x\"], \"limits\": {\"max_output\": 1e300}}", "limits.max_output: must be at most");
+	refused("{\"argv\": [\"x\"], \"client\": \"judge0\"}", "client: must be an object");
 	const char *src = "{\"runtime\": \"c\", \"files\": [{\"name\": \"a\", \"content\": \"\"}], ";
 	char text[256];
 	snprintf(text, sizeof(text), "%s\"run\": {\"memory\": 1}}", src);

@@ -1,0 +1,397 @@
+/* Judge0 CE 1.13.1's API under judge0_prefix (docs/judge0.md; the
+ * translation is judge0.h's). A submission is a run of the native API:
+ * its token is the run's id as a UUID, and GET /v1/runs/ID shows it in
+ * full. Judge0's error bodies are {"error": ...} (400, 503) or the
+ * model's {"field": [...]} (422); its clients show them as they are. */
+#include "api.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "daemon.h"
+#include "judge0.h"
+#include "spool.h"
+
+static enum MHD_Result j0_error(struct http_req *r, unsigned status, const char *msg)
+{
+	json_t *o = json_object();
+	if (o)
+		json_object_set_new(o, "error", json_string(msg));
+	return http_json(r, status, o);
+}
+
+static const char *query(struct http_req *r, const char *key)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+/* set_base64_encoded: 1.13.1 reads base64 unless told "false". */
+static bool base64_of(struct http_req *r)
+{
+	const char *q = query(r, "base64_encoded");
+	if (r->d->cfg.judge0.disable_implicit_base64_encoding)
+		return q && !strcmp(q, "true");
+	return !q || strcmp(q, "false");
+}
+
+/* ?fields=: the mask, or false after answering 400. */
+static bool fields_of(struct http_req *r, uint64_t *mask)
+{
+	char invalid[300], msg[340];
+	if (!judge0_fields(query(r, "fields"), mask, invalid, sizeof(invalid)))
+		return true;
+	snprintf(msg, sizeof(msg), "invalid fields: [%s]", invalid);
+	j0_error(r, 400, msg);
+	return false;
+}
+
+/* X-Auth-User (Judge0's authorization header) must be a key of the
+ * tenant asking: what the listing endpoints need. */
+static bool authorized(struct http_req *r)
+{
+	const char *user = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Auth-User");
+	return user && tenants_by_key(&r->d->ts, user) == r->tenant;
+}
+
+/* ---- a submission's view ------------------------------------------------------ */
+
+/* The tenant's run of token, shown with mask: the view (200), NULL with
+ * *status 404 (none), 400 (not UTF-8) or 500. */
+static json_t *view_of(struct http_req *r, const char *token, uint64_t mask, bool b64, unsigned *status)
+{
+	char id[33];
+	struct store_run run;
+	bool fetched = false;
+	*status = 404;
+	if (!judge0_token_id(token, id))
+		return NULL;
+	int found = vmrund_get_run_output(r->d, id, true, &run, &fetched);
+	if (found != 1)
+		return *status = found < 0 ? 500 : 404, NULL;
+	if (strcmp(run.tenant, r->d->ts.t[r->tenant].name)) {
+		store_run_free(&run);
+		return NULL;
+	}
+	json_t *request = run.request ? json_loads(run.request, 0, NULL) : NULL;
+	json_t *result = spool_result_parse(run.result);
+	char path[PATH_MAX], *output[2] = { NULL, NULL };
+	if (fetched) {
+		vmrund_run_path(r->d, id, SPOOL_OUTPUT, path, sizeof(path));
+		spool_output_text(path, output);
+	}
+	struct judge0_run jr = {
+		.id = id, .state = run.state == RS_QUEUED ? 0 : run.state == RS_RUNNING ? 1 : 2,
+		.request = request, .result = json_is_object(result) ? result : NULL,
+		.output = { output[0] && output[1] ? output[0] : NULL, output[0] && output[1] ? output[1] : NULL },
+		.message = run.message, .created_ms = run.created_ms, .started_ms = run.started_ms,
+		.finished_ms = run.finished_ms, .node = run.node, .rts = r->d->rts, .nrts = r->d->nrts,
+	};
+	bool not_utf8 = false;
+	json_t *v = judge0_view(&jr, mask, b64, &not_utf8);
+	*status = !v ? 500 : not_utf8 ? 400 : 200;
+	if (not_utf8) {
+		json_decref(v);
+		v = NULL;
+	}
+	free(output[0]);
+	free(output[1]);
+	json_decref(result);
+	json_decref(request);
+	store_run_free(&run);
+	return v;
+}
+
+static enum MHD_Result answer_view(struct http_req *r, const char *token, unsigned ok_status, uint64_t mask,
+				   bool b64)
+{
+	unsigned status;
+	json_t *v = view_of(r, token, mask, b64, &status);
+	if (v)
+		return http_json(r, ok_status, v);
+	if (status == 400)
+		return j0_error(r, 400, "some attributes for this submission cannot be converted to UTF-8, use "
+					"base64_encoded=true query parameter");
+	return j0_error(r, status, status == 404 ? "submission not found" : "the store could not be read");
+}
+
+/* ---- creating ---------------------------------------------------------------------- */
+
+/* One submission queued: 0 with its id; else -1 with *errors (422's
+ * body) or *answer set (a refusal of the service: 503 and the rest). */
+static int submit_one(struct http_req *r, const json_t *body, bool b64, char id[SCHED_ID_MAX], json_t **errors,
+		      struct vmrund_answer *answer)
+{
+	struct run_spec rq;
+	*errors = NULL;
+	answer->status = 0;
+	if (judge0_submission(body, b64, &r->d->cfg.judge0, r->d->rts, r->d->nrts, &rq, errors))
+		return -1;
+	*answer = vmrund_submit(r->d, (unsigned)r->tenant, &rq, NULL, id);
+	run_spec_free(&rq);
+	return answer->status == 202 ? 0 : -1;
+}
+
+/* The service's refusal in Judge0's words: its queue is full (503) for
+ * every limit of the queue, the tenant's or the node's. */
+static enum MHD_Result refusal(struct http_req *r, const struct vmrund_answer *a)
+{
+	bool full = a->status == 429 || a->status == 503;
+	json_t *o = json_object();
+	if (o) {
+		json_object_set_new(o, "error", json_string(full ? "queue is full" : a->message));
+		if (full)
+			json_object_set_new(o, "message", json_string(a->message));
+	}
+	return http_json(r, full ? 503 : a->status, o);
+}
+
+static enum MHD_Result create(struct http_req *r)
+{
+	const char *w = query(r, "wait");
+	bool wait = w && !strcmp(w, "true"), b64 = base64_of(r);
+	uint64_t mask;
+	if (wait && !r->d->cfg.judge0.enable_wait_result)
+		return j0_error(r, 400, "wait not allowed");
+	if (!fields_of(r, &mask))
+		return MHD_YES;
+	json_t *body = http_body_json(r);
+	if (!body)
+		return MHD_YES;
+	/* a wait holds this connection's thread: one of the tenant's
+	 * places, taken before anything is queued */
+	if (wait && !http_stream_begin(r)) {
+		json_decref(body);
+		return MHD_YES;
+	}
+	char id[SCHED_ID_MAX], token[JUDGE0_TOKEN_LEN + 1];
+	json_t *errors;
+	struct vmrund_answer a;
+	int rc = submit_one(r, body, b64, id, &errors, &a);
+	json_decref(body);
+	enum MHD_Result res;
+	if (rc && errors)
+		res = http_json(r, 422, errors);
+	else if (rc)
+		res = a.status ? refusal(r, &a) : j0_error(r, 500, "out of memory");
+	else {
+		judge0_token(id, token);
+		/* wait=true: the whole submission once it ends (as it is after
+		 * wait_max_s: a client's poll finds the rest) */
+		if (wait)
+			vmrund_wait(r->d, id, clock_mono_ms() + (int64_t)r->d->cfg.wait_max_s * 1000);
+		res = wait ? answer_view(r, token, 201, mask, b64)
+			   : http_json(r, 201, json_pack("{ss}", "token", token));
+	}
+	if (wait)
+		vmrund_stream_end(r->d, (unsigned)r->tenant);
+	return res;
+}
+
+/* ---- batches --------------------------------------------------------------------------- */
+
+static bool batch_size_ok(struct http_req *r, size_t n)
+{
+	char msg[160];
+	if (!n)
+		return j0_error(r, 400, "there should be at least one submission in a batch"), false;
+	if (n > (size_t)r->d->cfg.judge0.max_submission_batch_size) {
+		snprintf(msg, sizeof(msg), "number of submissions in a batch should be less than or equal to %ld",
+			 r->d->cfg.judge0.max_submission_batch_size);
+		return j0_error(r, 400, msg), false;
+	}
+	return true;
+}
+
+/* Each submission's token or its errors; 201 when any was queued. */
+static enum MHD_Result batch_create(struct http_req *r)
+{
+	bool b64 = base64_of(r), any = false;
+	json_t *body = http_body_json(r);
+	if (!body)
+		return MHD_YES;
+	const json_t *subs = json_object_get(body, "submissions");
+	if (!batch_size_ok(r, json_is_array(subs) ? json_array_size(subs) : 0)) {
+		json_decref(body);
+		return MHD_YES;
+	}
+	json_t *out = json_array();
+	for (size_t i = 0; out && i < json_array_size(subs); i++) {
+		char id[SCHED_ID_MAX], token[JUDGE0_TOKEN_LEN + 1];
+		json_t *errors, *item;
+		struct vmrund_answer a;
+		if (!submit_one(r, json_array_get(subs, i), b64, id, &errors, &a)) {
+			judge0_token(id, token);
+			item = json_pack("{ss}", "token", token);
+			any = true;
+		} else {
+			item = errors ? errors : json_pack("{s[s]}", "error", a.status == 429 || a.status == 503 ?
+									       "queue is full" : a.status ? a.message :
+									       "out of memory");
+		}
+		if (!item || json_array_append_new(out, item)) {
+			json_decref(out);
+			out = NULL;
+		}
+	}
+	json_decref(body);
+	if (!out)
+		return j0_error(r, 500, "out of memory");
+	return http_json(r, any ? 201 : 422, out);
+}
+
+/* tokens=a,b (a query parameter, or Judge0's "tokens" header too). */
+static enum MHD_Result batch_show(struct http_req *r)
+{
+	const char *list = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "tokens");
+	bool b64 = base64_of(r);
+	uint64_t mask;
+	if (!list)
+		list = query(r, "tokens");
+	if (!fields_of(r, &mask))
+		return MHD_YES;
+	char *copy = strdup(list ? list : "");
+	if (!copy)
+		return j0_error(r, 500, "out of memory");
+	/* Ruby's to_s.strip.split(","): empty ones at the end dropped */
+	size_t n = 0, len = strlen(copy);
+	while (len && strchr(" \t\r\n,", copy[len - 1]))
+		copy[--len] = '\0';
+	for (size_t i = 0; len && i <= len; i++)
+		n += copy[i] == ',' || copy[i] == '\0';
+	if (!batch_size_ok(r, n)) {
+		free(copy);
+		return MHD_YES;
+	}
+	json_t *subs = json_array();
+	char *save = NULL;
+	for (char *t = copy; subs && n--; t = NULL) {
+		char *tok = strtok_r(t, ",", &save);
+		unsigned status;
+		json_t *v = tok ? view_of(r, tok, mask, b64, &status) : NULL;
+		if (!v && tok && status == 400) {
+			json_decref(subs);
+			free(copy);
+			return j0_error(r, 400, "some attributes for one or more submissions cannot be converted to "
+						"UTF-8, use base64_encoded=true query parameter");
+		}
+		if (json_array_append_new(subs, v ? v : json_null())) {
+			json_decref(subs);
+			subs = NULL;
+		}
+	}
+	free(copy);
+	return subs ? http_json(r, 200, json_pack("{so}", "submissions", subs)) : j0_error(r, 500, "out of memory");
+}
+
+/* ---- the rest ------------------------------------------------------------------------------ */
+
+static enum MHD_Result submissions(struct http_req *r, const char *p)
+{
+	if (!strcmp(p, "") || !strcmp(p, "/")) {
+		if (!strcmp(r->method, "POST"))
+			return create(r);
+		if (strcmp(r->method, "GET"))
+			return j0_error(r, 405, "only GET and POST here");
+		if (!authorized(r))
+			return j0_error(r, 403, "X-Auth-User: a key of this tenant is required to list submissions");
+		return j0_error(r, 501, "listing submissions is not served yet: GET /v1/runs lists the runs");
+	}
+	if (!strcmp(p, "/batch")) {
+		if (!r->d->cfg.judge0.enable_batched_submissions)
+			return j0_error(r, 400, "batched submissions are not allowed");
+		return !strcmp(r->method, "POST") ? batch_create(r)
+		       : !strcmp(r->method, "GET") ? batch_show(r) : j0_error(r, 405, "only GET and POST here");
+	}
+	const char *token = p + 1;
+	if (!strcmp(r->method, "DELETE"))
+		return !authorized(r) ? j0_error(r, 403, "X-Auth-User: a key of this tenant is required")
+				      : j0_error(r, 400, "delete not allowed");
+	if (strcmp(r->method, "GET"))
+		return j0_error(r, 405, "only GET and DELETE here");
+	uint64_t mask;
+	if (!fields_of(r, &mask))
+		return MHD_YES;
+	return answer_view(r, token, 200, mask, base64_of(r));
+}
+
+static enum MHD_Result languages(struct http_req *r, const char *p)
+{
+	if (!strcmp(p, "") || !strcmp(p, "/all"))
+		return http_json(r, 200, judge0_languages(r->d->rts, r->d->nrts, *p != '\0'));
+	char *end;
+	long id = strtol(p + 1, &end, 10);
+	json_t *l = *end || end == p + 1 ? NULL : judge0_language(r->d->rts, r->d->nrts, id);
+	return l ? http_json(r, 200, l) : j0_error(r, 404, "no such language");
+}
+
+/* lscpu's and free's few lines that Judge0's system_info shows. */
+static json_t *system_info(void)
+{
+	struct utsname u;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	char cpus_s[32], mem[32];
+	snprintf(cpus_s, sizeof(cpus_s), "%ld", cpus);
+	snprintf(mem, sizeof(mem), "%.1fGi", (double)pages * (double)psize / (1024.0 * 1024 * 1024));
+	uname(&u);
+	return json_pack("{ss ss ss}", "Architecture", u.machine, "CPU(s)", cpus_s, "Mem", mem);
+}
+
+static enum MHD_Result workers(struct http_req *r)
+{
+	uint64_t states[RS_COUNT];
+	unsigned here;
+	char err[300];
+	if (vmrund_count_runs(r->d, states, &here, err, sizeof(err)))
+		return j0_error(r, 500, err);
+	unsigned slots = r->d->slots;
+	return http_json(r, 200,
+			 json_pack("[{ss sI sI sI sI sI sI}]", "queue", JUDGE0_VERSION, "size",
+				   (json_int_t)states[RS_QUEUED], "available", (json_int_t)slots, "idle",
+				   (json_int_t)(here < slots ? slots - here : 0), "working", (json_int_t)here, "paused",
+				   (json_int_t)0, "failed", (json_int_t)0));
+}
+
+static enum MHD_Result get_only(struct http_req *r, const char *p)
+{
+	if (!strcmp(p, "/statuses"))
+		return http_json(r, 200, judge0_statuses());
+	if (!strcmp(p, "/config_info"))
+		return http_json(r, 200, judge0_config_info(&r->d->cfg.judge0, r->d->cfg.queue_max));
+	if (!strcmp(p, "/about"))
+		return http_json(r, 200, json_pack("{ss ss ss ss}", "version", JUDGE0_VERSION, "homepage",
+						   "https://github.com/vmrun/vmrun", "source_code",
+						   "https://github.com/vmrun/vmrun", "maintainer", "vmrun"));
+	if (!strcmp(p, "/version"))
+		return http_bytes(r, 200, "text/plain", JUDGE0_VERSION, strlen(JUDGE0_VERSION));
+	if (!strcmp(p, "/isolate")) {
+		static const char text[] = "vmrun: each submission in its own KVM microVM, not isolate\n";
+		return http_bytes(r, 200, "text/plain", text, sizeof(text) - 1);
+	}
+	if (!strcmp(p, "/system_info"))
+		return http_json(r, 200, system_info());
+	if (!strcmp(p, "/workers"))
+		return workers(r);
+	return j0_error(r, 404, "no such endpoint");
+}
+
+enum MHD_Result api_judge0(struct http_req *r, const char *p)
+{
+	if (!strncmp(p, "/submissions", 12) && (!p[12] || p[12] == '/'))
+		return submissions(r, p + 12);
+	if (!strcmp(p, "/authenticate") || !strcmp(p, "/authorize")) {
+		if (strcmp(r->method, "POST"))
+			return j0_error(r, 405, "only POST here");
+		if (!strcmp(p, "/authorize") && !authorized(r))
+			return j0_error(r, 403, "X-Auth-User: not a key of this tenant");
+		return http_bytes(r, 200, "text/plain", "", 0);
+	}
+	if (strcmp(r->method, "GET"))
+		return j0_error(r, 405, "only GET here");
+	if (!strncmp(p, "/languages", 10) && (!p[10] || p[10] == '/'))
+		return languages(r, p + 10);
+	return get_only(r, p);
+}

@@ -1,0 +1,444 @@
+/* Judge0 compatibility (host/vmrund/judge0.c, judge0_submission.c,
+ * judge0_view.c): the configuration, languages, statuses, tokens, Ruby's
+ * base64, a submission's checks and translation, fields, the verdict as
+ * Judge0 chooses it and the submission's view. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "judge0.h"
+
+static const struct runtime rts[] = {
+	{ .name = "c", .version = "12.2.0", .extension = "c", .compile = "gcc -O2 -o /tmp/prog {files} -lm",
+	  .run = "/tmp/prog {args}" },
+	{ .name = "python", .version = "3.11.2", .extension = "py", .run = "python3 {file} {args}" },
+};
+#define NRTS 2
+
+static struct judge0_config cfg;
+
+static int setup(void **state)
+{
+	(void)state;
+	judge0_config_defaults(&cfg);
+	return 0;
+}
+
+/* ---- configuration ---- */
+
+static void config_keys(void **state)
+{
+	(void)state;
+	char err[200];
+	struct judge0_config c;
+	judge0_config_defaults(&c);
+	assert_int_equal(judge0_config_set(&c, "judge0_cpu_time_limit", "2.5", err, sizeof(err)), 1);
+	assert_true(c.cpu_time_limit == 2.5);
+	assert_int_equal(judge0_config_set(&c, "judge0_max_memory_limit", "256000", err, sizeof(err)), 1);
+	assert_int_equal(c.max_memory_limit, 256000);
+	assert_int_equal(judge0_config_set(&c, "judge0_disable_implicit_base64_encoding", "true", err, sizeof(err)), 1);
+	assert_true(c.disable_implicit_base64_encoding);
+	assert_int_equal(judge0_config_set(&c, "judge0_memory_limit", "12.5", err, sizeof(err)), -1);
+	assert_string_equal(err, "judge0_memory_limit: a whole number from 2048 to 67108864, not \"12.5\"");
+	assert_int_equal(judge0_config_set(&c, "judge0_enable_wait_result", "yes", err, sizeof(err)), -1);
+	assert_int_equal(judge0_config_set(&c, "judge0_nope", "1", err, sizeof(err)), -1 + 1);
+	assert_int_equal(judge0_config_set(&c, "slots", "1", err, sizeof(err)), 0);
+}
+
+static void config_info_has_every_key(void **state)
+{
+	(void)state;
+	static const char *const keys[] = {
+		"maintenance_mode", "enable_wait_result", "enable_compiler_options",
+		"allowed_languages_for_compile_options", "enable_command_line_arguments", "enable_submission_delete",
+		"enable_callbacks", "callbacks_max_tries", "callbacks_timeout", "enable_additional_files",
+		"max_queue_size", "cpu_time_limit", "max_cpu_time_limit", "cpu_extra_time", "max_cpu_extra_time",
+		"wall_time_limit", "max_wall_time_limit", "memory_limit", "max_memory_limit", "stack_limit",
+		"max_stack_limit", "max_processes_and_or_threads", "max_max_processes_and_or_threads",
+		"enable_per_process_and_thread_time_limit", "allow_enable_per_process_and_thread_time_limit",
+		"enable_per_process_and_thread_memory_limit", "allow_enable_per_process_and_thread_memory_limit",
+		"max_file_size", "max_max_file_size", "number_of_runs", "max_number_of_runs",
+		"redirect_stderr_to_stdout", "max_extract_size", "enable_batched_submissions",
+		"max_submission_batch_size", "submission_cache_duration", "use_docs_as_homepage",
+		"allow_enable_network", "enable_network", "disable_implicit_base64_encoding",
+	};
+	json_t *o = judge0_config_info(&cfg, 100);
+	assert_non_null(o);
+	assert_int_equal(json_object_size(o), sizeof(keys) / sizeof(keys[0]));
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		assert_non_null(json_object_get(o, keys[i]));
+	/* Floats where config.rb has to_f, integers where to_i */
+	assert_true(json_is_real(json_object_get(o, "cpu_time_limit")));
+	assert_true(json_is_integer(json_object_get(o, "memory_limit")));
+	assert_true(json_is_array(json_object_get(o, "allowed_languages_for_compile_options")));
+	assert_int_equal(json_integer_value(json_object_get(o, "max_queue_size")), 100);
+	json_decref(o);
+}
+
+/* ---- languages, statuses ---- */
+
+static void languages_of_installed_runtimes(void **state)
+{
+	(void)state;
+	json_t *a = judge0_languages(rts, NRTS, false);
+	assert_int_equal(json_array_size(a), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(a, 0), "id")), 50);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(a, 0), "name")), "C (GCC 12.2.0)");
+	assert_null(json_object_get(json_array_get(a, 0), "is_archived"));
+	json_decref(a);
+	a = judge0_languages(rts, NRTS, true);
+	assert_true(json_is_false(json_object_get(json_array_get(a, 1), "is_archived")));
+	json_decref(a);
+	json_t *l = judge0_language(rts, NRTS, 50);
+	assert_string_equal(json_string_value(json_object_get(l, "source_file")), "main.c");
+	assert_string_equal(json_string_value(json_object_get(l, "compile_cmd")), "gcc -O2 -o /tmp/prog main.c -lm");
+	assert_string_equal(json_string_value(json_object_get(l, "run_cmd")), "/tmp/prog");
+	json_decref(l);
+	l = judge0_language(rts, NRTS, 71);
+	assert_true(json_is_null(json_object_get(l, "compile_cmd")));
+	json_decref(l);
+	assert_null(judge0_language(rts, NRTS, 62));   /* java: not installed here */
+	assert_null(judge0_language(rts, NRTS, 1));
+}
+
+static void statuses(void **state)
+{
+	(void)state;
+	json_t *a = judge0_statuses();
+	assert_int_equal(json_array_size(a), 14);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(a, 6), "description")),
+			    "Runtime Error (SIGSEGV)");
+	json_decref(a);
+	assert_null(judge0_status_name(0));
+	assert_string_equal(judge0_status_name(14), "Exec Format Error");
+}
+
+/* ---- tokens, base64 ---- */
+
+static void tokens(void **state)
+{
+	(void)state;
+	char token[JUDGE0_TOKEN_LEN + 1], id[33];
+	judge0_token("0123456789abcdef0123456789abcdef", token);
+	assert_string_equal(token, "01234567-89ab-cdef-0123-456789abcdef");
+	assert_true(judge0_token_id("01234567-89AB-cdef-0123-456789abcdef", id));
+	assert_string_equal(id, "0123456789abcdef0123456789abcdef");
+	assert_false(judge0_token_id("0123456789abcdef0123456789abcdef", id));
+	assert_false(judge0_token_id("01234567-89ab-cdef-0123-456789abcdeg", id));
+	assert_false(judge0_token_id("01234567-89ab-cdef-0123-456789abcde", id));
+	assert_false(judge0_token_id("../../../../../../../../../../etc", id));
+}
+
+static void ruby_base64(void **state)
+{
+	(void)state;
+	size_t n;
+	char *e = judge0_encode64("", 0, &n);
+	assert_string_equal(e, "");
+	free(e);
+	e = judge0_encode64("hello", 5, &n);
+	assert_string_equal(e, "aGVsbG8=\n");
+	free(e);
+	char in[46];
+	memset(in, 'a', sizeof(in));
+	e = judge0_encode64(in, 45, &n);
+	assert_int_equal(n, 61);
+	assert_int_equal(e[60], '\n');
+	free(e);
+	e = judge0_encode64(in, 46, &n);
+	assert_int_equal(n, 66);
+	assert_string_equal(e + 61, "YQ==\n");
+	free(e);
+	unsigned char *d;
+	assert_int_equal(judge0_decode64("aGVs\nbG8=\n", 10, &d, &n), 0);
+	assert_int_equal(n, 5);
+	assert_memory_equal(d, "hello", 5);
+	free(d);
+	/* lenient as Ruby: no padding, stray characters skipped */
+	assert_int_equal(judge0_decode64("aG!Vs bG8", 9, &d, &n), 0);
+	assert_int_equal(n, 5);
+	assert_memory_equal(d, "hello", 5);
+	free(d);
+	assert_int_equal(judge0_decode64("YQ", 2, &d, &n), 0);
+	assert_int_equal(n, 1);
+	free(d);
+	assert_int_equal(judge0_decode64("Y", 1, &d, &n), 0);
+	assert_int_equal(n, 0);
+	free(d);
+}
+
+/* ---- a submission ---- */
+
+static json_t *submit(const char *body, bool b64, struct run_spec *rq)
+{
+	json_t *in = json_loads(body, 0, NULL), *errors = NULL;
+	assert_non_null(in);
+	int rc = judge0_submission(in, b64, &cfg, rts, NRTS, rq, &errors);
+	json_decref(in);
+	assert_true(rc ? errors != NULL : errors == NULL);
+	return errors;
+}
+
+static void submission_defaults(void **state)
+{
+	(void)state;
+	struct run_spec rq;
+	assert_null(submit("{\"source_code\":\"cHJpbnQoMSk=\",\"language_id\":\"71\",\"stdin\":\"YQ==\"}", true, &rq));
+	assert_string_equal(rq.runtime, "python");
+	assert_true(rq.source);
+	assert_int_equal(rq.nfiles, 1);
+	assert_string_equal(rq.files[0].name, "script.py");
+	assert_memory_equal(rq.files[0].data, "print(1)", 8);
+	assert_true(rq.has_stdin);
+	assert_int_equal(rq.stdin_len, 1);
+	/* cpu 5 s and 1 s extra; wall 10 s; 128000 KB; 1024 KB of output */
+	assert_int_equal(rq.run.cpu_time_ms, 6000);
+	assert_true(rq.run.timeout_s == 10);
+	assert_int_equal(rq.run.memory_mib, 125);
+	assert_int_equal(rq.max_output, 1024 * 1024);
+	const json_t *j0 = json_object_get(rq.client, "judge0");
+	assert_int_equal(json_integer_value(json_object_get(j0, "language_id")), 71);
+	assert_true(json_is_null(json_object_get(j0, "expected_output")));
+	/* the client object survives the canonical form */
+	json_t *canon = run_spec_to_json(&rq);
+	struct run_spec back;
+	char err[200];
+	assert_int_equal(run_spec_from_json(canon, &back, err, sizeof(err)), 0);
+	assert_true(json_equal(back.client, rq.client));
+	run_spec_free(&back);
+	json_decref(canon);
+	run_spec_free(&rq);
+}
+
+static void submission_arguments_split_as_bash(void **state)
+{
+	(void)state;
+	struct run_spec rq;
+	assert_null(submit("{\"source_code\":\"x\",\"language_id\":50,\"cpu_time_limit\":\"1.5\",\"cpu_extra_time\":0,"
+			   "\"command_line_arguments\":\" a 'b c' \\\"d\\\\\\\"e\\\" f\\\\ g $(rm)|x; \"}",
+			   false, &rq));
+	assert_int_equal(rq.argc, 5);
+	assert_string_equal(rq.argv[0], "a");
+	assert_string_equal(rq.argv[1], "b c");
+	assert_string_equal(rq.argv[2], "d\"e");
+	assert_string_equal(rq.argv[3], "f g");
+	assert_string_equal(rq.argv[4], "(rm)x");
+	assert_string_equal(rq.files[0].name, "main.c");
+	assert_int_equal(rq.run.cpu_time_ms, 1500);
+	run_spec_free(&rq);
+}
+
+static void submission_errors_as_rails_says_them(void **state)
+{
+	(void)state;
+	struct run_spec rq;
+	json_t *e = submit("{\"source_code\":\"  \",\"cpu_time_limit\":16,\"wall_time_limit\":0.5,"
+			   "\"memory_limit\":\"lots\",\"number_of_runs\":0,\"max_file_size\":-1,"
+			   "\"callback_url\":\"http://x\",\"enable_network\":\"true\",\"compiler_options\":\"-O3\","
+			   "\"additional_files\":\"UEsDBA==\",\"enable_per_process_and_thread_time_limit\":true}",
+			   false, &rq);
+	char *text = json_dumps(e, JSON_SORT_KEYS | JSON_COMPACT);
+	assert_string_equal(text,
+			    "{\"additional_files\":[\"setting additional files is not allowed\"],"
+			    "\"callback_url\":[\"setting callback is not allowed\"],"
+			    "\"compiler_options\":[\"setting compiler options is not allowed\"],"
+			    "\"cpu_time_limit\":[\"must be less than or equal to 15.0\"],"
+			    "\"enable_network\":[\"enabling network is not allowed\"],"
+			    "\"enable_per_process_and_thread_time_limit\":[\"this option cannot be enabled\"],"
+			    "\"language_id\":[\"can't be blank\"],"
+			    "\"max_file_size\":[\"must be greater than or equal to 0\"],"
+			    "\"memory_limit\":[\"is not a number\"],"
+			    "\"number_of_runs\":[\"must be greater than 0\"],"
+			    "\"source_code\":[\"can't be blank\"],"
+			    "\"wall_time_limit\":[\"must be greater than or equal to 1\"]}");
+	free(text);
+	json_decref(e);
+	assert_null(rq.files);
+	e = submit("{\"source_code\":\"x\",\"language_id\":62}", false, &rq);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(e, "language_id"), 0)),
+			    "language with id 62 doesn't exist");
+	json_decref(e);
+	e = submit("{\"source_code\":\"x\",\"language_id\":71,\"number_of_runs\":2}", false, &rq);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(e, "number_of_runs"), 0)),
+			    "must be less than or equal to 1");
+	json_decref(e);
+	e = submit("[1]", false, &rq);
+	assert_non_null(json_object_get(e, "submission"));
+	json_decref(e);
+}
+
+/* ---- fields ---- */
+
+static void fields(void **state)
+{
+	(void)state;
+	uint64_t m;
+	char invalid[100];
+	assert_int_equal(judge0_fields(NULL, &m, invalid, sizeof(invalid)), 0);
+	assert_int_equal(m, judge0_fields_default());
+	assert_int_equal(judge0_fields("token,stdout,", &m, invalid, sizeof(invalid)), 0);
+	assert_int_equal(m, judge0_field_bit("token") | judge0_field_bit("stdout"));
+	assert_int_equal(judge0_fields("*", &m, invalid, sizeof(invalid)), 0);
+	assert_int_equal(__builtin_popcountll(m), 40);
+	assert_int_equal(judge0_fields("token, stdout,foo", &m, invalid, sizeof(invalid)), -1);
+	assert_string_equal(invalid, " stdout, foo");
+	assert_int_equal(judge0_fields("a,,b", &m, invalid, sizeof(invalid)), -1);
+	assert_string_equal(invalid, "a, , b");
+}
+
+/* ---- the verdict ---- */
+
+static int status_of(const char *result, const char *j0text, struct judge0_verdict *v)
+{
+	json_t *r = json_loads(result, 0, NULL), *j0 = json_loads(j0text ? j0text : "{\"cpu_time_limit\":2}", 0, NULL);
+	assert_non_null(r);
+	judge0_verdict(r, j0, v);
+	json_decref(r);
+	json_decref(j0);
+	return v->status;
+}
+
+#define RUN(extra) "{\"termination\":\"exited\",\"run\":{\"termination\":\"exited\",\"exit_code\":0," \
+		   "\"stdout\":\"hello \\n\\n\",\"usage\":{\"cpu_ms\":10}" extra "}}"
+
+static void verdicts(void **state)
+{
+	(void)state;
+	struct judge0_verdict v;
+	assert_int_equal(status_of(RUN(""), NULL, &v), J0_ACCEPTED);
+	assert_int_equal(status_of(RUN(""), "{\"expected_output\":\"aGVsbG8=\"}", &v), J0_ACCEPTED);
+	assert_int_equal(status_of(RUN(""), "{\"expected_output\":\"aGVsbA==\"}", &v), J0_WRONG_ANSWER);
+	assert_int_equal(status_of(RUN(",\"timed_out\":true"), NULL, &v), J0_TIME_LIMIT);
+	assert_string_equal(v.message, "Time limit exceeded (wall clock)");
+	assert_int_equal(status_of(RUN(",\"cpu_time_exceeded\":true"), NULL, &v), J0_TIME_LIMIT);
+	assert_string_equal(v.message, "Time limit exceeded");
+	/* within the extra time but over the limit: isolate says TO */
+	assert_int_equal(status_of(RUN(",\"usage\":{\"cpu_ms\":2500}"), NULL, &v), J0_TIME_LIMIT);
+	assert_int_equal(status_of(RUN(",\"stdout_truncated\":true"), NULL, &v), J0_SIGXFSZ);
+	assert_int_equal(v.signal, 25);
+	assert_int_equal(status_of(RUN(",\"oom_killed\":true"), NULL, &v), J0_OTHER);
+	assert_string_equal(v.message, "Caught fatal signal 9 (memory limit exceeded)");
+	assert_int_equal(status_of(RUN(",\"exit_code\":null,\"signal\":\"SIGSEGV\""), NULL, &v), J0_SIGSEGV);
+	assert_string_equal(v.message, "Caught fatal signal 11");
+	assert_int_equal(v.exit_code, 0);
+	assert_int_equal(status_of(RUN(",\"exit_code\":null,\"signal\":\"SIGFPE\""), NULL, &v), J0_SIGFPE);
+	assert_int_equal(status_of(RUN(",\"exit_code\":null,\"signal\":\"SIGABRT\""), NULL, &v), J0_SIGABRT);
+	assert_int_equal(status_of(RUN(",\"exit_code\":null,\"signal\":\"SIGXFSZ\""), NULL, &v), J0_SIGXFSZ);
+	assert_int_equal(status_of(RUN(",\"exit_code\":null,\"signal\":\"SIGKILL\""), NULL, &v), J0_OTHER);
+	assert_int_equal(status_of(RUN(",\"exit_code\":3"), NULL, &v), J0_NZEC);
+	assert_string_equal(v.message, "Exited with error status 3");
+	assert_int_equal(status_of("{\"termination\":\"compile_error\"}", NULL, &v), J0_COMPILATION_ERROR);
+	assert_int_equal(status_of("{\"termination\":\"vm_failed\",\"message\":\"vmm: boom\"}", NULL, &v),
+			 J0_INTERNAL_ERROR);
+	assert_string_equal(v.message, "vmm: boom");
+	assert_int_equal(status_of("{\"termination\":\"not_found\"}", NULL, &v), J0_EXEC_FORMAT_ERROR);
+	/* stderr counts when it is redirected to stdout */
+	assert_int_equal(status_of("{\"termination\":\"exited\",\"run\":{\"exit_code\":0,\"stdout\":\"a\\n\","
+				   "\"stderr\":\"b\\n\"}}",
+				   "{\"expected_output\":\"YQpiCg==\",\"redirect_stderr_to_stdout\":true}", &v),
+			 J0_ACCEPTED);
+}
+
+static void comparison(void **state)
+{
+	(void)state;
+	assert_true(judge0_output_matches("a\nb", 3, "a  \nb\n\n\n", 8));
+	assert_true(judge0_output_matches("a \t\r\nb\n", 7, "a\nb", 3));
+	assert_false(judge0_output_matches("a\n\nb", 4, "a\nb", 3));
+	assert_false(judge0_output_matches(" a", 2, "a", 1));
+	/* Judge0's nil: an empty stdout never matches, not even "" */
+	assert_false(judge0_output_matches("", 0, NULL, 0));
+	assert_true(judge0_output_matches("\n", 1, "\n\n", 2));
+}
+
+/* ---- the view ---- */
+
+static json_t *view(const char *request, const char *result, int state, uint64_t mask, bool b64, bool *bad)
+{
+	json_t *rq = json_loads(request, 0, NULL), *rs = result ? json_loads(result, 0, NULL) : NULL;
+	struct judge0_run run = { .id = "0123456789abcdef0123456789abcdef", .state = state, .request = rq,
+				  .result = rs, .created_ms = 1000, .rts = rts, .nrts = NRTS, .node = "n1" };
+	json_t *v = judge0_view(&run, mask, b64, bad);
+	json_decref(rq);
+	json_decref(rs);
+	return v;
+}
+
+#define REQ "{\"files\":[{\"name\":\"script.py\",\"content\":\"cHJpbnQoMSk=\",\"encoding\":\"base64\"}]," \
+	    "\"client\":{\"judge0\":{\"language_id\":71,\"cpu_time_limit\":2.5,\"memory_limit\":128000," \
+	    "\"redirect_stderr_to_stdout\":false}}}"
+
+static void views(void **state)
+{
+	(void)state;
+	bool bad;
+	uint64_t all;
+	char inv[10];
+	assert_int_equal(judge0_fields("*", &all, inv, sizeof(inv)), 0);
+	json_t *v = view(REQ, NULL, 0, all, false, &bad);
+	assert_false(bad);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(v, "status"), "id")), J0_IN_QUEUE);
+	assert_string_equal(json_string_value(json_object_get(v, "source_code")), "print(1)");
+	assert_string_equal(json_string_value(json_object_get(v, "token")), "01234567-89ab-cdef-0123-456789abcdef");
+	assert_string_equal(json_string_value(json_object_get(v, "cpu_time_limit")), "2.5");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(v, "language"), "name")),
+			    "Python (3.11.2)");
+	assert_true(json_is_null(json_object_get(v, "finished_at")));
+	assert_true(json_is_null(json_object_get(v, "time")));
+	json_decref(v);
+	v = view(REQ, RUN(",\"stderr\":\"\",\"duration_ms\":31,\"usage\":{\"cpu_ms\":1200,\"max_rss_kib\":3000}"), 2,
+		 judge0_fields_default(), true, &bad);
+	assert_string_equal(json_string_value(json_object_get(v, "stdout")), "aGVsbG8gCgo=\n");
+	assert_true(json_is_null(json_object_get(v, "stderr")));
+	assert_string_equal(json_string_value(json_object_get(v, "time")), "1.2");
+	assert_int_equal(json_integer_value(json_object_get(v, "memory")), 3000);
+	assert_null(json_object_get(v, "wall_time"));
+	json_decref(v);
+	/* a compile error: the compiler's output, nothing of a run */
+	v = view(REQ, "{\"termination\":\"compile_error\",\"compile\":{\"stdout\":\"\",\"stderr\":\"bad\\n\"}}", 2,
+		 all, false, &bad);
+	assert_string_equal(json_string_value(json_object_get(v, "compile_output")), "bad\n");
+	assert_true(json_is_null(json_object_get(v, "stdout")));
+	assert_true(json_is_null(json_object_get(v, "exit_code")));
+	json_decref(v);
+	/* bytes that are not UTF-8 cannot be shown without base64 */
+	v = view("{\"files\":[{\"content\":\"/w==\",\"encoding\":\"base64\"}]}", NULL, 1, all, false, &bad);
+	assert_true(bad);
+	json_decref(v);
+	v = view("{\"files\":[{\"content\":\"/w==\",\"encoding\":\"base64\"}]}", NULL, 1, all, true, &bad);
+	assert_false(bad);
+	assert_string_equal(json_string_value(json_object_get(v, "source_code")), "/w==\n");
+	json_decref(v);
+	/* a run that ended without a result */
+	struct judge0_run run = { .id = "0123456789abcdef0123456789abcdef", .state = 2, .message = "lost" };
+	v = judge0_view(&run, all, false, &bad);
+	assert_int_equal(json_integer_value(json_object_get(v, "status_id")), J0_INTERNAL_ERROR);
+	assert_string_equal(json_string_value(json_object_get(v, "message")), "lost");
+	json_decref(v);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(config_keys),
+		cmocka_unit_test(config_info_has_every_key),
+		cmocka_unit_test(languages_of_installed_runtimes),
+		cmocka_unit_test(statuses),
+		cmocka_unit_test(tokens),
+		cmocka_unit_test(ruby_base64),
+		cmocka_unit_test(submission_defaults),
+		cmocka_unit_test(submission_arguments_split_as_bash),
+		cmocka_unit_test(submission_errors_as_rails_says_them),
+		cmocka_unit_test(fields),
+		cmocka_unit_test(verdicts),
+		cmocka_unit_test(comparison),
+		cmocka_unit_test(views),
+	};
+	return cmocka_run_group_tests(tests, setup, NULL);
+}
