@@ -67,7 +67,7 @@ PROXY_LIBS := -lcares -lseccomp -lidn2 -lhttp_parser -lssl -lcrypto
 # PostgreSQL (libpq).
 VMRUND_SRCS := $(wildcard host/vmrund/*.c)
 VMRUND_LIB  := $(filter-out host/vmrund/main.c,$(VMRUND_SRCS))
-VMRUND_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lpq -lcrypto
+VMRUND_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lpq -lcurl -lcrypto
 # vmrund-worker (host/worker/): one of vmrund's runs in a process of its
 # own: the run library and the run directory's contract with vmrund
 # (host/vmrund/spool.c), and nothing of the service.
@@ -441,6 +441,7 @@ $(PISTON_CLIENT):
 vmrund-test: all $(BUILD)/tests/test_store
 	@timeout -k 5 300 ./tests/vmrund/api.sh
 	@timeout -k 5 240 ./tests/vmrund/judge0.sh
+	@timeout -k 5 240 ./tests/vmrund/judge0_callback.sh
 	@timeout -k 5 400 ./tests/vmrund/cluster.sh
 	@timeout -k 5 300 ./tests/vmrund/store_pg.sh $(BUILD)/tests/test_store
 
@@ -797,7 +798,7 @@ $(BUILD)/fuzz/seeds-request.stamp: $(wildcard tests/fuzz/seeds-request/*)
 # Judge0's submissions, fields, tokens and base64 (client input), and the
 # view of a run whatever its result's shape.
 FUZZ_JUDGE0_SRCS := $(FUZZ_REQUEST_SRCS) host/vmrund/judge0.c host/vmrund/judge0_submission.c \
-	host/vmrund/judge0_view.c host/run/utf8.c
+	host/vmrund/judge0_view.c host/vmrund/judge0_callback.c host/run/utf8.c
 $(BUILD)/fuzz/fuzz_judge0: tests/fuzz/fuzz_judge0.c $(FUZZ_JUDGE0_SRCS) $(wildcard host/run/*.h host/vmrund/*.h \
 		guest-agent/*.h)
 	@mkdir -p $(dir $@)

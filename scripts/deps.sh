@@ -11,7 +11,7 @@ libelf-dev bc libssl-dev clang libclang-rt-14-dev cpio e2fsprogs kmod
 xz-utils zstd python3 file procps libidn2-dev libhttp-parser-dev libc-ares-dev
 dnsmasq-base iproute2 openssl bzip2 debian-archive-keyring libfdt-dev
 device-tree-compiler gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-system-arm
-libarchive-dev jq"
+libarchive-dev jq libcurl4-openssl-dev"
 
 # node and npm: npm fetches the Piston client vmrund's test uses, node runs
 # it. Debian's own unless a node with npm is there already (NodeSource's

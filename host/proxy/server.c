@@ -318,7 +318,7 @@ static void decide(struct proxy_server *s, unsigned i, struct proxy_request *req
 	struct net_decision d;
 	t->secret = req->connect ? NULL : secret_for(s, req);
 	uint16_t port = t->secret ? 443 : req->port;
-	net_decide(c->rules, c->nrules, req->host, port, s->resolve, s->resolve_ctx, s->self, s->nself, &d);
+	net_decide(c->rules, c->nrules, false, req->host, port, s->resolve, s->resolve_ctx, s->self, s->nself, &d);
 	struct proxy_audit *a = rec_new(s, &t->rec);
 	if (a) {
 		set_text(a->host, sizeof(a->host), d.host);

@@ -474,8 +474,8 @@ static const char *addr_refusal(const struct net_rule *rules, size_t n, const ui
 	return NULL;
 }
 
-void net_decide(const struct net_rule *rules, size_t n, const char *host_text, uint16_t port, net_resolve_fn resolve,
-		void *ctx, const uint8_t (*self)[16], size_t nself, struct net_decision *out)
+void net_decide(const struct net_rule *rules, size_t n, bool any_host, const char *host_text, uint16_t port,
+		net_resolve_fn resolve, void *ctx, const uint8_t (*self)[16], size_t nself, struct net_decision *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->port = port;
@@ -499,7 +499,7 @@ void net_decide(const struct net_rule *rules, size_t n, const char *host_text, u
 		snprintf(out->why, sizeof(out->why), "%s", why);
 		return;
 	}
-	if (!net_host_allowed(rules, n, out->host, port)) {
+	if (!any_host && !net_host_allowed(rules, n, out->host, port)) {
 		snprintf(out->why, sizeof(out->why), "not in the allowlist");
 		return;
 	}

@@ -121,11 +121,12 @@ struct net_decision {
 
 /* Judge a request for host_text (as the guest sent it) and port: an IP
  * literal only through an address rule; else the normalized name must
- * match a host rule, and of its addresses (resolved once, here) the
+ * match a host rule (any_host: any name, as a tenant's "any" ceiling
+ * has it), and of its addresses (resolved once, here) the
  * first that an address rule allows, or that is outside the deny set and
  * not one of self[nself] (the proxy's own), is the one to dial, and no
  * other. Pure but for resolve. */
-void net_decide(const struct net_rule *rules, size_t n, const char *host_text, uint16_t port, net_resolve_fn resolve,
-		void *ctx, const uint8_t (*self)[16], size_t nself, struct net_decision *out);
+void net_decide(const struct net_rule *rules, size_t n, bool any_host, const char *host_text, uint16_t port,
+		net_resolve_fn resolve, void *ctx, const uint8_t (*self)[16], size_t nself, struct net_decision *out);
 
 #endif

@@ -14,7 +14,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "judge0.h"
-#include "spool.h"
+#include "judge0_runs.h"
 
 static enum MHD_Result j0_error(struct http_req *r, unsigned status, const char *msg)
 {
@@ -59,50 +59,14 @@ static bool authorized(struct http_req *r)
 
 /* ---- a submission's view ------------------------------------------------------ */
 
-/* The tenant's run of token, shown with mask: the view (200), NULL with
- * *status 404 (none), 400 (not UTF-8) or 500. */
+/* The tenant's run of token, shown with mask (judge0_run_view's). */
 static json_t *view_of(struct http_req *r, const char *token, uint64_t mask, bool b64, unsigned *status)
 {
 	char id[33];
-	struct store_run run;
-	bool fetched = false;
 	*status = 404;
 	if (!judge0_token_id(token, id))
 		return NULL;
-	int found = vmrund_get_run_output(r->d, id, true, &run, &fetched);
-	if (found != 1)
-		return *status = found < 0 ? 500 : 404, NULL;
-	if (strcmp(run.tenant, r->d->ts.t[r->tenant].name)) {
-		store_run_free(&run);
-		return NULL;
-	}
-	json_t *request = run.request ? json_loads(run.request, 0, NULL) : NULL;
-	json_t *result = spool_result_parse(run.result);
-	char path[PATH_MAX], *output[2] = { NULL, NULL };
-	if (fetched) {
-		vmrund_run_path(r->d, id, SPOOL_OUTPUT, path, sizeof(path));
-		spool_output_text(path, output);
-	}
-	struct judge0_run jr = {
-		.id = id, .state = run.state == RS_QUEUED ? 0 : run.state == RS_RUNNING ? 1 : 2,
-		.request = request, .result = json_is_object(result) ? result : NULL,
-		.output = { output[0] && output[1] ? output[0] : NULL, output[0] && output[1] ? output[1] : NULL },
-		.message = run.message, .created_ms = run.created_ms, .started_ms = run.started_ms,
-		.finished_ms = run.finished_ms, .node = run.node, .rts = r->d->rts, .nrts = r->d->nrts,
-	};
-	bool not_utf8 = false;
-	json_t *v = judge0_view(&jr, mask, b64, &not_utf8);
-	*status = !v ? 500 : not_utf8 ? 400 : 200;
-	if (not_utf8) {
-		json_decref(v);
-		v = NULL;
-	}
-	free(output[0]);
-	free(output[1]);
-	json_decref(result);
-	json_decref(request);
-	store_run_free(&run);
-	return v;
+	return judge0_run_view(r->d, id, r->d->ts.t[r->tenant].name, mask, b64, status);
 }
 
 static enum MHD_Result answer_view(struct http_req *r, const char *token, unsigned ok_status, uint64_t mask,
@@ -128,7 +92,8 @@ static int submit_one(struct http_req *r, const json_t *body, bool b64, char id[
 	struct run_spec rq;
 	*errors = NULL;
 	answer->status = 0;
-	if (judge0_submission(body, b64, &r->d->cfg.judge0, r->d->rts, r->d->nrts, &rq, errors))
+	if (judge0_submission(body, b64, &r->d->cfg.judge0, r->d->rts, r->d->nrts, &r->d->ts.t[r->tenant].callback, &rq,
+			      errors))
 		return -1;
 	*answer = vmrund_submit(r->d, (unsigned)r->tenant, &rq, NULL, id);
 	run_spec_free(&rq);

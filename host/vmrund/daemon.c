@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "errmsg.h"
 #include "hex.h"
+#include "judge0_runs.h"
 #include "keep.h"
 #include "run.h"
 #include "sandboxes.h"
@@ -480,6 +481,7 @@ void vmrund_ended(struct vmrund *d, const struct store_run *run)
 	const struct run_outcome *out = run->has_outcome ? &run->outcome : NULL;   /* the store's columns */
 	metrics_run_ended(&d->m, run->state, r, out, queue_ms);
 	audit(d, run->id, run->tenant, run->state, r, out, run->request, queue_ms, run->message);
+	judge0_callbacks_ended(d, run);
 	json_decref(r);
 	pthread_cond_broadcast(&d->changed);
 }

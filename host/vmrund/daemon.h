@@ -81,6 +81,8 @@ struct vmrund {
 	unsigned streams[TENANTS_MAX];
 	/* The sandboxes this node holds (sandboxes.h), VMRUND_SBX_MAX slots. */
 	struct vmrund_sbx *sbx;
+	/* Judge0's callbacks: their queue and threads (judge0_runs.h) */
+	struct judge0_callbacks *callbacks;
 	bool stopping;                /* SIGTERM: start nothing more, refuse new runs */
 	bool closing;                 /* the loop is over: waits and streams end now */
 };

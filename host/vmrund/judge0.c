@@ -114,7 +114,7 @@ json_t *judge0_config_info(const struct judge0_config *c, unsigned queue_max)
 		  put(o, "enable_compiler_options", json_false()) &&
 		  put(o, "allowed_languages_for_compile_options", json_array()) &&
 		  put(o, "enable_command_line_arguments", json_true()) &&
-		  put(o, "enable_submission_delete", json_false()) && put(o, "enable_callbacks", json_false()) &&
+		  put(o, "enable_submission_delete", json_false()) && put(o, "enable_callbacks", json_true()) &&
 		  put(o, "callbacks_max_tries", json_integer(3)) && put(o, "callbacks_timeout", json_real(5)) &&
 		  put(o, "enable_additional_files", json_false()) &&
 		  put(o, "max_queue_size", json_integer(queue_max)) &&

@@ -18,8 +18,10 @@
 
 #include <jansson.h>
 
+#include "netpolicy.h"
 #include "run_spec.h"
 #include "runtime.h"
+#include "tenants.h"
 
 #define JUDGE0_VERSION "1.13.1"
 #define JUDGE0_TOKEN_LEN 36           /* a UUID's text: 8-4-4-4-12 hex */
@@ -116,13 +118,40 @@ int judge0_decode64(const char *s, size_t n, unsigned char **out, size_t *outlen
 
 /* Translate a submission (one object of a POST /submissions body, or of a
  * batch's) into rq, reading source_code, stdin and expected_output as
- * base64 when b64. 0; or -1 with *errors Judge0's 422 body
- * ({"language_id": ["can't be blank"], ...}, every failed check) and rq
- * empty. What Judge0 does not run the way we do is refused with Judge0's
- * own message for a setting it does not allow ("setting compiler options
- * is not allowed"), as a Judge0 configured so would refuse it. */
+ * base64 when b64. callback is where the tenant's callbacks may go (NULL:
+ * nowhere). 0; or -1 with *errors Judge0's 422 body ({"language_id":
+ * ["can't be blank"], ...}, every failed check) and rq empty. What Judge0
+ * does not run the way we do is refused with Judge0's own message for a
+ * setting it does not allow ("setting compiler options is not allowed"),
+ * as a Judge0 configured so would refuse it. */
 int judge0_submission(const json_t *body, bool b64, const struct judge0_config *c, const struct runtime *rts,
-		      size_t n, struct run_spec *rq, json_t **errors);
+		      size_t n, const struct tenant_reach *callback, struct run_spec *rq, json_t **errors);
+
+/* ---- callbacks ---------------------------------------------------------------- */
+
+#define JUDGE0_URL_MAX 1024
+
+/* A callback_url's parts: http or https, the host as given (a name, or an
+ * address literal without its brackets), the port (80 or 443 unless
+ * given). */
+struct judge0_url {
+	bool https;
+	char host[NET_HOST_MAX + 1];
+	uint16_t port;
+};
+
+/* Split url: 0, or -1 with why in err ("not an http:// or https://
+ * URL"). No user information, no spaces or control characters, at most
+ * JUDGE0_URL_MAX bytes. Pure. */
+int judge0_url_parse(const char *url, struct judge0_url *u, char *err, size_t errlen);
+
+/* At submission, what can be judged without resolving: whether r admits
+ * u's host (a name by r's host rules, or any name when r->any; an
+ * address only by an address rule, or outside the deny set when r->any).
+ * NULL, or the reason. The addresses a name resolves to are judged when
+ * the callback is made (net_decide with r's rules and r->any). Pure. */
+const char *judge0_callback_refusal(const struct tenant_reach *r, const struct judge0_url *u, char *why,
+				    size_t cap);
 
 /* The fields a client asked for (?fields=a,b or "*"; NULL or "" the
  * default ones) as a mask of JUDGE0_FIELD_* bits: 0, or -1 with the

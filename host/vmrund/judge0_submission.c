@@ -257,8 +257,24 @@ static void check_limits(struct parse *ps, const struct judge0_config *c, struct
 
 /* What Judge0 allows and vmrun does not do (yet): refused as a Judge0
  * configured without it refuses it. */
+/* callback_url: a URL the tenant's callback rules admit. */
+static void check_callback(struct parse *ps, const struct text *callback, const struct tenant_reach *reach)
+{
+	struct judge0_url u;
+	char why[300];
+	const char *refusal;
+	if (blank(callback))
+		return;
+	if (strlen((const char *)callback->p) != callback->n ||
+	    judge0_url_parse((const char *)callback->p, &u, why, sizeof(why)))
+		add_error(ps, "callback_url", "is not a valid URL: %s", strlen((const char *)callback->p) != callback->n
+									? "a NUL byte in it" : why);
+	else if ((refusal = judge0_callback_refusal(reach, &u, why, sizeof(why))))
+		add_error(ps, "callback_url", "%s", refusal);
+}
+
 static void check_settings(struct parse *ps, const struct text *compiler_options, const struct text *args,
-			   const struct text *callback, const struct text *files)
+			   const struct text *files)
 {
 	if (compiler_options->p && compiler_options->n > 512)
 		add_error(ps, "compiler_options", "is too long (maximum is 512 characters)");
@@ -270,8 +286,6 @@ static void check_settings(struct parse *ps, const struct text *compiler_options
 		add_error(ps, "enable_per_process_and_thread_memory_limit", "this option cannot be enabled");
 	if (!blank(compiler_options))
 		add_error(ps, "compiler_options", "setting compiler options is not allowed");
-	if (!blank(callback))
-		add_error(ps, "callback_url", "setting callback is not allowed");
 	if (!blank(files))
 		add_error(ps, "additional_files", "setting additional files is not allowed");
 	if (bool_param(ps, "enable_network", false))
@@ -308,7 +322,7 @@ static json_t *text_json(const struct text *t)
 
 /* What the view shows back and run_spec does not keep: "client.judge0". */
 static json_t *client_json(long language_id, const struct limits *l, bool redirect, const struct text *expected,
-			   const struct text *args)
+			   const struct text *args, const struct text *callback)
 {
 	json_t *o = json_object(), *c = json_object();
 	char *exp = expected->p ? judge0_encode64(expected->p, expected->n, NULL) : NULL;
@@ -325,7 +339,8 @@ static json_t *client_json(long language_id, const struct limits *l, bool redire
 		  put(o, "redirect_stderr_to_stdout", json_boolean(redirect)) &&
 		  /* Judge0 keeps it as it keeps every text: Ruby's base64 */
 		  put(o, "expected_output", exp ? json_string(exp) : json_null()) &&
-		  put(o, "command_line_arguments", args->p ? text_json(args) : json_null());
+		  put(o, "command_line_arguments", args->p ? text_json(args) : json_null()) &&
+		  put(o, "callback_url", blank(callback) ? json_null() : text_json(callback));
 	free(exp);
 	json_decref(o);
 	if (ok)
@@ -374,7 +389,7 @@ static int build(const struct runtime *rt, const char *source_file, const struct
 }
 
 int judge0_submission(const json_t *body, bool b64, const struct judge0_config *c, const struct runtime *rts,
-		      size_t n, struct run_spec *rq, json_t **errors)
+		      size_t n, const struct tenant_reach *callback_reach, struct run_spec *rq, json_t **errors)
 {
 	struct parse ps = { .body = body, .b64 = b64, .errors = json_object() };
 	struct text src, in, expected, opts, args, callback, files;
@@ -405,11 +420,12 @@ int judge0_submission(const json_t *body, bool b64, const struct judge0_config *
 		add_error(&ps, "expected_output", "is too long (maximum is %u bytes)", RUN_SPEC_MAX_CLIENT_BYTES / 2);
 	const struct runtime *rt = check_language(&ps, rts, n, &language_id, &source_file);
 	check_limits(&ps, c, &l);
-	check_settings(&ps, &opts, &args, &callback, &files);
+	check_settings(&ps, &opts, &args, &files);
+	check_callback(&ps, &callback, callback_reach);
 	if (ps.oom || json_object_size(ps.errors))
 		goto out;
 	bool redirect = bool_param(&ps, "redirect_stderr_to_stdout", c->redirect_stderr_to_stdout);
-	if (!(client = client_json(language_id, &l, redirect, &expected, &args)) ||
+	if (!(client = client_json(language_id, &l, redirect, &expected, &args, &callback)) ||
 	    build(rt, source_file, &src, &in, &args, &l, client, rq)) {
 		ps.oom = true;
 		goto out;

@@ -2,6 +2,7 @@
  * the work is the daemon's (host/vmrund/daemon.h) and the HTTP side's
  * (host/vmrund/http.h); every message of ours goes through vmrund_say
  * (host/vmrund/say.h). */
+#include <curl/curl.h>
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
@@ -117,6 +118,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	exe[n] = '\0';
+	/* libcurl's own state (Judge0's callbacks), set up before any thread */
+	if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
+		vmrund_say("curl_global_init failed");
+		return 1;
+	}
 	struct vmrund *d = calloc(1, sizeof(*d));
 	if (!d) {
 		vmrund_say("out of memory");
@@ -145,5 +151,6 @@ out:
 	http_stop(h);
 	vmrund_close(d);
 	free(d);
+	curl_global_cleanup();
 	return status;
 }

@@ -129,6 +129,14 @@ char *metrics_render(const struct metrics *m, size_t queued, unsigned running, u
 		"# TYPE vmrund_connections_cut_total counter\n"
 		"vmrund_connections_cut_total{reason=\"head_deadline\"} %llu\n",
 	    (unsigned long long)m->refused_streams, (unsigned long long)m->cut_head);
+	put(&t, "# HELP vmrund_judge0_callbacks_total Judge0 callbacks, by how they went.\n"
+		"# TYPE vmrund_judge0_callbacks_total counter\n"
+		"vmrund_judge0_callbacks_total{result=\"sent\"} %llu\n"
+		"vmrund_judge0_callbacks_total{result=\"failed\"} %llu\n"
+		"vmrund_judge0_callbacks_total{result=\"refused\"} %llu\n"
+		"vmrund_judge0_callbacks_total{result=\"dropped\"} %llu\n",
+	    (unsigned long long)m->callback[CB_SENT], (unsigned long long)m->callback[CB_FAILED],
+	    (unsigned long long)m->callback[CB_REFUSED], (unsigned long long)m->callback[CB_DROPPED]);
 	put(&t, "# HELP vmrund_queue_depth Runs waiting for a slot.\n# TYPE vmrund_queue_depth gauge\n"
 		"vmrund_queue_depth %zu\n# HELP vmrund_slots_in_use Runs running.\n# TYPE vmrund_slots_in_use gauge\n"
 		"vmrund_slots_in_use %u\n# TYPE vmrund_slots gauge\nvmrund_slots %u\n",

@@ -24,6 +24,12 @@ struct histogram {
 /* The phases a run's result times (its "durations_ms" keys), histograms. */
 enum metrics_phase { PH_QUEUE, PH_PREPARE, PH_BOOT, PH_RUN, PH_TEARDOWN, PH_EXTRACT, PH_TOTAL, PH_COUNT };
 
+/* How a Judge0 callback went: answered; every try failed (no answer);
+ * refused before any try (its address, its tenant's rules); dropped (the
+ * queue of them was full). */
+enum metrics_callback { CB_SENT, CB_FAILED, CB_REFUSED, CB_DROPPED };
+#define METRICS_CALLBACKS 4
+
 struct metrics {
 	uint64_t ended[RS_COUNT];           /* runs by final state */
 	uint64_t term[METRICS_TERMS];       /* by termination */
@@ -31,6 +37,7 @@ struct metrics {
 	uint64_t accepted, refused_rate, refused_tenant, refused_queue;
 	uint64_t refused_streams;           /* 429: max_streams_per_tenant */
 	uint64_t cut_head;                  /* connections cut at request_head_timeout_s */
+	uint64_t callback[METRICS_CALLBACKS];   /* Judge0 callbacks by how they went (enum metrics_callback) */
 	unsigned code[METRICS_CODES];       /* the status codes below */
 	uint64_t code_count[METRICS_CODES];
 	struct histogram phase[PH_COUNT];

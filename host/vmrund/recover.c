@@ -21,6 +21,7 @@
 
 #include "clock.h"
 #include "errmsg.h"
+#include "judge0_runs.h"
 #include "run.h"
 #include "sandboxes.h"
 #include "spool.h"
@@ -370,6 +371,8 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 	config_advertise(cfg, addr, sizeof(addr));
 	if (d->store->ops->set_address && d->store->ops->set_address(d->store, d->node, addr, err, errlen) < 0)
 		return -1;
+	if (judge0_callbacks_start(d, err, errlen))
+		return -1;
 	probe_kvm(d);
 	if (!d->kvm_ok)
 		vmrund_say("not ready: %s", d->kvm_why);
@@ -378,6 +381,7 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 
 void vmrund_close(struct vmrund *d)
 {
+	judge0_callbacks_stop(d);
 	vmrund_sbx_close(d);
 	store_close(d->store);
 	d->store = NULL;

@@ -33,37 +33,38 @@ static bool key_ok(const char *s)
 						    "0123456789._-") == n;
 }
 
-/* How many of t's rules are of the kind net= (addr false) or net_addr= takes. */
-static unsigned count_kind(const struct tenant *t, bool addr)
+/* How many of r's rules are of the kind net= (addr false) or net_addr= takes. */
+static unsigned count_kind(const struct tenant_reach *r, bool addr)
 {
 	unsigned n = 0;
-	for (unsigned i = 0; i < t->nnet; i++)
-		n += (t->net[i].kind == NET_RULE_ADDR) == addr;
+	for (unsigned i = 0; i < r->n; i++)
+		n += (r->rules[i].kind == NET_RULE_ADDR) == addr;
 	return n;
 }
 
-static int add_net_rule(struct tenant *t, const char *key, const char *text, bool addr, char *err, size_t errlen)
+static int add_net_rule(struct tenant_reach *r, const char *key, const char *text, bool addr, char *err, size_t errlen)
 {
 	char why[200], q[72];
-	if (count_kind(t, addr) == TENANT_NET_RULES_MAX)
+	if (count_kind(r, addr) == TENANT_NET_RULES_MAX)
 		return errf(err, errlen, "%s: at most %d rules", key, TENANT_NET_RULES_MAX);
 	/* Room for both kinds at once: a tenant's rules are few and fixed. */
-	if (!t->net && !(t->net = calloc(2 * TENANT_NET_RULES_MAX, sizeof(*t->net))))
+	if (!r->rules && !(r->rules = calloc(2 * TENANT_NET_RULES_MAX, sizeof(*r->rules))))
 		return errf(err, errlen, "out of memory");
-	if (net_rule_parse(text, addr, &t->net[t->nnet], why, sizeof(why)))
+	if (net_rule_parse(text, addr, &r->rules[r->n], why, sizeof(why)))
 		return errf(err, errlen, "%s: \"%s\": %s", key, errmsg_printable(q, sizeof(q), text), why);
-	t->nnet++;
+	r->n++;
 	return 0;
 }
 
-/* net=none|any|RULE,... and net_addr=none|RULE,...: the tenant's network
- * ceiling. list is the text after '=', cut up in place. */
-static int net_option(struct tenant *t, const char *key, char *list, bool addr, char *err, size_t errlen)
+/* net=none|any|RULE,... and net_addr=none|RULE,... (the tenant's network
+ * ceiling), or callback= and callback_addr= likewise. list is the text
+ * after '=', cut up in place. */
+static int net_option(struct tenant_reach *r, const char *key, char *list, bool addr, char *err, size_t errlen)
 {
 	if (!strcmp(list, "none"))
 		return 0;
 	if (!addr && !strcmp(list, "any")) {
-		t->net_any = true;
+		r->any = true;
 		return 0;
 	}
 	/* net_addr has no "any": a private range needs naming */
@@ -77,7 +78,7 @@ static int net_option(struct tenant *t, const char *key, char *list, bool addr, 
 		 * host names nobody meant */
 		if (!strcmp(rule, "none") || !strcmp(rule, "any"))
 			return errf(err, errlen, "%s: \"%s\" only on its own, not in a list", key, rule);
-		if (add_net_rule(t, key, rule, addr, err, errlen))
+		if (add_net_rule(r, key, rule, addr, err, errlen))
 			return -1;
 		if (!comma)
 			return 0;
@@ -85,22 +86,29 @@ static int net_option(struct tenant *t, const char *key, char *list, bool addr, 
 	}
 }
 
-/* NAME=NUMBER options of a tenant line, and net= and net_addr=, each at
- * most once (*seen). */
+/* NAME=NUMBER options of a tenant line, and the rule lists (net=,
+ * net_addr=, callback=, callback_addr=), each at most once (*seen). */
 static int tenant_option(struct tenant *t, char *opt, unsigned *seen, char *err, size_t errlen)
 {
+	static const struct {
+		const char *key;
+		bool addr, callback;
+	} lists[] = {
+		{ "net", false, false }, { "net_addr", true, false },
+		{ "callback", false, true }, { "callback_addr", true, true },
+	};
 	char *eq = strchr(opt, '=');
 	char *end;
 	if (!eq)
 		return errf(err, errlen, "expected OPTION=NUMBER, not \"%.64s\"", opt);
-	bool net = !strncmp(opt, "net=", 4), net_addr = !strncmp(opt, "net_addr=", 9);
-	if (net || net_addr) {
-		unsigned bit = net ? 1 : 2;
-		const char *key = net ? "net" : "net_addr";
-		if (*seen & bit)
-			return errf(err, errlen, "%s: given twice", key);
-		*seen |= bit;
-		return net_option(t, key, eq + 1, net_addr, err, errlen);
+	for (unsigned i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+		if (strlen(lists[i].key) != (size_t)(eq - opt) || strncmp(opt, lists[i].key, (size_t)(eq - opt)))
+			continue;
+		if (*seen & 1u << i)
+			return errf(err, errlen, "%s: given twice", lists[i].key);
+		*seen |= 1u << i;
+		return net_option(lists[i].callback ? &t->callback : &t->net, lists[i].key, eq + 1, lists[i].addr, err,
+				  errlen);
 	}
 	errno = 0;
 	double v = strtod(eq + 1, &end);
@@ -140,7 +148,8 @@ static int tenant_option(struct tenant *t, char *opt, unsigned *seen, char *err,
 		return errf(err, errlen,
 			    "unknown or out-of-range option \"%.64s\" (concurrent>=1, queued, rate>0, burst>=1, "
 			    "max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
-			    "max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, max_checkpoint_mib>=1, net, net_addr)",
+			    "max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, max_checkpoint_mib>=1, net, net_addr, "
+			    "callback, callback_addr)",
 			    opt);
 	return 0;
 }
@@ -162,7 +171,8 @@ static int parse_tenant(struct tenants *ts, char *rest, char *err, size_t errlen
 	unsigned seen = 0;
 	for (char *opt; (opt = strtok_r(NULL, " \t", &save));)
 		if (tenant_option(&t, opt, &seen, err, errlen)) {
-			free(t.net);
+			free(t.net.rules);
+			free(t.callback.rules);
 			return -1;
 		}
 	if (t.burst == 0)
@@ -298,12 +308,12 @@ int tenants_by_name(const struct tenants *ts, const char *name)
 int tenant_net_check(const struct tenant *t, const struct run_spec *rq, char *err, size_t errlen)
 {
 	for (unsigned i = 0; i < rq->nnet; i++) {
-		if (net_ceiling_admits(&rq->net[i], t->net_any, t->net, t->nnet))
+		if (net_ceiling_admits(&rq->net[i], t->net.any, t->net.rules, t->net.n))
 			continue;
 		char field[48];
 		run_spec_rule_field(rq, i, field, sizeof(field));
 		return errf(err, errlen, "%s: beyond tenant %s's network ceiling%s", field, t->name,
-			    t->nnet || t->net_any ? "" : " (its runs get no network)");
+			    t->net.n || t->net.any ? "" : " (its runs get no network)");
 	}
 	return 0;
 }
@@ -321,8 +331,10 @@ int tenant_size_check(const struct tenant *t, uint64_t memory_mib, uint64_t disk
 
 void tenants_free(struct tenants *ts)
 {
-	for (size_t i = 0; ts->t && i < ts->n; i++)
-		free(ts->t[i].net);
+	for (size_t i = 0; ts->t && i < ts->n; i++) {
+		free(ts->t[i].net.rules);
+		free(ts->t[i].callback.rules);
+	}
 	free(ts->t);
 	free(ts->keys);
 	memset(ts, 0, sizeof(*ts));

@@ -37,7 +37,14 @@
  *   net_addr=CIDR[:PORT],...  address ranges, as --allow-net-addr (default
  *                             none; "none" says so)
  * At most TENANT_NET_RULES_MAX of each. The system policy's ceiling
- * (host/run/policy.h) still bounds every run: a tenant's can only narrow it. */
+ * (host/run/policy.h) still bounds every run: a tenant's can only narrow it.
+ *
+ * Where vmrund itself may call for the tenant (Judge0's callback_url: a
+ * PUT from vmrund, not from a guest), in the same words:
+ *   callback=none|any|RULE,...     host names (default none: no callbacks)
+ *   callback_addr=CIDR[:PORT],...  ranges the deny set refuses (loopback,
+ *                                  private, metadata) that may be called
+ *                                  all the same */
 #ifndef VMRUND_TENANTS_H
 #define VMRUND_TENANTS_H
 
@@ -61,6 +68,14 @@ struct run_spec;
 #define TENANT_DEFAULT_CHECKPOINTS 16
 #define TENANT_DEFAULT_CHECKPOINT_MIB 16384
 
+/* A set of destinations: any host name, or these rules (host and suffix
+ * rules; address rules for ranges the deny set would refuse). */
+struct tenant_reach {
+	bool any;
+	struct net_rule *rules;       /* malloc'd, room for both kinds; NULL: none */
+	unsigned n;
+};
+
 struct tenant {
 	char name[TENANT_NAME_MAX];
 	unsigned concurrent, queued;
@@ -72,9 +87,8 @@ struct tenant {
 	unsigned max_pause_ttl_s;
 	unsigned max_checkpoints;     /* kept by each sandbox */
 	uint64_t max_checkpoint_mib;  /* the disk each sandbox's checkpoints take together */
-	bool net_any;                 /* net=any */
-	struct net_rule *net;         /* net= and net_addr= rules (malloc'd; NULL: none) */
-	unsigned nnet;
+	struct tenant_reach net;      /* net= and net_addr=: what its runs' proxies may dial */
+	struct tenant_reach callback; /* callback= and callback_addr=: what vmrund may call for it */
 };
 
 /* A key as its digest: the same length whatever the key's, so that

@@ -179,7 +179,7 @@ static json_t *submit(const char *body, bool b64, struct run_spec *rq)
 {
 	json_t *in = json_loads(body, 0, NULL), *errors = NULL;
 	assert_non_null(in);
-	int rc = judge0_submission(in, b64, &cfg, rts, NRTS, rq, &errors);
+	int rc = judge0_submission(in, b64, &cfg, rts, NRTS, NULL, rq, &errors);
 	json_decref(in);
 	assert_true(rc ? errors != NULL : errors == NULL);
 	return errors;
@@ -271,6 +271,76 @@ static void submission_errors_as_rails_says_them(void **state)
 	e = submit("[1]", false, &rq);
 	assert_non_null(json_object_get(e, "submission"));
 	json_decref(e);
+}
+
+/* ---- callbacks ---- */
+
+static void callback_urls(void **state)
+{
+	(void)state;
+	struct judge0_url u;
+	char err[200];
+	assert_int_equal(judge0_url_parse("http://ok.test/cb?x=1", &u, err, sizeof(err)), 0);
+	assert_false(u.https);
+	assert_string_equal(u.host, "ok.test");
+	assert_int_equal(u.port, 80);
+	assert_int_equal(judge0_url_parse("https://[fd00::1]:8443/", &u, err, sizeof(err)), 0);
+	assert_true(u.https);
+	assert_string_equal(u.host, "fd00::1");
+	assert_int_equal(u.port, 8443);
+	assert_int_equal(judge0_url_parse("https://h:1", &u, err, sizeof(err)), 0);
+	assert_int_equal(u.port, 1);
+	assert_int_equal(judge0_url_parse("ftp://h/", &u, err, sizeof(err)), -1);
+	assert_string_equal(err, "not an http:// or https:// URL");
+	assert_int_equal(judge0_url_parse("http://user@h/", &u, err, sizeof(err)), -1);
+	assert_int_equal(judge0_url_parse("http://h:0/", &u, err, sizeof(err)), -1);
+	assert_int_equal(judge0_url_parse("http://h:65536/", &u, err, sizeof(err)), -1);
+	assert_int_equal(judge0_url_parse("http://h:8x/", &u, err, sizeof(err)), -1);
+	assert_int_equal(judge0_url_parse("http:///x", &u, err, sizeof(err)), -1);
+	assert_int_equal(judge0_url_parse("http://h /", &u, err, sizeof(err)), -1);
+	assert_int_equal(judge0_url_parse("http://[::1/", &u, err, sizeof(err)), -1);
+}
+
+static void callback_rules(void **state)
+{
+	(void)state;
+	struct judge0_url u;
+	struct net_rule rules[2];
+	char err[200], why[300];
+	assert_int_equal(net_rule_parse("hooks.example.com:8443", false, &rules[0], err, sizeof(err)), 0);
+	assert_int_equal(net_rule_parse("10.9.0.0/16:8080", true, &rules[1], err, sizeof(err)), 0);
+	struct tenant_reach none = { 0 }, any = { .any = true }, some = { .rules = rules, .n = 2 };
+	assert_int_equal(judge0_url_parse("http://ok.test/", &u, err, sizeof(err)), 0);
+	assert_string_equal(judge0_callback_refusal(NULL, &u, why, sizeof(why)), "setting callback is not allowed");
+	assert_string_equal(judge0_callback_refusal(&none, &u, why, sizeof(why)), "setting callback is not allowed");
+	assert_null(judge0_callback_refusal(&any, &u, why, sizeof(why)));
+	assert_non_null(judge0_callback_refusal(&some, &u, why, sizeof(why)));
+	assert_int_equal(judge0_url_parse("https://HOOKS.example.com:8443/x", &u, err, sizeof(err)), 0);
+	assert_null(judge0_callback_refusal(&some, &u, why, sizeof(why)));
+	/* addresses: the deny set, unless an address rule names it */
+	assert_int_equal(judge0_url_parse("http://127.0.0.1:8080/", &u, err, sizeof(err)), 0);
+	assert_non_null(strstr(judge0_callback_refusal(&any, &u, why, sizeof(why)), "loopback"));
+	assert_int_equal(judge0_url_parse("http://[::ffff:169.254.169.254]/", &u, err, sizeof(err)), 0);
+	assert_non_null(strstr(judge0_callback_refusal(&any, &u, why, sizeof(why)), "metadata"));
+	assert_int_equal(judge0_url_parse("http://10.9.3.4:8080/", &u, err, sizeof(err)), 0);
+	assert_null(judge0_callback_refusal(&some, &u, why, sizeof(why)));
+	assert_non_null(judge0_callback_refusal(&any, &u, why, sizeof(why)));
+	/* a public address needs an address rule too, as a run's ceiling does */
+	assert_int_equal(judge0_url_parse("http://11.0.0.2/", &u, err, sizeof(err)), 0);
+	assert_non_null(judge0_callback_refusal(&any, &u, why, sizeof(why)));
+	/* and through a submission: stored for the view and the call */
+	struct run_spec rq;
+	json_t *in = json_loads("{\"source_code\":\"x\",\"language_id\":71,\"callback_url\":\"http://ok.test/a\"}", 0,
+				NULL), *errors = NULL;
+	assert_int_equal(judge0_submission(in, false, &cfg, rts, NRTS, &any, &rq, &errors), 0);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(rq.client, "judge0"), "callback_url")),
+			    "http://ok.test/a");
+	run_spec_free(&rq);
+	assert_int_equal(judge0_submission(in, false, &cfg, rts, NRTS, &some, &rq, &errors), -1);
+	assert_non_null(strstr(json_string_value(json_array_get(json_object_get(errors, "callback_url"), 0)),
+			       "not a destination this tenant's callbacks may reach"));
+	json_decref(errors);
+	json_decref(in);
 }
 
 /* ---- fields ---- */
@@ -435,6 +505,8 @@ int main(void)
 		cmocka_unit_test(submission_defaults),
 		cmocka_unit_test(submission_arguments_split_as_bash),
 		cmocka_unit_test(submission_errors_as_rails_says_them),
+		cmocka_unit_test(callback_urls),
+		cmocka_unit_test(callback_rules),
 		cmocka_unit_test(fields),
 		cmocka_unit_test(verdicts),
 		cmocka_unit_test(comparison),

@@ -325,7 +325,7 @@ static struct net_decision decide(const struct net_rule *r, size_t n, const char
 	uint8_t self[1][16];
 	ip("198.100.0.7", self[0]);
 	struct net_decision d;
-	net_decide(r, n, host, port, table_resolve, x, self, 1, &d);
+	net_decide(r, n, false, host, port, table_resolve, x, self, 1, &d);
 	assert_null(strchr(d.why, '\n'));
 	assert_true(d.allowed == !d.why[0]);
 	return d;

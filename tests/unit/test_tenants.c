@@ -290,7 +290,7 @@ static void size_ceilings(void **state)
 	refused("tenant a max_memory_mib=1.5\n",
 		"1: unknown or out-of-range option \"max_memory_mib=1.5\" (concurrent>=1, queued, rate>0, burst>=1, "
 		"max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
-		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, max_checkpoint_mib>=1, net, net_addr)");
+		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, max_checkpoint_mib>=1, net, net_addr, callback, callback_addr)");
 	refused("tenant a max_disk_mib=-1\n", "1: max_disk_mib: a number from 0 to 1000000");
 }
 
@@ -317,15 +317,15 @@ static void sandbox_ceilings(void **state)
 	refused("tenant a max_sandbox_timeout_s=0\n",
 		"1: unknown or out-of-range option \"max_sandbox_timeout_s=0\" (concurrent>=1, queued, rate>0, burst>=1, "
 		"max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
-		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, max_checkpoint_mib>=1, net, net_addr)");
+		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, max_checkpoint_mib>=1, net, net_addr, callback, callback_addr)");
 	refused("tenant a max_checkpoint_mib=0\n",
 		"1: unknown or out-of-range option \"max_checkpoint_mib=0\" (concurrent>=1, queued, rate>0, burst>=1, "
 		"max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
-		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, max_checkpoint_mib>=1, net, net_addr)");
+		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, max_checkpoint_mib>=1, net, net_addr, callback, callback_addr)");
 	refused("tenant a sandboxes=1.5\n",
 		"1: unknown or out-of-range option \"sandboxes=1.5\" (concurrent>=1, queued, rate>0, burst>=1, "
 		"max_memory_mib, max_disk_mib, sandboxes, sandbox_memory_mib, sandbox_disk_mib, "
-		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, max_checkpoint_mib>=1, net, net_addr)");
+		"max_sandbox_timeout_s>=1, max_pause_ttl_s>=1, max_checkpoints>=1, max_checkpoint_mib>=1, net, net_addr, callback, callback_addr)");
 }
 
 static void free_twice(void **state)
@@ -356,26 +356,41 @@ static void net_ceiling(void **state)
 	assert_int_equal(ts.n, 5);
 	/* the default: no network */
 	for (int i = 0; i < 2; i++) {
-		assert_false(ts.t[i].net_any);
-		assert_int_equal(ts.t[i].nnet, 0);
-		assert_null(ts.t[i].net);
+		assert_false(ts.t[i].net.any);
+		assert_int_equal(ts.t[i].net.n, 0);
+		assert_null(ts.t[i].net.rules);
 	}
-	assert_true(ts.t[2].net_any);
-	assert_int_equal(ts.t[2].nnet, 0);
-	assert_false(ts.t[3].net_any);
-	assert_int_equal(ts.t[3].nnet, 2);
+	assert_true(ts.t[2].net.any);
+	assert_int_equal(ts.t[2].net.n, 0);
+	assert_false(ts.t[3].net.any);
+	assert_int_equal(ts.t[3].net.n, 2);
 	assert_int_equal(ts.t[3].concurrent, 2);
-	assert_int_equal(ts.t[3].net[0].kind, NET_RULE_SUFFIX);
-	assert_string_equal(ts.t[3].net[0].host, "pypi.org");
-	assert_int_equal(ts.t[3].net[1].kind, NET_RULE_HOST);
-	assert_string_equal(ts.t[3].net[1].host, "files.pythonhosted.org");
-	assert_int_equal(ts.t[3].net[1].port, 443);
-	assert_true(ts.t[4].net_any);
-	assert_int_equal(ts.t[4].nnet, 2);
-	assert_int_equal(ts.t[4].net[0].kind, NET_RULE_ADDR);
-	assert_int_equal(ts.t[4].net[0].port, 3128);
-	assert_int_equal(ts.t[4].net[1].port, 8080);
+	assert_int_equal(ts.t[3].net.rules[0].kind, NET_RULE_SUFFIX);
+	assert_string_equal(ts.t[3].net.rules[0].host, "pypi.org");
+	assert_int_equal(ts.t[3].net.rules[1].kind, NET_RULE_HOST);
+	assert_string_equal(ts.t[3].net.rules[1].host, "files.pythonhosted.org");
+	assert_int_equal(ts.t[3].net.rules[1].port, 443);
+	assert_true(ts.t[4].net.any);
+	assert_int_equal(ts.t[4].net.n, 2);
+	assert_int_equal(ts.t[4].net.rules[0].kind, NET_RULE_ADDR);
+	assert_int_equal(ts.t[4].net.rules[0].port, 3128);
+	assert_int_equal(ts.t[4].net.rules[1].port, 8080);
 	tenants_free(&ts);
+
+	/* where vmrund may call for a tenant: the same words, apart */
+	assert_int_equal(parse(&ts, "tenant cb net=any callback=hooks.example.com:8443 callback_addr=10.9.0.0/16:8080\n"
+				    "tenant all callback=any\n"),
+			 0);
+	assert_true(ts.t[0].net.any);
+	assert_false(ts.t[0].callback.any);
+	assert_int_equal(ts.t[0].callback.n, 2);
+	assert_string_equal(ts.t[0].callback.rules[0].host, "hooks.example.com");
+	assert_int_equal(ts.t[0].callback.rules[1].kind, NET_RULE_ADDR);
+	assert_true(ts.t[1].callback.any);
+	assert_false(ts.t[1].net.any);
+	tenants_free(&ts);
+	assert_int_equal(parse(&ts, "tenant x callback=any callback=none\n"), -1);
+	assert_int_equal(parse(&ts, "tenant x callback_addr=any\n"), -1);
 
 	/* 16 of each fit */
 	char line[512];
@@ -386,7 +401,7 @@ static void net_ceiling(void **state)
 	for (int i = 0; i < 16; i++)
 		n += snprintf(line + n, sizeof(line) - (size_t)n, "%s10.%d.0.0/16", i ? "," : "", i);
 	assert_int_equal(parse(&ts, line), 0);
-	assert_int_equal(ts.t[0].nnet, 32);
+	assert_int_equal(ts.t[0].net.n, 32);
 	tenants_free(&ts);
 	snprintf(line + n, sizeof(line) - (size_t)n, ",10.99.0.0/16");
 	refused(line, "1: net_addr: at most 16 rules");

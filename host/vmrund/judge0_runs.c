@@ -1,0 +1,326 @@
+/* Judge0's submissions as stored runs, and their callbacks
+ * (judge0_runs.h). A callback is Judge0's call_callback: a PUT of the
+ * default fields, base64, JSON, up to 3 tries of 5 s each, a try that got
+ * any answer ending it; with two differences that keep vmrund from being
+ * anyone's proxy: the destination is judged by the tenant's callback rules
+ * and the egress proxy's deny set (net_decide), once resolved, and curl
+ * dials that one address alone (CURLOPT_RESOLVE, and every socket it opens
+ * checked again); no redirect is followed. */
+#include "judge0_runs.h"
+
+#include <curl/curl.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "daemon.h"
+#include "judge0.h"
+#include "spool.h"
+
+/* ---- the view ---------------------------------------------------------------- */
+
+json_t *judge0_run_view(struct vmrund *d, const char *id, const char *tenant, uint64_t mask, bool b64,
+			unsigned *status)
+{
+	struct store_run run;
+	bool fetched = false;
+	*status = 404;
+	int found = vmrund_get_run_output(d, id, true, &run, &fetched);
+	if (found != 1) {
+		*status = found < 0 ? 500 : 404;
+		return NULL;
+	}
+	if (tenant && strcmp(run.tenant, tenant)) {
+		store_run_free(&run);
+		return NULL;
+	}
+	json_t *request = run.request ? json_loads(run.request, 0, NULL) : NULL;
+	json_t *result = spool_result_parse(run.result);
+	char path[PATH_MAX], *output[2] = { NULL, NULL };
+	if (fetched) {
+		vmrund_run_path(d, id, SPOOL_OUTPUT, path, sizeof(path));
+		spool_output_text(path, output);
+	}
+	bool both = output[0] && output[1];
+	struct judge0_run jr = {
+		.id = id, .state = run.state == RS_QUEUED ? 0 : run.state == RS_RUNNING ? 1 : 2,
+		.request = request, .result = json_is_object(result) ? result : NULL,
+		.output = { both ? output[0] : NULL, both ? output[1] : NULL },
+		.message = run.message, .created_ms = run.created_ms, .started_ms = run.started_ms,
+		.finished_ms = run.finished_ms, .node = run.node, .rts = d->rts, .nrts = d->nrts,
+	};
+	bool not_utf8 = false;
+	json_t *v = judge0_view(&jr, mask, b64, &not_utf8);
+	*status = !v ? 500 : not_utf8 ? 400 : 200;
+	if (not_utf8) {
+		json_decref(v);
+		v = NULL;
+	}
+	free(output[0]);
+	free(output[1]);
+	json_decref(result);
+	json_decref(request);
+	store_run_free(&run);
+	return v;
+}
+
+/* ---- callbacks --------------------------------------------------------------- */
+
+struct judge0_callbacks {
+	struct vmrund *d;
+	pthread_mutex_t mu;           /* the queue and stop; never held with d->lock taken after */
+	pthread_cond_t cv;
+	char (*q)[STORE_ID_LEN + 1];  /* JUDGE0_CALLBACK_QUEUE ids, a ring */
+	unsigned head, len;
+	bool stop;
+	pthread_t th[JUDGE0_CALLBACK_THREADS];
+	unsigned nth;
+};
+
+static void count(struct vmrund *d, enum metrics_callback what)
+{
+	pthread_mutex_lock(&d->lock);
+	d->m.callback[what]++;
+	pthread_mutex_unlock(&d->lock);
+}
+
+static int resolve(void *ctx, const char *host, uint8_t addrs[][16], char *err, size_t errlen)
+{
+	(void)ctx;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+	int rc = getaddrinfo(host, NULL, &hints, &res);
+	if (rc) {
+		snprintf(err, errlen, "%s", gai_strerror(rc));
+		return -1;
+	}
+	int n = 0;
+	for (struct addrinfo *a = res; a && n < NET_ADDRS_MAX; a = a->ai_next)
+		if (net_addr_from_sockaddr(a->ai_addr, addrs[n]))
+			n++;
+	freeaddrinfo(res);
+	return n;
+}
+
+/* What curl may connect to: the one address chosen, nothing else. */
+struct pin {
+	uint8_t addr[16];
+	uint16_t port;
+};
+
+static curl_socket_t open_socket(void *ctx, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	const struct pin *pin = ctx;
+	uint8_t addr[16];
+	const struct sockaddr_in *in = (const struct sockaddr_in *)&a->addr;
+	if (purpose != CURLSOCKTYPE_IPCXN || !net_addr_from_sockaddr(&a->addr, addr) || memcmp(addr, pin->addr, 16) ||
+	    ntohs(in->sin_port) != pin->port)   /* sin_port and sin6_port sit at the same place */
+		return CURL_SOCKET_BAD;
+	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *ctx)
+{
+	(void)p;
+	(void)ctx;
+	return size * n;
+}
+
+/* One PUT of body to url, pinned to pin: the HTTP status, or -1 with
+ * curl's reason. */
+static long put_once(const char *url, const struct judge0_url *u, struct pin *pin, const char *body, char *why,
+		     size_t cap)
+{
+	char a[INET6_ADDRSTRLEN + 2], entry[NET_HOST_MAX + INET6_ADDRSTRLEN + 16];
+	char errbuf[CURL_ERROR_SIZE] = "";
+	net_addr_format(pin->addr, a + 1, sizeof(a) - 2);
+	bool v6 = !net_addr_is_v4(pin->addr);
+	if (v6) {
+		a[0] = '[';
+		strcat(a, "]");
+	}
+	snprintf(entry, sizeof(entry), "%s:%u:%s", u->host, u->port, v6 ? a : a + 1);
+	CURL *c = curl_easy_init();
+	struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+	struct curl_slist *res = curl_slist_append(NULL, entry);
+	long code = -1;
+	if (!c || !hdr || !res) {
+		snprintf(why, cap, "out of memory");
+		goto out;
+	}
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+	curl_easy_setopt(c, CURLOPT_RESOLVE, res);
+	curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+	curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, pin);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)JUDGE0_CALLBACK_TIMEOUT_MS);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	CURLcode rc = curl_easy_perform(c);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	else
+		snprintf(why, cap, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
+out:
+	curl_slist_free_all(res);
+	curl_slist_free_all(hdr);
+	curl_easy_cleanup(c);
+	return code;
+}
+
+/* The run's callback_url and tenant from its stored request: false when
+ * it has none (or the run is gone). */
+static bool callback_of(struct vmrund *d, const char *id, char url[JUDGE0_URL_MAX + 1], int *tenant)
+{
+	struct store_run run;
+	char err[300];
+	if (vmrund_get_run(d, id, NULL, &run, err, sizeof(err)) != 1)
+		return false;
+	json_t *rq = run.request ? json_loads(run.request, 0, NULL) : NULL;
+	const char *u = json_string_value(
+		json_object_get(json_object_get(json_object_get(rq, "client"), "judge0"), "callback_url"));
+	bool ok = u && strlen(u) <= JUDGE0_URL_MAX && (*tenant = tenants_by_name(&d->ts, run.tenant)) >= 0;
+	if (ok)
+		snprintf(url, JUDGE0_URL_MAX + 1, "%s", u);
+	json_decref(rq);
+	store_run_free(&run);
+	return ok;
+}
+
+static void deliver(struct vmrund *d, const char *id)
+{
+	char url[JUDGE0_URL_MAX + 1], why[300];
+	int tenant;
+	struct judge0_url u;
+	struct net_decision dec;
+	unsigned status;
+	if (!callback_of(d, id, url, &tenant))
+		return;
+	const struct tenant_reach *reach = &d->ts.t[tenant].callback;
+	if (judge0_url_parse(url, &u, why, sizeof(why)) || judge0_callback_refusal(reach, &u, why, sizeof(why))) {
+		vmrund_say("run %s: callback %s refused: %s", id, url, why);
+		count(d, CB_REFUSED);
+		return;
+	}
+	net_decide(reach->rules, reach->n, reach->any, u.host, u.port, resolve, NULL, NULL, 0, &dec);
+	if (!dec.allowed) {
+		vmrund_say("run %s: callback %s refused: %s: %s", id, url, dec.host, dec.why);
+		count(d, CB_REFUSED);
+		return;
+	}
+	json_t *v = judge0_run_view(d, id, NULL, judge0_fields_default(), true, &status);
+	char *body = v ? json_dumps(v, JSON_COMPACT) : NULL;
+	json_decref(v);
+	if (!body) {
+		vmrund_say("run %s: callback %s not made: its submission could not be read (%u)", id, url, status);
+		count(d, CB_FAILED);
+		return;
+	}
+	struct pin pin = { .port = u.port };
+	memcpy(pin.addr, dec.addr, 16);
+	long code = -1;
+	unsigned tries = 0;
+	while (code < 0 && tries < JUDGE0_CALLBACK_TRIES) {
+		if (tries++)
+			sleep(1);   /* Judge0 tries again at once; a second apart is kinder to a server starting up */
+		code = put_once(url, &u, &pin, body, why, sizeof(why));
+	}
+	free(body);
+	if (code < 0) {
+		vmrund_say("run %s: callback %s failed %u times: %s", id, url, tries, why);
+		count(d, CB_FAILED);
+	} else {
+		count(d, CB_SENT);
+		if (code >= 300)
+			vmrund_say("run %s: callback %s answered %ld", id, url, code);
+	}
+}
+
+static void *worker(void *arg)
+{
+	struct judge0_callbacks *cb = arg;
+	char id[STORE_ID_LEN + 1];
+	for (;;) {
+		pthread_mutex_lock(&cb->mu);
+		while (!cb->len && !cb->stop)
+			pthread_cond_wait(&cb->cv, &cb->mu);
+		if (cb->stop) {
+			pthread_mutex_unlock(&cb->mu);
+			return NULL;
+		}
+		memcpy(id, cb->q[cb->head], sizeof(id));
+		cb->head = (cb->head + 1) % JUDGE0_CALLBACK_QUEUE;
+		cb->len--;
+		pthread_mutex_unlock(&cb->mu);
+		deliver(cb->d, id);
+	}
+}
+
+int judge0_callbacks_start(struct vmrund *d, char *err, size_t errlen)
+{
+	struct judge0_callbacks *cb = calloc(1, sizeof(*cb));
+	if (!cb || !(cb->q = calloc(JUDGE0_CALLBACK_QUEUE, sizeof(*cb->q)))) {
+		free(cb);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	cb->d = d;
+	pthread_mutex_init(&cb->mu, NULL);
+	pthread_cond_init(&cb->cv, NULL);
+	d->callbacks = cb;
+	for (; cb->nth < JUDGE0_CALLBACK_THREADS; cb->nth++)
+		if (pthread_create(&cb->th[cb->nth], NULL, worker, cb)) {
+			snprintf(err, errlen, "callback threads: pthread_create failed");
+			return -1;
+		}
+	return 0;
+}
+
+void judge0_callbacks_stop(struct vmrund *d)
+{
+	struct judge0_callbacks *cb = d->callbacks;
+	if (!cb)
+		return;
+	pthread_mutex_lock(&cb->mu);
+	cb->stop = true;
+	if (cb->len)
+		vmrund_say("%u Judge0 callbacks not made: vmrund is stopping", cb->len);
+	pthread_cond_broadcast(&cb->cv);
+	pthread_mutex_unlock(&cb->mu);
+	for (unsigned i = 0; i < cb->nth; i++)
+		pthread_join(cb->th[i], NULL);
+	pthread_cond_destroy(&cb->cv);
+	pthread_mutex_destroy(&cb->mu);
+	free(cb->q);
+	free(cb);
+	d->callbacks = NULL;
+}
+
+void judge0_callbacks_ended(struct vmrund *d, const struct store_run *run)
+{
+	struct judge0_callbacks *cb = d->callbacks;
+	/* the stored request names callback_url only when it was given (a
+	 * string; null otherwise): looked for before anything is parsed */
+	if (!cb || !run->request || !strstr(run->request, "\"callback_url\":\""))
+		return;
+	pthread_mutex_lock(&cb->mu);
+	bool full = cb->len == JUDGE0_CALLBACK_QUEUE;
+	if (!full) {
+		snprintf(cb->q[(cb->head + cb->len) % JUDGE0_CALLBACK_QUEUE], STORE_ID_LEN + 1, "%s", run->id);
+		cb->len++;
+		pthread_cond_signal(&cb->cv);
+	}
+	pthread_mutex_unlock(&cb->mu);
+	if (full) {
+		d->m.callback[CB_DROPPED]++;   /* d->lock is held here */
+		vmrund_say("run %s: callback dropped: %d are waiting already", run->id, JUDGE0_CALLBACK_QUEUE);
+	}
+}

@@ -1,0 +1,42 @@
+/* Judge0 on vmrund's side (judge0.h is the translation, pure): a stored
+ * run shown as its submission, for the API and for callbacks; and the
+ * callbacks, a PUT of the submission when it ends, made by vmrund (never
+ * the guest) from threads of their own, to an address the tenant's
+ * callback rules admit, judged again once resolved (docs/judge0.md). */
+#ifndef VMRUND_JUDGE0_RUNS_H
+#define VMRUND_JUDGE0_RUNS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "store.h"
+
+struct vmrund;
+
+/* Run id of tenant (NULL: anyone's) as Judge0's submission, the fields of
+ * mask, texts base64 when b64: the view, or NULL with *status 404 (no
+ * such run of the tenant's), 400 (a text is not UTF-8 and !b64) or 500. */
+json_t *judge0_run_view(struct vmrund *d, const char *id, const char *tenant, uint64_t mask, bool b64,
+			unsigned *status);
+
+#define JUDGE0_CALLBACK_THREADS 2
+#define JUDGE0_CALLBACK_QUEUE 1024      /* ended runs waiting for their callback */
+#define JUDGE0_CALLBACK_TRIES 3         /* Judge0's CALLBACKS_MAX_TRIES */
+#define JUDGE0_CALLBACK_TIMEOUT_MS 5000 /* Judge0's CALLBACKS_TIMEOUT, each try */
+
+/* Start the callback threads (d->callbacks): 0, or -1 with err. */
+int judge0_callbacks_start(struct vmrund *d, char *err, size_t errlen);
+
+/* Stop them: no new callback; the one each thread is making ends within
+ * a try's timeout; those queued are dropped (said in the log). Safe when
+ * never started. */
+void judge0_callbacks_stop(struct vmrund *d);
+
+/* A run ended on this node (under d->lock): its callback queued when its
+ * submission has a callback_url (dropped, and counted, when the queue is
+ * full). */
+void judge0_callbacks_ended(struct vmrund *d, const struct store_run *run);
+
+#endif
