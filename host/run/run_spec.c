@@ -39,6 +39,11 @@ int run_spec_add_arg(struct run_spec *rq, const char *s)
 	return add_string(&rq->argv, &rq->argc, s);
 }
 
+int run_spec_add_compile_arg(struct run_spec *rq, const char *s)
+{
+	return add_string(&rq->compile_args, &rq->ncompile_args, s);
+}
+
 int run_spec_add_env(struct run_spec *rq, const char *s)
 {
 	return add_string(&rq->env, &rq->nenv, s);
@@ -147,6 +152,9 @@ void run_spec_free(struct run_spec *rq)
 	for (unsigned i = 0; i < rq->argc; i++)
 		free(rq->argv[i]);
 	free(rq->argv);
+	for (unsigned i = 0; i < rq->ncompile_args; i++)
+		free(rq->compile_args[i]);
+	free(rq->compile_args);
 	for (unsigned i = 0; i < rq->nfiles; i++)
 		free(rq->files[i].data);
 	free(rq->files);

@@ -20,7 +20,10 @@
  *    "env": {"NAME": "VALUE"},          grants, checked by the policy
  *    "limits": {"timeout_s": 10, "memory_mib": 256, "cpus": 1,
  *               "disk_mib": 64, "max_output": 65536},
- *    "compile": {"timeout_s", "memory_mib", "cpu_time_ms"},   source mode
+ *    "compile": {"timeout_s", "memory_mib", "cpu_time_ms",
+ *                "args": ["-O3"]},      source mode; args go into the
+ *                                       compile command before the sources
+ *                                       (Judge0's compiler_options)
  *    "run":     {"timeout_s", "memory_mib", "cpu_time_ms"},   source mode
  *    "keep_artifacts": false,
  *    "client": {...},                    what the API that accepted the run
@@ -76,6 +79,7 @@
 #define RUN_SPEC_CHECKPOINT_MAX 100         /* "SANDBOX_ID/NAME": 32 hex, '/', 64 */
 #define RUN_SPEC_NODE_MAX       64          /* a node's name, as the store keeps it */
 #define RUN_SPEC_MAX_CLIENT_BYTES (4u << 20) /* "client", as compact JSON */
+#define RUN_SPEC_MAX_COMPILE_ARGS 64
 #define RUN_SPEC_MAX_NET_RULES  64          /* allow and allow_addr in all: the proxy's PROXY_RULES_MAX */
 
 struct run_spec_file {
@@ -107,6 +111,8 @@ struct run_spec {
 	double timeout_s;
 	uint64_t memory_mib, cpus, disk_mib, max_output;
 	struct run_stage_limits compile, run;
+	char **compile_args;          /* source mode: words for the compile command, before the sources */
+	unsigned ncompile_args;
 	bool keep_artifacts;
 	/* What the run's proxy may dial, parsed and normalized once: host and
 	 * suffix rules (network.allow, --allow-net) and address rules
@@ -156,6 +162,7 @@ int run_spec_add_rule(struct run_spec *rq, const struct net_rule *r);
  * grants ("NAME=VALUE", checked by the caller): 0, or -1 when out of
  * memory. How a front end that is not JSON builds a spec. */
 int run_spec_add_arg(struct run_spec *rq, const char *s);
+int run_spec_add_compile_arg(struct run_spec *rq, const char *s);   /* source mode's compile.args */
 int run_spec_add_env(struct run_spec *rq, const char *s);
 
 struct runtime;

@@ -489,10 +489,11 @@ static int get_limits(const json_t *o, struct run_spec *rq, char *err, size_t er
 static int get_stage(const json_t *o, const char *what, struct run_stage_limits *st, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "timeout_s", "memory_mib", "cpu_time_ms", NULL };
+	static const char *const compile_keys[] = { "timeout_s", "memory_mib", "cpu_time_ms", "args", NULL };
 	char path[32];
 	if (!json_is_object(o))
 		return errf(err, errlen, "%s: must be an object", what);
-	if (known_keys(o, keys, what, err, errlen))
+	if (known_keys(o, strcmp(what, "compile") ? keys : compile_keys, what, err, errlen))
 		return -1;
 	const json_t *v;
 	snprintf(path, sizeof(path), "%s.timeout_s", what);
@@ -676,6 +677,11 @@ static int parse_body(const json_t *body, bool sandbox, struct run_spec *rq, cha
 		return -1;
 	if ((v = json_object_get(body, "compile")) && get_stage(v, "compile", &rq->compile, err, errlen))
 		return -1;
+	if ((v = json_object_get(json_object_get(body, "compile"), "args")) &&
+	    get_strings(v, "compile.args", false, &rq->compile_args, &rq->ncompile_args, err, errlen))
+		return -1;
+	if (rq->ncompile_args > RUN_SPEC_MAX_COMPILE_ARGS)
+		return errf(err, errlen, "compile.args: at most %d", RUN_SPEC_MAX_COMPILE_ARGS);
 	if ((v = json_object_get(body, "run")) && get_stage(v, "run", &rq->run, err, errlen))
 		return -1;
 	if ((v = json_object_get(body, "keep_artifacts"))) {
@@ -824,11 +830,12 @@ static json_t *limits_json(const struct run_spec *rq)
 	return NULL;
 }
 
-static json_t *stage_json(const struct run_stage_limits *st)
+/* A stage's object; args (the compile stage's) when there are any. */
+static json_t *stage_json(const struct run_stage_limits *st, char *const *args, unsigned nargs)
 {
 	json_t *o = json_object();
 	if (o && put_seconds(o, "timeout_s", st->timeout_s) && put_whole(o, "memory_mib", st->memory_mib) &&
-	    put_whole(o, "cpu_time_ms", st->cpu_time_ms))
+	    put_whole(o, "cpu_time_ms", st->cpu_time_ms) && (!nargs || put(o, "args", strings_json(args, nargs))))
 		return o;
 	json_decref(o);
 	return NULL;
@@ -889,9 +896,10 @@ static bool fill_json(json_t *o, const struct run_spec *rq)
 	if ((rq->timeout_s != 0 || rq->memory_mib || rq->cpus || rq->disk_mib || rq->max_output) &&
 	    !put(o, "limits", limits_json(rq)))
 		return false;
-	if (rq->source && stage_set(&rq->compile) && !put(o, "compile", stage_json(&rq->compile)))
+	if (rq->source && (stage_set(&rq->compile) || rq->ncompile_args) &&
+	    !put(o, "compile", stage_json(&rq->compile, rq->compile_args, rq->ncompile_args)))
 		return false;
-	if (rq->source && stage_set(&rq->run) && !put(o, "run", stage_json(&rq->run)))
+	if (rq->source && stage_set(&rq->run) && !put(o, "run", stage_json(&rq->run, NULL, 0)))
 		return false;
 	if (rq->nnet && !put(o, "network", network_json(rq)))
 		return false;

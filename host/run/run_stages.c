@@ -4,6 +4,33 @@
 
 #include "errmsg.h"
 
+/* The spec's compile args into the compile stage's argv (n words), before
+ * the first source file's word (where Judge0's "%s" puts compiler
+ * options, so that they come after the template's own flags and win), or
+ * at the end when no word is one: the new count, or -1. */
+static int insert_args(char **argv, int n, const char *const *files, unsigned nfiles, char *const *args,
+		       unsigned nargs, char *store, size_t storelen, size_t *used, char *err, size_t errlen)
+{
+	if (!nargs)
+		return n;
+	if ((unsigned)n + nargs > PROTO_MAX_ARGS)
+		return errf(err, errlen, "more than %d words with the compile args", PROTO_MAX_ARGS);
+	int at = n;
+	for (int i = 1; nfiles && i < n && at == n; i++)
+		if (!strcmp(argv[i], files[0]))
+			at = i;
+	memmove(argv + at + nargs, argv + at, (size_t)(n - at + 1) * sizeof(*argv));   /* and the NULL */
+	for (unsigned i = 0; i < nargs; i++) {
+		size_t len = strlen(args[i]) + 1;
+		if (len > storelen - *used)
+			return errf(err, errlen, "the compile command passes %zu bytes", storelen);
+		memcpy(store + *used, args[i], len);
+		argv[at + i] = store + *used;
+		*used += len;
+	}
+	return n + (int)nargs;
+}
+
 /* Expand one template into the next stage of the request. */
 static int add_stage(struct run_stages *out, size_t *used, uint32_t kind, const char *tmpl, const char *const *files,
 		     unsigned nfiles, const struct run_spec *spec, const struct run_stage_limits *limits, char *err,
@@ -18,6 +45,10 @@ static int add_stage(struct run_stages *out, size_t *used, uint32_t kind, const 
 		return -1;
 	for (int i = 0; i < n; i++)
 		*used += strlen(st->argv[i]) + 1;
+	if (kind == PROTO_STAGE_COMPILE &&
+	    (n = insert_args(st->argv, n, files, nfiles, spec->compile_args, spec->ncompile_args, out->store,
+			     out->storelen, used, err, errlen)) < 0)
+		return -1;
 	st->kind = kind;
 	st->argc = (unsigned)n;
 	st->cpu_ms = limits->cpu_time_ms;
@@ -48,8 +79,9 @@ int run_stages_build(struct run_stages *out, const struct run_spec *spec, const 
 		if (add_stage(out, &used, PROTO_STAGE_COMPILE, rt->compile, files, nfiles, spec, &e->stage[0], why,
 			      sizeof(why)))
 			return errf(err, errlen, "%s's compile template: %s", rt->name, why);
-	} else if (spec->compile.timeout_s > 0 || spec->compile.memory_mib || spec->compile.cpu_time_ms) {
-		return errf(err, errlen, "%s has no compile stage: its limits cannot be set", rt->name);
+	} else if (spec->compile.timeout_s > 0 || spec->compile.memory_mib || spec->compile.cpu_time_ms ||
+		   spec->ncompile_args) {
+		return errf(err, errlen, "%s has no compile stage: its limits and args cannot be set", rt->name);
 	}
 	if (add_stage(out, &used, PROTO_STAGE_RUN, rt->run, files, nfiles, spec, &e->stage[e->nstages - 1], why,
 		      sizeof(why)))

@@ -18,6 +18,15 @@
  * answering: an unknown runtime, 429, 503). */
 json_t *api_run_view(const struct store_run *run);
 int api_wait_seconds(struct http_req *r);
+
+/* A listing's page: API_LIST_DEFAULT runs unless ?limit= says, at most
+ * API_LIST_MAX. */
+#define API_LIST_DEFAULT 20
+#define API_LIST_MAX 100
+
+/* ?name=, a whole number from 0 to max: dflt when absent; -1 after
+ * answering 400. */
+long api_query_number(struct http_req *r, const char *name, long dflt, long max);
 int api_submit(struct http_req *r, struct run_spec *rq, char id[SCHED_ID_MAX]);
 
 /* After a parser filled rq (parsed: its status, err its reason): 400

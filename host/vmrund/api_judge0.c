@@ -252,6 +252,70 @@ static enum MHD_Result batch_show(struct http_req *r)
 	return subs ? http_json(r, 200, json_pack("{so}", "submissions", subs)) : j0_error(r, 500, "out of memory");
 }
 
+/* ---- listing ------------------------------------------------------------------------------ */
+
+/* Judge0's ?page= and ?per_page= (will_paginate's): page from 1. */
+static long page_param(struct http_req *r, const char *name, long dflt)
+{
+	const char *v = query(r, name);
+	return v ? strtol(v, NULL, 10) : dflt;   /* Ruby's to_i: junk is 0 */
+}
+
+/* GET /submissions: the tenant's Judge0 submissions, newest first, a
+ * page at a time (per_page at most API_LIST_MAX, where Judge0 has none). */
+static enum MHD_Result index_of(struct http_req *r)
+{
+	char msg[80], err[300];
+	long page = page_param(r, "page", 1), per_page = page_param(r, "per_page", API_LIST_DEFAULT);
+	uint64_t mask;
+	if (page <= 0) {
+		snprintf(msg, sizeof(msg), "invalid page: %ld", page);
+		return j0_error(r, 400, msg);
+	}
+	if (per_page < 0) {
+		snprintf(msg, sizeof(msg), "invalid per_page: %ld", per_page);
+		return j0_error(r, 400, msg);
+	}
+	if (!fields_of(r, &mask))
+		return MHD_YES;
+	if (per_page > API_LIST_MAX)
+		per_page = API_LIST_MAX;
+	bool b64 = base64_of(r);
+	struct store_run *rows;
+	unsigned n;
+	uint64_t total;
+	uint64_t offset = (uint64_t)(page - 1) * (uint64_t)per_page;
+	if (vmrund_list_runs(r->d, r->d->ts.t[r->tenant].name, "judge0", offset, (unsigned)per_page, &rows, &n, &total,
+			     err, sizeof(err)))
+		return j0_error(r, 503, err);
+	json_t *a = json_array();
+	bool not_utf8 = false;
+	for (unsigned i = 0; i < n; i++) {
+		bool bad = false;
+		json_t *v = judge0_row_view(r->d, &rows[i], NULL, mask, b64, &bad);
+		not_utf8 |= bad;
+		if (!v || json_array_append_new(a, v)) {
+			json_decref(a);
+			a = NULL;
+		}
+		store_run_free(&rows[i]);
+	}
+	free(rows);
+	if (not_utf8) {
+		json_decref(a);
+		return j0_error(r, 400, "some attributes for one or more submissions cannot be converted to UTF-8, use "
+					"base64_encoded=true query parameter");
+	}
+	if (!a)
+		return j0_error(r, 500, "out of memory");
+	uint64_t pages = per_page ? (total + (uint64_t)per_page - 1) / (uint64_t)per_page : 0;
+	json_t *meta = json_pack("{sI so so sI sI}", "current_page", (json_int_t)page, "next_page",
+				 (uint64_t)page < pages ? json_integer(page + 1) : json_null(), "prev_page",
+				 page > 1 ? json_integer(page - 1) : json_null(), "total_pages", (json_int_t)pages,
+				 "total_count", (json_int_t)total);
+	return http_json(r, 200, json_pack("{so so}", "submissions", a, "meta", meta));
+}
+
 /* ---- the rest ------------------------------------------------------------------------------ */
 
 static enum MHD_Result submissions(struct http_req *r, const char *p)
@@ -263,7 +327,7 @@ static enum MHD_Result submissions(struct http_req *r, const char *p)
 			return j0_error(r, 405, "only GET and POST here");
 		if (!authorized(r))
 			return j0_error(r, 403, "X-Auth-User: a key of this tenant is required to list submissions");
-		return j0_error(r, 501, "listing submissions is not served yet: GET /v1/runs lists the runs");
+		return index_of(r);
 	}
 	if (!strcmp(p, "/batch")) {
 		if (!r->d->cfg.judge0.enable_batched_submissions)

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <openssl/sha.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,10 +304,56 @@ static enum MHD_Result run_path(struct http_req *r, const char *p)
 	return http_error(r, 404, 0, "no such endpoint");
 }
 
+/* ?NAME=, a whole number up to max: dflt when absent; -1 after a 400. */
+long api_query_number(struct http_req *r, const char *name, long dflt, long max)
+{
+	const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+	if (!v)
+		return dflt;
+	char *end;
+	errno = 0;
+	long n = strtol(v, &end, 10);
+	if (errno || *end || !*v || n < 0 || n > max) {
+		http_error(r, 400, 0, "%s: a whole number from 0 to %ld", name, max);
+		return -1;
+	}
+	return n;
+}
+
+/* GET /v1/runs?limit=&offset=: the tenant's runs, newest first. */
+static enum MHD_Result list(struct http_req *r)
+{
+	long limit = api_query_number(r, "limit", API_LIST_DEFAULT, API_LIST_MAX);
+	long offset = limit < 0 ? -1 : api_query_number(r, "offset", 0, LONG_MAX);
+	if (limit < 0 || offset < 0)
+		return MHD_YES;
+	struct store_run *rows;
+	unsigned n;
+	uint64_t total;
+	char err[300];
+	if (vmrund_list_runs(r->d, r->d->ts.t[r->tenant].name, NULL, (uint64_t)offset, (unsigned)limit, &rows, &n, &total,
+			     err, sizeof(err)))
+		return http_error(r, 503, 2, "%s", err);
+	json_t *a = json_array();
+	for (unsigned i = 0; i < n; i++) {
+		if (a && json_array_append_new(a, api_run_view(&rows[i]))) {
+			json_decref(a);
+			a = NULL;
+		}
+		store_run_free(&rows[i]);
+	}
+	free(rows);
+	if (!a)
+		return http_error(r, 500, 0, "out of memory");
+	return http_json(r, 200, json_pack("{so sI sI sI}", "runs", a, "total", (json_int_t)total, "offset",
+					   (json_int_t)offset, "limit", (json_int_t)limit));
+}
+
 enum MHD_Result api_v1(struct http_req *r, const char *p)
 {
 	if (!strcmp(p, "/runs"))
-		return strcmp(r->method, "POST") ? http_error(r, 405, 0, "only POST here") : create(r);
+		return !strcmp(r->method, "POST") ? create(r)
+		       : !strcmp(r->method, "GET") ? list(r) : http_error(r, 405, 0, "only GET and POST here");
 	if (!strncmp(p, "/runs/", 6))
 		return run_path(r, p + 6);
 	if (!strncmp(p, "/sandboxes", 10) && (p[10] == '\0' || p[10] == '/'))

@@ -336,6 +336,15 @@ int vmrund_fetch_run(struct vmrund *d, const char *id)
 	return rc;
 }
 
+int vmrund_list_runs(struct vmrund *d, const char *tenant, const char *client, uint64_t offset, unsigned limit,
+		     struct store_run **rows, unsigned *n, uint64_t *total, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&d->lock);
+	int rc = d->store->ops->list(d->store, tenant, client, offset, limit, rows, n, total, err, errlen);
+	pthread_mutex_unlock(&d->lock);
+	return rc;
+}
+
 int vmrund_count_runs(struct vmrund *d, uint64_t states[RS_COUNT], unsigned *running_here, char *err,
 		      size_t errlen)
 {

@@ -160,6 +160,11 @@ int vmrund_get_run_output(struct vmrund *d, const char *id, bool want_output, st
 /* vmrund_fetch, with the lock taken around it. */
 int vmrund_fetch_run(struct vmrund *d, const char *id);
 
+/* Tenant's runs (client: only those that API accepted; NULL: all), the
+ * store's list, under the lock: 0, or -1 with err. */
+int vmrund_list_runs(struct vmrund *d, const char *tenant, const char *client, uint64_t offset, unsigned limit,
+		     struct store_run **rows, unsigned *n, uint64_t *total, char *err, size_t errlen);
+
 /* The store's count of runs by state, and how many run on this node, in one hold of the lock: 0, -1 err. */
 int vmrund_count_runs(struct vmrund *d, uint64_t states[RS_COUNT], unsigned *running_here, char *err,
 		      size_t errlen);

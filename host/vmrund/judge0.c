@@ -111,8 +111,8 @@ json_t *judge0_config_info(const struct judge0_config *c, unsigned queue_max)
 	 * client reads what will be refused before it asks */
 	bool ok = o && put(o, "maintenance_mode", json_false()) &&
 		  put(o, "enable_wait_result", json_boolean(c->enable_wait_result)) &&
-		  put(o, "enable_compiler_options", json_false()) &&
-		  put(o, "allowed_languages_for_compile_options", json_array()) &&
+		  put(o, "enable_compiler_options", json_true()) &&
+		  put(o, "allowed_languages_for_compile_options", json_pack("[ssss]", "C", "C++", "Go", "Rust")) &&
 		  put(o, "enable_command_line_arguments", json_true()) &&
 		  put(o, "enable_submission_delete", json_false()) && put(o, "enable_callbacks", json_true()) &&
 		  put(o, "callbacks_max_tries", json_integer(3)) && put(o, "callbacks_timeout", json_real(5)) &&
@@ -220,6 +220,11 @@ static json_t *command_of(const char *tmpl, const char *source_file)
 	}
 	out[o] = '\0';
 	return json_string(out);
+}
+
+bool judge0_language_takes_options(long id)
+{
+	return id == 50 || id == 54 || id == 60 || id == 73;
 }
 
 const struct runtime *judge0_language_runtime(long id, const struct runtime *rts, size_t n, const char **source_file)

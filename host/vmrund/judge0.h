@@ -71,6 +71,12 @@ json_t *judge0_languages(const struct runtime *rts, size_t n, bool all);
 json_t *judge0_language(const struct runtime *rts, size_t n, long id);
 json_t *judge0_statuses(void);
 
+/* Whether language id's compiler takes Judge0's compiler_options (before
+ * its sources): C, C++, Go and Rust; not Java, whose vmrun-javac takes
+ * file names alone. */
+bool judge0_language_takes_options(long id);
+#define JUDGE0_COMPILER_OPTIONS_LANGUAGES "C, C++, Go and Rust"
+
 /* The runtime of language id among rts, and the name Judge0 gives its
  * source file (*source_file, may be NULL): NULL when none. */
 const struct runtime *judge0_language_runtime(long id, const struct runtime *rts, size_t n, const char **source_file);

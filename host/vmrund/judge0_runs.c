@@ -22,6 +22,25 @@
 
 /* ---- the view ---------------------------------------------------------------- */
 
+json_t *judge0_row_view(struct vmrund *d, const struct store_run *run, char *const output[2], uint64_t mask,
+			bool b64, bool *not_utf8)
+{
+	json_t *request = run->request ? json_loads(run->request, 0, NULL) : NULL;
+	json_t *result = spool_result_parse(run->result);
+	bool both = output && output[0] && output[1];
+	struct judge0_run jr = {
+		.id = run->id, .state = run->state == RS_QUEUED ? 0 : run->state == RS_RUNNING ? 1 : 2,
+		.request = request, .result = json_is_object(result) ? result : NULL,
+		.output = { both ? output[0] : NULL, both ? output[1] : NULL },
+		.message = run->message, .created_ms = run->created_ms, .started_ms = run->started_ms,
+		.finished_ms = run->finished_ms, .node = run->node, .rts = d->rts, .nrts = d->nrts,
+	};
+	json_t *v = judge0_view(&jr, mask, b64, not_utf8);
+	json_decref(result);
+	json_decref(request);
+	return v;
+}
+
 json_t *judge0_run_view(struct vmrund *d, const char *id, const char *tenant, uint64_t mask, bool b64,
 			unsigned *status)
 {
@@ -37,23 +56,13 @@ json_t *judge0_run_view(struct vmrund *d, const char *id, const char *tenant, ui
 		store_run_free(&run);
 		return NULL;
 	}
-	json_t *request = run.request ? json_loads(run.request, 0, NULL) : NULL;
-	json_t *result = spool_result_parse(run.result);
 	char path[PATH_MAX], *output[2] = { NULL, NULL };
 	if (fetched) {
 		vmrund_run_path(d, id, SPOOL_OUTPUT, path, sizeof(path));
 		spool_output_text(path, output);
 	}
-	bool both = output[0] && output[1];
-	struct judge0_run jr = {
-		.id = id, .state = run.state == RS_QUEUED ? 0 : run.state == RS_RUNNING ? 1 : 2,
-		.request = request, .result = json_is_object(result) ? result : NULL,
-		.output = { both ? output[0] : NULL, both ? output[1] : NULL },
-		.message = run.message, .created_ms = run.created_ms, .started_ms = run.started_ms,
-		.finished_ms = run.finished_ms, .node = run.node, .rts = d->rts, .nrts = d->nrts,
-	};
 	bool not_utf8 = false;
-	json_t *v = judge0_view(&jr, mask, b64, &not_utf8);
+	json_t *v = judge0_row_view(d, &run, output, mask, b64, &not_utf8);
 	*status = !v ? 500 : not_utf8 ? 400 : 200;
 	if (not_utf8) {
 		json_decref(v);
@@ -61,8 +70,6 @@ json_t *judge0_run_view(struct vmrund *d, const char *id, const char *tenant, ui
 	}
 	free(output[0]);
 	free(output[1]);
-	json_decref(result);
-	json_decref(request);
 	store_run_free(&run);
 	return v;
 }

@@ -21,6 +21,12 @@ struct vmrund;
 json_t *judge0_run_view(struct vmrund *d, const char *id, const char *tenant, uint64_t mask, bool b64,
 			unsigned *status);
 
+/* A row the store gave as Judge0's submission (output: each stage's
+ * interleaved streams, or NULL: stdout then stderr): NULL when out of
+ * memory; *not_utf8 as judge0_view's. */
+json_t *judge0_row_view(struct vmrund *d, const struct store_run *run, char *const output[2], uint64_t mask,
+			bool b64, bool *not_utf8);
+
 #define JUDGE0_CALLBACK_THREADS 2
 #define JUDGE0_CALLBACK_QUEUE 1024      /* ended runs waiting for their callback */
 #define JUDGE0_CALLBACK_TRIES 3         /* Judge0's CALLBACKS_MAX_TRIES */

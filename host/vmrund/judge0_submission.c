@@ -175,8 +175,9 @@ static bool bool_param(const struct parse *ps, const char *key, bool dflt)
 /* ---- command_line_arguments, as bash splits Judge0's run line ----------------- */
 
 /* Judge0 strips $&;<>|` and the ends, then bash splits the rest into
- * words; quotes group, a backslash escapes (as bash's do). */
-static int split_args(const struct text *t, struct run_spec *rq)
+ * words; quotes group, a backslash escapes (as bash's do). Each word to
+ * add (run_spec_add_arg or run_spec_add_compile_arg). */
+static int split_args(const struct text *t, struct run_spec *rq, int (*add)(struct run_spec *, const char *))
 {
 	size_t n = t->p ? t->n : 0;
 	char *w = malloc(n + 1);
@@ -206,7 +207,7 @@ static int split_args(const struct text *t, struct run_spec *rq)
 		if (!quote && strchr(" \t\n\r\v\f", c)) {
 			if (in_word) {
 				w[len] = '\0';
-				if (run_spec_add_arg(rq, w)) {
+				if (add(rq, w)) {
 					free(w);
 					return -1;
 				}
@@ -219,7 +220,7 @@ static int split_args(const struct text *t, struct run_spec *rq)
 		in_word = true;
 	}
 	w[len] = '\0';
-	int rc = in_word ? run_spec_add_arg(rq, w) : 0;
+	int rc = in_word ? add(rq, w) : 0;
 	free(w);
 	return rc;
 }
@@ -255,8 +256,6 @@ static void check_limits(struct parse *ps, const struct judge0_config *c, struct
 		number_param(ps, &bounds[i]);
 }
 
-/* What Judge0 allows and vmrun does not do (yet): refused as a Judge0
- * configured without it refuses it. */
 /* callback_url: a URL the tenant's callback rules admit. */
 static void check_callback(struct parse *ps, const struct text *callback, const struct tenant_reach *reach)
 {
@@ -273,19 +272,31 @@ static void check_callback(struct parse *ps, const struct text *callback, const 
 		add_error(ps, "callback_url", "%s", refusal);
 }
 
-static void check_settings(struct parse *ps, const struct text *compiler_options, const struct text *args,
-			   const struct text *files)
+/* compiler_options: for the compilers that take them before the
+ * sources (judge0_language_takes_options). */
+static void check_compiler_options(struct parse *ps, const struct text *opts, const struct runtime *rt, long id)
 {
-	if (compiler_options->p && compiler_options->n > 512)
+	if (opts->p && opts->n > 512)
 		add_error(ps, "compiler_options", "is too long (maximum is 512 characters)");
+	if (blank(opts) || !rt)
+		return;
+	if (!rt->compile[0])
+		add_error(ps, "compiler_options", "setting compiler options is only allowed for compiled languages");
+	else if (!judge0_language_takes_options(id))
+		add_error(ps, "compiler_options", "setting compiler options is only allowed for %s",
+			  JUDGE0_COMPILER_OPTIONS_LANGUAGES);
+}
+
+/* What Judge0 allows and vmrun does not do (yet): refused as a Judge0
+ * configured without it refuses it. */
+static void check_settings(struct parse *ps, const struct text *args, const struct text *files)
+{
 	if (args->p && args->n > 512)
 		add_error(ps, "command_line_arguments", "is too long (maximum is 512 characters)");
 	if (bool_param(ps, "enable_per_process_and_thread_time_limit", false))
 		add_error(ps, "enable_per_process_and_thread_time_limit", "this option cannot be enabled");
 	if (bool_param(ps, "enable_per_process_and_thread_memory_limit", false))
 		add_error(ps, "enable_per_process_and_thread_memory_limit", "this option cannot be enabled");
-	if (!blank(compiler_options))
-		add_error(ps, "compiler_options", "setting compiler options is not allowed");
 	if (!blank(files))
 		add_error(ps, "additional_files", "setting additional files is not allowed");
 	if (bool_param(ps, "enable_network", false))
@@ -322,7 +333,7 @@ static json_t *text_json(const struct text *t)
 
 /* What the view shows back and run_spec does not keep: "client.judge0". */
 static json_t *client_json(long language_id, const struct limits *l, bool redirect, const struct text *expected,
-			   const struct text *args, const struct text *callback)
+			   const struct text *args, const struct text *callback, const struct text *opts)
 {
 	json_t *o = json_object(), *c = json_object();
 	char *exp = expected->p ? judge0_encode64(expected->p, expected->n, NULL) : NULL;
@@ -340,7 +351,8 @@ static json_t *client_json(long language_id, const struct limits *l, bool redire
 		  /* Judge0 keeps it as it keeps every text: Ruby's base64 */
 		  put(o, "expected_output", exp ? json_string(exp) : json_null()) &&
 		  put(o, "command_line_arguments", args->p ? text_json(args) : json_null()) &&
-		  put(o, "callback_url", blank(callback) ? json_null() : text_json(callback));
+		  put(o, "callback_url", blank(callback) ? json_null() : text_json(callback)) &&
+		  put(o, "compiler_options", opts->p ? text_json(opts) : json_null());
 	free(exp);
 	json_decref(o);
 	if (ok)
@@ -351,7 +363,8 @@ static json_t *client_json(long language_id, const struct limits *l, bool redire
 
 /* rq from what passed the checks. */
 static int build(const struct runtime *rt, const char *source_file, const struct text *src, const struct text *in,
-		 const struct text *args, const struct limits *l, json_t *client, struct run_spec *rq)
+		 const struct text *args, const struct text *opts, const struct limits *l, json_t *client,
+		 struct run_spec *rq)
 {
 	memset(rq, 0, sizeof(*rq));
 	snprintf(rq->runtime, sizeof(rq->runtime), "%s", rt->name);
@@ -373,7 +386,7 @@ static int build(const struct runtime *rt, const char *source_file, const struct
 			memcpy(rq->stdin_data, in->p, in->n);
 		rq->stdin_len = in->n;
 	}
-	if (split_args(args, rq))
+	if (split_args(args, rq, run_spec_add_arg) || split_args(opts, rq, run_spec_add_compile_arg))
 		return -1;
 	/* isolate's -t and -x: the program is stopped at the limit and the
 	 * extra time, and judged against the limit alone (judge0_verdict) */
@@ -420,13 +433,14 @@ int judge0_submission(const json_t *body, bool b64, const struct judge0_config *
 		add_error(&ps, "expected_output", "is too long (maximum is %u bytes)", RUN_SPEC_MAX_CLIENT_BYTES / 2);
 	const struct runtime *rt = check_language(&ps, rts, n, &language_id, &source_file);
 	check_limits(&ps, c, &l);
-	check_settings(&ps, &opts, &args, &files);
+	check_compiler_options(&ps, &opts, rt, language_id);
+	check_settings(&ps, &args, &files);
 	check_callback(&ps, &callback, callback_reach);
 	if (ps.oom || json_object_size(ps.errors))
 		goto out;
 	bool redirect = bool_param(&ps, "redirect_stderr_to_stdout", c->redirect_stderr_to_stdout);
-	if (!(client = client_json(language_id, &l, redirect, &expected, &args, &callback)) ||
-	    build(rt, source_file, &src, &in, &args, &l, client, rq)) {
+	if (!(client = client_json(language_id, &l, redirect, &expected, &args, &callback, &opts)) ||
+	    build(rt, source_file, &src, &in, &args, &opts, &l, client, rq)) {
 		ps.oom = true;
 		goto out;
 	}

@@ -496,10 +496,10 @@ static json_t *field_json(const struct view *w, const struct facts *f, const jso
 	if (!strcmp(name, "enable_per_process_and_thread_time_limit") ||
 	    !strcmp(name, "enable_per_process_and_thread_memory_limit") || !strcmp(name, "enable_network"))
 		return json_false();
-	if (!strcmp(name, "queue_host") || !strcmp(name, "compiler_options") || !strcmp(name, "additional_files"))
+	if (!strcmp(name, "queue_host") || !strcmp(name, "additional_files"))
 		return json_null();
 	/* language_id, the integer limits, redirect, command_line_arguments,
-	 * callback_url */
+	 * callback_url, compiler_options */
 	return copy_of(j0, name);
 }
 

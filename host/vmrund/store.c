@@ -153,3 +153,16 @@ bool store_run_pinned_to(const struct store_run *run, const char *node)
 	json_decref(rq);
 	return pinned;
 }
+
+int store_client_like(const char *client, char *out, size_t cap)
+{
+	if (!client) {
+		snprintf(out, cap, "%%");
+		return 0;
+	}
+	size_t n = strlen(client);
+	if (!n || n >= STORE_CLIENT_NAME_MAX || strspn(client, "abcdefghijklmnopqrstuvwxyz0123456789_") != n)
+		return -1;
+	snprintf(out, cap, STORE_CLIENT_LIKE, client);
+	return 0;
+}

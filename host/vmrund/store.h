@@ -214,6 +214,14 @@ struct store_ops {
 	 * run was visited, fn's value when it stopped the walk, -1 error. */
 	int (*each)(struct store *s, enum run_state state, int (*fn)(void *ctx, const struct store_run *run),
 		    void *ctx, char *err, size_t errlen);
+	/* Tenant's runs, newest first (by seq): at most limit of them after
+	 * the first offset, into *out (malloc'd, *n rows; the caller frees
+	 * each with store_run_free and the array), and how many there are
+	 * into *total. client non-NULL: only the runs an API of that name
+	 * accepted (their request's "client" object is {"NAME": ...}, the
+	 * first key: STORE_CLIENT_LIKE). 0, or -1 (*out NULL). */
+	int (*list)(struct store *s, const char *tenant, const char *client, uint64_t offset, unsigned limit,
+		    struct store_run **out, unsigned *n, uint64_t *total, char *err, size_t errlen);
 	/* How many runs are in each state, into count[RS_COUNT]. 0 done, -1
 	 * error. */
 	int (*count)(struct store *s, uint64_t count[RS_COUNT], char *err, size_t errlen);
@@ -384,6 +392,17 @@ bool store_run_pinned_to(const struct store_run *run, const char *node);
  * row is read from, in store_run's order (id, tenant, state, created_ms,
  * started_ms, command_ms, finished_ms, request, result, message, seq,
  * node, cancel, outcome, termination, limits_hit). */
+/* The LIKE pattern of a request that client NAME accepted, NAME in %s
+ * ([a-z0-9_], so that it needs no escaping): the canonical request is
+ * compact JSON, and "client" holds one object, under its API's name. */
+#define STORE_CLIENT_LIKE "%%\"client\":{\"%s\":%%"
+#define STORE_CLIENT_NAME_MAX 32
+
+/* client's LIKE pattern into out (cap at least STORE_CLIENT_NAME_MAX +
+ * 24 bytes; client NULL: "%", every run): 0, or -1 for a name that is
+ * not [a-z0-9_]{1,31}. Pure. */
+int store_client_like(const char *client, char *out, size_t cap);
+
 #define STORE_COLS                                                                                                \
 	"id, tenant, state, created_ms, started_ms, command_ms, finished_ms, request, result, message, seq, node, " \
 	"cancel, outcome, termination, limits_hit"

@@ -522,6 +522,63 @@ static int pg_each(struct store *base, enum run_state state, int (*fn)(void *ctx
 	}
 }
 
+/* The count and the page in one statement (a window over the tenant's
+ * rows), so that they agree. */
+static int pg_list(struct store *base, const char *tenant, const char *client, uint64_t offset, unsigned limit,
+		   struct store_run **out, unsigned *n, uint64_t *total, char *err, size_t errlen)
+{
+	struct store_pg *s = backend(base);
+	char off[24], lim[24], like[STORE_CLIENT_NAME_MAX + 24];
+	*out = NULL;
+	*n = 0;
+	*total = 0;
+	if (store_client_like(client, like, sizeof(like)))
+		return errf(err, errlen, "store: no client named so");
+	if (pg_ensure(s, err, errlen) < 0)
+		return -1;
+	pg_fmt_i64(off, sizeof(off), offset > INT64_MAX ? INT64_MAX : (int64_t)offset);
+	pg_fmt_i64(lim, sizeof(lim), limit);
+	const char *const v[] = { tenant, like, lim, off };
+	PGresult *res = pg_exec_sql(s, "listing runs",
+				    "SELECT " STORE_COLS ", (SELECT count(*) FROM runs WHERE tenant = $1 AND request LIKE $2)"
+				    " FROM runs WHERE tenant = $1 AND request LIKE $2 ORDER BY seq DESC LIMIT $3 OFFSET $4",
+				    4, v, err, errlen);
+	if (!res)
+		return -1;
+	int rows = PQntuples(res), rc = 0;
+	if (rows == 0) {
+		/* past the last page: the count alone */
+		PQclear(res);
+		res = pg_exec_sql(s, "counting runs", "SELECT count(*) FROM runs WHERE tenant = $1 AND request LIKE $2", 2,
+				  v, err, errlen);
+		if (!res)
+			return -1;
+		*total = (uint64_t)strtoull(PQgetvalue(res, 0, 0), NULL, 10);
+		PQclear(res);
+		return 0;
+	}
+	*total = (uint64_t)strtoull(PQgetvalue(res, 0, PQnfields(res) - 1), NULL, 10);   /* the count, last */
+	if (!(*out = calloc((size_t)rows, sizeof(**out)))) {
+		PQclear(res);
+		return errf(err, errlen, "store: out of memory");
+	}
+	for (int i = 0; i < rows && !rc; i++) {
+		rc = pg_read_row(res, i, &(*out)[i], err, errlen);
+		if (!rc)
+			(*n)++;
+	}
+	PQclear(res);
+	if (rc) {
+		for (unsigned i = 0; i < *n; i++)
+			store_run_free(&(*out)[i]);
+		free(*out);
+		*out = NULL;
+		*n = 0;
+		return -1;
+	}
+	return 0;
+}
+
 static int pg_count(struct store *base, uint64_t count[RS_COUNT], char *err, size_t errlen)
 {
 	struct store_pg *s = backend(base);
@@ -758,6 +815,7 @@ static const struct store_ops pg_ops = {
 	.heartbeat = pg_heartbeat,
 	.expire = pg_expire,
 	.each = pg_each,
+	.list = pg_list,
 	.count = pg_count,
 	.put_blob = pg_put_blob,
 	.blobs = pg_blobs,

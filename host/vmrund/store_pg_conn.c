@@ -116,6 +116,8 @@ static const char *const migrations[] = {
 	 * the same statement, over STORE_SBX_STATES as it is now. */
 	"ALTER TABLE sandboxes DROP CONSTRAINT sandboxes_state_check,"
 	" ADD CONSTRAINT sandboxes_state_check CHECK (state IN " STORE_SBX_STATES ");",
+	/* 9: a tenant's runs, newest first (store.h's list). */
+	"CREATE INDEX IF NOT EXISTS runs_tenant_seq ON runs (tenant, seq);",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -762,6 +762,74 @@ static int sq_each(struct store *base, enum run_state state, int (*fn)(void *ctx
 	}
 }
 
+/* Prepared here, not kept: a listing is a client's page, not the
+ * scheduler's every tick. The count and the page in one read
+ * transaction, so that they agree. */
+static int sq_list(struct store *base, const char *tenant, const char *client, uint64_t offset, unsigned limit,
+		   struct store_run **out, unsigned *n, uint64_t *total, char *err, size_t errlen)
+{
+	struct store_sqlite *s = backend(base);
+	sqlite3_stmt *cnt = NULL, *page = NULL;
+	char like[STORE_CLIENT_NAME_MAX + 24];
+	int rc = -1;
+	*out = NULL;
+	*n = 0;
+	*total = 0;
+	if (store_client_like(client, like, sizeof(like)))
+		return errf(err, errlen, "state db: no client named so");
+	if (offset > INT64_MAX)
+		offset = INT64_MAX;
+	if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+		return sq_db_err(s, err, errlen);
+	if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM runs WHERE tenant = ?1 AND request LIKE ?4", -1, &cnt,
+			       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(s->db,
+			       "SELECT " STORE_COLS " FROM runs WHERE tenant = ?1 AND request LIKE ?4"
+			       " ORDER BY seq DESC LIMIT ?2 OFFSET ?3",
+			       -1, &page, NULL) != SQLITE_OK) {
+		sq_db_err(s, err, errlen);
+		goto out;
+	}
+	if (sq_bind_text(cnt, 1, tenant) || sq_bind_text(cnt, 4, like) || sq_bind_text(page, 1, tenant) ||
+	    sqlite3_bind_int64(page, 2, limit) || sqlite3_bind_int64(page, 3, (int64_t)offset) ||
+	    sq_bind_text(page, 4, like)) {
+		sq_db_err(s, err, errlen);
+		goto out;
+	}
+	if (sqlite3_step(cnt) != SQLITE_ROW) {
+		sq_db_err(s, err, errlen);
+		goto out;
+	}
+	*total = (uint64_t)sqlite3_column_int64(cnt, 0);
+	if (limit && !(*out = calloc(limit, sizeof(**out)))) {
+		errf(err, errlen, "state db: out of memory");
+		goto out;
+	}
+	int step = SQLITE_DONE;
+	while (*n < limit && (step = sqlite3_step(page)) == SQLITE_ROW) {
+		if (read_row(page, &(*out)[*n], err, errlen) < 0)
+			goto out;
+		(*n)++;
+	}
+	if (*n < limit && step != SQLITE_DONE) {
+		sq_db_err(s, err, errlen);
+		goto out;
+	}
+	rc = 0;
+out:
+	sqlite3_finalize(cnt);
+	sqlite3_finalize(page);
+	sqlite3_exec(s->db, rc ? "ROLLBACK" : "COMMIT", NULL, NULL, NULL);
+	if (rc) {
+		for (unsigned i = 0; i < *n; i++)
+			store_run_free(&(*out)[i]);
+		free(*out);
+		*out = NULL;
+		*n = 0;
+	}
+	return rc;
+}
+
 static int sq_count(struct store *base, uint64_t count[RS_COUNT], char *err, size_t errlen)
 {
 	struct store_sqlite *s = backend(base);
@@ -948,6 +1016,7 @@ static const struct store_ops sqlite_ops = {
 	.heartbeat = sq_heartbeat,
 	.expire = sq_expire,
 	.each = sq_each,
+	.list = sq_list,
 	.count = sq_count,
 	.put_blob = sq_put_blob,
 	.blobs = sq_blobs,

@@ -10,7 +10,7 @@
 #include "errmsg.h"
 #include "store_sandbox.h"
 
-#define SCHEMA_VERSION  7
+#define SCHEMA_VERSION  8
 #define BUSY_TIMEOUT_MS 5000
 
 /* What version 2 added beside runs' columns, shared by a new file's
@@ -89,6 +89,9 @@
 	"CREATE INDEX sandboxes_tenant_state ON sandboxes (tenant, state);"                                         \
 	"CREATE INDEX sandboxes_node_state ON sandboxes (node, state);"
 
+/* Version 8: a tenant's runs, newest first (store.h's list). */
+#define SCHEMA_8_ADDED "CREATE INDEX IF NOT EXISTS runs_tenant_seq ON runs (tenant, seq);"
+
 /* seq is the rowid; AUTOINCREMENT so that it never goes back even if the
  * newest rows are deleted one day, as the order of acceptance must not.
  * STRICT: a value of the wrong type is refused rather than kept. The CHECK
@@ -121,7 +124,8 @@ static const char schema_sql[] =
 	SCHEMA_5_ADDED
 	SCHEMA_6_CHANGED
 	SCHEMA_7_CHANGED
-	"PRAGMA user_version = 7;";   /* SCHEMA_VERSION */
+	SCHEMA_8_ADDED
+	"PRAGMA user_version = 8;";   /* SCHEMA_VERSION */
 
 /* Version 1 (one node, no blobs) to 2, in the transaction that read the
  * version. The added columns land after message in a migrated file, which
@@ -159,6 +163,9 @@ static const char migrate_5_sql[] = SCHEMA_6_CHANGED "PRAGMA user_version = 6;";
 
 /* Version 6 to 7. */
 static const char migrate_6_sql[] = SCHEMA_7_CHANGED "PRAGMA user_version = 7;";
+
+/* Version 7 to 8. */
+static const char migrate_7_sql[] = SCHEMA_8_ADDED "PRAGMA user_version = 8;";
 
 /* Open's failures name the file, which the daemon's operator must find. */
 static int open_err(sqlite3 *db, const char *path, char *err, size_t errlen)
@@ -247,6 +254,8 @@ static int schema(sqlite3 *db, const char *path, char *err, size_t errlen)
 	if (version >= 1 && version <= 5 && exec(db, migrate_5_sql, path, err, errlen) < 0)
 		goto out;
 	if (version >= 1 && version <= 6 && exec(db, migrate_6_sql, path, err, errlen) < 0)
+		goto out;
+	if (version >= 1 && version <= 7 && exec(db, migrate_7_sql, path, err, errlen) < 0)
 		goto out;
 	rc = exec(db, "COMMIT", path, err, errlen);
 out:

@@ -232,6 +232,20 @@ static void submission_arguments_split_as_bash(void **state)
 	assert_string_equal(rq.files[0].name, "main.c");
 	assert_int_equal(rq.run.cpu_time_ms, 1500);
 	run_spec_free(&rq);
+	/* compiler options: the compile stage's args, split the same way */
+	assert_null(submit("{\"source_code\":\"x\",\"language_id\":50,\"compiler_options\":\"-O3 -DX='a b' ;-lm\"}",
+			   false, &rq));
+	assert_int_equal(rq.ncompile_args, 3);
+	assert_string_equal(rq.compile_args[0], "-O3");
+	assert_string_equal(rq.compile_args[1], "-DX=a b");
+	assert_string_equal(rq.compile_args[2], "-lm");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(rq.client, "judge0"), "compiler_options")),
+			    "-O3 -DX='a b' ;-lm");
+	run_spec_free(&rq);
+	json_t *e = submit("{\"source_code\":\"x\",\"language_id\":71,\"compiler_options\":\"-O\"}", false, &rq);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(e, "compiler_options"), 0)),
+			    "setting compiler options is only allowed for compiled languages");
+	json_decref(e);
 }
 
 static void submission_errors_as_rails_says_them(void **state)
@@ -247,7 +261,6 @@ static void submission_errors_as_rails_says_them(void **state)
 	assert_string_equal(text,
 			    "{\"additional_files\":[\"setting additional files is not allowed\"],"
 			    "\"callback_url\":[\"setting callback is not allowed\"],"
-			    "\"compiler_options\":[\"setting compiler options is not allowed\"],"
 			    "\"cpu_time_limit\":[\"must be less than or equal to 15.0\"],"
 			    "\"enable_network\":[\"enabling network is not allowed\"],"
 			    "\"enable_per_process_and_thread_time_limit\":[\"this option cannot be enabled\"],"

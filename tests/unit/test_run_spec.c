@@ -162,6 +162,11 @@ static void refuses_types(void **state)
 	refused("{\"argv\": [\"x\"], \"limits\": {\"cpus\": true}}", "limits.cpus: must be a whole number");
 	refused("{\"argv\": [\"x\"], \"limits\": {\"max_output\": 1e300}}", "limits.max_output: must be at most");
 	refused("{\"argv\": [\"x\"], \"client\": \"judge0\"}", "client: must be an object");
+	refused("{\"argv\": [\"x\"], \"compile\": {\"args\": [\"-O3\"]}}", "compile: only without argv (source mode)");
+	refused("{\"runtime\": \"c\", \"files\": [{\"name\": \"a\", \"content\": \"\"}], \"compile\": {\"args\": \"-O3\"}}",
+		"compile.args: must be an array of strings");
+	refused("{\"runtime\": \"c\", \"files\": [{\"name\": \"a\", \"content\": \"\"}], \"run\": {\"args\": []}}",
+		"run: unknown field \"args\"");
 	const char *src = "{\"runtime\": \"c\", \"files\": [{\"name\": \"a\", \"content\": \"\"}], ";
 	char text[256];
 	snprintf(text, sizeof(text), "%s\"run\": {\"memory\": 1}}", src);
@@ -383,6 +388,10 @@ static void same_req(const struct run_spec *a, const struct run_spec *b)
 	assert_string_equal(a->from_checkpoint, b->from_checkpoint);
 	assert_string_equal(a->expect_digest, b->expect_digest);
 	assert_string_equal(a->checkpoint_node, b->checkpoint_node);
+	assert_int_equal(a->ncompile_args, b->ncompile_args);
+	for (unsigned i = 0; i < a->ncompile_args; i++)
+		assert_string_equal(a->compile_args[i], b->compile_args[i]);
+	assert_true((!a->client && !b->client) || json_equal(a->client, b->client));
 }
 
 /* A verification run's fields: their shapes, and no files beside them. */
@@ -427,6 +436,8 @@ static void round_trip(void **state)
 		" \"*.pythonhosted.org:443\", \"b\\u00fccher.example\"], \"allow_addr\": [\"10.1.2.0/24:3128\","
 		" \"[fd00::/8]:8080\", \"192.0.2.7\"]}}",
 		"{\"argv\": [\"x\"], \"network\": {\"allow_addr\": [\"fd00::/8\"]}}",
+		"{\"runtime\": \"c\", \"files\": [{\"name\": \"m.c\", \"content\": \"\"}], \"compile\": {\"args\": [\"-O3\", \"\"]},"
+		" \"client\": {\"judge0\": {\"language_id\": 50}}}",
 		"{\"argv\": [\"x\"], \"network\": {\"allow\": [\"example.test\"], \"allow_addr\": []}}",
 		"{\"argv\": [\"pytest\"], \"from_checkpoint\": \"0123456789abcdef0123456789abcdef/fixed-1\","
 		" \"expect_digest\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", \"checkpoint_node\": \"n1\"}",

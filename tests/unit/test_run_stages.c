@@ -66,7 +66,7 @@ static void interpreted(void **state)
 	/* compile limits where there is nothing to compile */
 	req.compile.timeout_s = 5;
 	assert_int_equal(build(&req, &bare, &st), -1);
-	assert_string_equal(err, "bash has no compile stage: its limits cannot be set");
+	assert_string_equal(err, "bash has no compile stage: its limits and args cannot be set");
 }
 
 /* A compiler: its output is the run program only when the compile stage
@@ -100,11 +100,37 @@ static void compiled(void **state)
 	assert_string_equal(err, "the compile stage's memory limit of 512 MiB exceeds the VM's 128 MiB (--memory)");
 }
 
+/* Compile args (Judge0's compiler_options) go before the sources, after
+ * the template's own flags; at the end where no word is a source. */
+static void compile_args(void **state)
+{
+	(void)state;
+	struct runtime rt = { .name = "c", .compile = "gcc -O2 -o /tmp/prog {files} -lm", .run = "/tmp/prog {args}" };
+	char *args[] = { "-O3", "-DX=1" };
+	struct run_spec req = { .compile_args = args, .ncompile_args = 2 };
+	struct run_stages st;
+	assert_int_equal(build(&req, &rt, &st), 0);
+	const char *want[] = { "gcc", "-O2", "-o", "/tmp/prog", "-O3", "-DX=1", "main.py", "lib.py", "-lm" };
+	assert_int_equal(proto.stage[0].argc, 9);
+	for (int i = 0; i < 9; i++)
+		assert_string_equal(proto.stage[0].argv[i], want[i]);
+	assert_null(proto.stage[0].argv[9]);
+	assert_string_equal(st.compiled, "/tmp/prog");
+	snprintf(rt.compile, sizeof(rt.compile), "make prog");
+	assert_int_equal(build(&req, &rt, &st), 0);
+	assert_int_equal(proto.stage[0].argc, 4);
+	assert_string_equal(proto.stage[0].argv[3], "-DX=1");
+	struct runtime bare = { .name = "bash", .run = "bash {file}" };
+	assert_int_equal(build(&req, &bare, &st), -1);
+	assert_string_equal(err, "bash has no compile stage: its limits and args cannot be set");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(interpreted),
 		cmocka_unit_test(compiled),
+		cmocka_unit_test(compile_args),
 	};
 	return cmocka_run_group_tests_name("run_stages", tests, NULL, NULL);
 }

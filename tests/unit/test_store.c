@@ -326,11 +326,11 @@ static void sqlite_creates_schema(void **state)
 	for (int i = 0; i < RS_COUNT; i++)
 		assert_int_equal(count[i], 0);
 	store_close(s);
-	assert_int_equal(raw_int("PRAGMA user_version"), 7);
+	assert_int_equal(raw_int("PRAGMA user_version"), 8);
 	char names[512];
 	raw_names(spec, names, sizeof(names));
 	assert_string_equal(names, "table:blobs table:idem table:nodes table:runs index:runs_state_seq"
-				   " index:runs_state_tenant_seq index:runs_tenant_started table:sandbox_idem"
+				   " index:runs_state_tenant_seq index:runs_tenant_seq index:runs_tenant_started table:sandbox_idem"
 				   " table:sandboxes index:sandboxes_node_state index:sandboxes_tenant_state");
 	/* WAL is a property of the file: it stays after close. */
 	assert_int_equal(raw_int("SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
@@ -354,7 +354,7 @@ static void sqlite_creates_schema(void **state)
 	s = open_store();
 	store_close(s);
 	store_close(NULL);
-	assert_int_equal(raw_int("PRAGMA user_version"), 7);
+	assert_int_equal(raw_int("PRAGMA user_version"), 8);
 }
 
 /* Version 1's schema exactly as vmrund 1 created it. */
@@ -409,7 +409,7 @@ static void sqlite_migrates_v1(void **state)
 
 	write_v1("");
 	struct store *s = open_store();
-	assert_int_equal(raw_int("PRAGMA user_version"), 7);
+	assert_int_equal(raw_int("PRAGMA user_version"), 8);
 	struct store_run r = get(s, 1);
 	assert_string_equal(r.tenant, "alice");
 	assert_int_equal(r.state, RS_QUEUED);
@@ -458,7 +458,7 @@ static void sqlite_migrates_v1(void **state)
 	/* Once. */
 	s = open_store();
 	store_close(s);
-	assert_int_equal(raw_int("PRAGMA user_version"), 7);
+	assert_int_equal(raw_int("PRAGMA user_version"), 8);
 
 	/* Version 4 (this file as it was before the sandboxes) to 5: a
 	 * migration that fails half-way (a table it creates is there) leaves
@@ -473,7 +473,7 @@ static void sqlite_migrates_v1(void **state)
 	assert_int_equal(raw_int("SELECT count(*) FROM sqlite_schema WHERE name = 'sandboxes'"), 0);
 	raw_exec("DROP TABLE sandbox_idem;");
 	s = open_store();
-	assert_int_equal(raw_int("PRAGMA user_version"), 7);
+	assert_int_equal(raw_int("PRAGMA user_version"), 8);
 	raw_names(spec, migrated, sizeof(migrated));
 	assert_string_equal(migrated, fresh);
 	r = get(s, 4);
@@ -499,7 +499,7 @@ static void sqlite_migrates_v1(void **state)
 		 "CREATE INDEX sandboxes_node_state ON sandboxes (node, state); PRAGMA user_version = 5;");
 	assert_int_not_equal(raw_exec_rc("UPDATE sandboxes SET state = 'paused'"), SQLITE_OK);
 	s = open_store();
-	assert_int_equal(raw_int("PRAGMA user_version"), 7);
+	assert_int_equal(raw_int("PRAGMA user_version"), 8);
 	raw_names(spec, migrated, sizeof(migrated));
 	assert_string_equal(migrated, fresh);
 	assert_int_equal(s->ops->sbx_set(s, sb.id, "n", SBS_PAUSED, 0, 0, 0, NULL, err, sizeof(err)), 1);
@@ -523,7 +523,7 @@ static void sqlite_migrates_v1(void **state)
 		 "CREATE INDEX sandboxes_node_state ON sandboxes (node, state); PRAGMA user_version = 6;");
 	assert_int_not_equal(raw_exec_rc("UPDATE sandboxes SET state = 'resumable'"), SQLITE_OK);
 	s = open_store();
-	assert_int_equal(raw_int("PRAGMA user_version"), 7);
+	assert_int_equal(raw_int("PRAGMA user_version"), 8);
 	raw_names(spec, migrated, sizeof(migrated));
 	assert_string_equal(migrated, fresh);
 	assert_int_equal(s->ops->sbx_set(s, sb.id, "n", SBS_LOST, 0, 20, 0, "lost", err, sizeof(err)), 1);
@@ -556,12 +556,12 @@ static void sqlite_refuses_newer_schema(void **state)
 	if (pg)
 		skip();
 	store_close(open_store());
-	raw_exec("PRAGMA user_version = 8");
+	raw_exec("PRAGMA user_version = 9");
 	assert_null(store_open(spec, err, sizeof(err)));
 	assert_non_null(strstr(err, spec));
-	assert_non_null(strstr(err, "schema version 8 is newer"));
+	assert_non_null(strstr(err, "schema version 9 is newer"));
 	one_line();
-	assert_int_equal(raw_int("PRAGMA user_version"), 8);
+	assert_int_equal(raw_int("PRAGMA user_version"), 9);
 }
 
 static void sqlite_missing_directory(void **state)
@@ -1814,6 +1814,56 @@ static void each_in_order(void **state)
 	store_close(s);
 }
 
+/* A tenant's runs, newest first, a page at a time, with its total. */
+static void list_pages(void **state)
+{
+	(void)state;
+	struct store *s = open_store();
+	for (unsigned i = 1; i <= 7; i++)
+		put(s, 100 + i, nm(i % 3 ? "a" : "b").s, "{\"argv\":[\"x\"]}");
+	struct store_run *rows;
+	unsigned n;
+	uint64_t total;
+	assert_int_equal(s->ops->list(s, nm("a").s, NULL, 0, 3, &rows, &n, &total, err, sizeof(err)), 0);
+	assert_int_equal(total, 5);
+	assert_int_equal(n, 3);
+	/* a's are 101 102 104 105 107: newest first */
+	assert_string_equal(rows[0].id, id_of(107).s);
+	assert_string_equal(rows[1].id, id_of(105).s);
+	assert_string_equal(rows[2].id, id_of(104).s);
+	assert_string_equal(rows[0].request, "{\"argv\":[\"x\"]}");
+	for (unsigned i = 0; i < n; i++)
+		store_run_free(&rows[i]);
+	free(rows);
+	assert_int_equal(s->ops->list(s, nm("a").s, NULL, 3, 3, &rows, &n, &total, err, sizeof(err)), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(rows[1].id, id_of(101).s);
+	for (unsigned i = 0; i < n; i++)
+		store_run_free(&rows[i]);
+	free(rows);
+	/* past the end, and another tenant's (none) */
+	assert_int_equal(s->ops->list(s, nm("a").s, NULL, 9, 3, &rows, &n, &total, err, sizeof(err)), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(total, 5);
+	free(rows);
+	assert_int_equal(s->ops->list(s, nm("c").s, NULL, 0, 3, &rows, &n, &total, err, sizeof(err)), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(total, 0);
+	free(rows);
+	/* only the runs one API accepted */
+	put(s, 120, nm("a").s, "{\"argv\":[\"x\"],\"client\":{\"judge0\":{\"language_id\":71}}}");
+	put(s, 121, nm("a").s, "{\"argv\":[\"x\"],\"client\":{\"other\":{}}}");
+	assert_int_equal(s->ops->list(s, nm("a").s, "judge0", 0, 10, &rows, &n, &total, err, sizeof(err)), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(total, 1);
+	assert_string_equal(rows[0].id, id_of(120).s);
+	store_run_free(&rows[0]);
+	free(rows);
+	assert_int_equal(s->ops->list(s, nm("a").s, "ju%", 0, 10, &rows, &n, &total, err, sizeof(err)), -1);
+	assert_null(rows);
+	store_close(s);
+}
+
 static void counts(void **state)
 {
 	(void)state;
@@ -2831,6 +2881,7 @@ int main(void)
 		T(blob_names_refused),
 		T(drop_runs),
 		T(each_in_order),
+		T(list_pages),
 		T(counts),
 		cmocka_unit_test(state_names),
 		T(large_request),

@@ -69,6 +69,13 @@ code=$(curl -s -m 5 -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $K
 	"http://127.0.0.1:$PORT/v1/runs/${tok//-/}")
 [ "$code" = 200 ] && json "j['id']=='${tok//-/}' and j['state'] in ('queued','running','succeeded')" &&
 	ok "a token's run in the native API (GET /v1/runs/ID)" || not_ok "native view of $tok: $code $(head -c 300 "$tmp/out")"
+# the native API lists the tenant's runs, these among them
+code=$(curl -s -m 5 -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $KA" \
+	"http://127.0.0.1:$PORT/v1/runs?limit=2&offset=1")
+[ "$code" = 200 ] && json "len(j['runs'])==2 and j['total']>20 and j['offset']==1 and j['limit']==2 and all(r['tenant']=='alice' for r in j['runs'])" &&
+	ok "GET /v1/runs?limit=2&offset=1: a page of the tenant's runs, with the total" || not_ok "GET /v1/runs: $code"
+code=$(curl -s -m 5 -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $KA" "http://127.0.0.1:$PORT/v1/runs?limit=101")
+[ "$code" = 400 ] && ok "GET /v1/runs?limit=101: 400" || not_ok "limit=101: $code"
 kill -TERM "$pid"
 wait "$pid"
 [ "$fail" -eq 0 ] || tail -n 20 "$tmp/vmrund.log" | sed 's/^/    vmrund.log: /'

@@ -239,6 +239,9 @@ else:
          dict(source="public class Solution { public static void main(String[] a) { "
                      "System.out.println(\"java \" + (6 * 7)); } }", lang=62, memory_limit=128000,
               expected_output="java 42"), None),
+        ("compiler_options: gcc gets them before the source, after its own flags", 3,
+         dict(source="#include <stdio.h>\nint main(void){printf(\"%d %s\\n\", ANSWER, WORD);}", lang=50,
+              compiler_options="-DANSWER=42 '-DWORD=\"two words\"'", expected_output="42 two words"), None),
         ("command_line_arguments, split as bash splits Judge0's run line", 3,
          dict(source="import sys\nprint(sys.argv[1:])", command_line_arguments="a 'b c' d;e",
               expected_output="['a', 'b c', 'de']"), None),
@@ -332,6 +335,23 @@ if MODE == "standin":
     check("POST /authorize without X-Auth-User: 403", code == 403, code)
     code, j = call("POST", "/authorize", headers={"X-Auth-User": KEY})
     check("POST /authorize with X-Auth-User: 200", code == 200, code)
+    code, j = call("GET", "/submissions")
+    check("GET /submissions without X-Auth-User: 403", code == 403, (code, j))
+    code, j = call("GET", "/submissions?base64_encoded=false&per_page=3&fields=token,status_id", headers={"X-Auth-User": KEY})
+    total = j.get("meta", {}).get("total_count", 0) if isinstance(j, dict) else 0
+    check("GET /submissions: this tenant's, newest first, with will_paginate's meta",
+          code == 200 and len(j["submissions"]) == 3 and set(j["submissions"][0]) == {"token", "status_id"} and
+          j["meta"]["current_page"] == 1 and j["meta"]["next_page"] == 2 and j["meta"]["prev_page"] is None and
+          j["meta"]["total_pages"] == (total + 2) // 3 and total >= 20, (code, j))
+    code, k = call("GET", "/submissions?per_page=3&page=2&fields=token", headers={"X-Auth-User": KEY})
+    check("...page 2 goes on where page 1 stopped", code == 200 and k["meta"]["prev_page"] == 1 and
+          not {x["token"] for x in k["submissions"]} & {x["token"] for x in j["submissions"]}, (code, k))
+    code, k = call("GET", "/submissions?page=0", headers={"X-Auth-User": KEY})
+    check("page=0: 400, Judge0's message", code == 400 and k == {"error": "invalid page: 0"}, (code, k))
+    if OTHER:
+        code, k = call("GET", "/submissions?fields=token", key=OTHER, headers={"X-Auth-User": OTHER})
+        check("another tenant lists its own alone", code == 200 and
+              not {x["token"] for x in k["submissions"]} & {x["token"] for x in j["submissions"]}, (code, k))
     code, j = call("DELETE", "/submissions/" + toks[0]["token"], headers={"X-Auth-User": KEY})
     check("DELETE: Judge0's default, delete not allowed", code == 400 and j == {"error": "delete not allowed"},
           (code, j))
