@@ -602,6 +602,7 @@ bench-vmrund: all payloads guest
 	@./tests/bench/vmrund.py api
 	@./tests/bench/vmrund.py overload
 	@./scripts/on-kvm-host.sh --limit 1500 bench-vmrund tests/bench/vmrund.py saturation 8
+	@./scripts/on-kvm-host.sh --limit 3000 bench-vmrund tests/bench/vmrund.py judge 100
 
 # The queue alone (claims, no VM): SQLite, and 1 and 3 nodes on PostgreSQL.
 $(BUILD)/tests/bench_queue: tests/bench/bench_queue.c $(VMRUND_LIB:%.c=$(BUILD)/obj/%.o) \
@@ -795,10 +796,10 @@ $(BUILD)/fuzz/seeds-request.stamp: $(wildcard tests/fuzz/seeds-request/*)
 	cp tests/fuzz/seeds-request/* $(BUILD)/fuzz/seeds-request/
 	@touch $@
 
-# Judge0's submissions, fields, tokens and base64 (client input), and the
-# view of a run whatever its result's shape.
+# Judge0's submissions, fields, tokens and base64 (client input), the
+# view of a run whatever its result's shape, and /v1/judge's requests.
 FUZZ_JUDGE0_SRCS := $(FUZZ_REQUEST_SRCS) host/vmrund/judge0.c host/vmrund/judge0_submission.c \
-	host/vmrund/judge0_view.c host/vmrund/judge0_callback.c host/run/utf8.c
+	host/vmrund/judge0_view.c host/vmrund/judge0_callback.c host/vmrund/judge.c host/run/utf8.c
 $(BUILD)/fuzz/fuzz_judge0: tests/fuzz/fuzz_judge0.c $(FUZZ_JUDGE0_SRCS) $(wildcard host/run/*.h host/vmrund/*.h \
 		guest-agent/*.h)
 	@mkdir -p $(dir $@)

@@ -141,6 +141,7 @@ struct run_plan {
 	struct policy pol;
 	struct proto_request proto;          /* the agent's REQUEST, built once */
 	char stage_store[RUNTIME_STORE_MAX]; /* source mode: the stages' expanded argv */
+	char compiled[PATH_MAX];             /* a sandbox's: its runtime's compiled program, or "" */
 	int64_t stage_timeout_ms[PROTO_MAX_STAGES];
 	int source_fd[RUN_MAX_SOURCES];      /* source mode's files, opened as the caller */
 	char source_name[RUN_MAX_SOURCES][NAME_MAX + 1];

@@ -536,6 +536,10 @@ int run_plan_build(struct run_plan *plan, const struct run_request *req, struct 
 		ok = 0;
 		snprintf(err, sizeof(err), "a sandbox runs no program of its own: no source files");
 	}
+	/* a sandbox of a runtime that compiles may run what its compiler
+	 * writes, as a run's stages may (POST /v1/judge compiles in one) */
+	if (ok && req->sandbox && run_stages_compiled(&rt, plan->compiled, sizeof(plan->compiled)))
+		compiled = plan->compiled;
 	if (!ok || (req->spec->source && plan_stages(plan, req, &rt, &e, &compiled, r, err, sizeof(err))) ||
 	    load_policy(plan, req, manifest, manifest_name, err, sizeof(err)) ||
 	    run_spec_check(req->spec, &e, &plan->pol, RUN_SPEC_WORDS_CLI, err, sizeof(err))) {

@@ -31,6 +31,32 @@ static int insert_args(char **argv, int n, const char *const *files, unsigned nf
 	return n + (int)nargs;
 }
 
+/* Whether prog is the run program that a compile command (argv, n
+ * words) writes: an absolute path that one of its words names. */
+static bool names_program(char *const *argv, unsigned n, const char *prog)
+{
+	for (unsigned i = 1; prog[0] == '/' && i < n; i++)
+		if (!strcmp(argv[i], prog))
+			return true;
+	return false;
+}
+
+bool run_stages_compiled(const struct runtime *rt, char *out, size_t cap)
+{
+	static const char *const files[] = { "main" };
+	char *run[RUNTIME_ARGV_MAX + 1], *comp[RUNTIME_ARGV_MAX + 1], store[2][RUNTIME_STORE_MAX], why[200];
+	if (!rt->compile[0])
+		return false;
+	int nr = runtime_expand(rt->run, files, 1, NULL, 0, run, RUNTIME_ARGV_MAX + 1, store[0], sizeof(store[0]), why,
+				sizeof(why));
+	int nc = runtime_expand(rt->compile, files, 1, NULL, 0, comp, RUNTIME_ARGV_MAX + 1, store[1], sizeof(store[1]),
+				why, sizeof(why));
+	if (nr < 1 || nc < 1 || !names_program(comp, (unsigned)nc, run[0]) || strlen(run[0]) >= cap)
+		return false;
+	memcpy(out, run[0], strlen(run[0]) + 1);
+	return true;
+}
+
 /* Expand one template into the next stage of the request. */
 static int add_stage(struct run_stages *out, size_t *used, uint32_t kind, const char *tmpl, const char *const *files,
 		     unsigned nfiles, const struct run_spec *spec, const struct run_stage_limits *limits, char *err,
@@ -86,11 +112,8 @@ int run_stages_build(struct run_stages *out, const struct run_spec *spec, const 
 	if (add_stage(out, &used, PROTO_STAGE_RUN, rt->run, files, nfiles, spec, &e->stage[e->nstages - 1], why,
 		      sizeof(why)))
 		return errf(err, errlen, "%s's run template: %s", rt->name, why);
-	/* The run program that the compile stage writes: named by one of its words. */
-	const char *prog = p->stage[p->nstages - 1].argv[0];
-	for (unsigned i = 1; compiles && prog[0] == '/' && i < p->stage[0].argc; i++)
-		if (!strcmp(p->stage[0].argv[i], prog))
-			out->compiled = prog;
+	if (compiles && names_program(p->stage[0].argv, p->stage[0].argc, p->stage[p->nstages - 1].argv[0]))
+		out->compiled = p->stage[p->nstages - 1].argv[0];
 	for (unsigned i = 0; i < e->nstages; i++)
 		if (e->stage[i].memory_mib > e->memory_mib)
 			return errf(err, errlen, "the %s stage's memory limit of %llu MiB exceeds the VM's %llu MiB (--memory)",

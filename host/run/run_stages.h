@@ -29,6 +29,13 @@ struct run_stages {
  * nstages and each stage's limits. Returns 0, or -1 with a one-line
  * reason in err (a template that does not expand, compile limits for a
  * runtime without a compile stage, a stage memory above the VM's). */
+/* The program rt's compile command writes and its run command runs (the
+ * run template's program, an absolute path that a word of the compile
+ * template names: "/tmp/prog"), into out: true, or false when rt has
+ * none. A sandbox of rt may run it, as a source-mode run's stages may.
+ * Pure. */
+bool run_stages_compiled(const struct runtime *rt, char *out, size_t cap);
+
 int run_stages_build(struct run_stages *out, const struct run_spec *spec, const struct run_effective *e,
 		     const struct runtime *rt, const char *const *files, unsigned nfiles, struct run_result *r,
 		     char *err, size_t errlen);

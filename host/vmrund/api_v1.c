@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "hex.h"
+#include "judge_run.h"
 #include "spool.h"
 #include "stream.h"
 
@@ -349,8 +350,33 @@ static enum MHD_Result list(struct http_req *r)
 					   (json_int_t)offset, "limit", (json_int_t)limit));
 }
 
+/* POST /v1/judge: waits for every test, on one of the tenant's places. */
+static enum MHD_Result judge(struct http_req *r)
+{
+	json_t *body = http_body_json(r);
+	if (!body)
+		return MHD_YES;
+	struct judge_request jr;
+	char err[512];
+	int rc = judge_parse(body, &jr, err, sizeof(err));
+	json_decref(body);
+	if (rc)
+		return http_error(r, 400, 0, "%s", err);
+	if (!http_stream_begin(r)) {
+		judge_free(&jr);
+		return MHD_YES;
+	}
+	unsigned status;
+	json_t *v = judge_run(r->d, (unsigned)r->tenant, &jr, &status, err, sizeof(err));
+	vmrund_stream_end(r->d, (unsigned)r->tenant);
+	judge_free(&jr);
+	return v ? http_json(r, 200, v) : http_error(r, status, status == 503 ? 2 : 0, "%s", err);
+}
+
 enum MHD_Result api_v1(struct http_req *r, const char *p)
 {
+	if (!strcmp(p, "/judge"))
+		return strcmp(r->method, "POST") ? http_error(r, 405, 0, "only POST here") : judge(r);
 	if (!strcmp(p, "/runs"))
 		return !strcmp(r->method, "POST") ? create(r)
 		       : !strcmp(r->method, "GET") ? list(r) : http_error(r, 405, 0, "only GET and POST here");

@@ -8,6 +8,11 @@
                                 one kept-alive connection and on fresh ones
   vmrund.py overload            queue latency at 4x overload, with the
                                 stand-in worker (0.5 s runs, 2 slots)
+  vmrund.py judge [N]           N tests of one C program: POST /v1/judge
+                                (one compile, a fork of it per test) against
+                                N Judge0 submissions of the same program
+                                (a compile each), side by side; needs a KVM
+                                host that boots Linux
   vmrund.py saturation [N]      runs per second at saturation with the real
                                 worker (N runs of `true`, slots = CPUs),
                                 against `vmrun -- true` in a shell loop;
@@ -173,6 +178,56 @@ def saturation(tmp, n):
           (n, cpus, n / wall, wall, med, cpus / med, (n / wall) / (cpus / med), n / loop, loop))
 
 
+SUM_C = ("#include <stdio.h>\nint main(void){long a,b;if(scanf(\"%ld %ld\",&a,&b)!=2)return 2;"
+         "printf(\"%ld\\n\",a+b);return 0;}")
+
+
+def judge(tmp, n):
+    # the sandboxes checkpoint against snapshots of this benchmark's own
+    os.environ["VMRUN_CACHE"] = tmp + "/cache"
+    p, port = start(tmp, slots=2)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
+        tests = [{"stdin": "%d %d\n" % (i, 2 * i), "expected_output": "%d\n" % (3 * i)} for i in range(n)]
+        # once each way first: the snapshots both restore are made then
+        call(conn, "POST", "/v1/judge", {"runtime": "c", "files": [{"name": "sum.c", "content": SUM_C}],
+                                         "tests": tests[:1]})
+        t0 = time.time()
+        st, out = call(conn, "POST", "/v1/judge", {"runtime": "c", "files": [{"name": "sum.c", "content": SUM_C}],
+                                                   "tests": tests, "limits": {"timeout_s": 10}})
+        judged = time.time() - t0
+        j = json.loads(out)
+        if st != 200 or j["verdict"] != "accepted":
+            sys.exit("bench-vmrund judge: /v1/judge answered %d %s" % (st, out[:300]))
+        tokens = []
+        t0 = time.time()
+        for k in range(0, n, 20):
+            subs = [{"source_code": SUM_C, "language_id": 50, "stdin": t["stdin"], "expected_output": t["expected_output"]}
+                    for t in tests[k:k + 20]]
+            st, out = call(conn, "POST", "/judge0/submissions/batch?base64_encoded=false", {"submissions": subs})
+            if st != 201:
+                sys.exit("bench-vmrund judge: a Judge0 batch answered %d %s" % (st, out[:300]))
+            tokens += [x["token"] for x in json.loads(out)]
+        left = list(tokens)
+        while left:
+            time.sleep(0.5)
+            for k in range(0, len(left), 20):
+                st, out = call(conn, "GET", "/judge0/submissions/batch?base64_encoded=false&fields=token,status_id&tokens="
+                               + ",".join(left[k:k + 20]))
+                for s in json.loads(out)["submissions"]:
+                    if s and s["status_id"] > 2:
+                        if s["status_id"] != 3:
+                            sys.exit("bench-vmrund judge: a submission ended %d" % s["status_id"])
+                        left.remove(s["token"])
+        submitted = time.time() - t0
+        print("bench-vmrund judge: %d tests of one C program: /v1/judge %.1f s (its compile %.1f s, then %.0f ms a test); "
+              "%d Judge0 submissions (a compile each, 2 slots) %.1f s; /v1/judge takes %.2fx of their time" %
+              (n, judged, j["compile"]["ms"] / 1000, (judged * 1000 - j["compile"]["ms"]) / n, n, submitted,
+               judged / submitted))
+    finally:
+        stop(p)
+
+
 def main():
     what = sys.argv[1] if len(sys.argv) > 1 else "api"
     tmp = tempfile.mkdtemp(prefix="bench-vmrund.")
@@ -181,10 +236,12 @@ def main():
             api(tmp)
         elif what == "overload":
             overload(tmp)
+        elif what == "judge":
+            judge(tmp, int(sys.argv[2]) if len(sys.argv) > 2 else 100)
         elif what == "saturation":
             saturation(tmp, int(sys.argv[2]) if len(sys.argv) > 2 else 8)
         else:
-            sys.exit("usage: vmrund.py api|overload|saturation [N]")
+            sys.exit("usage: vmrund.py api|overload|judge [N]|saturation [N]")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

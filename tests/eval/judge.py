@@ -336,6 +336,19 @@ def judge_artifact_tar_names(c, r):
     return f"the 1014- and 1023-byte names came back whole in a {tar['tar_bytes']}-byte tar; vmrund still answers"
 
 
+def judge_judge0_callback_ssrf(c, r):
+    f = c["facts"]
+    escaped_if(f["listener_hits"] > 0, f"{f['listener_hits']} callbacks reached the host's loopback listener")
+    accepted = [x for x in f["literals"] if not x.endswith(" 422")]
+    escaped_if(accepted, "accepted at submission: " + "; ".join(accepted))
+    need(len(f["literals"]) == 6, "not every literal was tried")
+    need(f["token"], "the submission with the name was not accepted")
+    need(r is not None and r.get("state") in ("succeeded", "failed", "timed_out"), "its run did not end")
+    need(f["name_refused"], "no refusal of the name's callback in vmrund's log")
+    return ("six loopback and metadata literals refused at submission (422); localhost's callback refused "
+            "when made (it resolves to loopback); nothing reached the listener")
+
+
 def judge_admission_by_size(c, r):
     f = c["facts"]
     need(f, "the attempt printed nothing (timed out)")
@@ -462,6 +475,7 @@ def judge_sandbox_forged_files(c, r):
 
 
 JUDGES = {
+    "judge0_callback_ssrf": judge_judge0_callback_ssrf,
     "workspace_write": judge_workspace_write,
     "other_tenant": judge_other_tenant,
     "platform_secrets": judge_platform_secrets,

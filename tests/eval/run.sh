@@ -269,7 +269,7 @@ PORT=$((20000 + RANDOM % 20000))
 BASE=http://127.0.0.1:$PORT
 KEY=key-eval-0123456789abcdef
 mkdir -p "$VD/etc" "$VD/lib"
-printf 'tenant t concurrent=%d queued=256 rate=10000\nkey %s t\n' "$((4 * SLOTS))" "$KEY" >"$VD/etc/keys"
+printf 'tenant t concurrent=%d queued=256 rate=10000 callback=any\nkey %s t\n' "$((4 * SLOTS))" "$KEY" >"$VD/etc/keys"
 chmod 600 "$VD/etc/keys"
 printf 'listen = 127.0.0.1:%s\nstate_db = %s\nrun_dir = %s\nkeys = %s\naudit_log = %s\nslots = %d\n' \
 	"$PORT" "$VD/lib/state.db" "$VD/lib/runs" "$VD/etc/keys" "$VD/lib/audit.jsonl" "$SLOTS" >"$VD/etc/vmrund.conf"
@@ -355,6 +355,48 @@ PY
 	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 	record artifact_tar_names service contained "leave artifacts with the longest names allowed (1014 and 1023 bytes, components of 255) and fetch their tar from vmrund" \
 		"{\"tar\":$tar_facts,\"healthz\":$(jstr "$healthz")}"
+
+	# Judge0's callback_url aimed at the host: loopback and metadata
+	# literals in every spelling a resolver takes, and a name that
+	# resolves to loopback (localhost), with a listener on the host's
+	# loopback that records whatever reaches it. The tenant may call any
+	# host name (callback=any); the deny set must hold all the same.
+	LPORT=$((41000 + RANDOM % 9000))
+	python3 -c 'import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def handle_one_request(self):
+        open(sys.argv[2], "a").write("hit\n")
+        self.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n")
+srv = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+print("ready", flush=True)
+srv.serve_forever()' "$LPORT" "$tmp/callback_hits" >"$tmp/listener.log" 2>&1 &
+	listener=$!
+	for _ in $(seq 50); do grep -q ready "$tmp/listener.log" 2>/dev/null && break; sleep 0.1; done
+	t0=$(date +%s%N)
+	codes=
+	for u in "http://127.0.0.1:$LPORT/" "http://2130706433:$LPORT/" "http://0x7f.1:$LPORT/" "http://[::1]:$LPORT/" \
+		"http://[::ffff:127.0.0.1]:$LPORT/" "http://169.254.169.254/latest/meta-data/"; do
+		c=$(curl -s -m 30 -o /dev/null -w '%{http_code}' -H "X-Auth-Token: $KEY" -H 'Content-Type: application/json' \
+			-d "{\"source_code\":\"print(1)\",\"language_id\":71,\"callback_url\":\"$u\"}" \
+			"$BASE/judge0/submissions?base64_encoded=false")
+		codes="$codes${codes:+,}$(jstr "$u $c")"
+	done
+	tok=$(curl -s -m 30 -H "X-Auth-Token: $KEY" -H 'Content-Type: application/json' \
+		-d "{\"source_code\":\"print(1)\",\"language_id\":71,\"callback_url\":\"http://localhost:$LPORT/\"}" \
+		"$BASE/judge0/submissions?base64_encoded=false" | python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])' 2>/dev/null)
+	id=${tok//-/}
+	wait_terminal "$id" 120
+	rc=$?
+	refused=false
+	for _ in $(seq 100); do
+		grep -q "run $id: callback http://localhost:$LPORT/ refused" "$VD/vmrund.log" && refused=true && break
+		sleep 0.1
+	done
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	kill "$listener" 2>/dev/null
+	wait "$listener" 2>/dev/null
+	record judge0_callback_ssrf network denied "Judge0 callbacks aimed at the host's loopback (six spellings) and the metadata address, and at a name that resolves to loopback, with a listener there" \
+		"{\"literals\":[$codes],\"name_refused\":$refused,\"listener_hits\":$(cat "$tmp/callback_hits" 2>/dev/null | wc -l),\"token\":$(jstr "$tok")}"
 
 	# Load through the API (the full profile): 4x the slots at once, each
 	# polled to its end.

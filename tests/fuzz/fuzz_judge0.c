@@ -6,11 +6,14 @@
  * every field, the same input standing in as the run's result (a shape
  * no worker writes must not crash the view). The input is also a fields
  * list, a token and base64 text, whose decoding must come back from
- * Ruby's encoding unchanged. */
+ * Ruby's encoding unchanged; and as a /v1/judge request (judge.c), whose
+ * tests are then judged against the input standing in as each command's
+ * end, under every checker. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "judge.h"
 #include "judge0.h"
 
 static const struct runtime rts[] = {
@@ -104,6 +107,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		return 0;
 	submission(body, false, body);
 	submission(body, true, body);
+	struct judge_request jr;
+	char err[512] = "";
+	if (!judge_parse(body, &jr, err, sizeof(err))) {
+		if (!jr.ntests || !jr.src.source)
+			abort();
+		for (unsigned i = 0; i < jr.ntests; i++) {
+			char why[300];
+			jr.checker = (enum judge_checker)(i % 4);
+			if (!judge_verdict_name(judge_test_verdict(&jr, &jr.tests[i], body, why, sizeof(why))))
+				abort();
+		}
+		judge_free(&jr);
+	} else if (!err[0] || strchr(err, '\n')) {
+		abort();   /* a refusal is one line */
+	}
 	struct judge0_verdict v;
 	judge0_verdict(body, json_object_get(body, "judge0"), &v);
 	if (!judge0_status_name(v.status))

@@ -125,12 +125,31 @@ static void compile_args(void **state)
 	assert_string_equal(err, "bash has no compile stage: its limits and args cannot be set");
 }
 
+/* What a sandbox of a compiling runtime may run: its compiler's output. */
+static void compiled_program(void **state)
+{
+	(void)state;
+	char out[64];
+	struct runtime c = { .name = "c", .compile = "gcc -o /tmp/prog {files}", .run = "/tmp/prog {args}" };
+	assert_true(run_stages_compiled(&c, out, sizeof(out)));
+	assert_string_equal(out, "/tmp/prog");
+	assert_false(run_stages_compiled(&c, out, 5));
+	struct runtime java = { .name = "java", .compile = "vmrun-javac {files}", .run = "vmrun-java {args}" };
+	assert_false(run_stages_compiled(&java, out, sizeof(out)));
+	struct runtime py = { .name = "python", .run = "python3 {file}" };
+	assert_false(run_stages_compiled(&py, out, sizeof(out)));
+	/* a run program the compiler does not name is not its output */
+	struct runtime other = { .name = "x", .compile = "gcc -o /tmp/a {files}", .run = "/tmp/b" };
+	assert_false(run_stages_compiled(&other, out, sizeof(out)));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(interpreted),
 		cmocka_unit_test(compiled),
 		cmocka_unit_test(compile_args),
+		cmocka_unit_test(compiled_program),
 	};
 	return cmocka_run_group_tests_name("run_stages", tests, NULL, NULL);
 }

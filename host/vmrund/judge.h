@@ -1,0 +1,95 @@
+/* Problems judged from one compile (POST /v1/judge, docs/judge.md): the
+ * request, the checkers and each test's verdict. Pure: no I/O, no
+ * globals; judge_run.c drives the sandboxes (one compiled and
+ * checkpointed, a fork of that checkpoint per test).
+ *
+ * Body:
+ *   {"runtime": "c",
+ *    "files": [{"name": "main.c", "content": "...", "encoding": ...}],
+ *    "tests": [{"stdin": "1 2\n", "expected_output": "3\n"}, ...],
+ *    "checker": {"type": "exact" | "lines" | "tokens" | "floats",
+ *                "epsilon": 1e-6},                 default "lines"
+ *    "limits": {"timeout_s": 2, "cpu_time_ms": 1000,   each test's
+ *               "memory_mib": 256, "max_output": 65536},
+ *    "stop_on_first_failure": false} */
+#ifndef VMRUND_JUDGE_H
+#define VMRUND_JUDGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "run_spec.h"
+
+#define JUDGE_TESTS_MAX 200
+#define JUDGE_TEXT_MAX (1u << 20)          /* a test's stdin or expected output, bytes */
+#define JUDGE_DEFAULT_TIMEOUT_S 5
+#define JUDGE_MAX_TIMEOUT_S 60
+#define JUDGE_DEFAULT_MAX_OUTPUT (1u << 20)
+
+enum judge_checker {
+	JUDGE_EXACT,    /* byte for byte */
+	JUDGE_LINES,    /* Judge0's: each line right-stripped, then the whole */
+	JUDGE_TOKENS,   /* the same words, white space of any kind and amount between them */
+	JUDGE_FLOATS,   /* tokens, numbers equal within epsilon (absolute or relative) */
+};
+
+struct judge_test {
+	char *in;                     /* stdin (malloc'd, NUL-terminated) */
+	size_t in_len;
+	char *expected;               /* NULL: none (the test passes when the program succeeds) */
+	size_t expected_len;
+};
+
+struct judge_request {
+	struct run_spec src;          /* runtime and files (source mode): the program */
+	struct judge_test *tests;
+	unsigned ntests;
+	enum judge_checker checker;
+	double epsilon;
+	double timeout_s;             /* each test's wall clock */
+	uint64_t cpu_time_ms;         /* each test's CPU time; 0: none but the wall clock */
+	uint64_t memory_mib;          /* the VMs'; 0: the runtime's */
+	uint64_t max_output;          /* bytes of each stream */
+	bool stop_on_first_failure;
+};
+
+/* Parse body into jr (zeroed first): 0, or -1 with a one-line reason for
+ * the client ("tests[3].stdin: must be a string") and jr empty. */
+int judge_parse(const json_t *body, struct judge_request *jr, char *err, size_t errlen);
+
+/* Free what jr holds; safe on a zeroed or failed one. */
+void judge_free(struct judge_request *jr);
+
+/* Whether actual passes for expected under checker c (epsilon for
+ * JUDGE_FLOATS). */
+bool judge_check(enum judge_checker c, double epsilon, const char *expected, size_t elen, const char *actual,
+		 size_t alen);
+
+enum judge_verdict {
+	JV_ACCEPTED,
+	JV_WRONG_ANSWER,
+	JV_TIME_LIMIT,
+	JV_MEMORY_LIMIT,
+	JV_OUTPUT_LIMIT,
+	JV_RUNTIME_ERROR,
+	JV_COMPILE_ERROR,
+	JV_INTERNAL_ERROR,
+	JV_SKIPPED,                   /* not run: an earlier test failed and stop_on_first_failure */
+};
+
+/* "accepted", "wrong_answer", "time_limit", "memory_limit",
+ * "output_limit", "runtime_error", "compile_error", "internal_error",
+ * "skipped". */
+const char *judge_verdict_name(enum judge_verdict v);
+
+/* Test t's verdict from its command's end as the sandbox reports it
+ * (exit_code, signal, timed_out, stdout, stdout_truncated, usage.cpu_ms),
+ * with why in words ("CPU time 1240 ms over the limit of 1000 ms", "exit
+ * status 3", "signal 11"). */
+enum judge_verdict judge_test_verdict(const struct judge_request *jr, const struct judge_test *t, const json_t *cmd,
+				      char *why, size_t cap);
+
+#endif

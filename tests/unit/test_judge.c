@@ -1,0 +1,160 @@
+/* /v1/judge's request, checkers and verdicts (host/vmrund/judge.c). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "judge.h"
+
+static char err[512];
+
+static int parse(const char *text, struct judge_request *jr)
+{
+	json_t *body = json_loads(text, 0, NULL);
+	assert_non_null(body);
+	err[0] = '\0';
+	int rc = judge_parse(body, jr, err, sizeof(err));
+	json_decref(body);
+	return rc;
+}
+
+static void refused(const char *text, const char *want)
+{
+	struct judge_request jr;
+	if (parse(text, &jr) != -1)
+		fail_msg("accepted: %s", text);
+	if (!strstr(err, want))
+		fail_msg("%s: \"%s\", wanted \"%s\"", text, err, want);
+	assert_int_equal(jr.ntests, 0);
+	assert_null(jr.tests);
+}
+
+#define PROG "\"runtime\":\"c\",\"files\":[{\"name\":\"main.c\",\"content\":\"int main(){}\"}]"
+
+static void requests(void **state)
+{
+	(void)state;
+	struct judge_request jr;
+	assert_int_equal(parse("{" PROG ",\"tests\":[{\"stdin\":\"1\\n\",\"expected_output\":\"2\"},{}],"
+			       "\"checker\":{\"type\":\"floats\",\"epsilon\":0.001},"
+			       "\"limits\":{\"timeout_s\":2.5,\"cpu_time_ms\":1000,\"memory_mib\":128},"
+			       "\"stop_on_first_failure\":true}",
+			       &jr),
+			 0);
+	assert_string_equal(jr.src.runtime, "c");
+	assert_true(jr.src.source);
+	assert_int_equal(jr.src.nfiles, 1);
+	assert_int_equal(jr.ntests, 2);
+	assert_string_equal(jr.tests[0].in, "1\n");
+	assert_int_equal(jr.tests[0].expected_len, 1);
+	assert_string_equal(jr.tests[1].in, "");
+	assert_null(jr.tests[1].expected);
+	assert_int_equal(jr.checker, JUDGE_FLOATS);
+	assert_true(jr.epsilon == 0.001);
+	assert_true(jr.timeout_s == 2.5);
+	assert_int_equal(jr.cpu_time_ms, 1000);
+	assert_int_equal(jr.memory_mib, 128);
+	assert_true(jr.stop_on_first_failure);
+	judge_free(&jr);
+	/* the defaults */
+	assert_int_equal(parse("{" PROG ",\"tests\":[{}]}", &jr), 0);
+	assert_int_equal(jr.checker, JUDGE_LINES);
+	assert_true(jr.timeout_s == JUDGE_DEFAULT_TIMEOUT_S);
+	assert_int_equal(jr.max_output, JUDGE_DEFAULT_MAX_OUTPUT);
+	judge_free(&jr);
+	judge_free(&jr);
+
+	refused("[]", "a JSON object");
+	refused("{\"tests\":[{}]}", "runtime and files");
+	refused("{" PROG "}", "tests: must be an array of 1 to 200");
+	refused("{" PROG ",\"tests\":[]}", "tests: must be an array");
+	refused("{" PROG ",\"tests\":[1]}", "tests[0]: must be an object");
+	refused("{" PROG ",\"tests\":[{\"stdin\":1}]}", "tests[0].stdin: must be a string");
+	refused("{" PROG ",\"tests\":[{\"input\":\"x\"}]}", "tests[0]: unknown field \"input\"");
+	refused("{" PROG ",\"tests\":[{}],\"checker\":{\"type\":\"regex\"}}", "checker.type: exact, lines");
+	refused("{" PROG ",\"tests\":[{}],\"checker\":{\"type\":\"floats\",\"epsilon\":2}}", "checker.epsilon");
+	refused("{" PROG ",\"tests\":[{}],\"limits\":{\"timeout_s\":0}}", "limits.timeout_s");
+	refused("{" PROG ",\"tests\":[{}],\"limits\":{\"timeout_s\":61}}", "limits.timeout_s");
+	refused("{" PROG ",\"tests\":[{}],\"limits\":{\"cpu_time_ms\":1.5}}", "limits.cpu_time_ms: a whole number");
+	refused("{" PROG ",\"tests\":[{}],\"limits\":{\"wall\":1}}", "limits: unknown field \"wall\"");
+	refused("{" PROG ",\"tests\":[{}],\"stop_on_first_failure\":1}", "stop_on_first_failure");
+	refused("{" PROG ",\"tests\":[{}],\"extra\":1}", "unknown field \"extra\"");
+	refused("{\"runtime\":\"c\",\"files\":[{\"name\":\"../x.c\",\"content\":\"\"}],\"tests\":[{}]}", "must not contain '/'");
+	/* 201 tests */
+	char *big = malloc(201 * 3 + 200);
+	int o = sprintf(big, "{" PROG ",\"tests\":[");
+	for (int i = 0; i < 201; i++)
+		o += sprintf(big + o, "%s{}", i ? "," : "");
+	sprintf(big + o, "]}");
+	refused(big, "tests: at most 200");
+	free(big);
+}
+
+static void checkers(void **state)
+{
+	(void)state;
+	assert_true(judge_check(JUDGE_EXACT, 0, "a\n", 2, "a\n", 2));
+	assert_false(judge_check(JUDGE_EXACT, 0, "a\n", 2, "a", 1));
+	assert_true(judge_check(JUDGE_LINES, 0, "a\nb", 3, "a  \nb\n\n", 6));
+	assert_false(judge_check(JUDGE_LINES, 0, "a b", 3, "a  b", 4));
+	assert_true(judge_check(JUDGE_LINES, 0, "", 0, "", 0));
+	assert_true(judge_check(JUDGE_TOKENS, 0, "1 2\n3", 5, "  1\t2 3\n", 8));
+	assert_false(judge_check(JUDGE_TOKENS, 0, "1 2 3", 5, "1 2", 3));
+	assert_false(judge_check(JUDGE_TOKENS, 0, "1 2", 3, "1 2 3", 5));
+	assert_true(judge_check(JUDGE_FLOATS, 1e-6, "0.3333333 x", 11, "0.33333331 x", 12));
+	assert_false(judge_check(JUDGE_FLOATS, 1e-6, "0.333", 5, "0.334", 5));
+	/* relative for large numbers */
+	assert_true(judge_check(JUDGE_FLOATS, 1e-6, "1000000000", 10, "1000000100", 10));
+	assert_false(judge_check(JUDGE_FLOATS, 1e-6, "nan", 3, "nan 1", 5));
+	assert_false(judge_check(JUDGE_FLOATS, 1e-6, "1.0", 3, "abc", 3));
+}
+
+static enum judge_verdict verdict_of(const char *cmd, const char *expected, char *why)
+{
+	struct judge_request jr = { .timeout_s = 2, .cpu_time_ms = 1000, .max_output = 100, .checker = JUDGE_LINES };
+	struct judge_test t = { .in = "", .expected = (char *)expected, .expected_len = expected ? strlen(expected) : 0 };
+	json_t *c = json_loads(cmd, 0, NULL);
+	assert_non_null(c);
+	enum judge_verdict v = judge_test_verdict(&jr, &t, c, why, 300);
+	json_decref(c);
+	return v;
+}
+
+static void verdicts(void **state)
+{
+	(void)state;
+	char why[300];
+	assert_int_equal(verdict_of("{\"exit_code\":0,\"stdout\":\"3\\n\",\"usage\":{\"cpu_ms\":5}}", "3", why),
+			 JV_ACCEPTED);
+	assert_int_equal(verdict_of("{\"exit_code\":0,\"stdout\":\"4\\n\"}", "3", why), JV_WRONG_ANSWER);
+	assert_int_equal(verdict_of("{\"exit_code\":0,\"stdout\":\"\"}", NULL, why), JV_ACCEPTED);
+	assert_int_equal(verdict_of("{\"exit_code\":null,\"signal\":9,\"timed_out\":true}", "3", why), JV_TIME_LIMIT);
+	assert_string_equal(why, "wall clock: past 2 s");
+	assert_int_equal(verdict_of("{\"exit_code\":0,\"usage\":{\"cpu_ms\":1240}}", "3", why), JV_TIME_LIMIT);
+	assert_string_equal(why, "CPU time: 1240 ms, over the limit of 1000 ms");
+	assert_int_equal(verdict_of("{\"exit_code\":0,\"stdout_truncated\":true}", "3", why), JV_OUTPUT_LIMIT);
+	assert_int_equal(verdict_of("{\"exit_code\":null,\"signal\":11}", "3", why), JV_RUNTIME_ERROR);
+	assert_string_equal(why, "signal 11 (SIGSEGV)");
+	assert_int_equal(verdict_of("{\"exit_code\":null,\"signal\":9}", "3", why), JV_MEMORY_LIMIT);
+	assert_int_equal(verdict_of("{\"exit_code\":3}", "3", why), JV_RUNTIME_ERROR);
+	assert_string_equal(why, "exit status 3");
+	assert_int_equal(verdict_of("{\"end\":\"denied\",\"exit_code\":null}", "3", why), JV_INTERNAL_ERROR);
+	assert_string_equal(why, "the command did not run to an end: denied");
+	assert_string_equal(judge_verdict_name(JV_SKIPPED), "skipped");
+	assert_string_equal(judge_verdict_name((enum judge_verdict)99), "internal_error");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(requests),
+		cmocka_unit_test(checkers),
+		cmocka_unit_test(verdicts),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

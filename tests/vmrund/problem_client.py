@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Problems judged from one compile (POST /v1/judge, docs/judge.md), on
+real VMs: a C program against many tests, all accepted; one wrong answer
+found among them; a test that leaves a file for the next (which does not
+find it: each test is a fork of the compiled VM); a compile error; a
+time limit by CPU; an interpreted program (nothing to compile).
+
+usage: problem_client.py BASE_URL KEY NTESTS
+Prints "ok - ..." / "not ok - ..." lines; exits 1 when any failed."""
+import json, sys, time, urllib.error, urllib.request
+
+BASE, KEY, NTESTS = sys.argv[1], sys.argv[2], int(sys.argv[3])
+failed = 0
+
+
+def check(name, cond, detail=""):
+    global failed
+    print(("ok - " if cond else "not ok - ") + name)
+    if not cond:
+        failed += 1
+        print("    " + str(detail)[:2000].replace("\n", "\n    "))
+    sys.stdout.flush()
+
+
+def judge(body):
+    req = urllib.request.Request(BASE + "/v1/judge", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+    t0 = time.time()
+    try:
+        with urllib.request.urlopen(req, timeout=600) as r:
+            code, raw = r.status, r.read()
+    except urllib.error.HTTPError as e:
+        code, raw = e.code, e.read()
+    ms = int((time.time() - t0) * 1000)
+    try:
+        return code, json.loads(raw), ms
+    except ValueError:
+        return code, raw.decode(errors="replace"), ms
+
+
+SUM = "#include <stdio.h>\nint main(void){long a,b;if(scanf(\"%ld %ld\",&a,&b)!=2)return 2;printf(\"%ld\\n\",a+b);return 0;}"
+tests = [{"stdin": "%d %d\n" % (i, i * 7), "expected_output": "%d\n" % (i * 8)} for i in range(NTESTS)]
+code, j, ms = judge({"runtime": "c", "files": [{"name": "sum.c", "content": SUM}], "tests": tests,
+                     "limits": {"timeout_s": 10, "cpu_time_ms": 2000}})
+check("%d tests of a C program, compiled once: all accepted" % NTESTS,
+      code == 200 and j["verdict"] == "accepted" and j["summary"]["passed"] == NTESTS and
+      all(t["verdict"] == "accepted" for t in j["tests"]) and j["compile"]["exit_code"] == 0, (code, j))
+if code == 200:
+    print("    (%d tests in %d ms: the compile %d ms, then %.0f ms a test)" %
+          (NTESTS, ms, j["compile"]["ms"], (ms - j["compile"]["ms"]) / max(NTESTS, 1)))
+
+bad = [dict(t) for t in tests[:4]]
+bad[2]["expected_output"] = "-1\n"
+code, j, ms = judge({"runtime": "c", "files": [{"name": "sum.c", "content": SUM}], "tests": bad})
+check("one wrong answer found, at its test; the others accepted",
+      code == 200 and j["verdict"] == "wrong_answer" and [t["verdict"] for t in j["tests"]] ==
+      ["accepted", "accepted", "wrong_answer", "accepted"] and j["summary"]["failed"] == 1, (code, j))
+
+LEAVE = ("#include <stdio.h>\n#include <unistd.h>\nint main(void){"
+         "int seen = access(\"/workspace/mark\", F_OK) == 0 || access(\"/tmp/mark\", F_OK) == 0;"
+         "FILE *f = fopen(\"/workspace/mark\", \"w\"); FILE *g = fopen(\"/tmp/mark\", \"w\");"
+         "if (f) fclose(f); if (g) fclose(g); puts(seen ? \"seen\" : \"fresh\"); return 0;}")
+code, j, ms = judge({"runtime": "c", "files": [{"name": "leave.c", "content": LEAVE}],
+                     "tests": [{"expected_output": "fresh"}] * 3})
+check("a test leaves files in /workspace and /tmp; the next does not find them (a fork each)",
+      code == 200 and j["verdict"] == "accepted" and all(t["stdout"] == "fresh\n" for t in j["tests"]), (code, j))
+
+code, j, ms = judge({"runtime": "c", "files": [{"name": "bad.c", "content": "int main(void){ return x; }"}],
+                     "tests": [{"expected_output": ""}]})
+check("a compile error: once, with gcc's words; no test run",
+      code == 200 and j["verdict"] == "compile_error" and "undeclared" in j["compile"]["stderr"] and
+      j["tests"] == [], (code, j))
+
+SPIN = ("#include <stdio.h>\nint main(void){int n; if(scanf(\"%d\",&n)!=1) return 2;"
+        "volatile unsigned long i=0; if(n) for(;;) i++; puts(\"quick\"); return 0;}")
+code, j, ms = judge({"runtime": "c", "files": [{"name": "spin.c", "content": SPIN}],
+                     "tests": [{"stdin": "0", "expected_output": "quick"}, {"stdin": "1", "expected_output": "quick"},
+                               {"stdin": "0", "expected_output": "quick"}],
+                     "limits": {"timeout_s": 3, "cpu_time_ms": 500}, "stop_on_first_failure": True})
+check("a time limit (the wall clock's or the CPU's, said which); the tests after it skipped",
+      code == 200 and j["verdict"] == "time_limit" and
+      [t["verdict"] for t in j["tests"]] == ["accepted", "time_limit", "skipped"] and
+      ("CPU time" in j["tests"][1]["message"] or "wall clock" in j["tests"][1]["message"]), (code, j))
+
+code, j, ms = judge({"runtime": "python", "files": [{"name": "main.py", "content": "print(sum(map(float, input().split())))"}],
+                     "tests": [{"stdin": "0.1 0.2", "expected_output": "0.3"}],
+                     "checker": {"type": "floats", "epsilon": 1e-9}})
+check("an interpreted program, nothing to compile; floats within epsilon",
+      code == 200 and j["verdict"] == "accepted" and j["compile"] is None, (code, j))
+
+code, j, ms = judge({"runtime": "cobol", "files": [{"name": "a.cob", "content": "x"}], "tests": [{}]})
+check("a runtime that is not installed: 400", code == 400, (code, j))
+
+print("# problem client: %d failed" % failed)
+sys.exit(1 if failed else 0)
