@@ -298,9 +298,8 @@ static enum MHD_Result index_of(struct http_req *r)
 			json_decref(a);
 			a = NULL;
 		}
-		store_run_free(&rows[i]);
 	}
-	free(rows);
+	store_runs_free(rows, n);
 	if (not_utf8) {
 		json_decref(a);
 		return j0_error(r, 400, "some attributes for one or more submissions cannot be converted to UTF-8, use "

@@ -341,9 +341,8 @@ static enum MHD_Result list(struct http_req *r)
 			json_decref(a);
 			a = NULL;
 		}
-		store_run_free(&rows[i]);
 	}
-	free(rows);
+	store_runs_free(rows, n);
 	if (!a)
 		return http_error(r, 500, 0, "out of memory");
 	return http_json(r, 200, json_pack("{so sI sI sI}", "runs", a, "total", (json_int_t)total, "offset",

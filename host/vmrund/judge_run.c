@@ -50,16 +50,27 @@ static int call(struct judge_job *job, const char *id, const char *method, const
 		snprintf(job->err, sizeof(job->err), "sandbox %s: %s %s: %s", id, method, target, strerror(errno));
 		goto out;
 	}
-	if (!(buf = malloc(ANSWER_MAX + 1))) {
-		snprintf(job->err, sizeof(job->err), "out of memory");
-		goto out;
-	}
-	for (ssize_t k; n < ANSWER_MAX && (k = sbxc_read_body(&c, buf + n, ANSWER_MAX - n)) != 0; n += (size_t)k)
+	/* grown as the answer comes, up to ANSWER_MAX */
+	for (size_t cap = 0;;) {
+		if (n == cap) {
+			char *more = cap < ANSWER_MAX ? realloc(buf, (cap = cap ? 2 * cap : 65536)) : NULL;
+			if (!more) {
+				snprintf(job->err, sizeof(job->err), "sandbox %s: %s %s: %s", id, method, target,
+					 cap >= ANSWER_MAX ? "its answer is too long" : "out of memory");
+				goto out;
+			}
+			buf = more;
+		}
+		ssize_t k = sbxc_read_body(&c, buf + n, cap - n);
+		if (k == 0)
+			break;
 		if (k < 0) {
 			snprintf(job->err, sizeof(job->err), "sandbox %s: %s %s: reading: %s", id, method, target,
 				 strerror(errno));
 			goto out;
 		}
+		n += (size_t)k;
+	}
 	*out = json_loadb(buf, n, 0, NULL);
 	status = (int)c.head.status;
 out:

@@ -166,3 +166,10 @@ int store_client_like(const char *client, char *out, size_t cap)
 	snprintf(out, cap, STORE_CLIENT_LIKE, client);
 	return 0;
 }
+
+void store_runs_free(struct store_run *rows, unsigned n)
+{
+	for (unsigned i = 0; rows && i < n; i++)
+		store_run_free(&rows[i]);
+	free(rows);
+}

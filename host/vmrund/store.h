@@ -398,6 +398,9 @@ bool store_run_pinned_to(const struct store_run *run, const char *node);
 #define STORE_CLIENT_LIKE "%%\"client\":{\"%s\":%%"
 #define STORE_CLIENT_NAME_MAX 32
 
+/* Free rows[0..n) (store_run_free each) and the array: list's. */
+void store_runs_free(struct store_run *rows, unsigned n);
+
 /* client's LIKE pattern into out (cap at least STORE_CLIENT_NAME_MAX +
  * 24 bytes; client NULL: "%", every run): 0, or -1 for a name that is
  * not [a-z0-9_]{1,31}. Pure. */

@@ -569,9 +569,7 @@ static int pg_list(struct store *base, const char *tenant, const char *client, u
 	}
 	PQclear(res);
 	if (rc) {
-		for (unsigned i = 0; i < *n; i++)
-			store_run_free(&(*out)[i]);
-		free(*out);
+		store_runs_free(*out, *n);
 		*out = NULL;
 		*n = 0;
 		return -1;

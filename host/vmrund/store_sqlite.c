@@ -821,9 +821,7 @@ out:
 	sqlite3_finalize(page);
 	sqlite3_exec(s->db, rc ? "ROLLBACK" : "COMMIT", NULL, NULL, NULL);
 	if (rc) {
-		for (unsigned i = 0; i < *n; i++)
-			store_run_free(&(*out)[i]);
-		free(*out);
+		store_runs_free(*out, *n);
 		*out = NULL;
 		*n = 0;
 	}
