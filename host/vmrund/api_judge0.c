@@ -232,12 +232,11 @@ static enum MHD_Result batch_show(struct http_req *r)
 		return MHD_YES;
 	}
 	json_t *subs = json_array();
-	char *save = NULL;
-	for (char *t = copy; subs && n--; t = NULL) {
-		char *tok = strtok_r(t, ",", &save);
-		unsigned status;
-		json_t *v = tok ? view_of(r, tok, mask, b64, &status) : NULL;
-		if (!v && tok && status == 400) {
+	/* each place kept, an empty token's too (null, as Ruby's split keeps it) */
+	for (char *rest = copy, *tok; subs && n-- && (tok = strsep(&rest, ","));) {
+		unsigned status = 404;
+		json_t *v = *tok ? view_of(r, tok, mask, b64, &status) : NULL;
+		if (!v && status == 400) {
 			json_decref(subs);
 			free(copy);
 			return j0_error(r, 400, "some attributes for one or more submissions cannot be converted to "
