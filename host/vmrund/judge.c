@@ -64,24 +64,43 @@ static int parse_tests(const json_t *a, struct judge_request *jr, char *err, siz
 	return 0;
 }
 
+/* The program a request names (its runtime and files, as a run spec's
+ * source mode reads them) into rq; what names it in err's words. */
+static int parse_program(const json_t *o, const char *what, struct run_spec *rq, char *err, size_t errlen)
+{
+	char why[400];
+	json_t *src = json_object();
+	if (!src)
+		return errf(err, errlen, "out of memory");
+	json_object_set(src, "runtime", json_object_get(o, "runtime"));
+	json_object_set(src, "files", json_object_get(o, "files"));
+	int rc = !json_object_get(o, "runtime") || !json_object_get(o, "files")
+			 ? errf(err, errlen, "%sruntime and files: the program is required", what)
+			 : run_spec_from_json(src, rq, why, sizeof(why)) ? errf(err, errlen, "%s%s", what, why) : 0;
+	json_decref(src);
+	return rc;
+}
+
 static int parse_checker(const json_t *c, struct judge_request *jr, char *err, size_t errlen)
 {
-	static const char *const names[] = { "exact", "lines", "tokens", "floats" };
+	static const char *const names[] = { "exact", "lines", "tokens", "floats", "program" };
 	jr->checker = JUDGE_LINES;
 	jr->epsilon = 1e-6;
 	if (!c)
 		return 0;
 	const char *type = json_string_value(json_object_get(c, "type"));
 	if (!json_is_object(c) || !type)
-		return errf(err, errlen, "checker: {\"type\": \"exact\" | \"lines\" | \"tokens\" | \"floats\"}");
+		return errf(err, errlen, "checker: {\"type\": \"exact\" | \"lines\" | \"tokens\" | \"floats\" | \"program\"}");
 	unsigned i = 0;
-	while (i < 4 && strcmp(type, names[i]))
+	while (i < 5 && strcmp(type, names[i]))
 		i++;
 	char q[40];
-	if (i == 4)
-		return errf(err, errlen, "checker.type: exact, lines, tokens or floats, not \"%s\"",
+	if (i == 5)
+		return errf(err, errlen, "checker.type: exact, lines, tokens, floats or program, not \"%s\"",
 			    errmsg_printable(q, sizeof(q), type));
 	jr->checker = (enum judge_checker)i;
+	if (jr->checker == JUDGE_PROGRAM)
+		return parse_program(c, "checker.", &jr->checker_src, err, errlen);
 	const json_t *eps = json_object_get(c, "epsilon");
 	if (eps && (!json_is_number(eps) || !(json_number_value(eps) >= 0 && json_number_value(eps) < 1)))
 		return errf(err, errlen, "checker.epsilon: a number from 0 to 1");
@@ -121,22 +140,6 @@ static int parse_limits(const json_t *l, struct judge_request *jr, char *err, si
 	return 0;
 }
 
-/* The program as a run spec's source mode: its names and encodings
- * checked by the one parser of them. */
-static int parse_program(const json_t *body, struct judge_request *jr, char *err, size_t errlen)
-{
-	json_t *src = json_object();
-	if (!src)
-		return errf(err, errlen, "out of memory");
-	json_object_set(src, "runtime", json_object_get(body, "runtime"));
-	json_object_set(src, "files", json_object_get(body, "files"));
-	int rc = !json_object_get(body, "runtime") || !json_object_get(body, "files")
-			 ? errf(err, errlen, "runtime and files: the program is required")
-			 : run_spec_from_json(src, &jr->src, err, errlen);
-	json_decref(src);
-	return rc;
-}
-
 int judge_parse(const json_t *body, struct judge_request *jr, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "runtime", "files", "tests", "checker", "limits", "stop_on_first_failure" };
@@ -157,7 +160,7 @@ int judge_parse(const json_t *body, struct judge_request *jr, char *err, size_t 
 	if (v && !json_is_boolean(v))
 		return errf(err, errlen, "stop_on_first_failure: must be true or false");
 	jr->stop_on_first_failure = json_is_true(v);
-	if (parse_program(body, jr, err, errlen) || parse_tests(json_object_get(body, "tests"), jr, err, errlen) ||
+	if (parse_program(body, "", &jr->src, err, errlen) || parse_tests(json_object_get(body, "tests"), jr, err, errlen) ||
 	    parse_checker(json_object_get(body, "checker"), jr, err, errlen) ||
 	    parse_limits(json_object_get(body, "limits"), jr, err, errlen)) {
 		judge_free(jr);
@@ -174,6 +177,7 @@ void judge_free(struct judge_request *jr)
 	}
 	free(jr->tests);
 	run_spec_free(&jr->src);
+	run_spec_free(&jr->checker_src);
 	memset(jr, 0, sizeof(*jr));
 }
 
@@ -237,6 +241,8 @@ bool judge_check(enum judge_checker c, double epsilon, const char *expected, siz
 		return tokens_match(false, 0, expected, elen, actual, alen);
 	case JUDGE_FLOATS:
 		return tokens_match(true, epsilon, expected, elen, actual, alen);
+	case JUDGE_PROGRAM:
+		break;   /* judge_run.c's: in a VM */
 	}
 	return false;
 }
@@ -288,6 +294,8 @@ enum judge_verdict judge_test_verdict(const struct judge_request *jr, const stru
 		snprintf(why, cap, "exit status %lld", (long long)json_integer_value(code));
 		return JV_RUNTIME_ERROR;
 	}
+	if (jr->checker == JUDGE_PROGRAM)
+		return JV_CHECK;
 	if (!t->expected)
 		return JV_ACCEPTED;
 	const json_t *out = json_object_get(cmd, "stdout");
@@ -296,4 +304,32 @@ enum judge_verdict judge_test_verdict(const struct judge_request *jr, const stru
 		return JV_ACCEPTED;
 	snprintf(why, cap, "the output differs from the expected");
 	return JV_WRONG_ANSWER;
+}
+
+enum judge_verdict judge_checker_verdict(const json_t *cmd, char *why, size_t cap)
+{
+	const json_t *code = json_object_get(cmd, "exit_code"), *sig = json_object_get(cmd, "signal");
+	const char *err = json_string_value(json_object_get(cmd, "stderr"));
+	int n = err ? (int)strcspn(err, "\n") : 0;
+	if (n > 200)
+		n = 200;
+	if (json_is_true(json_object_get(cmd, "timed_out"))) {
+		snprintf(why, cap, "the checker ran past %d s", JUDGE_CHECKER_TIMEOUT_S);
+		return JV_INTERNAL_ERROR;
+	}
+	if (!json_is_integer(code)) {
+		snprintf(why, cap, "the checker did not exit: %s %lld", json_is_integer(sig) ? "signal" : "end",
+			 json_is_integer(sig) ? (long long)json_integer_value(sig) : 0LL);
+		return JV_INTERNAL_ERROR;
+	}
+	json_int_t c = json_integer_value(code);
+	if (c == 0 || c == 1 || c == 2) {
+		if (n)
+			snprintf(why, cap, "checker: %.*s", n, err);
+		else
+			why[0] = '\0';
+		return c == 0 ? JV_ACCEPTED : JV_WRONG_ANSWER;
+	}
+	snprintf(why, cap, "the checker failed (exit status %lld)%s%.*s", (long long)c, n ? ": " : "", n, n ? err : "");
+	return JV_INTERNAL_ERROR;
 }

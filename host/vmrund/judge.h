@@ -9,6 +9,9 @@
  *    "tests": [{"stdin": "1 2\n", "expected_output": "3\n"}, ...],
  *    "checker": {"type": "exact" | "lines" | "tokens" | "floats",
  *                "epsilon": 1e-6},                 default "lines"
+ *             | {"type": "program", "runtime": "c++", "files": [...]}
+ *                                   the problem setter's checker, testlib's
+ *                                   convention, in a VM of its own
  *    "limits": {"timeout_s": 2, "cpu_time_ms": 1000,   each test's
  *               "memory_mib": 256, "max_output": 65536},
  *    "stop_on_first_failure": false} */
@@ -28,12 +31,14 @@
 #define JUDGE_DEFAULT_TIMEOUT_S 5
 #define JUDGE_MAX_TIMEOUT_S 60
 #define JUDGE_DEFAULT_MAX_OUTPUT (1u << 20)
+#define JUDGE_CHECKER_TIMEOUT_S 10         /* a checker program's wall clock, each test */
 
 enum judge_checker {
 	JUDGE_EXACT,    /* byte for byte */
 	JUDGE_LINES,    /* Judge0's: each line right-stripped, then the whole */
 	JUDGE_TOKENS,   /* the same words, white space of any kind and amount between them */
 	JUDGE_FLOATS,   /* tokens, numbers equal within epsilon (absolute or relative) */
+	JUDGE_PROGRAM,  /* a checker program: "input output answer" files, the verdict by its exit status */
 };
 
 struct judge_test {
@@ -49,6 +54,7 @@ struct judge_request {
 	unsigned ntests;
 	enum judge_checker checker;
 	double epsilon;
+	struct run_spec checker_src;  /* JUDGE_PROGRAM: its runtime and files */
 	double timeout_s;             /* each test's wall clock */
 	uint64_t cpu_time_ms;         /* each test's CPU time; 0: none but the wall clock */
 	uint64_t memory_mib;          /* the VMs'; 0: the runtime's */
@@ -78,6 +84,7 @@ enum judge_verdict {
 	JV_COMPILE_ERROR,
 	JV_INTERNAL_ERROR,
 	JV_SKIPPED,                   /* not run: an earlier test failed and stop_on_first_failure */
+	JV_CHECK,                     /* ran well: the checker program decides (never a test's last word) */
 };
 
 /* "accepted", "wrong_answer", "time_limit", "memory_limit",
@@ -88,8 +95,14 @@ const char *judge_verdict_name(enum judge_verdict v);
 /* Test t's verdict from its command's end as the sandbox reports it
  * (exit_code, signal, timed_out, stdout, stdout_truncated, usage.cpu_ms),
  * with why in words ("CPU time 1240 ms over the limit of 1000 ms", "exit
- * status 3", "signal 11"). */
+ * status 3", "signal 11"); JV_CHECK when it ran well and a checker
+ * program is to judge its output. */
 enum judge_verdict judge_test_verdict(const struct judge_request *jr, const struct judge_test *t, const json_t *cmd,
 				      char *why, size_t cap);
+
+/* A checker program's verdict from its command's end (testlib's exit
+ * statuses: 0 ok, 1 wrong answer, 2 presentation error, 3 the checker's
+ * own failure), its first line of stderr in why. */
+enum judge_verdict judge_checker_verdict(const json_t *cmd, char *why, size_t cap);
 
 #endif

@@ -22,13 +22,20 @@
 #define ANSWER_MAX (16u << 20)        /* a command's answer: its output twice over, as JSON */
 #define CHECKPOINT "compiled"
 
+/* A program a judge compiles once and forks for each test: the
+ * contestant's, or a checker. */
+struct program {
+	const struct run_spec *src;   /* runtime and files */
+	const struct runtime *rt;
+	const char *names[RUN_SPEC_MAX_FILES];
+	char base[SCHED_ID_MAX];      /* its compiled sandbox; "" none */
+};
+
 struct judge_job {
 	struct vmrund *d;
 	unsigned tenant;
 	const struct judge_request *jr;
-	const struct runtime *rt;
-	char base[SCHED_ID_MAX];      /* the compiled sandbox; "" none */
-	const char *names[RUN_SPEC_MAX_FILES];
+	struct program contestant, checker;
 	char err[512];
 };
 
@@ -126,11 +133,12 @@ static void encode(const char *name, char *out, size_t cap)
 	out[o] = '\0';
 }
 
-/* A template of the runtime's expanded over the program's file names. */
-static json_t *argv_of(struct judge_job *job, const char *tmpl)
+/* A template of pg's runtime expanded over its file names and args. */
+static json_t *argv_of(struct judge_job *job, const struct program *pg, const char *tmpl, char *const *args,
+		       unsigned nargs)
 {
 	char *argv[RUNTIME_ARGV_MAX + 1], store[RUNTIME_STORE_MAX];
-	int n = runtime_expand(tmpl, job->names, job->jr->src.nfiles, NULL, 0, argv, RUNTIME_ARGV_MAX + 1, store,
+	int n = runtime_expand(tmpl, pg->names, pg->src->nfiles, args, nargs, argv, RUNTIME_ARGV_MAX + 1, store,
 			       sizeof(store), job->err, sizeof(job->err));
 	if (n < 0)
 		return NULL;
@@ -140,40 +148,54 @@ static json_t *argv_of(struct judge_job *job, const char *tmpl)
 	return a;
 }
 
-/* The base sandbox: made, the program's files put, compiled (its
- * compile command's answer into *compile), checkpointed. 1 compiled, 0
- * the compile failed, -1 error. */
-static int compile(struct judge_job *job, json_t **compile_cmd)
+/* Put n bytes at path in sandbox id: 0, or -1 with job->err. */
+static int put_file(struct judge_job *job, const char *id, const char *path, const void *data, size_t n)
+{
+	char target[RUN_SPEC_MAX_FILE_NAME * 3 + 16], name[RUN_SPEC_MAX_FILE_NAME * 3 + 1];
+	json_t *out;
+	encode(path, name, sizeof(name));
+	snprintf(target, sizeof(target), "/files?path=%s", name);
+	int st = call(job, id, "PUT", target, "application/octet-stream", data, n, CALL_MS, &out);
+	json_decref(out);
+	if (st >= 200 && st <= 299)
+		return 0;
+	if (st > 0)
+		snprintf(job->err, sizeof(job->err), "putting %s: %d", path, st);
+	return -1;
+}
+
+/* Run argv in sandbox id with stdin (in_len bytes) under timeout_s: its
+ * answer, or NULL with job->err. */
+static json_t *command(struct judge_job *job, const char *id, json_t *argv, const char *in, size_t in_len,
+		       double timeout_s)
+{
+	char target[64];
+	unsigned wait = (unsigned)ceil(timeout_s) + 10;
+	snprintf(target, sizeof(target), "/commands?wait=%u", wait);
+	json_t *body = argv ? json_pack("{so ss% sf}", "argv", argv, "stdin", in, in_len, "timeout_s", timeout_s) : NULL;
+	json_t *cmd = body ? expect(job, id, "POST", target, body, (int)(wait + 10) * 1000, 201) : NULL;
+	json_decref(body);
+	return cmd;
+}
+
+/* pg's base sandbox: made, its files put, compiled (its compile
+ * command's answer into *compile_cmd), checkpointed. 1 compiled, 0 the
+ * compile failed, -1 error. */
+static int compile(struct judge_job *job, struct program *pg, json_t **compile_cmd)
 {
 	const struct judge_request *jr = job->jr;
 	*compile_cmd = NULL;
 	json_t *limits = json_pack("{sI}", "max_output", (json_int_t)jr->max_output);
 	if (jr->memory_mib)
 		json_object_set_new(limits, "memory_mib", json_integer((json_int_t)jr->memory_mib));
-	if (create(job, json_pack("{ss so}", "runtime", job->rt->name, "limits", limits), job->base))
+	if (create(job, json_pack("{ss so}", "runtime", pg->rt->name, "limits", limits), pg->base))
 		return -1;
-	for (unsigned i = 0; i < jr->src.nfiles; i++) {
-		char target[RUN_SPEC_MAX_FILE_NAME * 3 + 16], name[RUN_SPEC_MAX_FILE_NAME * 3 + 1];
-		json_t *out;
-		encode(jr->src.files[i].name, name, sizeof(name));
-		snprintf(target, sizeof(target), "/files?path=%s", name);
-		int st = call(job, job->base, "PUT", target, "application/octet-stream", jr->src.files[i].data,
-			      jr->src.files[i].len, CALL_MS, &out);
-		json_decref(out);
-		if (st < 200 || st > 299) {
-			if (st > 0)
-				snprintf(job->err, sizeof(job->err), "putting %s: %d", jr->src.files[i].name, st);
+	for (unsigned i = 0; i < pg->src->nfiles; i++)
+		if (put_file(job, pg->base, pg->src->files[i].name, pg->src->files[i].data, pg->src->files[i].len))
 			return -1;
-		}
-	}
-	if (job->rt->compile[0]) {
-		json_t *argv = argv_of(job, job->rt->compile);
-		uint64_t t = job->rt->compile_timeout_s ? job->rt->compile_timeout_s : RUN_SPEC_DEFAULT_COMPILE_TIMEOUT_S;
-		char target[64];
-		snprintf(target, sizeof(target), "/commands?wait=%llu", (unsigned long long)t + 10);
-		json_t *body = argv ? json_pack("{so sI}", "argv", argv, "timeout_s", (json_int_t)t) : NULL;
-		*compile_cmd = body ? expect(job, job->base, "POST", target, body, (int)(t + 20) * 1000, 201) : NULL;
-		json_decref(body);
+	if (pg->rt->compile[0]) {
+		uint64_t t = pg->rt->compile_timeout_s ? pg->rt->compile_timeout_s : RUN_SPEC_DEFAULT_COMPILE_TIMEOUT_S;
+		*compile_cmd = command(job, pg->base, argv_of(job, pg, pg->rt->compile, NULL, 0), "", 0, (double)t);
 		if (!*compile_cmd)
 			return -1;
 		if (json_integer_value(json_object_get(*compile_cmd, "exit_code")) != 0 ||
@@ -181,32 +203,63 @@ static int compile(struct judge_job *job, json_t **compile_cmd)
 			return 0;
 	}
 	json_t *cp = json_pack("{ss}", "name", CHECKPOINT);
-	json_t *made = expect(job, job->base, "POST", "/checkpoints", cp, 120000, 201);
+	json_t *made = expect(job, pg->base, "POST", "/checkpoints", cp, 120000, 201);
 	json_decref(cp);
 	json_decref(made);
 	return made ? 1 : -1;
 }
 
-/* One test in a fork of the checkpoint: its command's answer, or NULL
- * with job->err. */
+/* A fork of pg's checkpoint, living life_s: 0 with its id, or -1. */
+static int fork_of(struct judge_job *job, const struct program *pg, double life_s, char id[SCHED_ID_MAX])
+{
+	char from[SCHED_ID_MAX + 16];
+	snprintf(from, sizeof(from), "%s/" CHECKPOINT, pg->base);
+	return create(job, json_pack("{ss sf}", "from_checkpoint", from, "timeout_s", life_s), id);
+}
+
+/* One test in a fork of the contestant's checkpoint: its command's
+ * answer, or NULL with job->err. */
 static json_t *run_test(struct judge_job *job, const struct judge_test *t)
 {
-	char fork[SCHED_ID_MAX], from[SCHED_ID_MAX + 16], target[64];
-	snprintf(from, sizeof(from), "%s/" CHECKPOINT, job->base);
+	char fork[SCHED_ID_MAX];
 	/* its life: the test's limit and room for its start and end */
-	if (create(job, json_pack("{ss sf}", "from_checkpoint", from, "timeout_s", job->jr->timeout_s + 120), fork))
+	if (fork_of(job, &job->contestant, job->jr->timeout_s + 120, fork))
 		return NULL;
-	json_t *argv = argv_of(job, job->rt->run), *cmd = NULL;
-	unsigned wait = (unsigned)ceil(job->jr->timeout_s) + 10;
-	snprintf(target, sizeof(target), "/commands?wait=%u", wait);
-	json_t *body = argv ? json_pack("{so ss% sf}", "argv", argv, "stdin", t->in, t->in_len, "timeout_s",
-					job->jr->timeout_s)
-			    : NULL;
-	if (body)
-		cmd = expect(job, fork, "POST", target, body, (int)(wait + 10) * 1000, 201);
-	json_decref(body);
+	json_t *cmd = command(job, fork, argv_of(job, &job->contestant, job->contestant.rt->run, NULL, 0), t->in,
+			      t->in_len, job->jr->timeout_s);
 	destroy(job, fork);
 	return cmd;
+}
+
+/* The checker program on test t and the contestant's output (its
+ * command's stdout), in a fork of the checker's checkpoint: testlib's
+ * convention, "input output answer" files as its arguments and the
+ * verdict by its exit status (0 accepted, 1 or 2 wrong answer; anything
+ * else: the checker failed). */
+static enum judge_verdict check(struct judge_job *job, const struct judge_test *t, const json_t *cmd, char *why,
+				size_t cap)
+{
+	static char *const args[] = { "input.txt", "output.txt", "answer.txt" };
+	char fork[SCHED_ID_MAX];
+	const json_t *out = json_object_get(cmd, "stdout");
+	enum judge_verdict v = JV_INTERNAL_ERROR;
+	json_t *res = NULL;
+	if (fork_of(job, &job->checker, JUDGE_CHECKER_TIMEOUT_S + 120, fork)) {
+		snprintf(why, cap, "the checker: %.250s", job->err);
+		return v;
+	}
+	if (put_file(job, fork, args[0], t->in, t->in_len) ||
+	    put_file(job, fork, args[1], json_string_value(out) ? json_string_value(out) : "", json_string_length(out)) ||
+	    put_file(job, fork, args[2], t->expected ? t->expected : "", t->expected_len) ||
+	    !(res = command(job, fork, argv_of(job, &job->checker, job->checker.rt->run, args, 3), "", 0,
+			    JUDGE_CHECKER_TIMEOUT_S))) {
+		snprintf(why, cap, "the checker: %.250s", job->err);
+	} else {
+		v = judge_checker_verdict(res, why, cap);
+	}
+	json_decref(res);
+	destroy(job, fork);
+	return v;
 }
 
 static json_t *test_json(unsigned i, enum judge_verdict v, const char *why, const json_t *cmd)
@@ -227,6 +280,17 @@ static json_t *test_json(unsigned i, enum judge_verdict v, const char *why, cons
 	return o;
 }
 
+/* A program from its source: its runtime installed (0), or -1 with err. */
+static int program_of(struct judge_job *job, struct program *pg, const struct run_spec *src, char *err, size_t errlen)
+{
+	pg->src = src;
+	if (!(pg->rt = runtime_pick(job->d->rts, job->d->nrts, src->runtime)))
+		return errf(err, errlen, "runtime %s is not installed (GET /v1/runtimes lists them)", src->runtime);
+	for (unsigned i = 0; i < src->nfiles; i++)
+		pg->names[i] = src->files[i].name;
+	return 0;
+}
+
 json_t *judge_run(struct vmrund *d, unsigned tenant, const struct judge_request *jr, unsigned *status, char *err,
 		  size_t errlen)
 {
@@ -236,16 +300,29 @@ json_t *judge_run(struct vmrund *d, unsigned tenant, const struct judge_request 
 	json_int_t max_cpu = 0, max_rss = 0;
 	enum judge_verdict overall = JV_ACCEPTED;
 	*status = 500;
-	if (!(job.rt = runtime_pick(d->rts, d->nrts, jr->src.runtime))) {
+	if (program_of(&job, &job.contestant, &jr->src, err, errlen) ||
+	    (jr->checker == JUDGE_PROGRAM && program_of(&job, &job.checker, &jr->checker_src, err, errlen))) {
 		*status = 400;
-		errf(err, errlen, "runtime %s is not installed (GET /v1/runtimes lists them)", jr->src.runtime);
 		goto out;
 	}
-	for (unsigned i = 0; i < jr->src.nfiles; i++)
-		job.names[i] = jr->src.files[i].name;
 	int64_t t0 = clock_mono_ms();
-	int compiled = compile(&job, &compile_cmd);
+	int compiled = compile(&job, &job.contestant, &compile_cmd);
 	int64_t compile_ms = clock_mono_ms() - t0;
+	if (compiled > 0 && jr->checker == JUDGE_PROGRAM) {
+		/* the problem setter's checker: compiled once too, in a VM
+		 * of its own; one that does not compile is the request's fault */
+		json_t *checker_cmd = NULL;
+		int ok = compile(&job, &job.checker, &checker_cmd);
+		if (!ok)
+			snprintf(job.err, sizeof(job.err), "the checker does not compile: %.400s",
+				 json_string_value(json_object_get(checker_cmd, "stderr")) ?: "");
+		json_decref(checker_cmd);
+		if (ok <= 0) {
+			*status = ok ? 503 : 400;
+			errf(err, errlen, "%s", job.err);
+			goto out;
+		}
+	}
 	if (compiled < 0) {
 		*status = 503;
 		errf(err, errlen, "%s", job.err);
@@ -262,6 +339,8 @@ json_t *judge_run(struct vmrund *d, unsigned tenant, const struct judge_request 
 			v = cmd ? judge_test_verdict(jr, &jr->tests[i], cmd, why, sizeof(why)) : JV_INTERNAL_ERROR;
 			if (!cmd)
 				snprintf(why, sizeof(why), "%.290s", job.err);
+			if (v == JV_CHECK)
+				v = check(&job, &jr->tests[i], cmd, why, sizeof(why));
 		}
 		passed += v == JV_ACCEPTED;
 		failed += v != JV_ACCEPTED && v != JV_SKIPPED;
@@ -292,8 +371,10 @@ json_t *judge_run(struct vmrund *d, unsigned tenant, const struct judge_request 
 	if (!result)
 		errf(err, errlen, "out of memory");
 out:
-	if (job.base[0])
-		destroy(&job, job.base);
+	if (job.contestant.base[0])
+		destroy(&job, job.contestant.base);
+	if (job.checker.base[0])
+		destroy(&job, job.checker.base);
 	json_decref(compile_cmd);
 	json_decref(tests);
 	return result;

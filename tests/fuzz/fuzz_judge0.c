@@ -122,6 +122,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	} else if (!err[0] || strchr(err, '\n')) {
 		abort();   /* a refusal is one line */
 	}
+	char why[300];
+	if (!judge_verdict_name(judge_checker_verdict(body, why, sizeof(why))) || strchr(why, '\n'))
+		abort();   /* a checker's stderr is cut at its first line */
 	struct judge0_verdict v;
 	judge0_verdict(body, json_object_get(body, "judge0"), &v);
 	if (!judge0_status_name(v.status))

@@ -69,6 +69,19 @@ static void requests(void **state)
 	judge_free(&jr);
 	judge_free(&jr);
 
+	/* a checker program: its own runtime and files */
+	assert_int_equal(parse("{" PROG ",\"tests\":[{}],\"checker\":{\"type\":\"program\",\"runtime\":\"python\","
+			       "\"files\":[{\"name\":\"check.py\",\"content\":\"import sys\"}]}}",
+			       &jr),
+			 0);
+	assert_int_equal(jr.checker, JUDGE_PROGRAM);
+	assert_string_equal(jr.checker_src.runtime, "python");
+	assert_string_equal(jr.checker_src.files[0].name, "check.py");
+	judge_free(&jr);
+	refused("{" PROG ",\"tests\":[{}],\"checker\":{\"type\":\"program\"}}", "checker.runtime and files");
+	refused("{" PROG ",\"tests\":[{}],\"checker\":{\"type\":\"program\",\"runtime\":\"c\","
+		"\"files\":[{\"name\":\"..\",\"content\":\"\"}]}}",
+		"checker.files[0].name");
 	refused("[]", "a JSON object");
 	refused("{\"tests\":[{}]}", "runtime and files");
 	refused("{" PROG "}", "tests: must be an array of 1 to 200");
@@ -146,6 +159,33 @@ static void verdicts(void **state)
 	assert_int_equal(verdict_of("{\"end\":\"denied\",\"exit_code\":null}", "3", why), JV_INTERNAL_ERROR);
 	assert_string_equal(why, "the command did not run to an end: denied");
 	assert_string_equal(judge_verdict_name(JV_SKIPPED), "skipped");
+	/* a checker program's part: the run was fine, it decides */
+	struct judge_request jr = { .timeout_s = 2, .checker = JUDGE_PROGRAM };
+	struct judge_test t = { .in = "" };
+	json_t *c = json_loads("{\"exit_code\":0,\"stdout\":\"x\"}", 0, NULL);
+	assert_int_equal(judge_test_verdict(&jr, &t, c, why, sizeof(why)), JV_CHECK);
+	json_decref(c);
+	const struct {
+		const char *cmd;
+		enum judge_verdict v;
+		const char *why;
+	} checks[] = {
+		{ "{\"exit_code\":0,\"stderr\":\"ok 3 numbers\\nmore\"}", JV_ACCEPTED, "checker: ok 3 numbers" },
+		{ "{\"exit_code\":1,\"stderr\":\"wrong answer 2nd differs\"}", JV_WRONG_ANSWER,
+		  "checker: wrong answer 2nd differs" },
+		{ "{\"exit_code\":2,\"stderr\":\"\"}", JV_WRONG_ANSWER, "" },
+		{ "{\"exit_code\":3,\"stderr\":\"FAIL bad answer file\"}", JV_INTERNAL_ERROR,
+		  "the checker failed (exit status 3): FAIL bad answer file" },
+		{ "{\"exit_code\":null,\"signal\":11}", JV_INTERNAL_ERROR, "the checker did not exit: signal 11" },
+		{ "{\"exit_code\":null,\"timed_out\":true}", JV_INTERNAL_ERROR, "the checker ran past 10 s" },
+	};
+	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
+		c = json_loads(checks[i].cmd, 0, NULL);
+		assert_non_null(c);
+		assert_int_equal(judge_checker_verdict(c, why, sizeof(why)), checks[i].v);
+		assert_string_equal(why, checks[i].why);
+		json_decref(c);
+	}
 	assert_string_equal(judge_verdict_name((enum judge_verdict)99), "internal_error");
 }
 

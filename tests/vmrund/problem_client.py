@@ -88,6 +88,34 @@ code, j, ms = judge({"runtime": "python", "files": [{"name": "main.py", "content
 check("an interpreted program, nothing to compile; floats within epsilon",
       code == 200 and j["verdict"] == "accepted" and j["compile"] is None, (code, j))
 
+# a problem with many right answers: any x y with x + y = n; the problem
+# setter's checker (testlib's convention, python, in a VM of its own)
+# reads the input, the contestant's output and the answer file
+CHECKER = """import sys
+n = int(open(sys.argv[1]).read())
+try:
+    x, y = map(int, open(sys.argv[2]).read().split())
+except ValueError:
+    print("wrong answer: not two numbers", file=sys.stderr); sys.exit(2)
+if x + y != n:
+    print("wrong answer: %d + %d is not %d" % (x, y, n), file=sys.stderr); sys.exit(1)
+print("ok %d = %d + %d" % (n, x, y), file=sys.stderr)
+"""
+PAIR = "#include <stdio.h>\nint main(void){int n; scanf(\"%d\",&n); printf(\"%d %d\\n\", n / 2, n - n / 2);}"
+checker = {"type": "program", "runtime": "python", "files": [{"name": "check.py", "content": CHECKER}]}
+code, j, ms = judge({"runtime": "c", "files": [{"name": "pair.c", "content": PAIR}],
+                     "tests": [{"stdin": "7"}, {"stdin": "10"}], "checker": checker})
+check("a checker program in a VM of its own accepts answers of its own kind",
+      code == 200 and j["verdict"] == "accepted" and [t["message"] for t in j["tests"]] == ["checker: ok 7 = 3 + 4",
+                                                                                          "checker: ok 10 = 5 + 5"],
+      (code, j))
+BADPAIR = "#include <stdio.h>\nint main(void){int n; scanf(\"%d\",&n); printf(\"%d %d\\n\", n, 1);}"
+code, j, ms = judge({"runtime": "c", "files": [{"name": "pair.c", "content": BADPAIR}],
+                     "tests": [{"stdin": "7"}], "checker": checker})
+check("...and finds a wrong one, in its own words",
+      code == 200 and j["verdict"] == "wrong_answer" and j["tests"][0]["message"] == "checker: wrong answer: 7 + 1 is not 7",
+      (code, j))
+
 code, j, ms = judge({"runtime": "cobol", "files": [{"name": "a.cob", "content": "x"}], "tests": [{}]})
 check("a runtime that is not installed: 400", code == 400, (code, j))
 
