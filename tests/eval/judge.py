@@ -349,6 +349,16 @@ def judge_judge0_callback_ssrf(c, r):
             "when made (it resolves to loopback); nothing reached the listener")
 
 
+def judge_judge_contestant_snoop(c, r):
+    j = c["facts"]["judged"]
+    need("tests" in j, f"the judge did not answer: {j.get('error') or j.get('message')}")
+    outs = [(t.get("stdout") or "").strip() for t in j["tests"]]
+    found = [o for o in outs if o.startswith("found")]
+    escaped_if(found, "a test saw what it must not: " + "; ".join(found))
+    need(len(outs) == 3 and all(o == "clean" for o in outs), f"the tests did not run as designed: {outs}")
+    return "each of three tests, a fork of the compiled VM, found no other test's files, no checker file and no expected output"
+
+
 def judge_admission_by_size(c, r):
     f = c["facts"]
     need(f, "the attempt printed nothing (timed out)")
@@ -476,6 +486,7 @@ def judge_sandbox_forged_files(c, r):
 
 JUDGES = {
     "judge0_callback_ssrf": judge_judge0_callback_ssrf,
+    "judge_contestant_snoop": judge_judge_contestant_snoop,
     "workspace_write": judge_workspace_write,
     "other_tenant": judge_other_tenant,
     "platform_secrets": judge_platform_secrets,

@@ -398,6 +398,59 @@ srv.serve_forever()' "$LPORT" "$tmp/callback_hits" >"$tmp/listener.log" 2>&1 &
 	record judge0_callback_ssrf network denied "Judge0 callbacks aimed at the host's loopback (six spellings) and the metadata address, and at a name that resolves to loopback, with a listener there" \
 		"{\"literals\":[$codes],\"name_refused\":$refused,\"listener_hits\":$(cat "$tmp/callback_hits" 2>/dev/null | wc -l),\"token\":$(jstr "$tok")}"
 
+	# A judged problem's contestant snoops: test 0 leaves its input in
+	# /workspace and /tmp, and every test looks for what a test must not
+	# see: those files, a checker's files (answer.txt, output.txt) by name
+	# anywhere, and a secret that only test 0's expected output and test
+	# 1's stdin hold, in every file of the places data could land. Each
+	# test is a fork of the compiled VM, and the expected outputs stay on
+	# the host: every test should print "clean".
+	secret="judge-secret-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+	snoop='import os, sys
+secret = sys.argv[1].encode()
+data = sys.stdin.read()
+hits = []
+for d in ("/workspace", "/tmp"):
+    for n in ("leak",):
+        if os.path.exists(os.path.join(d, n)):
+            hits.append("left:" + os.path.join(d, n))
+for root, dirs, files in os.walk("/"):
+    if root in ("/proc", "/sys", "/dev"):
+        dirs[:] = []
+        continue
+    for n in files:
+        p = os.path.join(root, n)
+        if n in ("answer.txt", "output.txt", "input.txt"):
+            hits.append("name:" + p)
+        if root.startswith(("/workspace", "/tmp", "/root", "/home", "/var", "/run", "/mnt", "/srv", "/opt", "/etc")):
+            try:
+                if os.path.getsize(p) < (1 << 20) and secret in open(p, "rb").read() and p != "/workspace/main.py":
+                    hits.append("secret:" + p)
+            except OSError:
+                pass
+open("/workspace/leak", "w").write(data)
+open("/tmp/leak", "w").write(data)
+print("found " + " ".join(sorted(set(hits))) if hits else "clean")'
+	t0=$(date +%s%N)
+	body=$(python3 -c 'import json, sys
+src = sys.argv[1].replace("sys.argv[1]", repr(sys.argv[2]))
+print(json.dumps({"runtime": "python", "files": [{"name": "main.py", "content": src}],
+                  "tests": [{"stdin": "first test", "expected_output": "clean " + sys.argv[2]},
+                            {"stdin": sys.argv[2], "expected_output": "clean"},
+                            {"stdin": "third", "expected_output": "clean"}],
+                  "checker": {"type": "tokens"}, "limits": {"timeout_s": 60}}))' "$snoop" "$secret")
+	curl -s -m 600 -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' --data-binary "$body" \
+		"$BASE/v1/judge" >"$tmp/judged"
+	rc=$?
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	: >"$tmp/out"
+	record judge_contestant_snoop filesystem denied "a judged problem's contestant looks for the files another test left, a checker's files and the expected output's secret, in each of three tests" \
+		"{\"judged\":$(python3 -c 'import json, sys
+try:
+    print(json.dumps(json.load(open(sys.argv[1]))))
+except Exception as e:
+    print(json.dumps({"error": str(e)[:200]}))' "$tmp/judged")}"
+
 	# Load through the API (the full profile): 4x the slots at once, each
 	# polled to its end.
 	if [ "$profile" = full ]; then
