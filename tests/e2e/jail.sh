@@ -151,16 +151,21 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ] && command -v setpriv >/dev/null; th
 	timeout -k 5 120 tests/e2e/rootless-as.sh "$rl/kvm" "$dcg/shell" "$rl/runs" "$VMRUN" -t 60 -- sleep 8 \
 		>/dev/null 2>&1 &
 	rlrun=$!
-	rcg=
-	for i in $(seq 600); do   # 60 s: a loaded emulated host boots slowly
+	rcg= rpid= ruid= rns=
+	# 60 s: a loaded emulated host boots slowly. The first pid in the
+	# cgroup may be the jail's short-lived setup process, gone before it
+	# is read: wait for vmm itself, its status and namespace read.
+	for i in $(seq 600); do
 		rcg=$(ls -d "$dcg"/vmrun/*/ 2>/dev/null | head -n 1)
-		[ -n "$rcg" ] && grep -q . "$rcg/cgroup.procs" 2>/dev/null && break
+		for p in $(cat "$rcg/cgroup.procs" 2>/dev/null); do
+			ruid=$(awk '/^Uid:/ {print $2}' /proc/$p/status 2>/dev/null)
+			rns=$(readlink /proc/$p/ns/user 2>/dev/null)
+			[ -n "$ruid" ] && [ -n "$rns" ] && [ "$(cat /proc/$p/comm 2>/dev/null)" = vmm ] && rpid=$p && break
+		done
+		[ -n "$rpid" ] && break
 		sleep 0.1
 	done
-	rpid=$(head -n 1 "$rcg/cgroup.procs" 2>/dev/null)
 	rmem=$(cat "$rcg/memory.max" 2>/dev/null)
-	ruid=$(awk '/^Uid:/ {print $2}' /proc/$rpid/status 2>/dev/null)
-	rns=$(readlink /proc/$rpid/ns/user 2>/dev/null)
 	wait $rlrun
 	check "rootless vmm runs in the delegated cgroup (pid ${rpid:-none}, uid ${ruid:-?}, memory.max ${rmem:-?})" \
 		'[ -n "$rpid" ] && [ "$ruid" = 65534 ] && [ "$rmem" = $(( (256 + 64 + 64) * 1048576 )) ] &&
