@@ -109,6 +109,16 @@ static int parse_checker(const json_t *c, struct judge_request *jr, char *err, s
 	return 0;
 }
 
+static int parse_interactor(const json_t *o, struct judge_request *jr, char *err, size_t errlen)
+{
+	if (!o)
+		return 0;
+	if (!json_is_object(o))
+		return errf(err, errlen, "interactor: {\"runtime\": ..., \"files\": [...]}");
+	jr->interactive = true;
+	return parse_program(o, "interactor.", &jr->interactor_src, err, errlen);
+}
+
 static int parse_limits(const json_t *l, struct judge_request *jr, char *err, size_t errlen)
 {
 	jr->timeout_s = JUDGE_DEFAULT_TIMEOUT_S;
@@ -142,7 +152,8 @@ static int parse_limits(const json_t *l, struct judge_request *jr, char *err, si
 
 int judge_parse(const json_t *body, struct judge_request *jr, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "runtime", "files", "tests", "checker", "limits", "stop_on_first_failure" };
+	static const char *const keys[] = { "runtime", "files",	 "tests", "checker", "limits", "stop_on_first_failure",
+					    "interactor" };
 	memset(jr, 0, sizeof(*jr));
 	if (!json_is_object(body))
 		return errf(err, errlen, "the request must be a JSON object");
@@ -162,7 +173,8 @@ int judge_parse(const json_t *body, struct judge_request *jr, char *err, size_t 
 	jr->stop_on_first_failure = json_is_true(v);
 	if (parse_program(body, "", &jr->src, err, errlen) || parse_tests(json_object_get(body, "tests"), jr, err, errlen) ||
 	    parse_checker(json_object_get(body, "checker"), jr, err, errlen) ||
-	    parse_limits(json_object_get(body, "limits"), jr, err, errlen)) {
+	    parse_limits(json_object_get(body, "limits"), jr, err, errlen) ||
+	    parse_interactor(json_object_get(body, "interactor"), jr, err, errlen)) {
 		judge_free(jr);
 		return -1;
 	}
@@ -178,6 +190,7 @@ void judge_free(struct judge_request *jr)
 	free(jr->tests);
 	run_spec_free(&jr->src);
 	run_spec_free(&jr->checker_src);
+	run_spec_free(&jr->interactor_src);
 	memset(jr, 0, sizeof(*jr));
 }
 
@@ -256,8 +269,7 @@ const char *judge_verdict_name(enum judge_verdict v)
 	return (unsigned)v < sizeof(names) / sizeof(names[0]) ? names[v] : "internal_error";
 }
 
-enum judge_verdict judge_test_verdict(const struct judge_request *jr, const struct judge_test *t, const json_t *cmd,
-				      char *why, size_t cap)
+enum judge_verdict judge_end_verdict(const struct judge_request *jr, const json_t *cmd, char *why, size_t cap)
 {
 	const json_t *code = json_object_get(cmd, "exit_code"), *sig = json_object_get(cmd, "signal");
 	json_int_t cpu = json_integer_value(json_object_get(json_object_get(cmd, "usage"), "cpu_ms"));
@@ -294,19 +306,32 @@ enum judge_verdict judge_test_verdict(const struct judge_request *jr, const stru
 		snprintf(why, cap, "exit status %lld", (long long)json_integer_value(code));
 		return JV_RUNTIME_ERROR;
 	}
-	if (jr->checker == JUDGE_PROGRAM)
-		return JV_CHECK;
-	if (!t->expected)
-		return JV_ACCEPTED;
-	const json_t *out = json_object_get(cmd, "stdout");
-	const char *a = json_string_value(out) ? json_string_value(out) : "";
-	if (judge_check(jr->checker, jr->epsilon, t->expected, t->expected_len, a, json_string_length(out)))
+	return JV_CHECK;
+}
+
+enum judge_verdict judge_output_verdict(const struct judge_request *jr, const struct judge_test *t, const char *out,
+					size_t len, char *why, size_t cap)
+{
+	if (!t->expected || judge_check(jr->checker, jr->epsilon, t->expected, t->expected_len, out, len))
 		return JV_ACCEPTED;
 	snprintf(why, cap, "the output differs from the expected");
 	return JV_WRONG_ANSWER;
 }
 
-enum judge_verdict judge_checker_verdict(const json_t *cmd, char *why, size_t cap)
+enum judge_verdict judge_test_verdict(const struct judge_request *jr, const struct judge_test *t, const json_t *cmd,
+				      char *why, size_t cap)
+{
+	enum judge_verdict v = judge_end_verdict(jr, cmd, why, cap);
+	if (v != JV_CHECK || jr->checker == JUDGE_PROGRAM)
+		return v;
+	const json_t *out = json_object_get(cmd, "stdout");
+	return judge_output_verdict(jr, t, json_string_value(out) ? json_string_value(out) : "",
+				    json_string_length(out), why, cap);
+}
+
+/* A testlib program's verdict (a checker's or an interactor's: who) from
+ * its command's end, its time being timeout_s. */
+static enum judge_verdict program_verdict(const char *who, double timeout_s, const json_t *cmd, char *why, size_t cap)
 {
 	const json_t *code = json_object_get(cmd, "exit_code"), *sig = json_object_get(cmd, "signal");
 	const char *err = json_string_value(json_object_get(cmd, "stderr"));
@@ -314,22 +339,51 @@ enum judge_verdict judge_checker_verdict(const json_t *cmd, char *why, size_t ca
 	if (n > 200)
 		n = 200;
 	if (json_is_true(json_object_get(cmd, "timed_out"))) {
-		snprintf(why, cap, "the checker ran past %d s", JUDGE_CHECKER_TIMEOUT_S);
+		snprintf(why, cap, "the %s ran past %g s", who, timeout_s);
 		return JV_INTERNAL_ERROR;
 	}
 	if (!json_is_integer(code)) {
-		snprintf(why, cap, "the checker did not exit: %s %lld", json_is_integer(sig) ? "signal" : "end",
+		snprintf(why, cap, "the %s did not exit: %s %lld", who, json_is_integer(sig) ? "signal" : "end",
 			 json_is_integer(sig) ? (long long)json_integer_value(sig) : 0LL);
 		return JV_INTERNAL_ERROR;
 	}
 	json_int_t c = json_integer_value(code);
 	if (c == 0 || c == 1 || c == 2) {
 		if (n)
-			snprintf(why, cap, "checker: %.*s", n, err);
+			snprintf(why, cap, "%s: %.*s", who, n, err);
 		else
 			why[0] = '\0';
 		return c == 0 ? JV_ACCEPTED : JV_WRONG_ANSWER;
 	}
-	snprintf(why, cap, "the checker failed (exit status %lld)%s%.*s", (long long)c, n ? ": " : "", n, n ? err : "");
+	snprintf(why, cap, "the %s failed (exit status %lld)%s%.*s", who, (long long)c, n ? ": " : "", n, n ? err : "");
 	return JV_INTERNAL_ERROR;
+}
+
+enum judge_verdict judge_checker_verdict(const json_t *cmd, char *why, size_t cap)
+{
+	return program_verdict("checker", JUDGE_CHECKER_TIMEOUT_S, cmd, why, cap);
+}
+
+enum judge_verdict judge_interactive_verdict(const struct judge_request *jr, const struct judge_test *t,
+					     const json_t *contestant, const json_t *interactor, char *why,
+					     size_t cap)
+{
+	char iwhy[256];
+	enum judge_verdict iv = program_verdict("interactor", jr->timeout_s + JUDGE_INTERACTOR_GRACE_S, interactor,
+						iwhy, sizeof(iwhy));
+	if (iv == JV_INTERNAL_ERROR) {
+		snprintf(why, cap, "%s", iwhy);
+		return iv;
+	}
+	enum judge_verdict v = judge_end_verdict(jr, contestant, why, cap);
+	if (v == JV_TIME_LIMIT || v == JV_MEMORY_LIMIT || v == JV_OUTPUT_LIMIT || v == JV_INTERNAL_ERROR)
+		return v;
+	if (iv == JV_WRONG_ANSWER) {
+		snprintf(why, cap, "%s", iwhy[0] ? iwhy : "the interactor: wrong answer");
+		return iv;
+	}
+	if (v == JV_RUNTIME_ERROR)
+		return v;
+	snprintf(why, cap, "%s", iwhy);   /* its word, as a checker's, unless a checker says more */
+	return jr->checker == JUDGE_PROGRAM || t->expected ? JV_CHECK : JV_ACCEPTED;
 }

@@ -12,6 +12,10 @@
  *             | {"type": "program", "runtime": "c++", "files": [...]}
  *                                   the problem setter's checker, testlib's
  *                                   convention, in a VM of its own
+ *    "interactor": {"runtime": "c++", "files": [...]}   an interactive
+ *                                   problem: the program talking to the
+ *                                   contestant's, through the host; each
+ *                                   test's stdin is its input file
  *    "limits": {"timeout_s": 2, "cpu_time_ms": 1000,   each test's
  *               "memory_mib": 256, "max_output": 65536},
  *    "stop_on_first_failure": false} */
@@ -32,6 +36,7 @@
 #define JUDGE_MAX_TIMEOUT_S 60
 #define JUDGE_DEFAULT_MAX_OUTPUT (1u << 20)
 #define JUDGE_CHECKER_TIMEOUT_S 10         /* a checker program's wall clock, each test */
+#define JUDGE_INTERACTOR_GRACE_S 2         /* an interactor's wall clock past the contestant's: time to judge its end */
 
 enum judge_checker {
 	JUDGE_EXACT,    /* byte for byte */
@@ -55,6 +60,8 @@ struct judge_request {
 	enum judge_checker checker;
 	double epsilon;
 	struct run_spec checker_src;  /* JUDGE_PROGRAM: its runtime and files */
+	bool interactive;             /* an interactor talks to the program */
+	struct run_spec interactor_src;
 	double timeout_s;             /* each test's wall clock */
 	uint64_t cpu_time_ms;         /* each test's CPU time; 0: none but the wall clock */
 	uint64_t memory_mib;          /* the VMs'; 0: the runtime's */
@@ -92,10 +99,20 @@ enum judge_verdict {
  * "skipped". */
 const char *judge_verdict_name(enum judge_verdict v);
 
-/* Test t's verdict from its command's end as the sandbox reports it
- * (exit_code, signal, timed_out, stdout, stdout_truncated, usage.cpu_ms),
- * with why in words ("CPU time 1240 ms over the limit of 1000 ms", "exit
- * status 3", "signal 11"); JV_CHECK when it ran well and a checker
+/* The contestant's program's end as the sandbox reports it (exit_code,
+ * signal, timed_out, the truncation flags, usage.cpu_ms) against jr's
+ * limits, with why in words ("CPU time: 1240 ms, over the limit of 1000
+ * ms", "exit status 3", "signal 11 (SIGSEGV)"); JV_CHECK when it ran well
+ * and what it wrote is to be judged. */
+enum judge_verdict judge_end_verdict(const struct judge_request *jr, const json_t *cmd, char *why, size_t cap);
+
+/* Output out (len bytes) against test t's expected output under jr's
+ * text checker: accepted (also when t expects nothing) or wrong answer. */
+enum judge_verdict judge_output_verdict(const struct judge_request *jr, const struct judge_test *t, const char *out,
+					size_t len, char *why, size_t cap);
+
+/* Test t's verdict from its command's end: judge_end_verdict, then its
+ * stdout by judge_output_verdict; JV_CHECK when it ran well and a checker
  * program is to judge its output. */
 enum judge_verdict judge_test_verdict(const struct judge_request *jr, const struct judge_test *t, const json_t *cmd,
 				      char *why, size_t cap);
@@ -104,5 +121,20 @@ enum judge_verdict judge_test_verdict(const struct judge_request *jr, const stru
  * statuses: 0 ok, 1 wrong answer, 2 presentation error, 3 the checker's
  * own failure), its first line of stderr in why. */
 enum judge_verdict judge_checker_verdict(const json_t *cmd, char *why, size_t cap);
+
+/* An interactive test's verdict from both programs' ends (interactor
+ * ran with the same exit statuses as a checker): the interactor's own
+ * failure (past its time, a signal, exit 3 or above) is internal_error,
+ * since no verdict can be trusted; then the contestant's time, memory or
+ * output limit; then the interactor's wrong answer (1 or 2, which comes
+ * before the contestant's runtime error: an interactor that found a
+ * wrong answer ends the talk, and what the contestant does then is its
+ * consequence); then the contestant's runtime error. JV_CHECK when both
+ * ran well and a checker is to judge the interactor's output file (a
+ * checker program, or t's expected output); else accepted. Where both
+ * ran well, why has the first line of the interactor's stderr. */
+enum judge_verdict judge_interactive_verdict(const struct judge_request *jr, const struct judge_test *t,
+					     const json_t *contestant, const json_t *interactor, char *why,
+					     size_t cap);
 
 #endif

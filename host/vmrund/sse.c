@@ -97,3 +97,72 @@ void sse_free(struct sse_buf *b)
 	free(b->p);
 	memset(b, 0, sizeof(*b));
 }
+
+/* The event in buf[0..len) (its lines, the blank one not included) to
+ * on: 0, or on's word, or -1 out of memory. */
+static int parse_event(const char *buf, size_t len, sse_on_event on, void *ctx)
+{
+	char name[64] = "message";
+	char *data = NULL;
+	size_t dlen = 0;
+	bool any = false;
+	for (size_t at = 0; at < len;) {
+		const char *line = buf + at, *nl = memchr(line, '\n', len - at);
+		size_t n = nl ? (size_t)(nl - line) : len - at;
+		at += n + 1;
+		const char *colon = memchr(line, ':', n);
+		size_t flen = colon ? (size_t)(colon - line) : n;
+		const char *val = colon ? colon + 1 : line + n;
+		size_t vlen = (size_t)(line + n - val);
+		if (vlen && *val == ' ')
+			val++, vlen--;
+		if (flen == 5 && !memcmp(line, "event", 5)) {
+			size_t k = vlen < sizeof(name) - 1 ? vlen : sizeof(name) - 1;
+			memcpy(name, val, k);
+			name[k] = '\0';
+		} else if (flen == 4 && !memcmp(line, "data", 4)) {
+			char *more = realloc(data, dlen + any + vlen + 1);
+			if (!more) {
+				free(data);
+				return -1;
+			}
+			data = more;
+			if (any)
+				data[dlen++] = '\n';
+			memcpy(data + dlen, val, vlen);
+			dlen += vlen;
+			data[dlen] = '\0';
+			any = true;
+		}
+	}
+	int rc = any ? on(ctx, name, data, dlen) : 0;
+	free(data);
+	return rc;
+}
+
+long sse_parse(const char *buf, size_t len, size_t max, sse_on_event on, void *ctx)
+{
+	size_t used = 0;
+	for (;;) {
+		/* an event ends at its blank line: "\n\n", or one at the very start */
+		const char *p = buf + used, *end = NULL;
+		size_t left = len - used;
+		if (left && *p == '\n') {
+			used++;
+			continue;
+		}
+		for (const char *q = p; (q = memchr(q, '\n', (size_t)(buf + len - q))) && q + 1 < buf + len; q++)
+			if (q[1] == '\n') {
+				end = q;
+				break;
+			}
+		if (!end)
+			return left > max ? -1 : (long)used;
+		int rc = parse_event(p, (size_t)(end - p), on, ctx);
+		if (rc < 0)
+			return -1;
+		used += (size_t)(end - p) + 2;
+		if (rc)
+			return (long)used;
+	}
+}

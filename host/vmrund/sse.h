@@ -43,4 +43,17 @@ size_t sse_take(struct sse_buf *b, char *out, size_t max);
 /* Release the buffer; safe on a zeroed one. */
 void sse_free(struct sse_buf *b);
 
+/* The reading side, for vmrund following a sandbox command's events: one
+ * call of on per whole event in buf[0..len), an event being lines ended
+ * by "\n" up to a blank line. "event: NAME" names it ("message" when no
+ * line does; cut at 63 bytes), "data: TEXT" lines are its data (several
+ * joined by "\n"; NUL-terminated for on, valid during the call); comments
+ * (": ping") and other fields are skipped, and an event without data is
+ * no event, as the SSE standard has it. on returns 0 to go on, else the
+ * parse stops after that event. Returns the bytes of the events taken
+ * (the rest waits for more), or -1 when what waits is past max bytes
+ * with no end in it, or out of memory. */
+typedef int (*sse_on_event)(void *ctx, const char *name, const char *data, size_t len);
+long sse_parse(const char *buf, size_t len, size_t max, sse_on_event on, void *ctx);
+
 #endif

@@ -10,7 +10,11 @@
  * end), then the data; they are written as the worker writes them and
  * fed in pieces whose sizes the following bytes choose. Odd: the rest of
  * the input is the output file as it stands (no record need be whole or
- * ours), fed at once; the events must still be well formed. */
+ * ours), fed at once; the events must still be well formed. With the
+ * second bit set too, the rest is what a reader (sse_parse) is fed
+ * instead, in pieces the last bytes choose: any bytes, none taken twice,
+ * every event's name and data within bounds. And the records' events,
+ * read back by sse_parse, are the records' texts, in order. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,11 +81,70 @@ static void check_all(const struct sse_buf *b, const struct expect *want, size_t
 		abort();
 }
 
+/* The reader's side: each event's name and data bounded, its data a
+ * whole JSON event of ours where want says so. */
+struct reading {
+	const struct expect *want;
+	size_t nwant, n;
+};
+
+static int on_event(void *ctx, const char *name, const char *data, size_t len)
+{
+	struct reading *r = ctx;
+	if (strlen(name) > 63 || strlen(data) > len || data[len] != '\0')
+		abort();
+	if (r->want) {
+		if (r->n >= r->nwant)
+			abort();
+		const struct expect *w = &r->want[r->n];
+		json_t *o = json_loadb(data, len, 0, NULL);
+		json_t *text = json_object_get(o, "text");
+		if (strcmp(name, w->stream == PROTO_STDOUT ? "stdout" : "stderr") || json_string_length(text) != w->len ||
+		    memcmp(json_string_value(text), w->text, w->len))
+			abort();
+		json_decref(o);
+	}
+	r->n++;
+	return 0;
+}
+
+/* in[0..len) to sse_parse in pieces as read() would return them, at
+ * most max bytes waiting. */
+static void read_pieces(const uint8_t *in, size_t len, size_t max, struct reading *r)
+{
+	char *buf = malloc(len + 1);
+	size_t have = 0, fed = 0, k = 0;
+	while (fed < len) {
+		size_t piece = 1 + (k < len ? in[len - 1 - k] : 255) % 61;
+		k++;
+		if (piece > len - fed)
+			piece = len - fed;
+		memcpy(buf + have, in + fed, piece);
+		have += piece;
+		fed += piece;
+		long used = sse_parse(buf, have, max, on_event, r);
+		if (used < 0) {
+			have = 0;   /* a reader gives up on such a stream */
+			continue;
+		}
+		if ((size_t)used > have)
+			abort();
+		memmove(buf, buf + used, have - (size_t)used);
+		have -= (size_t)used;
+	}
+	free(buf);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *in, size_t len)
 {
 	if (len < 1)
 		return 0;
 	struct sse_buf b = { 0 };
+	if ((in[0] & 3) == 3) {
+		struct reading r = { 0 };
+		read_pieces(in + 1, len - 1, 4096, &r);
+		return 0;
+	}
 	if (in[0] & 1) {
 		(void)sse_records(&b, in + 1, len - 1);
 		check_all(&b, NULL, 0);
@@ -131,6 +194,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t len)
 	if (rawlen || b.lost)
 		abort();
 	check_all(&b, want, nw);
+	/* read back, the events are the records */
+	struct reading r = { .want = want, .nwant = nw };
+	read_pieces((const uint8_t *)b.p, b.len, b.len, &r);
+	if (r.n != nw)
+		abort();
 	/* taken out in small pieces, the bytes are the same */
 	char out[7];
 	size_t total = b.len, got = 0;

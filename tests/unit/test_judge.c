@@ -82,6 +82,18 @@ static void requests(void **state)
 	refused("{" PROG ",\"tests\":[{}],\"checker\":{\"type\":\"program\",\"runtime\":\"c\","
 		"\"files\":[{\"name\":\"..\",\"content\":\"\"}]}}",
 		"checker.files[0].name");
+	/* an interactive problem: the interactor's runtime and files */
+	assert_int_equal(parse("{" PROG ",\"tests\":[{\"stdin\":\"42\"}],\"interactor\":{\"runtime\":\"python\","
+			       "\"files\":[{\"name\":\"i.py\",\"content\":\"import sys\"}]}}",
+			       &jr),
+			 0);
+	assert_true(jr.interactive);
+	assert_string_equal(jr.interactor_src.runtime, "python");
+	assert_string_equal(jr.interactor_src.files[0].name, "i.py");
+	judge_free(&jr);
+	assert_false(jr.interactive);
+	refused("{" PROG ",\"tests\":[{}],\"interactor\":\"i.py\"}", "interactor: {\"runtime\"");
+	refused("{" PROG ",\"tests\":[{}],\"interactor\":{\"runtime\":\"c\"}}", "interactor.runtime and files");
 	refused("[]", "a JSON object");
 	refused("{\"tests\":[{}]}", "runtime and files");
 	refused("{" PROG "}", "tests: must be an array of 1 to 200");
@@ -189,12 +201,79 @@ static void verdicts(void **state)
 	assert_string_equal(judge_verdict_name((enum judge_verdict)99), "internal_error");
 }
 
+/* One interactive test's verdict from both programs' ends. */
+static enum judge_verdict talk(const struct judge_request *jr, const struct judge_test *t, const char *contestant,
+			       const char *interactor, char *why, size_t cap)
+{
+	json_t *c = json_loads(contestant, 0, NULL), *i = json_loads(interactor, 0, NULL);
+	assert_non_null(c);
+	assert_non_null(i);
+	enum judge_verdict v = judge_interactive_verdict(jr, t, c, i, why, cap);
+	json_decref(c);
+	json_decref(i);
+	return v;
+}
+
+static void interactive(void **state)
+{
+	(void)state;
+	char why[256];
+	struct judge_request jr = { .timeout_s = 2, .cpu_time_ms = 500, .checker = JUDGE_LINES, .interactive = true };
+	struct judge_test t = { .in = "7" }, te = { .in = "7", .expected = "7\n", .expected_len = 2 };
+	const char *fine = "{\"exit_code\":0}", *ok = "{\"exit_code\":0,\"stderr\":\"ok found\"}",
+		   *wa = "{\"exit_code\":1,\"stderr\":\"wrong answer: too many\\nmore\"}";
+	const struct {
+		const char *c, *i;
+		const struct judge_test *t;
+		enum judge_verdict v;
+		const char *why;
+	} cases[] = {
+		{ fine, ok, &t, JV_ACCEPTED, "interactor: ok found" },
+		/* an output file expected: a checker has the last word */
+		{ fine, ok, &te, JV_CHECK, "interactor: ok found" },
+		{ fine, wa, &t, JV_WRONG_ANSWER, "interactor: wrong answer: too many" },
+		{ fine, "{\"exit_code\":2}", &t, JV_WRONG_ANSWER, "the interactor: wrong answer" },
+		/* the interactor's wrong answer before the contestant's crash
+		 * that followed it ... */
+		{ "{\"exit_code\":null,\"signal\":11}", wa, &t, JV_WRONG_ANSWER, "interactor: wrong answer: too many" },
+		{ "{\"exit_code\":3}", ok, &t, JV_RUNTIME_ERROR, "exit status 3" },
+		/* ... but after the contestant's limits */
+		{ "{\"exit_code\":null,\"timed_out\":true}", wa, &t, JV_TIME_LIMIT, "wall clock: past 2 s" },
+		{ "{\"exit_code\":0,\"usage\":{\"cpu_ms\":900}}", wa, &t, JV_TIME_LIMIT,
+		  "CPU time: 900 ms, over the limit of 500 ms" },
+		{ "{\"exit_code\":null,\"signal\":9}", ok, &t, JV_MEMORY_LIMIT, "signal 9 (SIGKILL): out of memory" },
+		/* an interactor that failed makes every verdict untrustworthy */
+		{ "{\"exit_code\":null,\"timed_out\":true}", "{\"exit_code\":null,\"timed_out\":true}", &t,
+		  JV_INTERNAL_ERROR, "the interactor ran past 4 s" },
+		{ fine, "{\"exit_code\":3,\"stderr\":\"FAIL secret\"}", &t, JV_INTERNAL_ERROR,
+		  "the interactor failed (exit status 3): FAIL secret" },
+		{ fine, "{\"exit_code\":null,\"signal\":6}", &t, JV_INTERNAL_ERROR,
+		  "the interactor did not exit: signal 6" },
+	};
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		enum judge_verdict v = talk(&jr, cases[k].t, cases[k].c, cases[k].i, why, sizeof(why));
+		if (v != cases[k].v || strcmp(why, cases[k].why))
+			fail_msg("case %zu: %s \"%s\", wanted %s \"%s\"", k, judge_verdict_name(v), why,
+				 judge_verdict_name(cases[k].v), cases[k].why);
+	}
+	/* a checker program judges the interactor's output file */
+	jr.checker = JUDGE_PROGRAM;
+	assert_int_equal(talk(&jr, &t, fine, ok, why, sizeof(why)), JV_CHECK);
+	/* the output file under a text checker */
+	jr.checker = JUDGE_TOKENS;
+	assert_int_equal(judge_output_verdict(&jr, &te, " 7 ", 3, why, sizeof(why)), JV_ACCEPTED);
+	assert_int_equal(judge_output_verdict(&jr, &te, "8", 1, why, sizeof(why)), JV_WRONG_ANSWER);
+	assert_string_equal(why, "the output differs from the expected");
+	assert_int_equal(judge_output_verdict(&jr, &t, "anything", 8, why, sizeof(why)), JV_ACCEPTED);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(requests),
 		cmocka_unit_test(checkers),
 		cmocka_unit_test(verdicts),
+		cmocka_unit_test(interactive),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,10 @@
 real VMs: a C program against many tests, all accepted; one wrong answer
 found among them; a test that leaves a file for the next (which does not
 find it: each test is a fork of the compiled VM); a compile error; a
-time limit by CPU; an interpreted program (nothing to compile).
+time limit by CPU; an interpreted program (nothing to compile); a
+checker program; an interactive problem (a guessing game: the
+contestant must binary-search the interactor's number), solved, its
+output file checked, and failed.
 
 usage: problem_client.py BASE_URL KEY NTESTS
 Prints "ok - ..." / "not ok - ..." lines; exits 1 when any failed."""
@@ -114,6 +117,62 @@ code, j, ms = judge({"runtime": "c", "files": [{"name": "pair.c", "content": BAD
                      "tests": [{"stdin": "7"}], "checker": checker})
 check("...and finds a wrong one, in its own words",
       code == 200 and j["verdict"] == "wrong_answer" and j["tests"][0]["message"] == "checker: wrong answer: 7 + 1 is not 7",
+      (code, j))
+
+# An interactive problem: the interactor (the setter's, in python) holds
+# a number from 1 to 1000000 (its input file); the contestant asks "? X"
+# and hears "<", ">" or "="; more than 20 questions is a wrong answer. The
+# interactor writes the number found to its output file, for the checker.
+INTERACTOR = r"""
+import sys
+secret = int(open(sys.argv[1]).read())
+for asked in range(1, 21):
+    line = sys.stdin.readline().split()
+    if len(line) != 2 or line[0] != "?":
+        print("wrong answer: question %d is %r" % (asked, " ".join(line)), file=sys.stderr); sys.exit(1)
+    x = int(line[1])
+    print("<" if secret < x else ">" if secret > x else "=", flush=True)
+    if x == secret:
+        open(sys.argv[2], "w").write("%d\n" % x)
+        print("ok found %d in %d questions" % (x, asked), file=sys.stderr); sys.exit(0)
+print("wrong answer: not found in 20 questions", file=sys.stderr); sys.exit(1)
+"""
+SEARCH = r"""#include <stdio.h>
+int main(void){ long lo = 1, hi = 1000000; char r[8];
+ for (;;) { long mid = (lo + hi) / 2; printf("? %ld\n", mid); fflush(stdout);
+  if (scanf("%7s", r) != 1) return 3;
+  if (r[0] == '=') return 0; if (r[0] == '<') hi = mid - 1; else lo = mid + 1; } }"""
+COUNT = r"""#include <stdio.h>
+int main(void){ char r[8]; for (long x = 1;; x++) { printf("? %ld\n", x); fflush(stdout);
+  if (scanf("%7s", r) != 1) return 0; if (r[0] == '=') return 0; } }"""
+interactor = {"runtime": "python", "files": [{"name": "interactor.py", "content": INTERACTOR}]}
+t0 = time.time()
+code, j, ms = judge({"runtime": "c", "files": [{"name": "search.c", "content": SEARCH}], "interactor": interactor,
+                     "tests": [{"stdin": "1\n"}, {"stdin": "777777\n", "expected_output": "777777\n"},
+                               {"stdin": "1000000\n"}], "limits": {"timeout_s": 20}})
+check("an interactive problem: binary search finds the interactor's number in every test",
+      code == 200 and j["verdict"] == "accepted" and
+      [t["message"] for t in j["tests"]] == ["interactor: ok found 1 in 19 questions",
+                                             "interactor: ok found 777777 in 17 questions",
+                                             "interactor: ok found 1000000 in 20 questions"] and
+      j["tests"][1]["stdout"].count("?") == j["tests"][1]["interactor"]["stdout"].count("\n"), (code, j))
+if code == 200:
+    t = j["tests"][1]
+    print("    (3 interactive tests in %d ms; test 1's talk, the contestant's questions and the interactor's answers:)"
+          % ms)
+    for q, a in zip(t["stdout"].splitlines(), t["interactor"]["stdout"].splitlines()):
+        print("      %-10s %s" % (q, a))
+    print("    interactor: %s" % t["interactor"]["stderr"].strip())
+code, j, ms = judge({"runtime": "c", "files": [{"name": "search.c", "content": SEARCH}], "interactor": interactor,
+                     "tests": [{"stdin": "500000\n", "expected_output": "499999\n"}], "limits": {"timeout_s": 20}})
+check("...the interactor's output file judged against the expected: a wrong answer",
+      code == 200 and j["verdict"] == "wrong_answer" and
+      j["tests"][0]["message"] == "the output differs from the expected", (code, j))
+code, j, ms = judge({"runtime": "c", "files": [{"name": "count.c", "content": COUNT}], "interactor": interactor,
+                     "tests": [{"stdin": "5\n"}, {"stdin": "999\n"}], "limits": {"timeout_s": 20}})
+check("...and a contestant that counts up fails where 20 questions are too few, in the interactor's words",
+      code == 200 and j["verdict"] == "wrong_answer" and [t["verdict"] for t in j["tests"]] ==
+      ["accepted", "wrong_answer"] and j["tests"][1]["message"] == "interactor: wrong answer: not found in 20 questions",
       (code, j))
 
 code, j, ms = judge({"runtime": "cobol", "files": [{"name": "a.cob", "content": "x"}], "tests": [{}]})

@@ -1,0 +1,182 @@
+/* An interactive test (judge_run.h): the contestant's program and the
+ * interactor, each in a fork of its compiled checkpoint, started as
+ * background commands with their stdin open; vmrund follows both
+ * commands' events and writes what one prints to the other's stdin, as
+ * it comes. When one ends, the other's stdin is closed, so that it sees
+ * the end of the talk instead of waiting for its own time to run out.
+ * The host is in the middle on purpose: the two VMs share nothing, and
+ * every byte between them is one vmrund saw and bounded. */
+#include "judge_run.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "sse.h"
+
+#define EVENTS_MAX (8u << 20)         /* an event's bytes while they wait for its end */
+#define SLACK_S 15                    /* past both programs' time: the VMs' own ends and the host's calls */
+
+/* One of the two programs, as the relay sees it. */
+struct side {
+	const char *who;              /* "contestant" or "interactor", for errors */
+	char sbx[SCHED_ID_MAX];       /* its fork; "" none */
+	unsigned cid;                 /* its command; 0 none */
+	struct sbxc ev;               /* its events */
+	char *buf;                    /* events read and not yet whole */
+	size_t len;
+	bool ended;                   /* its exit event came, or its stream closed */
+	struct side *peer;
+	struct sbx_user *u;
+};
+
+/* An event of s's command: its stdout to the peer's stdin; its exit
+ * closes the peer's stdin. A peer that ended takes nothing more (its
+ * stdin answers 409), which is no error of the relay's. */
+static int on_event(void *ctx, const char *name, const char *data, size_t len)
+{
+	struct side *s = ctx;
+	struct side *p = s->peer;
+	if (!strcmp(name, "exit")) {
+		s->ended = true;
+		if (!p->ended)
+			(void)sbxu_stdin(s->u, p->sbx, p->cid, "", 0, true);
+		return 0;
+	}
+	if (strcmp(name, "stdout") || p->ended)
+		return 0;
+	json_t *o = json_loadb(data, len, 0, NULL);
+	const json_t *text = json_object_get(o, "text");
+	if (json_string_length(text))
+		(void)sbxu_stdin(s->u, p->sbx, p->cid, json_string_value(text), json_string_length(text), false);
+	json_decref(o);
+	return 0;
+}
+
+/* Read what s's events have now (one read) and pass the whole events on:
+ * 0, or -1 when its stream broke (s ends). */
+static int side_read(struct side *s)
+{
+	char chunk[65536];
+	ssize_t n = sbxc_read_body(&s->ev, chunk, sizeof(chunk));
+	if (n <= 0) {
+		s->ended = true;   /* the stream is over: its exit came, or the sandbox went */
+		return n < 0 ? -1 : 0;
+	}
+	char *more = realloc(s->buf, s->len + (size_t)n);
+	if (!more)
+		return -1;
+	s->buf = more;
+	memcpy(s->buf + s->len, chunk, (size_t)n);
+	s->len += (size_t)n;
+	long used = sse_parse(s->buf, s->len, EVENTS_MAX, on_event, s);
+	if (used < 0) {
+		s->ended = true;
+		return -1;
+	}
+	memmove(s->buf, s->buf + used, s->len - (size_t)used);
+	s->len -= (size_t)used;
+	return 0;
+}
+
+/* Relay between a and b until both ended or deadline_ms (monotonic). */
+static void relay(struct side *a, struct side *b, int64_t deadline_ms)
+{
+	struct side *sides[2] = { a, b };
+	while (!(a->ended && b->ended)) {
+		int64_t left = deadline_ms - clock_mono_ms();
+		if (left <= 0)
+			return;
+		struct pollfd pfd[2];
+		for (int i = 0; i < 2; i++) {
+			/* bytes that came with the head are read before any poll */
+			bool held = sides[i]->ev.off < sides[i]->ev.len;
+			pfd[i] = (struct pollfd){ .fd = sides[i]->ended ? -1 : sides[i]->ev.fd, .events = POLLIN,
+						  .revents = held && !sides[i]->ended ? POLLIN : 0 };
+		}
+		if (!pfd[0].revents && !pfd[1].revents && poll(pfd, 2, left > 1000 ? 1000 : (int)left) < 0 &&
+		    errno != EINTR)
+			return;
+		for (int i = 0; i < 2; i++)
+			if (pfd[i].revents && !sides[i]->ended)
+				(void)side_read(sides[i]);
+	}
+}
+
+/* s's fork, its command started with argv (taken) and its events
+ * followed: 0, or -1 with u->err. */
+static int side_start(struct judge_job *job, struct side *s, const struct program *pg, json_t *argv, double time_s,
+		      const struct judge_test *t)
+{
+	if (judge_fork(job, pg, time_s + SLACK_S + 60, s->sbx)) {
+		json_decref(argv);
+		return -1;
+	}
+	/* the interactor's files: the test's input (its secret) and answer */
+	if (t && (sbxu_put_file(&job->u, s->sbx, judge_testlib_args[0], t->in, t->in_len) ||
+		  sbxu_put_file(&job->u, s->sbx, judge_testlib_args[2], t->expected ? t->expected : "",
+				t->expected_len))) {
+		json_decref(argv);
+		return -1;
+	}
+	if (!(s->cid = sbxu_start(&job->u, s->sbx, argv, time_s)) || sbxu_events(&job->u, s->sbx, s->cid, &s->ev))
+		return -1;
+	return 0;
+}
+
+/* s's command as it ended, with its output: its answer, or NULL with
+ * u->err (also when it has not ended: the relay's deadline passed). */
+static json_t *side_end(struct sbx_user *u, const struct side *s)
+{
+	json_t *cmd = s->cid ? sbxu_command_get(u, s->sbx, s->cid) : NULL;
+	if (cmd && !strcmp(json_string_value(json_object_get(cmd, "state")) ?: "", "running")) {
+		snprintf(u->err, sizeof(u->err), "the %s's command did not end in time", s->who);
+		json_decref(cmd);
+		return NULL;
+	}
+	return cmd;
+}
+
+int judge_interact(struct judge_job *job, const struct judge_test *t, struct judge_talk *talk)
+{
+	const struct judge_request *jr = job->jr;
+	struct side c = { .who = "contestant", .ev = { .fd = -1 }, .u = &job->u },
+		    i = { .who = "interactor", .ev = { .fd = -1 }, .u = &job->u };
+	c.peer = &i;
+	i.peer = &c;
+	int rc = -1;
+	memset(talk, 0, sizeof(*talk));
+	double itime = jr->timeout_s + JUDGE_INTERACTOR_GRACE_S;
+	/* the interactor first: what the contestant prints at its start has
+	 * somewhere to go */
+	if (side_start(job, &i, &job->interactor, judge_argv(job, &job->interactor, judge_testlib_args, 3), itime, t) ||
+	    side_start(job, &c, &job->contestant, judge_argv(job, &job->contestant, NULL, 0), jr->timeout_s, NULL))
+		goto out;
+	relay(&c, &i, clock_mono_ms() + (int64_t)((itime + SLACK_S) * 1000));
+	if (!(talk->contestant = side_end(&job->u, &c)) || !(talk->interactor = side_end(&job->u, &i)))
+		goto out;
+	if (jr->checker == JUDGE_PROGRAM || t->expected)
+		talk->output = sbxu_get_file(&job->u, i.sbx, judge_testlib_args[1], jr->max_output, &talk->output_len);
+	rc = 0;
+out:
+	for (struct side *s[] = { &c, &i }, **p = s; p < s + 2; p++) {
+		sbxc_close(&(*p)->ev);
+		free((*p)->buf);
+		if ((*p)->sbx[0])
+			sbxu_destroy(&job->u, (*p)->sbx);
+	}
+	if (rc)
+		judge_talk_free(talk);
+	return rc;
+}
+
+void judge_talk_free(struct judge_talk *talk)
+{
+	json_decref(talk->contestant);
+	json_decref(talk->interactor);
+	free(talk->output);
+	memset(talk, 0, sizeof(*talk));
+}

@@ -1,0 +1,224 @@
+/* vmrund's own calls to a tenant's sandboxes (sandbox_calls.h): HTTP/1.0
+ * to each supervisor's socket, as a client's requests are passed
+ * through, with sandboxes made and deleted as the API makes them. */
+#include "sandbox_calls.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "sandboxes.h"
+
+#define ANSWER_MAX (16u << 20)        /* a command's answer: its output twice over, as JSON */
+
+/* Connect to sandbox id's supervisor and send a request: 0, or -1 with
+ * u->err. */
+static int ask(struct sbx_user *u, const char *id, const char *method, const char *target, const char *type,
+	       const void *body, size_t len, int timeout_ms, struct sbxc *c)
+{
+	char dir[PATH_MAX];
+	vmrund_sbx_dir(u->d, id, dir, sizeof(dir));
+	if (sbxc_connect(c, dir, timeout_ms) || sbxc_send_head(c, method, target, type, NULL, len) ||
+	    sbxc_send(c, body ? body : "", len) || sbxc_read_head(c)) {
+		snprintf(u->err, sizeof(u->err), "sandbox %s: %s %s: %s", id, method, target, strerror(errno));
+		sbxc_close(c);
+		return -1;
+	}
+	return 0;
+}
+
+/* The rest of c's answer, at most max bytes: malloc'd and NUL-terminated,
+ * its length in *n; NULL with u->err. */
+static char *body_of(struct sbx_user *u, struct sbxc *c, const char *what, size_t max, size_t *n)
+{
+	char *buf = NULL;
+	*n = 0;
+	for (size_t cap = 0;;) {
+		if (*n + 1 >= cap) {
+			char *more = cap < max + 1 ? realloc(buf, (cap = cap ? 2 * cap : 65536)) : NULL;
+			if (!more) {
+				snprintf(u->err, sizeof(u->err), "%s: %s", what,
+					 cap >= max + 1 ? "the answer is too long" : "out of memory");
+				free(buf);
+				return NULL;
+			}
+			buf = more;
+		}
+		ssize_t k = sbxc_read_body(c, buf + *n, cap - *n - 1);
+		if (k == 0)
+			break;
+		if (k < 0) {
+			snprintf(u->err, sizeof(u->err), "%s: reading: %s", what, strerror(errno));
+			free(buf);
+			return NULL;
+		}
+		*n += (size_t)k;
+	}
+	buf[*n] = '\0';
+	return buf;
+}
+
+/* One call: its status, and its body as JSON into *out (NULL when it is
+ * none). -1 with u->err when the call failed. */
+static int call(struct sbx_user *u, const char *id, const char *method, const char *target, const char *type,
+		const void *body, size_t len, int timeout_ms, json_t **out)
+{
+	struct sbxc c = { .fd = -1 };
+	char what[128];
+	size_t n;
+	*out = NULL;
+	if (ask(u, id, method, target, type, body, len, timeout_ms, &c))
+		return -1;
+	snprintf(what, sizeof(what), "sandbox %s: %s %.60s", id, method, target);
+	char *buf = body_of(u, &c, what, ANSWER_MAX, &n);
+	int status = buf ? (int)c.head.status : -1;
+	if (buf)
+		*out = json_loadb(buf, n, 0, NULL);
+	free(buf);
+	sbxc_close(&c);
+	return status;
+}
+
+json_t *sbxu_expect(struct sbx_user *u, const char *id, const char *method, const char *target, const json_t *body,
+		    int timeout_ms, int want)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_t *out;
+	int status = call(u, id, method, target, "application/json", text, text ? strlen(text) : 0, timeout_ms, &out);
+	free(text);
+	if (status == want)
+		return out ? out : json_object();
+	if (status > 0)
+		snprintf(u->err, sizeof(u->err), "sandbox %s: %s %s: %d %.300s", id, method, target, status,
+			 json_string_value(json_object_get(out, "message")) ?: "");
+	json_decref(out);
+	return NULL;
+}
+
+int sbxu_create(struct sbx_user *u, json_t *body, char id[SCHED_ID_MAX])
+{
+	struct vmrund_answer a = vmrund_sbx_create(u->d, u->tenant, body, NULL, id);
+	json_decref(body);
+	if (a.status == 201)
+		return 0;
+	snprintf(u->err, sizeof(u->err), "a sandbox: %d %s", a.status, a.message);
+	return -1;
+}
+
+void sbxu_destroy(struct sbx_user *u, const char *id)
+{
+	struct vmrund_answer a = vmrund_sbx_delete(u->d, u->tenant, id);
+	if (a.status != 200)
+		vmrund_say("sandbox %s: delete: %d %s", id, a.status, a.message);
+}
+
+/* "/files?path=" and path percent-encoded ("a b.c" -> "a%20b.c"). */
+static void file_target(const char *path, char *out, size_t cap)
+{
+	size_t o = (size_t)snprintf(out, cap, "/files?path=");
+	for (const unsigned char *p = (const unsigned char *)path; *p && o + 4 < cap; p++)
+		o += (size_t)(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/", *p)
+				      ? snprintf(out + o, cap - o, "%c", *p)
+				      : snprintf(out + o, cap - o, "%%%02X", *p));
+	out[o] = '\0';
+}
+
+int sbxu_put_file(struct sbx_user *u, const char *id, const char *path, const void *data, size_t n)
+{
+	char target[RUN_SPEC_MAX_FILE_NAME * 3 + 16];
+	json_t *out;
+	file_target(path, target, sizeof(target));
+	int st = call(u, id, "PUT", target, "application/octet-stream", data, n, SBXU_CALL_MS, &out);
+	json_decref(out);
+	if (st >= 200 && st <= 299)
+		return 0;
+	if (st > 0)
+		snprintf(u->err, sizeof(u->err), "putting %s: %d", path, st);
+	return -1;
+}
+
+char *sbxu_get_file(struct sbx_user *u, const char *id, const char *path, size_t max, size_t *n)
+{
+	char target[RUN_SPEC_MAX_FILE_NAME * 3 + 16];
+	struct sbxc c = { .fd = -1 };
+	file_target(path, target, sizeof(target));
+	if (ask(u, id, "GET", target, NULL, NULL, 0, SBXU_CALL_MS, &c))
+		return NULL;
+	char *buf = NULL;
+	if (c.head.status == 200)
+		buf = body_of(u, &c, path, max, n);
+	else
+		snprintf(u->err, sizeof(u->err), "getting %s: %u", path, c.head.status);
+	sbxc_close(&c);
+	return buf;
+}
+
+json_t *sbxu_command(struct sbx_user *u, const char *id, json_t *argv, const char *in, size_t in_len,
+		     double timeout_s)
+{
+	char target[64];
+	unsigned wait = (unsigned)ceil(timeout_s) + 10;
+	snprintf(target, sizeof(target), "/commands?wait=%u", wait);
+	json_t *body = argv ? json_pack("{so ss% sf}", "argv", argv, "stdin", in, in_len, "timeout_s", timeout_s) : NULL;
+	json_t *cmd = body ? sbxu_expect(u, id, "POST", target, body, (int)(wait + 10) * 1000, 201) : NULL;
+	json_decref(body);
+	return cmd;
+}
+
+unsigned sbxu_start(struct sbx_user *u, const char *id, json_t *argv, double timeout_s)
+{
+	json_t *body = argv ? json_pack("{so sb sf}", "argv", argv, "background", 1, "timeout_s", timeout_s) : NULL;
+	json_t *cmd = body ? sbxu_expect(u, id, "POST", "/commands", body, SBXU_CALL_MS, 201) : NULL;
+	json_int_t cid = json_integer_value(json_object_get(cmd, "id"));
+	json_decref(body);
+	json_decref(cmd);
+	if (cmd && cid <= 0)
+		snprintf(u->err, sizeof(u->err), "sandbox %s: a command without an id", id);
+	return cmd && cid > 0 ? (unsigned)cid : 0;
+}
+
+int sbxu_stdin(struct sbx_user *u, const char *id, unsigned cid, const char *data, size_t n, bool close)
+{
+	char target[64];
+	snprintf(target, sizeof(target), "/commands/%u/stdin", cid);
+	json_t *body = json_pack("{ss% sb}", "data", data, n, "close", close);
+	json_t *out = body ? sbxu_expect(u, id, "POST", target, body, SBXU_CALL_MS, 200) : NULL;
+	json_decref(body);
+	json_decref(out);
+	return out ? 0 : -1;
+}
+
+int sbxu_signal(struct sbx_user *u, const char *id, unsigned cid, int signo)
+{
+	char target[64];
+	snprintf(target, sizeof(target), "/commands/%u/signal", cid);
+	json_t *body = json_pack("{si}", "signal", signo);
+	json_t *out = body ? sbxu_expect(u, id, "POST", target, body, SBXU_CALL_MS, 202) : NULL;
+	json_decref(body);
+	json_decref(out);
+	return out ? 0 : -1;
+}
+
+json_t *sbxu_command_get(struct sbx_user *u, const char *id, unsigned cid)
+{
+	char target[64];
+	snprintf(target, sizeof(target), "/commands/%u", cid);
+	return sbxu_expect(u, id, "GET", target, NULL, SBXU_CALL_MS, 200);
+}
+
+int sbxu_events(struct sbx_user *u, const char *id, unsigned cid, struct sbxc *c)
+{
+	char target[64];
+	snprintf(target, sizeof(target), "/commands/%u/events", cid);
+	/* no timeout: the stream idles while the command thinks */
+	if (ask(u, id, "GET", target, NULL, NULL, 0, 0, c))
+		return -1;
+	if (c->head.status == 200)
+		return 0;
+	snprintf(u->err, sizeof(u->err), "sandbox %s: GET %s: %u", id, target, c->head.status);
+	sbxc_close(c);
+	return -1;
+}

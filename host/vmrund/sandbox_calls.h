@@ -1,0 +1,78 @@
+/* vmrund's own calls to a tenant's sandboxes, for what it builds on
+ * them (a judge's compile and tests, an interactor talking to a
+ * contestant): the requests a client sends to /v1/sandboxes/ID, made
+ * straight to the sandbox's supervisor, under the tenant's ceilings. */
+#ifndef VMRUND_SANDBOX_CALLS_H
+#define VMRUND_SANDBOX_CALLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "sandbox_http.h"
+#include "scheduler.h"
+
+struct vmrund;
+
+#define SBXU_CALL_MS 30000           /* a call that waits on nothing */
+
+/* Whose sandboxes, and why the last call failed. */
+struct sbx_user {
+	struct vmrund *d;
+	unsigned tenant;
+	char err[512];
+};
+
+/* A new sandbox of the tenant's from body (taken: decref'd): 0 with its
+ * id, or -1 with u->err. */
+int sbxu_create(struct sbx_user *u, json_t *body, char id[SCHED_ID_MAX]);
+
+/* Delete sandbox id; a failure is said in vmrund's log, not returned
+ * (it ends with its timeout anyway). */
+void sbxu_destroy(struct sbx_user *u, const char *id);
+
+/* A call to sandbox id with a JSON body (NULL: none) whose answer must
+ * be status want: its JSON body (an empty object when none; the caller
+ * decrefs), or NULL with u->err. */
+json_t *sbxu_expect(struct sbx_user *u, const char *id, const char *method, const char *target, const json_t *body,
+		    int timeout_ms, int want);
+
+/* Put n bytes at path (relative to /workspace) in sandbox id: 0, or -1
+ * with u->err. */
+int sbxu_put_file(struct sbx_user *u, const char *id, const char *path, const void *data, size_t n);
+
+/* The file at path in sandbox id, at most max bytes: malloc'd and
+ * NUL-terminated with its length in *n (the caller frees it), or NULL
+ * with u->err (a file past max among the reasons). */
+char *sbxu_get_file(struct sbx_user *u, const char *id, const char *path, size_t max, size_t *n);
+
+/* Run argv (taken) in sandbox id with stdin (in_len bytes) under
+ * timeout_s, waiting for its end: its answer (exit, usage, output), or
+ * NULL with u->err. */
+json_t *sbxu_command(struct sbx_user *u, const char *id, json_t *argv, const char *in, size_t in_len,
+		     double timeout_s);
+
+/* Start argv (taken) in sandbox id in the background, its stdin open,
+ * under timeout_s: its command id (> 0), or 0 with u->err. */
+unsigned sbxu_start(struct sbx_user *u, const char *id, json_t *argv, double timeout_s);
+
+/* Write n bytes to command cid's stdin, then close it when close: 0, or
+ * -1 with u->err (409: it ended or its stdin is closed already). */
+int sbxu_stdin(struct sbx_user *u, const char *id, unsigned cid, const char *data, size_t n, bool close);
+
+/* Send signal signo to command cid: 0, or -1 with u->err (409: it has
+ * ended). */
+int sbxu_signal(struct sbx_user *u, const char *id, unsigned cid, int signo);
+
+/* Command cid of sandbox id as it stands (with its output): its answer,
+ * or NULL with u->err. */
+json_t *sbxu_command_get(struct sbx_user *u, const char *id, unsigned cid);
+
+/* Follow command cid's events (GET .../events: its output from the
+ * start, then exit) on c, left open for the caller to read (c->fd can be
+ * polled; bytes that came with the head are in c->buf first) and close:
+ * 0, or -1 with u->err. */
+int sbxu_events(struct sbx_user *u, const char *id, unsigned cid, struct sbxc *c);
+
+#endif
