@@ -68,16 +68,28 @@ static enum MHD_Result answer_run(struct http_req *r, unsigned status, const cha
 	return http_json(r, status, v);
 }
 
-/* ?wait=SECONDS, capped by the config; 0 when absent; -1 after a 400. */
-int api_wait_seconds(struct http_req *r)
+/* ?NAME= as a whole number from 0 to max into *n: 1, 0 when absent (*n
+ * untouched), -1 when it is not one. Unanswered: each caller words its
+ * own 400. */
+static int query_number(struct http_req *r, const char *name, long max, long *n)
 {
-	const char *w = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "wait");
-	if (!w)
+	const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+	if (!v)
 		return 0;
 	char *end;
 	errno = 0;
-	long s = strtol(w, &end, 10);
-	if (errno || *end || !*w || s < 0) {
+	long x = strtol(v, &end, 10);
+	if (errno || *end || !*v || x < 0 || x > max)
+		return -1;
+	*n = x;
+	return 1;
+}
+
+/* ?wait=SECONDS, capped by the config; 0 when absent; -1 after a 400. */
+int api_wait_seconds(struct http_req *r)
+{
+	long s = 0;
+	if (query_number(r, "wait", LONG_MAX, &s) < 0) {
 		http_error(r, 400, 0, "wait: a whole number of seconds");
 		return -1;
 	}
@@ -308,13 +320,8 @@ static enum MHD_Result run_path(struct http_req *r, const char *p)
 /* ?NAME=, a whole number up to max: dflt when absent; -1 after a 400. */
 long api_query_number(struct http_req *r, const char *name, long dflt, long max)
 {
-	const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
-	if (!v)
-		return dflt;
-	char *end;
-	errno = 0;
-	long n = strtol(v, &end, 10);
-	if (errno || *end || !*v || n < 0 || n > max) {
+	long n = dflt;
+	if (query_number(r, name, max, &n) < 0) {
 		http_error(r, 400, 0, "%s: a whole number from 0 to %ld", name, max);
 		return -1;
 	}
