@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "errmsg.h"
 #include "hex.h"
 #include "run_pause.h"
@@ -28,8 +29,6 @@
 #define MAX_NET_RULE_TEXT 1000
 
 /* ---- encodings ------------------------------------------------------------ */
-
-static const char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 static int b64_value(unsigned char c)
 {
@@ -152,27 +151,6 @@ int run_spec_decode(const char *s, size_t n, const char *encoding, size_t max, u
 	memcpy(*out, s, n);
 	*outlen = n;
 	return 0;
-}
-
-/* base64 of n bytes, NUL-terminated, in *len characters; NULL when out of memory. */
-static char *b64_encode(const unsigned char *p, size_t n, size_t *len)
-{
-	*len = (n + 2) / 3 * 4;
-	char *s = malloc(*len + 1);
-	if (!s)
-		return NULL;
-	size_t o = 0;
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16;
-		v |= i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0;
-		v |= i + 2 < n ? p[i + 2] : 0;
-		s[o++] = b64_alphabet[v >> 18 & 63];
-		s[o++] = b64_alphabet[v >> 12 & 63];
-		s[o++] = i + 1 < n ? b64_alphabet[v >> 6 & 63] : '=';
-		s[o++] = i + 2 < n ? b64_alphabet[v & 63] : '=';
-	}
-	s[o] = '\0';
-	return s;
 }
 
 /* ---- field helpers -------------------------------------------------------- */
@@ -767,7 +745,7 @@ static json_t *strings_json(char *const *v, unsigned n)
 static json_t *b64_json(const unsigned char *p, size_t n)
 {
 	size_t len;
-	char *s = b64_encode(p, n, &len);
+	char *s = base64_encode(p, n, 0, &len);
 	json_t *j = s ? json_stringn_nocheck(s, len) : NULL;
 	free(s);
 	return j;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "errmsg.h"
 
 /* ---- configuration --------------------------------------------------------- */
@@ -340,27 +341,7 @@ static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0
 
 char *judge0_encode64(const void *p, size_t n, size_t *outlen)
 {
-	const unsigned char *s = p;
-	size_t quads = (n + 2) / 3, len = quads * 4 + (quads + 14) / 15;
-	char *out = malloc(len + 1);
-	if (!out)
-		return NULL;
-	size_t o = 0;
-	for (size_t i = 0, q = 0; i < n; i += 3, q++) {
-		uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) |
-			     (i + 2 < n ? s[i + 2] : 0);
-		out[o++] = b64[v >> 18 & 63];
-		out[o++] = b64[v >> 12 & 63];
-		out[o++] = i + 1 < n ? b64[v >> 6 & 63] : '=';
-		out[o++] = i + 2 < n ? b64[v & 63] : '=';
-		/* pack("m"): 45 bytes (60 characters) a line, each line ended */
-		if (q % 15 == 14 || i + 3 >= n)
-			out[o++] = '\n';
-	}
-	out[o] = '\0';
-	if (outlen)
-		*outlen = o;
-	return out;
+	return base64_encode(p, n, 60, outlen);   /* pack("m"): 45 bytes (60 characters) a line */
 }
 
 static int b64_value(unsigned char c)
