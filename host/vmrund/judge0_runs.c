@@ -22,10 +22,10 @@
 
 /* ---- the view ---------------------------------------------------------------- */
 
-json_t *judge0_row_view(struct vmrund *d, const struct store_run *run, char *const output[2], uint64_t mask,
-			bool b64, bool *not_utf8)
+/* judge0_row_view's, the row's request parsed already (NULL: none). */
+static json_t *row_view(struct vmrund *d, const struct store_run *run, const json_t *request, char *const output[2],
+			uint64_t mask, bool b64, bool *not_utf8)
 {
-	json_t *request = run->request ? json_loads(run->request, 0, NULL) : NULL;
 	json_t *result = spool_result_parse(run->result);
 	bool both = output && output[0] && output[1];
 	struct judge0_run jr = {
@@ -37,7 +37,39 @@ json_t *judge0_row_view(struct vmrund *d, const struct store_run *run, char *con
 	};
 	json_t *v = judge0_view(&jr, mask, b64, not_utf8);
 	json_decref(result);
+	return v;
+}
+
+json_t *judge0_row_view(struct vmrund *d, const struct store_run *run, char *const output[2], uint64_t mask,
+			bool b64, bool *not_utf8)
+{
+	json_t *request = run->request ? json_loads(run->request, 0, NULL) : NULL;
+	json_t *v = row_view(d, run, request, output, mask, b64, not_utf8);
 	json_decref(request);
+	return v;
+}
+
+/* A run as vmrund_get_run_output gave it (fetched: its output file is
+ * readable), its request parsed already, as Judge0's submission: the
+ * view with *status 200, or NULL with 400 (a text is not UTF-8 and !b64)
+ * or 500. */
+static json_t *fetched_view(struct vmrund *d, const struct store_run *run, const json_t *request, bool fetched,
+			    uint64_t mask, bool b64, unsigned *status)
+{
+	char path[PATH_MAX], *output[2] = { NULL, NULL };
+	if (fetched) {
+		vmrund_run_path(d, run->id, SPOOL_OUTPUT, path, sizeof(path));
+		spool_output_text(path, output);
+	}
+	bool not_utf8 = false;
+	json_t *v = row_view(d, run, request, output, mask, b64, &not_utf8);
+	*status = !v ? 500 : not_utf8 ? 400 : 200;
+	if (not_utf8) {
+		json_decref(v);
+		v = NULL;
+	}
+	free(output[0]);
+	free(output[1]);
 	return v;
 }
 
@@ -56,20 +88,9 @@ json_t *judge0_run_view(struct vmrund *d, const char *id, const char *tenant, ui
 		store_run_free(&run);
 		return NULL;
 	}
-	char path[PATH_MAX], *output[2] = { NULL, NULL };
-	if (fetched) {
-		vmrund_run_path(d, id, SPOOL_OUTPUT, path, sizeof(path));
-		spool_output_text(path, output);
-	}
-	bool not_utf8 = false;
-	json_t *v = judge0_row_view(d, &run, output, mask, b64, &not_utf8);
-	*status = !v ? 500 : not_utf8 ? 400 : 200;
-	if (not_utf8) {
-		json_decref(v);
-		v = NULL;
-	}
-	free(output[0]);
-	free(output[1]);
+	json_t *request = run.request ? json_loads(run.request, 0, NULL) : NULL;
+	json_t *v = fetched_view(d, &run, request, fetched, mask, b64, status);
+	json_decref(request);
 	store_run_free(&run);
 	return v;
 }
@@ -183,51 +204,46 @@ out:
 	return code;
 }
 
-/* The run's callback_url and tenant from its stored request: false when
- * it has none (or the run is gone). */
-static bool callback_of(struct vmrund *d, const char *id, char url[JUDGE0_URL_MAX + 1], int *tenant)
+/* The run's callback_url and tenant, from its request (parsed): false
+ * when it has none. */
+static bool callback_of(struct vmrund *d, const struct store_run *run, const json_t *request,
+			char url[JUDGE0_URL_MAX + 1], int *tenant)
 {
-	struct store_run run;
-	char err[300];
-	if (vmrund_get_run(d, id, NULL, &run, err, sizeof(err)) != 1)
-		return false;
-	json_t *rq = run.request ? json_loads(run.request, 0, NULL) : NULL;
 	const char *u = json_string_value(
-		json_object_get(json_object_get(json_object_get(rq, "client"), "judge0"), "callback_url"));
-	bool ok = u && strlen(u) <= JUDGE0_URL_MAX && (*tenant = tenants_by_name(&d->ts, run.tenant)) >= 0;
+		json_object_get(json_object_get(json_object_get(request, "client"), "judge0"), "callback_url"));
+	bool ok = u && strlen(u) <= JUDGE0_URL_MAX && (*tenant = tenants_by_name(&d->ts, run->tenant)) >= 0;
 	if (ok)
 		snprintf(url, JUDGE0_URL_MAX + 1, "%s", u);
-	json_decref(rq);
-	store_run_free(&run);
 	return ok;
 }
 
-static void deliver(struct vmrund *d, const char *id)
+/* The callback to url of run (as deliver fetched it, its request
+ * parsed), tenant's: judged by the tenant's rules and the deny set, then
+ * the submission PUT, up to JUDGE0_CALLBACK_TRIES times. */
+static void call(struct vmrund *d, const struct store_run *run, const json_t *request, bool fetched, const char *url,
+		 int tenant)
 {
-	char url[JUDGE0_URL_MAX + 1], why[300];
-	int tenant;
+	char why[300];
 	struct judge0_url u;
 	struct net_decision dec;
 	unsigned status;
-	if (!callback_of(d, id, url, &tenant))
-		return;
 	const struct tenant_reach *reach = &d->ts.t[tenant].callback;
 	if (judge0_url_parse(url, &u, why, sizeof(why)) || judge0_callback_refusal(reach, &u, why, sizeof(why))) {
-		vmrund_say("run %s: callback %s refused: %s", id, url, why);
+		vmrund_say("run %s: callback %s refused: %s", run->id, url, why);
 		count(d, CB_REFUSED);
 		return;
 	}
 	net_decide(reach->rules, reach->n, reach->any, u.host, u.port, resolve, NULL, NULL, 0, &dec);
 	if (!dec.allowed) {
-		vmrund_say("run %s: callback %s refused: %s: %s", id, url, dec.host, dec.why);
+		vmrund_say("run %s: callback %s refused: %s: %s", run->id, url, dec.host, dec.why);
 		count(d, CB_REFUSED);
 		return;
 	}
-	json_t *v = judge0_run_view(d, id, NULL, judge0_fields_default(), true, &status);
+	json_t *v = fetched_view(d, run, request, fetched, judge0_fields_default(), true, &status);
 	char *body = v ? json_dumps(v, JSON_COMPACT) : NULL;
 	json_decref(v);
 	if (!body) {
-		vmrund_say("run %s: callback %s not made: its submission could not be read (%u)", id, url, status);
+		vmrund_say("run %s: callback %s not made: its submission could not be read (%u)", run->id, url, status);
 		count(d, CB_FAILED);
 		return;
 	}
@@ -242,13 +258,31 @@ static void deliver(struct vmrund *d, const char *id)
 	}
 	free(body);
 	if (code < 0) {
-		vmrund_say("run %s: callback %s failed %u times: %s", id, url, tries, why);
+		vmrund_say("run %s: callback %s failed %u times: %s", run->id, url, tries, why);
 		count(d, CB_FAILED);
 	} else {
 		count(d, CB_SENT);
 		if (code >= 300)
-			vmrund_say("run %s: callback %s answered %ld", id, url, code);
+			vmrund_say("run %s: callback %s answered %ld", run->id, url, code);
 	}
+}
+
+/* Run id's callback, if its submission has one. The row is read and its
+ * request parsed once, for the address and for the view the callback
+ * sends. */
+static void deliver(struct vmrund *d, const char *id)
+{
+	struct store_run run;
+	bool fetched = false;
+	char url[JUDGE0_URL_MAX + 1];
+	int tenant;
+	if (vmrund_get_run_output(d, id, true, &run, &fetched) != 1)
+		return;
+	json_t *request = run.request ? json_loads(run.request, 0, NULL) : NULL;
+	if (callback_of(d, &run, request, url, &tenant))
+		call(d, &run, request, fetched, url, tenant);
+	json_decref(request);
+	store_run_free(&run);
 }
 
 static void *worker(void *arg)
