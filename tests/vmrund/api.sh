@@ -8,6 +8,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/e2e/lib.sh
+. tests/vmrund/lib.sh
 e2e_init vmrund-api
 VMRUND=${VMRUND:-$PWD/build/bin/vmrund}
 PORT=$((20000 + RANDOM % 20000))
@@ -16,7 +17,9 @@ KA=key-alice-0123456789abcdef
 KB=key-bob-0123456789abcdef00
 KN=key-netty-0123456789abcdef
 mkdir -p "$tmp/etc" "$tmp/lib"
-cat >"$tmp/etc/keys" <<KEYS
+vmrund_conf "policy = $tmp/etc/policy" "audit_log = $tmp/lib/audit.jsonl" \
+	"worker = $PWD/tests/vmrund/standin_worker.py" "slots = 2" "queue_max = 30" "max_body = 65536" \
+	"connection_timeout_s = 5" "anonymous_tenant = anon" <<KEYS
 tenant alice concurrent=2 queued=40 rate=1000 burst=1000
 tenant bob concurrent=2 queued=5 rate=1000 burst=1000
 tenant slow concurrent=1 queued=1 rate=1 burst=2
@@ -27,7 +30,6 @@ key $KN netty
 key $KB bob
 key key-slow-0123456789abcdef slow
 KEYS
-chmod 600 "$tmp/etc/keys"
 # Root's policy for vmrund and its runs: ceilings a request is checked
 # against when it is submitted (the network ceiling admits the names and
 # the range the tenants' cases use; memory and disk above the node's).
@@ -40,30 +42,7 @@ net_ceiling *.pypi.org
 net_ceiling_addr 10.1.2.0/24:3128
 POLICY
 chmod 644 "$tmp/etc/policy"
-cat >"$tmp/etc/vmrund.conf" <<CONF
-listen = 127.0.0.1:$PORT
-state_db = $tmp/lib/state.db
-run_dir = $tmp/lib/runs
-keys = $tmp/etc/keys
-policy = $tmp/etc/policy
-audit_log = $tmp/lib/audit.jsonl
-worker = $PWD/tests/vmrund/standin_worker.py
-slots = 2
-queue_max = 30
-max_body = 65536
-connection_timeout_s = 5
-anonymous_tenant = anon
-CONF
 
-start() {
-	"$VMRUND" --config "$tmp/etc/vmrund.conf" >>"$tmp/vmrund.log" 2>&1 &
-	pid=$!
-	for _ in $(seq 100); do
-		curl -fs -m 2 "$BASE/healthz" >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	return 1
-}
 # c KEY ARGS...: curl with the key (- for none); body to $tmp/out, status in $code
 c() {
 	local key=$1
@@ -75,10 +54,6 @@ c() {
 post() { c "$1" -X POST -H 'Content-Type: application/json' --data-binary "$2" "$BASE$3"; }
 field() { # KEY [FILE]: FILE's (the last answer's) KEY
 	python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('$1'))" "${2:-$tmp/out}" 2>/dev/null; }
-expect() { # NAME CODE [python condition over j]
-	if [ "$code" = "$2" ] && { [ -z "${3:-}" ] || json "$3"; }; then ok "$1"; else
-		echo "    status $code" >>"$tmp/err"; not_ok "$1"; fi
-}
 state_of() { c "$1" "$BASE/v1/runs/$2"; field state; }
 wait_state() { # KEY ID STATE...: poll until one of them (10 s)
 	local k=$1 id=$2 s
@@ -91,7 +66,7 @@ wait_state() { # KEY ID STATE...: poll until one of them (10 s)
 	return 1
 }
 
-start && ok "vmrund starts and answers /healthz" || { not_ok "vmrund did not start"; cat "$tmp/vmrund.log"; exit 1; }
+vmrund_start && ok "vmrund starts and answers /healthz" || { not_ok "vmrund did not start"; cat "$tmp/vmrund.log"; exit 1; }
 
 # ---- every endpoint ---------------------------------------------------------
 post "$KA" '{"argv":["echo","hello","api"]}' "/v1/runs?wait=10"
@@ -362,7 +337,7 @@ nqueued=$(python3 -c "import sqlite3,sys; print(sqlite3.connect('$tmp/lib/state.
 kill -9 "$pid"
 wait "$pid" 2>/dev/null
 t0=$(date +%s%N)
-start && ok "vmrund restarts after kill -9" || not_ok "no restart"
+vmrund_start && ok "vmrund restarts after kill -9" || not_ok "no restart"
 echo "    restart: $(( ($(date +%s%N) - t0) / 1000000 )) ms to answer again; $(echo $running | wc -w) runs were running, $nqueued queued"
 lost=0
 for id in $running; do

@@ -7,6 +7,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/e2e/lib.sh
+. tests/vmrund/lib.sh
 e2e_init vmrund-judge0
 PORT=$((20000 + RANDOM % 20000))
 BASE=http://127.0.0.1:$PORT/judge0
@@ -14,7 +15,7 @@ KA=key-alice-0123456789abcdef
 KB=key-bob-0123456789abcdef00
 KT=key-tiny-0123456789abcdef0
 mkdir -p "$tmp/etc" "$tmp/lib" "$tmp/guest/runtimes"
-cat >"$tmp/etc/keys" <<KEYS
+vmrund_conf "guest_dir = $tmp/guest" "worker = $PWD/tests/vmrund/standin_worker.py" "slots = 4" "queue_max = 30" <<KEYS
 tenant alice concurrent=4 queued=40 rate=1000 burst=1000
 tenant bob concurrent=2 queued=5 rate=1000 burst=1000
 tenant tiny concurrent=1 queued=1 rate=1000 burst=1000
@@ -22,31 +23,16 @@ key $KA alice
 key $KB bob
 key $KT tiny
 KEYS
-chmod 600 "$tmp/etc/keys"
 # Two runtimes as the image build describes them: the languages the API
 # offers are the installed ones.
 printf 'name: python\nversion: 3.11.2\nextension: py\nrun: python3 {file} {args}\n' >"$tmp/guest/runtimes/python.runtime"
 printf 'name: c\nversion: 12.2.0\nextension: c\ncompile: gcc -O2 -o /tmp/prog {files}\nrun: /tmp/prog {args}\n' \
 	>"$tmp/guest/runtimes/c.runtime"
-cat >"$tmp/etc/vmrund.conf" <<CONF
-listen = 127.0.0.1:$PORT
-state_db = $tmp/lib/state.db
-run_dir = $tmp/lib/runs
-keys = $tmp/etc/keys
-guest_dir = $tmp/guest
-worker = $PWD/tests/vmrund/standin_worker.py
-slots = 4
-queue_max = 30
-CONF
-build/bin/vmrund --config "$tmp/etc/vmrund.conf" >"$tmp/vmrund.log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do curl -fs -m 2 "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+vmrund_start
 
 timeout -k 5 200 python3 tests/vmrund/judge0_client.py "$BASE" "$KA" standin "$KB" >"$tmp/client" 2>&1
 cat "$tmp/client"
-pass=$((pass + $(grep -c '^ok' "$tmp/client")))
-fail=$((fail + $(grep -c '^not ok' "$tmp/client")))
-grep -q '^not ok\|^ok' "$tmp/client" || not_ok "the Judge0 client ran no check"
+client_checks "$tmp/client" "the Judge0 client"
 
 # The queue's limit: one runs (asleep), one waits, the third is refused
 # as Judge0 refuses it when its queue is full.

@@ -12,6 +12,7 @@ set -u
 cd "$(dirname "$0")/../.."
 . tests/e2e/lib.sh
 . tests/net/lib.sh
+. tests/vmrund/lib.sh
 e2e_init vmrund-judge0-callback
 pid=
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; net_down; rm -rf /etc/netns/$NET_CLI "$tmp"' EXIT
@@ -32,7 +33,7 @@ KA=key-calls-0123456789abcdef
 KM=key-mirror-0123456789abcde
 KN=key-nocall-0123456789abcde
 mkdir -p "$tmp/etc" "$tmp/lib" "$tmp/guest/runtimes"
-cat >"$tmp/etc/keys" <<KEYS
+vmrund_conf "guest_dir = $tmp/guest" "audit_log =" "worker = $PWD/tests/vmrund/standin_worker.py" "slots = 4" <<KEYS
 tenant calls callback=any
 tenant mirror callback=mirror.test:8090 callback_addr=10.9.0.2/32:8090
 tenant nocall
@@ -40,21 +41,9 @@ key $KA calls
 key $KM mirror
 key $KN nocall
 KEYS
-chmod 600 "$tmp/etc/keys"
 printf 'name: python\nversion: 3.11.2\nextension: py\nrun: python3 {file} {args}\n' >"$tmp/guest/runtimes/python.runtime"
-cat >"$tmp/etc/vmrund.conf" <<CONF
-listen = 127.0.0.1:$PORT
-state_db = $tmp/lib/state.db
-run_dir = $tmp/lib/runs
-keys = $tmp/etc/keys
-guest_dir = $tmp/guest
-audit_log =
-worker = $PWD/tests/vmrund/standin_worker.py
-slots = 4
-CONF
-$C build/bin/vmrund --config "$tmp/etc/vmrund.conf" >"$tmp/vmrund.log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do $C curl -fs -m 2 "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+# shellcheck disable=SC2086 # $C is words: ip netns exec NS
+vmrund_start $C
 
 # submit KEY URL: the answer's status in $code, its body in $tmp/out
 submit() {

@@ -7,29 +7,18 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/e2e/lib.sh
+. tests/vmrund/lib.sh
 e2e_init vmrund-vm
 PORT=$((20000 + RANDOM % 20000))
 BASE=http://127.0.0.1:$PORT
 K=key-vm-test-0123456789abcdef
-mkdir -p "$tmp/etc"
-printf 'tenant t concurrent=2 queued=8 rate=100 net=any\nkey %s t\n' "$K" >"$tmp/etc/keys"
-chmod 600 "$tmp/etc/keys"
-cat >"$tmp/etc/vmrund.conf" <<CONF
-listen = 127.0.0.1:$PORT
-state_db = $tmp/lib/state.db
-run_dir = $tmp/lib/runs
-keys = $tmp/etc/keys
-audit_log = $tmp/lib/audit.jsonl
-slots = 2
-anonymous_tenant = t
-CONF
-build/bin/vmrund --config "$tmp/etc/vmrund.conf" >"$tmp/vmrund.log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do curl -fs -m 2 "$BASE/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+vmrund_conf "audit_log = $tmp/lib/audit.jsonl" "slots = 2" "anonymous_tenant = t" <<KEYS
+tenant t concurrent=2 queued=8 rate=100 net=any
+key $K t
+KEYS
+vmrund_start
 c() { code=$(curl -s -m 280 -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $K" "$@" 2>"$tmp/err"); }
 post() { c -X POST -H 'Content-Type: application/json' --data-binary "$1" "$BASE$2"; }
-expect() { if [ "$code" = "$2" ] && { [ -z "${3:-}" ] || json "$3"; }; then ok "$1"; else
-	echo "    status $code" >>"$tmp/err"; not_ok "$1"; fi; }
 
 c "$BASE/readyz"
 expect "/readyz: KVM and the images are usable" 200
@@ -74,9 +63,7 @@ expect "Piston execute past the policy's ceiling: 400 at submission, naming it" 
 # An existing Piston client, unchanged (its own ok/not ok lines).
 PISTON_CLIENT_DIR=$PWD/build/npm timeout -k 5 400 node tests/vmrund/piston_client.js "$BASE" >"$tmp/pc" 2>&1
 cat "$tmp/pc"
-pass=$((pass + $(grep -c '^ok' "$tmp/pc")))
-fail=$((fail + $(grep -c '^not ok' "$tmp/pc")))
-grep -q '^\(not \)\?ok' "$tmp/pc" || not_ok "the Piston client ran no check"
+client_checks "$tmp/pc" "the Piston client"
 
 
 # A run that timed out leaves no run directory: the run library's
@@ -122,9 +109,7 @@ done
 vmid=$(cat "$tmp/lib/runs/$id/vm-id" 2>/dev/null)
 kill -9 "$pid"
 wait "$pid" 2>/dev/null
-build/bin/vmrund --config "$tmp/etc/vmrund.conf" >>"$tmp/vmrund.log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do curl -fs -m 2 "$BASE/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+vmrund_start
 c "$BASE/v1/runs/$id"
 expect "kill -9 while a command runs, restart: the run ended lost, with a message" 200 "j['state']=='lost' and 'stopped while the run was running' in j['message']"
 for _ in $(seq 50); do pgrep -f build/bin/vmm >/dev/null || break; sleep 0.2; done
