@@ -416,9 +416,9 @@ $(BUILD)/tests/two_runs: tests/vm/two_runs.c $(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(
 # Linux guests: directly where the local KVM runs them, else on emulated
 # KVM hosts, two side by side (scripts/vm-lanes.sh holds every suite's
 # limit; scripts/on-kvm-host.sh probes and says where, in one line).
-VM_SUITES_A := source e2e-warm jail agent net sandbox-session sandbox-pause sandbox-cluster judge0
-VM_SUITES_B := e2e-cold snapshot runtimes virtio boot sandbox vmrund vmrund-sandbox
-vm-test: all payloads guest $(VM_TEST_BINS) $(PISTON_CLIENT)
+VM_SUITES_A := source e2e-warm jail agent net sandbox-session sandbox-pause judge0
+VM_SUITES_B := e2e-cold snapshot runtimes virtio boot sandbox vmrund vmrund-sandbox sandbox-cluster
+vm-test: all payloads guest $(VM_TEST_BINS) $(PISTON_CLIENT) $(WS_CLIENT)
 	@./scripts/vm-lanes.sh "$(VM_SUITES_A)" "$(VM_SUITES_B)"
 
 # vmrun-proxy in its jail against the test's hosts in network namespaces
@@ -434,11 +434,18 @@ $(PISTON_CLIENT):
 	@mkdir -p $(BUILD)/npm
 	npm install --silent --no-save --no-audit --no-fund --prefer-offline \
 		--cache $${VMRUN_CACHE:-/var/cache/vmrun}/npm --prefix $(BUILD)/npm piston-api-client@2.0.1
+# ws, the WebSocket library Piston's own CLI uses (its ^7.5.3), for the
+# test client of /api/v2/connect (tests/vmrund/piston_ws_client.js):
+# Piston's CLI itself is not on npm.
+WS_CLIENT := $(BUILD)/npm/node_modules/ws/package.json
+$(WS_CLIENT): | $(PISTON_CLIENT)
+	npm install --silent --no-save --no-audit --no-fund --prefer-offline \
+		--cache $${VMRUN_CACHE:-/var/cache/vmrun}/npm --prefix $(BUILD)/npm piston-api-client@2.0.1 ws@7.5.10
 
 # vmrund's API, scheduler and recovery with a stand-in worker: no KVM, here;
 # then three nodes sharing a PostgreSQL server the test starts, and the
 # store's conformance suite run against that server too.
-vmrund-test: all $(BUILD)/tests/test_store
+vmrund-test: all $(BUILD)/tests/test_store $(WS_CLIENT)
 	@timeout -k 5 300 ./tests/vmrund/api.sh
 	@timeout -k 5 240 ./tests/vmrund/judge0.sh
 	@timeout -k 5 240 ./tests/vmrund/judge0_callback.sh
@@ -465,7 +472,7 @@ check:
 	@start=$$(date +%s); st=0; ./scripts/deps.sh && mkdir -p $(BUILD) && \
 	./scripts/cache-report.sh before $(BUILD)/.cache-before && \
 	$(MAKE) --no-print-directory -j$$(nproc) all payloads guest aarch64 eval-guest $(BUILD)/tests/eval-extract \
-		$(UNIT_BINS) $(FUZZ_BINS) $(VM_TEST_BINS) $(PISTON_CLIENT) || st=$$?; \
+		$(UNIT_BINS) $(FUZZ_BINS) $(VM_TEST_BINS) $(PISTON_CLIENT) $(WS_CLIENT) || st=$$?; \
 	echo "check: build $$(( $$(date +%s) - start )) s, status $$st"; \
 	fz=; if [ $$st -eq 0 ]; then \
 		( t0=$$(date +%s); FUZZ_JOBS=1 $(MAKE) --no-print-directory fuzz-smoke FUZZ_SMOKE_TIME=$(CHECK_FUZZ_TIME) \
@@ -738,6 +745,13 @@ $(BUILD)/fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c $(FUZZ_SSE_SRCS) host/vmrund/sse.h
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_sse.c $(FUZZ_SSE_SRCS) \
 		-ljansson -o $@
+
+# Piston's WebSocket: a client's frames, and its messages over them.
+FUZZ_WS_SRCS := host/vmrund/ws.c host/vmrund/piston_ws.c
+$(BUILD)/fuzz/fuzz_ws: tests/fuzz/fuzz_ws.c $(FUZZ_WS_SRCS) host/vmrund/ws.h host/vmrund/piston.h
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_ws.c $(FUZZ_WS_SRCS) \
+		-ljansson -lcrypto -o $@
 
 # A parked sandbox's table, which any node of a cluster may have written.
 FUZZ_PARK_SRCS := host/sandbox/park.c host/sandbox/table.c host/run/run_pause.c host/run/hex.c host/run/tree.c \

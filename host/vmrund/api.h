@@ -58,6 +58,8 @@ void api_sandbox_upload_free(struct api_upload *u);
 /* Endpoints. path is past the prefix ("/v1", "/api/v2"). Each answers. */
 enum MHD_Result api_v1(struct http_req *r, const char *path);
 enum MHD_Result api_piston(struct http_req *r, const char *path);
+/* Piston's interactive WebSocket, /api/v2/connect (api_piston_ws.c). */
+enum MHD_Result api_piston_connect(struct http_req *r);
 enum MHD_Result api_judge0(struct http_req *r, const char *path);   /* path past judge0_prefix */
 
 #endif

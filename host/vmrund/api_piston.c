@@ -64,6 +64,8 @@ enum MHD_Result api_piston(struct http_req *r, const char *p)
 	if (!strcmp(p, "/runtimes"))
 		return strcmp(r->method, "GET") ? http_error(r, 405, 0, "only GET here")
 						: http_json(r, 200, piston_runtimes(r->d->rts, r->d->nrts));
+	if (!strcmp(p, "/connect"))
+		return api_piston_connect(r);
 	if (!strcmp(p, "/execute"))
 		return strcmp(r->method, "POST") ? http_error(r, 405, 0, "only POST here") : execute(r);
 	return http_error(r, 404, 0, "no such endpoint: /api/v2%.200s", p);

@@ -338,7 +338,9 @@ struct http_server *http_start(struct vmrund *d, char *err, size_t errlen)
 	struct sockaddr_storage ss = { 0 };
 	struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	/* upgrades: Piston's WebSocket */
+	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+			 MHD_ALLOW_UPGRADE;
 	int lfd = -1;
 	if (d->cfg.listen_unix[0]) {
 		if ((lfd = unix_listener(d->cfg.listen_unix, err, errlen)) < 0)

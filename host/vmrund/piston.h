@@ -50,4 +50,49 @@ json_t *piston_runtimes(const struct runtime *rts, size_t n);
  * the program as that text. */
 void piston_number_text(double d, char out[PISTON_NUMBER_MAX]);
 
+/* ---- the interactive WebSocket, /api/v2/connect ---- */
+
+/* Piston's close codes, with its reasons (api/src/api/v2.js). */
+#define PISTON_WS_ALREADY 4000          /* "Already Initialized" */
+#define PISTON_WS_INIT_TIMEOUT 4001     /* "Initialization Timeout" */
+#define PISTON_WS_ERROR 4002            /* "Notified Error", after an error message */
+#define PISTON_WS_NOT_YET 4003          /* "Not yet initialized" */
+#define PISTON_WS_STDIN_ONLY 4004       /* "Can only write to stdin" */
+#define PISTON_WS_BAD_SIGNAL 4005       /* "Invalid signal" */
+#define PISTON_WS_DONE 4999             /* "Job Completed" */
+
+/* Piston's reason for its close code ("" for another). */
+const char *piston_ws_reason(unsigned code);
+
+/* What a client's message asks. */
+enum piston_ws_ask {
+	PISTON_ASK_INIT,              /* msg is the execute body */
+	PISTON_ASK_STDIN,             /* data[0..len) to the program's stdin */
+	PISTON_ASK_SIGNAL,            /* signo to the program */
+	PISTON_ASK_NOTHING,           /* a type Piston ignores */
+	PISTON_ASK_CLOSE,             /* close with code (and its reason) */
+	PISTON_ASK_ERROR,             /* an error message (err), then close 4002 */
+};
+
+struct piston_ws_msg {
+	enum piston_ws_ask ask;
+	json_t *msg;                  /* the message parsed (free with json_decref), or NULL */
+	const char *data;             /* STDIN: in msg */
+	size_t len;
+	int signo;                    /* SIGNAL: 1..64 */
+	unsigned code;                /* CLOSE */
+	char err[200];                /* ERROR */
+};
+
+/* Decide a text message (len bytes) as Piston's connect handler does, by
+ * its type: "init" (once: 4000 after), "data" on stream "stdin" (else
+ * 4004; its data a string), "signal" with a name Piston knows ("SIGINT",
+ * "SIGRTMIN+3"; else 4005); data and signal before init are 4003; JSON
+ * that does not parse is an error; another type is ignored. Pure. */
+void piston_ws_decide(const char *text, size_t len, bool initialized, struct piston_ws_msg *m);
+
+/* Piston's name of signal n ("SIGINT", "SIGRTMIN+1"), into out; "" when
+ * none. */
+void piston_signal_name(int n, char out[16]);
+
 #endif

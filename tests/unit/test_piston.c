@@ -561,6 +561,67 @@ static void runtimes_list(void **state)
 	json_decref(a);
 }
 
+/* Piston's WebSocket: what each message asks (api/src/api/v2.js's
+ * connect handler, case by case). */
+static void ws_messages(void **state)
+{
+	(void)state;
+	const struct {
+		const char *text;
+		bool initialized;
+		enum piston_ws_ask ask;
+		unsigned code;
+	} cases[] = {
+		{ "{\"type\":\"init\",\"language\":\"python\"}", false, PISTON_ASK_INIT, 0 },
+		{ "{\"type\":\"init\"}", true, PISTON_ASK_CLOSE, PISTON_WS_ALREADY },
+		{ "{\"type\":\"data\",\"stream\":\"stdin\",\"data\":\"x\"}", false, PISTON_ASK_CLOSE,
+		  PISTON_WS_NOT_YET },
+		{ "{\"type\":\"signal\",\"signal\":\"SIGINT\"}", false, PISTON_ASK_CLOSE, PISTON_WS_NOT_YET },
+		{ "{\"type\":\"data\",\"stream\":\"stdin\",\"data\":\"ab\\n\"}", true, PISTON_ASK_STDIN, 0 },
+		{ "{\"type\":\"data\",\"stream\":\"stdout\",\"data\":\"x\"}", true, PISTON_ASK_CLOSE,
+		  PISTON_WS_STDIN_ONLY },
+		{ "{\"type\":\"data\",\"data\":\"x\"}", true, PISTON_ASK_CLOSE, PISTON_WS_STDIN_ONLY },
+		{ "{\"type\":\"data\",\"stream\":\"stdin\",\"data\":5}", true, PISTON_ASK_ERROR, 0 },
+		{ "{\"type\":\"signal\",\"signal\":\"SIGINT\"}", true, PISTON_ASK_SIGNAL, 0 },
+		{ "{\"type\":\"signal\",\"signal\":\"SIGRTMIN+3\"}", true, PISTON_ASK_SIGNAL, 0 },
+		{ "{\"type\":\"signal\",\"signal\":\"INT\"}", true, PISTON_ASK_CLOSE, PISTON_WS_BAD_SIGNAL },
+		{ "{\"type\":\"signal\",\"signal\":2}", true, PISTON_ASK_CLOSE, PISTON_WS_BAD_SIGNAL },
+		{ "{\"type\":\"ping\"}", true, PISTON_ASK_NOTHING, 0 },
+		{ "{\"no\":\"type\"}", false, PISTON_ASK_NOTHING, 0 },
+		{ "[1]", false, PISTON_ASK_NOTHING, 0 },
+		{ "{not json", false, PISTON_ASK_ERROR, 0 },
+		{ "", true, PISTON_ASK_ERROR, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct piston_ws_msg m;
+		piston_ws_decide(cases[i].text, strlen(cases[i].text), cases[i].initialized, &m);
+		if (m.ask != cases[i].ask || m.code != cases[i].code)
+			fail_msg("%s: ask %d code %u, wanted %d %u", cases[i].text, m.ask, m.code, cases[i].ask,
+				 cases[i].code);
+		if (m.ask == PISTON_ASK_STDIN)
+			assert_string_equal(m.data, "ab\n");
+		if (m.ask == PISTON_ASK_SIGNAL)
+			assert_true(m.signo == 2 || m.signo == 37);
+		if (m.ask == PISTON_ASK_ERROR)
+			assert_true(m.err[0]);
+		json_decref(m.msg);
+	}
+	assert_string_equal(piston_ws_reason(PISTON_WS_DONE), "Job Completed");
+	assert_string_equal(piston_ws_reason(PISTON_WS_INIT_TIMEOUT), "Initialization Timeout");
+	assert_string_equal(piston_ws_reason(1000), "");
+	char name[16];
+	const struct {
+		int n;
+		const char *name;
+	} sigs[] = { { 2, "SIGINT" },	   { 9, "SIGKILL" },	{ 31, "SIGSYS" },	  { 32, "" },
+		     { 34, "SIGRTMIN" },   { 35, "SIGRTMIN+1" }, { 49, "SIGRTMIN+15" }, { 50, "SIGRTMAX-14" },
+		     { 64, "SIGRTMAX" },   { 0, "" },		{ 65, "" } };
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		piston_signal_name(sigs[i].n, name);
+		assert_string_equal(name, sigs[i].name);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -574,6 +635,7 @@ int main(void)
 		cmocka_unit_test(compile_stages),
 		cmocka_unit_test(from_result_print_json),
 		cmocka_unit_test(runtimes_list),
+		cmocka_unit_test(ws_messages),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,6 +94,16 @@ c "$KA" "$BASE/v1/runtimes"
 expect "GET /v1/runtimes lists the runtimes" 200 "isinstance(j, list)"
 c - "$BASE/api/v2/runtimes"
 expect "GET /api/v2/runtimes without a key (anonymous tenant, loopback)" 200 "isinstance(j, list)"
+# Piston's WebSocket: not a WebSocket request, then every close code
+# that needs no program run (the sessions themselves: judge0_vm.sh).
+c - "$BASE/api/v2/connect"
+expect "GET /api/v2/connect without Upgrade: 426, said" 426 "'WebSocket' in j['message']"
+c - -H 'Connection: Upgrade' -H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: short' \
+	"$BASE/api/v2/connect"
+expect "a Sec-WebSocket-Key that is not 16 bytes: 400" 400 "'Sec-WebSocket-Key' in j['message']"
+PISTON_CLIENT_DIR=$PWD/build/npm timeout -k 5 60 node tests/vmrund/piston_ws_client.js "$BASE" closes >"$tmp/ws" 2>&1
+cat "$tmp/ws"
+client_checks "$tmp/ws" "the WebSocket client"
 c - "$BASE/metrics"
 [ "$code" = 200 ] && grep -q '^vmrund_runs_ended_total{state="succeeded"} [1-9]' "$tmp/out" &&
 	grep -q '^vmrund_phase_seconds_bucket{phase="queue"' "$tmp/out" && ok "GET /metrics" || not_ok "metrics"

@@ -3,7 +3,9 @@
 # guests (scripts/on-kvm-host.sh decides where): what Judge0's SDK does,
 # and every status Judge0 gives from what a real program does, each
 # submission in its own VM (tests/vmrund/judge0_client.py, its vm cases);
-# then problems judged from one compile (tests/vmrund/problem_client.py).
+# then problems judged from one compile (tests/vmrund/problem_client.py);
+# then Piston's interactive WebSocket as Piston's CLI speaks it
+# (tests/vmrund/piston_ws_client.js), keyless as that CLI is.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/e2e/lib.sh
@@ -11,7 +13,7 @@ cd "$(dirname "$0")/../.."
 e2e_init judge0-vm
 PORT=$((20000 + RANDOM % 20000))
 K=key-judge-0123456789abcdef
-vmrund_conf "audit_log = $tmp/lib/audit.jsonl" "slots = 2" <<KEYS
+vmrund_conf "audit_log = $tmp/lib/audit.jsonl" "slots = 2" "anonymous_tenant = t" <<KEYS
 tenant t concurrent=2 queued=40 rate=100
 key $K t
 KEYS
@@ -31,8 +33,14 @@ timeout -k 5 500 python3 tests/vmrund/problem_client.py "http://127.0.0.1:$PORT"
 cat "$tmp/problems"
 echo "    ($(( $(date +%s) - t0 )) s for the problems)"
 client_checks "$tmp/problems" "the problem client"
+t0=$(date +%s)
+PISTON_CLIENT_DIR=$PWD/build/npm timeout -k 5 400 node tests/vmrund/piston_ws_client.js "http://127.0.0.1:$PORT" vm \
+	>"$tmp/ws" 2>&1
+cat "$tmp/ws"
+echo "    ($(( $(date +%s) - t0 )) s for the WebSocket sessions)"
+client_checks "$tmp/ws" "the WebSocket client"
 ls "$tmp/lib/runs/sandboxes" 2>/dev/null | grep -q . && not_ok "sandboxes left: $(ls "$tmp/lib/runs/sandboxes")" ||
-	ok "every sandbox of the problems is gone"
+	ok "every sandbox of the problems and sessions is gone"
 kill -TERM "$pid"
 wait "$pid"
 [ $? = 0 ] && ok "vmrund stops on SIGTERM" || not_ok "vmrund exit status"
