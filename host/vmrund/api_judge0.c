@@ -382,6 +382,16 @@ static enum MHD_Result workers(struct http_req *r)
 				   (json_int_t)0, "failed", (json_int_t)0));
 }
 
+/* GET /statistics[?invalidate_cache=true]: the tenant's own submissions
+ * (Judge0 has one tenant: all of them). */
+static enum MHD_Result statistics(struct http_req *r)
+{
+	char err[300];
+	const char *inv = query(r, "invalidate_cache");
+	json_t *v = judge0_stats_of(r->d, (unsigned)r->tenant, inv && !strcmp(inv, "true"), err, sizeof(err));
+	return v ? http_json(r, 200, v) : j0_error(r, 503, err);
+}
+
 static enum MHD_Result get_only(struct http_req *r, const char *p)
 {
 	if (!strcmp(p, "/statuses"))
@@ -402,6 +412,8 @@ static enum MHD_Result get_only(struct http_req *r, const char *p)
 		return http_json(r, 200, system_info());
 	if (!strcmp(p, "/workers"))
 		return workers(r);
+	if (!strcmp(p, "/statistics"))
+		return statistics(r);
 	return j0_error(r, 404, "no such endpoint");
 }
 

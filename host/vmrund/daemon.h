@@ -83,6 +83,9 @@ struct vmrund {
 	struct vmrund_sbx *sbx;
 	/* Judge0's callbacks: their queue and threads (judge0_runs.h) */
 	struct judge0_callbacks *callbacks;
+	/* GET /statistics's answers, one per tenant, allocated at its first
+	 * (under lock) */
+	struct judge0_stats_cache *j0_stats;
 	bool stopping;                /* SIGTERM: start nothing more, refuse new runs */
 	bool closing;                 /* the loop is over: waits and streams end now */
 };

@@ -102,6 +102,33 @@ enum judge0_status {
 /* A status id's description ("Runtime Error (SIGSEGV)"), NULL for none. */
 const char *judge0_status_name(int id);
 
+/* ---- GET /statistics (judge0_stats.c) ---------------------------------------- */
+
+#define JUDGE0_STATS_DAYS 30           /* last_30_days */
+#define JUDGE0_STATS_CACHE_MS (10 * 60 * 1000)   /* Judge0's 10 minutes */
+#define JUDGE0_STATS_LANG_IDS 128      /* language ids counted (Judge0's are below 100) */
+
+/* The counts GET /statistics shows, as info_controller.rb makes them. */
+struct judge0_tally {
+	uint64_t total;
+	uint64_t by_language[JUDGE0_STATS_LANG_IDS];
+	uint64_t by_status[J0_EXEC_FORMAT_ERROR + 1];
+	uint64_t by_day[JUDGE0_STATS_DAYS + 1];   /* [0] today (UTC), [k] k days before */
+};
+
+/* Count one submission of language id, status id, made at created_ms,
+ * the day being now_ms's (UTC). */
+void judge0_tally_add(struct judge0_tally *t, long language, int status, int64_t created_ms, int64_t now_ms);
+
+/* The body: {created_at, cached_until (Rails' DateTime JSON),
+ * submissions {total, today, last_30_days (the 30 days before today,
+ * newest first, today not among them, as Judge0's exclusive range has
+ * it)}, languages and statuses ([{language|status {id, name}, count}],
+ * most first), database {size_pretty (as pg_size_pretty writes it),
+ * size_in_bytes}, its size -1 when unknown (null)}. Pure. */
+json_t *judge0_statistics(const struct judge0_tally *t, int64_t now_ms, int64_t until_ms,
+			  const struct runtime *rts, size_t n, int64_t db_bytes);
+
 /* ---- tokens and base64 ------------------------------------------------------ */
 
 /* A run id (32 hex digits) as a token (its UUID text), and back: false

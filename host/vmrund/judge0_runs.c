@@ -10,9 +10,12 @@
 
 #include <curl/curl.h>
 #include <netdb.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -364,4 +367,91 @@ void judge0_callbacks_ended(struct vmrund *d, const struct store_run *run)
 		d->m.callback[CB_DROPPED]++;   /* d->lock is held here */
 		vmrund_say("run %s: callback dropped: %d are waiting already", run->id, JUDGE0_CALLBACK_QUEUE);
 	}
+}
+
+/* ---- GET /statistics ------------------------------------------------------------------------ */
+
+/* The tenant's submissions counted, newest first, JUDGE0_STATS_ROWS at
+ * most: 0, or -1 with err. */
+static int tally(struct vmrund *d, unsigned tenant, struct judge0_tally *t, int64_t now_ms, char *err, size_t errlen)
+{
+	uint64_t mask = judge0_field_bit("language_id") | judge0_field_bit("status_id");
+	memset(t, 0, sizeof(*t));
+	for (uint64_t offset = 0; offset < JUDGE0_STATS_ROWS;) {
+		struct store_run *rows;
+		unsigned n;
+		uint64_t total;
+		if (vmrund_list_runs(d, d->ts.t[tenant].name, "judge0", offset, 500, &rows, &n, &total, err, errlen))
+			return -1;
+		for (unsigned i = 0; i < n; i++) {
+			bool not_utf8;
+			json_t *v = judge0_row_view(d, &rows[i], NULL, mask, true, &not_utf8);
+			judge0_tally_add(t, (long)json_integer_value(json_object_get(v, "language_id")),
+					 (int)json_integer_value(json_object_get(v, "status_id")), rows[i].created_ms, now_ms);
+			json_decref(v);
+		}
+		store_runs_free(rows, n);
+		offset += n;
+		if (n < 500 || offset >= total)
+			break;
+	}
+	return 0;
+}
+
+/* The store's size in bytes where vmrund can know it (SQLite's file and
+ * its journal), else -1. */
+static int64_t store_bytes(const struct vmrund *d)
+{
+	struct stat st;
+	char wal[PATH_MAX + 8];
+	if (d->cfg.store[0] || stat(d->cfg.state_db, &st))
+		return -1;
+	int64_t n = (int64_t)st.st_size;
+	snprintf(wal, sizeof(wal), "%s-wal", d->cfg.state_db);
+	return n + (stat(wal, &st) ? 0 : (int64_t)st.st_size);
+}
+
+json_t *judge0_stats_of(struct vmrund *d, unsigned tenant, bool invalidate, char *err, size_t errlen)
+{
+	json_t *v = NULL;
+	int64_t mono = clock_mono_ms();
+	pthread_mutex_lock(&d->lock);
+	if (!d->j0_stats)
+		d->j0_stats = calloc(d->ts.n, sizeof(*d->j0_stats));
+	struct judge0_stats_cache *c = d->j0_stats && tenant < d->ts.n ? &d->j0_stats[tenant] : NULL;
+	if (c && c->v && !invalidate && mono < c->until_ms)
+		v = json_incref(c->v);
+	pthread_mutex_unlock(&d->lock);
+	if (v)
+		return v;
+	struct judge0_tally *t = malloc(sizeof(*t));
+	int64_t now = clock_wall_ms();
+	if (!t || tally(d, tenant, t, now, err, errlen)) {
+		if (!t)
+			snprintf(err, errlen, "out of memory");
+		free(t);
+		return NULL;
+	}
+	v = judge0_statistics(t, now, now + JUDGE0_STATS_CACHE_MS, d->rts, d->nrts, store_bytes(d));
+	free(t);
+	if (!v) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_lock(&d->lock);
+	if (c) {
+		json_decref(c->v);
+		c->v = json_incref(v);
+		c->until_ms = mono + JUDGE0_STATS_CACHE_MS;
+	}
+	pthread_mutex_unlock(&d->lock);
+	return v;
+}
+
+void judge0_stats_free(struct vmrund *d)
+{
+	for (size_t i = 0; d->j0_stats && i < d->ts.n; i++)
+		json_decref(d->j0_stats[i].v);
+	free(d->j0_stats);
+	d->j0_stats = NULL;
 }

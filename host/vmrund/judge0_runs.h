@@ -27,6 +27,23 @@ json_t *judge0_run_view(struct vmrund *d, const char *id, const char *tenant, ui
 json_t *judge0_row_view(struct vmrund *d, const struct store_run *run, char *const output[2], uint64_t mask,
 			bool b64, bool *not_utf8);
 
+#define JUDGE0_STATS_ROWS 20000   /* GET /statistics counts a tenant's newest submissions, this many at most */
+
+/* GET /statistics's last answer for a tenant. */
+struct judge0_stats_cache {
+	json_t *v;
+	int64_t until_ms;             /* monotonic: fresh until then */
+};
+
+/* GET /statistics for tenant: its answer of the last JUDGE0_STATS_CACHE_MS
+ * (Judge0 keeps one that long) unless invalidate, else counted again
+ * over its newest JUDGE0_STATS_ROWS submissions and kept: a new
+ * reference, or NULL with err (the store could not be read). */
+json_t *judge0_stats_of(struct vmrund *d, unsigned tenant, bool invalidate, char *err, size_t errlen);
+
+/* Free the kept answers; safe when none. */
+void judge0_stats_free(struct vmrund *d);
+
 #define JUDGE0_CALLBACK_THREADS 2
 #define JUDGE0_CALLBACK_QUEUE 1024      /* ended runs waiting for their callback */
 #define JUDGE0_CALLBACK_TRIES 3         /* Judge0's CALLBACKS_MAX_TRIES */

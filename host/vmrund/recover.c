@@ -382,6 +382,7 @@ int vmrund_open(struct vmrund *d, const struct vmrund_config *cfg, const char *b
 void vmrund_close(struct vmrund *d)
 {
 	judge0_callbacks_stop(d);
+	judge0_stats_free(d);
 	vmrund_sbx_close(d);
 	store_close(d->store);
 	d->store = NULL;

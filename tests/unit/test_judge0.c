@@ -506,6 +506,64 @@ static void views(void **state)
 	json_decref(v);
 }
 
+/* GET /statistics: info_controller.rb's shape and quirks. */
+static void statistics(void **state)
+{
+	(void)state;
+	struct judge0_tally t = { 0 };
+	/* 2026-12-06 16:20 UTC */
+	const int64_t now = INT64_C(1796574000000), day = 86400 * INT64_C(1000);
+	judge0_tally_add(&t, 71, J0_ACCEPTED, now - 1000, now);
+	judge0_tally_add(&t, 71, J0_ACCEPTED, now - 2000, now);
+	judge0_tally_add(&t, 50, J0_WRONG_ANSWER, now - day, now);
+	judge0_tally_add(&t, 50, J0_COMPILATION_ERROR, now - 30 * day, now);
+	judge0_tally_add(&t, 71, J0_ACCEPTED, now - 31 * day, now);   /* past the 30 days */
+	judge0_tally_add(&t, 999, 99, now + day, now);                  /* nothing known of it but the total */
+	json_t *v = judge0_statistics(&t, now, now + JUDGE0_STATS_CACHE_MS, rts, sizeof(rts) / sizeof(rts[0]), 16384);
+	assert_non_null(v);
+	const json_t *sub = json_object_get(v, "submissions");
+	assert_int_equal(json_integer_value(json_object_get(sub, "total")), 6);
+	assert_int_equal(json_integer_value(json_object_get(sub, "today")), 2);
+	const json_t *days = json_object_get(sub, "last_30_days");
+	/* the 30 days before today, newest first; today not among them */
+	assert_int_equal(json_object_size(days), 30);
+	assert_null(json_object_get(days, "2026-12-06"));
+	assert_int_equal(json_integer_value(json_object_get(days, "2026-12-05")), 1);
+	assert_int_equal(json_integer_value(json_object_get(days, "2026-11-06")), 1);
+	assert_string_equal(json_object_iter_key(json_object_iter((json_t *)days)), "2026-12-05");
+	assert_string_equal(json_string_value(json_object_get(v, "created_at")), "2026-12-06T16:20:00.000+00:00");
+	assert_string_equal(json_string_value(json_object_get(v, "cached_until")), "2026-12-06T16:30:00.000+00:00");
+	/* most first */
+	const json_t *langs = json_object_get(v, "languages");
+	assert_int_equal(json_array_size(langs), 2);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(json_array_get(langs, 0), "language"), "id")), 71);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(langs, 0), "count")), 3);
+	const json_t *st = json_object_get(v, "statuses");
+	assert_int_equal(json_array_size(st), 3);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(st, 0), "status"), "name")),
+			    "Accepted");
+	const json_t *db = json_object_get(v, "database");
+	assert_string_equal(json_string_value(json_object_get(db, "size_pretty")), "16 kB");
+	assert_int_equal(json_integer_value(json_object_get(db, "size_in_bytes")), 16384);
+	json_decref(v);
+	/* pg_size_pretty's steps, and an unknown size */
+	const struct {
+		int64_t bytes;
+		const char *text;
+	} sizes[] = { { 0, "0 bytes" },	   { 10239, "10239 bytes" }, { 10240, "10 kB" },
+		      { 10751, "10 kB" },  { 10752, "11 kB" },	      { 10485247, "10239 kB" },
+		      { 10485248, "10 MB" }, { INT64_C(5) << 40, "5120 GB" } };
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		v = judge0_statistics(&t, now, now, rts, 0, sizes[i].bytes);
+		assert_string_equal(json_string_value(json_object_get(json_object_get(v, "database"), "size_pretty")),
+				    sizes[i].text);
+		json_decref(v);
+	}
+	v = judge0_statistics(&t, now, now, rts, 0, -1);
+	assert_true(json_is_null(json_object_get(json_object_get(v, "database"), "size_pretty")));
+	json_decref(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -524,6 +582,7 @@ int main(void)
 		cmocka_unit_test(verdicts),
 		cmocka_unit_test(comparison),
 		cmocka_unit_test(views),
+		cmocka_unit_test(statistics),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -62,6 +62,23 @@ code=$(curl -s -m 5 -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $K
 	ok "GET /v1/runs?limit=2&offset=1: a page of the tenant's runs, with the total" || not_ok "GET /v1/runs: $code"
 code=$(curl -s -m 5 -o "$tmp/out" -w '%{http_code}' -H "Authorization: Bearer $KA" "http://127.0.0.1:$PORT/v1/runs?limit=101")
 [ "$code" = 400 ] && ok "GET /v1/runs?limit=101: 400" || not_ok "limit=101: $code"
+# GET /statistics: the tenant's own submissions, Judge0's shape; kept 10
+# minutes unless invalidate_cache=true
+st() { code=$(curl -s -m 20 -o "$tmp/out" -w '%{http_code}' -H "X-Auth-Token: $KA" "$BASE/statistics$1"); }
+st ""
+n0=$(python3 -c 'import json; print(json.load(open("'"$tmp/out"'"))["submissions"]["total"])' 2>/dev/null)
+[ "$code" = 200 ] && json "set(j)=={'created_at','cached_until','submissions','languages','statuses','database'} and j['submissions']['total']>=3 and j['submissions']['today']==j['submissions']['total'] and len(j['submissions']['last_30_days'])==30 and j['languages'][0]['language']=={'id':71,'name':'Python (3.11.2)'} and all(s['status']['name'] for s in j['statuses']) and j['database']['size_in_bytes']>0 and j['database']['size_pretty'].endswith(('bytes','kB','MB'))" &&
+	ok "GET /statistics: the tenant's submissions by language, status and day, Judge0's shape" ||
+	not_ok "statistics: $code $(head -c 600 "$tmp/out")"
+curl -s -m 5 -o /dev/null -H "X-Auth-Token: $KA" -H 'Content-Type: application/json' \
+	-d '{"source_code":"standin:{}","language_id":71}' "$BASE/submissions?base64_encoded=false"
+st ""
+[ "$code" = 200 ] && json "j['submissions']['total']==$n0" && st "?invalidate_cache=true" &&
+	[ "$code" = 200 ] && json "j['submissions']['total']==$n0+1" &&
+	ok "...kept until invalidate_cache=true counts again" || not_ok "statistics' cache: $code $(head -c 300 "$tmp/out")"
+c "$BASE/statistics"
+[ "$code" = 200 ] && json "j['submissions']['total']<$n0" &&
+	ok "...another tenant's statistics count its own submissions only" || not_ok "statistics of tenant t: $code"
 kill -TERM "$pid"
 wait "$pid"
 [ "$fail" -eq 0 ] || tail -n 20 "$tmp/vmrund.log" | sed 's/^/    vmrund.log: /'
