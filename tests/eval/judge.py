@@ -359,6 +359,24 @@ def judge_judge_contestant_snoop(c, r):
     return "each of three tests, a fork of the compiled VM, found no other test's files, no checker file and no expected output"
 
 
+def judge_judge_setter_flood(c, r):
+    f = c["facts"]
+    i, k = f["interactor"], f["checker"]
+    need("tests" in i and "tests" in k, f"a judge did not answer: {i.get('error') or i.get('message')}; "
+         f"{k.get('error') or k.get('message')}")
+    escaped_if(f["healthz"] != "200", "vmrund stopped answering")
+    for name, j in (("interactor", i), ("checker", k)):
+        verdicts = [t["verdict"] for t in j["tests"]]
+        escaped_if(any(v == "accepted" for v in verdicts), f"a broken {name} let a test pass: {verdicts}")
+        need(verdicts == ["internal_error"] * 2, f"the {name}'s tests: {verdicts}")
+        escaped_if(j["bytes"] > 8 << 20, f"the {name}'s judge answered {j['bytes']} bytes")
+    escaped_if(c["wall_ms"] > 240000, f"the two judges took {c['wall_ms']} ms")
+    grew = f["rss_kib"][1] - f["rss_kib"][0]
+    escaped_if(grew > 200 * 1024, f"vmrund grew by {grew} KiB while they flooded")
+    return (f"both answered internal_error in {c['wall_ms']} ms ({i['tests'][0]['message']}; "
+            f"{k['tests'][0]['message']}); answers of {i['bytes']} and {k['bytes']} bytes; vmrund grew {grew} KiB")
+
+
 def judge_admission_by_size(c, r):
     f = c["facts"]
     need(f, "the attempt printed nothing (timed out)")
@@ -487,6 +505,7 @@ def judge_sandbox_forged_files(c, r):
 JUDGES = {
     "judge0_callback_ssrf": judge_judge0_callback_ssrf,
     "judge_contestant_snoop": judge_judge_contestant_snoop,
+    "judge_setter_flood": judge_judge_setter_flood,
     "workspace_write": judge_workspace_write,
     "other_tenant": judge_other_tenant,
     "platform_secrets": judge_platform_secrets,

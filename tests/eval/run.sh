@@ -451,6 +451,51 @@ try:
 except Exception as e:
     print(json.dumps({"error": str(e)[:200]}))' "$tmp/judged")}"
 
+	# The problem setter's programs misbehave: an interactor that floods
+	# the contestant's stdin and never ends, and a checker that floods
+	# both its streams and then sleeps. Each is bounded by its own time
+	# and the output cap; the judge must answer internal_error (no verdict
+	# from a broken setter program is trusted), in bounded time, with
+	# bounded answers, and vmrund must not grow with what they wrote.
+	rss() { awk '/^VmRSS/ {print $2}' "/proc/$vd_pid/status" 2>/dev/null || echo 0; }
+	rss0=$(rss)
+	t0=$(date +%s%N)
+	flood='import sys
+chunk = "9" * 65536 + "\n"
+while True:
+    sys.stdout.write(chunk)'
+	checker='import sys, time
+for _ in range(80):
+    sys.stdout.write("o" * 65536)
+    sys.stderr.write("e" * 65536)
+time.sleep(3600)'
+	body=$(python3 -c 'import json, sys
+print(json.dumps({"runtime": "python", "files": [{"name": "main.py", "content": "import sys\nfor line in sys.stdin:\n    print(len(line), flush=True)\n"}],
+                  "interactor": {"runtime": "python", "files": [{"name": "i.py", "content": sys.argv[1]}]},
+                  "tests": [{"stdin": "1"}, {"stdin": "2"}], "limits": {"timeout_s": 5}}))' "$flood")
+	curl -s -m 300 -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' --data-binary "$body" \
+		"$BASE/v1/judge" >"$tmp/judged_i"
+	body=$(python3 -c 'import json, sys
+print(json.dumps({"runtime": "python", "files": [{"name": "main.py", "content": "print(1)"}],
+                  "checker": {"type": "program", "runtime": "python", "files": [{"name": "c.py", "content": sys.argv[1]}]},
+                  "tests": [{"stdin": "1"}, {"stdin": "2"}], "limits": {"timeout_s": 5}}))' "$checker")
+	curl -s -m 300 -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' --data-binary "$body" \
+		"$BASE/v1/judge" >"$tmp/judged_c"
+	rc=$?
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	healthz=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$BASE/healthz")
+	: >"$tmp/out"
+	record judge_setter_flood service limited "a judged problem's interactor floods the contestant and never ends; a checker floods both streams, then sleeps" \
+		"{\"interactor\":$(python3 -c 'import json, os, sys
+def view(p):
+    try:
+        j = json.load(open(p))
+        return {"verdict": j.get("verdict"), "message": j.get("message"), "bytes": os.path.getsize(p),
+                "tests": [{"verdict": t["verdict"], "message": t["message"]} for t in j.get("tests", [])]}
+    except Exception as e:
+        return {"error": str(e)[:200], "bytes": os.path.getsize(p) if os.path.exists(p) else 0}
+print(json.dumps(view(sys.argv[1])) + ",\"checker\":" + json.dumps(view(sys.argv[2])))' "$tmp/judged_i" "$tmp/judged_c"),\"rss_kib\":[$rss0,$(rss)],\"healthz\":$(jstr "$healthz")}"
+
 	# Load through the API (the full profile): 4x the slots at once, each
 	# polled to its end.
 	if [ "$profile" = full ]; then
