@@ -425,6 +425,17 @@ static void upgraded(void *cls, struct MHD_Connection *conn, void *con_cls, cons
 	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
 }
 
+/* The request ended: when its 101 did not go out whole, upgraded never
+ * runs, and the session's place and memory are released here. */
+static void abandoned(void *arg, bool sent)
+{
+	struct session *s = arg;
+	if (sent)
+		return;
+	vmrund_stream_end(s->u.d, s->u.tenant);
+	free(s);
+}
+
 /* Whether header h's value has token among its comma-separated words. */
 static bool has_token(struct http_req *r, const char *h, const char *token)
 {
@@ -463,6 +474,7 @@ enum MHD_Result api_piston_connect(struct http_req *r)
 	s->u = (struct sbx_user){ .d = r->d, .tenant = (unsigned)r->tenant };
 	s->ev.fd = -1;
 	s->rd.max = r->d->cfg.max_body;
+	http_at_end(r, abandoned, s);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, "websocket");
 	MHD_add_response_header(resp, "Sec-WebSocket-Accept", accept);
 	return http_queue(r, MHD_HTTP_SWITCHING_PROTOCOLS, resp);

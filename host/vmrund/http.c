@@ -36,7 +36,15 @@ struct conn_state {
 	bool upload;                  /* a sandbox's upload: streamed, never held (api.h) */
 	int tenant;                   /* an upload's, authenticated at its head */
 	struct api_upload *up;        /* NULL: refused at its head (answered) */
+	void (*at_end)(void *arg, bool sent);   /* http_at_end's */
+	void *at_end_arg;
 };
+
+void http_at_end(struct http_req *r, void (*fn)(void *arg, bool sent), void *arg)
+{
+	r->cs->at_end = fn;
+	r->cs->at_end_arg = arg;
+}
 
 enum MHD_Result http_queue(struct http_req *r, unsigned status, struct MHD_Response *resp)
 {
@@ -233,13 +241,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct http_server *h = cls;
 	struct vmrund *d = h->d;
 	struct conn_state *cs = *con_cls;
-	struct http_req r = { .d = d, .conn = conn, .method = method, .path = url, .tenant = -1 };
+	struct http_req r = { .d = d, .conn = conn, .method = method, .path = url, .tenant = -1, .cs = cs };
 	if (!cs) {
 		/* the first call comes once the head is whole */
 		guard_mark(h->guard, conn, true);
 		if (!(cs = calloc(1, sizeof(*cs))))
 			return MHD_NO;
-		*con_cls = cs;
+		*con_cls = r.cs = cs;
 		if (api_sandbox_is_upload(method, url)) {
 			cs->upload = true;
 			if ((cs->tenant = r.tenant = authenticate(&r, false)) < 0)
@@ -296,9 +304,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode t)
 {
-	(void)t;
 	struct http_server *h = cls;
 	struct conn_state *cs = *con_cls;
+	if (cs && cs->at_end)
+		cs->at_end(cs->at_end_arg, t == MHD_REQUEST_TERMINATED_COMPLETED_OK);
 	if (cs) {
 		free(cs->body);
 		api_sandbox_upload_free(cs->up);

@@ -29,6 +29,7 @@ struct http_req {
 	const char *body;             /* the whole body, NUL-terminated */
 	size_t body_len;
 	int tenant;                   /* who is asking (authenticated), or -1 before */
+	struct conn_state *cs;        /* http.c's own */
 };
 
 struct http_server;
@@ -56,6 +57,12 @@ enum MHD_Result http_bytes(struct http_req *r, unsigned status, const char *type
 /* Queue a response the endpoint built (a stream), counted like the rest;
  * destroys it. */
 enum MHD_Result http_queue(struct http_req *r, unsigned status, struct MHD_Response *resp);
+
+/* Call fn(arg, sent) once, when the request is over: sent true when its
+ * answer went out whole (an upgrade's handler runs, or ran), false when
+ * the connection failed first (an upgrade's handler never runs: what it
+ * was to own is fn's to release). One per request. */
+void http_at_end(struct http_req *r, void (*fn)(void *arg, bool sent), void *arg);
 
 /* The body as JSON: NULL after answering 415 (not application/json) or
  * 400 (malformed, too deep) already. */

@@ -101,6 +101,19 @@ expect "GET /api/v2/connect without Upgrade: 426, said" 426 "'WebSocket' in j['m
 c - -H 'Connection: Upgrade' -H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: short' \
 	"$BASE/api/v2/connect"
 expect "a Sec-WebSocket-Key that is not 16 bytes: 400" 400 "'Sec-WebSocket-Key' in j['message']"
+# Upgrade requests whose clients go before the 101 (100, past the
+# tenant's 32 places for streams): each place is given back, so the
+# sessions below still get theirs.
+python3 - "$PORT" <<'PY'
+import socket, struct, sys
+for _ in range(100):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    s.sendall(b"GET /api/v2/connect HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+              b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+PY
+sleep 3
 PISTON_CLIENT_DIR=$PWD/build/npm timeout -k 5 60 node tests/vmrund/piston_ws_client.js "$BASE" closes >"$tmp/ws" 2>&1
 cat "$tmp/ws"
 client_checks "$tmp/ws" "the WebSocket client"
