@@ -183,14 +183,17 @@ static void client_read(struct session *s)
 {
 	size_t want = s->rd.max + WS_HEADER_MAX;
 	if (s->len == s->cap) {
+		/* full: a whole frame of the most a message may be fits in want,
+		 * so a buffer of want that is full and holds none is refused */
 		size_t cap = s->cap ? 2 * s->cap : 65536;
-		uint8_t *more = realloc(s->in, cap < want ? cap : want);
-		if (!more || s->len == (cap < want ? cap : want)) {
+		cap = cap < want ? cap : want;
+		uint8_t *more = s->len < cap ? realloc(s->in, cap) : NULL;
+		if (!more) {
 			send_close(s, WS_CLOSE_TOO_BIG, "");
 			return;
 		}
 		s->in = more;
-		s->cap = cap < want ? cap : want;
+		s->cap = cap;
 	}
 	ssize_t k = recv(s->fd, s->in + s->len, s->cap - s->len, MSG_DONTWAIT);
 	if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {

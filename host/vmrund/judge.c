@@ -152,8 +152,8 @@ static int parse_limits(const json_t *l, struct judge_request *jr, char *err, si
 
 int judge_parse(const json_t *body, struct judge_request *jr, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "runtime", "files",	 "tests", "checker", "limits", "stop_on_first_failure",
-					    "interactor" };
+	static const char *const keys[] = { "runtime", "files", "tests", "checker", "limits", "stop_on_first_failure",
+					    "interactor", "parallel" };
 	memset(jr, 0, sizeof(*jr));
 	if (!json_is_object(body))
 		return errf(err, errlen, "the request must be a JSON object");
@@ -171,6 +171,10 @@ int judge_parse(const json_t *body, struct judge_request *jr, char *err, size_t 
 	if (v && !json_is_boolean(v))
 		return errf(err, errlen, "stop_on_first_failure: must be true or false");
 	jr->stop_on_first_failure = json_is_true(v);
+	v = json_object_get(body, "parallel");
+	if (v && (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > JUDGE_PARALLEL_MAX))
+		return errf(err, errlen, "parallel: a whole number from 1 to %d", JUDGE_PARALLEL_MAX);
+	jr->parallel = v ? (unsigned)json_integer_value(v) : 1;
 	if (parse_program(body, "", &jr->src, err, errlen) || parse_tests(json_object_get(body, "tests"), jr, err, errlen) ||
 	    parse_checker(json_object_get(body, "checker"), jr, err, errlen) ||
 	    parse_limits(json_object_get(body, "limits"), jr, err, errlen) ||

@@ -18,7 +18,8 @@
  *                                   test's stdin is its input file
  *    "limits": {"timeout_s": 2, "cpu_time_ms": 1000,   each test's
  *               "memory_mib": 256, "max_output": 65536},
- *    "stop_on_first_failure": false} */
+ *    "stop_on_first_failure": false,
+ *    "parallel": 1}                  tests at once, each in its own fork */
 #ifndef VMRUND_JUDGE_H
 #define VMRUND_JUDGE_H
 
@@ -35,6 +36,7 @@
 #define JUDGE_DEFAULT_TIMEOUT_S 5
 #define JUDGE_MAX_TIMEOUT_S 60
 #define JUDGE_DEFAULT_MAX_OUTPUT (1u << 20)
+#define JUDGE_PARALLEL_MAX 8
 #define JUDGE_CHECKER_TIMEOUT_S 10         /* a checker program's wall clock, each test */
 #define JUDGE_INTERACTOR_GRACE_S 2         /* an interactor's wall clock past the contestant's: time to judge its end */
 
@@ -67,6 +69,7 @@ struct judge_request {
 	uint64_t memory_mib;          /* the VMs'; 0: the runtime's */
 	uint64_t max_output;          /* bytes of each stream */
 	bool stop_on_first_failure;
+	unsigned parallel;            /* tests at once, 1..JUDGE_PARALLEL_MAX (the tenant's sandboxes may allow fewer) */
 };
 
 /* Parse body into jr (zeroed first): 0, or -1 with a one-line reason for

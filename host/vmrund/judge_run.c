@@ -6,6 +6,7 @@
  * calls the sandbox API makes. */
 #include "judge_run.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +200,72 @@ static json_t *test_json(unsigned i, enum judge_verdict v, const char *why, cons
 	return o;
 }
 
+/* One test's outcome. */
+struct judged {
+	enum judge_verdict v;
+	char why[300];
+	json_t *cmd, *icmd;
+};
+
+/* Tests taken in order by the workers of run_tests. */
+struct pool {
+	const struct judge_job *job;
+	struct judged *res;
+	pthread_mutex_t mu;
+	unsigned next;                /* the next test to take */
+	bool failed;                  /* one failed: with stop_on_first_failure, none starts after */
+};
+
+static void *worker(void *arg)
+{
+	struct pool *p = arg;
+	struct judge_job job = *p->job;   /* its own: sandbox calls say why in job.u.err */
+	const struct judge_request *jr = job.jr;
+	for (;;) {
+		pthread_mutex_lock(&p->mu);
+		unsigned i = p->next++;
+		bool skip = jr->stop_on_first_failure && p->failed;
+		pthread_mutex_unlock(&p->mu);
+		if (i >= jr->ntests)
+			return NULL;
+		struct judged *t = &p->res[i];
+		t->v = skip ? JV_SKIPPED : judge_test(&job, &jr->tests[i], &t->cmd, &t->icmd, t->why, sizeof(t->why));
+		pthread_mutex_lock(&p->mu);
+		p->failed |= t->v != JV_ACCEPTED && t->v != JV_SKIPPED;
+		pthread_mutex_unlock(&p->mu);
+	}
+}
+
+/* How many tests run at once: the request's parallel, within what the
+ * tenant's sandboxes leave beside the compiled ones (a test holds one
+ * fork, two when interactive), and the tests there are; 1 at least. */
+static unsigned parallel_of(const struct judge_job *job)
+{
+	const struct judge_request *jr = job->jr;
+	unsigned open = job->u.d->ts.t[job->u.tenant].sandboxes;
+	unsigned bases = 1 + (jr->checker == JUDGE_PROGRAM) + jr->interactive;
+	unsigned room = open > bases ? (open - bases) / (jr->interactive ? 2 : 1) : 0;
+	unsigned n = jr->parallel < room ? jr->parallel : room;
+	n = n < jr->ntests ? n : jr->ntests;
+	return n ? n : 1;
+}
+
+/* Every test of job, n at once (fewer when threads cannot be had: this
+ * one is always among them), into res. */
+static void run_tests(struct judge_job *job, struct judged *res, unsigned n)
+{
+	struct pool p = { .job = job, .res = res };
+	pthread_t th[JUDGE_PARALLEL_MAX];
+	unsigned started = 0;
+	pthread_mutex_init(&p.mu, NULL);
+	while (started + 1 < n && !pthread_create(&th[started], NULL, worker, &p))
+		started++;
+	worker(&p);   /* this thread is one of them */
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	pthread_mutex_destroy(&p.mu);
+}
+
 /* A program from its source: its runtime installed (0), or -1 with err. */
 static int program_of(struct judge_job *job, struct program *pg, const struct run_spec *src, char *err, size_t errlen)
 {
@@ -241,27 +308,31 @@ json_t *judge_run(struct vmrund *d, unsigned tenant, const struct judge_request 
 		goto out;
 	if (!compiled)
 		overall = JV_COMPILE_ERROR;
-	for (unsigned i = 0; compiled && tests && i < jr->ntests; i++) {
-		char why[300] = "";
-		json_t *cmd = NULL, *icmd = NULL;
-		enum judge_verdict v = JV_SKIPPED;
-		if (!(jr->stop_on_first_failure && failed))
-			v = judge_test(&job, &jr->tests[i], &cmd, &icmd, why, sizeof(why));
-		passed += v == JV_ACCEPTED;
-		failed += v != JV_ACCEPTED && v != JV_SKIPPED;
-		if (overall == JV_ACCEPTED && v != JV_ACCEPTED && v != JV_SKIPPED)
-			overall = v;
-		json_int_t cpu = json_integer_value(json_object_get(json_object_get(cmd, "usage"), "cpu_ms"));
-		json_int_t rss = json_integer_value(json_object_get(json_object_get(cmd, "usage"), "max_rss_kib"));
+	struct judged *res = compiled ? calloc(jr->ntests, sizeof(*res)) : NULL;
+	if (compiled && !res) {
+		errf(err, errlen, "out of memory");
+		goto out;
+	}
+	if (compiled)
+		run_tests(&job, res, parallel_of(&job));
+	for (unsigned i = 0; compiled && i < jr->ntests; i++) {
+		struct judged *t = &res[i];
+		passed += t->v == JV_ACCEPTED;
+		failed += t->v != JV_ACCEPTED && t->v != JV_SKIPPED;
+		if (overall == JV_ACCEPTED && t->v != JV_ACCEPTED && t->v != JV_SKIPPED)
+			overall = t->v;
+		json_int_t cpu = json_integer_value(json_object_get(json_object_get(t->cmd, "usage"), "cpu_ms"));
+		json_int_t rss = json_integer_value(json_object_get(json_object_get(t->cmd, "usage"), "max_rss_kib"));
 		max_cpu = cpu > max_cpu ? cpu : max_cpu;
 		max_rss = rss > max_rss ? rss : max_rss;
-		if (json_array_append_new(tests, test_json(i, v, why, cmd, icmd))) {
+		if (tests && json_array_append_new(tests, test_json(i, t->v, t->why, t->cmd, t->icmd))) {
 			json_decref(tests);
 			tests = NULL;
 		}
-		json_decref(cmd);
-		json_decref(icmd);
+		json_decref(t->cmd);
+		json_decref(t->icmd);
 	}
+	free(res);
 	if (!tests) {
 		errf(err, errlen, "out of memory");
 		goto out;

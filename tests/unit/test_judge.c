@@ -60,7 +60,14 @@ static void requests(void **state)
 	assert_int_equal(jr.cpu_time_ms, 1000);
 	assert_int_equal(jr.memory_mib, 128);
 	assert_true(jr.stop_on_first_failure);
+	assert_int_equal(jr.parallel, 1);
 	judge_free(&jr);
+	assert_int_equal(parse("{" PROG ",\"tests\":[{}],\"parallel\":8}", &jr), 0);
+	assert_int_equal(jr.parallel, 8);
+	judge_free(&jr);
+	refused("{" PROG ",\"tests\":[{}],\"parallel\":0}", "parallel: a whole number from 1 to 8");
+	refused("{" PROG ",\"tests\":[{}],\"parallel\":9}", "parallel: a whole number from 1 to 8");
+	refused("{" PROG ",\"tests\":[{}],\"parallel\":2.5}", "parallel: a whole number");
 	/* the defaults */
 	assert_int_equal(parse("{" PROG ",\"tests\":[{}]}", &jr), 0);
 	assert_int_equal(jr.checker, JUDGE_LINES);
