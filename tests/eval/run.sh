@@ -472,13 +472,13 @@ time.sleep(3600)'
 	body=$(python3 -c 'import json, sys
 print(json.dumps({"runtime": "python", "files": [{"name": "main.py", "content": "import sys\nfor line in sys.stdin:\n    print(len(line), flush=True)\n"}],
                   "interactor": {"runtime": "python", "files": [{"name": "i.py", "content": sys.argv[1]}]},
-                  "tests": [{"stdin": "1"}, {"stdin": "2"}], "limits": {"timeout_s": 5}}))' "$flood")
+                  "tests": [{"stdin": "1"}], "limits": {"timeout_s": 2}}))' "$flood")
 	curl -s -m 300 -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' --data-binary "$body" \
 		"$BASE/v1/judge" >"$tmp/judged_i"
 	body=$(python3 -c 'import json, sys
 print(json.dumps({"runtime": "python", "files": [{"name": "main.py", "content": "print(1)"}],
                   "checker": {"type": "program", "runtime": "python", "files": [{"name": "c.py", "content": sys.argv[1]}]},
-                  "tests": [{"stdin": "1"}, {"stdin": "2"}], "limits": {"timeout_s": 5}}))' "$checker")
+                  "tests": [{"stdin": "1"}], "limits": {"timeout_s": 2}}))' "$checker")
 	curl -s -m 300 -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' --data-binary "$body" \
 		"$BASE/v1/judge" >"$tmp/judged_c"
 	rc=$?
