@@ -42,6 +42,7 @@ struct session {
 	size_t len, cap;
 	json_t *init;                 /* the init message, once it came */
 	bool closed;                  /* our close frame is sent: nothing else is */
+	int64_t send_by_ms;           /* a send not done by then: the client is gone (monotonic) */
 	bool gone;                    /* the client closed, or its connection broke */
 	char sbx[SCHED_ID_MAX];       /* "" none */
 	unsigned cid;                 /* the stage's command; 0 none */
@@ -67,9 +68,13 @@ static bool over(const struct session *s)
 	return s->closed || s->gone;
 }
 
-/* All of p[0..n) to the client, or the session is over. */
+/* All of p[0..n) to the client, or the session is over: by SEND_MS
+ * from now and by send_by_ms, so that a client taking a byte now and then
+ * holds nothing past its stage's time. */
 static void send_all(struct session *s, const uint8_t *p, size_t n)
 {
+	int64_t by = clock_mono_ms() + SEND_MS;
+	by = s->send_by_ms && s->send_by_ms < by ? s->send_by_ms : by;
 	while (n && !s->gone) {
 		ssize_t k = send(s->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (k > 0) {
@@ -78,7 +83,9 @@ static void send_all(struct session *s, const uint8_t *p, size_t n)
 			continue;
 		}
 		struct pollfd pfd = { .fd = s->fd, .events = POLLOUT };
-		if ((k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) || poll(&pfd, 1, SEND_MS) <= 0)
+		int64_t left = by - clock_mono_ms();
+		if ((k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) || left <= 0 ||
+		    poll(&pfd, 1, (int)left) < 0)
 			s->gone = true;
 	}
 }
@@ -141,13 +148,15 @@ static void to_stdin(struct session *s, const char *data, size_t n)
 static void on_message(struct session *s, const struct ws_message *m)
 {
 	if (m->op == WS_PING) {
-		send_frame(s, WS_PONG, m->data, m->len);
+		if (!s->closed)
+			send_frame(s, WS_PONG, m->data, m->len);
 		return;
 	}
 	if (m->op == WS_CLOSE) {
-		/* the client's close, answered with its code unless ours went first */
+		/* the client's close, answered with its code (one a close frame
+		 * may carry) unless ours went first */
 		unsigned code = m->len >= 2 ? (unsigned)m->data[0] << 8 | m->data[1] : WS_CLOSE_NORMAL;
-		send_close(s, code, "");
+		send_close(s, m->len == 1 || !ws_close_code_ok(code) ? WS_CLOSE_PROTOCOL : code, "");
 		s->gone = true;
 		return;
 	}
@@ -178,6 +187,31 @@ static void on_message(struct session *s, const struct ws_message *m)
 	json_decref(pm.msg);
 }
 
+/* The client's whole frames in s->in, handled and taken; after one that
+ * breaks the protocol, the session ends (its close said). */
+static void client_frames(struct session *s)
+{
+	size_t at = 0;
+	while (!s->gone && at < s->len) {
+		struct ws_message m;
+		bool whole;
+		unsigned code;
+		long used = ws_next(&s->rd, s->in + at, s->len - at, &m, &whole, &code);
+		if (used < 0) {
+			send_close(s, code, "");
+			s->gone = true;   /* nothing it sends after is read */
+			return;
+		}
+		if (!used)
+			break;
+		if (whole)
+			on_message(s, &m);
+		at += (size_t)used;
+	}
+	memmove(s->in, s->in + at, s->len - at);
+	s->len -= at;
+}
+
 /* Take what the client sent: its whole messages handled. */
 static void client_read(struct session *s)
 {
@@ -202,24 +236,7 @@ static void client_read(struct session *s)
 	}
 	if (k > 0)
 		s->len += (size_t)k;
-	size_t at = 0;
-	while (!s->gone && at < s->len) {
-		struct ws_message m;
-		bool whole;
-		unsigned code;
-		long used = ws_next(&s->rd, s->in + at, s->len - at, &m, &whole, &code);
-		if (used < 0) {
-			send_close(s, code, "");
-			return;
-		}
-		if (!used)
-			break;
-		if (whole)
-			on_message(s, &m);
-		at += (size_t)used;
-	}
-	memmove(s->in, s->in + at, s->len - at);
-	s->len -= at;
+	client_frames(s);
 }
 
 /* An event of the stage's command: its output to the client, its end
@@ -313,12 +330,15 @@ static int stage(struct session *s, const char *name, json_t *argv, double timeo
 		(void)sbxu_stdin(&s->u, s->sbx, s->cid, s->pending, s->plen, false);
 		s->plen = 0;
 	}
-	pump(s, stage_ended, clock_mono_ms() + (int64_t)((timeout_s + STAGE_SLACK_S) * 1000));
+	int64_t deadline = clock_mono_ms() + (int64_t)((timeout_s + STAGE_SLACK_S) * 1000);
+	s->send_by_ms = deadline;
+	pump(s, stage_ended, deadline);
+	s->send_by_ms = 0;
 	sbxc_close(&s->ev);
 	if (over(s))
 		return -1;
 	if (!s->exit) {
-		send_error(s, s->cid ? "the stage did not end in time" : "the stage's end was lost");
+		send_error(s, clock_mono_ms() >= deadline ? "the stage did not end in time" : "the stage's end was lost");
 		return -1;
 	}
 	const json_t *c = json_object_get(s->exit, "exit_code"), *sig = json_object_get(s->exit, "signal");
@@ -403,8 +423,10 @@ static void upgraded(void *cls, struct MHD_Connection *conn, void *con_cls, cons
 	struct session *s = cls;
 	s->fd = sock;
 	if (extra_n && (s->in = malloc(extra_n))) {
+		/* frames a client sent right behind its request */
 		memcpy(s->in, extra, extra_n);
 		s->len = s->cap = extra_n;
+		client_frames(s);
 	}
 	pump(s, has_init, clock_mono_ms() + INIT_MS);
 	if (!s->init)

@@ -381,7 +381,8 @@ static int tally(struct vmrund *d, unsigned tenant, struct judge0_tally *t, int6
 		struct store_run *rows;
 		unsigned n;
 		uint64_t total;
-		if (vmrund_list_runs(d, d->ts.t[tenant].name, "judge0", offset, 500, &rows, &n, &total, err, errlen))
+		if (vmrund_list_runs(d, d->ts.t[tenant].name, "judge0", offset, JUDGE0_STATS_PAGE, &rows, &n, &total, err,
+				     errlen))
 			return -1;
 		for (unsigned i = 0; i < n; i++) {
 			bool not_utf8;
@@ -392,7 +393,7 @@ static int tally(struct vmrund *d, unsigned tenant, struct judge0_tally *t, int6
 		}
 		store_runs_free(rows, n);
 		offset += n;
-		if (n < 500 || offset >= total)
+		if (n < JUDGE0_STATS_PAGE || offset >= total)
 			break;
 	}
 	return 0;
@@ -419,30 +420,36 @@ json_t *judge0_stats_of(struct vmrund *d, unsigned tenant, bool invalidate, char
 	if (!d->j0_stats)
 		d->j0_stats = calloc(d->ts.n, sizeof(*d->j0_stats));
 	struct judge0_stats_cache *c = d->j0_stats && tenant < d->ts.n ? &d->j0_stats[tenant] : NULL;
-	if (c && c->v && !invalidate && mono < c->until_ms)
+	bool fresh = c && c->v && mono < c->until_ms && !(invalidate && mono - c->made_ms >= JUDGE0_STATS_MIN_MS);
+	if (c && c->v && (fresh || c->counting))
 		v = json_incref(c->v);
+	bool busy = c && c->counting;
+	if (c && !v && !busy)
+		c->counting = true;
 	pthread_mutex_unlock(&d->lock);
 	if (v)
 		return v;
+	if (busy) {
+		snprintf(err, errlen, "the statistics are being counted; ask again in a moment");
+		return NULL;
+	}
 	struct judge0_tally *t = malloc(sizeof(*t));
 	int64_t now = clock_wall_ms();
-	if (!t || tally(d, tenant, t, now, err, errlen)) {
-		if (!t)
-			snprintf(err, errlen, "out of memory");
-		free(t);
-		return NULL;
-	}
-	v = judge0_statistics(t, now, now + JUDGE0_STATS_CACHE_MS, d->rts, d->nrts, store_bytes(d));
-	free(t);
-	if (!v) {
+	if (!t)
 		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
+	else if (!tally(d, tenant, t, now, err, errlen) &&
+		 !(v = judge0_statistics(t, now, now + JUDGE0_STATS_CACHE_MS, d->rts, d->nrts, store_bytes(d))))
+		snprintf(err, errlen, "out of memory");
+	free(t);
 	pthread_mutex_lock(&d->lock);
 	if (c) {
-		json_decref(c->v);
-		c->v = json_incref(v);
-		c->until_ms = mono + JUDGE0_STATS_CACHE_MS;
+		if (v) {
+			json_decref(c->v);
+			c->v = json_incref(v);
+			c->made_ms = mono;
+			c->until_ms = mono + JUDGE0_STATS_CACHE_MS;
+		}
+		c->counting = false;
 	}
 	pthread_mutex_unlock(&d->lock);
 	return v;

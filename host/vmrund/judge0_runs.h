@@ -27,18 +27,24 @@ json_t *judge0_run_view(struct vmrund *d, const char *id, const char *tenant, ui
 json_t *judge0_row_view(struct vmrund *d, const struct store_run *run, char *const output[2], uint64_t mask,
 			bool b64, bool *not_utf8);
 
-#define JUDGE0_STATS_ROWS 20000   /* GET /statistics counts a tenant's newest submissions, this many at most */
+#define JUDGE0_STATS_ROWS 10000   /* GET /statistics counts a tenant's newest submissions, this many at most */
+#define JUDGE0_STATS_PAGE 100     /* rows read in one hold of the lock */
+#define JUDGE0_STATS_MIN_MS 1000  /* invalidate_cache counts again only past this age */
 
 /* GET /statistics's last answer for a tenant. */
 struct judge0_stats_cache {
 	json_t *v;
-	int64_t until_ms;             /* monotonic: fresh until then */
+	int64_t made_ms, until_ms;    /* monotonic */
+	bool counting;                /* a request is counting: the others take the last answer */
 };
 
 /* GET /statistics for tenant: its answer of the last JUDGE0_STATS_CACHE_MS
- * (Judge0 keeps one that long) unless invalidate, else counted again
- * over its newest JUDGE0_STATS_ROWS submissions and kept: a new
- * reference, or NULL with err (the store could not be read). */
+ * (Judge0 keeps one that long) unless invalidate (heeded once it is
+ * JUDGE0_STATS_MIN_MS old), else counted again over its newest
+ * JUDGE0_STATS_ROWS submissions and kept. While one request counts, the
+ * tenant's others take the last answer, so a loop of them makes one count
+ * at a time. A new reference, or NULL with err (the store could not be
+ * read; another count is under way and there is no answer yet). */
 json_t *judge0_stats_of(struct vmrund *d, unsigned tenant, bool invalidate, char *err, size_t errlen);
 
 /* Free the kept answers; safe when none. */

@@ -5,7 +5,10 @@
  * it comes. When one ends, the other's stdin is closed, so that it sees
  * the end of the talk instead of waiting for its own time to run out.
  * The host is in the middle on purpose: the two VMs share nothing, and
- * every byte between them is one vmrund saw and bounded. */
+ * everything between them is what vmrund saw and bounded. It passes as
+ * text, as the commands' events carry it: bytes that are not UTF-8 (a
+ * NUL among them) arrive as U+FFFD, which interactive problems, whose
+ * protocols are lines of text, do not send. */
 #include "judge_run.h"
 
 #include <errno.h>
@@ -29,6 +32,7 @@ struct side {
 	char *buf;                    /* events read and not yet whole */
 	size_t len;
 	bool ended;                   /* its exit event came, or its stream closed */
+	bool broken;                  /* a write to its peer's stdin failed, not for the peer's end */
 	struct side *peer;
 	struct sbx_user *u;
 };
@@ -43,7 +47,7 @@ static int on_event(void *ctx, const char *name, const char *data, size_t len)
 	if (!strcmp(name, "exit")) {
 		s->ended = true;
 		if (!p->ended)
-			(void)sbxu_stdin(s->u, p->sbx, p->cid, "", 0, true);
+			s->broken |= sbxu_stdin(s->u, p->sbx, p->cid, "", 0, true) < 0;
 		return 0;
 	}
 	if (strcmp(name, "stdout") || p->ended)
@@ -51,7 +55,7 @@ static int on_event(void *ctx, const char *name, const char *data, size_t len)
 	json_t *o = json_loadb(data, len, 0, NULL);
 	const json_t *text = json_object_get(o, "text");
 	if (json_string_length(text))
-		(void)sbxu_stdin(s->u, p->sbx, p->cid, json_string_value(text), json_string_length(text), false);
+		s->broken |= sbxu_stdin(s->u, p->sbx, p->cid, json_string_value(text), json_string_length(text), false) < 0;
 	json_decref(o);
 	return 0;
 }
@@ -106,22 +110,24 @@ static void relay(struct side *a, struct side *b, int64_t deadline_ms)
 	}
 }
 
-/* s's fork, its command started with argv (taken) and its events
- * followed: 0, or -1 with u->err. */
-static int side_start(struct judge_job *job, struct side *s, const struct program *pg, json_t *argv, double time_s,
-		      const struct judge_test *t)
+/* s's fork of pg, with test t's files when t: 0, or -1 with u->err. */
+static int side_fork(struct judge_job *job, struct side *s, const struct program *pg, double time_s,
+		     const struct judge_test *t)
 {
-	if (judge_fork(job, pg, time_s + SLACK_S + 60, s->sbx)) {
-		json_decref(argv);
+	if (judge_fork(job, pg, time_s + SLACK_S + 60, s->sbx))
 		return -1;
-	}
 	/* the interactor's files: the test's input (its secret) and answer */
 	if (t && (sbxu_put_file(&job->u, s->sbx, judge_testlib_args[0], t->in, t->in_len) ||
 		  sbxu_put_file(&job->u, s->sbx, judge_testlib_args[2], t->expected ? t->expected : "",
-				t->expected_len))) {
-		json_decref(argv);
+				t->expected_len)))
 		return -1;
-	}
+	return 0;
+}
+
+/* s's command started with argv (taken) and its events followed: 0, or
+ * -1 with u->err. */
+static int side_start(struct judge_job *job, struct side *s, json_t *argv, double time_s)
+{
 	if (!(s->cid = sbxu_start(&job->u, s->sbx, argv, time_s)) || sbxu_events(&job->u, s->sbx, s->cid, &s->ev))
 		return -1;
 	return 0;
@@ -150,16 +156,24 @@ int judge_interact(struct judge_job *job, const struct judge_test *t, struct jud
 	int rc = -1;
 	memset(talk, 0, sizeof(*talk));
 	double itime = jr->timeout_s + JUDGE_INTERACTOR_GRACE_S;
-	/* the interactor first: what the contestant prints at its start has
+	/* both forks made first, so that both clocks start together; the
+	 * interactor first: what the contestant prints at its start has
 	 * somewhere to go */
-	if (side_start(job, &i, &job->interactor, judge_argv(job, &job->interactor, judge_testlib_args, 3), itime, t) ||
-	    side_start(job, &c, &job->contestant, judge_argv(job, &job->contestant, NULL, 0), jr->timeout_s, NULL))
+	if (side_fork(job, &i, &job->interactor, itime, t) || side_fork(job, &c, &job->contestant, jr->timeout_s, NULL) ||
+	    side_start(job, &i, judge_argv(job, &job->interactor, judge_testlib_args, 3), itime) ||
+	    side_start(job, &c, judge_argv(job, &job->contestant, NULL, 0), jr->timeout_s))
 		goto out;
 	relay(&c, &i, clock_mono_ms() + (int64_t)((itime + SLACK_S) * 1000));
+	if (c.broken || i.broken) {
+		snprintf(job->u.err + strlen(job->u.err), sizeof(job->u.err) - strlen(job->u.err), " (the relay)");
+		goto out;
+	}
 	if (!(talk->contestant = side_end(&job->u, &c)) || !(talk->interactor = side_end(&job->u, &i)))
 		goto out;
-	if (jr->checker == JUDGE_PROGRAM || t->expected)
-		talk->output = sbxu_get_file(&job->u, i.sbx, judge_testlib_args[1], jr->max_output, &talk->output_len);
+	/* what the interactor wrote for a checker; none written is empty */
+	if ((jr->checker == JUDGE_PROGRAM || t->expected) &&
+	    sbxu_get_file(&job->u, i.sbx, judge_testlib_args[1], jr->max_output, &talk->output, &talk->output_len) < 0)
+		goto out;
 	rc = 0;
 out:
 	for (struct side *s[] = { &c, &i }, **p = s; p < s + 2; p++) {

@@ -38,14 +38,18 @@ static char *body_of(struct sbx_user *u, struct sbxc *c, const char *what, size_
 	*n = 0;
 	for (size_t cap = 0;;) {
 		if (*n + 1 >= cap) {
-			char *more = cap < max + 1 ? realloc(buf, (cap = cap ? 2 * cap : 65536)) : NULL;
+			/* room for max bytes and one more, which says there are more */
+			size_t want = cap ? 2 * cap : 65536;
+			want = want < max + 2 ? want : max + 2;
+			char *more = *n <= max ? realloc(buf, want) : NULL;
 			if (!more) {
 				snprintf(u->err, sizeof(u->err), "%s: %s", what,
-					 cap >= max + 1 ? "the answer is too long" : "out of memory");
+					 *n > max ? "the answer is too long" : "out of memory");
 				free(buf);
 				return NULL;
 			}
 			buf = more;
+			cap = want;
 		}
 		ssize_t k = sbxc_read_body(c, buf + *n, cap - *n - 1);
 		if (k == 0)
@@ -56,6 +60,11 @@ static char *body_of(struct sbx_user *u, struct sbxc *c, const char *what, size_
 			return NULL;
 		}
 		*n += (size_t)k;
+	}
+	if (*n > max) {
+		snprintf(u->err, sizeof(u->err), "%s: the answer is too long", what);
+		free(buf);
+		return NULL;
 	}
 	buf[*n] = '\0';
 	return buf;
@@ -140,20 +149,21 @@ int sbxu_put_file(struct sbx_user *u, const char *id, const char *path, const vo
 	return -1;
 }
 
-char *sbxu_get_file(struct sbx_user *u, const char *id, const char *path, size_t max, size_t *n)
+int sbxu_get_file(struct sbx_user *u, const char *id, const char *path, size_t max, char **out, size_t *n)
 {
 	char target[RUN_SPEC_MAX_FILE_NAME * 3 + 16];
 	struct sbxc c = { .fd = -1 };
+	*out = NULL;
 	file_target(path, target, sizeof(target));
 	if (ask(u, id, "GET", target, NULL, NULL, 0, SBXU_CALL_MS, &c))
-		return NULL;
-	char *buf = NULL;
+		return -1;
+	int rc = c.head.status == 404 ? 1 : -1;
 	if (c.head.status == 200)
-		buf = body_of(u, &c, path, max, n);
-	else
+		rc = (*out = body_of(u, &c, path, max, n)) ? 0 : -1;
+	else if (rc < 0)
 		snprintf(u->err, sizeof(u->err), "getting %s: %u", path, c.head.status);
 	sbxc_close(&c);
-	return buf;
+	return rc;
 }
 
 json_t *sbxu_command(struct sbx_user *u, const char *id, json_t *argv, const char *in, size_t in_len,
@@ -184,11 +194,17 @@ int sbxu_stdin(struct sbx_user *u, const char *id, unsigned cid, const char *dat
 {
 	char target[64];
 	snprintf(target, sizeof(target), "/commands/%u/stdin", cid);
-	json_t *body = json_pack("{ss% sb}", "data", data, n, "close", close);
-	json_t *out = body ? sbxu_expect(u, id, "POST", target, body, SBXU_CALL_MS, 200) : NULL;
+	json_t *body = json_pack("{ss% sb}", "data", data, n, "close", close), *out = NULL;
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	int st = text ? call(u, id, "POST", target, "application/json", text, strlen(text), SBXU_CALL_MS, &out) : -1;
+	if (!text)
+		snprintf(u->err, sizeof(u->err), "out of memory");
+	else if (st != 200 && st != 409 && st > 0)
+		snprintf(u->err, sizeof(u->err), "sandbox %s: POST %s: %d", id, target, st);
 	json_decref(body);
 	json_decref(out);
-	return out ? 0 : -1;
+	free(text);
+	return st == 200 ? 0 : st == 409 ? 1 : -1;
 }
 
 int sbxu_signal(struct sbx_user *u, const char *id, unsigned cid, int signo)
@@ -213,8 +229,10 @@ int sbxu_events(struct sbx_user *u, const char *id, unsigned cid, struct sbxc *c
 {
 	char target[64];
 	snprintf(target, sizeof(target), "/commands/%u/events", cid);
-	/* no timeout: the stream idles while the command thinks */
-	if (ask(u, id, "GET", target, NULL, NULL, 0, 0, c))
+	/* a timeout for the connection and the head; the stream's body is
+	 * read only once poll says there is some, so its idling waits on
+	 * nothing */
+	if (ask(u, id, "GET", target, NULL, NULL, 0, SBXU_CALL_MS, c))
 		return -1;
 	if (c->head.status == 200)
 		return 0;

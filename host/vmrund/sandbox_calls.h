@@ -42,10 +42,11 @@ json_t *sbxu_expect(struct sbx_user *u, const char *id, const char *method, cons
  * with u->err. */
 int sbxu_put_file(struct sbx_user *u, const char *id, const char *path, const void *data, size_t n);
 
-/* The file at path in sandbox id, at most max bytes: malloc'd and
- * NUL-terminated with its length in *n (the caller frees it), or NULL
- * with u->err (a file past max among the reasons). */
-char *sbxu_get_file(struct sbx_user *u, const char *id, const char *path, size_t max, size_t *n);
+/* The file at path in sandbox id, at most max bytes, into *out
+ * (malloc'd and NUL-terminated, its length in *n; the caller frees it):
+ * 0; 1 when there is no such file (*out NULL); -1 with u->err (a file
+ * past max among the reasons). */
+int sbxu_get_file(struct sbx_user *u, const char *id, const char *path, size_t max, char **out, size_t *n);
 
 /* Run argv (taken) in sandbox id with stdin (in_len bytes) under
  * timeout_s, waiting for its end: its answer (exit, usage, output), or
@@ -57,8 +58,9 @@ json_t *sbxu_command(struct sbx_user *u, const char *id, json_t *argv, const cha
  * under timeout_s: its command id (> 0), or 0 with u->err. */
 unsigned sbxu_start(struct sbx_user *u, const char *id, json_t *argv, double timeout_s);
 
-/* Write n bytes to command cid's stdin, then close it when close: 0, or
- * -1 with u->err (409: it ended or its stdin is closed already). */
+/* Write n bytes to command cid's stdin, then close it when close: 0; 1
+ * when it takes nothing more (it ended, or its stdin is closed: 409); -1
+ * with u->err. */
 int sbxu_stdin(struct sbx_user *u, const char *id, unsigned cid, const char *data, size_t n, bool close);
 
 /* Send signal signo to command cid: 0, or -1 with u->err (409: it has

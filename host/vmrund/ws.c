@@ -25,6 +25,11 @@ int ws_accept(const char *key, char out[29])
 	return 0;
 }
 
+bool ws_close_code_ok(unsigned code)
+{
+	return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
+}
+
 static long fail(unsigned *code, unsigned c)
 {
 	*code = c;
@@ -74,7 +79,10 @@ long ws_next(struct ws_reader *r, uint8_t *in, size_t n, struct ws_message *m, b
 	}
 	/* a fragment: kept until the last one */
 	if (r->len + len > r->cap) {
-		size_t cap = r->len + len > 4096 ? r->len + len : 4096;
+		/* doubled, so that many small fragments cost few copies */
+		size_t cap = r->cap ? 2 * r->cap : 4096;
+		cap = cap < r->len + len ? r->len + len : cap;
+		cap = cap > r->max ? r->max : cap;
 		uint8_t *more = realloc(r->msg, cap);
 		if (!more)
 			return fail(code, WS_CLOSE_TOO_BIG);

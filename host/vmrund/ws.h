@@ -23,6 +23,10 @@ enum ws_op { WS_CONT = 0, WS_TEXT = 1, WS_BINARY = 2, WS_CLOSE = 8, WS_PING = 9,
 #define WS_CLOSE_PROTOCOL 1002
 #define WS_CLOSE_TOO_BIG 1009
 
+/* Whether code may be sent in a close frame (RFC 6455 7.4: 1000-1003,
+ * 1007-1014, and 3000-4999 for libraries and applications). */
+bool ws_close_code_ok(unsigned code);
+
 /* Sec-WebSocket-Accept for a client's Sec-WebSocket-Key: 0 with the
  * answer (28 characters) in out, or -1 when key is not 24 characters of
  * base64 (16 bytes), as the RFC requires. */

@@ -88,6 +88,24 @@ static void messages(void **state)
 	assert_true(whole);
 	assert_int_equal(m.op, WS_TEXT);
 	assert_memory_equal(m.data, "Hello", 5);
+	/* many small fragments: one message, whatever their number */
+	size_t at = 0;
+	at += frame(buf, false, WS_TEXT, "a", 1);
+	for (int i = 0; i < 3000; i++)
+		at += frame(buf + at, false, WS_CONT, "b", 1);
+	at += frame(buf + at, true, WS_CONT, "c", 1);
+	size_t off = 0;
+	for (;;) {
+		long used = ws_next(&r, buf + off, at - off, &m, &whole, &code);
+		assert_true(used > 0);
+		off += (size_t)used;
+		if (whole)
+			break;
+	}
+	assert_int_equal(off, at);
+	assert_int_equal(m.len, 3002);
+	assert_int_equal(m.data[0], 'a');
+	assert_int_equal(m.data[3001], 'c');
 	/* an empty close */
 	n = frame(buf, true, WS_CLOSE, "", 0);
 	assert_int_equal(ws_next(&r, buf, n, &m, &whole, &code), (long)n);
@@ -164,6 +182,15 @@ static void writing(void **state)
 	assert_int_equal(h[1], 127);
 	assert_int_equal(h[7], 1);
 	assert_int_equal(h[8], 0);
+	/* the codes a close frame may carry */
+	assert_true(ws_close_code_ok(1000));
+	assert_true(ws_close_code_ok(1011));
+	assert_true(ws_close_code_ok(4999));
+	assert_false(ws_close_code_ok(0));
+	assert_false(ws_close_code_ok(1005));
+	assert_false(ws_close_code_ok(1006));
+	assert_false(ws_close_code_ok(1015));
+	assert_false(ws_close_code_ok(5000));
 	uint8_t p[WS_CONTROL_MAX];
 	assert_int_equal(ws_close_payload(p, 4999, "Job Completed"), 15);
 	assert_int_equal(p[0] << 8 | p[1], 4999);

@@ -169,10 +169,10 @@ check("...the interactor's output file judged against the expected: a wrong answ
       [t["verdict"] for t in j["tests"]] == ["accepted"] * 2 + ["wrong_answer"] and
       j["tests"][2]["message"] == "the output differs from the expected", (code, j))
 code, j, ms = judge({"runtime": "c", "files": [{"name": "count.c", "content": COUNT}], "interactor": interactor,
-                     "tests": [{"stdin": "5\n"}, {"stdin": "999\n"}], "limits": {"timeout_s": 20}})
+                     "tests": [{"stdin": "999\n"}], "limits": {"timeout_s": 20}})
 check("...and a contestant that counts up fails where 20 questions are too few, in the interactor's words",
-      code == 200 and j["verdict"] == "wrong_answer" and [t["verdict"] for t in j["tests"]] ==
-      ["accepted", "wrong_answer"] and j["tests"][1]["message"] == "interactor: wrong answer: not found in 20 questions",
+      code == 200 and j["verdict"] == "wrong_answer" and
+      j["tests"][0]["message"] == "interactor: wrong answer: not found in 20 questions",
       (code, j))
 
 code, j, ms = judge({"runtime": "cobol", "files": [{"name": "a.cob", "content": "x"}], "tests": [{}]})
