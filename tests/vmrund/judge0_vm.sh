@@ -29,7 +29,7 @@ client_checks "$tmp/client" "the Judge0 client"
 # Problems judged from one compile: sandboxes of the tenant's, a fork
 # of the compiled one per test.
 t0=$(date +%s)
-timeout -k 5 500 python3 tests/vmrund/problem_client.py "http://127.0.0.1:$PORT" "$K" 12 >"$tmp/problems" 2>&1
+timeout -k 5 500 python3 tests/vmrund/problem_client.py "http://127.0.0.1:$PORT" "$K" 8 >"$tmp/problems" 2>&1
 cat "$tmp/problems"
 echo "    ($(( $(date +%s) - t0 )) s for the problems)"
 client_checks "$tmp/problems" "the problem client"
