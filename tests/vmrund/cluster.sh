@@ -378,8 +378,10 @@ states = collections.Counter(rows.get(i, "missing") for i in ids)
 twice = [i for i in ids if starts[i] > 1]
 again = [i for i in ids if starts[i] == 1 and rows.get(i) == "succeeded" and where[i] != ["node2"]]
 lost = [i for i in ids if rows.get(i) == "lost"]
-lost_ok = all(where[i] == ["node2"] for i in lost)
-print("states:", dict(states), "started twice:", len(twice), "lost ones all started on node2:", lost_ok)
+# a lost run started on node 2 only; or never wrote its start at all,
+# when node 2 was killed between its gate's "go" and the worker's line
+lost_ok = all(where[i] in (["node2"], []) for i in lost)
+print("states:", dict(states), "started twice:", len(twice), "lost ones started on node2 alone:", lost_ok)
 ok = (len(ids) == 50 and states["missing"] == 0 and not twice and lost_ok
       and set(states) <= {"succeeded", "lost"} and states["succeeded"] + states["lost"] == 50
       and all(starts[i] == 1 for i in ids if rows.get(i) == "succeeded"))
