@@ -796,7 +796,7 @@ $(BUILD)/fuzz/seeds-proxy_request.stamp: $(wildcard tests/fuzz/seeds-proxy_reque
 	@touch $@
 
 # vmrund's request bodies, native and Piston's (client input), through jansson.
-FUZZ_REQUEST_SRCS := host/run/run_spec.c host/run/run_spec_json.c host/run/base64.c host/vmrund/piston.c host/vmrund/semver.c host/run/runtime.c host/run/policy.c host/run/textfile.c host/run/netpolicy.c \
+FUZZ_REQUEST_SRCS := host/run/run_spec.c host/run/run_spec_json.c host/run/run_spec_canon.c host/run/run_spec_decode.c host/run/base64.c host/vmrund/piston.c host/vmrund/semver.c host/run/runtime.c host/run/policy.c host/run/textfile.c host/run/netpolicy.c \
 	host/run/errmsg.c host/run/hex.c
 $(BUILD)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c $(FUZZ_REQUEST_SRCS) $(wildcard host/run/*.h host/vmrund/*.h \
 		guest-agent/*.h)

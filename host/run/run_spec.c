@@ -87,7 +87,9 @@ void run_spec_effective(const struct run_spec *rq, const struct runtime *rt, str
 	};
 	if (!rq->source || !rt)
 		return;
-	if (rt->compile[0])
+	/* its own commands replace the runtime's both: a compile stage only
+	 * when it names one */
+	if (rq->nrun_cmd ? rq->ncompile_cmd > 0 : rt->compile[0] != '\0')
 		e->stage[e->nstages++] = stage_effective(&rq->compile, rt->compile_timeout_s, rt->compile_memory_mib,
 							 RUN_SPEC_DEFAULT_COMPILE_TIMEOUT_S);
 	e->stage[e->nstages++] =
@@ -147,21 +149,27 @@ int run_spec_check(const struct run_spec *rq, const struct run_effective *e, con
 	return 0;
 }
 
+static void free_strings(char **v, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
 void run_spec_free(struct run_spec *rq)
 {
-	for (unsigned i = 0; i < rq->argc; i++)
-		free(rq->argv[i]);
-	free(rq->argv);
-	for (unsigned i = 0; i < rq->ncompile_args; i++)
-		free(rq->compile_args[i]);
-	free(rq->compile_args);
+	free_strings(rq->argv, rq->argc);
+	free_strings(rq->compile_args, rq->ncompile_args);
+	free_strings(rq->compile_cmd, rq->ncompile_cmd);
+	free_strings(rq->run_cmd, rq->nrun_cmd);
 	for (unsigned i = 0; i < rq->nfiles; i++)
 		free(rq->files[i].data);
 	free(rq->files);
+	for (unsigned i = 0; i < rq->nwfiles; i++)
+		free(rq->wfiles[i].data);
+	free(rq->wfiles);
 	free(rq->stdin_data);
-	for (unsigned i = 0; i < rq->nenv; i++)
-		free(rq->env[i]);
-	free(rq->env);
+	free_strings(rq->env, rq->nenv);
 	free(rq->net);
 	json_decref(rq->client);
 	memset(rq, 0, sizeof(*rq));

@@ -15,6 +15,13 @@
  *                                       argv mode: copied into /workspace;
  *                                       without argv (source mode, needs
  *                                       runtime): the program's sources
+ *    "workspace_files": [{"name": "data/in.txt", "content": "...",
+ *                         "encoding": ...}],
+ *                                       either mode: put into /workspace as
+ *                                       they are, at their paths (a
+ *                                       relative path, directories made);
+ *                                       never named in a runtime's commands
+ *                                       (Judge0's additional_files)
  *    "args": ["a", "b"],                source mode: the run stage's {args}
  *    "stdin": "...", "stdin_encoding": "utf8" | "base64" | "hex",
  *    "env": {"NAME": "VALUE"},          grants, checked by the policy
@@ -25,6 +32,15 @@
  *                                       compile command before the sources
  *                                       (Judge0's compiler_options)
  *    "run":     {"timeout_s", "memory_mib", "cpu_time_ms"},   source mode
+ *    "run":     {"command": ["bash", "run"]},
+ *    "compile": {"command": ["bash", "compile"]},
+ *                                       source mode: the stages' commands
+ *                                       instead of the runtime's templates
+ *                                       (run.command replaces both; no
+ *                                       compile.command, no compile stage;
+ *                                       args follow run.command; files may
+ *                                       then be empty). The runtime is the
+ *                                       image. Judge0's "Multi-file program"
  *    "keep_artifacts": false,
  *    "client": {...},                    what the API that accepted the run
  *                                       keeps with it for its own answers
@@ -69,7 +85,9 @@
 #define RUN_SPEC_MAX_ARGS       256
 #define RUN_SPEC_MAX_ARG_LEN    4096
 #define RUN_SPEC_MAX_FILES      64          /* source files, or files copied into /workspace */
-#define RUN_SPEC_MAX_FILE_NAME  255
+#define RUN_SPEC_MAX_FILE_NAME  255         /* a name in files; a whole path in workspace_files */
+#define RUN_SPEC_MAX_WORKSPACE_FILES 256    /* workspace_files */
+#define RUN_SPEC_MAX_PATH_DEPTH 8           /* directories above a workspace file, plus one */
 #define RUN_SPEC_MAX_FILE_BYTES (8u << 20)  /* one file, decoded */
 #define RUN_SPEC_MAX_TOTAL_BYTES (12u << 20) /* all files and stdin, decoded */
 #define RUN_SPEC_MAX_ENV        64
@@ -83,7 +101,9 @@
 #define RUN_SPEC_MAX_NET_RULES  64          /* allow and allow_addr in all: the proxy's PROXY_RULES_MAX */
 
 struct run_spec_file {
-	char name[RUN_SPEC_MAX_FILE_NAME + 1];   /* one path component: no '/', not "." or "..", no NUL */
+	/* files: one path component (no '/', not "." or ".."); workspace_files:
+	 * components of that kind joined by '/' (run_spec_path_check) */
+	char name[RUN_SPEC_MAX_FILE_NAME + 1];
 	unsigned char *data;                /* decoded bytes (malloc'd; NULL when empty) */
 	size_t len;
 };
@@ -101,6 +121,8 @@ struct run_spec {
 	unsigned argc;
 	struct run_spec_file *files;  /* source mode: the sources; argv mode: copied into /workspace */
 	unsigned nfiles;
+	struct run_spec_file *wfiles; /* workspace_files: into /workspace at their paths, in either mode */
+	unsigned nwfiles;
 	unsigned char *stdin_data;    /* NULL: none */
 	size_t stdin_len;
 	bool has_stdin;
@@ -113,6 +135,10 @@ struct run_spec {
 	struct run_stage_limits compile, run;
 	char **compile_args;          /* source mode: words for the compile command, before the sources */
 	unsigned ncompile_args;
+	/* Source mode: the stages' commands instead of the runtime's templates
+	 * (run.command, compile.command). nrun_cmd 0: the templates. */
+	char **compile_cmd, **run_cmd;
+	unsigned ncompile_cmd, nrun_cmd;
 	bool keep_artifacts;
 	/* What the run's proxy may dial, parsed and normalized once: host and
 	 * suffix rules (network.allow, --allow-net) and address rules
@@ -213,5 +239,15 @@ void run_spec_free(struct run_spec *rq);
  * (a bad encoding name or bad data, over max bytes). Pure. */
 int run_spec_decode(const char *s, size_t n, const char *encoding, size_t max, unsigned char **out, size_t *outlen,
 		    char *err, size_t errlen);
+
+/* Whether path may name a workspace file: 1 to RUN_SPEC_MAX_PATH_DEPTH
+ * components joined by single '/'s, none empty, "." or "..", none with a
+ * control character; not absolute; the first not "artifacts" (where the
+ * run's artifacts go); at most RUN_SPEC_MAX_FILE_NAME bytes. 0, or -1 with
+ * the reason ("a component is \"..\"") in why. Pure. */
+int run_spec_path_check(const char *path, char *why, size_t cap);
+
+/* Whether e names an encoding run_spec_decode knows. */
+bool run_spec_encoding_known(const char *e);
 
 #endif

@@ -1,6 +1,6 @@
 /* The run spec's JSON (run_spec.h): the native body read and checked
- * field by field, and the canonical form written back, which the store
- * and the spool keep; both with jansson. */
+ * field by field, with jansson. The canonical form written back is
+ * run_spec_canon.c; the contents' encodings, run_spec_decode.c. */
 #include "run_spec.h"
 
 #include <errno.h>
@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base64.h"
 #include "errmsg.h"
 #include "hex.h"
+#include "proto.h"
 #include "run_pause.h"
 #include "runtime.h"
 
@@ -27,131 +27,6 @@
  * which is longer than the punycode it becomes (under netpolicy.c's own
  * cap on text before normalizing). */
 #define MAX_NET_RULE_TEXT 1000
-
-/* ---- encodings ------------------------------------------------------------ */
-
-static int b64_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
-static int hex_value(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* The decoded length of n base64 characters (padding stripped), or -1
- * when no whole number of bytes fits them (one stray character). */
-static int b64_strip(const char *s, size_t *n)
-{
-	size_t pad = 0;
-	while (pad < 2 && *n > pad && s[*n - 1 - pad] == '=')
-		pad++;
-	/* With padding the text is whole quads; without, a final quad of 2 or
-	 * 3 characters is accepted too (both forms are common). */
-	if (pad && *n % 4)
-		return -1;
-	*n -= pad;
-	return *n % 4 == 1 ? -1 : 0;
-}
-
-static int b64_decode(const char *s, size_t n, size_t max, unsigned char **out, size_t *outlen, char *err,
-		      size_t errlen)
-{
-	if (b64_strip(s, &n))
-		return errf(err, errlen, "not valid base64 (bad length or padding)");
-	size_t len = n / 4 * 3 + (n % 4 ? n % 4 - 1 : 0);
-	if (len > max)
-		return errf(err, errlen, "over %zu bytes", max);
-	for (size_t i = 0; i < n; i++)
-		if (b64_value((unsigned char)s[i]) < 0)
-			return errf(err, errlen, "not valid base64 (a character outside A-Z a-z 0-9 + / at %zu)", i);
-	if (!len)
-		return 0;
-	unsigned char *d = malloc(len);
-	if (!d)
-		return errf(err, errlen, "out of memory");
-	size_t o = 0;
-	uint32_t acc = 0;
-	unsigned bits = 0;
-	for (size_t i = 0; i < n; i++) {
-		acc = acc << 6 | (uint32_t)b64_value((unsigned char)s[i]);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			d[o++] = (unsigned char)(acc >> bits);
-		}
-	}
-	*out = d;
-	*outlen = o;
-	return 0;
-}
-
-static int hex_decode(const char *s, size_t n, size_t max, unsigned char **out, size_t *outlen, char *err,
-		      size_t errlen)
-{
-	if (n % 2)
-		return errf(err, errlen, "not valid hex (odd length)");
-	if (n / 2 > max)
-		return errf(err, errlen, "over %zu bytes", max);
-	for (size_t i = 0; i < n; i++)
-		if (hex_value((unsigned char)s[i]) < 0)
-			return errf(err, errlen, "not valid hex (a character outside 0-9 a-f A-F at %zu)", i);
-	if (!n)
-		return 0;
-	unsigned char *d = malloc(n / 2);
-	if (!d)
-		return errf(err, errlen, "out of memory");
-	const unsigned char *u = (const unsigned char *)s;
-	for (size_t i = 0; i < n / 2; i++)
-		d[i] = (unsigned char)(hex_value(u[2 * i]) << 4 | hex_value(u[2 * i + 1]));
-	*out = d;
-	*outlen = n / 2;
-	return 0;
-}
-
-static bool known_encoding(const char *e)
-{
-	return !strcmp(e, "utf8") || !strcmp(e, "base64") || !strcmp(e, "hex");
-}
-
-int run_spec_decode(const char *s, size_t n, const char *encoding, size_t max, unsigned char **out, size_t *outlen,
-	       char *err, size_t errlen)
-{
-	*out = NULL;
-	*outlen = 0;
-	if (!strcmp(encoding, "base64"))
-		return b64_decode(s, n, max, out, outlen, err, errlen);
-	if (!strcmp(encoding, "hex"))
-		return hex_decode(s, n, max, out, outlen, err, errlen);
-	if (strcmp(encoding, "utf8"))
-		return errf(err, errlen, "unknown encoding (utf8, base64 or hex)");
-	if (n > max)
-		return errf(err, errlen, "over %zu bytes", max);
-	if (!n)
-		return 0;
-	if (!(*out = malloc(n)))
-		return errf(err, errlen, "out of memory");
-	memcpy(*out, s, n);
-	*outlen = n;
-	return 0;
-}
 
 /* ---- field helpers -------------------------------------------------------- */
 
@@ -261,7 +136,7 @@ static int get_data(const json_t *content, const json_t *encoding, const char *w
 	const char *enc = "utf8";
 	if (encoding && get_text(encoding, enc_what, 16, &enc, err, errlen))
 		return -1;
-	if (!known_encoding(enc))
+	if (!run_spec_encoding_known(enc))
 		return errf(err, errlen, "%s: must be utf8, base64 or hex", enc_what);
 	if (!json_is_string(content))
 		return errf(err, errlen, "%s: must be a string", what);
@@ -324,11 +199,42 @@ static int check_name(const char *name, const char *path, char *err, size_t errl
 	return 0;
 }
 
-static int get_file(const json_t *f, size_t i, struct run_spec_file *rf, char *err, size_t errlen)
+int run_spec_path_check(const char *path, char *why, size_t cap)
+{
+	size_t n = strlen(path);
+	if (!n)
+		return errf(why, cap, "must not be empty");
+	if (n > RUN_SPEC_MAX_FILE_NAME)
+		return errf(why, cap, "longer than %d bytes", RUN_SPEC_MAX_FILE_NAME);
+	if (path[0] == '/')
+		return errf(why, cap, "must be a relative path");
+	for (const char *c = path; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return errf(why, cap, "must not contain control characters");
+	unsigned depth = 0;
+	for (const char *c = path;; c++) {
+		size_t len = strcspn(c, "/");
+		if (!len)
+			return errf(why, cap, "has an empty component ('//', or '/' at the end)");
+		if ((len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
+			return errf(why, cap, "has a \"%.*s\" component", (int)len, c);
+		if (++depth > RUN_SPEC_MAX_PATH_DEPTH)
+			return errf(why, cap, "deeper than %d components", RUN_SPEC_MAX_PATH_DEPTH);
+		if (depth == 1 && len == strlen(PROTO_ARTIFACTS_DIR) && !memcmp(c, PROTO_ARTIFACTS_DIR, len))
+			return errf(why, cap, "\"%s\" is the artifacts directory", PROTO_ARTIFACTS_DIR);
+		c += len;
+		if (!*c)
+			return 0;
+	}
+}
+
+/* files[i] or workspace_files[i] (what): a name, or with paths a path. */
+static int get_file(const json_t *f, const char *what, size_t i, bool paths, struct run_spec_file *rf, char *err,
+		    size_t errlen)
 {
 	static const char *const keys[] = { "name", "content", "encoding", NULL };
-	char where[32], path[48], path2[48];
-	snprintf(where, sizeof(where), "files[%zu]", i);
+	char where[40], path[56], path2[56];
+	snprintf(where, sizeof(where), "%s[%zu]", what, i);
 	if (!json_is_object(f))
 		return errf(err, errlen, "%s: must be an object", where);
 	if (known_keys(f, keys, where, err, errlen))
@@ -338,7 +244,12 @@ static int get_file(const json_t *f, size_t i, struct run_spec_file *rf, char *e
 	snprintf(path, sizeof(path), "%s.name", where);
 	if (!name)
 		return errf(err, errlen, "%s: is required", path);
-	if (get_text(name, path, RUN_SPEC_MAX_FILE_NAME, &s, err, errlen) || check_name(s, path, err, errlen))
+	if (get_text(name, path, RUN_SPEC_MAX_FILE_NAME, &s, err, errlen))
+		return -1;
+	char why[96], q[72];
+	if (paths && run_spec_path_check(s, why, sizeof(why)))
+		return errf(err, errlen, "%s: \"%s\" %s", path, errmsg_printable(q, sizeof(q), s), why);
+	if (!paths && check_name(s, path, err, errlen))
 		return -1;
 	memcpy(rf->name, s, strlen(s) + 1);
 	snprintf(path, sizeof(path), "%s.content", where);
@@ -348,35 +259,78 @@ static int get_file(const json_t *f, size_t i, struct run_spec_file *rf, char *e
 	return get_data(content, json_object_get(f, "encoding"), path, path2, &rf->data, &rf->len, err, errlen);
 }
 
-static int get_files(const json_t *a, struct run_spec *rq, size_t *total, char *err, size_t errlen)
+/* files or workspace_files (key, at most max), each name once, their
+ * bytes added to *total. */
+static int get_file_list(const json_t *a, const char *key, bool paths, unsigned max, struct run_spec_file **out,
+			 unsigned *n, size_t *total, char *err, size_t errlen)
 {
 	if (!json_is_array(a))
-		return errf(err, errlen, "files: must be an array of objects");
+		return errf(err, errlen, "%s: must be an array of objects", key);
 	size_t size = json_array_size(a);
-	if (rq->source && !size)
-		return errf(err, errlen, "files: must not be empty without argv (source mode)");
-	if (size > RUN_SPEC_MAX_FILES)
-		return errf(err, errlen, "files: at most %d files", RUN_SPEC_MAX_FILES);
+	if (size > max)
+		return errf(err, errlen, "%s: at most %u files", key, max);
 	if (!size)
 		return 0;
-	if (!(rq->files = calloc(size, sizeof(*rq->files))))
+	if (!(*out = calloc(size, sizeof(**out))))
 		return errf(err, errlen, "out of memory");
 	for (size_t i = 0; i < size; i++) {
-		struct run_spec_file *rf = &rq->files[rq->nfiles++];
-		if (get_file(json_array_get(a, i), i, rf, err, errlen))
+		struct run_spec_file *rf = &(*out)[(*n)++];
+		if (get_file(json_array_get(a, i), key, i, paths, rf, err, errlen))
 			return -1;
 		for (size_t j = 0; j < i; j++)
-			if (!strcmp(rq->files[j].name, rf->name)) {
+			if (!strcmp((*out)[j].name, rf->name)) {
 				char q[72];
-				return errf(err, errlen, "files[%zu].name: \"%s\" is given twice", i,
+				return errf(err, errlen, "%s[%zu].name: \"%s\" is given twice", key, i,
 					    errmsg_printable(q, sizeof(q), rf->name));
 			}
 		*total += rf->len;
 		if (*total > RUN_SPEC_MAX_TOTAL_BYTES)
-			return errf(err, errlen, "files[%zu]: files and stdin over %u bytes in all", i,
+			return errf(err, errlen, "%s[%zu]: files and stdin over %u bytes in all", key, i,
 				    RUN_SPEC_MAX_TOTAL_BYTES);
 	}
 	return 0;
+}
+
+/* Whether dir is a directory above path ("a" above "a/b"). */
+static bool is_above(const char *dir, const char *path)
+{
+	size_t n = strlen(dir);
+	return !strncmp(dir, path, n) && path[n] == '/';
+}
+
+/* A workspace file may not take a place files (flat names in the same
+ * /workspace) or another workspace file holds, as a file or as one of
+ * its directories. */
+static int check_places(const struct run_spec *rq, char *err, size_t errlen)
+{
+	char q[72];
+	for (unsigned i = 0; i < rq->nwfiles; i++) {
+		const char *p = rq->wfiles[i].name;
+		for (unsigned j = 0; j < rq->nfiles; j++)
+			if (!strcmp(rq->files[j].name, p) || is_above(rq->files[j].name, p))
+				return errf(err, errlen, "workspace_files[%u].name: \"%s\" is taken by files[%u]", i,
+					    errmsg_printable(q, sizeof(q), p), j);
+		for (unsigned j = 0; j < i; j++)
+			if (is_above(rq->wfiles[j].name, p) || is_above(p, rq->wfiles[j].name))
+				return errf(err, errlen,
+					    "workspace_files[%u].name: \"%s\" and workspace_files[%u] make one "
+					    "a file and a directory",
+					    i, errmsg_printable(q, sizeof(q), p), j);
+	}
+	return 0;
+}
+
+static int get_files(const json_t *body, struct run_spec *rq, size_t *total, char *err, size_t errlen)
+{
+	const json_t *v = json_object_get(body, "files"), *w = json_object_get(body, "workspace_files");
+	if (v && get_file_list(v, "files", false, RUN_SPEC_MAX_FILES, &rq->files, &rq->nfiles, total, err, errlen))
+		return -1;
+	if (rq->source && !rq->nfiles && !rq->nrun_cmd)
+		return errf(err, errlen, "files: must not be empty without argv (source mode)");
+	if (w && get_file_list(w, "workspace_files", true, RUN_SPEC_MAX_WORKSPACE_FILES, &rq->wfiles, &rq->nwfiles,
+			       total, err, errlen))
+		return -1;
+	return check_places(rq, err, errlen);
 }
 
 static int get_stdin(const json_t *body, struct run_spec *rq, size_t total, char *err, size_t errlen)
@@ -466,8 +420,8 @@ static int get_limits(const json_t *o, struct run_spec *rq, char *err, size_t er
 
 static int get_stage(const json_t *o, const char *what, struct run_stage_limits *st, char *err, size_t errlen)
 {
-	static const char *const keys[] = { "timeout_s", "memory_mib", "cpu_time_ms", NULL };
-	static const char *const compile_keys[] = { "timeout_s", "memory_mib", "cpu_time_ms", "args", NULL };
+	static const char *const keys[] = { "timeout_s", "memory_mib", "cpu_time_ms", "command", NULL };
+	static const char *const compile_keys[] = { "timeout_s", "memory_mib", "cpu_time_ms", "args", "command", NULL };
 	char path[32];
 	if (!json_is_object(o))
 		return errf(err, errlen, "%s: must be an object", what);
@@ -557,8 +511,8 @@ static int get_network(const json_t *o, struct run_spec *rq, char *err, size_t e
 static int get_mode(const json_t *body, struct run_spec *rq, char *err, size_t errlen)
 {
 	const json_t *argv = json_object_get(body, "argv");
-	if (!argv && !json_object_get(body, "files"))
-		return errf(err, errlen, "argv or files is required");
+	if (!argv && !json_object_get(body, "files") && !json_object_get(json_object_get(body, "run"), "command"))
+		return errf(err, errlen, "argv, files or run.command is required");
 	rq->source = !argv;
 	if (rq->source)
 		return 0;
@@ -569,6 +523,23 @@ static int get_mode(const json_t *body, struct run_spec *rq, char *err, size_t e
 	if (json_object_get(body, "run"))
 		return errf(err, errlen, "run: only without argv (source mode)");
 	return 0;
+}
+
+/* run.command and compile.command: the stages' own commands, which
+ * replace the runtime's templates together. */
+static int get_commands(const json_t *body, struct run_spec *rq, char *err, size_t errlen)
+{
+	const json_t *comp = json_object_get(body, "compile"), *run = json_object_get(body, "run");
+	const json_t *cc = json_object_get(comp, "command"), *rc = json_object_get(run, "command");
+	if (rc && get_strings(rc, "run.command", true, &rq->run_cmd, &rq->nrun_cmd, err, errlen))
+		return -1;
+	if (!cc)
+		return 0;
+	if (!rc)
+		return errf(err, errlen, "compile.command: only with run.command (the two replace the runtime's templates)");
+	if (json_object_get(comp, "args"))
+		return errf(err, errlen, "compile.args: not with compile.command (put them in the command)");
+	return get_strings(cc, "compile.command", true, &rq->compile_cmd, &rq->ncompile_cmd, err, errlen);
 }
 
 /* A run's body, or a sandbox's (no command of its own, so none of what a
@@ -607,8 +578,9 @@ static int get_checkpoint(const json_t *body, struct run_spec *rq, char *err, si
 		return errf(err, errlen, "expect_digest: the 64 hex digits of a diff's digest");
 	if (node && get_word(node, rq->checkpoint_node, sizeof(rq->checkpoint_node)))
 		return errf(err, errlen, "checkpoint_node: a node's name");
-	if (rq->nfiles || rq->source)
-		return errf(err, errlen, "files: a run from a checkpoint has the checkpoint's workspace");
+	if (rq->nfiles || rq->nwfiles || rq->source)
+		return errf(err, errlen, "%s: a run from a checkpoint has the checkpoint's workspace",
+			    rq->nwfiles ? "workspace_files" : "files");
 	return 0;
 }
 
@@ -627,7 +599,8 @@ static int parse_body(const json_t *body, bool sandbox, struct run_spec *rq, cha
 {
 	static const char *const keys[] = { "runtime", "argv",   "files",   "args", "stdin",          "stdin_encoding",
 					    "env",     "limits", "compile", "run",  "keep_artifacts", "network",
-					    "from_checkpoint", "expect_digest", "checkpoint_node", "client", NULL };
+					    "from_checkpoint", "expect_digest", "checkpoint_node", "client",
+					    "workspace_files", NULL };
 	static const char *const sandbox_keys[] = { "runtime", "env", "limits", "network", NULL };
 	if (!json_is_object(body))
 		return errf(err, errlen, "the request must be a JSON object");
@@ -644,8 +617,10 @@ static int parse_body(const json_t *body, bool sandbox, struct run_spec *rq, cha
 		return -1;
 	if ((v = json_object_get(body, "args")) && get_strings(v, "args", false, &rq->argv, &rq->argc, err, errlen))
 		return -1;
+	if (get_commands(body, rq, err, errlen))
+		return -1;
 	size_t total = 0;
-	if ((v = json_object_get(body, "files")) && get_files(v, rq, &total, err, errlen))
+	if (get_files(body, rq, &total, err, errlen))
 		return -1;
 	if (get_stdin(body, rq, total, err, errlen))
 		return -1;
@@ -721,205 +696,4 @@ int run_spec_from_text(const char *text, size_t len, struct run_spec *rq, char *
 int run_spec_sandbox_from_text(const char *text, size_t len, struct run_spec *rq, char *err, size_t errlen)
 {
 	return from_text(text, len, true, rq, err, errlen);
-}
-
-/* ---- the canonical form --------------------------------------------------- */
-
-/* Set key to v (stolen); false when v is NULL (out of memory) or not set. */
-static bool put(json_t *o, const char *key, json_t *v)
-{
-	return v && json_object_set_new(o, key, v) == 0;
-}
-
-static json_t *strings_json(char *const *v, unsigned n)
-{
-	json_t *a = json_array();
-	for (unsigned i = 0; a && i < n; i++)
-		if (json_array_append_new(a, json_string(v[i]))) {
-			json_decref(a);
-			return NULL;
-		}
-	return a;
-}
-
-static json_t *b64_json(const unsigned char *p, size_t n)
-{
-	size_t len;
-	char *s = base64_encode(p, n, 0, &len);
-	json_t *j = s ? json_stringn_nocheck(s, len) : NULL;
-	free(s);
-	return j;
-}
-
-static json_t *files_json(const struct run_spec *rq)
-{
-	json_t *a = json_array();
-	for (unsigned i = 0; a && i < rq->nfiles; i++) {
-		json_t *f = json_object();
-		bool ok = f && put(f, "name", json_string(rq->files[i].name)) &&
-			  put(f, "content", b64_json(rq->files[i].data, rq->files[i].len)) &&
-			  put(f, "encoding", json_string("base64"));
-		if (!ok || json_array_append_new(a, f)) {
-			if (!ok)
-				json_decref(f);
-			json_decref(a);
-			return NULL;
-		}
-	}
-	return a;
-}
-
-static json_t *env_json(const struct run_spec *rq)
-{
-	json_t *o = json_object();
-	for (unsigned i = 0; o && i < rq->nenv; i++) {
-		const char *eq = strchr(rq->env[i], '=');
-		char name[RUN_SPEC_MAX_ENV_LEN + 1];
-		size_t n = eq ? (size_t)(eq - rq->env[i]) : 0;
-		memcpy(name, rq->env[i], n);
-		name[n] = '\0';
-		if (!eq || !put(o, name, json_string(eq + 1))) {
-			json_decref(o);
-			return NULL;
-		}
-	}
-	return o;
-}
-
-/* Set key to a whole number unless it is 0 (the default). */
-static bool put_whole(json_t *o, const char *key, uint64_t v)
-{
-	return !v || put(o, key, json_integer((json_int_t)v));
-}
-
-static bool put_seconds(json_t *o, const char *key, double v)
-{
-	return v == 0 || put(o, key, json_real(v));
-}
-
-static json_t *limits_json(const struct run_spec *rq)
-{
-	json_t *o = json_object();
-	if (o && put_seconds(o, "timeout_s", rq->timeout_s) && put_whole(o, "memory_mib", rq->memory_mib) &&
-	    put_whole(o, "cpus", rq->cpus) && put_whole(o, "disk_mib", rq->disk_mib) &&
-	    put_whole(o, "max_output", rq->max_output))
-		return o;
-	json_decref(o);
-	return NULL;
-}
-
-/* A stage's object; args (the compile stage's) when there are any. */
-static json_t *stage_json(const struct run_stage_limits *st, char *const *args, unsigned nargs)
-{
-	json_t *o = json_object();
-	if (o && put_seconds(o, "timeout_s", st->timeout_s) && put_whole(o, "memory_mib", st->memory_mib) &&
-	    put_whole(o, "cpu_time_ms", st->cpu_time_ms) && (!nargs || put(o, "args", strings_json(args, nargs))))
-		return o;
-	json_decref(o);
-	return NULL;
-}
-
-static bool stage_set(const struct run_stage_limits *st)
-{
-	return st->timeout_s != 0 || st->memory_mib || st->cpu_time_ms;
-}
-
-/* The rules of one list (addr: allow_addr) as the user would write them. */
-static json_t *rules_json(const struct run_spec *rq, bool addr)
-{
-	json_t *a = json_array();
-	for (unsigned i = 0; a && i < rq->nnet; i++) {
-		if ((rq->net[i].kind == NET_RULE_ADDR) != addr)
-			continue;
-		char text[NET_HOST_MAX + 64];
-		net_rule_format(&rq->net[i], text, sizeof(text));
-		if (json_array_append_new(a, json_string(text))) {
-			json_decref(a);
-			return NULL;
-		}
-	}
-	return a;
-}
-
-/* "network", with each list that has a rule. */
-static json_t *network_json(const struct run_spec *rq)
-{
-	json_t *o = json_object(), *allow = rules_json(rq, false), *addr = rules_json(rq, true);
-	bool ok = o && allow && addr && (!json_array_size(allow) || put(o, "allow", json_incref(allow))) &&
-		  (!json_array_size(addr) || put(o, "allow_addr", json_incref(addr)));
-	json_decref(allow);
-	json_decref(addr);
-	if (ok)
-		return o;
-	json_decref(o);
-	return NULL;
-}
-
-/* Each part that is set, so that run_spec_from_json reads the same req back. */
-static bool fill_json(json_t *o, const struct run_spec *rq)
-{
-	if (rq->runtime[0] && !put(o, "runtime", json_string(rq->runtime)))
-		return false;
-	if (!rq->source && !put(o, "argv", strings_json(rq->argv, rq->argc)))
-		return false;
-	if (rq->source && rq->argc && !put(o, "args", strings_json(rq->argv, rq->argc)))
-		return false;
-	if ((rq->source || rq->nfiles) && !put(o, "files", files_json(rq)))
-		return false;
-	if (rq->has_stdin && !(put(o, "stdin", b64_json(rq->stdin_data, rq->stdin_len)) &&
-			       put(o, "stdin_encoding", json_string("base64"))))
-		return false;
-	if (rq->nenv && !put(o, "env", env_json(rq)))
-		return false;
-	if ((rq->timeout_s != 0 || rq->memory_mib || rq->cpus || rq->disk_mib || rq->max_output) &&
-	    !put(o, "limits", limits_json(rq)))
-		return false;
-	if (rq->source && (stage_set(&rq->compile) || rq->ncompile_args) &&
-	    !put(o, "compile", stage_json(&rq->compile, rq->compile_args, rq->ncompile_args)))
-		return false;
-	if (rq->source && stage_set(&rq->run) && !put(o, "run", stage_json(&rq->run, NULL, 0)))
-		return false;
-	if (rq->nnet && !put(o, "network", network_json(rq)))
-		return false;
-	if (rq->from_checkpoint[0] && !put(o, "from_checkpoint", json_string(rq->from_checkpoint)))
-		return false;
-	if (rq->expect_digest[0] && !put(o, "expect_digest", json_string(rq->expect_digest)))
-		return false;
-	if (rq->checkpoint_node[0] && !put(o, "checkpoint_node", json_string(rq->checkpoint_node)))
-		return false;
-	if (rq->client && json_object_set(o, "client", rq->client))
-		return false;
-	return !rq->keep_artifacts || put(o, "keep_artifacts", json_true());
-}
-
-json_t *run_spec_to_json(const struct run_spec *rq)
-{
-	json_t *o = json_object();
-	if (o && !fill_json(o, rq)) {
-		json_decref(o);
-		return NULL;
-	}
-	return o;
-}
-
-/* ---- the sizes admission stored ------------------------------------------ */
-
-int run_spec_size_json(const char *text, uint64_t *memory_mib, uint64_t *disk_mib)
-{
-	json_t *o = json_loads(text, 0, NULL);
-	*memory_mib = RUN_SPEC_DEFAULT_MEMORY_MIB;
-	*disk_mib = RUN_SPEC_DEFAULT_DISK_MIB;
-	if (!json_is_object(o)) {
-		json_decref(o);
-		return -1;
-	}
-	json_t *limits = json_object_get(o, "limits");
-	json_int_t m = json_integer_value(json_object_get(limits, "memory_mib"));
-	json_int_t d = json_integer_value(json_object_get(limits, "disk_mib"));
-	if (m > 0)
-		*memory_mib = (uint64_t)m;
-	if (d > 0)
-		*disk_mib = (uint64_t)d;
-	json_decref(o);
-	return 0;
 }

@@ -57,16 +57,40 @@ bool run_stages_compiled(const struct runtime *rt, char *out, size_t cap)
 	return true;
 }
 
-/* Expand one template into the next stage of the request. */
-static int add_stage(struct run_stages *out, size_t *used, uint32_t kind, const char *tmpl, const char *const *files,
-		     unsigned nfiles, const struct run_spec *spec, const struct run_stage_limits *limits, char *err,
-		     size_t errlen)
+/* The spec's own command for a stage (cmd, ncmd words), then args, into
+ * argv as a template's expansion would be: the word count, or -1. */
+static int own_command(char *const *cmd, unsigned ncmd, char *const *args, unsigned nargs, char **argv,
+		       char *store, size_t storelen, char *err, size_t errlen)
+{
+	if (ncmd + nargs > PROTO_MAX_ARGS)
+		return errf(err, errlen, "more than %d words with the args", PROTO_MAX_ARGS);
+	size_t used = 0;
+	for (unsigned i = 0; i < ncmd + nargs; i++) {
+		const char *w = i < ncmd ? cmd[i] : args[i - ncmd];
+		size_t len = strlen(w) + 1;
+		if (len > storelen - used)
+			return errf(err, errlen, "the command passes %zu bytes", storelen);
+		argv[i] = memcpy(store + used, w, len);
+		used += len;
+	}
+	argv[ncmd + nargs] = NULL;
+	return (int)(ncmd + nargs);
+}
+
+/* Expand one template (or the spec's own command, cmd) into the next
+ * stage of the request. */
+static int add_stage(struct run_stages *out, size_t *used, uint32_t kind, const char *tmpl, char *const *cmd,
+		     unsigned ncmd, const char *const *files, unsigned nfiles, const struct run_spec *spec,
+		     const struct run_stage_limits *limits, char *err, size_t errlen)
 {
 	struct proto_request *p = out->proto;
 	struct proto_stage *st = &p->stage[p->nstages];
-	int n = runtime_expand(tmpl, files, nfiles, kind == PROTO_STAGE_RUN ? spec->argv : NULL,
-			       kind == PROTO_STAGE_RUN ? spec->argc : 0, st->argv, PROTO_MAX_ARGS + 1,
-			       out->store + *used, out->storelen - *used, err, errlen);
+	char *const *args = kind == PROTO_STAGE_RUN ? spec->argv : NULL;
+	unsigned nargs = kind == PROTO_STAGE_RUN ? spec->argc : 0;
+	int n = ncmd ? own_command(cmd, ncmd, args, nargs, st->argv, out->store + *used, out->storelen - *used, err,
+				   errlen)
+		     : runtime_expand(tmpl, files, nfiles, args, nargs, st->argv, PROTO_MAX_ARGS + 1,
+				      out->store + *used, out->storelen - *used, err, errlen);
 	if (n < 0)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -102,16 +126,19 @@ int run_stages_build(struct run_stages *out, const struct run_spec *spec, const 
 	bool compiles = e->nstages > 1;
 	char why[256];
 	if (compiles) {
-		if (add_stage(out, &used, PROTO_STAGE_COMPILE, rt->compile, files, nfiles, spec, &e->stage[0], why,
-			      sizeof(why)))
-			return errf(err, errlen, "%s's compile template: %s", rt->name, why);
+		if (add_stage(out, &used, PROTO_STAGE_COMPILE, rt->compile, spec->compile_cmd, spec->ncompile_cmd, files,
+			      nfiles, spec, &e->stage[0], why, sizeof(why)))
+			return errf(err, errlen, "%s%s: %s", spec->ncompile_cmd ? "" : rt->name,
+				    spec->ncompile_cmd ? "compile.command" : "'s compile template", why);
 	} else if (spec->compile.timeout_s > 0 || spec->compile.memory_mib || spec->compile.cpu_time_ms ||
 		   spec->ncompile_args) {
-		return errf(err, errlen, "%s has no compile stage: its limits and args cannot be set", rt->name);
+		return errf(err, errlen, "%s has no compile stage: its limits and args cannot be set",
+			    spec->nrun_cmd ? "a run.command without compile.command" : rt->name);
 	}
-	if (add_stage(out, &used, PROTO_STAGE_RUN, rt->run, files, nfiles, spec, &e->stage[e->nstages - 1], why,
-		      sizeof(why)))
-		return errf(err, errlen, "%s's run template: %s", rt->name, why);
+	if (add_stage(out, &used, PROTO_STAGE_RUN, rt->run, spec->run_cmd, spec->nrun_cmd, files, nfiles, spec,
+		      &e->stage[e->nstages - 1], why, sizeof(why)))
+		return errf(err, errlen, "%s%s: %s", spec->nrun_cmd ? "" : rt->name,
+			    spec->nrun_cmd ? "run.command" : "'s run template", why);
 	if (compiles && names_program(p->stage[0].argv, p->stage[0].argc, p->stage[p->nstages - 1].argv[0]))
 		out->compiled = p->stage[p->nstages - 1].argv[0];
 	for (unsigned i = 0; i < e->nstages; i++)

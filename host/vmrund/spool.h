@@ -41,6 +41,7 @@
 #define SPOOL_LIB_TMP     "vm"
 #define SPOOL_LIB_TMP_MAX 56
 #define SPOOL_FILES     "files"
+#define SPOOL_WORKSPACE "workspace"   /* source mode's workspace_files, at their paths */
 #define SPOOL_ARTIFACTS "artifacts"
 /* A verification run's (a request with from_checkpoint): the path of the
  * checkpoint's directory on this node, one line that vmrund writes. The

@@ -46,6 +46,7 @@ struct worker {
 	struct run_spec rq;
 	int output_fd, sigfd;
 	char files_dir[PATH_MAX], stdin_path[PATH_MAX], artifacts[PATH_MAX];
+	char tree_dir[PATH_MAX];                /* source mode's workspace_files; "" none */
 	char checkpoint_image[PATH_MAX + 64];   /* a verification run's workspace; "" none */
 	char *source_paths[RUN_SPEC_MAX_FILES];
 	bool output_failed;
@@ -127,6 +128,42 @@ static int find_checkpoint(struct worker *w, char *err, size_t errlen)
 	return 0;
 }
 
+/* A workspace file at its path under dir, the directories above it made
+ * (run_spec_path_check has refused "..", empty parts and absolute paths;
+ * dir is this worker's own, where nothing else writes). */
+static int write_at_path(const char *dir, const struct run_spec_file *f, char *err, size_t errlen)
+{
+	char path[PATH_MAX];
+	if (snprintf(path, sizeof(path), "%s/%s", dir, f->name) >= (int)sizeof(path))
+		return errf(err, errlen, "%.300s: path too long", dir), -1;
+	for (char *slash = path + strlen(dir) + 1; (slash = strchr(slash, '/')); *slash++ = '/') {
+		*slash = '\0';
+		if (mkdir(path, 0755) < 0 && errno != EEXIST)
+			return errf(err, errlen, "%.300s: %s", path, strerror(errno)), -1;
+	}
+	if (spool_write_file(path, f->data, f->len, true, 0644) < 0)
+		return errf(err, errlen, "%.300s: %s", path, strerror(errno)), -1;
+	return 0;
+}
+
+/* workspace_files: beside the files in argv mode, where RUN_DIR/files is
+ * the workspace; in source mode, whose files are the sources, in a tree
+ * of their own, RUN_DIR/workspace, copied in beside the sources. */
+static int write_tree(struct worker *w, char *err, size_t errlen)
+{
+	const char *dir = w->files_dir;
+	if (w->rq.source && w->rq.nwfiles) {
+		snprintf(w->tree_dir, sizeof(w->tree_dir), "%s/" SPOOL_WORKSPACE, w->dir);
+		if (mkdir(w->tree_dir, 0755) < 0)
+			return errf(err, errlen, "%.300s: %s", w->tree_dir, strerror(errno)), -1;
+		dir = w->tree_dir;
+	}
+	for (unsigned i = 0; i < w->rq.nwfiles; i++)
+		if (write_at_path(dir, &w->rq.wfiles[i], err, errlen))
+			return -1;
+	return 0;
+}
+
 /* The request's files into RUN_DIR/files, its stdin beside them. */
 static int write_inputs(struct worker *w, char *err, size_t errlen)
 {
@@ -142,6 +179,8 @@ static int write_inputs(struct worker *w, char *err, size_t errlen)
 		if (!(w->source_paths[i] = strdup(path)))
 			return errf(err, errlen, "out of memory"), -1;
 	}
+	if (write_tree(w, err, errlen))
+		return -1;
 	if (w->rq.has_stdin) {
 		snprintf(w->stdin_path, sizeof(w->stdin_path), "%s/stdin", w->dir);
 		if (spool_write_file(w->stdin_path, w->rq.stdin_data, w->rq.stdin_len, true, 0644) < 0)
@@ -165,7 +204,8 @@ static void build_request(const struct worker *w, struct run_request *req)
 	if (rq->source) {
 		req->sources = (const char *const *)w->source_paths;
 		req->nsources = rq->nfiles;
-	} else if (rq->nfiles) {
+		req->workspace = w->tree_dir[0] ? w->tree_dir : NULL;
+	} else if (rq->nfiles || rq->nwfiles) {
 		req->workspace = w->files_dir;
 	}
 }

@@ -119,7 +119,7 @@ static void refuses_shape(void **state)
 	refused("[1]", "must be a JSON object");
 	refused("{\"argv\": [\"x\"]", "malformed JSON at line 1 column");
 	refused("{\"argv\": [\"x\"], \"argv\": [\"y\"]}", "malformed JSON");
-	refused("{}", "argv or files is required");
+	refused("{}", "argv, files or run.command is required");
 	refused("{\"argv\": [\"x\"], \"foo\": 1}", "unknown field \"foo\"");
 	refused("{\"argv\": [\"x\"], \"fo\\no\": 1}", "unknown field \"fo?o\"");
 	refused("{\"argv\": [\"x\"], \"args\": [\"y\"]}", "args: only without argv");
@@ -392,6 +392,110 @@ static void same_req(const struct run_spec *a, const struct run_spec *b)
 	for (unsigned i = 0; i < a->ncompile_args; i++)
 		assert_string_equal(a->compile_args[i], b->compile_args[i]);
 	assert_true((!a->client && !b->client) || json_equal(a->client, b->client));
+	assert_int_equal(a->nwfiles, b->nwfiles);
+	for (unsigned i = 0; i < a->nwfiles; i++) {
+		assert_string_equal(a->wfiles[i].name, b->wfiles[i].name);
+		assert_int_equal(a->wfiles[i].len, b->wfiles[i].len);
+		if (a->wfiles[i].len)
+			assert_memory_equal(a->wfiles[i].data, b->wfiles[i].data, a->wfiles[i].len);
+	}
+	assert_int_equal(a->nrun_cmd, b->nrun_cmd);
+	for (unsigned i = 0; i < a->nrun_cmd; i++)
+		assert_string_equal(a->run_cmd[i], b->run_cmd[i]);
+	assert_int_equal(a->ncompile_cmd, b->ncompile_cmd);
+	for (unsigned i = 0; i < a->ncompile_cmd; i++)
+		assert_string_equal(a->compile_cmd[i], b->compile_cmd[i]);
+}
+
+/* workspace_files: paths, each checked part by part, and no place taken
+ * twice (as a file, or as a file and a directory). */
+static void workspace_files(void **state)
+{
+	(void)state;
+	struct run_spec rq;
+	assert_int_equal(parse("{\"runtime\": \"c\", \"files\": [{\"name\": \"main.c\", \"content\": \"x\"}],"
+			       " \"workspace_files\": [{\"name\": \"data/in/1.txt\", \"content\": \"aGk=\", "
+			       "\"encoding\": \"base64\"}, {\"name\": \"lib.h\", \"content\": \"\"},"
+			       " {\"name\": \"data/in/2.txt\", \"content\": \"\"}, {\"name\": \"-x\", \"content\": \"\"}]}",
+			       &rq),
+			 0);
+	assert_true(rq.source);
+	assert_int_equal(rq.nfiles, 1);
+	assert_int_equal(rq.nwfiles, 4);
+	assert_string_equal(rq.wfiles[0].name, "data/in/1.txt");
+	assert_int_equal(rq.wfiles[0].len, 2);
+	assert_memory_equal(rq.wfiles[0].data, "hi", 2);
+	run_spec_free(&rq);
+	assert_int_equal(parse("{\"argv\": [\"ls\"], \"workspace_files\": [{\"name\": \"a/b\", \"content\": \"\"}]}", &rq),
+			 0);
+	assert_false(rq.source);
+	run_spec_free(&rq);
+#define WF(name) "{\"argv\": [\"ls\"], \"workspace_files\": [{\"name\": \"" name "\", \"content\": \"\"}]}"
+	refused(WF("../x"), "workspace_files[0].name: \"../x\" has a \"..\" component");
+	refused(WF("a/./b"), "has a \".\" component");
+	refused(WF("a//b"), "has an empty component");
+	refused(WF("a/"), "has an empty component");
+	refused(WF("/etc/passwd"), "must be a relative path");
+	refused(WF(""), "must not be empty");
+	refused(WF("artifacts/x"), "\"artifacts\" is the artifacts directory");
+	refused(WF("a\\nb"), "control characters");
+	refused(WF("1/2/3/4/5/6/7/8/9"), "deeper than 8 components");
+#undef WF
+	refused("{\"argv\": [\"ls\"], \"workspace_files\": [{\"name\": \"a/b\", \"content\": \"\"},"
+		" {\"name\": \"a\", \"content\": \"\"}]}",
+		"workspace_files[1].name: \"a\" and workspace_files[0] make one a file and a directory");
+	refused("{\"argv\": [\"ls\"], \"workspace_files\": [{\"name\": \"a\", \"content\": \"\"},"
+		" {\"name\": \"a/b\", \"content\": \"\"}]}",
+		"make one a file and a directory");
+	refused("{\"argv\": [\"ls\"], \"workspace_files\": [{\"name\": \"a\", \"content\": \"\"},"
+		" {\"name\": \"a\", \"content\": \"\"}]}",
+		"workspace_files[1].name: \"a\" is given twice");
+	refused("{\"runtime\": \"c\", \"files\": [{\"name\": \"m.c\", \"content\": \"\"}],"
+		" \"workspace_files\": [{\"name\": \"m.c\", \"content\": \"\"}]}",
+		"workspace_files[0].name: \"m.c\" is taken by files[0]");
+	refused("{\"runtime\": \"c\", \"files\": [{\"name\": \"m\", \"content\": \"\"}],"
+		" \"workspace_files\": [{\"name\": \"m/x\", \"content\": \"\"}]}",
+		"is taken by files[0]");
+	refused("{\"argv\": [\"x\"], \"from_checkpoint\": \"a/b\", \"workspace_files\": [{\"name\": \"f\", \"content\": \"\"}]}",
+		"workspace_files: a run from a checkpoint has the checkpoint's workspace");
+	refused("{\"argv\": [\"x\"], \"workspace_files\": {}}", "workspace_files: must be an array of objects");
+}
+
+/* run.command and compile.command: the stages' own, in source mode. */
+static void own_commands(void **state)
+{
+	(void)state;
+	struct run_spec rq;
+	assert_int_equal(parse("{\"runtime\": \"c\", \"run\": {\"command\": [\"bash\", \"run\"], \"timeout_s\": 2},"
+			       " \"compile\": {\"command\": [\"bash\", \"compile\"]},"
+			       " \"workspace_files\": [{\"name\": \"run\", \"content\": \"\"}]}",
+			       &rq),
+			 0);
+	assert_true(rq.source);
+	assert_int_equal(rq.nfiles, 0);
+	assert_int_equal(rq.nrun_cmd, 2);
+	assert_string_equal(rq.run_cmd[1], "run");
+	assert_int_equal(rq.ncompile_cmd, 2);
+	/* the runtime's compile template goes with its run template */
+	struct runtime c = { .name = "c", .compile = "gcc -o /tmp/p {files}", .run = "/tmp/p" };
+	struct run_effective e;
+	run_spec_effective(&rq, &c, &e);
+	assert_int_equal(e.nstages, 2);
+	assert_true(e.stage[1].timeout_s == 2);
+	run_spec_free(&rq);
+	assert_int_equal(parse("{\"runtime\": \"c\", \"run\": {\"command\": [\"bash\", \"run\"]}}", &rq), 0);
+	run_spec_effective(&rq, &c, &e);
+	assert_int_equal(e.nstages, 1);
+	run_spec_free(&rq);
+	refused("{\"runtime\": \"c\", \"compile\": {\"command\": [\"make\"]}, \"files\": [{\"name\": \"m.c\", "
+		"\"content\": \"\"}]}",
+		"compile.command: only with run.command");
+	refused("{\"runtime\": \"c\", \"compile\": {\"command\": [\"make\"], \"args\": [\"-O2\"]},"
+		" \"run\": {\"command\": [\"./a\"]}}",
+		"compile.args: not with compile.command");
+	refused("{\"runtime\": \"c\", \"run\": {\"command\": []}}", "run.command: must not be empty");
+	refused("{\"runtime\": \"c\"}", "argv, files or run.command is required");
+	refused("{\"argv\": [\"x\"], \"run\": {\"command\": [\"y\"]}}", "run: only without argv");
 }
 
 /* A verification run's fields: their shapes, and no files beside them. */
@@ -439,6 +543,11 @@ static void round_trip(void **state)
 		"{\"runtime\": \"c\", \"files\": [{\"name\": \"m.c\", \"content\": \"\"}], \"compile\": {\"args\": [\"-O3\", \"\"]},"
 		" \"client\": {\"judge0\": {\"language_id\": 50}}}",
 		"{\"argv\": [\"x\"], \"network\": {\"allow\": [\"example.test\"], \"allow_addr\": []}}",
+		"{\"runtime\": \"c++\", \"run\": {\"command\": [\"bash\", \"run\"]}, \"compile\": {\"command\": [\"bash\","
+		" \"compile.sh\"], \"timeout_s\": 3}, \"args\": [\"1\"], \"workspace_files\": [{\"name\": \"src/a b.c\","
+		" \"content\": \"x\"}, {\"name\": \"run\", \"content\": \"\"}]}",
+		"{\"argv\": [\"ls\"], \"files\": [{\"name\": \"a\", \"content\": \"1\"}], \"workspace_files\": [{\"name\":"
+		" \"d/e\", \"content\": \"2\"}]}",
 		"{\"argv\": [\"pytest\"], \"from_checkpoint\": \"0123456789abcdef0123456789abcdef/fixed-1\","
 		" \"expect_digest\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", \"checkpoint_node\": \"n1\"}",
 	};
@@ -767,13 +876,13 @@ static void sandbox_body(void **state)
 		run_spec_free(&rq);
 	}
 	/* and a run's body still needs its command */
-	refused("{\"runtime\":\"python\"}", "argv or files is required");
+	refused("{\"runtime\":\"python\"}", "argv, files or run.command is required");
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(sandbox_body),
+		cmocka_unit_test(sandbox_body), cmocka_unit_test(workspace_files), cmocka_unit_test(own_commands),
 		cmocka_unit_test(argv_mode),     cmocka_unit_test(source_mode),   cmocka_unit_test(refuses_shape),
 		cmocka_unit_test(refuses_types), cmocka_unit_test(refuses_files), cmocka_unit_test(caps),
 		cmocka_unit_test(refuses_nul),   cmocka_unit_test(decodes),       cmocka_unit_test(round_trip),

@@ -69,6 +69,37 @@ static void interpreted(void **state)
 	assert_string_equal(err, "bash has no compile stage: its limits and args cannot be set");
 }
 
+/* The spec's own commands instead of the templates: words as given, the
+ * run's args after run.command, no compile stage without compile.command
+ * (even where the runtime compiles). */
+static void own_commands(void **state)
+{
+	(void)state;
+	struct runtime cxx = { .name = "c++", .compile = "g++ -o /tmp/prog {files}", .run = "/tmp/prog {args}" };
+	char *run[] = { "bash", "run" }, *comp[] = { "bash", "compile.sh" }, *args[] = { "x y" };
+	struct run_spec req = { .run_cmd = run, .nrun_cmd = 2, .compile_cmd = comp, .ncompile_cmd = 2, .argv = args,
+				.argc = 1 };
+	struct run_stages st;
+	assert_int_equal(build(&req, &cxx, &st), 0);
+	assert_int_equal(proto.nstages, 2);
+	assert_int_equal(proto.stage[0].kind, PROTO_STAGE_COMPILE);
+	assert_int_equal(proto.stage[0].argc, 2);
+	assert_string_equal(proto.stage[0].argv[1], "compile.sh");
+	assert_null(proto.stage[0].argv[2]);
+	assert_int_equal(proto.stage[1].argc, 3);
+	assert_string_equal(proto.stage[1].argv[0], "bash");
+	assert_string_equal(proto.stage[1].argv[2], "x y");
+	assert_null(st.compiled);
+	req.ncompile_cmd = 0;
+	assert_int_equal(build(&req, &cxx, &st), 0);
+	assert_int_equal(proto.nstages, 1);
+	assert_int_equal(proto.stage[0].kind, PROTO_STAGE_RUN);
+	req.compile.timeout_s = 5;
+	assert_int_equal(build(&req, &cxx, &st), -1);
+	assert_string_equal(err, "a run.command without compile.command has no compile stage: its limits and args "
+				 "cannot be set");
+}
+
 /* A compiler: its output is the run program only when the compile stage
  * names it; a template that does not expand is the runtime's fault. */
 static void compiled(void **state)
@@ -150,6 +181,7 @@ int main(void)
 		cmocka_unit_test(compiled),
 		cmocka_unit_test(compile_args),
 		cmocka_unit_test(compiled_program),
+		cmocka_unit_test(own_commands),
 	};
 	return cmocka_run_group_tests_name("run_stages", tests, NULL, NULL);
 }

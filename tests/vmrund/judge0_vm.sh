@@ -22,21 +22,18 @@ KEYS
 export VMRUN_CACHE=$tmp/cache
 vmrund_start
 t0=$(date +%s)
-timeout -k 5 500 python3 tests/vmrund/judge0_client.py "http://127.0.0.1:$PORT/judge0" "$K" vm >"$tmp/client" 2>&1
-cat "$tmp/client"
+timeout -k 5 500 python3 tests/vmrund/judge0_client.py "http://127.0.0.1:$PORT/judge0" "$K" vm 2>&1 | tee "$tmp/client"
 echo "    ($(( $(date +%s) - t0 )) s for the client's submissions)"
 client_checks "$tmp/client" "the Judge0 client"
 # Problems judged from one compile: sandboxes of the tenant's, a fork
 # of the compiled one per test.
 t0=$(date +%s)
-timeout -k 5 500 python3 tests/vmrund/problem_client.py "http://127.0.0.1:$PORT" "$K" 8 >"$tmp/problems" 2>&1
-cat "$tmp/problems"
+timeout -k 5 500 python3 tests/vmrund/problem_client.py "http://127.0.0.1:$PORT" "$K" 8 2>&1 | tee "$tmp/problems"
 echo "    ($(( $(date +%s) - t0 )) s for the problems)"
 client_checks "$tmp/problems" "the problem client"
 t0=$(date +%s)
 PISTON_CLIENT_DIR=$PWD/build/npm timeout -k 5 400 node tests/vmrund/piston_ws_client.js "http://127.0.0.1:$PORT" vm \
-	>"$tmp/ws" 2>&1
-cat "$tmp/ws"
+	2>&1 | tee "$tmp/ws"
 echo "    ($(( $(date +%s) - t0 )) s for the WebSocket sessions)"
 client_checks "$tmp/ws" "the WebSocket client"
 ls "$tmp/lib/runs/sandboxes" 2>/dev/null | grep -q . && not_ok "sandboxes left: $(ls "$tmp/lib/runs/sandboxes")" ||
