@@ -30,7 +30,6 @@
 #define INIT_MS 1000                  /* Piston's: an init within a second of the upgrade */
 #define SEND_MS 10000                 /* a client that takes nothing for this long is gone */
 #define PENDING_MAX (1u << 20)        /* stdin typed before the run stage, held for it */
-#define EVENTS_MAX (8u << 20)
 #define STAGE_SLACK_S 30              /* past a stage's limit: the VM's own end, then ours */
 
 struct session {
@@ -259,28 +258,6 @@ static int on_event(void *ctx, const char *name, const char *data, size_t len)
 	return 0;
 }
 
-/* What the stage's events have now. */
-static void events_read(struct session *s)
-{
-	char chunk[65536];
-	ssize_t n = sbxc_read_body(&s->ev, chunk, sizeof(chunk));
-	char *more = n > 0 ? realloc(s->evbuf, s->evlen + (size_t)n) : NULL;
-	if (!more) {
-		sbxc_close(&s->ev);   /* its end, or the sandbox went */
-		return;
-	}
-	s->evbuf = more;
-	memcpy(s->evbuf + s->evlen, chunk, (size_t)n);
-	s->evlen += (size_t)n;
-	long used = sse_parse(s->evbuf, s->evlen, EVENTS_MAX, on_event, s);
-	if (used < 0) {
-		sbxc_close(&s->ev);
-		return;
-	}
-	memmove(s->evbuf, s->evbuf + used, s->evlen - (size_t)used);
-	s->evlen -= (size_t)used;
-}
-
 /* Serve the client and the stage's events until until() holds, the
  * session is over (closed: until the client's close too), or
  * deadline_ms. */
@@ -300,8 +277,9 @@ static void pump(struct session *s, bool (*until)(const struct session *), int64
 			s->gone = true;
 		if (pfd[0].revents)
 			client_read(s);
-		if (s->ev.fd >= 0 && (held || pfd[1].revents))
-			events_read(s);
+		if (s->ev.fd >= 0 && (held || pfd[1].revents) &&
+		    !sbxu_events_read(&s->ev, &s->evbuf, &s->evlen, on_event, s))
+			sbxc_close(&s->ev);   /* its end, or the sandbox went */
 	}
 }
 

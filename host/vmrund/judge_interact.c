@@ -20,7 +20,6 @@
 #include "clock.h"
 #include "sse.h"
 
-#define EVENTS_MAX (8u << 20)         /* an event's bytes while they wait for its end */
 #define SLACK_S 15                    /* past both programs' time: the VMs' own ends and the host's calls */
 
 /* One of the two programs, as the relay sees it. */
@@ -60,32 +59,6 @@ static int on_event(void *ctx, const char *name, const char *data, size_t len)
 	return 0;
 }
 
-/* Read what s's events have now (one read) and pass the whole events on:
- * 0, or -1 when its stream broke (s ends). */
-static int side_read(struct side *s)
-{
-	char chunk[65536];
-	ssize_t n = sbxc_read_body(&s->ev, chunk, sizeof(chunk));
-	if (n <= 0) {
-		s->ended = true;   /* the stream is over: its exit came, or the sandbox went */
-		return n < 0 ? -1 : 0;
-	}
-	char *more = realloc(s->buf, s->len + (size_t)n);
-	if (!more)
-		return -1;
-	s->buf = more;
-	memcpy(s->buf + s->len, chunk, (size_t)n);
-	s->len += (size_t)n;
-	long used = sse_parse(s->buf, s->len, EVENTS_MAX, on_event, s);
-	if (used < 0) {
-		s->ended = true;
-		return -1;
-	}
-	memmove(s->buf, s->buf + used, s->len - (size_t)used);
-	s->len -= (size_t)used;
-	return 0;
-}
-
 /* Relay between a and b until both ended or deadline_ms (monotonic). */
 static void relay(struct side *a, struct side *b, int64_t deadline_ms)
 {
@@ -106,7 +79,9 @@ static void relay(struct side *a, struct side *b, int64_t deadline_ms)
 			return;
 		for (int i = 0; i < 2; i++)
 			if (pfd[i].revents && !sides[i]->ended)
-				(void)side_read(sides[i]);
+				/* over: its exit came, or the sandbox went */
+				sides[i]->ended |= !sbxu_events_read(&sides[i]->ev, &sides[i]->buf, &sides[i]->len,
+								       on_event, sides[i]);
 	}
 }
 

@@ -240,3 +240,21 @@ int sbxu_events(struct sbx_user *u, const char *id, unsigned cid, struct sbxc *c
 	sbxc_close(c);
 	return -1;
 }
+
+int sbxu_events_read(struct sbxc *c, char **buf, size_t *len, sse_on_event on, void *ctx)
+{
+	char chunk[65536];
+	ssize_t n = sbxc_read_body(c, chunk, sizeof(chunk));
+	char *more = n > 0 ? realloc(*buf, *len + (size_t)n) : NULL;
+	if (!more)
+		return 0;
+	*buf = more;
+	memcpy(*buf + *len, chunk, (size_t)n);
+	*len += (size_t)n;
+	long used = sse_parse(*buf, *len, SBXU_EVENTS_MAX, on, ctx);
+	if (used < 0)
+		return 0;
+	memmove(*buf, *buf + used, *len - (size_t)used);
+	*len -= (size_t)used;
+	return 1;
+}

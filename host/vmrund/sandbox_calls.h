@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "sandbox_http.h"
+#include "sse.h"
 #include "scheduler.h"
 
 struct vmrund;
@@ -76,5 +77,14 @@ json_t *sbxu_command_get(struct sbx_user *u, const char *id, unsigned cid);
  * polled; bytes that came with the head are in c->buf first) and close:
  * 0, or -1 with u->err. */
 int sbxu_events(struct sbx_user *u, const char *id, unsigned cid, struct sbxc *c);
+
+#define SBXU_EVENTS_MAX (8u << 20)   /* an event's bytes while they wait for its end */
+
+/* One read of the events sbxu_events opened on c, each whole event
+ * handed to on (sse_parse's); what is not yet whole is kept in *buf
+ * (*len bytes; the caller frees it). 1 when it read and passed them on,
+ * 0 when the stream is over: its end, the sandbox gone, bytes that are
+ * no events, or out of memory. */
+int sbxu_events_read(struct sbxc *c, char **buf, size_t *len, sse_on_event on, void *ctx);
 
 #endif
