@@ -390,18 +390,6 @@ static int failed(struct conn *k, char *err, size_t errlen)
 	return 1;
 }
 
-/* A path percent-encoded for a query (cut where it would not fit). */
-static void qencode(const char *path, char *out, size_t len)
-{
-	size_t o = 0;
-	out[0] = '\0';
-	for (const unsigned char *p = (const unsigned char *)path; *p && o + 4 < len; p++) {
-		bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-			     strchr("-._~/", *p);
-		o += (size_t)snprintf(out + o, len - o, plain ? "%c" : "%%%02X", *p);
-	}
-}
-
 static void print_sandbox_row(const json_t *s)
 {
 	printf("%-32s  %-8s  %-10s  %8.0f  %s\n", json_string_value(json_object_get(s, "id")),
@@ -512,7 +500,7 @@ static int do_cp(struct conn *k, struct sbx_cli *c, char *err, size_t errlen)
 	const char *r = up ? c->dst : c->src, *local = up ? c->src : c->dst;
 	char id[80], qpath[4096], target[4400];
 	snprintf(id, sizeof(id), "%.*s", (int)(strchr(r, ':') - r), r);
-	qencode(strchr(r, ':') + 1, qpath, sizeof(qpath));
+	sbxc_query_encode(strchr(r, ':') + 1, qpath, sizeof(qpath));
 	bool tar = !strcmp(local, "-");
 	snprintf(target, sizeof(target), "/v1/sandboxes/%.64s/files%s?path=%s", id, tar ? "/tar" : "", qpath);
 	if (up && tar) {
@@ -574,7 +562,7 @@ int sbx_cli_run(struct sbx_cli *c, const char *server, const char *key, char *er
 	case SV_CP:
 		return do_cp(&k, c, err, errlen);
 	case SV_CAT:
-		qencode(c->dst, qpath, sizeof(qpath));
+		sbxc_query_encode(c->dst, qpath, sizeof(qpath));
 		snprintf(target, sizeof(target), "/v1/sandboxes/%.64s/files?path=%s", c->id, qpath);
 		return download(&k, target, 1, err, errlen);
 	case SV_KILL:
@@ -596,8 +584,8 @@ int sbx_cli_run(struct sbx_cli *c, const char *server, const char *key, char *er
 	}
 	case SV_DIFF: {
 		char qfrom[200], qto[200];
-		qencode(c->from ? c->from : "start", qfrom, sizeof(qfrom));
-		qencode(c->to ? c->to : "now", qto, sizeof(qto));
+		sbxc_query_encode(c->from ? c->from : "start", qfrom, sizeof(qfrom));
+		sbxc_query_encode(c->to ? c->to : "now", qto, sizeof(qto));
 		snprintf(target, sizeof(target), "/v1/sandboxes/%.64s/diff?from=%s&to=%s", c->id, qfrom, qto);
 		if (!(j = call(&k, "GET", target, NULL, 300000, err, errlen)))
 			return 1;

@@ -128,11 +128,7 @@ void sbxu_destroy(struct sbx_user *u, const char *id)
 static void file_target(const char *path, char *out, size_t cap)
 {
 	size_t o = (size_t)snprintf(out, cap, "/files?path=");
-	for (const unsigned char *p = (const unsigned char *)path; *p && o + 4 < cap; p++)
-		o += (size_t)(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/", *p)
-				      ? snprintf(out + o, cap - o, "%c", *p)
-				      : snprintf(out + o, cap - o, "%%%02X", *p));
-	out[o] = '\0';
+	sbxc_query_encode(path, out + o, cap - o);
 }
 
 int sbxu_put_file(struct sbx_user *u, const char *id, const char *path, const void *data, size_t n)

@@ -318,3 +318,14 @@ int sbxc_call(const char *dir, const char *method, const char *target, const cha
 	*out = b;
 	return 0;
 }
+
+void sbxc_query_encode(const char *s, char *out, size_t len)
+{
+	size_t o = 0;
+	out[0] = '\0';
+	for (const unsigned char *p = (const unsigned char *)s; *p && o + 4 < len; p++) {
+		bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+			     strchr("-._~/", *p);
+		o += (size_t)snprintf(out + o, len - o, plain ? "%c" : "%%%02X", *p);
+	}
+}

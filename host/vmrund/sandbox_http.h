@@ -79,6 +79,11 @@ int sbxc_read_head(struct sbxc *c);
  * count, 0 at its end, -1 with errno. */
 ssize_t sbxc_read_body(struct sbxc *c, void *p, size_t n);
 
+/* s percent-encoded for a query's value, into out (len bytes, cut where
+ * the next character would not fit): RFC 3986's unreserved characters
+ * and '/' as they are, every other byte as %XX. Pure. */
+void sbxc_query_encode(const char *s, char *out, size_t len);
+
 /* Close the connection; safe twice. */
 void sbxc_close(struct sbxc *c);
 

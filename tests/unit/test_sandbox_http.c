@@ -178,12 +178,33 @@ static void header_injection(void **state)
 	assert_non_null(strstr(s.got, "Idempotency-Key: key-1\r\n"));
 }
 
+/* A path or name as a query's value: nothing of it can end the value,
+ * start another parameter or break the request line. */
+static void query_encode(void **state)
+{
+	(void)state;
+	char out[64];
+	sbxc_query_encode("dir/a b.c", out, sizeof(out));
+	assert_string_equal(out, "dir/a%20b.c");
+	sbxc_query_encode("x&path=/etc/passwd#\r\n%", out, sizeof(out));
+	assert_string_equal(out, "x%26path%3D/etc/passwd%23%0D%0A%25");
+	sbxc_query_encode("\xc3\xa9~-_.", out, sizeof(out));
+	assert_string_equal(out, "%C3%A9~-_.");
+	/* cut where the next character would not fit, never inside an escape */
+	char small[8];
+	sbxc_query_encode("ab cd", small, sizeof(small));
+	assert_string_equal(small, "ab%20");
+	sbxc_query_encode("", small, sizeof(small));
+	assert_string_equal(small, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(heads),
 		cmocka_unit_test(call),
 		cmocka_unit_test(header_injection),
+		cmocka_unit_test(query_encode),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
