@@ -67,7 +67,7 @@ PROXY_LIBS := -lcares -lseccomp -lidn2 -lhttp_parser -lssl -lcrypto
 # PostgreSQL (libpq).
 VMRUND_SRCS := $(wildcard host/vmrund/*.c)
 VMRUND_LIB  := $(filter-out host/vmrund/main.c,$(VMRUND_SRCS))
-VMRUND_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lpq -lcurl -lcrypto
+VMRUND_LIBS := -lmicrohttpd -ljansson -lsqlite3 -lpq -lcurl -lcrypto -larchive
 # vmrund-worker (host/worker/): one of vmrund's runs in a process of its
 # own: the run library and the run directory's contract with vmrund
 # (host/vmrund/spool.c), and nothing of the service.
@@ -811,14 +811,16 @@ $(BUILD)/fuzz/seeds-request.stamp: $(wildcard tests/fuzz/seeds-request/*)
 	@touch $@
 
 # Judge0's submissions, fields, tokens and base64 (client input), the
-# view of a run whatever its result's shape, and /v1/judge's requests.
+# view of a run whatever its result's shape, /v1/judge's requests, and
+# additional_files' zips.
 FUZZ_JUDGE0_SRCS := $(FUZZ_REQUEST_SRCS) host/vmrund/judge0.c host/vmrund/judge0_submission.c \
-	host/vmrund/judge0_view.c host/vmrund/judge0_callback.c host/vmrund/judge.c host/run/utf8.c
+	host/vmrund/judge0_view.c host/vmrund/judge0_callback.c host/vmrund/judge0_files.c host/vmrund/judge.c \
+	host/run/utf8.c
 $(BUILD)/fuzz/fuzz_judge0: tests/fuzz/fuzz_judge0.c $(FUZZ_JUDGE0_SRCS) $(wildcard host/run/*.h host/vmrund/*.h \
 		guest-agent/*.h)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_judge0.c $(FUZZ_JUDGE0_SRCS) \
-		-ljansson -lidn2 -lcrypto -lm -o $@
+		-ljansson -lidn2 -lcrypto -larchive -lm -o $@
 $(BUILD)/fuzz/seeds-judge0.stamp: $(wildcard tests/fuzz/seeds-judge0/*)
 	@rm -rf $(BUILD)/fuzz/seeds-judge0 && mkdir -p $(BUILD)/fuzz/seeds-judge0
 	cp tests/fuzz/seeds-judge0/* $(BUILD)/fuzz/seeds-judge0/

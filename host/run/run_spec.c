@@ -44,6 +44,16 @@ int run_spec_add_compile_arg(struct run_spec *rq, const char *s)
 	return add_string(&rq->compile_args, &rq->ncompile_args, s);
 }
 
+int run_spec_add_run_cmd(struct run_spec *rq, const char *s)
+{
+	return add_string(&rq->run_cmd, &rq->nrun_cmd, s);
+}
+
+int run_spec_add_compile_cmd(struct run_spec *rq, const char *s)
+{
+	return add_string(&rq->compile_cmd, &rq->ncompile_cmd, s);
+}
+
 int run_spec_add_env(struct run_spec *rq, const char *s)
 {
 	return add_string(&rq->env, &rq->nenv, s);

@@ -190,6 +190,8 @@ int run_spec_add_rule(struct run_spec *rq, const struct net_rule *r);
 int run_spec_add_arg(struct run_spec *rq, const char *s);
 int run_spec_add_compile_arg(struct run_spec *rq, const char *s);   /* source mode's compile.args */
 int run_spec_add_env(struct run_spec *rq, const char *s);
+int run_spec_add_run_cmd(struct run_spec *rq, const char *s);       /* run.command's next word */
+int run_spec_add_compile_cmd(struct run_spec *rq, const char *s);   /* compile.command's next word */
 
 struct runtime;
 

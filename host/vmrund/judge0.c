@@ -117,7 +117,7 @@ json_t *judge0_config_info(const struct judge0_config *c, unsigned queue_max)
 		  put(o, "enable_command_line_arguments", json_true()) &&
 		  put(o, "enable_submission_delete", json_false()) && put(o, "enable_callbacks", json_true()) &&
 		  put(o, "callbacks_max_tries", json_integer(3)) && put(o, "callbacks_timeout", json_real(5)) &&
-		  put(o, "enable_additional_files", json_false()) &&
+		  put(o, "enable_additional_files", json_true()) &&
 		  put(o, "max_queue_size", json_integer(queue_max)) &&
 		  put(o, "cpu_time_limit", json_real(c->cpu_time_limit)) &&
 		  put(o, "max_cpu_time_limit", json_real(c->max_cpu_time_limit)) &&
@@ -140,7 +140,7 @@ json_t *judge0_config_info(const struct judge0_config *c, unsigned queue_max)
 		  put(o, "number_of_runs", json_integer(c->number_of_runs)) &&
 		  put(o, "max_number_of_runs", json_integer(c->max_number_of_runs)) &&
 		  put(o, "redirect_stderr_to_stdout", json_boolean(c->redirect_stderr_to_stdout)) &&
-		  put(o, "max_extract_size", json_integer(10240)) &&
+		  put(o, "max_extract_size", json_integer(JUDGE0_MAX_EXTRACT_SIZE)) &&
 		  put(o, "enable_batched_submissions", json_boolean(c->enable_batched_submissions)) &&
 		  put(o, "max_submission_batch_size", json_integer(c->max_submission_batch_size)) &&
 		  put(o, "submission_cache_duration", json_real(1)) && put(o, "use_docs_as_homepage", json_false()) &&
@@ -155,7 +155,8 @@ json_t *judge0_config_info(const struct judge0_config *c, unsigned queue_max)
 /* ---- languages ---------------------------------------------------------------- */
 
 /* Judge0's ids for our runtimes (db/languages/active.rb), its names with
- * our versions, and the file name it gives the source. */
+ * our versions, and the file name it gives the source (none for the
+ * Multi-file program); in the order of their names, as Judge0 lists. */
 static const struct language {
 	long id;
 	const char *runtime, *name, *source_file;
@@ -166,6 +167,7 @@ static const struct language {
 	{ 60, "go", "Go (", "main.go" },
 	{ 62, "java", "Java (OpenJDK ", "Main.java" },
 	{ 63, "javascript", "JavaScript (Node.js ", "script.js" },
+	{ JUDGE0_PROJECT_LANGUAGE, JUDGE0_PROJECT_RUNTIME, "Multi-file program", NULL },
 	{ 71, "python", "Python (", "script.py" },
 	{ 73, "rust", "Rust (", "main.rs" },
 };
@@ -179,9 +181,12 @@ static const struct language *language_of(long id, const struct runtime *rts, si
 	return NULL;
 }
 
-/* "C (GCC 12.2.0)", "Bash (5.2.15)": Judge0's pattern with our version. */
+/* "C (GCC 12.2.0)", "Bash (5.2.15)": Judge0's pattern with our version;
+ * "Multi-file program" as it is. */
 static json_t *language_name(const struct language *l, const struct runtime *rt)
 {
+	if (!l->source_file)
+		return json_string(l->name);
 	char name[160];
 	snprintf(name, sizeof(name), "%s%s)", l->name, rt->version);
 	return json_string(name);
@@ -264,9 +269,10 @@ json_t *judge0_language(const struct runtime *rts, size_t n, long id)
 		return NULL;
 	json_t *o = json_object();
 	if (o && put(o, "id", json_integer(id)) && put(o, "name", language_name(l, rt)) &&
-	    put(o, "is_archived", json_false()) && put(o, "source_file", json_string(l->source_file)) &&
-	    put(o, "compile_cmd", command_of(rt->compile, l->source_file)) &&
-	    put(o, "run_cmd", command_of(rt->run, l->source_file)))
+	    put(o, "is_archived", json_false()) &&
+	    put(o, "source_file", l->source_file ? json_string(l->source_file) : json_null()) &&
+	    put(o, "compile_cmd", l->source_file ? command_of(rt->compile, l->source_file) : json_null()) &&
+	    put(o, "run_cmd", l->source_file ? command_of(rt->run, l->source_file) : json_null()))
 		return o;
 	json_decref(o);
 	return NULL;

@@ -49,6 +49,30 @@ struct judge0_config {
 	bool disable_implicit_base64_encoding;
 };
 
+/* What an additional_files archive may be: the zip as sent (it is kept
+ * with the run, in client.judge0, for GET's additional_files), and what
+ * it may extract to (Judge0's MAX_EXTRACT_SIZE, KB). */
+#define JUDGE0_ZIP_MAX (1u << 20)
+#define JUDGE0_MAX_EXTRACT_SIZE 10240
+
+/* Judge0's "Multi-file program": no source, an archive whose run (or
+ * run.sh) script runs it, after its compile (or compile.sh) script if
+ * it has one. Its scripts run with the image's sh, in the C and C++
+ * image (gcc, g++). */
+#define JUDGE0_PROJECT_LANGUAGE 89
+#define JUDGE0_PROJECT_RUNTIME "c++"
+
+/* Judge0's additional_files (a zip, decoded) into rq's workspace_files:
+ * regular files at their paths, directories implied by them; an entry
+ * whose name is taken already (the source, an earlier entry) skipped, as
+ * Judge0's `unzip -n` skips it. At most max_bytes extracted in all,
+ * counted as they come out (never taken from the headers), and
+ * RUN_SPEC_MAX_WORKSPACE_FILES files; a link, an encrypted entry or a
+ * path outside the workspace refuses the archive. 0, or -1 with the
+ * reason for Judge0's 422 in why ("extracts to more than 10240 KB") and
+ * rq as it was. */
+int judge0_unzip(const unsigned char *zip, size_t n, uint64_t max_bytes, struct run_spec *rq, char *why, size_t cap);
+
 /* Judge0's defaults (config.rb). */
 void judge0_config_defaults(struct judge0_config *c);
 

@@ -280,7 +280,7 @@ static void check_compiler_options(struct parse *ps, const struct text *opts, co
 		add_error(ps, "compiler_options", "is too long (maximum is 512 characters)");
 	if (blank(opts) || !rt)
 		return;
-	if (!rt->compile[0])
+	if (!rt->compile[0] || id == JUDGE0_PROJECT_LANGUAGE)
 		add_error(ps, "compiler_options", "setting compiler options is only allowed for compiled languages");
 	else if (!judge0_language_takes_options(id))
 		add_error(ps, "compiler_options", "setting compiler options is only allowed for %s",
@@ -289,7 +289,7 @@ static void check_compiler_options(struct parse *ps, const struct text *opts, co
 
 /* What Judge0 allows and vmrun does not do (yet): refused as a Judge0
  * configured without it refuses it. */
-static void check_settings(struct parse *ps, const struct text *args, const struct text *files)
+static void check_settings(struct parse *ps, const struct text *args)
 {
 	if (args->p && args->n > 512)
 		add_error(ps, "command_line_arguments", "is too long (maximum is 512 characters)");
@@ -297,24 +297,30 @@ static void check_settings(struct parse *ps, const struct text *args, const stru
 		add_error(ps, "enable_per_process_and_thread_time_limit", "this option cannot be enabled");
 	if (bool_param(ps, "enable_per_process_and_thread_memory_limit", false))
 		add_error(ps, "enable_per_process_and_thread_memory_limit", "this option cannot be enabled");
-	if (!blank(files))
-		add_error(ps, "additional_files", "setting additional files is not allowed");
 	if (bool_param(ps, "enable_network", false))
 		add_error(ps, "enable_network", "enabling network is not allowed");
 }
 
-/* The language: Rails casts the id to an integer ("71" and 71.0 are 71,
- * anything else 0). */
+/* The language's id as Rails casts it to an integer ("71" and 71.0 are
+ * 71, anything else 0); -1 when blank. */
+static long language_id_of(const struct parse *ps)
+{
+	const json_t *v = param(ps, "language_id");
+	if (!v || (json_is_string(v) && !json_string_length(v)))
+		return -1;
+	double d = json_is_number(v) ? json_number_value(v) : json_is_string(v) ? strtod(json_string_value(v), NULL) : 0;
+	return d > -1e9 && d < 1e9 ? (long)d : 0;
+}
+
+/* The language, its runtime and its source file's name. */
 static const struct runtime *check_language(struct parse *ps, const struct runtime *rts, size_t n, long *id,
 					    const char **source_file)
 {
-	const json_t *v = param(ps, "language_id");
-	if (!v || (json_is_string(v) && !json_string_length(v))) {
+	if ((*id = language_id_of(ps)) < 0) {
+		*id = 0;
 		add_error(ps, "language_id", "can't be blank");
 		return NULL;
 	}
-	double d = json_is_number(v) ? json_number_value(v) : json_is_string(v) ? strtod(json_string_value(v), NULL) : 0;
-	*id = d > -1e9 && d < 1e9 ? (long)d : 0;
 	const struct runtime *rt = judge0_language_runtime(*id, rts, n, source_file);
 	if (!rt)
 		add_error(ps, "language_id", "language with id %ld doesn't exist", *id);
@@ -333,11 +339,13 @@ static json_t *text_json(const struct text *t)
 
 /* What the view shows back and run_spec does not keep: "client.judge0". */
 static json_t *client_json(long language_id, const struct limits *l, bool redirect, const struct text *expected,
-			   const struct text *args, const struct text *callback, const struct text *opts)
+			   const struct text *args, const struct text *callback, const struct text *opts,
+			   const struct text *files)
 {
 	json_t *o = json_object(), *c = json_object();
 	char *exp = expected->p ? judge0_encode64(expected->p, expected->n, NULL) : NULL;
-	bool ok = o && c && (!expected->p || exp) && put(c, "judge0", json_incref(o)) &&
+	char *zip = files->n ? judge0_encode64(files->p, files->n, NULL) : NULL;
+	bool ok = o && c && (!expected->p || exp) && (!files->n || zip) && put(c, "judge0", json_incref(o)) &&
 		  put(o, "language_id", json_integer(language_id)) &&
 		  put(o, "number_of_runs", json_integer((json_int_t)l->number_of_runs)) &&
 		  put(o, "cpu_time_limit", json_real(l->cpu_time_limit)) &&
@@ -352,8 +360,11 @@ static json_t *client_json(long language_id, const struct limits *l, bool redire
 		  put(o, "expected_output", exp ? json_string(exp) : json_null()) &&
 		  put(o, "command_line_arguments", args->p ? text_json(args) : json_null()) &&
 		  put(o, "callback_url", blank(callback) ? json_null() : text_json(callback)) &&
-		  put(o, "compiler_options", opts->p ? text_json(opts) : json_null());
+		  put(o, "compiler_options", opts->p ? text_json(opts) : json_null()) &&
+		  /* the archive as sent, for GET's additional_files */
+		  (!zip || put(o, "additional_files", json_string(zip)));
 	free(exp);
+	free(zip);
 	json_decref(o);
 	if (ok)
 		return c;
@@ -369,15 +380,17 @@ static int build(const struct runtime *rt, const char *source_file, const struct
 	memset(rq, 0, sizeof(*rq));
 	snprintf(rq->runtime, sizeof(rq->runtime), "%s", rt->name);
 	rq->source = true;
-	if (!(rq->files = calloc(1, sizeof(*rq->files))))
+	if (source_file && !(rq->files = calloc(1, sizeof(*rq->files))))
 		return -1;
-	rq->nfiles = 1;
-	snprintf(rq->files[0].name, sizeof(rq->files[0].name), "%s", source_file);
-	if (src->n && !(rq->files[0].data = malloc(src->n)))
-		return -1;
-	if (src->n)
-		memcpy(rq->files[0].data, src->p, src->n);
-	rq->files[0].len = src->n;
+	if (source_file) {
+		rq->nfiles = 1;
+		snprintf(rq->files[0].name, sizeof(rq->files[0].name), "%s", source_file);
+		if (src->n && !(rq->files[0].data = malloc(src->n)))
+			return -1;
+		if (src->n)
+			memcpy(rq->files[0].data, src->p, src->n);
+		rq->files[0].len = src->n;
+	}
 	if (in->p) {
 		rq->has_stdin = true;
 		if (in->n && !(rq->stdin_data = malloc(in->n)))
@@ -386,7 +399,8 @@ static int build(const struct runtime *rt, const char *source_file, const struct
 			memcpy(rq->stdin_data, in->p, in->n);
 		rq->stdin_len = in->n;
 	}
-	if (split_args(args, rq, run_spec_add_arg) || split_args(opts, rq, run_spec_add_compile_arg))
+	/* a Multi-file program's scripts run as they are (isolate_job.rb) */
+	if (source_file && (split_args(args, rq, run_spec_add_arg) || split_args(opts, rq, run_spec_add_compile_arg)))
 		return -1;
 	/* isolate's -t and -x: the program is stopped at the limit and the
 	 * extra time, and judged against the limit alone (judge0_verdict) */
@@ -398,6 +412,53 @@ static int build(const struct runtime *rt, const char *source_file, const struct
 	 * be our "default", so the least is a byte */
 	rq->max_output = l->max_file_size > 0 ? (uint64_t)l->max_file_size * 1024 : 1;
 	rq->client = json_incref(client);
+	return 0;
+}
+
+/* The first of a and b that is a file at the archive's top, or NULL. */
+static const char *top_file(const struct run_spec *rq, const char *a, const char *b)
+{
+	for (unsigned i = 0; i < rq->nwfiles; i++)
+		if (!strcmp(rq->wfiles[i].name, a))
+			return a;
+	for (unsigned i = 0; i < rq->nwfiles; i++)
+		if (!strcmp(rq->wfiles[i].name, b))
+			return b;
+	return NULL;
+}
+
+/* additional_files into rq's workspace, beside the source (used: its and
+ * stdin's bytes); a Multi-file program's scripts as its stages. 0, or -1
+ * with the error added. */
+static int add_files(struct parse *ps, const struct text *files, size_t used, bool project, struct run_spec *rq)
+{
+	char why[200];
+	if (judge0_unzip(files->p, files->n, (uint64_t)JUDGE0_MAX_EXTRACT_SIZE * 1024, rq, why, sizeof(why))) {
+		add_error(ps, "additional_files", "%s", why);
+		return -1;
+	}
+	size_t total = used;
+	for (unsigned i = 0; i < rq->nwfiles; i++)
+		total += rq->wfiles[i].len;
+	if (total > RUN_SPEC_MAX_TOTAL_BYTES) {
+		add_error(ps, "additional_files", "extracts to more than %u bytes with source_code and stdin",
+			  RUN_SPEC_MAX_TOTAL_BYTES);
+		return -1;
+	}
+	if (!project)
+		return 0;
+	/* isolate_job.rb: compile.sh or compile when there is one, then
+	 * run.sh or run, each run by a shell */
+	const char *run = top_file(rq, "run.sh", "run"), *comp = top_file(rq, "compile.sh", "compile");
+	if (!run) {
+		add_error(ps, "additional_files", "a Multi-file program needs a run or run.sh script at the top");
+		return -1;
+	}
+	if (run_spec_add_run_cmd(rq, "sh") || run_spec_add_run_cmd(rq, run) ||
+	    (comp && (run_spec_add_compile_cmd(rq, "sh") || run_spec_add_compile_cmd(rq, comp)))) {
+		ps->oom = true;
+		return -1;
+	}
 	return 0;
 }
 
@@ -418,12 +479,16 @@ int judge0_submission(const json_t *body, bool b64, const struct judge0_config *
 	text_param(&ps, "compiler_options", false, &opts);
 	text_param(&ps, "command_line_arguments", false, &args);
 	text_param(&ps, "callback_url", false, &callback);
-	text_param(&ps, "additional_files", false, &files);
+	/* always base64, whatever base64_encoded says (Judge0's controller) */
+	text_param(&ps, "additional_files", true, &files);
 	if (!json_is_object(body)) {
 		add_error(&ps, "submission", "must be an object");
 		goto out;
 	}
-	if (blank(&src))
+	bool project = language_id_of(&ps) == JUDGE0_PROJECT_LANGUAGE;
+	if (project && !blank(&src))
+		add_error(&ps, "source_code", "must be blank");
+	else if (!project && blank(&src))
 		add_error(&ps, "source_code", "can't be blank");
 	else if (src.n > RUN_SPEC_MAX_FILE_BYTES)
 		add_error(&ps, "source_code", "is too long (maximum is %u bytes)", RUN_SPEC_MAX_FILE_BYTES);
@@ -431,19 +496,30 @@ int judge0_submission(const json_t *body, bool b64, const struct judge0_config *
 		add_error(&ps, "stdin", "is too long (source and stdin at most %u bytes)", RUN_SPEC_MAX_TOTAL_BYTES);
 	if (expected.n > RUN_SPEC_MAX_CLIENT_BYTES / 2)
 		add_error(&ps, "expected_output", "is too long (maximum is %u bytes)", RUN_SPEC_MAX_CLIENT_BYTES / 2);
+	if (project && !files.n)
+		add_error(&ps, "additional_files", "can't be blank");
+	else if (files.n > JUDGE0_ZIP_MAX)
+		add_error(&ps, "additional_files", "is too long (maximum is %u bytes as a zip)", JUDGE0_ZIP_MAX);
 	const struct runtime *rt = check_language(&ps, rts, n, &language_id, &source_file);
 	check_limits(&ps, c, &l);
 	check_compiler_options(&ps, &opts, rt, language_id);
-	check_settings(&ps, &args, &files);
+	check_settings(&ps, &args);
 	check_callback(&ps, &callback, callback_reach);
 	if (ps.oom || json_object_size(ps.errors))
 		goto out;
 	bool redirect = bool_param(&ps, "redirect_stderr_to_stdout", c->redirect_stderr_to_stdout);
-	if (!(client = client_json(language_id, &l, redirect, &expected, &args, &callback, &opts)) ||
+	if (!(client = client_json(language_id, &l, redirect, &expected, &args, &callback, &opts, &files)) ||
 	    build(rt, source_file, &src, &in, &args, &opts, &l, client, rq)) {
 		ps.oom = true;
 		goto out;
 	}
+	if (json_dumpb(client, NULL, 0, JSON_COMPACT) > RUN_SPEC_MAX_CLIENT_BYTES) {
+		add_error(&ps, "expected_output", "is too long with additional_files (%u bytes kept in all)",
+			  RUN_SPEC_MAX_CLIENT_BYTES);
+		goto out;
+	}
+	if (files.n && add_files(&ps, &files, src.n + in.n, project, rq))
+		goto out;
 	rc = 0;
 out:
 	if (ps.oom) {

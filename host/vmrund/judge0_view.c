@@ -496,8 +496,13 @@ static json_t *field_json(const struct view *w, const struct facts *f, const jso
 	if (!strcmp(name, "enable_per_process_and_thread_time_limit") ||
 	    !strcmp(name, "enable_per_process_and_thread_memory_limit") || !strcmp(name, "enable_network"))
 		return json_false();
-	if (!strcmp(name, "queue_host") || !strcmp(name, "additional_files"))
+	if (!strcmp(name, "queue_host"))
 		return json_null();
+	if (!strcmp(name, "additional_files")) {
+		/* base64 whatever base64_encoded says (submission_serializer.rb) */
+		const json_t *z = json_object_get(j0, name);
+		return json_is_string(z) ? json_deep_copy(z) : json_null();
+	}
 	/* language_id, the integer limits, redirect, command_line_arguments,
 	 * callback_url, compiler_options */
 	return copy_of(j0, name);

@@ -359,6 +359,24 @@ def judge_judge_contestant_snoop(c, r):
     return "each of three tests, a fork of the compiled VM, found no other test's files, no checker file and no expected output"
 
 
+def judge_judge0_zip_bomb(c, r):
+    f = c["facts"]
+    answers = {a["kind"]: a for a in f["answers"]}
+    need(set(answers) == {"bomb", "climb", "link", "many"}, f"not every archive was sent: {sorted(answers)}")
+    accepted = [k for k, a in answers.items() if a["code"] != "422"]
+    escaped_if(accepted, "accepted at submission: " + "; ".join(f"{k} {answers[k]['code']}" for k in accepted))
+    want = {"bomb": "extracts to more than", "climb": "is not a path inside the workspace",
+            "link": "is not a file or a directory", "many": "holds more than"}
+    for k, w in want.items():
+        need(w in answers[k]["body"], f"the {k} archive's 422 does not say why: {answers[k]['body']}")
+    escaped_if(f["healthz"] != "200", "vmrund stopped answering")
+    grew = f["rss_kib"][1] - f["rss_kib"][0]
+    escaped_if(grew > 64 * 1024, f"vmrund grew by {grew} KiB reading them")
+    escaped_if(c["wall_ms"] > 60000, f"the four answers took {c['wall_ms']} ms")
+    return (f"all four 422 with the reason in {c['wall_ms']} ms (the bomb's {answers['bomb']['zip_bytes']} bytes "
+            f"stopped at the cap); vmrund grew {grew} KiB")
+
+
 def judge_judge_setter_flood(c, r):
     f = c["facts"]
     i, k = f["interactor"], f["checker"]
@@ -506,6 +524,7 @@ JUDGES = {
     "judge0_callback_ssrf": judge_judge0_callback_ssrf,
     "judge_contestant_snoop": judge_judge_contestant_snoop,
     "judge_setter_flood": judge_judge_setter_flood,
+    "judge0_zip_bomb": judge_judge0_zip_bomb,
     "workspace_write": judge_workspace_write,
     "other_tenant": judge_other_tenant,
     "platform_secrets": judge_platform_secrets,

@@ -451,6 +451,55 @@ try:
 except Exception as e:
     print(json.dumps({"error": str(e)[:200]}))' "$tmp/judged")}"
 
+	# Hostile Judge0 additional_files: a deflate bomb (64 MiB of zeros in
+	# a few KB), a name that climbs out with "..", a link to the host's
+	# /etc/passwd, and more files than a workspace takes. Each must be
+	# 422 at submission, with the reason, before anything is written or
+	# run; vmrund must answer in bounded time and not grow with what the
+	# bomb would extract to.
+	rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$vd_pid/status" 2>/dev/null || echo 0)
+	t0=$(date +%s%N)
+	zips=$(python3 -c 'import base64, io, json, sys, zipfile
+def zipped(fill):
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as z:
+        fill(z)
+    return base64.b64encode(b.getvalue()).decode()
+def bomb(z):
+    zero = bytes(1 << 20)
+    i = zipfile.ZipInfo("zeros")
+    i.compress_type = zipfile.ZIP_DEFLATED
+    with z.open(i, "w", force_zip64=True) as f:
+        for _ in range(64):
+            f.write(zero)
+def climb(z):
+    z.writestr("ok.txt", "fine\n")
+    z.writestr("../../../../etc/cron.d/vmrun-escape", "* * * * * root touch /tmp/escaped\n")
+def link(z):
+    i = zipfile.ZipInfo("passwd")
+    i.external_attr = 0o120777 << 16
+    z.writestr(i, "/etc/passwd")
+def many(z):
+    for k in range(300):
+        z.writestr("f%d" % k, "x")
+print(json.dumps({"bomb": zipped(bomb), "climb": zipped(climb), "link": zipped(link), "many": zipped(many)}))')
+	answers=
+	for kind in bomb climb link many; do
+		python3 -c 'import json, sys; print(json.dumps({"source_code": "print(1)", "language_id": 71,
+		                                                "additional_files": json.loads(sys.argv[1])[sys.argv[2]]}))' \
+			"$zips" "$kind" >"$tmp/zipbody"
+		c=$(curl -s -m 60 -o "$tmp/zipanswer" -w '%{http_code}' -H "X-Auth-Token: $KEY" -H 'Content-Type: application/json' \
+			--data-binary @"$tmp/zipbody" "$BASE/judge0/submissions?base64_encoded=false")
+		answers="$answers${answers:+,}{\"kind\":$(jstr "$kind"),\"code\":$(jstr "$c"),\"zip_bytes\":$(stat -c %s "$tmp/zipbody"),\"body\":$(jstr "$(head -c 400 "$tmp/zipanswer")")}"
+	done
+	rc=0
+	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+	rss1=$(awk '/^VmRSS/ {print $2}' "/proc/$vd_pid/status" 2>/dev/null || echo 0)
+	healthz=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$BASE/healthz")
+	: >"$tmp/out"
+	record judge0_zip_bomb service denied "Judge0 additional_files: a deflate bomb (64 MiB of zeros), a name with .. climbing to /etc/cron.d, a link to /etc/passwd, 300 files" \
+		"{\"answers\":[$answers],\"rss_kib\":[$rss0,$rss1],\"healthz\":$(jstr "$healthz")}"
+
 	# The problem setter's programs misbehave: an interactor that floods
 	# the contestant's stdin and never ends, and a checker that floods
 	# both its streams and then sleeps. Each is bounded by its own time

@@ -8,7 +8,7 @@
  * list, a token and base64 text, whose decoding must come back from
  * Ruby's encoding unchanged; and as a /v1/judge request (judge.c), whose
  * tests are then judged against the input standing in as each command's
- * end, under every checker. */
+ * end, under every checker; and as the zip of additional_files. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +91,38 @@ static void base64_round_trip(const uint8_t *data, size_t len)
 	free(a);
 }
 
+/* The input as additional_files: what is taken must be a spec the worker
+ * reads back, every path one the workspace may hold; a refusal is one
+ * line and leaves the spec as it was. */
+static void unzip(const uint8_t *data, size_t len)
+{
+	struct run_spec rq = { .source = true, .runtime = "c", .nrun_cmd = 0 };
+	char why[300] = "", err[300];
+	if (judge0_unzip(data, len, 64 << 10, &rq, why, sizeof(why))) {
+		if (rq.nwfiles || !why[0] || strchr(why, '\n'))
+			abort();
+		run_spec_free(&rq);
+		return;
+	}
+	uint64_t total = 0;
+	for (unsigned i = 0; i < rq.nwfiles; i++) {
+		if (run_spec_path_check(rq.wfiles[i].name, err, sizeof(err)))
+			abort();
+		total += rq.wfiles[i].len;
+	}
+	if (total > 64 << 10)
+		abort();   /* never past the cap, whatever the headers said */
+	if (run_spec_add_run_cmd(&rq, "true"))
+		abort();
+	json_t *j = run_spec_to_json(&rq);
+	struct run_spec back;
+	if (!j || run_spec_from_json(j, &back, err, sizeof(err)) || back.nwfiles != rq.nwfiles)
+		abort();
+	run_spec_free(&back);
+	json_decref(j);
+	run_spec_free(&rq);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
 	char text[256], id[33], invalid[128];
@@ -102,6 +134,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	if (judge0_token_id(text, id) && strlen(id) != 32)
 		abort();
 	base64_round_trip(data, len);
+	unzip(data, len);
 	json_t *body = json_loadb((const char *)data, len, JSON_REJECT_DUPLICATES, NULL);
 	if (!body)
 		return 0;

@@ -259,8 +259,7 @@ static void submission_errors_as_rails_says_them(void **state)
 			   false, &rq);
 	char *text = json_dumps(e, JSON_SORT_KEYS | JSON_COMPACT);
 	assert_string_equal(text,
-			    "{\"additional_files\":[\"setting additional files is not allowed\"],"
-			    "\"callback_url\":[\"setting callback is not allowed\"],"
+			    "{\"callback_url\":[\"setting callback is not allowed\"],"
 			    "\"cpu_time_limit\":[\"must be less than or equal to 15.0\"],"
 			    "\"enable_network\":[\"enabling network is not allowed\"],"
 			    "\"enable_per_process_and_thread_time_limit\":[\"this option cannot be enabled\"],"
@@ -283,6 +282,124 @@ static void submission_errors_as_rails_says_them(void **state)
 	json_decref(e);
 	e = submit("[1]", false, &rq);
 	assert_non_null(json_object_get(e, "submission"));
+	json_decref(e);
+}
+
+/* additional_files beside a source, and the Multi-file program (89),
+ * which has none; the archives are python's zipfile's. */
+#define ZIP_DATA "UEsDBBQAAAAIAKCahl0gMDo2CAAAAAYAAAALAAAAZGF0YS9pbi50eHTLSM3JyecCAFBLAwQUAAAACACgmoZdUjH7jQYAAAAEAAAABgAAA" \
+		 "G1haW4uY0sty8wBAFBLAQIUAxQAAAAIAKCahl0gMDo2CAAAAAYAAAALAAAAAAAAAAAAAACAAQAAAABkYXRhL2luLnR4dFBLAQIUAxQAAAAIA" \
+		 "KCahl1SMfuNBgAAAAQAAAAGAAAAAAAAAAAAAACAATEAAABtYWluLmNQSwUGAAAAAAIAAgBtAAAAWwAAAAAA"
+#define ZIP_PROJECT "UEsDBBQAAAAIAKCahl0j4xNFFQAAABMAAAAKAAAAY29tcGlsZS5zaEtPTlbQzVcoKMpPV8hNzMzTS+YCAFBLAwQUAAAACACgmoZd5" \
+		    "zoSRQkAAAAHAAAAAwAAAHJ1btPTLyjKT+cCAFBLAwQUAAAACACgmoZdLEcB1Q8AAAANAAAABgAAAG1haW4uY8vMK1HITczM09CsruUCAF" \
+		    "BLAQIUAxQAAAAIAKCahl0j4xNFFQAAABMAAAAKAAAAAAAAAAAAAACAAQAAAABjb21waWxlLnNoUEsBAhQDFAAAAAgAoJqGXec6EkUJAAAA" \
+		    "BwAAAAMAAAAAAAAAAAAAAIABPQAAAHJ1blBLAQIUAxQAAAAIAKCahl0sRwHVDwAAAA0AAAAGAAAAAAAAAAAAAACAAWcAAABtYWluLmNQSw" \
+		    "UGAAAAAAMAAwCdAAAAmgAAAAAA"
+#define ZIP_NO_RUN "UEsDBBQAAAAIAKCahl0sRwHVDwAAAA0AAAAGAAAAbWFpbi5jy8wrUchNzMzT0Kyu5QIAUEsBAhQDFAAAAAgAoJqGXSxHAdUPAAAADQAA" \
+		   "AAYAAAAAAAAAAAAAAIABAAAAAG1haW4uY1BLBQYAAAAAAQABADQAAAAzAAAAAAA="
+
+static const struct runtime rts_cxx[] = {
+	{ .name = "c++", .version = "12.2.0", .extension = "cpp", .compile = "g++ -o /tmp/prog {files}",
+	  .run = "/tmp/prog {args}" },
+};
+
+static json_t *submit_to(const struct runtime *r, size_t n, const char *body, struct run_spec *rq)
+{
+	json_t *in = json_loads(body, 0, NULL), *errors = NULL;
+	assert_non_null(in);
+	int rc = judge0_submission(in, false, &cfg, r, n, NULL, rq, &errors);
+	json_decref(in);
+	assert_true(rc ? errors != NULL : errors == NULL);
+	return errors;
+}
+
+static const char *first_error(const json_t *e, const char *field)
+{
+	return json_string_value(json_array_get(json_object_get(e, field), 0));
+}
+
+static void additional_files(void **state)
+{
+	(void)state;
+	struct run_spec rq;
+	/* beside main.c: the archive's main.c is skipped (the source wins) */
+	assert_null(submit("{\"source_code\":\"int main(){}\",\"language_id\":50,\"additional_files\":\"" ZIP_DATA "\"}",
+			   false, &rq));
+	assert_int_equal(rq.nfiles, 1);
+	assert_int_equal(rq.nwfiles, 1);
+	assert_string_equal(rq.wfiles[0].name, "data/in.txt");
+	assert_memory_equal(rq.wfiles[0].data, "hello\n", 6);
+	assert_int_equal(rq.nrun_cmd, 0);
+	/* kept as Ruby writes base64, for GET's additional_files */
+	const char *kept = json_string_value(json_object_get(json_object_get(rq.client, "judge0"), "additional_files"));
+	assert_non_null(kept);
+	assert_non_null(strchr(kept, '\n'));
+	bool bad;
+	json_t *canon = run_spec_to_json(&rq);
+	struct judge0_run run = { .id = "0123456789abcdef0123456789abcdef", .state = 0, .request = canon, .rts = rts,
+				  .nrts = NRTS };
+	run_spec_free(&rq);
+	uint64_t mask;
+	char inv[40];
+	assert_int_equal(judge0_fields("additional_files,source_code", &mask, inv, sizeof(inv)), 0);
+	json_t *v = judge0_view(&run, mask, false, &bad);
+	assert_string_equal(json_string_value(json_object_get(v, "additional_files")), kept);
+	assert_string_equal(json_string_value(json_object_get(v, "source_code")), "int main(){}");
+	json_decref(v);
+	json_decref(canon);
+	/* refusals, in Judge0's shape */
+	json_t *e = submit("{\"source_code\":\"x\",\"language_id\":50,\"additional_files\":\"bm90IGEgemlw\"}", false, &rq);
+	assert_non_null(strstr(first_error(e, "additional_files"), "is not a zip archive"));
+	json_decref(e);
+	e = submit("{\"source_code\":\"x\",\"language_id\":89,\"additional_files\":\"" ZIP_PROJECT "\"}", false, &rq);
+	assert_string_equal(first_error(e, "language_id"), "language with id 89 doesn't exist");   /* no c++ here */
+	json_decref(e);
+}
+
+static void multi_file_program(void **state)
+{
+	(void)state;
+	struct run_spec rq;
+	assert_null(submit_to(rts_cxx, 1,
+			      "{\"language_id\":89,\"additional_files\":\"" ZIP_PROJECT "\",\"command_line_arguments\":\"a b\"}",
+			      &rq));
+	assert_string_equal(rq.runtime, "c++");
+	assert_true(rq.source);
+	assert_int_equal(rq.nfiles, 0);
+	assert_int_equal(rq.nwfiles, 3);
+	assert_int_equal(rq.nrun_cmd, 2);
+	assert_string_equal(rq.run_cmd[0], "sh");
+	assert_string_equal(rq.run_cmd[1], "run");
+	assert_int_equal(rq.ncompile_cmd, 2);
+	assert_string_equal(rq.compile_cmd[1], "compile.sh");
+	assert_int_equal(rq.argc, 0);   /* the scripts run as they are */
+	/* what the worker reads back is the same */
+	json_t *canon = run_spec_to_json(&rq);
+	struct run_spec back;
+	char err[200];
+	assert_int_equal(run_spec_from_json(canon, &back, err, sizeof(err)), 0);
+	assert_int_equal(back.nrun_cmd, 2);
+	assert_int_equal(back.nwfiles, 3);
+	run_spec_free(&back);
+	json_decref(canon);
+	run_spec_free(&rq);
+	json_t *l = judge0_language(rts_cxx, 1, 89);
+	assert_string_equal(json_string_value(json_object_get(l, "name")), "Multi-file program");
+	assert_true(json_is_null(json_object_get(l, "source_file")));
+	assert_true(json_is_null(json_object_get(l, "run_cmd")));
+	json_decref(l);
+	json_t *e = submit_to(rts_cxx, 1, "{\"language_id\":89,\"source_code\":\"x\"}", &rq);
+	assert_string_equal(first_error(e, "source_code"), "must be blank");
+	assert_string_equal(first_error(e, "additional_files"), "can't be blank");
+	json_decref(e);
+	e = submit_to(rts_cxx, 1, "{\"language_id\":89,\"additional_files\":\"" ZIP_NO_RUN "\"}", &rq);
+	assert_string_equal(first_error(e, "additional_files"),
+			    "a Multi-file program needs a run or run.sh script at the top");
+	json_decref(e);
+	e = submit_to(rts_cxx, 1,
+		      "{\"language_id\":89,\"additional_files\":\"" ZIP_PROJECT "\",\"compiler_options\":\"-O2\"}", &rq);
+	assert_string_equal(first_error(e, "compiler_options"),
+			    "setting compiler options is only allowed for compiled languages");
 	json_decref(e);
 }
 
@@ -576,6 +693,8 @@ int main(void)
 		cmocka_unit_test(submission_defaults),
 		cmocka_unit_test(submission_arguments_split_as_bash),
 		cmocka_unit_test(submission_errors_as_rails_says_them),
+		cmocka_unit_test(additional_files),
+		cmocka_unit_test(multi_file_program),
 		cmocka_unit_test(callback_urls),
 		cmocka_unit_test(callback_rules),
 		cmocka_unit_test(fields),

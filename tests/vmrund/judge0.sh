@@ -23,11 +23,13 @@ key $KA alice
 key $KB bob
 key $KT tiny
 KEYS
-# Two runtimes as the image build describes them: the languages the API
-# offers are the installed ones.
+# Three runtimes as the image build describes them: the languages the API
+# offers are the installed ones (c++'s image runs the Multi-file program).
 printf 'name: python\nversion: 3.11.2\nextension: py\nrun: python3 {file} {args}\n' >"$tmp/guest/runtimes/python.runtime"
 printf 'name: c\nversion: 12.2.0\nextension: c\ncompile: gcc -O2 -o /tmp/prog {files}\nrun: /tmp/prog {args}\n' \
 	>"$tmp/guest/runtimes/c.runtime"
+printf 'name: c++\nversion: 12.2.0\nextension: cpp\ncompile: g++ -O2 -o /tmp/prog {files}\nrun: /tmp/prog {args}\n' \
+	>"$tmp/guest/runtimes/c++.runtime"
 vmrund_start
 
 timeout -k 5 200 python3 tests/vmrund/judge0_client.py "$BASE" "$KA" standin "$KB" >"$tmp/client" 2>&1

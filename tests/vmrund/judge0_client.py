@@ -17,7 +17,7 @@ usage: judge0_client.py BASE_URL KEY MODE [OTHER_KEY]
             status from what a program does)
   OTHER_KEY another tenant's key: its submissions are not ours
 Prints "ok - ..." / "not ok - ..." lines; exits 1 when any failed."""
-import base64, json, sys, time, urllib.error, urllib.request
+import base64, io, json, sys, time, urllib.error, urllib.request, zipfile
 
 BASE, KEY, MODE = sys.argv[1], sys.argv[2], sys.argv[3]
 OTHER = sys.argv[4] if len(sys.argv) > 4 else None
@@ -61,6 +61,15 @@ def encode64(data):
     if isinstance(data, str):
         data = data.encode()
     return "".join(base64.b64encode(data[i:i + 45]).decode() + "\n" for i in range(0, len(data), 45))
+
+
+def zip_of(files):
+    """A zip of {name: text}, as Judge0's clients send additional_files."""
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return b.getvalue()
 
 
 def decode64(text):
@@ -169,7 +178,9 @@ if code == 201:
 
 
 def run(source, lang=71, label="", **fields):
-    body = {"source_code": source, "language_id": lang}
+    body = {"language_id": lang}
+    if source is not None:   # a Multi-file program has none
+        body["source_code"] = source
     body.update(fields)
     code, j = call("POST", "/submissions?base64_encoded=false&wait=true&fields=*", body)
     if code != 201:
@@ -246,6 +257,22 @@ else:
         ("command_line_arguments, split as bash splits Judge0's run line", 3,
          dict(source="import sys\nprint(sys.argv[1:])", command_line_arguments="a 'b c' d;e",
               expected_output="['a', 'b c', 'de']"), None),
+        ("additional_files: a header and a data file at their paths beside main.c (the zip's own main.c "
+         "skipped, as unzip -n skips it)", 3,
+         dict(source='#include <stdio.h>\n#include "lib/add.h"\nint main(void){FILE *f = fopen("data/in.txt", "r");'
+                     'int a, b; if (!f || fscanf(f, "%d %d", &a, &b) != 2) return 1; printf("%d\\n", add(a, b));}',
+              lang=50, expected_output="42",
+              additional_files=encode64(zip_of({"lib/add.h": "static int add(int a, int b) { return a + b; }\n",
+                                                "data/in.txt": "40 2\n", "main.c": "int main(void){return 9;}\n"}))),
+         None),
+        ("Multi-file program (89): its compile.sh, then its run script", 3,
+         dict(source=None, lang=89, stdin="5\n", expected_output="25",
+              additional_files=encode64(zip_of({
+                  "compile.sh": "gcc -O2 -o prog main.c square.c\n", "run": "#!/bin/bash\n./prog\n",
+                  "main.c": '#include <stdio.h>\nint square(int);\nint main(void){int n; scanf("%d", &n);'
+                            'printf("%d\\n", square(n));}\n',
+                  "square.c": "int square(int n) { return n * n; }\n"}))),
+         lambda j: j["source_code"] is None and j["language"]["name"] == "Multi-file program"),
     ]
 for name, want, kw, extra in cases:
     kw = dict(kw)
@@ -290,6 +317,39 @@ if MODE == "standin":
                                                                  "number_of_runs": 2})
     check("number_of_runs past max_number_of_runs (1, as config_info says): 422", code == 422 and
           "number_of_runs" in j, (code, j))
+    # additional_files: a zip, always base64 (Judge0 decodes it whatever
+    # base64_encoded says), kept and shown back; bad archives refused
+    z = zip_of({"data/in.txt": "1 2\n"})
+    code, j = call("POST", "/submissions?base64_encoded=false&wait=true&fields=stdout,additional_files",
+                   {"source_code": prog(stdout="with files\n"), "language_id": 71, "additional_files": encode64(z)})
+    check("additional_files: accepted beside the source, shown back as the zip sent, in Ruby's base64",
+          code == 201 and j["stdout"] == "with files\n" and j["additional_files"] == encode64(z), (code, j))
+    bad_zips = [
+        ("a zip bomb: 12 files of 1 MiB of zeros, 12 KB zipped", {"z%d" % i: "\0" * (1 << 20) for i in range(12)},
+         "extracts to more than 10240 KB"),
+        ("a name with ..", {"../../etc/cron.d/x": "* * * * * root id\n"},
+         '"../../etc/cron.d/x" is not a path inside the workspace: has a ".." component'),
+        ("an absolute name", {"/etc/passwd": "x"}, "must be a relative path"),
+    ]
+    for what, files, want in bad_zips:
+        code, j = call("POST", "/submissions", {"source_code": encode64(prog()), "language_id": 71,
+                                                "additional_files": encode64(zip_of(files))})
+        check("additional_files, %s: 422, %s" % (what, want), code == 422 and
+              want in (j.get("additional_files") or [""])[0], (code, j))
+    code, j = call("POST", "/submissions", {"source_code": encode64(prog()), "language_id": 71,
+                                            "additional_files": encode64(b"not a zip")})
+    check("additional_files that are not a zip: 422", code == 422 and
+          "is not a zip archive" in (j.get("additional_files") or [""])[0], (code, j))
+    code, j = call("POST", "/submissions", {"language_id": 89, "additional_files": encode64(zip_of({"main.c": "x"}))})
+    check("a Multi-file program without a run script: 422", code == 422 and
+          j == {"additional_files": ["a Multi-file program needs a run or run.sh script at the top"]}, (code, j))
+    code, j = call("POST", "/submissions", {"language_id": 89, "source_code": encode64("x")})
+    check("a Multi-file program with source_code and no archive: 422, Rails' words", code == 422 and
+          j == {"source_code": ["must be blank"], "additional_files": ["can't be blank"]}, (code, j))
+    code, j = call("GET", "/languages/89")
+    check("GET /languages/89: the Multi-file program, no source file or commands", code == 200 and
+          j["name"] == "Multi-file program" and j["source_file"] is None and j["run_cmd"] is None, (code, j))
+
     code, j = call("POST", "/submissions", b"not json")
     check("a body that is not JSON: refused", code in (400, 415), (code, j))
 
