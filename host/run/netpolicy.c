@@ -203,6 +203,10 @@ static int parse_host_rule(char *text, const char *addr_word, struct net_rule *o
 		return -1;
 	const char *name = text;
 	out->kind = NET_RULE_HOST;
+	if (!strcmp(text, "*")) {
+		out->kind = NET_RULE_ANY;
+		return 0;
+	}
 	if (!strncmp(text, "*.", 2)) {
 		out->kind = NET_RULE_SUFFIX;
 		name += 2;
@@ -302,7 +306,8 @@ void net_rule_format(const struct net_rule *r, char *buf, size_t cap)
 	if (r->port)
 		snprintf(port, sizeof(port), ":%u", (unsigned)r->port);
 	if (r->kind != NET_RULE_ADDR) {
-		snprintf(buf, cap, "%s%s%s", r->kind == NET_RULE_SUFFIX ? "*." : "", r->host, port);
+		snprintf(buf, cap, "%s%s%s", r->kind == NET_RULE_SUFFIX ? "*." : r->kind == NET_RULE_ANY ? "*" : "",
+			 r->host, port);
 		return;
 	}
 	char a[INET6_ADDRSTRLEN];
@@ -333,7 +338,7 @@ bool net_host_allowed(const struct net_rule *rules, size_t n, const char *host, 
 	for (size_t i = 0; i < n; i++) {
 		const struct net_rule *r = &rules[i];
 		bool match = (r->kind == NET_RULE_HOST && !strcmp(host, r->host)) ||
-			     (r->kind == NET_RULE_SUFFIX && under(host, r->host));
+			     (r->kind == NET_RULE_SUFFIX && under(host, r->host)) || r->kind == NET_RULE_ANY;
 		if (match && net_port_ok(r, port))
 			return true;
 	}
@@ -439,10 +444,14 @@ bool net_rule_within(const struct net_rule *r, const struct net_rule *ceiling, s
 		switch (r->kind) {
 		case NET_RULE_HOST:
 			names = (c->kind == NET_RULE_HOST && !strcmp(r->host, c->host)) ||
-				(c->kind == NET_RULE_SUFFIX && under(r->host, c->host));
+				(c->kind == NET_RULE_SUFFIX && under(r->host, c->host)) || c->kind == NET_RULE_ANY;
 			break;
 		case NET_RULE_SUFFIX:
-			names = c->kind == NET_RULE_SUFFIX && (!strcmp(r->host, c->host) || under(r->host, c->host));
+			names = (c->kind == NET_RULE_SUFFIX && (!strcmp(r->host, c->host) || under(r->host, c->host))) ||
+				c->kind == NET_RULE_ANY;
+			break;
+		case NET_RULE_ANY:
+			names = c->kind == NET_RULE_ANY;
 			break;
 		default:
 			names = c->kind == NET_RULE_ADDR && c->prefix <= r->prefix &&

@@ -4,7 +4,10 @@
  * proxy, with no I/O:
  *
  *   --allow-net HOST[:PORT]        a host name; "*.example.com" matches
- *                                  its subdomains only; no port: 80 and 443
+ *                                  its subdomains only; "*" any host name
+ *                                  (never an IP literal, and every address
+ *                                  still judged by the deny set); no
+ *                                  port: 80 and 443
  *   --allow-net-addr CIDR[:PORT]   an address range that the deny set
  *                                  would refuse (a platform's internal
  *                                  mirror); IPv6 in brackets with a port:
@@ -30,6 +33,7 @@ enum net_rule_kind {
 	NET_RULE_HOST,     /* exactly host */
 	NET_RULE_SUFFIX,   /* any name that ends in "." host, not host itself */
 	NET_RULE_ADDR,     /* any address in addr/prefix */
+	NET_RULE_ANY,      /* any host name ("*"): Judge0's enable_network, a tenant's net=any */
 };
 
 struct net_rule {

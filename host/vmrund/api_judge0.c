@@ -92,8 +92,7 @@ static int submit_one(struct http_req *r, const json_t *body, bool b64, char id[
 	struct run_spec rq;
 	*errors = NULL;
 	answer->status = 0;
-	if (judge0_submission(body, b64, &r->d->cfg.judge0, r->d->rts, r->d->nrts, &r->d->ts.t[r->tenant].callback, &rq,
-			      errors))
+	if (judge0_submission(body, b64, &r->d->cfg.judge0, r->d->rts, r->d->nrts, &r->d->ts.t[r->tenant], &rq, errors))
 		return -1;
 	*answer = vmrund_submit(r->d, (unsigned)r->tenant, &rq, NULL, id);
 	run_spec_free(&rq);
@@ -396,8 +395,11 @@ static enum MHD_Result get_only(struct http_req *r, const char *p)
 {
 	if (!strcmp(p, "/statuses"))
 		return http_json(r, 200, judge0_statuses());
-	if (!strcmp(p, "/config_info"))
-		return http_json(r, 200, judge0_config_info(&r->d->cfg.judge0, r->d->cfg.queue_max));
+	if (!strcmp(p, "/config_info")) {
+		const struct tenant_reach *net = r->tenant >= 0 ? &r->d->ts.t[r->tenant].net : NULL;
+		return http_json(r, 200, judge0_config_info(&r->d->cfg.judge0, r->d->cfg.queue_max,
+							     net && (net->any || net->n)));
+	}
 	if (!strcmp(p, "/about"))
 		return http_json(r, 200, json_pack("{ss ss ss ss}", "version", JUDGE0_VERSION, "homepage",
 						   "https://github.com/vmrun/vmrun", "source_code",

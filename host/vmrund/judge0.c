@@ -105,7 +105,7 @@ static bool put(json_t *o, const char *key, json_t *v)
 	return v && json_object_set_new(o, key, v) == 0;
 }
 
-json_t *judge0_config_info(const struct judge0_config *c, unsigned queue_max)
+json_t *judge0_config_info(const struct judge0_config *c, unsigned queue_max, bool network)
 {
 	json_t *o = json_object();
 	/* config.rb's order; what vmrun does not do is false, so that a
@@ -144,7 +144,7 @@ json_t *judge0_config_info(const struct judge0_config *c, unsigned queue_max)
 		  put(o, "enable_batched_submissions", json_boolean(c->enable_batched_submissions)) &&
 		  put(o, "max_submission_batch_size", json_integer(c->max_submission_batch_size)) &&
 		  put(o, "submission_cache_duration", json_real(1)) && put(o, "use_docs_as_homepage", json_false()) &&
-		  put(o, "allow_enable_network", json_false()) && put(o, "enable_network", json_false()) &&
+		  put(o, "allow_enable_network", json_boolean(network)) && put(o, "enable_network", json_false()) &&
 		  put(o, "disable_implicit_base64_encoding", json_boolean(c->disable_implicit_base64_encoding));
 	if (ok)
 		return o;

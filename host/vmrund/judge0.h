@@ -82,8 +82,9 @@ void judge0_config_defaults(struct judge0_config *c);
 int judge0_config_set(struct judge0_config *c, const char *key, const char *value, char *err, size_t errlen);
 
 /* GET /config_info: every key Judge0 1.13.1 has, typed as it types them;
- * queue_max is vmrund's queue_max (Judge0's max_queue_size). */
-json_t *judge0_config_info(const struct judge0_config *c, unsigned queue_max);
+ * queue_max is vmrund's queue_max (Judge0's max_queue_size), network
+ * whether the asking tenant may enable_network (allow_enable_network). */
+json_t *judge0_config_info(const struct judge0_config *c, unsigned queue_max, bool network);
 
 /* ---- languages and statuses ------------------------------------------------ */
 
@@ -175,14 +176,17 @@ int judge0_decode64(const char *s, size_t n, unsigned char **out, size_t *outlen
 
 /* Translate a submission (one object of a POST /submissions body, or of a
  * batch's) into rq, reading source_code, stdin and expected_output as
- * base64 when b64. callback is where the tenant's callbacks may go (NULL:
- * nowhere). 0; or -1 with *errors Judge0's 422 body ({"language_id":
- * ["can't be blank"], ...}, every failed check) and rq empty. What Judge0
- * does not run the way we do is refused with Judge0's own message for a
- * setting it does not allow ("setting compiler options is not allowed"),
- * as a Judge0 configured so would refuse it. */
+ * base64 when b64. t is the tenant (NULL: one with no callbacks and no
+ * network): its callback rules say where callbacks may go, and its
+ * network ceiling is what enable_network gives the run (a tenant with
+ * neither "any" nor a rule may not enable it). 0; or -1 with *errors
+ * Judge0's 422 body ({"language_id": ["can't be blank"], ...}, every
+ * failed check) and rq empty. What Judge0 does not run the way we do is
+ * refused with Judge0's own message for a setting it does not allow
+ * ("setting compiler options is not allowed"), as a Judge0 configured so
+ * would refuse it. */
 int judge0_submission(const json_t *body, bool b64, const struct judge0_config *c, const struct runtime *rts,
-		      size_t n, const struct tenant_reach *callback, struct run_spec *rq, json_t **errors);
+		      size_t n, const struct tenant *t, struct run_spec *rq, json_t **errors);
 
 /* ---- callbacks ---------------------------------------------------------------- */
 

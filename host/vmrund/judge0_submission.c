@@ -4,6 +4,7 @@
  * in its order, each failed one listed. */
 #include "judge0.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -297,8 +298,6 @@ static void check_settings(struct parse *ps, const struct text *args)
 		add_error(ps, "enable_per_process_and_thread_time_limit", "this option cannot be enabled");
 	if (bool_param(ps, "enable_per_process_and_thread_memory_limit", false))
 		add_error(ps, "enable_per_process_and_thread_memory_limit", "this option cannot be enabled");
-	if (bool_param(ps, "enable_network", false))
-		add_error(ps, "enable_network", "enabling network is not allowed");
 }
 
 /* The language's id as Rails casts it to an integer ("71" and 71.0 are
@@ -338,7 +337,8 @@ static json_t *text_json(const struct text *t)
 }
 
 /* What the view shows back and run_spec does not keep: "client.judge0". */
-static json_t *client_json(long language_id, const struct limits *l, bool redirect, const struct text *expected,
+static json_t *client_json(long language_id, const struct limits *l, bool redirect, bool network,
+			   const struct text *expected,
 			   const struct text *args, const struct text *callback, const struct text *opts,
 			   const struct text *files)
 {
@@ -356,6 +356,7 @@ static json_t *client_json(long language_id, const struct limits *l, bool redire
 		  put(o, "max_processes_and_or_threads", json_integer((json_int_t)l->max_processes_and_or_threads)) &&
 		  put(o, "max_file_size", json_integer((json_int_t)l->max_file_size)) &&
 		  put(o, "redirect_stderr_to_stdout", json_boolean(redirect)) &&
+		  put(o, "enable_network", json_boolean(network)) &&
 		  /* Judge0 keeps it as it keeps every text: Ruby's base64 */
 		  put(o, "expected_output", exp ? json_string(exp) : json_null()) &&
 		  put(o, "command_line_arguments", args->p ? text_json(args) : json_null()) &&
@@ -415,6 +416,28 @@ static int build(const struct runtime *rt, const char *source_file, const struct
 	return 0;
 }
 
+/* enable_network: the run may reach what its tenant's ceiling holds,
+ * the egress proxy's deny set applying as to any run (isolate's
+ * --share-net gives the whole network; a guest here has none but the
+ * proxy). 0, or -1 with the error added. */
+static int add_network(struct parse *ps, const struct tenant_reach *net, struct run_spec *rq)
+{
+	struct net_rule any = { .kind = NET_RULE_ANY };
+	if (net->any && run_spec_add_rule(rq, &any))
+		goto fail;
+	for (unsigned i = 0; i < net->n; i++)
+		if (run_spec_add_rule(rq, &net->rules[i]))
+			goto fail;
+	return 0;
+fail:
+	if (errno == ENOMEM)
+		ps->oom = true;
+	else
+		add_error(ps, "enable_network", "the tenant's network rules are more than a run takes (%d)",
+			  RUN_SPEC_MAX_NET_RULES);
+	return -1;
+}
+
 /* The first of a and b that is a file at the archive's top, or NULL. */
 static const char *top_file(const struct run_spec *rq, const char *a, const char *b)
 {
@@ -463,7 +486,7 @@ static int add_files(struct parse *ps, const struct text *files, size_t used, bo
 }
 
 int judge0_submission(const json_t *body, bool b64, const struct judge0_config *c, const struct runtime *rts,
-		      size_t n, const struct tenant_reach *callback_reach, struct run_spec *rq, json_t **errors)
+		      size_t n, const struct tenant *t, struct run_spec *rq, json_t **errors)
 {
 	struct parse ps = { .body = body, .b64 = b64, .errors = json_object() };
 	struct text src, in, expected, opts, args, callback, files;
@@ -504,15 +527,20 @@ int judge0_submission(const json_t *body, bool b64, const struct judge0_config *
 	check_limits(&ps, c, &l);
 	check_compiler_options(&ps, &opts, rt, language_id);
 	check_settings(&ps, &args);
-	check_callback(&ps, &callback, callback_reach);
+	check_callback(&ps, &callback, t ? &t->callback : NULL);
+	bool network = bool_param(&ps, "enable_network", false);
+	if (network && !(t && (t->net.any || t->net.n)))
+		add_error(&ps, "enable_network", "enabling network is not allowed");
 	if (ps.oom || json_object_size(ps.errors))
 		goto out;
 	bool redirect = bool_param(&ps, "redirect_stderr_to_stdout", c->redirect_stderr_to_stdout);
-	if (!(client = client_json(language_id, &l, redirect, &expected, &args, &callback, &opts, &files)) ||
+	if (!(client = client_json(language_id, &l, redirect, network, &expected, &args, &callback, &opts, &files)) ||
 	    build(rt, source_file, &src, &in, &args, &opts, &l, client, rq)) {
 		ps.oom = true;
 		goto out;
 	}
+	if (network && add_network(&ps, &t->net, rq))
+		goto out;
 	if (json_dumpb(client, NULL, 0, JSON_COMPACT) > RUN_SPEC_MAX_CLIENT_BYTES) {
 		add_error(&ps, "expected_output", "is too long with additional_files (%u bytes kept in all)",
 			  RUN_SPEC_MAX_CLIENT_BYTES);

@@ -494,8 +494,10 @@ static json_t *field_json(const struct view *w, const struct facts *f, const jso
 	if (!strcmp(name, "cpu_time_limit") || !strcmp(name, "cpu_extra_time") || !strcmp(name, "wall_time_limit"))
 		return decimal_json(json_number_value(json_object_get(j0, name)), 15);
 	if (!strcmp(name, "enable_per_process_and_thread_time_limit") ||
-	    !strcmp(name, "enable_per_process_and_thread_memory_limit") || !strcmp(name, "enable_network"))
+	    !strcmp(name, "enable_per_process_and_thread_memory_limit"))
 		return json_false();
+	if (!strcmp(name, "enable_network"))
+		return json_boolean(json_is_true(json_object_get(j0, name)));
 	if (!strcmp(name, "queue_host"))
 		return json_null();
 	if (!strcmp(name, "additional_files")) {

@@ -51,11 +51,11 @@ static void submission(const json_t *body, bool b64, const json_t *result)
 	char err[300];
 	/* callbacks to any name, and to one private range */
 	struct net_rule rule;
-	struct tenant_reach reach = { .any = true, .rules = &rule, .n = 1 };
+	struct tenant t = { .callback = { .any = true, .rules = &rule, .n = 1 }, .net = { .any = true } };
 	if (net_rule_parse("10.9.0.0/16:8080", true, &rule, err, sizeof(err)))
 		abort();
 	judge0_config_defaults(&c);
-	if (judge0_submission(body, b64, &c, rts, 2, &reach, &rq, &errors)) {
+	if (judge0_submission(body, b64, &c, rts, 2, &t, &rq, &errors)) {
 		if (!json_is_object(errors) || !json_object_size(errors))
 			abort();   /* a refusal always says why */
 		json_decref(errors);

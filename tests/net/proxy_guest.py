@@ -135,6 +135,30 @@ def main():
           audit[0]["address"] == "10.9.0.2", audit)
     json.dump(audit, open(os.path.join(OUT, "audit.json"), "w"))
 
+    # "*" (Judge0's enable_network, a tenant's any): every name on 80 and
+    # 443, and still never an IP literal, a private, loopback or metadata
+    # address, or another port
+    px = start_proxy(PROXY, ["rule-host *"])
+    r = http(px, "GET http://ok.test/hello HTTP/1.1\r\nHost: ok.test\r\n\r\n")
+    check("any host: a name", "hello from ok.test" in r, r[:200])
+    r = http(px, "GET http://other.test/hello HTTP/1.1\r\n\r\n")
+    check("any host: another name", r.startswith("HTTP/1.1 200"), r[:200])
+    r = tls_get(px, "tls.test", 443, "tls.test")
+    check("any host: https", "hello from tls.test" in r, r[:200])
+    r = http(px, "GET http://meta.test/latest/meta-data/ HTTP/1.1\r\n\r\n")
+    check("any host: metadata by name, 403", r.startswith("HTTP/1.1 403") and "169.254.169.254" in r, r[:200])
+    r = http(px, "GET http://lo.test/hello HTTP/1.1\r\n\r\n")
+    check("any host: loopback by name, 403", r.startswith("HTTP/1.1 403") and "loopback" in r, r[:200])
+    r = http(px, "GET http://mirror.test:80/hello HTTP/1.1\r\n\r\n")
+    check("any host: private by name, 403", r.startswith("HTTP/1.1 403") and "private" in r, r[:200])
+    r = http(px, "GET http://ok.test:8080/hello HTTP/1.1\r\n\r\n")
+    check("any host: another port, 403", r.startswith("HTTP/1.1 403") and "not in the allowlist" in r, r[:200])
+    r = http(px, "GET http://11.0.0.2/hello HTTP/1.1\r\n\r\n")
+    check("any host: an IP literal, 403", r.startswith("HTTP/1.1 403") and "IP address" in r, r[:200])
+    audit, rc, err = finish(px)
+    check("any host: audit", rc == 0 and len(audit) == 8 and [a["allowed"] for a in audit] == [True] * 3 + [False] * 5,
+          (rc, audit, err))
+
     # address rules for metadata and loopback get past the policy, not
     # past the dial guard: refused at connect(), no byte reaches the
     # metadata server (127.0.0.2: 127.0.0.1 is lo's own address, which

@@ -68,7 +68,7 @@ static void config_info_has_every_key(void **state)
 		"max_submission_batch_size", "submission_cache_duration", "use_docs_as_homepage",
 		"allow_enable_network", "enable_network", "disable_implicit_base64_encoding",
 	};
-	json_t *o = judge0_config_info(&cfg, 100);
+	json_t *o = judge0_config_info(&cfg, 100, false);
 	assert_non_null(o);
 	assert_int_equal(json_object_size(o), sizeof(keys) / sizeof(keys[0]));
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
@@ -403,6 +403,46 @@ static void multi_file_program(void **state)
 	json_decref(e);
 }
 
+/* enable_network: what the tenant's ceiling holds, or Judge0's 422. */
+static void enable_network(void **state)
+{
+	(void)state;
+	struct run_spec rq;
+	char err[200];
+	struct net_rule rules[2];
+	assert_int_equal(net_rule_parse("pypi.org", false, &rules[0], err, sizeof(err)), 0);
+	assert_int_equal(net_rule_parse("10.9.0.0/16:3128", true, &rules[1], err, sizeof(err)), 0);
+	struct tenant any = { .net = { .any = true } }, some = { .net = { .rules = rules, .n = 2 } }, none = { 0 };
+	const char *body = "{\"source_code\":\"x\",\"language_id\":71,\"enable_network\":true}";
+	json_t *in = json_loads(body, 0, NULL), *errors = NULL;
+	assert_int_equal(judge0_submission(in, false, &cfg, rts, NRTS, &any, &rq, &errors), 0);
+	assert_int_equal(rq.nnet, 1);
+	assert_int_equal(rq.net[0].kind, NET_RULE_ANY);
+	assert_true(json_is_true(json_object_get(json_object_get(rq.client, "judge0"), "enable_network")));
+	run_spec_free(&rq);
+	assert_int_equal(judge0_submission(in, false, &cfg, rts, NRTS, &some, &rq, &errors), 0);
+	assert_int_equal(rq.nnet, 2);
+	assert_string_equal(rq.net[0].host, "pypi.org");
+	assert_int_equal(rq.net[1].kind, NET_RULE_ADDR);
+	run_spec_free(&rq);
+	assert_int_equal(judge0_submission(in, false, &cfg, rts, NRTS, &none, &rq, &errors), -1);
+	assert_string_equal(first_error(errors, "enable_network"), "enabling network is not allowed");
+	json_decref(errors);
+	assert_int_equal(judge0_submission(in, false, &cfg, rts, NRTS, NULL, &rq, &errors), -1);
+	json_decref(errors);
+	json_decref(in);
+	/* false, or absent: no rule at all */
+	in = json_loads("{\"source_code\":\"x\",\"language_id\":71,\"enable_network\":false}", 0, NULL);
+	assert_int_equal(judge0_submission(in, false, &cfg, rts, NRTS, &any, &rq, &errors), 0);
+	assert_int_equal(rq.nnet, 0);
+	run_spec_free(&rq);
+	json_decref(in);
+	json_t *o = judge0_config_info(&cfg, 100, true);
+	assert_true(json_is_true(json_object_get(o, "allow_enable_network")));
+	assert_true(json_is_false(json_object_get(o, "enable_network")));
+	json_decref(o);
+}
+
 /* ---- callbacks ---- */
 
 static void callback_urls(void **state)
@@ -462,11 +502,12 @@ static void callback_rules(void **state)
 	struct run_spec rq;
 	json_t *in = json_loads("{\"source_code\":\"x\",\"language_id\":71,\"callback_url\":\"http://ok.test/a\"}", 0,
 				NULL), *errors = NULL;
-	assert_int_equal(judge0_submission(in, false, &cfg, rts, NRTS, &any, &rq, &errors), 0);
+	struct tenant ta = { .callback = any }, ts = { .callback = some };
+	assert_int_equal(judge0_submission(in, false, &cfg, rts, NRTS, &ta, &rq, &errors), 0);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(rq.client, "judge0"), "callback_url")),
 			    "http://ok.test/a");
 	run_spec_free(&rq);
-	assert_int_equal(judge0_submission(in, false, &cfg, rts, NRTS, &some, &rq, &errors), -1);
+	assert_int_equal(judge0_submission(in, false, &cfg, rts, NRTS, &ts, &rq, &errors), -1);
 	assert_non_null(strstr(json_string_value(json_array_get(json_object_get(errors, "callback_url"), 0)),
 			       "not a destination this tenant's callbacks may reach"));
 	json_decref(errors);
@@ -695,6 +736,7 @@ int main(void)
 		cmocka_unit_test(submission_errors_as_rails_says_them),
 		cmocka_unit_test(additional_files),
 		cmocka_unit_test(multi_file_program),
+		cmocka_unit_test(enable_network),
 		cmocka_unit_test(callback_urls),
 		cmocka_unit_test(callback_rules),
 		cmocka_unit_test(fields),

@@ -139,7 +139,7 @@ static void rules(void **state)
 	refused("pypi.org:", false, "1 to 65535");
 	refused("pypi.org:+80", false, "1 to 65535");
 	refused("*.", false, "host name");
-	refused("*", false, "host name");
+	refused("**", false, "host name");   /* "*" alone is any host (any_host) */
 	refused("a.*.example.com", false, "host name");
 	refused("10.1.2.3/16", true, "the range is 10.1.0.0/16");
 	refused("10.0.0.0/33", true, "0 to 32");
@@ -389,6 +389,47 @@ static void decisions(void **state)
 	assert_int_equal(x.calls, before);
 }
 
+/* "*": any host name (Judge0's enable_network), on its ports; never an
+ * IP literal, every address still judged by the deny set; within a
+ * ceiling only of its own kind or a tenant's any. */
+static void any_host(void **state)
+{
+	(void)state;
+	struct net_rule any = rule("*", false), any8080 = rule("*:8080", false);
+	assert_int_equal(any.kind, NET_RULE_ANY);
+	char text[64];
+	net_rule_format(&any, text, sizeof(text));
+	assert_string_equal(text, "*");
+	net_rule_format(&any8080, text, sizeof(text));
+	assert_string_equal(text, "*:8080");
+	refused("*", true, "not an IP address");
+	assert_true(net_host_allowed(&any, 1, "www.example.com", 443));
+	assert_true(net_host_allowed(&any, 1, "example.org", 80));
+	assert_false(net_host_allowed(&any, 1, "example.org", 22));
+	assert_true(net_host_allowed(&any8080, 1, "example.org", 8080));
+	struct names x = { 0 };
+	struct net_decision d = decide(&any, 1, "www.example.com", 443, &x);
+	assert_true(d.allowed);
+	d = decide(&any, 1, "meta.example.com", 443, &x);
+	assert_non_null(strstr(d.why, "169.254.169.254 is link-local"));
+	d = decide(&any, 1, "loop.example.com", 80, &x);
+	assert_false(d.allowed);
+	d = decide(&any, 1, "93.184.216.34", 443, &x);
+	assert_string_equal(d.why, "an IP address, and no address rule allows it");
+	/* ceilings */
+	struct net_rule named[] = { rule("*.example.com", false), rule("example.com", false) };
+	assert_false(net_rule_within(&any, named, 2));
+	assert_false(net_ceiling_admits(&any, false, named, 2));
+	assert_true(net_ceiling_admits(&any, true, NULL, 0));
+	assert_true(net_rule_within(&any, &any, 1));
+	assert_false(net_rule_within(&any8080, &any, 1));
+	struct net_rule host = rule("pypi.org", false), sub = rule("*.pythonhosted.org", false);
+	assert_true(net_rule_within(&host, &any, 1));
+	assert_true(net_rule_within(&sub, &any, 1));
+	struct net_rule addr = rule("10.0.0.0/8", true);
+	assert_false(net_rule_within(&addr, &any, 1));
+}
+
 /* Socket addresses to and from the 16-byte form, both families. */
 static void socket_addresses(void **state)
 {
@@ -428,7 +469,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(normalize), cmocka_unit_test(ip_literals), cmocka_unit_test(rules),
 		cmocka_unit_test(matching),  cmocka_unit_test(deny_set),    cmocka_unit_test(ceilings),
-		cmocka_unit_test(decisions), cmocka_unit_test(socket_addresses),
+		cmocka_unit_test(decisions), cmocka_unit_test(socket_addresses), cmocka_unit_test(any_host),
 	};
 	return cmocka_run_group_tests_name("netpolicy", tests, NULL, NULL);
 }

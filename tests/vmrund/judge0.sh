@@ -16,7 +16,7 @@ KB=key-bob-0123456789abcdef00
 KT=key-tiny-0123456789abcdef0
 mkdir -p "$tmp/etc" "$tmp/lib" "$tmp/guest/runtimes"
 vmrund_conf "guest_dir = $tmp/guest" "worker = $PWD/tests/vmrund/standin_worker.py" "slots = 4" "queue_max = 30" <<KEYS
-tenant alice concurrent=4 queued=40 rate=1000 burst=1000
+tenant alice concurrent=4 queued=40 rate=1000 burst=1000 net=any
 tenant bob concurrent=2 queued=5 rate=1000 burst=1000
 tenant tiny concurrent=1 queued=1 rate=1000 burst=1000
 key $KA alice

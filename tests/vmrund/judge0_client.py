@@ -350,6 +350,23 @@ if MODE == "standin":
     check("GET /languages/89: the Multi-file program, no source file or commands", code == 200 and
           j["name"] == "Multi-file program" and j["source_file"] is None and j["run_cmd"] is None, (code, j))
 
+    # enable_network: the tenant's ceiling (this one's net=any), through
+    # its run's proxy; another tenant without one is refused as Judge0
+    # refuses it
+    code, j = call("POST", "/submissions?base64_encoded=false&wait=true&fields=enable_network,status_id",
+                   {"source_code": prog(stdout="net\n"), "language_id": 71, "enable_network": True})
+    check("enable_network: accepted for a tenant whose ceiling is any host, and shown", code == 201 and
+          j == {"enable_network": True, "status_id": 3}, (code, j))
+    code, cfg_a = call("GET", "/config_info")
+    check("config_info: allow_enable_network true for that tenant", cfg_a.get("allow_enable_network") is True, cfg_a)
+    if OTHER:
+        code, j = call("POST", "/submissions", {"source_code": encode64(prog()), "language_id": 71,
+                                                "enable_network": True}, key=OTHER)
+        check("enable_network for a tenant with no network: 422, Judge0's words", code == 422 and
+              j == {"enable_network": ["enabling network is not allowed"]}, (code, j))
+        code, cfg_b = call("GET", "/config_info", key=OTHER)
+        check("...and its config_info says so", cfg_b.get("allow_enable_network") is False, cfg_b)
+
     code, j = call("POST", "/submissions", b"not json")
     check("a body that is not JSON: refused", code in (400, 415), (code, j))
 
