@@ -116,7 +116,7 @@ struct run_stage_limits {
 
 struct run_spec {
 	char runtime[RUN_SPEC_NAME_MAX];   /* a runtime's name or alias; "" for the default image */
-	bool source;                  /* source mode: the runtime's templates make the stages */
+	bool source;                  /* source mode: the runtime's templates (or run.command) make the stages */
 	char **argv;                  /* argv mode: the command; source mode: the run's args */
 	unsigned argc;
 	struct run_spec_file *files;  /* source mode: the sources; argv mode: copied into /workspace */
@@ -198,7 +198,8 @@ struct runtime;
 /* What a run of rq gets, every default applied: rt is the runtime rq
  * names (NULL: none, or not known). In source mode with rt, the stages'
  * limits (the spec's, else rt's, else the defaults; the compile stage
- * first when rt compiles), and the run's timeout (the spec's, else the
+ * first when rt compiles, or with run.command when compile.command is
+ * given), and the run's timeout (the spec's, else the
  * boot allowance plus the stages') and memory (the spec's, else the
  * largest stage's plus the slack, at least the default). Pure. */
 struct run_effective {
@@ -245,7 +246,8 @@ int run_spec_decode(const char *s, size_t n, const char *encoding, size_t max, u
 /* Whether path may name a workspace file: 1 to RUN_SPEC_MAX_PATH_DEPTH
  * components joined by single '/'s, none empty, "." or "..", none with a
  * control character; not absolute; the first not "artifacts" (where the
- * run's artifacts go); at most RUN_SPEC_MAX_FILE_NAME bytes. 0, or -1 with
+ * run's artifacts go) or "lost+found" (the file system's own); at most
+ * RUN_SPEC_MAX_FILE_NAME bytes. 0, or -1 with
  * the reason ("a component is \"..\"") in why. Pure. */
 int run_spec_path_check(const char *path, char *why, size_t cap);
 

@@ -14,6 +14,7 @@
 #include "proto.h"
 #include "run_pause.h"
 #include "runtime.h"
+#include "workspace.h"
 
 /* Ceilings past which a number is a mistake, not a wish; the policy and
  * the run library hold the real limits. */
@@ -189,6 +190,8 @@ static int check_name(const char *name, const char *path, char *err, size_t errl
 		return errf(err, errlen, "%s: must not be \".\" or \"..\"", path);
 	if (!strcmp(name, PROTO_ARTIFACTS_DIR))
 		return errf(err, errlen, "%s: \"%s\" is the artifacts directory", path, PROTO_ARTIFACTS_DIR);
+	if (!strcmp(name, WORKSPACE_LOST_FOUND))
+		return errf(err, errlen, "%s: \"%s\" is the workspace's own directory", path, WORKSPACE_LOST_FOUND);
 	if (name[0] == '-')
 		return errf(err, errlen, "%s: must not start with '-' (it would read as an option)", path);
 	/* Not a rule of the workspace's, but names are quoted in messages and
@@ -222,6 +225,8 @@ int run_spec_path_check(const char *path, char *why, size_t cap)
 			return errf(why, cap, "deeper than %d components", RUN_SPEC_MAX_PATH_DEPTH);
 		if (depth == 1 && len == strlen(PROTO_ARTIFACTS_DIR) && !memcmp(c, PROTO_ARTIFACTS_DIR, len))
 			return errf(why, cap, "\"%s\" is the artifacts directory", PROTO_ARTIFACTS_DIR);
+		if (depth == 1 && len == strlen(WORKSPACE_LOST_FOUND) && !memcmp(c, WORKSPACE_LOST_FOUND, len))
+			return errf(why, cap, "\"%s\" is the workspace's own directory", WORKSPACE_LOST_FOUND);
 		c += len;
 		if (!*c)
 			return 0;

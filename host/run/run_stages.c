@@ -139,7 +139,11 @@ int run_stages_build(struct run_stages *out, const struct run_spec *spec, const 
 		      &e->stage[e->nstages - 1], why, sizeof(why)))
 		return errf(err, errlen, "%s%s: %s", spec->nrun_cmd ? "" : rt->name,
 			    spec->nrun_cmd ? "run.command" : "'s run template", why);
-	if (compiles && names_program(p->stage[0].argv, p->stage[0].argc, p->stage[p->nstages - 1].argv[0]))
+	/* Only a runtime's templates say which program the compile writes: a
+	 * spec's own commands would let a client name any path there and
+	 * have it pass the allowlist as "compiled". */
+	if (compiles && !spec->nrun_cmd &&
+	    names_program(p->stage[0].argv, p->stage[0].argc, p->stage[p->nstages - 1].argv[0]))
 		out->compiled = p->stage[p->nstages - 1].argv[0];
 	for (unsigned i = 0; i < e->nstages; i++)
 		if (e->stage[i].memory_mib > e->memory_mib)

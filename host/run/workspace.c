@@ -283,7 +283,7 @@ static errcode_t reserve_inodes(ext2_filsys fs)
 static errcode_t make_lost_found(ext2_filsys fs)
 {
 	ext2_ino_t ino;
-	errcode_t e = make_dir(fs, EXT2_ROOT_INO, "lost+found", &ino);
+	errcode_t e = make_dir(fs, EXT2_ROOT_INO, WORKSPACE_LOST_FOUND, &ino);
 	for (int i = 1; !e && i < LPF_BLOCKS; i++)
 		e = ext2fs_expand_dir(fs, ino);
 	if (e)

@@ -11,6 +11,9 @@
 
 #define WORKSPACE_MIN_MIB 8
 #define WORKSPACE_MAX_MIB (64 * 1024)
+/* The directory every workspace has at its top, as mke2fs makes it: no
+ * file of a request may take its name. */
+#define WORKSPACE_LOST_FOUND "lost+found"
 
 /* One file the caller opened, copied into the workspace's top directory
  * under name (a plain name: no '/', not "." or ".."). */

@@ -439,11 +439,18 @@ static void audit(struct vmrund *d, const char *id, const char *tenant, enum run
 			if (v)
 				json_object_set(line, keys[i], v);
 		}
-		json_t *names = json_array(), *files = json_object_get(rq, "files");
-		size_t i;
-		json_t *f;
-		json_array_foreach(files, i, f) json_array_append(names, json_object_get(f, "name"));
-		json_object_set_new(line, "files", names);
+		/* the names of both lists of files, never their contents */
+		const char *lists[] = { "files", "workspace_files" };
+		for (size_t k = 0; k < sizeof(lists) / sizeof(lists[0]); k++) {
+			json_t *names = json_array(), *files = json_object_get(rq, lists[k]);
+			size_t i;
+			json_t *f;
+			json_array_foreach(files, i, f) json_array_append(names, json_object_get(f, "name"));
+			if (k == 0 || json_array_size(names))
+				json_object_set_new(line, lists[k], names);
+			else
+				json_decref(names);
+		}
 	}
 	json_t *hits = json_array();
 	for (unsigned b = 0; o && b < OUTCOME_LIMITS; b++)

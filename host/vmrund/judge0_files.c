@@ -54,44 +54,55 @@ static int place_of(const struct run_spec *rq, const char *path, bool dir)
 }
 
 /* The entry's bytes, read as they come out and never past left: what a
- * header claims is not trusted. 0, or -1 with why. */
+ * header claims is not trusted. The buffer doubles (an 8 MiB file costs
+ * a few copies), and is cut to size at the end; an empty file has none.
+ * 0, or -1 with why. */
 static int read_entry(struct archive *a, const char *shown, uint64_t *left, unsigned char **out, size_t *len,
 		      char *why, size_t cap, uint64_t max_bytes)
 {
 	unsigned char *buf = NULL;
 	size_t n = 0, room = 0;
+	int rc = -1;
 	for (;;) {
 		if (room - n < CHUNK) {
-			unsigned char *more = realloc(buf, room + CHUNK);
+			size_t more_room = room ? room * 2 : CHUNK;
+			unsigned char *more = realloc(buf, more_room);
 			if (!more) {
-				free(buf);
-				return errf(why, cap, "out of memory");
+				errf(why, cap, "out of memory");
+				goto out;
 			}
 			buf = more;
-			room += CHUNK;
+			room = more_room;
 		}
 		la_ssize_t got = archive_read_data(a, buf + n, CHUNK);
 		if (got < 0) {
-			free(buf);
 			char e[160];
-			return errf(why, cap, "\"%s\" cannot be extracted: %s", shown, lib_error(a, e, sizeof(e)));
+			errf(why, cap, "\"%s\" cannot be extracted: %s", shown, lib_error(a, e, sizeof(e)));
+			goto out;
 		}
 		if (got == 0)
 			break;
 		if ((uint64_t)got > *left) {
-			free(buf);
-			return errf(why, cap, "extracts to more than %llu KB", (unsigned long long)(max_bytes / 1024));
+			errf(why, cap, "extracts to more than %llu KB", (unsigned long long)(max_bytes / 1024));
+			goto out;
 		}
 		*left -= (uint64_t)got;
 		n += (size_t)got;
 		if (n > RUN_SPEC_MAX_FILE_BYTES) {
-			free(buf);
-			return errf(why, cap, "\"%s\" extracts to more than %u KB", shown, RUN_SPEC_MAX_FILE_BYTES / 1024);
+			errf(why, cap, "\"%s\" extracts to more than %u KB", shown, RUN_SPEC_MAX_FILE_BYTES / 1024);
+			goto out;
 		}
 	}
-	*out = buf;
+	unsigned char *fit = n ? realloc(buf, n) : NULL;
+	*out = fit ? fit : n ? buf : NULL;
 	*len = n;
-	return 0;
+	if (!n)
+		free(buf);
+	buf = NULL;
+	rc = 0;
+out:
+	free(buf);
+	return rc;
 }
 
 /* One more workspace file in rq (data taken). */

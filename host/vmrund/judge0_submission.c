@@ -301,12 +301,13 @@ static void check_settings(struct parse *ps, const struct text *args)
 }
 
 /* The language's id as Rails casts it to an integer ("71" and 71.0 are
- * 71, anything else 0); -1 when blank. */
-static long language_id_of(const struct parse *ps)
+ * 71, anything else 0); *blank when there is none. */
+static long language_id_of(const struct parse *ps, bool *blank)
 {
 	const json_t *v = param(ps, "language_id");
-	if (!v || (json_is_string(v) && !json_string_length(v)))
-		return -1;
+	*blank = !v || (json_is_string(v) && !json_string_length(v));
+	if (*blank)
+		return 0;
 	double d = json_is_number(v) ? json_number_value(v) : json_is_string(v) ? strtod(json_string_value(v), NULL) : 0;
 	return d > -1e9 && d < 1e9 ? (long)d : 0;
 }
@@ -315,8 +316,9 @@ static long language_id_of(const struct parse *ps)
 static const struct runtime *check_language(struct parse *ps, const struct runtime *rts, size_t n, long *id,
 					    const char **source_file)
 {
-	if ((*id = language_id_of(ps)) < 0) {
-		*id = 0;
+	bool none;
+	*id = language_id_of(ps, &none);
+	if (none) {
 		add_error(ps, "language_id", "can't be blank");
 		return NULL;
 	}
@@ -416,8 +418,19 @@ static int build(const struct runtime *rt, const char *source_file, const struct
 	return 0;
 }
 
-/* enable_network: the run may reach what its tenant's ceiling holds,
- * the egress proxy's deny set applying as to any run (isolate's
+/* How many host rules (names, suffixes) the tenant's ceiling has: its
+ * address rules (net_addr=, ranges the deny set refuses) are for runs
+ * that name them, never given by a switch. */
+static unsigned host_rules(const struct tenant_reach *net)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < net->n; i++)
+		n += net->rules[i].kind != NET_RULE_ADDR;
+	return n;
+}
+
+/* enable_network: the run may reach the host names its tenant's ceiling
+ * holds, the egress proxy's deny set applying as to any run (isolate's
  * --share-net gives the whole network; a guest here has none but the
  * proxy). 0, or -1 with the error added. */
 static int add_network(struct parse *ps, const struct tenant_reach *net, struct run_spec *rq)
@@ -425,8 +438,8 @@ static int add_network(struct parse *ps, const struct tenant_reach *net, struct 
 	struct net_rule any = { .kind = NET_RULE_ANY };
 	if (net->any && run_spec_add_rule(rq, &any))
 		goto fail;
-	for (unsigned i = 0; i < net->n; i++)
-		if (run_spec_add_rule(rq, &net->rules[i]))
+	for (unsigned i = 0; !net->any && i < net->n; i++)
+		if (net->rules[i].kind != NET_RULE_ADDR && run_spec_add_rule(rq, &net->rules[i]))
 			goto fail;
 	return 0;
 fail:
@@ -508,7 +521,8 @@ int judge0_submission(const json_t *body, bool b64, const struct judge0_config *
 		add_error(&ps, "submission", "must be an object");
 		goto out;
 	}
-	bool project = language_id_of(&ps) == JUDGE0_PROJECT_LANGUAGE;
+	bool no_language;
+	bool project = language_id_of(&ps, &no_language) == JUDGE0_PROJECT_LANGUAGE;
 	if (project && !blank(&src))
 		add_error(&ps, "source_code", "must be blank");
 	else if (!project && blank(&src))
@@ -529,7 +543,7 @@ int judge0_submission(const json_t *body, bool b64, const struct judge0_config *
 	check_settings(&ps, &args);
 	check_callback(&ps, &callback, t ? &t->callback : NULL);
 	bool network = bool_param(&ps, "enable_network", false);
-	if (network && !(t && (t->net.any || t->net.n)))
+	if (network && !(t && (t->net.any || host_rules(&t->net))))
 		add_error(&ps, "enable_network", "enabling network is not allowed");
 	if (ps.oom || json_object_size(ps.errors))
 		goto out;

@@ -7,7 +7,9 @@
  *   ID/result.json    vmrun's result object, renamed into place; worker
  *   ID/vm-id          the run library's run id (its cgroup's name); worker
  *   ID/worker.log     the worker's own stderr
- *   ID/files/         the request's files, written out by the worker
+ *   ID/files/         the request's files, written out by the worker (argv
+ *                     mode: its workspace_files too, at their paths)
+ *   ID/workspace/     source mode's workspace_files, at their paths
  *   ID/artifacts/     what the run left, when the request keeps it
  *
  * When the run ends vmrund keeps output (the order in which the streams

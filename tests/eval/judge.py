@@ -365,7 +365,7 @@ def judge_judge0_zip_bomb(c, r):
     need(set(answers) == {"bomb", "climb", "link", "many"}, f"not every archive was sent: {sorted(answers)}")
     accepted = [k for k, a in answers.items() if a["code"] != "422"]
     escaped_if(accepted, "accepted at submission: " + "; ".join(f"{k} {answers[k]['code']}" for k in accepted))
-    want = {"bomb": "extracts to more than", "climb": "is not a path inside the workspace",
+    want = {"bomb": "extracts to more than 10240 KB", "climb": "is not a path inside the workspace",
             "link": "is not a file or a directory", "many": "holds more than"}
     for k, w in want.items():
         need(w in answers[k]["body"], f"the {k} archive's 422 does not say why: {answers[k]['body']}")

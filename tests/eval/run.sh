@@ -451,8 +451,9 @@ try:
 except Exception as e:
     print(json.dumps({"error": str(e)[:200]}))' "$tmp/judged")}"
 
-	# Hostile Judge0 additional_files: a deflate bomb (64 MiB of zeros in
-	# a few KB), a name that climbs out with "..", a link to the host's
+	# Hostile Judge0 additional_files: a deflate bomb (12 MiB of zeros in
+	# 12 KB, each file under the 8192 KB a file may take, the whole past
+	# Judge0's 10240 KB), a name that climbs out with "..", a link to the host's
 	# /etc/passwd, and more files than a workspace takes. Each must be
 	# 422 at submission, with the reason, before anything is written or
 	# run; vmrund must answer in bounded time and not grow with what the
@@ -467,11 +468,12 @@ def zipped(fill):
     return base64.b64encode(b.getvalue()).decode()
 def bomb(z):
     zero = bytes(1 << 20)
-    i = zipfile.ZipInfo("zeros")
-    i.compress_type = zipfile.ZIP_DEFLATED
-    with z.open(i, "w", force_zip64=True) as f:
-        for _ in range(64):
-            f.write(zero)
+    for name in ("zeros1", "zeros2"):
+        i = zipfile.ZipInfo(name)
+        i.compress_type = zipfile.ZIP_DEFLATED
+        with z.open(i, "w", force_zip64=True) as f:
+            for _ in range(6):
+                f.write(zero)
 def climb(z):
     z.writestr("ok.txt", "fine\n")
     z.writestr("../../../../etc/cron.d/vmrun-escape", "* * * * * root touch /tmp/escaped\n")
@@ -497,7 +499,7 @@ print(json.dumps({"bomb": zipped(bomb), "climb": zipped(climb), "link": zipped(l
 	rss1=$(awk '/^VmRSS/ {print $2}' "/proc/$vd_pid/status" 2>/dev/null || echo 0)
 	healthz=$(curl -s -m 10 -o /dev/null -w '%{http_code}' "$BASE/healthz")
 	: >"$tmp/out"
-	record judge0_zip_bomb service denied "Judge0 additional_files: a deflate bomb (64 MiB of zeros), a name with .. climbing to /etc/cron.d, a link to /etc/passwd, 300 files" \
+	record judge0_zip_bomb service denied "Judge0 additional_files: a deflate bomb (12 MiB of zeros in 12 KB), a name with .. climbing to /etc/cron.d, a link to /etc/passwd, 300 files" \
 		"{\"answers\":[$answers],\"rss_kib\":[$rss0,$rss1],\"healthz\":$(jstr "$healthz")}"
 
 	# The problem setter's programs misbehave: an interactor that floods

@@ -438,6 +438,8 @@ static void workspace_files(void **state)
 	refused(WF("/etc/passwd"), "must be a relative path");
 	refused(WF(""), "must not be empty");
 	refused(WF("artifacts/x"), "\"artifacts\" is the artifacts directory");
+	refused(WF("lost+found/x"), "\"lost+found\" is the workspace's own directory");
+	refused(WF("lost+found"), "is the workspace's own directory");
 	refused(WF("a\\nb"), "control characters");
 	refused(WF("1/2/3/4/5/6/7/8/9"), "deeper than 8 components");
 #undef WF

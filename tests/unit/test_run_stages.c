@@ -90,6 +90,13 @@ static void own_commands(void **state)
 	assert_string_equal(proto.stage[1].argv[0], "bash");
 	assert_string_equal(proto.stage[1].argv[2], "x y");
 	assert_null(st.compiled);
+	/* a compile command that names the run's program does not make it
+	 * "compiled": only a runtime's templates vouch for that */
+	char *sneak[] = { "sh", "-c", "true", "/usr/bin/nc" }, *nc[] = { "/usr/bin/nc", "-l" };
+	struct run_spec own = { .run_cmd = nc, .nrun_cmd = 2, .compile_cmd = sneak, .ncompile_cmd = 4 };
+	assert_int_equal(build(&own, &cxx, &st), 0);
+	assert_int_equal(proto.nstages, 2);
+	assert_null(st.compiled);
 	req.ncompile_cmd = 0;
 	assert_int_equal(build(&req, &cxx, &st), 0);
 	assert_int_equal(proto.nstages, 1);
