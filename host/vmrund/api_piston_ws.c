@@ -130,7 +130,7 @@ static void send_error(struct session *s, const char *message)
 static void to_stdin(struct session *s, const char *data, size_t n)
 {
 	if (s->run_stage && s->cid) {
-		(void)sbxu_stdin(&s->u, s->sbx, s->cid, data, n, false);   /* one that ended takes nothing */
+		(void)sbxu_stdin(&s->u, s->sbx, s->cid, data, n, false, SBXU_CALL_MS);   /* one that ended takes nothing */
 		return;
 	}
 	if (s->run_stage || s->plen + n > PENDING_MAX)
@@ -305,7 +305,7 @@ static int stage(struct session *s, const char *name, json_t *argv, double timeo
 		return -1;
 	}
 	if (s->run_stage && s->plen) {
-		(void)sbxu_stdin(&s->u, s->sbx, s->cid, s->pending, s->plen, false);
+		(void)sbxu_stdin(&s->u, s->sbx, s->cid, s->pending, s->plen, false, SBXU_CALL_MS);
 		s->plen = 0;
 	}
 	int64_t deadline = clock_mono_ms() + (int64_t)((timeout_s + STAGE_SLACK_S) * 1000);

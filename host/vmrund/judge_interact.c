@@ -32,29 +32,43 @@ struct side {
 	size_t len;
 	bool ended;                   /* its exit event came, or its stream closed */
 	bool broken;                  /* a write to its peer's stdin failed, not for the peer's end */
+	int64_t deadline_ms;          /* the relay's (monotonic): no write to the peer outlives it */
 	struct side *peer;
 	struct sbx_user *u;
 };
 
+/* How long a write to the peer may take: what is left of the relay's
+ * time, at most a call's. One read of events may hold many of them, each
+ * a write: without this a peer whose stdin stalls would hold the relay a
+ * call's time per event, far past its deadline. 0: none left. */
+static int write_ms(const struct side *s)
+{
+	int64_t left = s->deadline_ms - clock_mono_ms();
+	return left <= 0 ? 0 : left < SBXU_CALL_MS ? (int)left : SBXU_CALL_MS;
+}
+
 /* An event of s's command: its stdout to the peer's stdin; its exit
  * closes the peer's stdin. A peer that ended takes nothing more (its
- * stdin answers 409), which is no error of the relay's. */
+ * stdin answers 409), which is no error of the relay's. Past the relay's
+ * deadline nothing more is passed on. */
 static int on_event(void *ctx, const char *name, const char *data, size_t len)
 {
 	struct side *s = ctx;
 	struct side *p = s->peer;
+	int ms = write_ms(s);
 	if (!strcmp(name, "exit")) {
 		s->ended = true;
-		if (!p->ended)
-			s->broken |= sbxu_stdin(s->u, p->sbx, p->cid, "", 0, true) < 0;
+		if (!p->ended && ms)
+			s->broken |= sbxu_stdin(s->u, p->sbx, p->cid, "", 0, true, ms) < 0;
 		return 0;
 	}
-	if (strcmp(name, "stdout") || p->ended)
+	if (strcmp(name, "stdout") || p->ended || !ms)
 		return 0;
 	json_t *o = json_loadb(data, len, 0, NULL);
 	const json_t *text = json_object_get(o, "text");
 	if (json_string_length(text))
-		s->broken |= sbxu_stdin(s->u, p->sbx, p->cid, json_string_value(text), json_string_length(text), false) < 0;
+		s->broken |= sbxu_stdin(s->u, p->sbx, p->cid, json_string_value(text), json_string_length(text), false,
+					ms) < 0;
 	json_decref(o);
 	return 0;
 }
@@ -138,7 +152,8 @@ int judge_interact(struct judge_job *job, const struct judge_test *t, struct jud
 	    side_start(job, &i, judge_argv(job, &job->interactor, judge_testlib_args, 3), itime) ||
 	    side_start(job, &c, judge_argv(job, &job->contestant, NULL, 0), jr->timeout_s))
 		goto out;
-	relay(&c, &i, clock_mono_ms() + (int64_t)((itime + SLACK_S) * 1000));
+	c.deadline_ms = i.deadline_ms = clock_mono_ms() + (int64_t)((itime + SLACK_S) * 1000);
+	relay(&c, &i, c.deadline_ms);
 	if (c.broken || i.broken) {
 		snprintf(job->u.err + strlen(job->u.err), sizeof(job->u.err) - strlen(job->u.err), " (the relay)");
 		goto out;

@@ -186,13 +186,14 @@ unsigned sbxu_start(struct sbx_user *u, const char *id, json_t *argv, double tim
 	return cmd && cid > 0 ? (unsigned)cid : 0;
 }
 
-int sbxu_stdin(struct sbx_user *u, const char *id, unsigned cid, const char *data, size_t n, bool close)
+int sbxu_stdin(struct sbx_user *u, const char *id, unsigned cid, const char *data, size_t n, bool close,
+	       int timeout_ms)
 {
 	char target[64];
 	snprintf(target, sizeof(target), "/commands/%u/stdin", cid);
 	json_t *body = json_pack("{ss% sb}", "data", data, n, "close", close), *out = NULL;
 	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	int st = text ? call(u, id, "POST", target, "application/json", text, strlen(text), SBXU_CALL_MS, &out) : -1;
+	int st = text ? call(u, id, "POST", target, "application/json", text, strlen(text), timeout_ms, &out) : -1;
 	if (!text)
 		snprintf(u->err, sizeof(u->err), "out of memory");
 	else if (st != 200 && st != 409 && st > 0)

@@ -59,10 +59,11 @@ json_t *sbxu_command(struct sbx_user *u, const char *id, json_t *argv, const cha
  * under timeout_s: its command id (> 0), or 0 with u->err. */
 unsigned sbxu_start(struct sbx_user *u, const char *id, json_t *argv, double timeout_s);
 
-/* Write n bytes to command cid's stdin, then close it when close: 0; 1
- * when it takes nothing more (it ended, or its stdin is closed: 409); -1
- * with u->err. */
-int sbxu_stdin(struct sbx_user *u, const char *id, unsigned cid, const char *data, size_t n, bool close);
+/* Write n bytes to command cid's stdin, then close it when close, within
+ * timeout_ms: 0; 1 when it takes nothing more (it ended, or its stdin is
+ * closed: 409); -1 with u->err. */
+int sbxu_stdin(struct sbx_user *u, const char *id, unsigned cid, const char *data, size_t n, bool close,
+	       int timeout_ms);
 
 /* Send signal signo to command cid: 0, or -1 with u->err (409: it has
  * ended). */

@@ -381,7 +381,7 @@ def judge_judge_setter_flood(c, r):
     f = c["facts"]
     i, k = f["interactor"], f["checker"]
     need("tests" in i and "tests" in k, f"a judge did not answer: {i.get('error') or i.get('message')}; "
-         f"{k.get('error') or k.get('message')}")
+         f"{k.get('error') or k.get('message')}; vmrund's log ends: {f.get('vmrund_log', '')[-1500:]}")
     escaped_if(f["healthz"] != "200", "vmrund stopped answering")
     for name, j in (("interactor", i), ("checker", k)):
         verdicts = [t["verdict"] for t in j["tests"]]
