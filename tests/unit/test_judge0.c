@@ -175,14 +175,21 @@ static void ruby_base64(void **state)
 
 /* ---- a submission ---- */
 
-static json_t *submit(const char *body, bool b64, struct run_spec *rq)
+/* body submitted with the runtimes r[n] installed: Judge0's 422 body, or
+ * NULL with rq made. */
+static json_t *submit_with(const struct runtime *r, size_t n, const char *body, bool b64, struct run_spec *rq)
 {
 	json_t *in = json_loads(body, 0, NULL), *errors = NULL;
 	assert_non_null(in);
-	int rc = judge0_submission(in, b64, &cfg, rts, NRTS, NULL, rq, &errors);
+	int rc = judge0_submission(in, b64, &cfg, r, n, NULL, rq, &errors);
 	json_decref(in);
 	assert_true(rc ? errors != NULL : errors == NULL);
 	return errors;
+}
+
+static json_t *submit(const char *body, bool b64, struct run_spec *rq)
+{
+	return submit_with(rts, NRTS, body, b64, rq);
 }
 
 static void submission_defaults(void **state)
@@ -307,15 +314,6 @@ static const struct runtime rts_cxx[] = {
 	  .run = "/tmp/prog {args}" },
 };
 
-static json_t *submit_to(const struct runtime *r, size_t n, const char *body, struct run_spec *rq)
-{
-	json_t *in = json_loads(body, 0, NULL), *errors = NULL;
-	assert_non_null(in);
-	int rc = judge0_submission(in, false, &cfg, r, n, NULL, rq, &errors);
-	json_decref(in);
-	assert_true(rc ? errors != NULL : errors == NULL);
-	return errors;
-}
 
 static const char *first_error(const json_t *e, const char *field)
 {
@@ -364,9 +362,9 @@ static void multi_file_program(void **state)
 {
 	(void)state;
 	struct run_spec rq;
-	assert_null(submit_to(rts_cxx, 1,
+	assert_null(submit_with(rts_cxx, 1,
 			      "{\"language_id\":89,\"additional_files\":\"" ZIP_PROJECT "\",\"command_line_arguments\":\"a b\"}",
-			      &rq));
+			      false, &rq));
 	assert_string_equal(rq.runtime, "c++");
 	assert_true(rq.source);
 	assert_int_equal(rq.nfiles, 0);
@@ -392,16 +390,16 @@ static void multi_file_program(void **state)
 	assert_true(json_is_null(json_object_get(l, "source_file")));
 	assert_true(json_is_null(json_object_get(l, "run_cmd")));
 	json_decref(l);
-	json_t *e = submit_to(rts_cxx, 1, "{\"language_id\":89,\"source_code\":\"x\"}", &rq);
+	json_t *e = submit_with(rts_cxx, 1, "{\"language_id\":89,\"source_code\":\"x\"}", false, &rq);
 	assert_string_equal(first_error(e, "source_code"), "must be blank");
 	assert_string_equal(first_error(e, "additional_files"), "can't be blank");
 	json_decref(e);
-	e = submit_to(rts_cxx, 1, "{\"language_id\":89,\"additional_files\":\"" ZIP_NO_RUN "\"}", &rq);
+	e = submit_with(rts_cxx, 1, "{\"language_id\":89,\"additional_files\":\"" ZIP_NO_RUN "\"}", false, &rq);
 	assert_string_equal(first_error(e, "additional_files"),
 			    "a Multi-file program needs a run or run.sh script at the top");
 	json_decref(e);
-	e = submit_to(rts_cxx, 1,
-		      "{\"language_id\":89,\"additional_files\":\"" ZIP_PROJECT "\",\"compiler_options\":\"-O2\"}", &rq);
+	e = submit_with(rts_cxx, 1,
+		      "{\"language_id\":89,\"additional_files\":\"" ZIP_PROJECT "\",\"compiler_options\":\"-O2\"}", false, &rq);
 	assert_string_equal(first_error(e, "compiler_options"),
 			    "setting compiler options is only allowed for compiled languages");
 	json_decref(e);
