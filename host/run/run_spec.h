@@ -11,7 +11,8 @@
  *   {"runtime": "python",               a runtime's name or alias
  *    "argv": ["python3", "-c", "..."],  argv mode: the command
  *    "files": [{"name": "main.c", "content": "...",
- *               "encoding": "utf8" | "base64" | "hex"}],
+ *               "encoding": "utf8" | "base64" | "hex",
+ *               "executable": false}],      mode 0755 when true, else 0644
  *                                       argv mode: copied into /workspace;
  *                                       without argv (source mode, needs
  *                                       runtime): the program's sources
@@ -106,6 +107,7 @@ struct run_spec_file {
 	char name[RUN_SPEC_MAX_FILE_NAME + 1];
 	unsigned char *data;                /* decoded bytes (malloc'd; NULL when empty) */
 	size_t len;
+	bool executable;                    /* "executable": true: mode 0755, else 0644 */
 };
 
 /* A source-mode stage's limits; 0 for each: the runtime's default. */

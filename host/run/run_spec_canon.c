@@ -42,6 +42,7 @@ static json_t *files_json(const struct run_spec_file *files, unsigned n)
 		json_t *f = json_object();
 		bool ok = f && put(f, "name", json_string(files[i].name)) &&
 			  put(f, "content", b64_json(files[i].data, files[i].len)) &&
+			  (!files[i].executable || put(f, "executable", json_true())) &&
 			  put(f, "encoding", json_string("base64"));
 		if (!ok || json_array_append_new(a, f)) {
 			if (!ok)

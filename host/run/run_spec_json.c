@@ -237,7 +237,7 @@ int run_spec_path_check(const char *path, char *why, size_t cap)
 static int get_file(const json_t *f, const char *what, size_t i, bool paths, struct run_spec_file *rf, char *err,
 		    size_t errlen)
 {
-	static const char *const keys[] = { "name", "content", "encoding", NULL };
+	static const char *const keys[] = { "name", "content", "encoding", "executable", NULL };
 	char where[40], path[56], path2[56];
 	snprintf(where, sizeof(where), "%s[%zu]", what, i);
 	if (!json_is_object(f))
@@ -257,6 +257,10 @@ static int get_file(const json_t *f, const char *what, size_t i, bool paths, str
 	if (!paths && check_name(s, path, err, errlen))
 		return -1;
 	memcpy(rf->name, s, strlen(s) + 1);
+	const json_t *x = json_object_get(f, "executable");
+	if (x && !json_is_boolean(x))
+		return errf(err, errlen, "%s.executable: must be true or false", where);
+	rf->executable = json_is_true(x);
 	snprintf(path, sizeof(path), "%s.content", where);
 	snprintf(path2, sizeof(path2), "%s.encoding", where);
 	if (!content)

@@ -63,7 +63,8 @@ struct judge0_config {
 #define JUDGE0_PROJECT_RUNTIME "c++"
 
 /* Judge0's additional_files (a zip, decoded) into rq's workspace_files:
- * regular files at their paths, directories implied by them; an entry
+ * regular files at their paths (executable when the owner's execute bit
+ * is set, as unzip keeps it), directories implied by them; an entry
  * whose name is taken already (the source, an earlier entry) skipped, as
  * Judge0's `unzip -n` skips it. At most max_bytes extracted in all,
  * counted as they come out (never taken from the headers), and

@@ -106,7 +106,7 @@ out:
 }
 
 /* One more workspace file in rq (data taken). */
-static int add_wfile(struct run_spec *rq, const char *path, unsigned char *data, size_t len)
+static int add_wfile(struct run_spec *rq, const char *path, unsigned char *data, size_t len, bool executable)
 {
 	struct run_spec_file *more = realloc(rq->wfiles, (rq->nwfiles + 1) * sizeof(*more));
 	if (!more)
@@ -117,6 +117,7 @@ static int add_wfile(struct run_spec *rq, const char *path, unsigned char *data,
 	memcpy(f->name, path, strlen(path) + 1);
 	f->data = data;
 	f->len = len;
+	f->executable = executable;
 	return 0;
 }
 
@@ -156,7 +157,9 @@ static int take_entry(struct archive *a, struct archive_entry *e, struct run_spe
 	size_t len = 0;
 	if (read_entry(a, shown, left, &data, &len, why, cap, max_bytes))
 		return -1;
-	if (add_wfile(rq, path, data, len)) {
+	/* unzip keeps an entry's execute bits: a script or a binary the
+	 * program runs as ./name */
+	if (add_wfile(rq, path, data, len, (archive_entry_perm(e) & 0100) != 0)) {
 		free(data);
 		return errf(why, cap, "out of memory");
 	}

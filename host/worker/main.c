@@ -141,7 +141,7 @@ static int write_at_path(const char *dir, const struct run_spec_file *f, char *e
 		if (mkdir(path, 0755) < 0 && errno != EEXIST)
 			return errf(err, errlen, "%.300s: %s", path, strerror(errno)), -1;
 	}
-	if (spool_write_file(path, f->data, f->len, true, 0644) < 0)
+	if (spool_write_file(path, f->data, f->len, true, f->executable ? 0755 : 0644) < 0)
 		return errf(err, errlen, "%.300s: %s", path, strerror(errno)), -1;
 	return 0;
 }
@@ -174,7 +174,8 @@ static int write_inputs(struct worker *w, char *err, size_t errlen)
 		char path[PATH_MAX];
 		if (snprintf(path, sizeof(path), "%s/%s", w->files_dir, w->rq.files[i].name) >= (int)sizeof(path))
 			return errf(err, errlen, "%s: path too long", w->files_dir), -1;
-		if (spool_write_file(path, w->rq.files[i].data, w->rq.files[i].len, true, 0644) < 0)
+		if (spool_write_file(path, w->rq.files[i].data, w->rq.files[i].len, true,
+				     w->rq.files[i].executable ? 0755 : 0644) < 0)
 			return errf(err, errlen, "%.300s: %s", path, strerror(errno)), -1;
 		if (!(w->source_paths[i] = strdup(path)))
 			return errf(err, errlen, "out of memory"), -1;

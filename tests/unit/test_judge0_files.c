@@ -21,7 +21,7 @@ struct zentry {
 	const char *name;
 	const char *data;    /* NULL: len zero bytes */
 	size_t len;
-	mode_t type;         /* 0: a regular file */
+	mode_t type;         /* 0: a regular file of mode 0644; else a type, and permissions (0: 0644) */
 };
 
 static unsigned char zip[1 << 20];
@@ -36,10 +36,10 @@ static size_t make_zip(const struct zentry *e, size_t n)
 	assert_int_equal(archive_write_open_memory(a, zip, sizeof(zip), &used), ARCHIVE_OK);
 	for (size_t i = 0; i < n; i++) {
 		struct archive_entry *en = archive_entry_new();
-		mode_t type = e[i].type ? e[i].type : AE_IFREG;
+		mode_t type = e[i].type ? e[i].type & AE_IFMT : AE_IFREG, perm = e[i].type & 07777;
 		archive_entry_set_pathname(en, e[i].name);
 		archive_entry_set_filetype(en, type);
-		archive_entry_set_perm(en, 0644);
+		archive_entry_set_perm(en, perm ? perm : 0644);
 		if (type == AE_IFLNK)
 			archive_entry_set_symlink(en, "/etc/passwd");
 		archive_entry_set_size(en, type == AE_IFREG ? (la_int64_t)e[i].len : 0);
@@ -72,26 +72,33 @@ static void extracts(void **state)
 	static const struct zentry e[] = {
 		{ "data/", NULL, 0, AE_IFDIR }, { "data/in.txt", "hello", 5, 0 }, { "main.c", "evil", 4, 0 },
 		{ "lib/util.h", "#define X 1\n", 12, 0 },  { "data/in.txt", "second", 6, 0 }, { "empty", NULL, 0, 0 },
+		{ "bin/run.sh", "#!/bin/sh\n", 10, AE_IFREG | 0755 },
 	};
 	struct run_spec rq;
 	c_spec(&rq);
 	size_t n = make_zip(e, sizeof(e) / sizeof(e[0]));
 	assert_int_equal(judge0_unzip(zip, n, 10240 * 1024, &rq, why, sizeof(why)), 0);
 	/* main.c is the source's (unzip -n); the first data/in.txt wins */
-	assert_int_equal(rq.nwfiles, 3);
+	assert_int_equal(rq.nwfiles, 4);
 	assert_string_equal(rq.wfiles[0].name, "data/in.txt");
 	assert_int_equal(rq.wfiles[0].len, 5);
 	assert_memory_equal(rq.wfiles[0].data, "hello", 5);
 	assert_string_equal(rq.wfiles[1].name, "lib/util.h");
 	assert_string_equal(rq.wfiles[2].name, "empty");
 	assert_int_equal(rq.wfiles[2].len, 0);
+	assert_null(rq.wfiles[2].data);
+	/* the owner's execute bit kept, as unzip keeps it */
+	assert_false(rq.wfiles[0].executable);
+	assert_string_equal(rq.wfiles[3].name, "bin/run.sh");
+	assert_true(rq.wfiles[3].executable);
 	/* the spec as extracted is one the worker reads back */
 	json_t *j = run_spec_to_json(&rq);
 	struct run_spec back;
 	char err[200];
 	json_object_set_new(j, "runtime", json_string("c"));
 	assert_int_equal(run_spec_from_json(j, &back, err, sizeof(err)), 0);
-	assert_int_equal(back.nwfiles, 3);
+	assert_int_equal(back.nwfiles, 4);
+	assert_true(back.wfiles[3].executable);
 	run_spec_free(&back);
 	json_decref(j);
 	run_spec_free(&rq);

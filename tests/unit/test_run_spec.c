@@ -360,6 +360,7 @@ static void same_req(const struct run_spec *a, const struct run_spec *b)
 	for (unsigned i = 0; i < a->nfiles; i++) {
 		assert_string_equal(a->files[i].name, b->files[i].name);
 		assert_int_equal(a->files[i].len, b->files[i].len);
+		assert_int_equal(a->files[i].executable, b->files[i].executable);
 		if (a->files[i].len)
 			assert_memory_equal(a->files[i].data, b->files[i].data, a->files[i].len);
 	}
@@ -396,6 +397,7 @@ static void same_req(const struct run_spec *a, const struct run_spec *b)
 	for (unsigned i = 0; i < a->nwfiles; i++) {
 		assert_string_equal(a->wfiles[i].name, b->wfiles[i].name);
 		assert_int_equal(a->wfiles[i].len, b->wfiles[i].len);
+		assert_int_equal(a->wfiles[i].executable, b->wfiles[i].executable);
 		if (a->wfiles[i].len)
 			assert_memory_equal(a->wfiles[i].data, b->wfiles[i].data, a->wfiles[i].len);
 	}
@@ -461,6 +463,8 @@ static void workspace_files(void **state)
 	refused("{\"argv\": [\"x\"], \"from_checkpoint\": \"a/b\", \"workspace_files\": [{\"name\": \"f\", \"content\": \"\"}]}",
 		"workspace_files: a run from a checkpoint has the checkpoint's workspace");
 	refused("{\"argv\": [\"x\"], \"workspace_files\": {}}", "workspace_files: must be an array of objects");
+	refused("{\"argv\": [\"x\"], \"workspace_files\": [{\"name\": \"a\", \"content\": \"\", \"executable\": 1}]}",
+		"workspace_files[0].executable: must be true or false");
 }
 
 /* run.command and compile.command: the stages' own, in source mode. */
@@ -548,8 +552,9 @@ static void round_trip(void **state)
 		"{\"runtime\": \"c++\", \"run\": {\"command\": [\"bash\", \"run\"]}, \"compile\": {\"command\": [\"bash\","
 		" \"compile.sh\"], \"timeout_s\": 3}, \"args\": [\"1\"], \"workspace_files\": [{\"name\": \"src/a b.c\","
 		" \"content\": \"x\"}, {\"name\": \"run\", \"content\": \"\"}]}",
-		"{\"argv\": [\"ls\"], \"files\": [{\"name\": \"a\", \"content\": \"1\"}], \"workspace_files\": [{\"name\":"
-		" \"d/e\", \"content\": \"2\"}]}",
+		"{\"argv\": [\"ls\"], \"files\": [{\"name\": \"a\", \"content\": \"1\", \"executable\": true}],"
+		" \"workspace_files\": [{\"name\": \"d/e\", \"content\": \"2\", \"executable\": true}, {\"name\": \"d/f\","
+		" \"content\": \"3\", \"executable\": false}]}",
 		"{\"argv\": [\"pytest\"], \"from_checkpoint\": \"0123456789abcdef0123456789abcdef/fixed-1\","
 		" \"expect_digest\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\", \"checkpoint_node\": \"n1\"}",
 	};

@@ -64,11 +64,16 @@ def encode64(data):
 
 
 def zip_of(files):
-    """A zip of {name: text}, as Judge0's clients send additional_files."""
+    """A zip of {name: text or (text, mode)}, as Judge0's clients send
+    additional_files (mode 0o644 when not given)."""
     b = io.BytesIO()
     with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in files.items():
-            z.writestr(name, data)
+            data, mode = data if isinstance(data, tuple) else (data, 0o644)
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o100000 | mode) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
     return b.getvalue()
 
 
@@ -265,10 +270,11 @@ else:
               additional_files=encode64(zip_of({"lib/add.h": "static int add(int a, int b) { return a + b; }\n",
                                                 "data/in.txt": "40 2\n", "main.c": "int main(void){return 9;}\n"}))),
          None),
-        ("Multi-file program (89): its compile.sh, then its run script", 3,
+        ("Multi-file program (89): its compile.sh, then its run script, which runs an executable of the zip's", 3,
          dict(source=None, lang=89, stdin="5\n", expected_output="25",
               additional_files=encode64(zip_of({
-                  "compile.sh": "gcc -O2 -o prog main.c square.c\n", "run": "#!/bin/bash\n./prog\n",
+                  "compile.sh": "gcc -O2 -o prog main.c square.c\n", "run": "#!/bin/bash\n./ready.sh && ./prog\n",
+                  "ready.sh": ("#!/bin/sh\nexit 0\n", 0o755),
                   "main.c": '#include <stdio.h>\nint square(int);\nint main(void){int n; scanf("%d", &n);'
                             'printf("%d\\n", square(n));}\n',
                   "square.c": "int square(int n) { return n * n; }\n"}))),
