@@ -191,7 +191,23 @@ sleep 0.5
 	[ -z "$(find "$tmp/lib/node1/sandboxes" "$tmp/lib/node2/sandboxes" -mindepth 1 2>/dev/null)" ] &&
 	ok "nothing runs or is left: no supervisor, vmm, cgroup, or directory on either node or in the snapshot dir" ||
 	not_ok "leftovers: $(pgrep -af 'vmrund-sandbox|vmm'; ls -R "$tmp/shared/sandboxes" "$tmp/lib" | head)"
+# what each node said, when a check failed: their logs go with the
+# emulated host
+if [ "$fail" -gt 0 ]; then
+	for n in 1 2; do tail -n 25 "$tmp/node$n.log" | cut -c1-300 | sed "s/^/    node$n.log: /"; done
+fi
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+# a node that does not stop within 30 s is a failure, not the suite's time
+for _ in $(seq 300); do
+	alive=
+	for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
+	[ -z "$alive" ] && break
+	sleep 0.1
+done
+if [ -n "$alive" ]; then
+	not_ok "a node did not stop on SIGTERM within 30 s:$alive"
+	for p in $alive; do kill -KILL "$p" 2>/dev/null; done
+fi
 wait 2>/dev/null
 echo "    ($SECONDS s in all)"
 finish sandbox-cluster
