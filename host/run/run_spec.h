@@ -253,6 +253,10 @@ int run_spec_decode(const char *s, size_t n, const char *encoding, size_t max, u
  * the reason ("a component is \"..\"") in why. Pure. */
 int run_spec_path_check(const char *path, char *why, size_t cap);
 
+/* Whether dir is a directory above path ("a" above "a/b", not above
+ * "ab/c" or "a"): how a file and a directory would take one place. Pure. */
+bool run_spec_path_above(const char *dir, const char *path);
+
 /* Whether e names an encoding run_spec_decode knows. */
 bool run_spec_encoding_known(const char *e);
 

@@ -300,8 +300,7 @@ static int get_file_list(const json_t *a, const char *key, bool paths, unsigned 
 	return 0;
 }
 
-/* Whether dir is a directory above path ("a" above "a/b"). */
-static bool is_above(const char *dir, const char *path)
+bool run_spec_path_above(const char *dir, const char *path)
 {
 	size_t n = strlen(dir);
 	return !strncmp(dir, path, n) && path[n] == '/';
@@ -316,11 +315,11 @@ static int check_places(const struct run_spec *rq, char *err, size_t errlen)
 	for (unsigned i = 0; i < rq->nwfiles; i++) {
 		const char *p = rq->wfiles[i].name;
 		for (unsigned j = 0; j < rq->nfiles; j++)
-			if (!strcmp(rq->files[j].name, p) || is_above(rq->files[j].name, p))
+			if (!strcmp(rq->files[j].name, p) || run_spec_path_above(rq->files[j].name, p))
 				return errf(err, errlen, "workspace_files[%u].name: \"%s\" is taken by files[%u]", i,
 					    errmsg_printable(q, sizeof(q), p), j);
 		for (unsigned j = 0; j < i; j++)
-			if (is_above(rq->wfiles[j].name, p) || is_above(p, rq->wfiles[j].name))
+			if (run_spec_path_above(rq->wfiles[j].name, p) || run_spec_path_above(p, rq->wfiles[j].name))
 				return errf(err, errlen,
 					    "workspace_files[%u].name: \"%s\" and workspace_files[%u] make one "
 					    "a file and a directory",

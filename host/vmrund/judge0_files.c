@@ -26,13 +26,6 @@ static const char *lib_error(struct archive *a, char *out, size_t cap)
 	return out;
 }
 
-/* Whether dir is a directory above path ("a" above "a/b"). */
-static bool is_above(const char *dir, const char *path)
-{
-	size_t n = strlen(dir);
-	return !strncmp(dir, path, n) && path[n] == '/';
-}
-
 /* Where path stands against what rq holds: 1 taken already (skipped, as
  * `unzip -n` skips it: the source comes first, then the archive's first
  * of a name), -1 a file where a directory is or the reverse, 0 free. */
@@ -41,13 +34,13 @@ static int place_of(const struct run_spec *rq, const char *path, bool dir)
 	for (unsigned i = 0; i < rq->nfiles; i++)
 		if (!strcmp(rq->files[i].name, path))
 			return dir ? -1 : 1;
-		else if (is_above(rq->files[i].name, path))
+		else if (run_spec_path_above(rq->files[i].name, path))
 			return -1;
 	for (unsigned i = 0; i < rq->nwfiles; i++) {
 		const char *w = rq->wfiles[i].name;
 		if (!strcmp(w, path))
 			return dir ? -1 : 1;
-		if (is_above(w, path) || (!dir && is_above(path, w)))
+		if (run_spec_path_above(w, path) || (!dir && run_spec_path_above(path, w)))
 			return -1;
 	}
 	return 0;
