@@ -75,21 +75,30 @@ i=0
 for lane in "$@"; do
 	l=${letters[$i]}
 	if [ "$where" = emulated ]; then
-		run_lane "$l" "$lane" 2>&1 | sed -u "s/^/[$l] /" &
+		run_lane "$l" "$lane" 2>&1 | sed -u "s/^/[$l] /" | tee "$results/$l.log" &
 		pids+=($!)
 	else
-		run_lane "$l" "$lane" 2>&1 | sed -u "s/^/[$l] /"
+		run_lane "$l" "$lane" 2>&1 | sed -u "s/^/[$l] /" | tee "$results/$l.log"
 	fi
 	i=$((i + 1))
 done
 for p in "${pids[@]}"; do wait "$p"; done
 
 st=0
+failed=
 for l in "${letters[@]:0:$#}"; do
 	[ -f "$results/$l" ] || continue
 	while read -r name secs s; do
 		echo "check: vm $name $secs s, status $s (lane $l)"
 		[ "$st" -ne 0 ] || st=$s
+		[ "$s" -eq 0 ] || failed+=" $l"
 	done <"$results/$l"
+done
+# A failed lane's own words last, where a log cut to its tail still
+# shows them: what failed, and how the suite ended.
+for l in $failed; do
+	echo "check: lane $l failed; its failed checks, then its last lines:"
+	grep -a 'not ok' "$results/$l.log" | head -n 12
+	tail -n 8 "$results/$l.log"
 done
 exit "$st"
