@@ -255,6 +255,8 @@ void result_print_json(FILE *f, const struct run_result *r)
 		(long long)r->prepare, (long long)r->boot, (long long)r->run, (long long)r->teardown,
 		(long long)r->extract, (long long)r->total);
 	fprintf(f, ",\"boot\":\"%s\"", r->restored ? "restored" : "cold");
+	if (r->repeat.asked > 1)
+		fprintf(f, ",\"repeat\":{\"made\":%u,\"asked\":%u}", r->repeat.made, r->repeat.asked);
 	print_usage(f, fin);
 	if (r->runtime[0]) {
 		fputs(",\"runtime\":{\"name\":", f);
@@ -302,4 +304,30 @@ void result_print_json(FILE *f, const struct run_result *r)
 	fputs(",\"message\":", f);
 	result_json_cstr(f, r->message);
 	fputs("}\n", f);
+}
+
+void result_repeat_add(struct run_repeat *rep, const struct run_result *r)
+{
+	const struct run_stage *s = result_final(r);
+	rep->made++;
+	rep->cpu_ms += s->cpu_ms;
+	rep->max_rss_kib += s->max_rss_kib;
+}
+
+bool result_repeat_more(const struct run_repeat *rep, const struct run_result *r)
+{
+	struct run_outcome o;
+	result_outcome(r, &o);
+	return rep->made < rep->asked && !r->cancelled && o.state == OUTCOME_SUCCEEDED;
+}
+
+void result_repeat_apply(struct run_result *r, const struct run_repeat *rep)
+{
+	struct run_stage *s = result_final_mut(r);
+	if (rep->made) {
+		s->cpu_ms = rep->cpu_ms / rep->made;
+		s->max_rss_kib = rep->max_rss_kib / rep->made;
+	}
+	r->repeat.made = rep->made;
+	r->repeat.asked = rep->asked;
 }

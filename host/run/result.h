@@ -71,6 +71,11 @@ struct run_result {
 	} limits;
 	bool cancelled;           /* stopped by its caller (Ctrl-C, a cancel) */
 	bool restored;            /* vmm started from a snapshot, not a cold boot ("boot") */
+	/* A repeated run's (run_spec's repeat), said in "repeat" when more
+	 * than one was asked: runs made and asked. */
+	struct {
+		unsigned made, asked;
+	} repeat;
 	/* The jail's layers in force for vmm, once it was built (DESIGN's
 	 * "jail" object): namespaces are always mount, PID, network, IPC and
 	 * UTS, plus user when rootless; seccomp and no_new_privs always. */
@@ -91,6 +96,26 @@ struct run_result {
 	} network;
 	char message[512];
 };
+
+/* A repeated run's sums (run_spec's repeat): each run made is added as it
+ * ends, and the last one's result reports their means, as Judge0 does
+ * for number_of_runs. */
+struct run_repeat {
+	unsigned made, asked;
+	uint64_t cpu_ms, max_rss_kib;
+};
+
+/* Count r into rep, one more run made: its final stage's CPU time and
+ * memory. Pure. */
+void result_repeat_add(struct run_repeat *rep, const struct run_result *r);
+
+/* Whether to make another run after r: fewer made than asked, and r
+ * succeeded (the command exited 0; not cancelled). Pure. */
+bool result_repeat_more(const struct run_repeat *rep, const struct run_result *r);
+
+/* Give r, the last run made, rep's means (rounded down) as its final
+ * stage's cpu_ms and max_rss_kib, and rep's counts as its "repeat". Pure. */
+void result_repeat_apply(struct run_result *r, const struct run_repeat *rep);
 
 /* Set r's message, replacing what it said. */
 void result_message(struct run_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

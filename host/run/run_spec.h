@@ -43,6 +43,13 @@
  *                                       then be empty). The runtime is the
  *                                       image. Judge0's "Multi-file program"
  *    "keep_artifacts": false,
+ *    "repeat": 1,                       the run made this many times, each
+ *                                       in a fresh VM from the same inputs,
+ *                                       until one does not succeed; the
+ *                                       result is the last one's, its CPU
+ *                                       time and memory the means of those
+ *                                       made (Judge0's number_of_runs); not
+ *                                       with keep_artifacts
  *    "client": {...},                    what the API that accepted the run
  *                                       keeps with it for its own answers
  *                                       (Judge0's language id and expected
@@ -99,6 +106,7 @@
 #define RUN_SPEC_NODE_MAX       64          /* a node's name, as the store keeps it */
 #define RUN_SPEC_MAX_CLIENT_BYTES (4u << 20) /* "client", as compact JSON */
 #define RUN_SPEC_MAX_COMPILE_ARGS 64
+#define RUN_SPEC_MAX_REPEAT     20          /* Judge0's max_number_of_runs */
 #define RUN_SPEC_MAX_NET_RULES  64          /* allow and allow_addr in all: the proxy's PROXY_RULES_MAX */
 
 struct run_spec_file {
@@ -142,6 +150,7 @@ struct run_spec {
 	char **compile_cmd, **run_cmd;
 	unsigned ncompile_cmd, nrun_cmd;
 	bool keep_artifacts;
+	unsigned repeat;              /* runs made at most; 0 or 1: one */
 	/* What the run's proxy may dial, parsed and normalized once: host and
 	 * suffix rules (network.allow, --allow-net) and address rules
 	 * (network.allow_addr, --allow-net-addr), in the order given. */

@@ -171,6 +171,8 @@ static bool fill_json(json_t *o, const struct run_spec *rq)
 	if (rq->source && (stage_set(&rq->run) || rq->nrun_cmd) &&
 	    !put(o, "run", stage_json(&rq->run, NULL, 0, rq->run_cmd, rq->nrun_cmd)))
 		return false;
+	if (rq->repeat > 1 && !put(o, "repeat", json_integer(rq->repeat)))
+		return false;
 	if (rq->nnet && !put(o, "network", network_json(rq)))
 		return false;
 	if (rq->from_checkpoint[0] && !put(o, "from_checkpoint", json_string(rq->from_checkpoint)))

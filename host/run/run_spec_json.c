@@ -603,12 +603,27 @@ static int get_client(const json_t *v, struct run_spec *rq, char *err, size_t er
 	return 0;
 }
 
+/* "repeat": 1 to RUN_SPEC_MAX_REPEAT; a repeated run leaves no artifacts,
+ * since each run would replace the last one's. */
+static int get_repeat(const json_t *v, struct run_spec *rq, char *err, size_t errlen)
+{
+	uint64_t n;
+	if (get_whole(v, "repeat", RUN_SPEC_MAX_REPEAT, &n, err, errlen))
+		return -1;
+	if (n < 1)
+		return errf(err, errlen, "repeat: must be at least 1");
+	if (n > 1 && rq->keep_artifacts)
+		return errf(err, errlen, "repeat: a repeated run keeps no artifacts (keep_artifacts)");
+	rq->repeat = (unsigned)n;
+	return 0;
+}
+
 static int parse_body(const json_t *body, bool sandbox, struct run_spec *rq, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "runtime", "argv",   "files",   "args", "stdin",          "stdin_encoding",
 					    "env",     "limits", "compile", "run",  "keep_artifacts", "network",
 					    "from_checkpoint", "expect_digest", "checkpoint_node", "client",
-					    "workspace_files", NULL };
+					    "workspace_files", "repeat", NULL };
 	static const char *const sandbox_keys[] = { "runtime", "env", "limits", "network", NULL };
 	if (!json_is_object(body))
 		return errf(err, errlen, "the request must be a JSON object");
@@ -650,6 +665,8 @@ static int parse_body(const json_t *body, bool sandbox, struct run_spec *rq, cha
 			return errf(err, errlen, "keep_artifacts: must be true or false");
 		rq->keep_artifacts = json_is_true(v);
 	}
+	if ((v = json_object_get(body, "repeat")) && get_repeat(v, rq, err, errlen))
+		return -1;
 	if ((v = json_object_get(body, "network")) && get_network(v, rq, err, errlen))
 		return -1;
 	if (get_checkpoint(body, rq, err, errlen))

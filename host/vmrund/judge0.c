@@ -12,6 +12,7 @@
 
 #include "base64.h"
 #include "errmsg.h"
+#include "run_spec.h"
 
 /* ---- configuration --------------------------------------------------------- */
 
@@ -25,9 +26,7 @@ void judge0_config_defaults(struct judge0_config *c)
 		.stack_limit = 64000, .max_stack_limit = 128000,
 		.max_processes_and_or_threads = 60, .max_max_processes_and_or_threads = 120,
 		.max_file_size = 1024, .max_max_file_size = 4096,
-		/* a run is one run of the program: number_of_runs above 1
-		 * is refused by its maximum until runs repeat */
-		.number_of_runs = 1, .max_number_of_runs = 1,
+		.number_of_runs = 1, .max_number_of_runs = RUN_SPEC_MAX_REPEAT,
 		.max_submission_batch_size = 20,
 		.enable_wait_result = true,
 		.enable_batched_submissions = true,
@@ -52,7 +51,8 @@ static const struct num_key num_keys[] = {
 	LKEY(stack_limit, 0, 64L << 20), LKEY(max_stack_limit, 0, 64L << 20),
 	LKEY(max_processes_and_or_threads, 1, 1 << 20), LKEY(max_max_processes_and_or_threads, 1, 1 << 20),
 	LKEY(max_file_size, 0, 1L << 30), LKEY(max_max_file_size, 0, 1L << 30),
-	LKEY(number_of_runs, 1, 1), LKEY(max_number_of_runs, 1, 1),
+	/* each run is a whole run of the spec's repeat */
+	LKEY(number_of_runs, 1, RUN_SPEC_MAX_REPEAT), LKEY(max_number_of_runs, 1, RUN_SPEC_MAX_REPEAT),
 	LKEY(max_submission_batch_size, 1, 1000),
 };
 

@@ -57,8 +57,8 @@ struct judge0_config {
 
 /* Judge0's "Multi-file program": no source, an archive whose run (or
  * run.sh) script runs it, after its compile (or compile.sh) script if
- * it has one. Its scripts run with the image's sh, in the C and C++
- * image (gcc, g++). */
+ * it has one. Its scripts run with bash, as Judge0 runs them, in the C
+ * and C++ image (gcc, g++, and bash for them). */
 #define JUDGE0_PROJECT_LANGUAGE 89
 #define JUDGE0_PROJECT_RUNTIME "c++"
 

@@ -414,6 +414,9 @@ static int build(const struct runtime *rt, const char *source_file, const struct
 	/* isolate's -f: each of the program's files, its stdout too; 0 would
 	 * be our "default", so the least is a byte */
 	rq->max_output = l->max_file_size > 0 ? (uint64_t)l->max_file_size * 1024 : 1;
+	/* isolate_job.rb's loop: a fresh box each time, until one is not
+	 * accepted; time and memory averaged */
+	rq->repeat = (unsigned)l->number_of_runs;
 	rq->client = json_incref(client);
 	return 0;
 }
@@ -484,14 +487,14 @@ static int add_files(struct parse *ps, const struct text *files, size_t used, bo
 	if (!project)
 		return 0;
 	/* isolate_job.rb: compile.sh or compile when there is one, then
-	 * run.sh or run, each run by a shell */
+	 * run.sh or run, each run by /bin/bash */
 	const char *run = top_file(rq, "run.sh", "run"), *comp = top_file(rq, "compile.sh", "compile");
 	if (!run) {
 		add_error(ps, "additional_files", "a Multi-file program needs a run or run.sh script at the top");
 		return -1;
 	}
-	if (run_spec_add_run_cmd(rq, "sh") || run_spec_add_run_cmd(rq, run) ||
-	    (comp && (run_spec_add_compile_cmd(rq, "sh") || run_spec_add_compile_cmd(rq, comp)))) {
+	if (run_spec_add_run_cmd(rq, "bash") || run_spec_add_run_cmd(rq, run) ||
+	    (comp && (run_spec_add_compile_cmd(rq, "bash") || run_spec_add_compile_cmd(rq, comp)))) {
 		ps->oom = true;
 		return -1;
 	}

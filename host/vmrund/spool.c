@@ -110,8 +110,11 @@ long spool_parse(const uint8_t *buf, size_t len,
 	while (len - pos >= sizeof(struct spool_record)) {
 		struct spool_record h;
 		memcpy(&h, buf + pos, sizeof(h));
-		if (h.zero || h.len > SPOOL_RECORD_MAX || (h.stream != PROTO_STDOUT && h.stream != PROTO_STDERR) ||
-		    (h.stage != PROTO_STAGE_COMPILE && h.stage != PROTO_STAGE_RUN))
+		bool next = h.stream == SPOOL_NEXT_RUN;
+		if (h.zero || h.len > SPOOL_RECORD_MAX ||
+		    (h.stream != PROTO_STDOUT && h.stream != PROTO_STDERR && !next) ||
+		    (h.stage != PROTO_STAGE_COMPILE && h.stage != PROTO_STAGE_RUN) ||
+		    (next && (h.len != sizeof(uint32_t) || h.stage != PROTO_STAGE_RUN)))
 			return -1;
 		if (len - pos - sizeof(h) < h.len)
 			break;
@@ -195,8 +198,11 @@ struct text_pair {
 
 static void add_record(void *ctx, unsigned stage, unsigned stream, const uint8_t *data, size_t n)
 {
-	(void)stream;
 	struct text_pair *t = ctx;
+	if (stream == SPOOL_NEXT_RUN) {
+		t->len[0] = t->len[1] = 0;
+		return;
+	}
 	int i = stage == PROTO_STAGE_COMPILE ? 0 : 1;
 	uint8_t *q = t->failed ? NULL : realloc(t->p[i], t->len[i] + n + 1);
 	if (!q) {

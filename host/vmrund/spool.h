@@ -75,6 +75,12 @@ _Static_assert(sizeof(struct spool_record) == 8, "the output file's record heade
 
 #define SPOOL_RECORD_MAX (1u << 20)   /* data bytes in one record at most */
 
+/* A repeated run's (run_spec's repeat) next run starts: a record of this
+ * stream (stage PROTO_STAGE_RUN) whose data is the run's number, from 2,
+ * a uint32_t in host order. What follows it is that run's output; a
+ * reader that keeps the output as text keeps the last run's. */
+#define SPOOL_NEXT_RUN 0xffu
+
 /* The worker's TMPDIR for run_dir into out: 0, or -1 when the path is
  * longer than SPOOL_LIB_TMP_MAX. Pure. */
 int spool_lib_tmp(const char *run_dir, char *out, size_t len);
@@ -95,8 +101,9 @@ int spool_write_file(const char *path, const void *data, size_t len, bool excl, 
  * is a string), or -1. */
 int spool_read_file(int dirfd, const char *name, uint64_t max, uint8_t **out, size_t *len);
 
-/* The complete records at the start of buf (len bytes), each to fn; stops
- * at a partial one. Returns the bytes consumed, or -1 when a header is
+/* The complete records at the start of buf (len bytes), each to fn
+ * (stream PROTO_STDOUT, PROTO_STDERR or SPOOL_NEXT_RUN); stops at a
+ * partial one. Returns the bytes consumed, or -1 when a header is
  * malformed (the file is not ours). Pure. */
 long spool_parse(const uint8_t *buf, size_t len,
 		 void (*fn)(void *ctx, unsigned stage, unsigned stream, const uint8_t *data, size_t n), void *ctx);
@@ -128,7 +135,8 @@ int spool_clean(const char *dir, bool keep);
 char *spool_utf8(const uint8_t *p, size_t n, size_t *outlen);
 
 /* The output file's text per stage, its streams interleaved as they
- * arrived (invalid UTF-8 as U+FFFD): out[0] the compile stage's, out[1]
+ * arrived (invalid UTF-8 as U+FFFD), the last run's of a repeated run:
+ * out[0] the compile stage's, out[1]
  * the run stage's, each malloc'd (NULL when the file is not there or
  * memory ran out; free both). */
 void spool_output_text(const char *path, char *out[2]);

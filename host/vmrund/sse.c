@@ -61,6 +61,12 @@ void sse_comment(struct sse_buf *b, const char *text)
 static void on_record(void *ctx, unsigned stage, unsigned stream, const uint8_t *data, size_t n)
 {
 	struct sse_buf *b = ctx;
+	if (stream == SPOOL_NEXT_RUN) {
+		uint32_t run;
+		memcpy(&run, data, sizeof(run));
+		sse_event(b, "next_run", json_pack("{s:I}", "run", (json_int_t)run));
+		return;
+	}
 	size_t len;
 	char *text = spool_utf8(data, n, &len);
 	if (!text) {

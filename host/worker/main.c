@@ -296,6 +296,48 @@ static void write_vm_id(const struct worker *w, const char *id)
 		say("%s: %s", path, strerror(errno));
 }
 
+/* One run made: plan, execute, release; r as run_result_init left it. */
+static void run_once(struct worker *w, const struct run_request *req, struct run_plan *plan, bool first,
+		     struct run_result *r)
+{
+	if (run_plan_build(plan, req, r))
+		return;
+	write_vm_id(w, plan->run_id);
+	plan->output = on_output;
+	plan->keep_output = true;
+	/* vmrund let the first run's command have effects: the next are
+	 * the same run's */
+	plan->gate = first ? gate : NULL;
+	plan->log = on_log;
+	plan->ctx = w;
+	plan->cancel_fd = w->sigfd;
+	run_execute(plan, r);
+	say_log(w, r);
+	run_plan_release(plan);
+}
+
+/* The run, made as many times as the spec's repeat asks, each in a fresh
+ * VM, until one does not succeed: r is the last one's result, with the
+ * means of those made (result_repeat_apply). Each next run is marked in
+ * the output file (SPOOL_NEXT_RUN). */
+static void run_repeated(struct worker *w, const struct run_request *req, struct run_plan *plan,
+			 struct run_result *r)
+{
+	struct run_repeat rep = { .asked = w->rq.repeat > 1 ? w->rq.repeat : 1 };
+	for (;;) {
+		run_once(w, req, plan, rep.made == 0, r);
+		result_repeat_add(&rep, r);
+		if (!result_repeat_more(&rep, r))
+			break;
+		uint32_t next = rep.made + 1;
+		on_output(w, PROTO_STAGE_RUN, SPOOL_NEXT_RUN, (const uint8_t *)&next, sizeof(next));
+		result_free(r);
+		run_result_init(r, req);
+	}
+	if (rep.asked > 1)
+		result_repeat_apply(r, &rep);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 5) {
@@ -329,20 +371,10 @@ int main(int argc, char **argv)
 	build_request(&w, &req);
 	int64_t t0 = clock_mono_ms();
 	run_result_init(r, &req);
-	if (inputs) {
+	if (inputs)
 		result_message(r, "%s", err);
-	} else if (run_plan_build(plan, &req, r) == 0) {
-		write_vm_id(&w, plan->run_id);
-		plan->output = on_output;
-		plan->keep_output = true;
-		plan->gate = gate;
-		plan->log = on_log;
-		plan->ctx = &w;
-		plan->cancel_fd = w.sigfd;
-		run_execute(plan, r);
-		say_log(&w, r);
-		run_plan_release(plan);
-	}
+	else
+		run_repeated(&w, &req, plan, r);
 	r->total = clock_mono_ms() - t0;
 	status = write_result(&w, r) ? 1 : 0;
 	result_free(r);

@@ -470,7 +470,9 @@ static void judge0(void **state)
 	refused("judge0_prefix = /a//b", "judge0_prefix: a path");
 	refused("judge0_prefix = /", "judge0_prefix: a path");
 	refused("judge0_wall_time_limit = 0.5", "judge0_wall_time_limit: a number from 1 to 3600");
-	refused("judge0_max_number_of_runs = 20", "judge0_max_number_of_runs: a whole number from 1 to 1");
+	refused("judge0_max_number_of_runs = 21", "judge0_max_number_of_runs: a whole number from 1 to 20");
+	assert_int_equal(parse(&c, "judge0_number_of_runs = 3\njudge0_max_number_of_runs = 5"), 0);
+	assert_int_equal(c.judge0.number_of_runs, 3);
 	refused("judge0_nonsense = 1", "unknown key");
 }
 

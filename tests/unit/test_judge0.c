@@ -209,6 +209,7 @@ static void submission_defaults(void **state)
 	assert_true(rq.run.timeout_s == 10);
 	assert_int_equal(rq.run.memory_mib, 125);
 	assert_int_equal(rq.max_output, 1024 * 1024);
+	assert_int_equal(rq.repeat, 1);
 	const json_t *j0 = json_object_get(rq.client, "judge0");
 	assert_int_equal(json_integer_value(json_object_get(j0, "language_id")), 71);
 	assert_true(json_is_null(json_object_get(j0, "expected_output")));
@@ -287,10 +288,17 @@ static void submission_errors_as_rails_says_them(void **state)
 	assert_string_equal(json_string_value(json_array_get(json_object_get(e, "language_id"), 0)),
 			    "language with id -1 doesn't exist");
 	json_decref(e);
-	e = submit("{\"source_code\":\"x\",\"language_id\":71,\"number_of_runs\":2}", false, &rq);
+	e = submit("{\"source_code\":\"x\",\"language_id\":71,\"number_of_runs\":21}", false, &rq);
 	assert_string_equal(json_string_value(json_array_get(json_object_get(e, "number_of_runs"), 0)),
-			    "must be less than or equal to 1");
+			    "must be less than or equal to 20");
 	json_decref(e);
+	/* number_of_runs is the spec's repeat, kept in its canonical form */
+	assert_null(submit("{\"source_code\":\"x\",\"language_id\":71,\"number_of_runs\":\"3\"}", false, &rq));
+	assert_int_equal(rq.repeat, 3);
+	json_t *canon = run_spec_to_json(&rq);
+	assert_int_equal(json_integer_value(json_object_get(canon, "repeat")), 3);
+	json_decref(canon);
+	run_spec_free(&rq);
 	e = submit("[1]", false, &rq);
 	assert_non_null(json_object_get(e, "submission"));
 	json_decref(e);
@@ -370,9 +378,10 @@ static void multi_file_program(void **state)
 	assert_int_equal(rq.nfiles, 0);
 	assert_int_equal(rq.nwfiles, 3);
 	assert_int_equal(rq.nrun_cmd, 2);
-	assert_string_equal(rq.run_cmd[0], "sh");
+	assert_string_equal(rq.run_cmd[0], "bash");
 	assert_string_equal(rq.run_cmd[1], "run");
 	assert_int_equal(rq.ncompile_cmd, 2);
+	assert_string_equal(rq.compile_cmd[0], "bash");
 	assert_string_equal(rq.compile_cmd[1], "compile.sh");
 	assert_int_equal(rq.argc, 0);   /* the scripts run as they are */
 	/* what the worker reads back is the same */

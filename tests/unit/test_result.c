@@ -321,6 +321,52 @@ static void json_boot(void **state)
 	json_decref(v);
 }
 
+/* A repeated run: runs go on while they succeed and fewer were made than
+ * asked; the last one reports the means, rounded down, and the counts. */
+static void repeat(void **state)
+{
+	(void)state;
+	struct run_repeat rep = { .asked = 3 };
+	struct run_result r = { .term = TERM_EXITED, .nstages = 1,
+				.stage = { { .started = true, .term = TERM_EXITED, .cpu_ms = 10, .max_rss_kib = 1000 } } };
+	result_repeat_add(&rep, &r);
+	assert_true(result_repeat_more(&rep, &r));
+	r.stage[0].cpu_ms = 21;
+	r.stage[0].max_rss_kib = 1001;
+	result_repeat_add(&rep, &r);
+	assert_true(result_repeat_more(&rep, &r));
+	/* the third fails: no more, whatever was asked */
+	r.stage[0].exit_code = 1;
+	r.stage[0].cpu_ms = 0;
+	r.stage[0].max_rss_kib = 2000;
+	result_repeat_add(&rep, &r);
+	assert_false(result_repeat_more(&rep, &r));
+	result_repeat_apply(&r, &rep);
+	assert_int_equal(r.stage[0].cpu_ms, 10);         /* 31 / 3 */
+	assert_int_equal(r.stage[0].max_rss_kib, 1333);  /* 4001 / 3 */
+	json_t *v = parsed(to_json(&r));
+	json_t *o = json_object_get(v, "repeat");
+	assert_json_int(o, "made", 3);
+	assert_json_int(o, "asked", 3);
+	assert_json_int(json_object_get(v, "usage"), "cpu_ms", 10);
+	json_decref(v);
+	/* a failure, a cancel and the count reached each end it early */
+	struct run_repeat two = { .asked = 2 };
+	result_repeat_add(&two, &r);
+	assert_false(result_repeat_more(&two, &r));
+	r.stage[0].exit_code = 0;
+	assert_true(result_repeat_more(&two, &r));
+	r.cancelled = true;
+	assert_false(result_repeat_more(&two, &r));
+	r.cancelled = false;
+	r.term = TERM_TIMEOUT;
+	r.stage[0].term = TERM_TIMEOUT;
+	assert_false(result_repeat_more(&two, &r));
+	/* one run asked: no "repeat" at all */
+	struct run_result one = { .term = TERM_EXITED, .nstages = 1, .stage = { { .term = TERM_EXITED } } };
+	assert_null(strstr(to_json(&one), "\"repeat\""));
+}
+
 /* Every termination's name reads back as that termination; nothing else
  * reads as one. */
 static void termination_names_round_trip(void **state)
@@ -422,6 +468,7 @@ int main(void)
 		cmocka_unit_test(json_escapes),
 		cmocka_unit_test(json_network),
 		cmocka_unit_test(json_boot),
+		cmocka_unit_test(repeat),
 		cmocka_unit_test(termination_names_round_trip),
 		cmocka_unit_test(outcome),
 	};

@@ -383,6 +383,7 @@ static void same_req(const struct run_spec *a, const struct run_spec *b)
 		assert_int_equal(sa[i]->cpu_time_ms, sb[i]->cpu_time_ms);
 	}
 	assert_int_equal(a->keep_artifacts, b->keep_artifacts);
+	assert_int_equal(a->repeat > 1 ? a->repeat : 1, b->repeat > 1 ? b->repeat : 1);
 	assert_int_equal(a->nnet, b->nnet);
 	for (unsigned i = 0; i < a->nnet; i++)
 		assert_memory_equal(&a->net[i], &b->net[i], sizeof(a->net[i]));
@@ -530,6 +531,7 @@ static void round_trip(void **state)
 	(void)state;
 	static const char *const bodies[] = {
 		"{\"argv\": [\"true\"]}",
+		"{\"argv\": [\"true\"], \"repeat\": 20}",
 		"{\"argv\": [\"sh\", \"-c\", \"cat\"], \"stdin\": \"\", \"env\": {\"Z\": \"\", \"A\": \"1\"},"
 		" \"files\": [{\"name\": \"e\", \"content\": \"\"}, {\"name\": \"b\", \"content\": \"/w==\", "
 		"\"encoding\": \"base64\"}],"
@@ -851,6 +853,31 @@ static void builders(void **state)
 
 /* A sandbox's body: what a run's command takes is refused, the rest is
  * read as a run's. */
+/* repeat: 1 to 20, never with artifacts kept, never a sandbox's */
+static void repeat(void **state)
+{
+	(void)state;
+	struct run_spec rq;
+	const char *ok = "{\"runtime\": \"c\", \"files\": [{\"name\": \"m.c\", \"content\": \"\"}], \"repeat\": 5}";
+	assert_int_equal(run_spec_from_text(ok, strlen(ok), &rq, err, sizeof(err)), 0);
+	assert_int_equal(rq.repeat, 5);
+	run_spec_free(&rq);
+	refused("{\"argv\": [\"x\"], \"repeat\": 0}", "repeat: must be at least 1");
+	refused("{\"argv\": [\"x\"], \"repeat\": 21}", "repeat: must be at most 20");
+	refused("{\"argv\": [\"x\"], \"repeat\": \"2\"}", "repeat: must be a whole number");
+	refused("{\"argv\": [\"x\"], \"repeat\": 2, \"keep_artifacts\": true}",
+		"repeat: a repeated run keeps no artifacts (keep_artifacts)");
+	/* one run is what none says: the canonical form leaves it out */
+	const char *one = "{\"argv\": [\"x\"], \"repeat\": 1}";
+	assert_int_equal(run_spec_from_text(one, strlen(one), &rq, err, sizeof(err)), 0);
+	json_t *canon = run_spec_to_json(&rq);
+	assert_null(json_object_get(canon, "repeat"));
+	json_decref(canon);
+	run_spec_free(&rq);
+	assert_int_equal(run_spec_sandbox_from_text("{\"repeat\": 2}", 13, &rq, err, sizeof(err)), -1);
+	run_spec_free(&rq);
+}
+
 static void sandbox_body(void **state)
 {
 	(void)state;
@@ -889,7 +916,7 @@ static void sandbox_body(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(sandbox_body), cmocka_unit_test(workspace_files), cmocka_unit_test(own_commands),
+		cmocka_unit_test(sandbox_body), cmocka_unit_test(repeat), cmocka_unit_test(workspace_files), cmocka_unit_test(own_commands),
 		cmocka_unit_test(argv_mode),     cmocka_unit_test(source_mode),   cmocka_unit_test(refuses_shape),
 		cmocka_unit_test(refuses_types), cmocka_unit_test(refuses_files), cmocka_unit_test(caps),
 		cmocka_unit_test(refuses_nul),   cmocka_unit_test(decodes),       cmocka_unit_test(round_trip),

@@ -202,6 +202,9 @@ static void malformed(void **state)
 		{ .stage = PROTO_STAGE_RUN, .stream = PROTO_EXIT, .len = 2 },
 		{ .stage = PROTO_STAGE_COMPILE, .stream = PROTO_STDERR, .len = SPOOL_RECORD_MAX + 1 },
 		{ .stage = 0xff, .stream = 0xff, .zero = 0xffff, .len = 0xffffffff },
+		/* a next run's mark: its number alone, and only the run stage's */
+		{ .stage = PROTO_STAGE_RUN, .stream = SPOOL_NEXT_RUN, .len = 2 },
+		{ .stage = PROTO_STAGE_COMPILE, .stream = SPOOL_NEXT_RUN, .len = 4 },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memcpy(buf, &bad[i], sizeof(bad[i]));
@@ -438,6 +441,18 @@ static void output_text(void **state)
 	spool_output_text(path, out);
 	assert_string_equal(out[0], "warn\n");
 	assert_string_equal(out[1], "a\nb\xef\xbf\xbd\nc\n");
+	free(out[0]);
+	free(out[1]);
+	/* a repeated run's next run: the text is its output alone */
+	fd = open(path, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	uint32_t next = 2;
+	assert_int_equal(spool_append(fd, PROTO_STAGE_RUN, SPOOL_NEXT_RUN, (const uint8_t *)&next, sizeof(next)), 0);
+	assert_int_equal(spool_append(fd, PROTO_STAGE_RUN, PROTO_STDOUT, (const uint8_t *)"d\n", 2), 0);
+	close(fd);
+	spool_output_text(path, out);
+	assert_string_equal(out[0], "");
+	assert_string_equal(out[1], "d\n");
 	free(out[0]);
 	free(out[1]);
 }

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto.h"
+#include "spool.h"
 #include "sse.h"
 
 struct seen {
@@ -65,6 +67,35 @@ static void round_trip(void **state)
 	sse_free(&b);
 }
 
+/* The output file's records as events; a repeated run's next run is an
+ * event of its own, with its number. */
+static void records(void **state)
+{
+	(void)state;
+	uint8_t raw[64];
+	size_t len = 0;
+	struct spool_record h = { .stage = PROTO_STAGE_RUN, .stream = PROTO_STDOUT, .len = 2 };
+	memcpy(raw, &h, sizeof(h));
+	memcpy(raw + sizeof(h), "a\n", 2);
+	len = sizeof(h) + 2;
+	uint32_t next = 2;
+	h = (struct spool_record){ .stage = PROTO_STAGE_RUN, .stream = SPOOL_NEXT_RUN, .len = sizeof(next) };
+	memcpy(raw + len, &h, sizeof(h));
+	memcpy(raw + len + sizeof(h), &next, sizeof(next));
+	len += sizeof(h) + sizeof(next);
+	struct sse_buf b = { 0 };
+	assert_int_equal(sse_records(&b, raw, len), (long)len);
+	struct seen s = { 0 };
+	assert_int_equal(sse_parse(b.p, b.len, 1024, on, &s), (long)b.len);
+	assert_int_equal(s.n, 2);
+	assert_string_equal(s.names[0], "stdout");
+	assert_string_equal(s.data[0], "{\"stage\":\"run\",\"text\":\"a\\n\"}");
+	assert_string_equal(s.names[1], "next_run");
+	assert_string_equal(s.data[1], "{\"run\":2}");
+	seen_free(&s);
+	sse_free(&b);
+}
+
 static void reader(void **state)
 {
 	(void)state;
@@ -109,6 +140,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(round_trip),
+		cmocka_unit_test(records),
 		cmocka_unit_test(reader),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

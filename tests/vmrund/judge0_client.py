@@ -56,6 +56,19 @@ def call(method, path, body=None, key=KEY, headers=None, timeout=280):
         return code, raw.decode(errors="replace")
 
 
+def native_run(token):
+    """The submission as vmrund's native API shows it: GET /v1/runs/ID,
+    ID the token without its dashes, under the same key."""
+    root = BASE.rsplit("/", 1)[0]
+    req = urllib.request.Request(root + "/v1/runs/" + token.replace("-", ""),
+                                 headers={"Authorization": "Bearer " + KEY})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())
+    except (urllib.error.URLError, ValueError) as e:
+        return {"error": str(e)}
+
+
 def encode64(data):
     """Ruby's Base64.encode64: 60 characters a line, each line ended."""
     if isinstance(data, str):
@@ -270,15 +283,23 @@ else:
               additional_files=encode64(zip_of({"lib/add.h": "static int add(int a, int b) { return a + b; }\n",
                                                 "data/in.txt": "40 2\n", "main.c": "int main(void){return 9;}\n"}))),
          None),
-        ("Multi-file program (89): its compile.sh, then its run script, which runs an executable of the zip's", 3,
+        ("Multi-file program (89): its compile.sh (bash's [[ ]]), then its run script, which runs "
+         "an executable of the zip's", 3,
          dict(source=None, lang=89, stdin="5\n", expected_output="25",
               additional_files=encode64(zip_of({
-                  "compile.sh": "gcc -O2 -o prog main.c square.c\n", "run": "#!/bin/bash\n./ready.sh && ./prog\n",
+                  "compile.sh": "if [[ -f square.c ]]; then gcc -O2 -o prog main.c square.c; fi\n", "run": "#!/bin/bash\n./ready.sh && ./prog\n",
                   "ready.sh": ("#!/bin/sh\nexit 0\n", 0o755),
                   "main.c": '#include <stdio.h>\nint square(int);\nint main(void){int n; scanf("%d", &n);'
                             'printf("%d\\n", square(n));}\n',
                   "square.c": "int square(int n) { return n * n; }\n"}))),
          lambda j: j["source_code"] is None and j["language"]["name"] == "Multi-file program"),
+        ("number_of_runs 3: three runs, a VM each, time and memory their means", 3,
+         dict(source='print(sum(range(10 ** 5)))', expected_output="4999950000", number_of_runs=3),
+         lambda j: j["number_of_runs"] == 3 and native_run(j["token"]).get("repeat") == {"made": 3, "asked": 3}
+         and float(j["time"]) > 0 and j["memory"] > 0),
+        ("number_of_runs 3 of a program that fails: it stops at the first run, as Judge0 stops", 11,
+         dict(source='import sys\nsys.exit(2)', number_of_runs=3),
+         lambda j: native_run(j["token"]).get("repeat") == {"made": 1, "asked": 3}),
     ]
 for name, want, kw, extra in cases:
     kw = dict(kw)
@@ -320,9 +341,13 @@ if MODE == "standin":
     check("422: a language that does not exist", code == 422 and
           j == {"language_id": ["language with id 9999 doesn't exist"]}, (code, j))
     code, j = call("POST", "/submissions?base64_encoded=false", {"source_code": "x", "language_id": 71,
-                                                                 "number_of_runs": 2})
-    check("number_of_runs past max_number_of_runs (1, as config_info says): 422", code == 422 and
-          "number_of_runs" in j, (code, j))
+                                                                 "number_of_runs": 21})
+    check("number_of_runs past max_number_of_runs (20, as config_info says): 422", code == 422 and
+          j == {"number_of_runs": ["must be less than or equal to 20"]}, (code, j))
+    code, j = call("POST", "/submissions?base64_encoded=false&wait=true&fields=number_of_runs,status",
+                   {"source_code": prog(stdout="x\n"), "language_id": 71, "number_of_runs": 3})
+    check("number_of_runs 3: accepted, shown back", code == 201 and j["number_of_runs"] == 3 and
+          j["status"]["id"] == 3, (code, j))
     # additional_files: a zip, always base64 (Judge0 decodes it whatever
     # base64_encoded says), kept and shown back; bad archives refused
     z = zip_of({"data/in.txt": "1 2\n"})

@@ -28,7 +28,7 @@ client_checks "$tmp/client" "the Judge0 client"
 # Problems judged from one compile: sandboxes of the tenant's, a fork
 # of the compiled one per test.
 t0=$(date +%s)
-timeout -k 5 500 python3 tests/vmrund/problem_client.py "http://127.0.0.1:$PORT" "$K" 8 2>&1 | tee "$tmp/problems"
+timeout -k 5 500 python3 tests/vmrund/problem_client.py "http://127.0.0.1:$PORT" "$K" 50 2>&1 | tee "$tmp/problems"
 echo "    ($(( $(date +%s) - t0 )) s for the problems)"
 client_checks "$tmp/problems" "the problem client"
 t0=$(date +%s)
