@@ -442,12 +442,22 @@ $(WS_CLIENT): | $(PISTON_CLIENT)
 	npm install --silent --no-save --no-audit --no-fund --prefer-offline \
 		--cache $${VMRUN_CACHE:-/var/cache/vmrun}/npm --prefix $(BUILD)/npm piston-api-client@2.0.1 ws@7.5.10
 
+# E2B's own SDK, unchanged, for the E2B API's test (tests/vmrund/e2b.sh):
+# pinned, in a prefix of its own (npm prunes what one install does not
+# name), kept in the cache so a clean clone fetches it once.
+E2B_SDK := $(BUILD)/npm-e2b/node_modules/e2b/package.json
+$(E2B_SDK):
+	@mkdir -p $(BUILD)/npm-e2b
+	npm install --silent --no-save --no-audit --no-fund --prefer-offline \
+		--cache $${VMRUN_CACHE:-/var/cache/vmrun}/npm --prefix $(BUILD)/npm-e2b e2b@2.51.0
+
 # vmrund's API, scheduler and recovery with a stand-in worker: no KVM, here;
 # then three nodes sharing a PostgreSQL server the test starts, and the
 # store's conformance suite run against that server too.
-vmrund-test: all $(BUILD)/tests/test_store $(WS_CLIENT)
+vmrund-test: all $(BUILD)/tests/test_store $(WS_CLIENT) $(E2B_SDK)
 	@timeout -k 5 300 ./tests/vmrund/api.sh
 	@timeout -k 5 240 ./tests/vmrund/judge0.sh
+	@timeout -k 5 180 ./tests/vmrund/e2b.sh
 	@timeout -k 5 240 ./tests/vmrund/judge0_callback.sh
 	@timeout -k 5 400 ./tests/vmrund/cluster.sh
 	@timeout -k 5 300 ./tests/vmrund/store_pg.sh $(BUILD)/tests/test_store
@@ -826,6 +836,17 @@ $(BUILD)/fuzz/seeds-judge0.stamp: $(wildcard tests/fuzz/seeds-judge0/*)
 	cp tests/fuzz/seeds-judge0/* $(BUILD)/fuzz/seeds-judge0/
 	@touch $@
 
+# E2B's create bodies and the listing's filters (client input).
+FUZZ_E2B_SRCS := $(FUZZ_REQUEST_SRCS) host/vmrund/e2b.c
+$(BUILD)/fuzz/fuzz_e2b: tests/fuzz/fuzz_e2b.c $(FUZZ_E2B_SRCS) $(wildcard host/run/*.h host/vmrund/*.h guest-agent/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_e2b.c $(FUZZ_E2B_SRCS) \
+		-ljansson -lidn2 -lcrypto -o $@
+$(BUILD)/fuzz/seeds-e2b.stamp: $(wildcard tests/fuzz/seeds-e2b/*)
+	@rm -rf $(BUILD)/fuzz/seeds-e2b && mkdir -p $(BUILD)/fuzz/seeds-e2b
+	cp tests/fuzz/seeds-e2b/* $(BUILD)/fuzz/seeds-e2b/
+	@touch $@
+
 # Seeds: two small manifests, one of each kind of line.
 $(BUILD)/fuzz/seeds-manifest.stamp: $(wildcard tests/fuzz/seeds-manifest/*)
 	@rm -rf $(BUILD)/fuzz/seeds-manifest && mkdir -p $(BUILD)/fuzz/seeds-manifest
@@ -849,7 +870,7 @@ $(BUILD)/fuzz/seeds-loader.stamp: $(BUILD)/fuzz/mkseeds_loader $(wildcard $(BUIL
 
 FUZZ_SEEDS := $(BUILD)/fuzz/seeds-loader.stamp $(BUILD)/fuzz/seeds-request.stamp $(BUILD)/fuzz/seeds-proxy_request.stamp \
 	$(BUILD)/fuzz/seeds-tls_sni.stamp $(BUILD)/fuzz/seeds-manifest.stamp $(BUILD)/fuzz/seeds-park.stamp \
-	$(BUILD)/fuzz/seeds-judge0.stamp
+	$(BUILD)/fuzz/seeds-judge0.stamp $(BUILD)/fuzz/seeds-e2b.stamp
 
 fuzz-smoke: $(FUZZ_BINS) $(FUZZ_SEEDS)
 	@./tests/fuzz/run.sh $(FUZZ_SMOKE_TIME) $(BUILD) $(FUZZ_BINS)

@@ -42,6 +42,13 @@ int api_idempotency_key(struct http_req *r, struct store_idem *idem, char hash[S
 /* /v1/sandboxes (api_sandboxes.c); path is past "/v1/sandboxes". */
 enum MHD_Result api_sandboxes(struct http_req *r, const char *path);
 
+/* Before a change of the asking tenant's sandbox id (it is known to
+ * exist): 1 when this node is to make it (it is held here, or parked),
+ * else 0 once the request was passed whole, as the client sent it (its
+ * path, body and key), to the node that holds it, whose answer was the
+ * answer (or after answering 502 or 503 when it could not be). */
+int api_sandbox_here(struct http_req *r, const char *id);
+
 /* A sandbox's file upload (PUT /v1/sandboxes/ID/files and .../files/tar)
  * is streamed to its supervisor as it arrives, never held whole: http.c
  * calls begin once the head is in (the tenant authenticated), data with
@@ -61,5 +68,6 @@ enum MHD_Result api_piston(struct http_req *r, const char *path);
 /* Piston's interactive WebSocket, /api/v2/connect (api_piston_ws.c). */
 enum MHD_Result api_piston_connect(struct http_req *r);
 enum MHD_Result api_judge0(struct http_req *r, const char *path);   /* path past judge0_prefix */
+enum MHD_Result api_e2b(struct http_req *r, const char *path);      /* path past e2b_prefix (api_e2b.c) */
 
 #endif

@@ -354,7 +354,9 @@ static int open_pass(struct http_req *r, const struct dest *t, const char *id, c
 	}
 	if (!t->here) {
 		/* authenticated here already: the key is the client's, for the other node to check again */
-		p->c.auth = auth && !strncasecmp(auth, "Bearer ", 7) ? auth + 7 : NULL;
+		p->c.auth = auth && !strncasecmp(auth, "Bearer ", 7)
+				    ? auth + 7
+				    : MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-API-Key");
 		p->c.via = r->d->node;
 	}
 	if (sbxc_send_head(&p->c, r->method, target, type, idem, length)) {
@@ -411,6 +413,17 @@ static enum MHD_Result pass(struct http_req *r, const char *id, const char *rest
 		return http_error(r, 409, 0, "sandbox %s is neither running nor paused on a node (a parked one is "
 					     "read once it is resumed)", id);
 	return pass_to(r, &t, id, rest);
+}
+
+int api_sandbox_here(struct http_req *r, const char *id)
+{
+	struct dest t;
+	if (locate(r, id, false, &t))
+		return 0;
+	if (t.here)
+		return 1;
+	pass_to(r, &t, id, "");
+	return 0;
 }
 
 /* ---- uploads --------------------------------------------------------------------- */

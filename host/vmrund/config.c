@@ -35,6 +35,7 @@ void config_defaults(struct vmrund_config *c)
 	c->max_streams_per_tenant = 32;
 	c->wait_max_s = 300;
 	snprintf(c->judge0_prefix, sizeof(c->judge0_prefix), "/judge0");
+	snprintf(c->e2b_prefix, sizeof(c->e2b_prefix), "/e2b");
 	judge0_config_defaults(&c->judge0);
 	c->retention_s = 86400;
 	/* A week: clients read a result within minutes, the audit log keeps
@@ -209,15 +210,20 @@ static int apply(struct vmrund_config *c, const char *k, const char *v, char *er
 		c->snapshot_per_tenant = !strcmp(v, "tenant");
 		return 0;
 	}
-	if (!strcmp(k, "judge0_prefix")) {
-		/* a path of its own: not one the other APIs answer under */
-		size_t n = strlen(v);
-		if (n && (v[0] != '/' || n >= sizeof(c->judge0_prefix) || v[n - 1] == '/' ||
+	if (!strcmp(k, "judge0_prefix") || !strcmp(k, "e2b_prefix")) {
+		bool j0 = !strcmp(k, "judge0_prefix");
+		char *dst = j0 ? c->judge0_prefix : c->e2b_prefix;
+		const char *other = j0 ? c->e2b_prefix : c->judge0_prefix;
+		/* a path of its own: not one another API answers under */
+		size_t n = strlen(v), on = strlen(other);
+		if (n && (v[0] != '/' || n >= JUDGE0_PREFIX_MAX || v[n - 1] == '/' ||
 			  strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/_-.") != n ||
 			  strstr(v, "//") || !strncmp(v, "/v1", 3) || !strncmp(v, "/api", 4) ||
-			  !strcmp(v, "/metrics") || !strncmp(v, "/healthz", 8) || !strncmp(v, "/readyz", 7)))
-			return errf(err, errlen, "judge0_prefix: a path such as /judge0 (not /v1, /api...), or nothing");
-		snprintf(c->judge0_prefix, sizeof(c->judge0_prefix), "%s", v);
+			  !strcmp(v, "/metrics") || !strncmp(v, "/healthz", 8) || !strncmp(v, "/readyz", 7) ||
+			  (on && !strncmp(v, other, n < on ? n : on))))
+			return errf(err, errlen, "%s: a path such as %s (not /v1, /api..., nor the other API's), or nothing",
+				    k, j0 ? "/judge0" : "/e2b");
+		snprintf(dst, JUDGE0_PREFIX_MAX, "%s", v);
 		return 0;
 	}
 	int j = judge0_config_set(&c->judge0, k, v, err, errlen);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "e2b.h"
 #include "judge0.h"
 
 #define VMRUND_CONFIG_PATH "/etc/vmrun/vmrund.conf"
@@ -65,6 +66,8 @@ struct vmrund_config {
 	 * configuration variables (judge0_* keys, Judge0's names) */
 	char judge0_prefix[JUDGE0_PREFIX_MAX];
 	struct judge0_config judge0;
+	/* E2B's control API under this prefix ("/e2b"; "" none) */
+	char e2b_prefix[E2B_PREFIX_MAX];
 };
 
 /* The defaults, before any file. */

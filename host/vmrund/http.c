@@ -160,12 +160,13 @@ static bool from_loopback(struct MHD_Connection *c)
 }
 
 /* The tenant, or an answer already sent (401, 429): -1. Judge0's
- * clients send their key as X-Auth-Token (judge0 true under its prefix). */
-static int authenticate(struct http_req *r, bool judge0)
+ * clients send their key as X-Auth-Token, E2B's as X-API-Key: key_header
+ * names the one an API's prefix takes beside Authorization (NULL none). */
+static int authenticate(struct http_req *r, const char *key_header)
 {
 	struct vmrund *d = r->d;
 	const char *auth = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-	const char *token = judge0 ? MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Auth-Token") : NULL;
+	const char *token = key_header ? MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key_header) : NULL;
 	int t;
 	if (token && !auth) {
 		if ((t = tenants_by_key(&d->ts, token)) < 0) {
@@ -225,11 +226,14 @@ static enum MHD_Result route(struct http_req *r)
 	const char *j0 = r->d->cfg.judge0_prefix;
 	size_t j0len = strlen(j0);
 	bool judge0 = j0len && !strncmp(p, j0, j0len) && (!p[j0len] || p[j0len] == '/');
-	if (!v1 && !v2 && !judge0)
+	const char *e2 = r->d->cfg.e2b_prefix;
+	size_t e2len = strlen(e2);
+	bool e2b = e2len && !strncmp(p, e2, e2len) && (!p[e2len] || p[e2len] == '/');
+	if (!v1 && !v2 && !judge0 && !e2b)
 		return http_error(r, 404, 0, "no such endpoint: %.200s", p);
-	if ((r->tenant = authenticate(r, judge0)) < 0)
+	if ((r->tenant = authenticate(r, judge0 ? "X-Auth-Token" : e2b ? "X-API-Key" : NULL)) < 0)
 		return MHD_YES;
-	return v1 ? api_v1(r, p + 3) : v2 ? api_piston(r, p + 7) : api_judge0(r, p + j0len);
+	return v1 ? api_v1(r, p + 3) : v2 ? api_piston(r, p + 7) : judge0 ? api_judge0(r, p + j0len) : api_e2b(r, p + e2len);
 }
 
 /* ---- requests ---------------------------------------------------------------- */
@@ -250,7 +254,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*con_cls = r.cs = cs;
 		if (api_sandbox_is_upload(method, url)) {
 			cs->upload = true;
-			if ((cs->tenant = r.tenant = authenticate(&r, false)) < 0)
+			if ((cs->tenant = r.tenant = authenticate(&r, NULL)) < 0)
 				return MHD_YES;
 			return api_sandbox_upload_begin(&r, &cs->up);
 		}

@@ -141,6 +141,8 @@ json_t *sandbox_view(const struct store_sandbox *sb, int64_t now_ms)
 			      "started_at", spool_iso_time(sb->started_ms), "ended_at", spool_iso_time(sb->ended_ms), "timeout_at",
 			      spool_iso_time(sb->timeout_at_ms), "time_left_s", (double)left / 1000.0, "limits", limits, "metadata",
 			      json_is_object(meta) ? json_incref(meta) : json_object());
+	const json_t *ot = json_object_get(req, "on_timeout");
+	json_object_set_new(o, "on_timeout", json_string(json_is_string(ot) ? json_string_value(ot) : "stop"));
 	json_decref(req);
 	char from[STORE_ID_LEN + RUN_CHECKPOINT_NAME_MAX + 2];
 	if (sb->state == SBS_RESUMABLE && sandbox_resumable_from(sb, from, sizeof(from)))

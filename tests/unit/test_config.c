@@ -474,6 +474,16 @@ static void judge0(void **state)
 	assert_int_equal(parse(&c, "judge0_number_of_runs = 3\njudge0_max_number_of_runs = 5"), 0);
 	assert_int_equal(c.judge0.number_of_runs, 3);
 	refused("judge0_nonsense = 1", "unknown key");
+	/* E2B's prefix: a path of its own too, never the other API's */
+	assert_int_equal(parse(&c, ""), 0);
+	assert_string_equal(c.e2b_prefix, "/e2b");
+	assert_int_equal(parse(&c, "e2b_prefix = /sandbox-api/e2b"), 0);
+	assert_string_equal(c.e2b_prefix, "/sandbox-api/e2b");
+	assert_int_equal(parse(&c, "e2b_prefix ="), 0);
+	assert_string_equal(c.e2b_prefix, "");
+	refused("e2b_prefix = /v1/e2b", "e2b_prefix: a path");
+	refused("e2b_prefix = /judge0", "e2b_prefix: a path");
+	refused("judge0_prefix = /e2b", "judge0_prefix: a path");
 }
 
 /* The retention sweep: every minute, sooner for a short run_retention_s

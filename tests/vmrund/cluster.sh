@@ -246,6 +246,19 @@ c 2 "$KA" -X POST -H 'Content-Type: application/json' -H 'X-Vmrun-Via: node9' --
 sx 3 "$KA" "/$sid/timeout" -X POST -H 'Content-Type: application/json' --data-binary '{"timeout_s":60}'
 [ "$code" = 200 ] && python3 -c "import json,sys; sys.exit(0 if json.load(open('$tmp/out'))['time_left_s']<=60 else 1)" &&
 	ok "its life set through node 3" || not_ok "timeout via node 3 ($code)"
+# E2B's API passes a change on the same way, with the key as E2B's SDK
+# sends it (X-API-Key), and any node shows the sandbox
+e2b() { code=$(curl -s -m 30 -o "$tmp/out" -w '%{http_code}' -H "X-API-Key: $KA" "${@:3}" "$(base "$1")/e2b$2" 2>"$tmp/err"); }
+e2b 2 "/sandboxes/$sid/timeout" -X POST -H 'Content-Type: application/json' --data-binary '{"timeout":45}'
+c2=$code
+e2b 3 "/sandboxes/$sid"
+[ "$c2" = 204 ] && [ "$code" = 200 ] && python3 -c "
+import datetime, json, sys
+j = json.load(open('$tmp/out'))
+end = datetime.datetime.fromisoformat(j['endAt'].replace('Z', '+00:00')).timestamp()
+sys.exit(0 if j['state'] == 'running' and 30 < end - datetime.datetime.now().timestamp() <= 46 else 1)" &&
+	ok "E2B's setTimeout through node 2 (made on node 1), its end seen through node 3" ||
+	not_ok "E2B timeout via node 2 ($c2), GET via node 3 ($code $(head -c 300 "$tmp/out"))"
 sx 2 "$KA" "/$sid/pause" -X POST
 [ "$code" = 200 ] && [ "$(field state)" = paused ] && ok "paused through node 2: paused on node 1" ||
 	not_ok "pause via node 2 ($code)"

@@ -4,8 +4,8 @@ tests of vmrund's side of sandboxes that need no VM (tests/vmrund/
 cluster.sh): the same arguments, the same state.json, the same API on
 DIR/api.sock, with "commands" that it answers itself: `echo ARGS` prints
 ARGS; anything else exits 0 with no output. Files are kept in memory.
-Its life runs out as the real one's does (with --on-timeout pause and
---shared it parks then); SIGTERM and DELETE stop it.
+Its life runs out as the real one's does (with --on-timeout pause it
+pauses then, and with --shared it parks); SIGTERM and DELETE stop it.
 
     standin_supervisor.py [--timeout S] [--max-timeout S] [--on-timeout stop|pause] [--pause-ttl S]
                           DIR VMM GUEST POLICY
@@ -159,6 +159,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 want, then = ("running", "paused") if path == "/pause" else ("paused", "running")
                 if st["state"] != want:
                     return self.answer(409, {"message": "the sandbox is not " + want})
+                if path == "/resume" and st.get("timed_out"):
+                    # paused by its timeout: a life anew
+                    st["timed_out"] = False
+                    st["deadline"] = time.time() + (b.get("timeout_s") or a.timeout)
                 save(then)
             return self.answer(200, self.view())
         if path == "/commands":
@@ -245,4 +249,14 @@ while True:
             with lock:
                 park()
             os._exit(0)
+        if st.get("timed_out"):
+            stop("it stayed paused longer than its pause_ttl_s")
+            continue
+        if a.on_timeout == "pause":
+            # paused where it is, as the real one pauses on its node
+            with lock:
+                st["deadline"] = time.time() + a.pause_ttl if a.pause_ttl else 0
+                st["timed_out"] = True
+                save("paused", "its time ran out (timeout_s): paused")
+            continue
         stop("its time ran out (timeout_s)")

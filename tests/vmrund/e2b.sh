@@ -1,0 +1,49 @@
+#!/bin/bash
+# vmrund's E2B control API with E2B's own SDK (npm e2b, the Makefile's
+# pin), unchanged, given only E2B_API_URL, E2B_SANDBOX_URL and
+# E2B_API_KEY (tests/vmrund/e2b_client.js), against sandboxes whose
+# supervisor is the stand-in (tests/vmrund/standin_supervisor.py): no VM.
+# Then the answers the SDK reads its errors from, by curl.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/e2e/lib.sh
+. tests/vmrund/lib.sh
+e2e_init vmrund-e2b
+SDK=$PWD/build/npm-e2b/node_modules/e2b
+[ -f "$SDK/package.json" ] || { echo "e2b.sh: no E2B SDK at $SDK (make $SDK/package.json)" >&2; exit 1; }
+PORT=$((20000 + RANDOM % 20000))
+BASE=http://127.0.0.1:$PORT/e2b
+KA=key-alice-0123456789abcdef
+KB=key-bob-0123456789abcdef00
+mkdir -p "$tmp/etc" "$tmp/lib" "$tmp/guest/runtimes"
+vmrund_conf "guest_dir = $tmp/guest" "sandbox_supervisor = $PWD/tests/vmrund/standin_supervisor.py" <<KEYS
+tenant alice rate=1000 burst=1000 sandboxes=8
+tenant bob rate=1000 burst=1000 sandboxes=2
+key $KA alice
+key $KB bob
+KEYS
+printf 'name: python\nversion: 3.11.2\nextension: py\nrun: python3 {file} {args}\n' >"$tmp/guest/runtimes/python.runtime"
+vmrund_start || not_ok "vmrund did not start"
+
+E2B_API_URL=$BASE E2B_SANDBOX_URL=$BASE E2B_API_KEY=$KA timeout -k 5 120 node tests/vmrund/e2b_client.js "$SDK" "$KB" \
+	>"$tmp/client" 2>&1
+cat "$tmp/client"
+client_checks "$tmp/client" "the E2B SDK script"
+
+# What the SDK reads from the answers, which the script cannot show
+c() { code=$(curl -s -m 20 -o "$tmp/out" -w '%{http_code}' -H "X-API-Key: $KA" "$@" 2>"$tmp/err"); }
+c -X DELETE "$BASE/sandboxes/0123456789abcdef0123456789abcdef"
+expect "an unknown sandbox: 404 with E2B's body, {code: 404, message}" 404 \
+	"j['code']==404 and 'not found' in j['message']"
+c -X POST -H 'Content-Type: application/json' -d '{"templateID":"base","mcp":{}}' "$BASE/v2/sandboxes"
+expect "a field vmrun does not offer: 400, named, not ignored" 400 "j['code']==400 and j['message'].startswith('mcp:')"
+c -X POST -H 'Content-Type: application/json' -d '{"allow_internet_access":true}' "$BASE/v2/sandboxes"
+expect "internet access for a tenant whose runs reach no host: 403" 403 "'allow_internet_access' in j['message']"
+c "$BASE/sandboxes/0123456789abcdef0123456789abcdef/metrics"
+expect "what vmrun does not do yet: E2B's error, 501" 501 "j['code']==501"
+code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$BASE/v2/sandboxes")
+[ "$code" = 401 ] && ok "no key: 401" || not_ok "no key: $code"
+kill -TERM "$pid"
+wait "$pid"
+[ "$fail" -eq 0 ] || tail -n 20 "$tmp/vmrund.log" | sed 's/^/    vmrund.log: /'
+finish "vmrund e2b tests"
