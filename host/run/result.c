@@ -256,7 +256,8 @@ void result_print_json(FILE *f, const struct run_result *r)
 		(long long)r->extract, (long long)r->total);
 	fprintf(f, ",\"boot\":\"%s\"", r->restored ? "restored" : "cold");
 	if (r->repeat.asked > 1)
-		fprintf(f, ",\"repeat\":{\"made\":%u,\"asked\":%u}", r->repeat.made, r->repeat.asked);
+		fprintf(f, ",\"repeat\":{\"made\":%u,\"asked\":%u,\"max_cpu_ms\":%llu}", r->repeat.made,
+			r->repeat.asked, (unsigned long long)r->repeat.max_cpu_ms);
 	print_usage(f, fin);
 	if (r->runtime[0]) {
 		fputs(",\"runtime\":{\"name\":", f);
@@ -311,6 +312,8 @@ void result_repeat_add(struct run_repeat *rep, const struct run_result *r)
 	const struct run_stage *s = result_final(r);
 	rep->made++;
 	rep->cpu_ms += s->cpu_ms;
+	if (s->cpu_ms > rep->max_cpu_ms)
+		rep->max_cpu_ms = s->cpu_ms;
 	rep->max_rss_kib += s->max_rss_kib;
 }
 
@@ -330,4 +333,5 @@ void result_repeat_apply(struct run_result *r, const struct run_repeat *rep)
 	}
 	r->repeat.made = rep->made;
 	r->repeat.asked = rep->asked;
+	r->repeat.max_cpu_ms = rep->max_cpu_ms;
 }

@@ -75,6 +75,7 @@ struct run_result {
 	 * than one was asked: runs made and asked. */
 	struct {
 		unsigned made, asked;
+		uint64_t max_cpu_ms;  /* the final stage's highest CPU time of the runs made */
 	} repeat;
 	/* The jail's layers in force for vmm, once it was built (DESIGN's
 	 * "jail" object): namespaces are always mount, PID, network, IPC and
@@ -103,6 +104,7 @@ struct run_result {
 struct run_repeat {
 	unsigned made, asked;
 	uint64_t cpu_ms, max_rss_kib;
+	uint64_t max_cpu_ms;          /* one run's highest: a limit is judged on it, not on the mean */
 };
 
 /* Count r into rep, one more run made: its final stage's CPU time and
@@ -114,7 +116,8 @@ void result_repeat_add(struct run_repeat *rep, const struct run_result *r);
 bool result_repeat_more(const struct run_repeat *rep, const struct run_result *r);
 
 /* Give r, the last run made, rep's means (rounded down) as its final
- * stage's cpu_ms and max_rss_kib, and rep's counts as its "repeat". Pure. */
+ * stage's cpu_ms and max_rss_kib, and rep's counts and highest CPU time
+ * as its "repeat" {made, asked, max_cpu_ms}. Pure. */
 void result_repeat_apply(struct run_result *r, const struct run_repeat *rep);
 
 /* Set r's message, replacing what it said. */

@@ -7,6 +7,8 @@
  * node's same endpoint whole (api_sandbox_here). */
 #include "api.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +17,13 @@
 #include "clock.h"
 #include "daemon.h"
 #include "e2b.h"
+#include "errmsg.h"
+#include "run_pause.h"
+#include "sandbox_http.h"
 #include "sandboxes.h"
 
 #define E2B_SCAN_MAX 10000        /* a tenant's sandboxes one listing looks at */
+#define E2B_CHECKPOINT_MS 180000  /* a checkpoint: the VM paused, saved and resumed (the emulated host is slow) */
 
 static enum MHD_Result error(struct http_req *r, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -35,6 +41,23 @@ static enum MHD_Result error(struct http_req *r, unsigned status, const char *fm
 static enum MHD_Result no_content(struct http_req *r)
 {
 	return http_bytes(r, 204, "application/json", "", 0);
+}
+
+/* The asking tenant's sandbox id as its native view, when E2B knows it;
+ * NULL otherwise (none, gone, the store away), answering nothing. */
+static json_t *view_of_quiet(struct http_req *r, const char *id)
+{
+	struct store_sandbox sb;
+	char err[300];
+	if (vmrund_sbx_get(r->d, r->d->ts.t[r->tenant].name, id, &sb, err, sizeof(err)) != 1)
+		return NULL;
+	json_t *v = sandbox_view(&sb, clock_wall_ms());
+	store_sandbox_free(&sb);
+	if (v && !e2b_state(v)) {
+		json_decref(v);
+		v = NULL;
+	}
+	return v;
 }
 
 /* The asking tenant's sandbox id as its native view, when E2B would know
@@ -57,8 +80,9 @@ static json_t *view_of(struct http_req *r, const char *id)
 		json_decref(v);
 		v = NULL;
 	}
+	char q[80];
 	if (!v)
-		error(r, 404, "sandbox \"%.64s\" not found", id);
+		error(r, 404, "sandbox \"%s\" not found", errmsg_printable(q, sizeof(q), id));
 	return v;
 }
 
@@ -85,7 +109,7 @@ static enum MHD_Result create(struct http_req *r)
 	json_t *in = http_body_json(r), *native = NULL;
 	if (!in)
 		return MHD_YES;
-	char template[RUNTIME_NAME_MAX + 8], err[400], id[SCHED_ID_MAX];
+	char template[E2B_SNAPSHOT_MAX + 1], err[400], id[SCHED_ID_MAX];
 	const struct tenant *t = &r->d->ts.t[r->tenant];
 	int st = e2b_create_body(in, r->d->rts, r->d->nrts, &t->net, &native, template, sizeof(template), err,
 				 sizeof(err));
@@ -190,18 +214,256 @@ static enum MHD_Result detail(struct http_req *r, const char *id)
 	return http_json(r, 200, d);
 }
 
+/* ---- snapshots, forks, metrics: a sandbox's supervisor asked ----------------------- */
+
+/* A call to the supervisor of sandbox id, held here: its status, and its
+ * answer parsed into *out (NULL: none, or not JSON); -1 after answering
+ * 409 (it is parked: no supervisor runs) or 502. */
+static int supervisor(struct http_req *r, const char *id, const char *method, const char *target, const char *body,
+		      int timeout_ms, json_t **out)
+{
+	char dir[PATH_MAX], *text = NULL;
+	unsigned status;
+	*out = NULL;
+	if (!vmrund_sbx_here(r->d, id)) {
+		error(r, 409, "sandbox %s is parked: connect to it first", id);
+		return -1;
+	}
+	vmrund_sbx_dir(r->d, id, dir, sizeof(dir));
+	if (sbxc_call(dir, method, target, body, timeout_ms, 1u << 20, &status, &text)) {
+		error(r, 502, "sandbox %s: its supervisor: %s", id, strerror(errno));
+		return -1;
+	}
+	*out = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+	free(text);
+	return (int)status;
+}
+
+/* The supervisor's refusal as E2B's error. */
+static enum MHD_Result refused(struct http_req *r, int status, const json_t *out, const char *what)
+{
+	const char *msg = json_string_value(json_object_get(out, "message"));
+	return error(r, (unsigned)status, "%s: %s", what, msg ? msg : "refused");
+}
+
+/* A checkpoint of sandbox id (held here) named name: 0, or -1 after
+ * answering. */
+static int checkpoint(struct http_req *r, const char *id, const char *name)
+{
+	char body[RUN_CHECKPOINT_NAME_MAX + 16];
+	json_t *out;
+	snprintf(body, sizeof(body), "{\"name\":\"%s\"}", name);   /* name_ok: no quote, no backslash */
+	int st = supervisor(r, id, "POST", "/checkpoints", body, E2B_CHECKPOINT_MS, &out);
+	if (st != 201 && st >= 0)
+		refused(r, st, out, "the snapshot");
+	json_decref(out);
+	return st == 201 ? 0 : -1;
+}
+
+/* The body of a change of the asking tenant's sandbox id that this node
+ * is to make ({} when there is none): NULL after answering (404, 400,
+ * ...) or after passing the request to the node that holds it. */
+static json_t *held_body(struct http_req *r, const char *id)
+{
+	json_t *v = view_of(r, id);
+	if (!v)
+		return NULL;
+	json_decref(v);
+	if (!api_sandbox_here(r, id))
+		return NULL;
+	return r->body_len ? http_body_json(r) : json_object();
+}
+
+/* POST /sandboxes/ID/snapshots {name}: a checkpoint, whose id
+ * "ID:NAME" is a template a create may name. */
+static enum MHD_Result snapshot(struct http_req *r, const char *id)
+{
+	json_t *in = held_body(r, id);
+	if (!in)
+		return MHD_YES;
+	const json_t *n = json_object_get(in, "name");
+	char name[RUN_CHECKPOINT_NAME_MAX + 1];
+	bool ok = !n || (json_is_string(n) && run_checkpoint_name_ok(json_string_value(n)));
+	if (ok && n)
+		snprintf(name, sizeof(name), "%s", json_string_value(n));
+	else
+		snprintf(name, sizeof(name), "snapshot-%lld", (long long)clock_wall_ms());
+	json_decref(in);
+	if (!ok)
+		return error(r, 400, "name: 1 to %d of A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.'",
+			     RUN_CHECKPOINT_NAME_MAX);
+	if (checkpoint(r, id, name))
+		return MHD_YES;
+	char sid[STORE_ID_LEN + RUN_CHECKPOINT_NAME_MAX + 4];
+	snprintf(sid, sizeof(sid), "%s%c%s", id, E2B_SNAPSHOT_SEP, name);
+	return http_json(r, 201, json_pack("{s:s,s:[s]}", "snapshotID", sid, "names", sid));
+}
+
+/* The snapshots of sandbox id (held here) appended to a. */
+static void add_snapshots(struct http_req *r, const char *id, json_t *a)
+{
+	json_t *out;
+	int st = supervisor(r, id, "GET", "/checkpoints", NULL, 10000, &out);
+	size_t i;
+	const json_t *c;
+	json_array_foreach(st == 200 ? json_object_get(out, "checkpoints") : NULL, i, c) {
+		const char *name = json_string_value(json_object_get(c, "name"));
+		char sid[E2B_SNAPSHOT_MAX + 1];
+		if (!name)
+			continue;
+		snprintf(sid, sizeof(sid), "%s%c%s", id, E2B_SNAPSHOT_SEP, name);
+		json_array_append_new(a, json_pack("{s:s,s:[s]}", "snapshotID", sid, "names", sid));
+	}
+	json_decref(out);
+}
+
+static int open_id(void *ctx, const struct store_sandbox *sb)
+{
+	json_array_append_new(ctx, json_string(sb->id));
+	return json_array_size(ctx) >= E2B_SCAN_MAX;
+}
+
+/* GET /snapshots[?sandboxID=]: one sandbox's, or those of the tenant's
+ * sandboxes held on this node. */
+static enum MHD_Result snapshots(struct http_req *r)
+{
+	const char *sid = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "sandboxID");
+	json_t *a = json_array(), *ids = json_array();
+	char err[300];
+	if (sid) {
+		json_t *v = view_of(r, sid);
+		json_decref(v);
+		if (!v || !api_sandbox_here(r, sid)) {
+			json_decref(a);
+			json_decref(ids);
+			return MHD_YES;
+		}
+		json_array_append_new(ids, json_string(sid));
+	} else {
+		pthread_mutex_lock(&r->d->lock);
+		int rc = r->d->store->ops->sbx_each(r->d->store, r->d->ts.t[r->tenant].name, r->d->node, true, open_id,
+						     ids, err, sizeof(err));
+		pthread_mutex_unlock(&r->d->lock);
+		if (rc < 0) {
+			json_decref(a);
+			json_decref(ids);
+			return error(r, 503, "the store: %s", err);
+		}
+	}
+	size_t i;
+	const json_t *id;
+	json_array_foreach(ids, i, id)
+	if (vmrund_sbx_here(r->d, json_string_value(id)))
+		add_snapshots(r, json_string_value(id), a);
+	json_decref(ids);
+	return http_json(r, 200, a);
+}
+
+/* DELETE /templates/ID:NAME: a snapshot deleted (204); one that is not
+ * there is E2B's 404, which the SDK answers false. */
+static enum MHD_Result delete_snapshot(struct http_req *r, const char *text)
+{
+	char ref[E2B_SNAPSHOT_MAX + 1], id[RUN_CHECKPOINT_SANDBOX_MAX + 1], target[RUN_CHECKPOINT_NAME_MAX + 16];
+	const char *name;
+	if (!e2b_snapshot_ref(text, ref) || !run_checkpoint_ref(ref, id, &name)) {
+		char q[120];
+		return error(r, 404, "snapshot \"%s\" not found", errmsg_printable(q, sizeof(q), text));
+	}
+	json_t *v = view_of(r, id), *out;
+	if (!v)
+		return MHD_YES;
+	json_decref(v);
+	if (!api_sandbox_here(r, id))
+		return MHD_YES;
+	snprintf(target, sizeof(target), "/checkpoints/%s", name);
+	int st = supervisor(r, id, "DELETE", target, NULL, 30000, &out);
+	if (st < 0)
+		return MHD_YES;
+	enum MHD_Result res = st / 100 == 2 ? no_content(r) : refused(r, st, out, "the snapshot");
+	json_decref(out);
+	return res;
+}
+
+/* POST /sandboxes/ID/fork {count, timeout}: a checkpoint of it now, and
+ * count sandboxes from it: 200 with each one's Sandbox, or its error. */
+static enum MHD_Result fork_of(struct http_req *r, const char *id)
+{
+	json_t *in = held_body(r, id);
+	if (!in)
+		return MHD_YES;
+	const json_t *c = json_object_get(in, "count"), *t = json_object_get(in, "timeout");
+	json_int_t count = c ? json_integer_value(c) : 1;
+	bool ok = (!c || (json_is_integer(c) && count >= 1 && count <= VMRUND_SBX_FORKS_MAX)) &&
+		  (!t || (json_is_integer(t) && json_integer_value(t) >= 1));
+	json_int_t timeout = t ? json_integer_value(t) : 0;
+	json_decref(in);
+	if (!ok)
+		return error(r, 400, "count: 1 to %d; timeout: whole seconds, at least 1", VMRUND_SBX_FORKS_MAX);
+	char name[RUN_CHECKPOINT_NAME_MAX + 1], ref[STORE_ID_LEN + RUN_CHECKPOINT_NAME_MAX + 4];
+	snprintf(name, sizeof(name), "fork-%lld", (long long)clock_wall_ms());
+	if (checkpoint(r, id, name))
+		return MHD_YES;
+	snprintf(ref, sizeof(ref), "%s/%s", id, name);
+	json_t *results = json_array();
+	for (json_int_t i = 0; i < count; i++) {
+		json_t *body = json_pack("{s:s}", "from_checkpoint", ref);
+		if (timeout)
+			json_object_set_new(body, "timeout_s", json_integer(timeout));
+		char fid[SCHED_ID_MAX];
+		struct vmrund_answer a = vmrund_sbx_create(r->d, (unsigned)r->tenant, body, NULL, fid);
+		json_decref(body);
+		json_t *fv = a.status == 201 ? view_of_quiet(r, fid) : NULL;
+		json_array_append_new(results, fv ? json_pack("{s:o}", "sandbox", e2b_sandbox(fv))
+						  : json_pack("{s:o}", "error", e2b_error(a.status == 201 ? 500 : a.status,
+										       a.status == 201 ? "it ended at once"
+												       : a.message)));
+		json_decref(fv);
+	}
+	return http_json(r, 200, results);
+}
+
+/* GET /sandboxes/ID/metrics: one sample, now, of a running sandbox; none
+ * of a paused one. */
+static enum MHD_Result metrics(struct http_req *r, const char *id)
+{
+	json_t *v = view_of(r, id), *out = NULL;
+	if (!v)
+		return MHD_YES;
+	if (!api_sandbox_here(r, id)) {
+		json_decref(v);
+		return MHD_YES;
+	}
+	json_t *a = json_array();
+	if (!strcmp(e2b_state(v), "running") && vmrund_sbx_here(r->d, id)) {
+		int st = supervisor(r, id, "GET", "/", NULL, 10000, &out);
+		if (st < 0) {
+			json_decref(v);
+			json_decref(a);
+			return MHD_YES;
+		}
+		if (st == 200 && json_is_object(json_object_get(out, "usage")))
+			json_array_append_new(a, e2b_metric(v, json_object_get(out, "usage"), clock_wall_ms()));
+		json_decref(out);
+	}
+	json_decref(v);
+	return http_json(r, 200, a);
+}
+
 /* ---- GET /v2/sandboxes ----------------------------------------------------------- */
 
 struct list_ctx {
 	json_t *a;
 	const char *states, *metadata;
 	long skip, limit;             /* matches to pass over, then to take */
+	long seen;                    /* rows looked at */
 	bool more;                    /* a match past the page */
 };
 
 static int list_one(void *ctx, const struct store_sandbox *sb)
 {
 	struct list_ctx *l = ctx;
+	if (++l->seen > E2B_SCAN_MAX)
+		return 1;
 	json_t *v = sandbox_view(sb, clock_wall_ms());
 	bool match = v && e2b_state_match(v, l->states) && (!l->metadata || e2b_metadata_match(v, l->metadata));
 	if (match && l->skip > 0) {
@@ -234,7 +496,8 @@ static enum MHD_Result list(struct http_req *r)
 		return MHD_NO;
 	char err[300];
 	pthread_mutex_lock(&r->d->lock);
-	int rc = r->d->store->ops->sbx_each(r->d->store, r->d->ts.t[r->tenant].name, NULL, false, list_one, &l, err,
+	/* open ones only: E2B forgets the rest */
+	int rc = r->d->store->ops->sbx_each(r->d->store, r->d->ts.t[r->tenant].name, NULL, true, list_one, &l, err,
 					     sizeof(err));
 	pthread_mutex_unlock(&r->d->lock);
 	if (rc < 0) {
@@ -250,7 +513,7 @@ static enum MHD_Result list(struct http_req *r)
 		return MHD_NO;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	if (l.more) {
+	if (l.more && first + l.limit <= E2B_SCAN_MAX) {
 		char tok[32];
 		snprintf(tok, sizeof(tok), "%ld", first + l.limit);
 		MHD_add_response_header(resp, "X-Next-Token", tok);
@@ -286,11 +549,21 @@ enum MHD_Result api_e2b(struct http_req *r, const char *p)
 			return get ? detail(r, id) : del ? change(r, id, "kill") : error(r, 405, "GET or DELETE here");
 		if (!strcmp(rest, "/timeout") || !strcmp(rest, "/pause"))
 			return post ? change(r, id, rest + 1) : error(r, 405, "only POST here");
-		if (!strcmp(rest, "/metrics") || !strcmp(rest, "/snapshots") || !strcmp(rest, "/fork") ||
-		    !strcmp(rest, "/network") || !strncmp(rest, "/logs", 5))
-			return error(r, 501, "%s: not available in vmrun yet (docs/e2b.md)", rest + 1);
-	} else if (!strcmp(p, "/snapshots") || !strcmp(p, "/sandboxes")) {
-		return error(r, 501, "%s: not available in vmrun yet (docs/e2b.md)", p + 1);
+		if (!strcmp(rest, "/snapshots"))
+			return post ? snapshot(r, id) : error(r, 405, "only POST here");
+		if (!strcmp(rest, "/fork"))
+			return post ? fork_of(r, id) : error(r, 405, "only POST here");
+		if (!strcmp(rest, "/metrics"))
+			return get ? metrics(r, id) : error(r, 405, "only GET here");
+		if (!strcmp(rest, "/network") || !strncmp(rest, "/logs", 5))
+			return error(r, 501, "%s: not available in vmrun (docs/e2b.md)", rest + 1);
+	} else if (!strcmp(p, "/snapshots")) {
+		return get ? snapshots(r) : error(r, 405, "only GET here");
+	} else if (!strncmp(p, "/templates/", 11) && del) {
+		return delete_snapshot(r, p + 11);
+	} else if (!strcmp(p, "/sandboxes")) {
+		return error(r, 501, "%s: not available in vmrun (the SDK's 2.x lists with /v2/sandboxes)", p + 1);
 	}
-	return error(r, 404, "no such endpoint: %.200s", p);
+	char q[200];
+	return error(r, 404, "no such endpoint: %s", errmsg_printable(q, sizeof(q), p));
 }

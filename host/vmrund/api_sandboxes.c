@@ -354,9 +354,12 @@ static int open_pass(struct http_req *r, const struct dest *t, const char *id, c
 	}
 	if (!t->here) {
 		/* authenticated here already: the key is the client's, for the other node to check again */
-		p->c.auth = auth && !strncasecmp(auth, "Bearer ", 7)
-				    ? auth + 7
-				    : MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-API-Key");
+		/* E2B's clients send theirs as X-API-Key, which only its prefix takes */
+		const char *e2b = r->d->cfg.e2b_prefix;
+		bool e2b_path = e2b[0] && !strncmp(r->path, e2b, strlen(e2b));
+		p->c.auth = auth && !strncasecmp(auth, "Bearer ", 7) ? auth + 7
+			    : e2b_path ? MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-API-Key")
+				       : NULL;
 		p->c.via = r->d->node;
 	}
 	if (sbxc_send_head(&p->c, r->method, target, type, idem, length)) {

@@ -5,9 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "clock.h"
 #include "errmsg.h"
 #include "netpolicy.h"
+#include "run_pause.h"
 
 static int fail(int status, char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail(int status, char *err, size_t errlen, const char *fmt, ...)
@@ -109,7 +112,7 @@ static int network_of(const json_t *in, const struct tenant_reach *reach, json_t
 	 * what the tenant may, by name */
 	bool internet = !json_is_false(inet) && !json_array_size(deny);
 	int from_reach = internet ? add_reach(reach, allow) : 0;
-	if (json_is_true(inet) && !from_reach) {
+	if (json_is_true(inet) && internet && !from_reach) {
 		json_decref(allow);
 		json_decref(allow_addr);
 		return fail(403, err, errlen, "allow_internet_access: this tenant's runs may reach no host (its net= rules)");
@@ -128,16 +131,36 @@ static int network_of(const json_t *in, const struct tenant_reach *reach, json_t
 	return 0;
 }
 
-/* templateID: a runtime's name or alias, or the base template. */
+int e2b_snapshot_ref(const char *text, char ref[E2B_SNAPSHOT_MAX + 1])
+{
+	const char *sep = strchr(text, E2B_SNAPSHOT_SEP);
+	char id[RUN_CHECKPOINT_SANDBOX_MAX + 1];
+	const char *name;
+	if (!sep || strlen(text) > E2B_SNAPSHOT_MAX)
+		return 0;
+	snprintf(ref, E2B_SNAPSHOT_MAX + 1, "%.*s/%s", (int)(sep - text), text, sep + 1);
+	return run_checkpoint_ref(ref, id, &name) && !strchr(name, '/') ? 1 : 0;
+}
+
+/* templateID: a runtime's name or alias, the base template, or a
+ * snapshot (*snapshot set: the sandbox is a fork of its checkpoint). */
 static int template_of(const json_t *in, const struct runtime *rts, size_t n, json_t *native, char *template,
-		       size_t tlen, char *err, size_t errlen)
+		       size_t tlen, bool *snapshot, char *err, size_t errlen)
 {
 	const json_t *t = json_object_get(in, "templateID");
 	if (t && !json_is_string(t))
 		return fail(400, err, errlen, "templateID: must be a string");
 	const char *name = t ? json_string_value(t) : E2B_BASE_TEMPLATE;
+	char ref[E2B_SNAPSHOT_MAX + 1];
+	*snapshot = false;
 	if (!strcmp(name, E2B_BASE_TEMPLATE)) {
 		snprintf(template, tlen, "%s", E2B_BASE_TEMPLATE);
+		return 0;
+	}
+	if (e2b_snapshot_ref(name, ref)) {
+		snprintf(template, tlen, "%s", name);
+		json_object_set_new(native, "from_checkpoint", json_string(ref));
+		*snapshot = true;
 		return 0;
 	}
 	const struct runtime *rt = runtime_pick(rts, n, name);
@@ -168,9 +191,15 @@ static int body_of(const json_t *in, const struct runtime *rts, size_t n, const 
 				    errmsg_printable(q, sizeof(q), k));
 		}
 	}
-	int st = template_of(in, rts, n, native, template, tlen, err, errlen);
+	bool snapshot;
+	int st = template_of(in, rts, n, native, template, tlen, &snapshot, err, errlen);
 	if (st)
 		return st;
+	/* a fork is its checkpoint's VM: its environment and network too */
+	static const char *const own[] = { "envVars", "network", "allow_internet_access" };
+	for (size_t i = 0; snapshot && i < sizeof(own) / sizeof(own[0]); i++)
+		if (json_object_get(in, own[i]))
+			return fail(400, err, errlen, "%s: a sandbox from a snapshot has the snapshot's", own[i]);
 	if ((v = json_object_get(in, "timeout"))) {
 		if (!json_is_integer(v) || json_integer_value(v) < 1)
 			return fail(400, err, errlen, "timeout: must be a whole number of seconds, at least 1");
@@ -185,7 +214,7 @@ static int body_of(const json_t *in, const struct runtime *rts, size_t n, const 
 			return fail(400, err, errlen, "autoPause: must be true or false");
 		json_object_set_new(native, "on_timeout", json_string(json_is_true(v) ? "pause" : "stop"));
 	}
-	return network_of(in, reach, native, err, errlen);
+	return snapshot ? 0 : network_of(in, reach, native, err, errlen);
 }
 
 int e2b_create_body(const json_t *in, const struct runtime *rts, size_t n, const struct tenant_reach *reach,
@@ -253,6 +282,33 @@ json_t *e2b_detail(const json_t *view)
 			 "autoResume", false, "volumeMounts");
 }
 
+/* An API time ("2026-12-06T10:00:00.000Z") in Unix ms, or -1. */
+static int64_t time_ms(const json_t *t)
+{
+	struct tm tm = { 0 };
+	const char *s = json_string_value(t), *end = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+	if (!end)
+		return -1;
+	return (int64_t)timegm(&tm) * 1000;
+}
+
+json_t *e2b_metric(const json_t *view, const json_t *usage, int64_t now_ms)
+{
+	const json_t *lim = json_object_get(view, "limits"), *cpus = json_object_get(lim, "cpus");
+	json_int_t ncpu = json_is_integer(cpus) && json_integer_value(cpus) > 0 ? json_integer_value(cpus) : 1;
+	int64_t started = time_ms(json_object_get(view, "started_at"));
+	double cpu_ms = json_number_value(json_object_get(usage, "cpu_ms"));
+	double pct = started >= 0 && now_ms > started ? cpu_ms * 100.0 / (double)(now_ms - started) / (double)ncpu : 0;
+	char when[CLOCK_ISO8601_MAX];
+	const char *at = clock_iso8601(now_ms, when);
+	return json_pack("{s:s,s:I,s:f,s:I,s:I,s:I,s:I,s:I,s:I}", "timestamp", at ? at : "", "timestampUnix",
+			 (json_int_t)(now_ms / 1000), "cpuUsedPct", pct > 100 ? 100.0 : pct, "cpuCount", ncpu, "memUsed",
+			 (json_int_t)json_number_value(json_object_get(usage, "memory_bytes")), "memTotal",
+			 json_integer_value(json_object_get(lim, "memory_mib")) * 1048576, "memCache", (json_int_t)0,
+			 "diskUsed", (json_int_t)json_number_value(json_object_get(usage, "disk_bytes")), "diskTotal",
+			 json_integer_value(json_object_get(lim, "disk_mib")) * 1048576);
+}
+
 /* ---- the listing's filters ------------------------------------------------------- */
 
 #define META_TEXT_MAX 1024   /* a metadata key or value, decoded: longer than a sandbox's may be */
@@ -288,6 +344,14 @@ static bool unescape(const char *p, size_t n, char *out, size_t cap)
 	return true;
 }
 
+/* A key or value of the metadata query, [p, p+n): decoded twice, as the
+ * SDK encoded it (each part, then the pairs as a query string). */
+static bool part_of(const char *p, size_t n, char *out, size_t cap)
+{
+	char once[META_TEXT_MAX];
+	return unescape(p, n, once, sizeof(once)) && unescape(once, strlen(once), out, cap);
+}
+
 bool e2b_metadata_match(const json_t *view, const char *query)
 {
 	const json_t *meta = json_object_get(view, "metadata");
@@ -296,8 +360,8 @@ bool e2b_metadata_match(const json_t *view, const char *query)
 		size_t len = strcspn(p, "&");
 		const char *eq = memchr(p, '=', len);
 		char k[META_TEXT_MAX], v[META_TEXT_MAX];
-		if (!eq || !unescape(p, (size_t)(eq - p), k, sizeof(k)) ||
-		    !unescape(eq + 1, len - (size_t)(eq + 1 - p), v, sizeof(v)))
+		if (!eq || !part_of(p, (size_t)(eq - p), k, sizeof(k)) ||
+		    !part_of(eq + 1, len - (size_t)(eq + 1 - p), v, sizeof(v)))
 			return false;
 		const char *have = json_string_value(json_object_get(meta, k));
 		if (!have || strcmp(have, v))

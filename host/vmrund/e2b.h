@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -23,10 +24,22 @@
 #define E2B_ENVD_VERSION "0.5.7"
 #define E2B_LIST_MAX 100              /* ListedSandboxes in one page */
 
+/* A snapshot's id (E2B's snapshotID, a template a create may name):
+ * "SANDBOX_ID:NAME", a sandbox's checkpoint. */
+#define E2B_SNAPSHOT_SEP ':'
+#define E2B_SNAPSHOT_MAX (32 + 1 + 64)
+
+/* Whether text is a snapshot's id: 1 with the checkpoint's reference
+ * ("SANDBOX_ID/NAME", run_pause.h's run_checkpoint_ref) into ref, else 0.
+ * Pure. */
+int e2b_snapshot_ref(const char *text, char ref[E2B_SNAPSHOT_MAX + 1]);
+
 /* E2B's NewSandbox body (POST /v2/sandboxes) as vmrund's native create
  * body (*native, a new reference): templateID as the runtime (rts, n:
- * the installed ones; E2B_BASE_TEMPLATE the default image), timeout as
- * timeout_s, metadata, envVars as env, autoPause as on_timeout "pause";
+ * the installed ones; E2B_BASE_TEMPLATE the default image; a snapshot's
+ * id as from_checkpoint, which takes no envVars or network of its own),
+ * timeout as timeout_s, metadata, envVars as env, autoPause as on_timeout
+ * "pause";
  * the network from allow_internet_access and network.allowOut within
  * reach (the tenant's net= and net_addr= rules): internet access, asked
  * or by default, is the tenant's host rules (its whole reach when net=
@@ -50,9 +63,17 @@ json_t *e2b_sandbox(const json_t *view);
  * that e2b_state does not know. */
 json_t *e2b_detail(const json_t *view);
 
+/* E2B's SandboxMetric at now_ms for the sandbox whose native view is
+ * view, from its supervisor's usage ({cpu_ms, memory_bytes, disk_bytes},
+ * each a number or null): CPU use is the mean since it started (vmrun
+ * keeps a total, not a series), memory and disk what its cgroup and
+ * workspace hold, against its limits. */
+json_t *e2b_metric(const json_t *view, const json_t *usage, int64_t now_ms);
+
 /* Whether the native view's metadata has every KEY=VALUE of query (the
- * SDK's metadata parameter once decoded: "k=v&k2=v2", each key and value
- * percent-encoded again); a query that is not such pairs matches
+ * SDK's metadata parameter as libmicrohttpd hands it over: "k=v&k2=v2",
+ * a query string of pairs whose keys and values were each
+ * percent-encoded before); a query that is not such pairs matches
  * nothing. */
 bool e2b_metadata_match(const json_t *view, const char *query);
 

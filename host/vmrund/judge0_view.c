@@ -122,12 +122,16 @@ static int signal_status(int sig)
 	       sig == SIGABRT ? J0_SIGABRT : J0_OTHER;
 }
 
-/* The run stage's ending, the result's top level outside source mode. */
-static void judge_run(const json_t *s, const json_t *j0, struct judge0_verdict *v)
+/* The run stage's ending, the result's top level outside source mode;
+ * a repeated run's (number_of_runs) CPU time judged by its slowest run,
+ * as Judge0 would have stopped at it, not by the mean shown. */
+static void judge_run(const json_t *s, const json_t *repeat, const json_t *j0, struct judge0_verdict *v)
 {
 	const json_t *usage = json_object_get(s, "usage"), *code = json_object_get(s, "exit_code");
 	double limit = json_number_value(json_object_get(j0, "cpu_time_limit"));
 	json_int_t cpu_ms = json_integer_value(json_object_get(usage, "cpu_ms"));
+	json_int_t slowest = json_integer_value(json_object_get(repeat, "max_cpu_ms"));
+	cpu_ms = slowest > cpu_ms ? slowest : cpu_ms;
 	/* Judge0: exit_code is isolate's exitcode, or 0 */
 	v->has_exit_code = true;
 	v->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : 0;
@@ -187,7 +191,7 @@ void judge0_verdict(const json_t *result, const json_t *j0, struct judge0_verdic
 		return;
 	}
 	const json_t *s = run_stage(result);
-	judge_run(s, j0, v);
+	judge_run(s, json_object_get(result, "repeat"), j0, v);
 	if (v->status)
 		return;
 	const json_t *exp = json_object_get(j0, "expected_output");

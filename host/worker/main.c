@@ -288,11 +288,14 @@ static int write_result(const struct worker *w, const struct run_result *r)
 	return 0;
 }
 
+/* The run's VM id, replaced whole (a repeated run has one per run): what
+ * vmrund's sweep reads after a worker died must be the live VM's. */
 static void write_vm_id(const struct worker *w, const char *id)
 {
-	char path[PATH_MAX];
+	char tmp[PATH_MAX], path[PATH_MAX];
+	snprintf(tmp, sizeof(tmp), "%s/" SPOOL_VM_ID ".tmp", w->dir);
 	snprintf(path, sizeof(path), "%s/" SPOOL_VM_ID, w->dir);
-	if (spool_write_file(path, id, strlen(id), true, 0644) < 0)
+	if (spool_write_file(tmp, id, strlen(id), false, 0644) < 0 || rename(tmp, path) < 0)
 		say("%s: %s", path, strerror(errno));
 }
 
@@ -327,7 +330,9 @@ static void run_repeated(struct worker *w, const struct run_request *req, struct
 	for (;;) {
 		run_once(w, req, plan, rep.made == 0, r);
 		result_repeat_add(&rep, r);
-		if (!result_repeat_more(&rep, r))
+		/* a cancel that came as a run ended starts no other */
+		struct pollfd p = { w->sigfd, POLLIN, 0 };
+		if (!result_repeat_more(&rep, r) || poll(&p, 1, 0) > 0)
 			break;
 		uint32_t next = rep.made + 1;
 		on_output(w, PROTO_STAGE_RUN, SPOOL_NEXT_RUN, (const uint8_t *)&next, sizeof(next));

@@ -90,6 +90,18 @@ static void create_body(void **state)
 		if (st != bad[i].status || !strstr(err, bad[i].why))
 			fail_msg("%s: %d \"%s\", wanted %d \"%s\"", bad[i].body, st, err, bad[i].status, bad[i].why);
 	}
+	/* a snapshot's id: a fork of that checkpoint, with nothing of its own */
+	assert_int_equal(create("{\"templateID\":\"0123456789abcdef0123456789abcdef:before\",\"timeout\":60}", &none, &n),
+			 0);
+	assert_string_equal(tmpl, "0123456789abcdef0123456789abcdef:before");
+	assert_native(n, "{\"from_checkpoint\":\"0123456789abcdef0123456789abcdef/before\",\"timeout_s\":60}");
+	json_decref(n);
+	struct tenant_reach any = { .any = true };
+	assert_int_equal(create("{\"templateID\":\"abc:x\"}", &any, &n), 0);
+	assert_native(n, "{\"from_checkpoint\":\"abc/x\"}");   /* the snapshot's network, not the tenant's */
+	json_decref(n);
+	assert_int_equal(create("{\"templateID\":\"abc:x\",\"envVars\":{}}", &none, &n), 400);
+	assert_non_null(strstr(err, "envVars: a sandbox from a snapshot has the snapshot's"));
 	json_t *arr = json_loads("[]", 0, NULL);
 	int st = e2b_create_body(arr, rts, NRTS, &none, &n, tmpl, sizeof(tmpl), err, sizeof(err));
 	assert_int_equal(st, 400);
@@ -123,6 +135,13 @@ static void network(void **state)
 				&some, &n),
 			 0);
 	assert_native(n, "{\"network\":{\"allow\":[\"example.com\"],\"allow_addr\":[\"1.1.1.1\",\"10.1.2.0/24\"]}}");
+	json_decref(n);
+	/* internet asked for and everything denied: allowOut alone, no 403 */
+	assert_int_equal(create("{\"allow_internet_access\":true,\"network\":{\"denyOut\":[\"0.0.0.0/0\"],"
+				"\"allowOut\":[\"example.com\"]}}",
+				&none, &n),
+			 0);
+	assert_native(n, "{\"network\":{\"allow\":[\"example.com\"]}}");
 	json_decref(n);
 	/* a tenant with no reach, by default: no network, no error */
 	assert_int_equal(create("{\"network\":{}}", &none, &n), 0);
@@ -195,19 +214,63 @@ static void filters(void **state)
 	assert_false(e2b_state_match(v, "running"));
 	assert_false(e2b_state_match(v, "pause"));
 	assert_false(e2b_state_match(v, "pausedx,running"));
-	/* the SDK's metadata: pairs, each part percent-encoded again */
+	/* the SDK's metadata as libmicrohttpd hands it over: each part
+	 * encodeURIComponent'd, then the pairs by URLSearchParams (so '%'
+	 * again): {user: "a b&c", n: "1"} */
 	assert_true(e2b_metadata_match(v, ""));
 	assert_true(e2b_metadata_match(v, "n=1"));
-	assert_true(e2b_metadata_match(v, "user=a%20b%26c&n=1"));
-	assert_true(e2b_metadata_match(v, "user=a+b%26c"));
-	assert_false(e2b_metadata_match(v, "user=a%20b"));
+	assert_true(e2b_metadata_match(v, "user=a%2520b%2526c&n=1"));
+	assert_true(e2b_metadata_match(v, "n=1&user=a%2520b%2526c"));
+	assert_false(e2b_metadata_match(v, "user=a%2520b"));
 	assert_false(e2b_metadata_match(v, "n=2"));
 	assert_false(e2b_metadata_match(v, "missing=1"));
 	/* malformed: matches nothing, reads nothing past the text */
-	const char *bad[] = { "n", "n=1&x", "n=%", "n=%1", "n=%zz", "n=%00", "%=1" };
+	const char *bad[] = { "n", "n=1&x", "n=%", "n=%1", "n=%zz", "n=%00", "%=1", "n=%25zz", "n=%2500" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (e2b_metadata_match(v, bad[i]))
 			fail_msg("metadata %s matched", bad[i]);
+	json_decref(v);
+}
+
+static void snapshot_ids(void **state)
+{
+	(void)state;
+	char ref[E2B_SNAPSHOT_MAX + 1];
+	assert_int_equal(e2b_snapshot_ref("0123456789abcdef0123456789abcdef:before", ref), 1);
+	assert_string_equal(ref, "0123456789abcdef0123456789abcdef/before");
+	const char *bad[] = { "python", "base", ":x", "abc:", "abc:.x", "abc:a/b", "abc:a b",
+			      "0123456789abcdef0123456789abcdef0:x", "a:b:c" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (e2b_snapshot_ref(bad[i], ref))
+			fail_msg("%s taken as a snapshot", bad[i]);
+}
+
+static void metric(void **state)
+{
+	(void)state;
+	json_t *v = view("running", "null", "{}");
+	json_t *u = json_loads("{\"cpu_ms\":30000,\"memory_bytes\":1000,\"disk_bytes\":7}", 0, NULL);
+	/* a minute after its start, 30 s of CPU on its one CPU: 50% */
+	int64_t now = 1796551260000;   /* 2026-12-06T10:01:00Z */
+	json_t *m = e2b_metric(v, u, now);
+	assert_non_null(m);
+	assert_true(json_real_value(json_object_get(m, "cpuUsedPct")) == 50.0);
+	assert_int_equal(json_integer_value(json_object_get(m, "cpuCount")), 1);
+	assert_int_equal(json_integer_value(json_object_get(m, "memUsed")), 1000);
+	assert_int_equal(json_integer_value(json_object_get(m, "memTotal")), 256 << 20);
+	assert_int_equal(json_integer_value(json_object_get(m, "diskUsed")), 7);
+	assert_int_equal(json_integer_value(json_object_get(m, "diskTotal")), 64 << 20);
+	assert_int_equal(json_integer_value(json_object_get(m, "timestampUnix")), now / 1000);
+	assert_string_equal(json_string_value(json_object_get(m, "timestamp")), "2026-12-06T10:01:00.000Z");
+	json_decref(m);
+	json_decref(u);
+	/* nulls where the supervisor could not read: zeros, never a failure */
+	u = json_loads("{\"cpu_ms\":null,\"memory_bytes\":null,\"disk_bytes\":null}", 0, NULL);
+	m = e2b_metric(v, u, now);
+	assert_non_null(m);
+	assert_true(json_real_value(json_object_get(m, "cpuUsedPct")) == 0);
+	json_decref(m);
+	json_decref(u);
 	json_decref(v);
 }
 
@@ -224,7 +287,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(create_body), cmocka_unit_test(network), cmocka_unit_test(views),
-		cmocka_unit_test(filters),     cmocka_unit_test(errors),
+		cmocka_unit_test(filters),     cmocka_unit_test(errors),  cmocka_unit_test(snapshot_ids),
+		cmocka_unit_test(metric),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

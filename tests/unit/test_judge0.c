@@ -576,6 +576,16 @@ static void verdicts(void **state)
 	assert_string_equal(v.message, "Time limit exceeded");
 	/* within the extra time but over the limit: isolate says TO */
 	assert_int_equal(status_of(RUN(",\"usage\":{\"cpu_ms\":2500}"), NULL, &v), J0_TIME_LIMIT);
+	/* number_of_runs: a mean under the limit, one run over it is a time
+	 * limit, as Judge0 stops at that run */
+	assert_int_equal(status_of("{\"termination\":\"exited\",\"repeat\":{\"made\":3,\"asked\":3,\"max_cpu_ms\":2100},"
+				   "\"run\":{\"termination\":\"exited\",\"exit_code\":0,\"usage\":{\"cpu_ms\":1500}}}",
+				   NULL, &v),
+			 J0_TIME_LIMIT);
+	assert_int_equal(status_of("{\"termination\":\"exited\",\"repeat\":{\"made\":3,\"asked\":3,\"max_cpu_ms\":1900},"
+				   "\"run\":{\"termination\":\"exited\",\"exit_code\":0,\"usage\":{\"cpu_ms\":1500}}}",
+				   NULL, &v),
+			 J0_ACCEPTED);
 	assert_int_equal(status_of(RUN(",\"stdout_truncated\":true"), NULL, &v), J0_SIGXFSZ);
 	assert_int_equal(v.signal, 25);
 	assert_int_equal(status_of(RUN(",\"oom_killed\":true"), NULL, &v), J0_OTHER);

@@ -348,6 +348,7 @@ static void repeat(void **state)
 	json_t *o = json_object_get(v, "repeat");
 	assert_json_int(o, "made", 3);
 	assert_json_int(o, "asked", 3);
+	assert_json_int(o, "max_cpu_ms", 21);
 	assert_json_int(json_object_get(v, "usage"), "cpu_ms", 10);
 	json_decref(v);
 	/* a failure, a cancel and the count reached each end it early */

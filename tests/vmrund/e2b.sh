@@ -39,8 +39,8 @@ c -X POST -H 'Content-Type: application/json' -d '{"templateID":"base","mcp":{}}
 expect "a field vmrun does not offer: 400, named, not ignored" 400 "j['code']==400 and j['message'].startswith('mcp:')"
 c -X POST -H 'Content-Type: application/json' -d '{"allow_internet_access":true}' "$BASE/v2/sandboxes"
 expect "internet access for a tenant whose runs reach no host: 403" 403 "'allow_internet_access' in j['message']"
-c "$BASE/sandboxes/0123456789abcdef0123456789abcdef/metrics"
-expect "what vmrun does not do yet: E2B's error, 501" 501 "j['code']==501"
+c -X PUT -H 'Content-Type: application/json' -d '{}' "$BASE/sandboxes/0123456789abcdef0123456789abcdef/network"
+expect "what vmrun does not do: E2B's error, 501" 501 "j['code']==501"
 code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$BASE/v2/sandboxes")
 [ "$code" = 401 ] && ok "no key: 401" || not_ok "no key: $code"
 kill -TERM "$pid"

@@ -35,23 +35,24 @@ const all = async (paginator) => {
 
 async function main() {
   const made = []
+  let e
 
   // create: the base template (the default image), then a runtime's
   const base = await Sandbox.create()
   made.push(base)
   check('Sandbox.create(): the base template, an id and an envd version the SDK accepts',
     /^[0-9a-f]{32}$/.test(base.sandboxId), base.sandboxId)
-  const py = await Sandbox.create('python', { metadata: { owner: 'e2b-test', n: '1' }, timeoutMs: 120000,
+  const py = await Sandbox.create('python', { metadata: { owner: 'e2b test/1', n: '1' }, timeoutMs: 120000,
     envs: { GREETING: 'hi' } })
   made.push(py)
   let info = await py.getInfo()
   const left = (info.endAt - Date.now()) / 1000
   check('getInfo: running, its template, metadata and an end a timeout away',
-    info.state === 'running' && info.templateId === 'python' && info.metadata.owner === 'e2b-test' &&
+    info.state === 'running' && info.templateId === 'python' && info.metadata.owner === 'e2b test/1' &&
     left > 100 && left <= 121 && info.sandboxId === py.sandboxId, JSON.stringify(info))
 
   // list: by metadata and by state, a page at a time
-  let listed = await all(Sandbox.list({ query: { metadata: { owner: 'e2b-test' } } }))
+  let listed = await all(Sandbox.list({ query: { metadata: { owner: 'e2b test/1' } } }))
   check('Sandbox.list by metadata: that sandbox alone',
     listed.length === 1 && listed[0].sandboxId === py.sandboxId, JSON.stringify(listed))
   const page = Sandbox.list({ limit: 1 })
@@ -78,8 +79,36 @@ async function main() {
   check('kill(): true', (await py.kill()) === true)
   check('Sandbox.kill of a killed one: false', (await Sandbox.kill(py.sandboxId)) === false)
 
+  // metrics, snapshots and forks
+  const src = await Sandbox.create('python', { timeoutMs: 120000 })
+  made.push(src)
+  const m = await src.getMetrics()
+  check('getMetrics: a sample of a running sandbox, its memory and disk against its limits',
+    m.length === 1 && m[0].timestamp instanceof Date && m[0].cpuCount === 1 && m[0].memTotal === 256 * 1048576 &&
+    m[0].memUsed > 0 && m[0].diskTotal > 0, JSON.stringify(m))
+  const snap = await src.createSnapshot({ name: 'before' })
+  check('createSnapshot({name}): an id of the sandbox and the name', snap.snapshotId === src.sandboxId + ':before',
+    JSON.stringify(snap))
+  const snaps = await all(src.listSnapshots())
+  check('listSnapshots: it is there', snaps.length === 1 && snaps[0].snapshotId === snap.snapshotId,
+    JSON.stringify(snaps))
+  const fromSnap = await Sandbox.create(snap.snapshotId, { timeoutMs: 60000 })
+  made.push(fromSnap)
+  info = await fromSnap.getInfo()
+  check('Sandbox.create(snapshotId): a new sandbox from it, running',
+    info.state === 'running' && fromSnap.sandboxId !== src.sandboxId, JSON.stringify(info))
+  const forks = await src.fork({ count: 2 })
+  const good = forks.filter((f) => !(f instanceof Error))
+  made.push(...good)
+  check('fork({count: 2}): two sandboxes of its own', forks.length === 2 && good.length === 2 &&
+    good[0].sandboxId !== good[1].sandboxId && good.every((f) => f.sandboxId !== src.sandboxId), forks)
+  check('deleteSnapshot: true', (await Sandbox.deleteSnapshot(snap.snapshotId)) === true)
+  check('deleteSnapshot of a deleted one: false', (await Sandbox.deleteSnapshot(snap.snapshotId)) === false)
+  e = await thrown(() => Sandbox.create(snap.snapshotId))
+  check('Sandbox.create of a deleted snapshot: SandboxError', e instanceof SandboxError, e)
+
   // errors, each as the SDK raises it
-  let e = await thrown(() => Sandbox.getInfo(py.sandboxId))
+  e = await thrown(() => Sandbox.getInfo(py.sandboxId))
   check('getInfo of an unknown sandbox: NotFoundError', e instanceof NotFoundError, e)
   e = await thrown(() => Sandbox.connect('0123456789abcdef0123456789abcdef'))
   check('connect to an unknown sandbox: NotFoundError', e instanceof NotFoundError, e)

@@ -18,8 +18,9 @@ pause_ttl_s's end as timeout_at_ms) and it exits. --from-paused
 SHARED/paused starts it from there ("resuming", then "running"); a
 missing or damaged one ends it failed, with the reason. POST
 /checkpoints {"name"} keeps its files in KEEP/checkpoints/NAME (KEEP:
-SHARED, else DIR) with a checkpoint.json; --from-checkpoint starts from
-one.
+SHARED, else DIR) with a checkpoint.json, listed by GET /checkpoints and
+deleted by DELETE /checkpoints/NAME; --from-checkpoint starts from one.
+GET / says a usage (10 ms of CPU a command, 64 MiB, the files' bytes).
 """
 import argparse
 import base64
@@ -27,6 +28,7 @@ import hashlib
 import http.server
 import json
 import os
+import shutil
 import signal
 import socketserver
 import sys
@@ -96,14 +98,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return u.path, urllib.parse.parse_qs(u.query)
 
     def view(self):
+        # usage as the real one reads it from its cgroup and workspace
+        used = sum(len(v) for v in files.values())
         return {"id": "standin", "state": st["state"], "reason": st["reason"], "commands": len(cmds),
                 "commands_running": 0, "guest_faults": 0,
-                "time_left_s": max(0.0, st["deadline"] - time.time())}
+                "time_left_s": max(0.0, st["deadline"] - time.time()),
+                "usage": {"cpu_ms": 10 * len(cmds), "memory_bytes": 64 << 20, "memory_peak_bytes": 64 << 20,
+                          "disk_bytes": used}}
 
     def do_GET(self):
         path, q = self.where()
         if path == "/":
             return self.answer(200, self.view())
+        if path == "/checkpoints":
+            d = os.path.join(a.shared or a.dir, "checkpoints")
+            names = sorted(n for n in (os.listdir(d) if os.path.isdir(d) else [])
+                           if os.path.exists(os.path.join(d, n, "checkpoint.json")))
+            return self.answer(200, {"checkpoints": [{"name": n, "complete": True} for n in names]})
         if path == "/files":
             name = q.get("path", [""])[0]
             if name not in files:
@@ -120,6 +131,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return self.answer(404, {"message": "no such endpoint"})
 
     def do_DELETE(self):
+        path, _ = self.where()
+        if path.startswith("/checkpoints/"):
+            d = os.path.join(a.shared or a.dir, "checkpoints", os.path.basename(path))
+            if not os.path.exists(os.path.join(d, "checkpoint.json")):
+                return self.answer(404, {"message": "no such checkpoint"})
+            shutil.rmtree(d)
+            return self.answer(200, {"name": os.path.basename(path)})
         self.answer(202, dict(self.view(), state="stopping"))
         stop("deleted")
 
