@@ -25,17 +25,6 @@
 #define E2B_SCAN_MAX 10000        /* a tenant's sandboxes one listing looks at */
 #define E2B_CHECKPOINT_MS 180000  /* a checkpoint: the VM paused, saved and resumed (the emulated host is slow) */
 
-static enum MHD_Result error(struct http_req *r, unsigned status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static enum MHD_Result error(struct http_req *r, unsigned status, const char *fmt, ...)
-{
-	char msg[400];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return http_json(r, status, e2b_error(status, msg));
-}
 
 /* No body: 204, which the SDK reads as nothing. */
 static enum MHD_Result no_content(struct http_req *r)
@@ -70,7 +59,7 @@ static json_t *view_of(struct http_req *r, const char *id)
 			    ? vmrund_sbx_get(r->d, r->d->ts.t[r->tenant].name, id, &sb, err, sizeof(err))
 			    : 0;
 	if (found < 0) {
-		error(r, 503, "the store: %s", err);
+		http_error(r, 503, 0, "the store: %s", err);
 		return NULL;
 	}
 	json_t *v = found ? sandbox_view(&sb, clock_wall_ms()) : NULL;
@@ -82,14 +71,15 @@ static json_t *view_of(struct http_req *r, const char *id)
 	}
 	char q[80];
 	if (!v)
-		error(r, 404, "sandbox \"%s\" not found", errmsg_printable(q, sizeof(q), id));
+		http_error(r, 404, 0, "sandbox \"%s\" not found", errmsg_printable(q, sizeof(q), id));
 	return v;
 }
 
-/* A native answer that was not a success, as E2B's error. */
+/* A native answer that was not a success, as E2B's error (a 429's or a
+ * 503's Retry-After kept: the SDK waits it out). */
 static enum MHD_Result failed(struct http_req *r, const struct vmrund_answer *a)
 {
-	return error(r, a->status, "%s", a->message);
+	return http_error(r, a->status, a->retry_after_s, "%s", a->message);
 }
 
 /* The sandbox id's E2B Sandbox, with status. */
@@ -115,7 +105,7 @@ static enum MHD_Result create(struct http_req *r)
 				 sizeof(err));
 	json_decref(in);
 	if (st)
-		return error(r, (unsigned)st, "%s", err);
+		return http_error(r, (unsigned)st, 0, "%s", err);
 	struct vmrund_answer a = vmrund_sbx_create(r->d, (unsigned)r->tenant, native, NULL, id);
 	json_decref(native);
 	if (a.status != 201)
@@ -134,7 +124,7 @@ static int timeout_body(struct http_req *r, json_t **native)
 	const json_t *t = json_object_get(in, "timeout");
 	if (t && (!json_is_integer(t) || json_integer_value(t) < 0)) {
 		json_decref(in);
-		error(r, 400, "timeout: must be a whole number of seconds");
+		http_error(r, 400, 0, "timeout: must be a whole number of seconds");
 		return -1;
 	}
 	if (t)
@@ -180,7 +170,7 @@ static enum MHD_Result change(struct http_req *r, const char *id, const char *wh
 	bool paused = !strcmp(e2b_state(v), "paused");
 	json_decref(v);
 	if (!strcmp(what, "pause") && paused)
-		return error(r, 409, "sandbox %s is already paused", id);
+		return http_error(r, 409, 0, "sandbox %s is already paused", id);
 	if (!api_sandbox_here(r, id))
 		return MHD_YES;
 	struct vmrund_answer a;
@@ -196,7 +186,7 @@ static enum MHD_Result change(struct http_req *r, const char *id, const char *wh
 		if (has < 0)
 			return MHD_YES;
 		if (!has)
-			return error(r, 400, "timeout: required");
+			return http_error(r, 400, 0, "timeout: required");
 		a = vmrund_sbx_timeout(r->d, (unsigned)r->tenant, id, t);
 		json_decref(t);
 	}
@@ -226,12 +216,12 @@ static int supervisor(struct http_req *r, const char *id, const char *method, co
 	unsigned status;
 	*out = NULL;
 	if (!vmrund_sbx_here(r->d, id)) {
-		error(r, 409, "sandbox %s is parked: connect to it first", id);
+		http_error(r, 409, 0, "sandbox %s is parked: connect to it first", id);
 		return -1;
 	}
 	vmrund_sbx_dir(r->d, id, dir, sizeof(dir));
 	if (sbxc_call(dir, method, target, body, timeout_ms, 1u << 20, &status, &text)) {
-		error(r, 502, "sandbox %s: its supervisor: %s", id, strerror(errno));
+		http_error(r, 502, 0, "sandbox %s: its supervisor: %s", id, strerror(errno));
 		return -1;
 	}
 	*out = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
@@ -243,7 +233,7 @@ static int supervisor(struct http_req *r, const char *id, const char *method, co
 static enum MHD_Result refused(struct http_req *r, int status, const json_t *out, const char *what)
 {
 	const char *msg = json_string_value(json_object_get(out, "message"));
-	return error(r, (unsigned)status, "%s: %s", what, msg ? msg : "refused");
+	return http_error(r, (unsigned)status, 0, "%s: %s", what, msg ? msg : "refused");
 }
 
 /* A checkpoint of sandbox id (held here) named name: 0, or -1 after
@@ -290,7 +280,7 @@ static enum MHD_Result snapshot(struct http_req *r, const char *id)
 		snprintf(name, sizeof(name), "snapshot-%lld", (long long)clock_wall_ms());
 	json_decref(in);
 	if (!ok)
-		return error(r, 400, "name: 1 to %d of A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.'",
+		return http_error(r, 400, 0, "name: 1 to %d of A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.'",
 			     RUN_CHECKPOINT_NAME_MAX);
 	if (checkpoint(r, id, name))
 		return MHD_YES;
@@ -347,7 +337,7 @@ static enum MHD_Result snapshots(struct http_req *r)
 		if (rc < 0) {
 			json_decref(a);
 			json_decref(ids);
-			return error(r, 503, "the store: %s", err);
+			return http_error(r, 503, 0, "the store: %s", err);
 		}
 	}
 	size_t i;
@@ -367,7 +357,7 @@ static enum MHD_Result delete_snapshot(struct http_req *r, const char *text)
 	const char *name;
 	if (!e2b_snapshot_ref(text, ref) || !run_checkpoint_ref(ref, id, &name)) {
 		char q[120];
-		return error(r, 404, "snapshot \"%s\" not found", errmsg_printable(q, sizeof(q), text));
+		return http_error(r, 404, 0, "snapshot \"%s\" not found", errmsg_printable(q, sizeof(q), text));
 	}
 	json_t *v = view_of(r, id), *out;
 	if (!v)
@@ -398,7 +388,7 @@ static enum MHD_Result fork_of(struct http_req *r, const char *id)
 	json_int_t timeout = t ? json_integer_value(t) : 0;
 	json_decref(in);
 	if (!ok)
-		return error(r, 400, "count: 1 to %d; timeout: whole seconds, at least 1", VMRUND_SBX_FORKS_MAX);
+		return http_error(r, 400, 0, "count: 1 to %d; timeout: whole seconds, at least 1", VMRUND_SBX_FORKS_MAX);
 	char name[RUN_CHECKPOINT_NAME_MAX + 1], ref[STORE_ID_LEN + RUN_CHECKPOINT_NAME_MAX + 4];
 	snprintf(name, sizeof(name), "fork-%lld", (long long)clock_wall_ms());
 	if (checkpoint(r, id, name))
@@ -490,7 +480,7 @@ static enum MHD_Result list(struct http_req *r)
 	char *end = NULL;
 	l.skip = next && *next ? strtol(next, &end, 10) : 0;
 	if ((next && *next && (*end || l.skip < 0 || l.skip > E2B_SCAN_MAX)) || !l.limit)
-		return error(r, 400, "nextToken: a token from X-Next-Token; limit: 1 to %d", E2B_LIST_MAX);
+		return http_error(r, 400, 0, "nextToken: a token from X-Next-Token; limit: 1 to %d", E2B_LIST_MAX);
 	long first = l.skip;
 	if (!(l.a = json_array()))
 		return MHD_NO;
@@ -502,7 +492,7 @@ static enum MHD_Result list(struct http_req *r)
 	pthread_mutex_unlock(&r->d->lock);
 	if (rc < 0) {
 		json_decref(l.a);
-		return error(r, 503, "the store: %s", err);
+		return http_error(r, 503, 0, "the store: %s", err);
 	}
 	char *text = json_dumps(l.a, JSON_COMPACT);
 	json_decref(l.a);
@@ -538,32 +528,32 @@ enum MHD_Result api_e2b(struct http_req *r, const char *p)
 	char id[STORE_ID_LEN + 2];
 	const char *rest;
 	if (!strcmp(p, "/v2/sandboxes"))
-		return post ? create(r) : get ? list(r) : error(r, 405, "GET or POST here");
+		return post ? create(r) : get ? list(r) : http_error(r, 405, 0, "GET or POST here");
 	if (!strncmp(p, "/v2/sandboxes/", 14)) {
 		split(p + 14, id, &rest);
 		if (!strcmp(rest, "/connect"))
-			return post ? connect_to(r, id) : error(r, 405, "only POST here");
+			return post ? connect_to(r, id) : http_error(r, 405, 0, "only POST here");
 	} else if (!strncmp(p, "/sandboxes/", 11)) {
 		split(p + 11, id, &rest);
 		if (!*rest)
-			return get ? detail(r, id) : del ? change(r, id, "kill") : error(r, 405, "GET or DELETE here");
+			return get ? detail(r, id) : del ? change(r, id, "kill") : http_error(r, 405, 0, "GET or DELETE here");
 		if (!strcmp(rest, "/timeout") || !strcmp(rest, "/pause"))
-			return post ? change(r, id, rest + 1) : error(r, 405, "only POST here");
+			return post ? change(r, id, rest + 1) : http_error(r, 405, 0, "only POST here");
 		if (!strcmp(rest, "/snapshots"))
-			return post ? snapshot(r, id) : error(r, 405, "only POST here");
+			return post ? snapshot(r, id) : http_error(r, 405, 0, "only POST here");
 		if (!strcmp(rest, "/fork"))
-			return post ? fork_of(r, id) : error(r, 405, "only POST here");
+			return post ? fork_of(r, id) : http_error(r, 405, 0, "only POST here");
 		if (!strcmp(rest, "/metrics"))
-			return get ? metrics(r, id) : error(r, 405, "only GET here");
+			return get ? metrics(r, id) : http_error(r, 405, 0, "only GET here");
 		if (!strcmp(rest, "/network") || !strncmp(rest, "/logs", 5))
-			return error(r, 501, "%s: not available in vmrun (docs/e2b.md)", rest + 1);
+			return http_error(r, 501, 0, "%s: not available in vmrun (docs/e2b.md)", rest + 1);
 	} else if (!strcmp(p, "/snapshots")) {
-		return get ? snapshots(r) : error(r, 405, "only GET here");
+		return get ? snapshots(r) : http_error(r, 405, 0, "only GET here");
 	} else if (!strncmp(p, "/templates/", 11) && del) {
 		return delete_snapshot(r, p + 11);
 	} else if (!strcmp(p, "/sandboxes")) {
-		return error(r, 501, "%s: not available in vmrun (the SDK's 2.x lists with /v2/sandboxes)", p + 1);
+		return http_error(r, 501, 0, "%s: not available in vmrun (the SDK's 2.x lists with /v2/sandboxes)", p + 1);
 	}
 	char q[200];
-	return error(r, 404, "no such endpoint: %s", errmsg_printable(q, sizeof(q), p));
+	return http_error(r, 404, 0, "no such endpoint: %s", errmsg_printable(q, sizeof(q), p));
 }

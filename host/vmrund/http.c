@@ -93,6 +93,8 @@ static enum MHD_Result error_v(struct http_req *r, unsigned status, unsigned ret
 	 * carry some, and then says less rather than nothing. */
 	json_t *s = json_string(msg);
 	json_object_set_new(o, "message", s ? s : json_string("(a message that was not UTF-8)"));
+	if (r->error_code)
+		json_object_set_new(o, "code", json_integer(status));
 	char *text = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	if (!text)
@@ -231,6 +233,7 @@ static enum MHD_Result route(struct http_req *r)
 	bool e2b = e2len && !strncmp(p, e2, e2len) && (!p[e2len] || p[e2len] == '/');
 	if (!v1 && !v2 && !judge0 && !e2b)
 		return http_error(r, 404, 0, "no such endpoint: %.200s", p);
+	r->error_code = e2b;
 	if ((r->tenant = authenticate(r, judge0 ? "X-Auth-Token" : e2b ? "X-API-Key" : NULL)) < 0)
 		return MHD_YES;
 	return v1 ? api_v1(r, p + 3) : v2 ? api_piston(r, p + 7) : judge0 ? api_judge0(r, p + j0len) : api_e2b(r, p + e2len);

@@ -9,7 +9,8 @@
  * authentication and routing, guard.c the head's deadline; the endpoints
  * live in api_v1.c (native) and api_piston.c (Piston v2) (api.h), answer
  * through the helpers here, and reach runs only through daemon.h's
- * functions. Every error is JSON {"message": ...}. */
+ * functions. Every error is JSON {"message": ...}, with "code" (its
+ * status) under E2B's prefix, whose SDK reads it. */
 #ifndef VMRUND_HTTP_H
 #define VMRUND_HTTP_H
 
@@ -29,6 +30,7 @@ struct http_req {
 	const char *body;             /* the whole body, NUL-terminated */
 	size_t body_len;
 	int tenant;                   /* who is asking (authenticated), or -1 before */
+	bool error_code;              /* errors say their status as "code" too: E2B's error body */
 	struct conn_state *cs;        /* http.c's own */
 };
 

@@ -41,8 +41,11 @@ c -X POST -H 'Content-Type: application/json' -d '{"allow_internet_access":true}
 expect "internet access for a tenant whose runs reach no host: 403" 403 "'allow_internet_access' in j['message']"
 c -X PUT -H 'Content-Type: application/json' -d '{}' "$BASE/sandboxes/0123456789abcdef0123456789abcdef/network"
 expect "what vmrun does not do: E2B's error, 501" 501 "j['code']==501"
-code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$BASE/v2/sandboxes")
-[ "$code" = 401 ] && ok "no key: 401" || not_ok "no key: $code"
+code=$(curl -s -m 5 -o "$tmp/out" -w '%{http_code}' "$BASE/v2/sandboxes")
+[ "$code" = 401 ] && json "j['code']==401 and j['message']" && ok "no key: 401, in E2B's shape" ||
+	not_ok "no key: $code $(cat "$tmp/out")"
+c -X POST -H 'Content-Type: text/plain' -d 'x' "$BASE/v2/sandboxes"
+expect "vmrund's own refusals under the prefix are E2B's too (415 with its code)" 415 "j['code']==415"
 kill -TERM "$pid"
 wait "$pid"
 [ "$fail" -eq 0 ] || tail -n 20 "$tmp/vmrund.log" | sed 's/^/    vmrund.log: /'
