@@ -1,7 +1,8 @@
 /* libFuzzer harness for the output's Server-Sent Events
  * (host/vmrund/sse.c): whatever bytes the guest wrote, and however the
  * output file's records arrive in pieces, every event must be exactly
- * "event: stdout|stderr\ndata: JSON\n\n" with the JSON on one line, and
+ * "event: stdout|stderr\ndata: JSON\n\n" with the JSON on one line (or
+ * "event: next_run", a repeated run's next run, {"run": N}), and
  * its text must be the record's bytes as spool_utf8 makes them, record
  * by record, in order.
  *
@@ -41,7 +42,8 @@ static const char *check_event(const char *p, const char *end, const struct expe
 		abort();
 	size_t nlen = (size_t)(nl - p - 7);
 	unsigned stream = nlen == 6 && !memcmp(p + 7, "stdout", 6) ? PROTO_STDOUT
-			  : nlen == 6 && !memcmp(p + 7, "stderr", 6) ? PROTO_STDERR : 0;
+			  : nlen == 6 && !memcmp(p + 7, "stderr", 6) ? PROTO_STDERR
+			  : nlen == 8 && !memcmp(p + 7, "next_run", 8) ? SPOOL_NEXT_RUN : 0;
 	if (!stream)
 		abort();
 	p = nl + 1;
@@ -53,6 +55,13 @@ static const char *check_event(const char *p, const char *end, const struct expe
 		abort();   /* the data is one line, and a blank line ends the event */
 	json_error_t e;
 	json_t *o = json_loadb(p, (size_t)(nl - p), 0, &e);
+	if (stream == SPOOL_NEXT_RUN) {
+		/* a repeated run's next run: its number, from a file as it stands only */
+		if (want || !json_is_integer(json_object_get(o, "run")) || json_object_size(o) != 1)
+			abort();
+		json_decref(o);
+		return nl + 2;
+	}
 	json_t *text = json_object_get(o, "text");
 	const char *stage = json_string_value(json_object_get(o, "stage"));
 	if (!json_is_string(text) || !stage || (strcmp(stage, "run") && strcmp(stage, "compile")))
