@@ -32,47 +32,48 @@ static enum MHD_Result no_content(struct http_req *r)
 	return http_bytes(r, 204, "application/json", "", 0);
 }
 
-/* The asking tenant's sandbox id as its native view, when E2B knows it;
- * NULL otherwise (none, gone, the store away), answering nothing. */
-static json_t *view_of_quiet(struct http_req *r, const char *id)
+/* The asking tenant's sandbox id as its native view, when E2B knows it
+ * (running or paused): 1 with *v, 0 none (no such id, another tenant's,
+ * ended), -1 the store failed (err). Answers nothing. */
+static int known(struct http_req *r, const char *id, json_t **v, char *err, size_t errlen)
 {
 	struct store_sandbox sb;
-	char err[300];
-	if (vmrund_sbx_get(r->d, r->d->ts.t[r->tenant].name, id, &sb, err, sizeof(err)) != 1)
-		return NULL;
-	json_t *v = sandbox_view(&sb, clock_wall_ms());
+	*v = NULL;
+	if (strlen(id) != STORE_ID_LEN || strspn(id, "0123456789abcdef") != STORE_ID_LEN)
+		return 0;
+	int found = vmrund_sbx_get(r->d, r->d->ts.t[r->tenant].name, id, &sb, err, errlen);
+	if (found <= 0)
+		return found;
+	*v = sandbox_view(&sb, clock_wall_ms());
 	store_sandbox_free(&sb);
-	if (v && !e2b_state(v)) {
-		json_decref(v);
-		v = NULL;
+	if (*v && !e2b_state(*v)) {
+		json_decref(*v);
+		*v = NULL;
 	}
+	return *v != NULL;
+}
+
+/* known's view, or NULL after answering 404 (E2B's) or 503. */
+static json_t *view_of(struct http_req *r, const char *id)
+{
+	json_t *v;
+	char err[300], q[80];
+	int k = known(r, id, &v, err, sizeof(err));
+	if (k < 0)
+		http_error(r, 503, 0, "the store: %s", err);
+	else if (!k)
+		http_error(r, 404, 0, "sandbox \"%s\" not found", errmsg_printable(q, sizeof(q), id));
 	return v;
 }
 
-/* The asking tenant's sandbox id as its native view, when E2B would know
- * it: the view, or NULL after answering 404 (E2B's) or 503. */
-static json_t *view_of(struct http_req *r, const char *id)
+/* Before a call on the asking tenant's sandbox id: true when this node
+ * is to answer it; false after answering (404, 503) or after passing the
+ * request to the node that holds it. */
+static bool here(struct http_req *r, const char *id)
 {
-	struct store_sandbox sb;
-	char err[300];
-	int found = strlen(id) == STORE_ID_LEN && strspn(id, "0123456789abcdef") == STORE_ID_LEN
-			    ? vmrund_sbx_get(r->d, r->d->ts.t[r->tenant].name, id, &sb, err, sizeof(err))
-			    : 0;
-	if (found < 0) {
-		http_error(r, 503, 0, "the store: %s", err);
-		return NULL;
-	}
-	json_t *v = found ? sandbox_view(&sb, clock_wall_ms()) : NULL;
-	if (found)
-		store_sandbox_free(&sb);
-	if (v && !e2b_state(v)) {
-		json_decref(v);
-		v = NULL;
-	}
-	char q[80];
-	if (!v)
-		http_error(r, 404, 0, "sandbox \"%s\" not found", errmsg_printable(q, sizeof(q), id));
-	return v;
+	json_t *v = view_of(r, id);
+	json_decref(v);
+	return v && api_sandbox_here(r, id);
 }
 
 /* A native answer that was not a success, as E2B's error (a 429's or a
@@ -206,27 +207,39 @@ static enum MHD_Result detail(struct http_req *r, const char *id)
 
 /* ---- snapshots, forks, metrics: a sandbox's supervisor asked ----------------------- */
 
-/* A call to the supervisor of sandbox id, held here: its status, and its
- * answer parsed into *out (NULL: none, or not JSON); -1 after answering
- * 409 (it is parked: no supervisor runs) or 502. */
-static int supervisor(struct http_req *r, const char *id, const char *method, const char *target, const char *body,
-		      int timeout_ms, json_t **out)
+/* A call to the supervisor of sandbox id: its status, and its answer
+ * parsed into *out (NULL: none, or not JSON); -1 with errno (ENOENT: no
+ * supervisor runs here, the sandbox is parked or elsewhere). Answers
+ * nothing. */
+static int call(struct vmrund *d, const char *id, const char *method, const char *target, const char *body,
+		int timeout_ms, json_t **out)
 {
 	char dir[PATH_MAX], *text = NULL;
 	unsigned status;
 	*out = NULL;
-	if (!vmrund_sbx_here(r->d, id)) {
-		http_error(r, 409, 0, "sandbox %s is parked: connect to it first", id);
+	if (!vmrund_sbx_here(d, id)) {
+		errno = ENOENT;
 		return -1;
 	}
-	vmrund_sbx_dir(r->d, id, dir, sizeof(dir));
-	if (sbxc_call(dir, method, target, body, timeout_ms, 1u << 20, &status, &text)) {
-		http_error(r, 502, 0, "sandbox %s: its supervisor: %s", id, strerror(errno));
+	vmrund_sbx_dir(d, id, dir, sizeof(dir));
+	if (sbxc_call(dir, method, target, body, timeout_ms, 1u << 20, &status, &text))
 		return -1;
-	}
 	*out = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
 	free(text);
 	return (int)status;
+}
+
+/* call, answering when it fails: 409 (parked: no supervisor runs) or
+ * 502. */
+static int supervisor(struct http_req *r, const char *id, const char *method, const char *target, const char *body,
+		      int timeout_ms, json_t **out)
+{
+	int st = call(r->d, id, method, target, body, timeout_ms, out);
+	if (st < 0 && errno == ENOENT)
+		http_error(r, 409, 0, "sandbox %s is parked: connect to it first", id);
+	else if (st < 0)
+		http_error(r, 502, 0, "sandbox %s: its supervisor: %s", id, strerror(errno));
+	return st;
 }
 
 /* The supervisor's refusal as E2B's error. */
@@ -255,13 +268,17 @@ static int checkpoint(struct http_req *r, const char *id, const char *name)
  * ...) or after passing the request to the node that holds it. */
 static json_t *held_body(struct http_req *r, const char *id)
 {
-	json_t *v = view_of(r, id);
-	if (!v)
-		return NULL;
-	json_decref(v);
-	if (!api_sandbox_here(r, id))
+	if (!here(r, id))
 		return NULL;
 	return r->body_len ? http_body_json(r) : json_object();
+}
+
+/* E2B's SnapshotInfo of sandbox id's checkpoint name: its id "ID:NAME". */
+static json_t *snapshot_info(const char *id, const char *name)
+{
+	char sid[STORE_ID_LEN + RUN_CHECKPOINT_NAME_MAX + 4];
+	snprintf(sid, sizeof(sid), "%.*s%c%s", STORE_ID_LEN, id, E2B_SNAPSHOT_SEP, name);
+	return json_pack("{s:s,s:[s]}", "snapshotID", sid, "names", sid);
 }
 
 /* POST /sandboxes/ID/snapshots {name}: a checkpoint, whose id
@@ -284,26 +301,21 @@ static enum MHD_Result snapshot(struct http_req *r, const char *id)
 			     RUN_CHECKPOINT_NAME_MAX);
 	if (checkpoint(r, id, name))
 		return MHD_YES;
-	char sid[STORE_ID_LEN + RUN_CHECKPOINT_NAME_MAX + 4];
-	snprintf(sid, sizeof(sid), "%s%c%s", id, E2B_SNAPSHOT_SEP, name);
-	return http_json(r, 201, json_pack("{s:s,s:[s]}", "snapshotID", sid, "names", sid));
+	return http_json(r, 201, snapshot_info(id, name));
 }
 
-/* The snapshots of sandbox id (held here) appended to a. */
-static void add_snapshots(struct http_req *r, const char *id, json_t *a)
+/* The snapshots of sandbox id appended to a: none when its supervisor
+ * does not answer (it went, or is parked), since a listing of many
+ * sandboxes answers once, for them all. */
+static void add_snapshots(struct vmrund *d, const char *id, json_t *a)
 {
 	json_t *out;
-	int st = supervisor(r, id, "GET", "/checkpoints", NULL, 10000, &out);
+	int st = call(d, id, "GET", "/checkpoints", NULL, 10000, &out);
 	size_t i;
 	const json_t *c;
-	json_array_foreach(st == 200 ? json_object_get(out, "checkpoints") : NULL, i, c) {
-		const char *name = json_string_value(json_object_get(c, "name"));
-		char sid[E2B_SNAPSHOT_MAX + 1];
-		if (!name)
-			continue;
-		snprintf(sid, sizeof(sid), "%s%c%s", id, E2B_SNAPSHOT_SEP, name);
-		json_array_append_new(a, json_pack("{s:s,s:[s]}", "snapshotID", sid, "names", sid));
-	}
+	json_array_foreach(st == 200 ? json_object_get(out, "checkpoints") : NULL, i, c)
+	if (json_is_string(json_object_get(c, "name")))
+		json_array_append_new(a, snapshot_info(id, json_string_value(json_object_get(c, "name"))));
 	json_decref(out);
 }
 
@@ -321,9 +333,7 @@ static enum MHD_Result snapshots(struct http_req *r)
 	json_t *a = json_array(), *ids = json_array();
 	char err[300];
 	if (sid) {
-		json_t *v = view_of(r, sid);
-		json_decref(v);
-		if (!v || !api_sandbox_here(r, sid)) {
+		if (!here(r, sid)) {
 			json_decref(a);
 			json_decref(ids);
 			return MHD_YES;
@@ -343,8 +353,7 @@ static enum MHD_Result snapshots(struct http_req *r)
 	size_t i;
 	const json_t *id;
 	json_array_foreach(ids, i, id)
-	if (vmrund_sbx_here(r->d, json_string_value(id)))
-		add_snapshots(r, json_string_value(id), a);
+	add_snapshots(r->d, json_string_value(id), a);
 	json_decref(ids);
 	return http_json(r, 200, a);
 }
@@ -359,11 +368,8 @@ static enum MHD_Result delete_snapshot(struct http_req *r, const char *text)
 		char q[120];
 		return http_error(r, 404, 0, "snapshot \"%s\" not found", errmsg_printable(q, sizeof(q), text));
 	}
-	json_t *v = view_of(r, id), *out;
-	if (!v)
-		return MHD_YES;
-	json_decref(v);
-	if (!api_sandbox_here(r, id))
+	json_t *out;
+	if (!here(r, id))
 		return MHD_YES;
 	snprintf(target, sizeof(target), "/checkpoints/%s", name);
 	int st = supervisor(r, id, "DELETE", target, NULL, 30000, &out);
@@ -402,7 +408,10 @@ static enum MHD_Result fork_of(struct http_req *r, const char *id)
 		char fid[SCHED_ID_MAX];
 		struct vmrund_answer a = vmrund_sbx_create(r->d, (unsigned)r->tenant, body, NULL, fid);
 		json_decref(body);
-		json_t *fv = a.status == 201 ? view_of_quiet(r, fid) : NULL;
+		char err[300];
+		json_t *fv = NULL;
+		if (a.status == 201)
+			known(r, fid, &fv, err, sizeof(err));
 		json_array_append_new(results, fv ? json_pack("{s:o}", "sandbox", e2b_sandbox(fv))
 						  : json_pack("{s:o}", "error", e2b_error(a.status == 201 ? 500 : a.status,
 										       a.status == 201 ? "it ended at once"

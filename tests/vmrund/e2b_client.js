@@ -92,6 +92,9 @@ async function main() {
   const snaps = await all(src.listSnapshots())
   check('listSnapshots: it is there', snaps.length === 1 && snaps[0].snapshotId === snap.snapshotId,
     JSON.stringify(snaps))
+  const every = await all(Sandbox.listSnapshots())
+  check("Sandbox.listSnapshots(): the tenant's, it among them", every.some((s) => s.snapshotId === snap.snapshotId),
+    JSON.stringify(every))
   const fromSnap = await Sandbox.create(snap.snapshotId, { timeoutMs: 60000 })
   made.push(fromSnap)
   info = await fromSnap.getInfo()
