@@ -825,7 +825,7 @@ $(BUILD)/fuzz/seeds-request.stamp: $(wildcard tests/fuzz/seeds-request/*)
 # additional_files' zips.
 FUZZ_JUDGE0_SRCS := $(FUZZ_REQUEST_SRCS) host/vmrund/judge0.c host/vmrund/judge0_submission.c \
 	host/vmrund/judge0_view.c host/vmrund/judge0_callback.c host/vmrund/judge0_files.c host/vmrund/judge.c \
-	host/run/utf8.c
+	host/run/utf8.c host/vmrund/tenants.c
 $(BUILD)/fuzz/fuzz_judge0: tests/fuzz/fuzz_judge0.c $(FUZZ_JUDGE0_SRCS) $(wildcard host/run/*.h host/vmrund/*.h \
 		guest-agent/*.h)
 	@mkdir -p $(dir $@)
@@ -837,7 +837,7 @@ $(BUILD)/fuzz/seeds-judge0.stamp: $(wildcard tests/fuzz/seeds-judge0/*)
 	@touch $@
 
 # E2B's create bodies and the listing's filters (client input).
-FUZZ_E2B_SRCS := $(FUZZ_REQUEST_SRCS) host/vmrund/e2b.c
+FUZZ_E2B_SRCS := $(FUZZ_REQUEST_SRCS) host/vmrund/e2b.c host/vmrund/tenants.c
 $(BUILD)/fuzz/fuzz_e2b: tests/fuzz/fuzz_e2b.c $(FUZZ_E2B_SRCS) $(wildcard host/run/*.h host/vmrund/*.h guest-agent/*.h)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_e2b.c $(FUZZ_E2B_SRCS) \

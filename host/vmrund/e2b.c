@@ -51,24 +51,14 @@ static bool deny_all(const json_t *deny)
 	return json_array_size(deny) > 0;
 }
 
-/* The tenant's host rules (its whole reach of names) into allow: "*"
- * for net=any. */
-static int add_reach(const struct tenant_reach *reach, json_t *allow)
+/* One of the tenant's host rules (tenant_host_rules) into allow, as the
+ * native body writes it. */
+static int add_host_rule(void *allow, const struct net_rule *r)
 {
-	int added = 0;
-	if (reach->any) {
-		json_array_append_new(allow, json_string("*"));
-		return 1;
-	}
-	for (unsigned i = 0; i < reach->n; i++) {
-		if (reach->rules[i].kind == NET_RULE_ADDR)
-			continue;
-		char buf[NET_HOST_MAX + 64];
-		net_rule_format(&reach->rules[i], buf, sizeof(buf));
-		json_array_append_new(allow, json_string(buf));
-		added++;
-	}
-	return added;
+	char buf[NET_HOST_MAX + 64];
+	net_rule_format(r, buf, sizeof(buf));
+	json_array_append_new(allow, json_string(buf));
+	return 0;
 }
 
 /* allowOut's entries: an address or a range is an address rule, anything
@@ -111,8 +101,9 @@ static int network_of(const json_t *in, const struct tenant_reach *reach, json_t
 	/* E2B's sandboxes reach the internet unless told not to: ours reach
 	 * what the tenant may, by name */
 	bool internet = !json_is_false(inet) && !json_array_size(deny);
-	int from_reach = internet ? add_reach(reach, allow) : 0;
-	if (json_is_true(inet) && internet && !from_reach) {
+	if (internet)
+		tenant_host_rules(reach, add_host_rule, allow);
+	if (json_is_true(inet) && internet && !json_array_size(allow)) {
 		json_decref(allow);
 		json_decref(allow_addr);
 		return fail(403, err, errlen, "allow_internet_access: this tenant's runs may reach no host (its net= rules)");

@@ -436,16 +436,15 @@ static unsigned host_rules(const struct tenant_reach *net)
  * holds, the egress proxy's deny set applying as to any run (isolate's
  * --share-net gives the whole network; a guest here has none but the
  * proxy). 0, or -1 with the error added. */
+static int add_rule(void *rq, const struct net_rule *r)
+{
+	return run_spec_add_rule(rq, r);
+}
+
 static int add_network(struct parse *ps, const struct tenant_reach *net, struct run_spec *rq)
 {
-	struct net_rule any = { .kind = NET_RULE_ANY };
-	if (net->any && run_spec_add_rule(rq, &any))
-		goto fail;
-	for (unsigned i = 0; !net->any && i < net->n; i++)
-		if (net->rules[i].kind != NET_RULE_ADDR && run_spec_add_rule(rq, &net->rules[i]))
-			goto fail;
-	return 0;
-fail:
+	if (!tenant_host_rules(net, add_rule, rq))
+		return 0;
 	if (errno == ENOMEM)
 		ps->oom = true;
 	else

@@ -305,6 +305,19 @@ int tenants_by_name(const struct tenants *ts, const char *name)
 	return -1;
 }
 
+int tenant_host_rules(const struct tenant_reach *reach, int (*fn)(void *ctx, const struct net_rule *r), void *ctx)
+{
+	static const struct net_rule any = { .kind = NET_RULE_ANY };
+	if (reach->any)
+		return fn(ctx, &any);
+	for (unsigned i = 0; i < reach->n; i++) {
+		int rc = reach->rules[i].kind == NET_RULE_ADDR ? 0 : fn(ctx, &reach->rules[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 int tenant_net_check(const struct tenant *t, const struct run_spec *rq, char *err, size_t errlen)
 {
 	for (unsigned i = 0; i < rq->nnet; i++) {

@@ -127,6 +127,14 @@ int tenants_by_name(const struct tenants *ts, const char *name);
  * network ceiling"). A request without rules always passes. Pure. */
 int tenant_net_check(const struct tenant *t, const struct run_spec *rq, char *err, size_t errlen);
 
+/* The rules of a run that may reach every host name the tenant's reach
+ * holds (Judge0's enable_network, E2B's internet access): one
+ * NET_RULE_ANY for net=any, else its host and suffix rules, never its
+ * address ranges (those pass the deny set, for runs that name them).
+ * fn(ctx, rule) for each, in order, until it returns non-zero: that
+ * value, or 0. Pure. */
+int tenant_host_rules(const struct tenant_reach *reach, int (*fn)(void *ctx, const struct net_rule *r), void *ctx);
+
 /* Whether a run of memory_mib guest memory and a workspace of disk_mib
  * (both as the run will get them, defaults applied) is within t's
  * ceilings: 0, or -1 with the reason in err ("limits.memory_mib: 3000 MiB

@@ -343,6 +343,41 @@ static void free_twice(void **state)
 	assert_int_equal(tenants_by_name(&ts, "a"), -1);
 }
 
+/* tenant_host_rules' fn: the rules formatted, "|" after each; stops
+ * after the first when ctx's text says "stop". */
+static int collect_rule(void *ctx, const struct net_rule *r)
+{
+	char *text = ctx, buf[300];
+	net_rule_format(r, buf, sizeof(buf));
+	strcat(strcat(text, buf), "|");
+	return strstr(text, "stop") ? 7 : 0;
+}
+
+/* A run that may reach every name its tenant may: "*" for net=any, else
+ * the host and suffix rules, never the address ranges. */
+static void host_rules(void **state)
+{
+	(void)state;
+	struct tenants ts;
+	assert_int_equal(parse(&ts, "tenant none\n"
+				    "tenant any net=any net_addr=10.0.0.0/8\n"
+				    "tenant list net=*.pypi.org,files.pythonhosted.org:443 net_addr=10.1.2.0/24:3128\n"),
+			 0);
+	char text[1024] = "";
+	assert_int_equal(tenant_host_rules(&ts.t[0].net, collect_rule, text), 0);
+	assert_string_equal(text, "");
+	assert_int_equal(tenant_host_rules(&ts.t[1].net, collect_rule, text), 0);
+	assert_string_equal(text, "*|");
+	text[0] = '\0';
+	assert_int_equal(tenant_host_rules(&ts.t[2].net, collect_rule, text), 0);
+	assert_string_equal(text, "*.pypi.org|files.pythonhosted.org:443|");
+	/* fn's first non-zero ends it */
+	strcpy(text, "stop:");
+	assert_int_equal(tenant_host_rules(&ts.t[2].net, collect_rule, text), 7);
+	assert_string_equal(text, "stop:*.pypi.org|");
+	tenants_free(&ts);
+}
+
 static void net_ceiling(void **state)
 {
 	(void)state;
@@ -599,6 +634,7 @@ int main(void)
 		cmocka_unit_test(size_ceilings),
 		cmocka_unit_test(free_twice),
 		cmocka_unit_test(net_ceiling),
+		cmocka_unit_test(host_rules),
 		cmocka_unit_test(bad_net_lines),
 		cmocka_unit_test(net_check),
 		cmocka_unit_test(load),
