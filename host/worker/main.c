@@ -128,13 +128,13 @@ static int find_checkpoint(struct worker *w, char *err, size_t errlen)
 	return 0;
 }
 
-/* A workspace file at its path under dir, the directories above it made
- * (run_spec_path_check has refused "..", empty parts and absolute paths;
- * dir is this worker's own, where nothing else writes). */
-static int write_at_path(const char *dir, const struct run_spec_file *f, char *err, size_t errlen)
+/* A file at its path under dir (into path), the directories above it
+ * made (run_spec_path_check has refused "..", empty parts and absolute
+ * paths; dir is this worker's own, where nothing else writes). */
+static int write_at_path(const char *dir, const struct run_spec_file *f, char path[PATH_MAX], char *err,
+			 size_t errlen)
 {
-	char path[PATH_MAX];
-	if (snprintf(path, sizeof(path), "%s/%s", dir, f->name) >= (int)sizeof(path))
+	if (snprintf(path, PATH_MAX, "%s/%s", dir, f->name) >= PATH_MAX)
 		return errf(err, errlen, "%.300s: path too long", dir), -1;
 	for (char *slash = path + strlen(dir) + 1; (slash = strchr(slash, '/')); *slash++ = '/') {
 		*slash = '\0';
@@ -158,8 +158,9 @@ static int write_tree(struct worker *w, char *err, size_t errlen)
 			return errf(err, errlen, "%.300s: %s", w->tree_dir, strerror(errno)), -1;
 		dir = w->tree_dir;
 	}
+	char path[PATH_MAX];
 	for (unsigned i = 0; i < w->rq.nwfiles; i++)
-		if (write_at_path(dir, &w->rq.wfiles[i], err, errlen))
+		if (write_at_path(dir, &w->rq.wfiles[i], path, err, errlen))
 			return -1;
 	return 0;
 }
@@ -172,11 +173,9 @@ static int write_inputs(struct worker *w, char *err, size_t errlen)
 		return errf(err, errlen, "%.300s: %s", w->files_dir, strerror(errno)), -1;
 	for (unsigned i = 0; i < w->rq.nfiles; i++) {
 		char path[PATH_MAX];
-		if (snprintf(path, sizeof(path), "%s/%s", w->files_dir, w->rq.files[i].name) >= (int)sizeof(path))
-			return errf(err, errlen, "%s: path too long", w->files_dir), -1;
-		if (spool_write_file(path, w->rq.files[i].data, w->rq.files[i].len, true,
-				     w->rq.files[i].executable ? 0755 : 0644) < 0)
-			return errf(err, errlen, "%.300s: %s", path, strerror(errno)), -1;
+		/* a file's name is one part: no directory is made for it */
+		if (write_at_path(w->files_dir, &w->rq.files[i], path, err, errlen))
+			return -1;
 		if (!(w->source_paths[i] = strdup(path)))
 			return errf(err, errlen, "out of memory"), -1;
 	}
