@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "e2b.h"
+#include "envd.h"
 #include "errmsg.h"
 #include "run_pause.h"
 #include "sandbox_http.h"
@@ -83,13 +84,25 @@ static enum MHD_Result failed(struct http_req *r, const struct vmrund_answer *a)
 	return http_error(r, a->status, a->retry_after_s, "%s", a->message);
 }
 
+/* E2B's Sandbox of the native view v, with the access token to its envd
+ * that the asking key makes (none for the anonymous tenant's, whose
+ * envd calls need none: api_envd.c). */
+static json_t *sandbox_of(struct http_req *r, const json_t *v)
+{
+	char token[ENVD_TOKEN_LEN + 1];
+	const char *id = json_string_value(json_object_get(v, "id"));
+	if (r->keyed && id)
+		envd_token(r->key_digest, id, token);
+	return e2b_sandbox(v, r->keyed && id ? token : NULL);
+}
+
 /* The sandbox id's E2B Sandbox, with status. */
 static enum MHD_Result answer_sandbox(struct http_req *r, unsigned status, const char *id)
 {
 	json_t *v = view_of(r, id);
 	if (!v)
 		return MHD_YES;
-	json_t *s = e2b_sandbox(v);
+	json_t *s = sandbox_of(r, v);
 	json_decref(v);
 	return http_json(r, status, s);
 }
@@ -412,7 +425,7 @@ static enum MHD_Result fork_of(struct http_req *r, const char *id)
 		json_t *fv = NULL;
 		if (a.status == 201)
 			known(r, fid, &fv, err, sizeof(err));
-		json_array_append_new(results, fv ? json_pack("{s:o}", "sandbox", e2b_sandbox(fv))
+		json_array_append_new(results, fv ? json_pack("{s:o}", "sandbox", sandbox_of(r, fv))
 						  : json_pack("{s:o}", "error", e2b_error(a.status == 201 ? 500 : a.status,
 										       a.status == 201 ? "it ended at once"
 												       : a.message)));

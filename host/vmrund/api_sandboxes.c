@@ -362,7 +362,21 @@ static int open_pass(struct http_req *r, const struct dest *t, const char *id, c
 				       : NULL;
 		p->c.via = r->d->node;
 	}
-	if (sbxc_send_head(&p->c, r->method, target, type, idem, length)) {
+	/* envd's calls (api_envd.c) say their sandbox and its token in
+	 * headers of their own, and Connect's stream limits in two more */
+	const char *names[] = { "E2b-Sandbox-Id", "X-Access-Token", "Connect-Timeout-Ms", "Keepalive-Ping-Interval" };
+	const char *headers[2 * 4 + 1] = { NULL };
+	for (size_t i = 0, k = 0; !t->here && i < 4; i++) {
+		const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, names[i]);
+		if (v) {
+			headers[k++] = names[i];
+			headers[k++] = v;
+		}
+	}
+	p->c.headers = headers;
+	int sent = sbxc_send_head(&p->c, r->method, target, type, idem, length);
+	p->c.headers = NULL;
+	if (sent) {
 		int e = errno;
 		sbxc_close(&p->c);
 		http_error(r, e == EINVAL ? 400 : 502, 0, "sandbox %s: %s", id,
@@ -379,8 +393,10 @@ static enum MHD_Result pass_to(struct http_req *r, const struct dest *t, const c
 	 * the supervisor) holds a thread: one of the tenant's places, and no
 	 * read timeout of ours */
 	size_t rl = strlen(rest);
+	const char *type = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
 	bool stream = (rl >= 7 && !strcmp(rest + rl - 7, "/events")) || !strcmp(rest, "/diff") ||
-		      MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "wait");
+		      MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "wait") ||
+		      (type && !strncmp(type, "application/connect+", 20));   /* envd's streams, to another node */
 	if (stream && !http_stream_begin(r))
 		return MHD_YES;
 	struct pass *p = calloc(1, sizeof(*p));
@@ -416,6 +432,11 @@ static enum MHD_Result pass(struct http_req *r, const char *id, const char *rest
 		return http_error(r, 409, 0, "sandbox %s is neither running nor paused on a node (a parked one is "
 					     "read once it is resumed)", id);
 	return pass_to(r, &t, id, rest);
+}
+
+enum MHD_Result api_sandbox_pass(struct http_req *r, const char *id, const char *rest)
+{
+	return pass(r, id, rest);
 }
 
 int api_sandbox_here(struct http_req *r, const char *id)

@@ -244,12 +244,16 @@ static const char *template_name(const json_t *view)
 	return rt ? rt : E2B_BASE_TEMPLATE;
 }
 
-json_t *e2b_sandbox(const json_t *view)
+json_t *e2b_sandbox(const json_t *view, const char *token)
 {
 	const json_t *node = json_object_get(view, "node");
-	return json_pack("{s:O,s:s,s:s,s:O,s:s,s:n,s:n}", "sandboxID", json_object_get(view, "id"), "templateID",
-			 template_name(view), "alias", template_name(view), "clientID", json_is_string(node) ? node : json_null(),
-			 "envdVersion", E2B_ENVD_VERSION, "domain", "trafficAccessToken");
+	json_t *s = json_pack("{s:O,s:s,s:s,s:O,s:s,s:n,s:n}", "sandboxID", json_object_get(view, "id"), "templateID",
+			      template_name(view), "alias", template_name(view), "clientID",
+			      json_is_string(node) ? node : json_null(), "envdVersion", E2B_ENVD_VERSION, "domain",
+			      "trafficAccessToken");
+	if (s && token)
+		json_object_set_new(s, "envdAccessToken", json_string(token));
+	return s;
 }
 
 json_t *e2b_detail(const json_t *view)

@@ -55,8 +55,9 @@ int e2b_create_body(const json_t *in, const struct runtime *rts, size_t n, const
 const char *e2b_state(const json_t *view);
 
 /* E2B's Sandbox (the answer to a create or a connect) for the sandbox
- * whose native view is view: its id, template, envd version. */
-json_t *e2b_sandbox(const json_t *view);
+ * whose native view is view: its id, template, envd version, and
+ * envdAccessToken (envd.h's) when token is not NULL. */
+json_t *e2b_sandbox(const json_t *view, const char *token);
 
 /* E2B's SandboxDetail (GET /sandboxes/ID), which a listing's
  * ListedSandbox is a part of, from the native view; NULL for a sandbox

@@ -15,6 +15,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <openssl/sha.h>
+
 #include "api.h"
 #include "daemon.h"
 #include "errmsg.h"
@@ -164,24 +166,30 @@ static bool from_loopback(struct MHD_Connection *c)
 /* The tenant, or an answer already sent (401, 429): -1. Judge0's
  * clients send their key as X-Auth-Token, E2B's as X-API-Key: key_header
  * names the one an API's prefix takes beside Authorization (NULL none). */
+_Static_assert(sizeof(((struct http_req *)0)->key_digest) == TENANT_DIGEST_LEN, "a key's digest is tenants.h's");
+
+int http_anonymous(struct http_req *r)
+{
+	struct vmrund *d = r->d;
+	return d->anonymous >= 0 && (d->cfg.anonymous_any || from_loopback(r->conn)) ? d->anonymous : -1;
+}
+
 static int authenticate(struct http_req *r, const char *key_header)
 {
 	struct vmrund *d = r->d;
 	const char *auth = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	const char *token = key_header ? MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key_header) : NULL;
 	int t;
-	if (token && !auth) {
-		if ((t = tenants_by_key(&d->ts, token)) < 0) {
+	const char *key = auth ? (strncasecmp(auth, "Bearer ", 7) ? NULL : auth + 7) : token;
+	if (auth || token) {
+		if (!key || (t = tenants_by_key(&d->ts, key)) < 0) {
 			http_error(r, 401, 0, "unknown API key");
 			return -1;
 		}
-	} else if (auth) {
-		if (strncasecmp(auth, "Bearer ", 7) || (t = tenants_by_key(&d->ts, auth + 7)) < 0) {
-			http_error(r, 401, 0, "unknown API key");
-			return -1;
-		}
-	} else if (d->anonymous >= 0 && (d->cfg.anonymous_any || from_loopback(r->conn))) {
-		t = d->anonymous;
+		SHA256((const unsigned char *)key, strlen(key), r->key_digest);
+		r->keyed = true;
+	} else if ((t = http_anonymous(r)) >= 0) {
+		/* the anonymous tenant */
 	} else {
 		http_error(r, 401, 0, "an API key is required: Authorization: Bearer KEY");
 		return -1;
@@ -234,6 +242,9 @@ static enum MHD_Result route(struct http_req *r)
 	if (!v1 && !v2 && !judge0 && !e2b)
 		return http_error(r, 404, 0, "no such endpoint: %.200s", p);
 	r->error_code = e2b;
+	/* envd's calls carry a sandbox's access token, not a key: api_envd.c checks it */
+	if (e2b && api_envd_path(p + e2len))
+		return api_envd(r, p + e2len);
 	if ((r->tenant = authenticate(r, judge0 ? "X-Auth-Token" : e2b ? "X-API-Key" : NULL)) < 0)
 		return MHD_YES;
 	return v1 ? api_v1(r, p + 3) : v2 ? api_piston(r, p + 7) : judge0 ? api_judge0(r, p + j0len) : api_e2b(r, p + e2len);

@@ -31,6 +31,8 @@ struct http_req {
 	size_t body_len;
 	int tenant;                   /* who is asking (authenticated), or -1 before */
 	bool error_code;              /* errors say their status as "code" too: E2B's error body */
+	bool keyed;                   /* authenticated by an API key, whose SHA-256 is key_digest */
+	unsigned char key_digest[32]; /* (tenants.h's digest: what a sandbox's envd token is made with) */
 	struct conn_state *cs;        /* http.c's own */
 };
 
@@ -41,6 +43,10 @@ struct http_server *http_start(struct vmrund *d, char *err, size_t errlen);
 
 /* Stop: no new connections; waits for the threads; frees h (NULL: nothing). */
 void http_stop(struct http_server *h);
+
+/* The tenant a request without a key acts as (the config's anonymous
+ * tenant, for a client on loopback unless anonymous_any), or -1. */
+int http_anonymous(struct http_req *r);
 
 /* Take one of the asking tenant's places for an output stream or a wait
  * (vmrund_stream_begin): true, or false after answering 429. */

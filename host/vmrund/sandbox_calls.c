@@ -91,13 +91,25 @@ static int call(struct sbx_user *u, const char *id, const char *method, const ch
 	return status;
 }
 
+int sbxu_call(struct sbx_user *u, const char *id, const char *method, const char *target, const json_t *body,
+	      int timeout_ms, json_t **out)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	*out = NULL;
+	if (body && !text) {
+		snprintf(u->err, sizeof(u->err), "out of memory");
+		return -1;
+	}
+	int status = call(u, id, method, target, "application/json", text, text ? strlen(text) : 0, timeout_ms, out);
+	free(text);
+	return status;
+}
+
 json_t *sbxu_expect(struct sbx_user *u, const char *id, const char *method, const char *target, const json_t *body,
 		    int timeout_ms, int want)
 {
-	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_t *out;
-	int status = call(u, id, method, target, "application/json", text, text ? strlen(text) : 0, timeout_ms, &out);
-	free(text);
+	int status = sbxu_call(u, id, method, target, body, timeout_ms, &out);
 	if (status == want)
 		return out ? out : json_object();
 	if (status > 0)

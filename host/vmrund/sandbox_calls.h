@@ -39,6 +39,12 @@ void sbxu_destroy(struct sbx_user *u, const char *id);
 json_t *sbxu_expect(struct sbx_user *u, const char *id, const char *method, const char *target, const json_t *body,
 		    int timeout_ms, int want);
 
+/* A call to sandbox id with a JSON body (NULL: none): the answer's
+ * status with its JSON body into *out (NULL when it is none or not
+ * JSON; the caller decrefs), or -1 with u->err when no answer came. */
+int sbxu_call(struct sbx_user *u, const char *id, const char *method, const char *target, const json_t *body,
+	      int timeout_ms, json_t **out);
+
 /* Put n bytes at path (relative to /workspace) in sandbox id: 0, or -1
  * with u->err. */
 int sbxu_put_file(struct sbx_user *u, const char *id, const char *path, const void *data, size_t n);

@@ -237,6 +237,26 @@ int sbxc_send_head(struct sbxc *c, const char *method, const char *target, const
 		errno = E2BIG;
 		return -1;
 	}
+	/* the extra headers go before the head's blank line */
+	n -= 2;
+	for (const char *const *h = c->headers; h && h[0] && h[1]; h += 2) {
+		if (!header_safe(h[0]) || !header_safe(h[1]) || strchr(h[0], ':')) {
+			errno = EINVAL;
+			return -1;
+		}
+		int k = snprintf(head + n, sizeof(head) - (size_t)n, "%s: %s\r\n", h[0], h[1]);
+		if (k < 0 || (size_t)k >= sizeof(head) - (size_t)n) {
+			errno = E2BIG;
+			return -1;
+		}
+		n += k;
+	}
+	if ((size_t)n + 3 > sizeof(head)) {
+		errno = E2BIG;
+		return -1;
+	}
+	memcpy(head + n, "\r\n", 3);
+	n += 2;
 	return sbxc_send(c, head, (size_t)n);
 }
 

@@ -33,6 +33,7 @@ struct sbxc {
 	int fd;
 	const char *auth;             /* an API key, sent as Authorization: Bearer; NULL: none */
 	const char *via;              /* a node forwarding the request, sent as SBXC_VIA; NULL: none */
+	const char *const *headers;   /* more of the request's headers: name, value, ..., NULL; NULL: none */
 	struct sbxc_head head;
 	char buf[SBXC_HEAD_MAX];
 	size_t len, off;              /* buf[off..len) is body not yet taken */

@@ -167,8 +167,9 @@ static void views(void **state)
 {
 	(void)state;
 	json_t *v = view("running", "\"python\"", "{\"k\":\"v\"}");
-	json_t *s = e2b_sandbox(v);
+	json_t *s = e2b_sandbox(v, "feed");
 	assert_string_equal(json_string_value(json_object_get(s, "sandboxID")), "0123456789abcdef0123456789abcdef");
+	assert_string_equal(json_string_value(json_object_get(s, "envdAccessToken")), "feed");
 	assert_string_equal(json_string_value(json_object_get(s, "templateID")), "python");
 	assert_string_equal(json_string_value(json_object_get(s, "envdVersion")), E2B_ENVD_VERSION);
 	assert_true(json_is_null(json_object_get(s, "domain")));
@@ -184,8 +185,9 @@ static void views(void **state)
 	json_decref(v);
 	/* the default image is the base template; starting and stopping are running */
 	v = view("starting", "null", "{}");
-	s = e2b_sandbox(v);
+	s = e2b_sandbox(v, NULL);
 	assert_string_equal(json_string_value(json_object_get(s, "templateID")), "base");
+	assert_null(json_object_get(s, "envdAccessToken"));
 	json_decref(s);
 	assert_string_equal(e2b_state(v), "running");
 	json_decref(v);

@@ -29,6 +29,10 @@ E2B_API_URL=$BASE E2B_SANDBOX_URL=$BASE E2B_API_KEY=$KA timeout -k 5 120 node te
 	>"$tmp/client" 2>&1
 cat "$tmp/client"
 client_checks "$tmp/client" "the E2B SDK script"
+E2B_API_URL=$BASE E2B_SANDBOX_URL=$BASE E2B_API_KEY=$KA timeout -k 5 120 node tests/vmrund/e2b_envd.js "$SDK" "$KB" \
+	>"$tmp/envd" 2>&1
+cat "$tmp/envd"
+client_checks "$tmp/envd" "the E2B SDK's commands and files (envd)"
 
 # What the SDK reads from the answers, which the script cannot show
 c() { code=$(curl -s -m 20 -o "$tmp/out" -w '%{http_code}' -H "X-API-Key: $KA" "$@" 2>"$tmp/err"); }
@@ -46,6 +50,44 @@ code=$(curl -s -m 5 -o "$tmp/out" -w '%{http_code}' "$BASE/v2/sandboxes")
 	not_ok "no key: $code $(cat "$tmp/out")"
 c -X POST -H 'Content-Type: text/plain' -d 'x' "$BASE/v2/sandboxes"
 expect "vmrund's own refusals under the prefix are E2B's too (415 with its code)" 415 "j['code']==415"
+
+# envd's Connect framing, by hand: a sandbox made by curl, its token from the answer
+c -X POST -H 'Content-Type: application/json' -d '{"templateID":"base"}' "$BASE/v2/sandboxes"
+expect "a Sandbox answer carries its envdAccessToken (64 hex digits)" 201 \
+	"len(j['envdAccessToken'])==64 and int(j['envdAccessToken'],16)>=0"
+SID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxID"])' "$tmp/out")
+TOKEN=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["envdAccessToken"])' "$tmp/out")
+frames() { python3 tests/vmrund/connect_call.py "$BASE/$1" "$SID" "$TOKEN" "$2" ${3:-} >"$tmp/frames"; }
+fj() { python3 -c 'import json,sys; L=open(sys.argv[1]).read().split("\n")[:-1]; st=int(L[0]); F=[json.loads(x) for x in L[1:]]
+sys.exit(0 if ('"$1"') else 1)' "$tmp/frames" && ok "$2" || { sed 's/^/    /' "$tmp/frames"; not_ok "$2"; }; }
+frames process.Process/Start '{"process":{"cmd":"/bin/bash","args":["-l","-c","echo framed"]}}'
+fj "st==200 and F[0]=={'flags':0,'msg':{'event':{'start':{'pid':F[0]['msg']['event']['start']['pid']}}}} and \
+F[1]['msg']['event']['data']['stdout']=='ZnJhbWVkCg==' and F[2]['msg']['event']['end']['exitCode']==0 and \
+F[2]['msg']['event']['end']['status']=='exit status 0' and F[-1]=={'flags':2,'msg':{}} and len(F)==4" \
+	"Start: 200, then start, data (base64), end, and the end-of-stream frame {} flagged 2, each enveloped"
+frames process.Process/Start '{"process":{"cmd":"/bin/bash"},"pty":{"size":{"cols":80,"rows":24}}}'
+fj "st==200 and len(F)==1 and F[0]['flags']==2 and F[0]['msg']['error']['code']=='unimplemented'" \
+	"Start with a pty: the stream's end carries Connect's unimplemented (vmrun has no terminal)"
+frames process.Process/Start '' 0100000002
+fj "st==200 and F[0]['flags']==2 and F[0]['msg']['error']['code']=='invalid_argument'" \
+	"a compressed envelope: invalid_argument, in the end frame"
+python3 tests/vmrund/connect_call.py "$BASE/process.Process/Start" "$SID" "$(printf %064d 0)" '{}' >"$tmp/frames"
+fj "st==200 and F[0]['msg']['error']['code']=='unauthenticated'" "Start with a token that opens nothing: unauthenticated"
+u() { code=$(curl -s -m 20 -o "$tmp/out" -w '%{http_code}' -H "E2b-Sandbox-Id: $SID" -H "X-Access-Token: $TOKEN" \
+	-H 'Content-Type: application/json' "$@" 2>"$tmp/err"); }
+u -d '{"path":"nowhere"}' "$BASE/filesystem.Filesystem/Stat"
+expect "a unary call's error: Connect's status and body (404, not_found)" 404 "j['code']=='not_found'"
+frames filesystem.Filesystem/WatchDir '{"path":"."}'
+fj "st==200 and F[0]['msg']['error']['code']=='unimplemented' and 'watch' in F[0]['msg']['error']['message']" \
+	"WatchDir (a stream): unimplemented, and why, in its end frame"
+u -d '{}' -H 'Authorization: Basic cm9vdDo=' "$BASE/process.Process/List"
+expect "user root (the SDK's Basic header): permission_denied, never run as another" 403 \
+	"j['code']=='permission_denied' and 'root' in j['message']"
+u "$BASE/health"
+expect "/health of a running sandbox: 204" 204
+u -X DELETE -H "X-API-Key: $KA" "$BASE/sandboxes/$SID"
+u "$BASE/health"
+expect "/health of a killed one: 502, which the SDK reads as its end" 502
 kill -TERM "$pid"
 wait "$pid"
 [ "$fail" -eq 0 ] || tail -n 20 "$tmp/vmrund.log" | sed 's/^/    vmrund.log: /'

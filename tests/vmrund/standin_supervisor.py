@@ -2,8 +2,13 @@
 """A stand-in for vmrund-sandbox (host/sandbox/supervisor.h), for the
 tests of vmrund's side of sandboxes that need no VM (tests/vmrund/
 cluster.sh): the same arguments, the same state.json, the same API on
-DIR/api.sock, with "commands" that it answers itself: `echo ARGS` prints
-ARGS; anything else exits 0 with no output. Files are kept in memory.
+DIR/api.sock, with "commands" that it answers itself, given as argv or
+as bash's -c script (what E2B's SDK sends): `echo TEXT` prints TEXT
+(`>&2` at its end: to stderr), `exit N` exits N, `cat` echoes its stdin
+until it is closed, `sleep S` waits S seconds; anything else exits 0
+with no output. A command past its timeout_s is killed (timed_out), and
+a signal ends one that runs. Files and directories are kept in memory,
+under absolute paths (relative ones under /workspace).
 Its life runs out as the real one's does (with --on-timeout pause it
 pauses then, and with --shared it parks); SIGTERM and DELETE stop it.
 
@@ -28,6 +33,7 @@ import hashlib
 import http.server
 import json
 import os
+import posixpath
 import shutil
 import signal
 import socketserver
@@ -57,6 +63,63 @@ os.setsid()
 lock = threading.Lock()
 st = {"state": "starting", "reason": "", "deadline": time.time() + a.timeout}
 cmds, keys, files = [], {}, {}
+dirs = {"/", "/workspace", "/tmp"}
+cv = threading.Condition(lock)
+live = {}   # a command's id: its stdin waiting and the signal sent to it, while it runs
+
+
+def norm(p):
+    return posixpath.normpath(p if p.startswith("/") else "/workspace/" + p)
+
+
+def script_of(argv):
+    if len(argv) == 4 and argv[:3] == ["/bin/bash", "-l", "-c"]:
+        return argv[3]
+    if len(argv) == 3 and argv[:2] == ["/bin/bash", "-c"]:
+        return argv[2]
+    return " ".join(argv) if argv[:1] == ["echo"] else ""
+
+
+def run_cmd(c):
+    """Command c's life, in a thread of its own (c's fields under lock)."""
+    script, me = script_of(c["request"].get("argv") or []), live[c["id"]]
+    end_at = time.time() + float(c["request"].get("timeout_s") or 60)
+    words, code = script.split(), 0
+
+    def out(stream, text):
+        with cv:
+            c[stream] += text
+            cv.notify_all()
+
+    def wait(until, more=lambda: False):
+        # until a signal, the timeout, the time given, or more() says so
+        with cv:
+            while not me["signal"] and not more() and time.time() < min(end_at, until):
+                cv.wait(0.05)
+    if words[:1] == ["echo"] and script.endswith(" >&2"):
+        out("stderr", script[5:-4] + "\n")
+    elif words[:1] == ["echo"]:
+        out("stdout", script[5:] + "\n")
+    elif words[:1] == ["exit"] and len(words) == 2:
+        code = int(words[1])
+    elif script == "cat":
+        while True:
+            wait(float("inf"), lambda: me["stdin"] or me["closed"])
+            with cv:
+                data, me["stdin"] = me["stdin"], ""
+            if data:
+                out("stdout", data)
+            elif me["closed"] or me["signal"] or time.time() >= end_at:
+                break
+    elif words[:1] == ["sleep"] and len(words) == 2:
+        wait(time.time() + float(words[1]))
+    with cv:
+        timed_out = not me["signal"] and time.time() >= end_at
+        sig = me["signal"] or (9 if timed_out else 0)
+        c.update(state="ended", end="signaled" if sig else "exited", exit_code=None if sig else code,
+                 signal=sig or None, timed_out=timed_out)
+        live.pop(c["id"], None)
+        cv.notify_all()
 
 
 def save(state, reason=None):
@@ -116,7 +179,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                            if os.path.exists(os.path.join(d, n, "checkpoint.json")))
             return self.answer(200, {"checkpoints": [{"name": n, "complete": True} for n in names]})
         if path == "/files":
-            name = q.get("path", [""])[0]
+            name = norm(q.get("path", [""])[0])
             if name not in files:
                 return self.answer(404, {"message": "no such file"})
             return self.answer(200, files[name], "application/octet-stream")
@@ -124,10 +187,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if len(parts) >= 2 and parts[0] == "commands" and parts[1].isdigit() and 0 < int(parts[1]) <= len(cmds):
             c = cmds[int(parts[1]) - 1]
             if len(parts) == 3 and parts[2] == "events":
-                ev = "event: stdout\ndata: %s\n\nevent: exit\ndata: %s\n\n" % (
-                    json.dumps(c["stdout"]), json.dumps({"exit_code": 0}))
-                return self.answer(200, ev.encode(), "text/event-stream")
-            return self.answer(200, c)
+                return self.events(c)
+            with lock:
+                return self.answer(200, dict(c))
+        if path == "/commands":
+            with lock:
+                return self.answer(200, {"commands": [dict(c) for c in cmds]})
+        if path in ("/files/stat", "/files/list"):
+            return self.file_read(path[7:], norm(q.get("path", [""])[0]))
         return self.answer(404, {"message": "no such endpoint"})
 
     def do_DELETE(self):
@@ -188,14 +255,35 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with lock:
                 if key in keys:
                     return self.answer(200, cmds[keys[key] - 1])
-                argv = b.get("argv") or []
-                out = " ".join(argv[1:]) + "\n" if argv[:1] == ["echo"] else ""
-                c = {"id": len(cmds) + 1, "request": b, "state": "ended", "end": "exited", "exit_code": 0,
-                     "signal": None, "timed_out": False, "stdout": out, "stderr": ""}
+                c = {"id": len(cmds) + 1, "request": b, "state": "running", "end": None, "exit_code": None,
+                     "signal": None, "timed_out": False, "stdout": "", "stderr": ""}
                 cmds.append(c)
+                live[c["id"]] = {"stdin": b.get("stdin") or "", "closed": not b.get("background"), "signal": 0}
                 if key:
                     keys[key] = c["id"]
-            return self.answer(201, c)
+            t = threading.Thread(target=run_cmd, args=(c,), daemon=True)
+            t.start()
+            if not b.get("background"):
+                t.join()
+            with lock:
+                return self.answer(201, dict(c))
+        parts = path.strip("/").split("/")
+        if len(parts) == 3 and parts[0] == "commands" and parts[1].isdigit() and parts[2] in ("stdin", "signal"):
+            with cv:
+                if not 0 < int(parts[1]) <= len(cmds):
+                    return self.answer(404, {"message": "no such command"})
+                me = live.get(int(parts[1]))
+                if not me or (parts[2] == "stdin" and me["closed"]):
+                    return self.answer(409, {"message": "the command has ended, or its stdin is closed"})
+                if parts[2] == "stdin":
+                    me["stdin"] += b.get("data") or ""
+                    me["closed"] = bool(b.get("close"))
+                else:
+                    me["signal"] = int(b.get("signal") or 15)
+                cv.notify_all()
+            return self.answer(202 if parts[2] == "signal" else 200, {"ok": True})
+        if path in ("/files/mkdir", "/files/remove", "/files/rename"):
+            return self.file_change(path[7:], b)
         return self.answer(404, {"message": "no such endpoint"})
 
     def do_PUT(self):
@@ -203,8 +291,85 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path != "/files":
             return self.answer(404, {"message": "no such endpoint"})
         data = self.body()
-        files[q.get("path", [""])[0]] = data
+        name = norm(q.get("path", [""])[0])
+        with lock:
+            if name in dirs:
+                return self.answer(400, {"message": "a directory"})
+            files[name] = data
+            d = posixpath.dirname(name)
+            while d not in dirs:
+                dirs.add(d)
+                d = posixpath.dirname(d)
         return self.answer(200, {"path": q.get("path", [""])[0], "size": len(data)})
+
+    def events(self, c):
+        """The command's output as it comes, then its exit: the real one's SSE."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        sent = {"stdout": 0, "stderr": 0}
+        while True:
+            with cv:
+                while c["state"] != "ended" and all(len(c[k]) == sent[k] for k in sent):
+                    cv.wait(0.5)
+                chunks = [(k, c[k][sent[k]:]) for k in sent if len(c[k]) > sent[k]]
+                for k, _ in chunks:
+                    sent[k] = len(c[k])
+                ended = c["state"] == "ended" and all(len(c[k]) == sent[k] for k in sent)
+                end = dict(c)
+            text = "".join("event: %s\ndata: %s\n\n" % (k, json.dumps({"stage": "run", "text": t})) for k, t in chunks)
+            if ended:
+                text += "event: exit\ndata: %s\n\n" % json.dumps(end)
+            try:
+                self.wfile.write(text.encode())
+                self.wfile.flush()
+            except OSError:
+                return
+            if ended:
+                return
+
+    def entry(self, p):
+        is_dir = p in dirs
+        return {"name": posixpath.basename(p) or "/", "type": "dir" if is_dir else "file",
+                "size": 4096 if is_dir else len(files[p]), "mode": "0755" if is_dir else "0644",
+                "mtime": "2026-12-07T00:00:00.000Z"}
+
+    def file_read(self, op, p):
+        with lock:
+            if p not in dirs and p not in files:
+                return self.answer(404, {"message": "no such file or directory"})
+            if op == "stat":
+                return self.answer(200, self.entry(p))
+            if p not in dirs:
+                return self.answer(400, {"message": "not a directory"})
+            kids = sorted(k for k in dirs | set(files) if k != p and posixpath.dirname(k) == p)
+            return self.answer(200, {"entries": [self.entry(k) for k in kids], "truncated": False})
+
+    def file_change(self, op, b):
+        with lock:
+            p = norm(b.get("from" if op == "rename" else "path") or "")
+            if op == "mkdir":
+                if p in files:
+                    return self.answer(409, {"message": "a file is there"})
+                while p not in dirs:
+                    dirs.add(p)
+                    p = posixpath.dirname(p)
+                return self.answer(200, {"ok": True})
+            if p not in dirs and p not in files:
+                return self.answer(404, {"message": "no such file or directory"})
+            under = [k for k in dirs | set(files) if k == p or k.startswith(p + "/")]
+            to = norm(b.get("to") or "") if op == "rename" else None
+            for k in under:
+                moved = to + k[len(p):] if to else None
+                if k in files:
+                    data = files.pop(k)
+                    if moved:
+                        files[moved] = data
+                else:
+                    dirs.discard(k)
+                    if moved:
+                        dirs.add(moved)
+            return self.answer(200, {"ok": True})
 
 
 class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):

@@ -1,0 +1,830 @@
+/* envd under e2b_prefix (docs/e2b.md): what the `e2b` SDK's `commands`
+ * and `files` call with E2B_SANDBOX_URL set to vmrund's address and
+ * that prefix, each call naming its sandbox in E2b-Sandbox-Id and
+ * carrying its access token (envd.h) in X-Access-Token. The Connect
+ * services process.Process and filesystem.Filesystem (JSON; unary
+ * calls, and server streams in Connect's envelopes) and the plain HTTP
+ * /files and /health, made as calls on the sandbox's supervisor
+ * (sandbox_calls.h); a sandbox another node holds has its calls passed
+ * to that node whole (api_sandbox_here). */
+#include "api.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "clock.h"
+#include "daemon.h"
+#include "envd.h"
+#include "errmsg.h"
+#include "sandbox_calls.h"
+#include "sandboxes.h"
+
+#define ENVD_PING_S 50            /* a stream's keepalive when the client asks for none */
+#define ENVD_START_SLACK_MS 5000  /* a Start's stream outlives its command's timeout by this, for the exit */
+#define ENVD_UPLOAD_PARTS 64      /* files in one multipart upload */
+
+/* One envd call: whose, on which sandbox, and how its errors go. */
+struct call {
+	struct http_req *r;
+	struct sbx_user u;
+	char id[STORE_ID_LEN + 1];
+	bool stream;                  /* a server stream: errors are its end message, on a 200 */
+	bool plain;                   /* /files and /health: errors are E2B's HTTP ones, not Connect's */
+};
+
+bool api_envd_path(const char *p)
+{
+	return !strncmp(p, "/process.Process/", 17) || !strncmp(p, "/filesystem.Filesystem/", 23) ||
+	       !strcmp(p, "/files") || !strcmp(p, "/health");
+}
+
+/* ---- answers ------------------------------------------------------------------------ */
+
+static enum MHD_Result frames(struct http_req *r, const char *buf, size_t len)
+{
+	return http_bytes(r, 200, "application/connect+json", buf, len);
+}
+
+/* Connect's error: a unary call's status and {"code", "message"}; a
+ * stream's 200 with only its end message. */
+static enum MHD_Result fail(struct call *c, enum envd_code code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static enum MHD_Result fail(struct call *c, enum envd_code code, const char *fmt, ...)
+{
+	char msg[600];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (c->plain)   /* a sandbox that is not running is E2B's 502, which the SDK reads as its end */
+		return http_error(c->r, code == ENVD_UNAVAILABLE ? 502 : envd_code_status(code), 0, "%s", msg);
+	if (!c->stream) {
+		json_t *e = envd_error(code, msg);
+		char *text = e ? json_dumps(e, JSON_COMPACT) : NULL;
+		json_decref(e);
+		enum MHD_Result rc = text ? http_bytes(c->r, envd_code_status(code), "application/json", text, strlen(text))
+					  : MHD_NO;
+		free(text);
+		return rc;
+	}
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	if (envd_frame(&buf, &len, &cap, ENVD_FLAG_END, envd_end(code, msg)))
+		return MHD_NO;
+	enum MHD_Result rc = frames(c->r, buf, len);
+	free(buf);
+	return rc;
+}
+
+/* A supervisor's call that did not answer what was wanted: its status
+ * as Connect's code, with what it said. */
+static enum MHD_Result failed_call(struct call *c, int status, const json_t *out, const char *what)
+{
+	if (status < 0)
+		return fail(c, ENVD_UNAVAILABLE, "%s", c->u.err);
+	const char *m = json_string_value(json_object_get(out, "message"));
+	return fail(c, envd_code_of_status((unsigned)status), "%s: %s", what, m ? m : "failed");
+}
+
+static enum MHD_Result unary(struct call *c, json_t *msg)
+{
+	(void)c;
+	return msg ? http_json(c->r, 200, msg) : fail(c, ENVD_INTERNAL, "out of memory");
+}
+
+/* ---- who is asking ----------------------------------------------------------------------- */
+
+/* The request's user, as the SDK says it (Basic "USER:" when it names
+ * one; ?username= on /files): absent or E2B's default "user" is the
+ * sandbox's one user; another (root) cannot be had. 0, or -1 after
+ * answering. */
+static int user_ok(struct call *c)
+{
+	const char *auth = MHD_lookup_connection_value(c->r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	const char *q = MHD_lookup_connection_value(c->r->conn, MHD_GET_ARGUMENT_KIND, "username");
+	char *name = NULL;
+	size_t n = 0;
+	if (auth && !strncasecmp(auth, "Basic ", 6) && envd_bytes(auth + 6, strlen(auth + 6), &name, &n) == 0) {
+		char *colon = strchr(name, ':');
+		if (colon)
+			*colon = '\0';
+	}
+	const char *who = name && *name ? name : q && *q ? q : NULL;
+	bool ok = !who || !strcmp(who, "user");
+	char w[80];
+	if (!ok)
+		fail(c, ENVD_PERMISSION_DENIED, "user %s: a vmrun sandbox runs everything as its one user (\"user\"; docs/e2b.md)",
+		     errmsg_printable(w, sizeof(w), who));
+	free(name);
+	return ok ? 0 : -1;
+}
+
+/* The sandbox the call names, its tenant by its token, and that it runs
+ * here: 1 to go on; 0 after answering, or after passing the call to the
+ * node that holds the sandbox. */
+static int begin(struct call *c)
+{
+	struct http_req *r = c->r;
+	struct vmrund *d = r->d;
+	const char *id = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "E2b-Sandbox-Id");
+	const char *token = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Access-Token");
+	char q[80];
+	if (!id || strlen(id) != STORE_ID_LEN || strspn(id, "0123456789abcdef") != STORE_ID_LEN) {
+		fail(c, ENVD_INVALID_ARGUMENT, "E2b-Sandbox-Id: %s", id ? "no sandbox's id" : "the header is missing");
+		return 0;
+	}
+	snprintf(c->id, sizeof(c->id), "%s", id);
+	int t = token ? envd_token_tenant(&d->ts, id, token) : http_anonymous(r);
+	if (t < 0) {
+		fail(c, ENVD_UNAUTHENTICATED, token ? "the access token does not open sandbox %s"
+						    : "sandbox %s: its access token is required (X-Access-Token)", id);
+		return 0;
+	}
+	unsigned wait = vmrund_rate(d, (unsigned)t);
+	if (wait) {
+		fail(c, ENVD_RESOURCE_EXHAUSTED, "tenant %s is over its request rate", d->ts.t[t].name);
+		return 0;
+	}
+	r->tenant = t;
+	c->u = (struct sbx_user){ .d = d, .tenant = (unsigned)t };
+	if (user_ok(c))
+		return 0;
+	struct store_sandbox sb;
+	char err[300];
+	int found = vmrund_sbx_get(d, d->ts.t[t].name, id, &sb, err, sizeof(err));
+	if (found < 0) {
+		fail(c, ENVD_UNAVAILABLE, "the store: %s", err);
+		return 0;
+	}
+	enum sbx_row_state st = found ? sb.state : SBS_STOPPED;
+	if (found)
+		store_sandbox_free(&sb);
+	/* E2B's proxy answers 502 for a sandbox that is not running, which
+	 * the SDK reads as the sandbox's end (its TimeoutError): Connect's
+	 * unavailable is the same to it */
+	if (st != SBS_RUNNING) {
+		fail(c, ENVD_UNAVAILABLE, "sandbox %s is %s%s", errmsg_printable(q, sizeof(q), id),
+		     found ? store_sbx_state_name(st) : "not found",
+		     st == SBS_PAUSED ? " (Sandbox.connect resumes it)" : "");
+		return 0;
+	}
+	if (vmrund_sbx_here(d, id))
+		return 1;
+	return api_sandbox_here(r, id);
+}
+
+/* The call's message: a unary call's JSON body, a stream's one
+ * envelope. NULL after answering 400. */
+static json_t *message(struct call *c)
+{
+	char err[300];
+	json_t *v;
+	if (c->stream) {
+		v = envd_unwrap(c->r->body, c->r->body_len, err, sizeof(err));
+	} else {
+		json_error_t je;
+		v = json_loadb(c->r->body_len ? c->r->body : "{}", c->r->body_len ? c->r->body_len : 2, 0, &je);
+		if (!json_is_object(v))
+			snprintf(err, sizeof(err), "the body is not a JSON object: %s", v ? "" : je.text);
+	}
+	if (!json_is_object(v)) {
+		json_decref(v);
+		fail(c, ENVD_INVALID_ARGUMENT, "%s", err);
+		return NULL;
+	}
+	return v;
+}
+
+/* ---- process.Process: the streams ------------------------------------------------------------ */
+
+/* A command's events on their way to the client as ProcessEvents. */
+struct stream {
+	struct vmrund *d;
+	unsigned tenant;              /* whose stream place it holds */
+	struct sbxc ev;               /* the supervisor's events of the command */
+	char *sse;                    /* of them, what is not yet a whole event */
+	size_t sse_len;
+	char *out;                    /* frames not yet sent: out[off..len) */
+	size_t len, cap, off;
+	bool done;                    /* the end message is in out */
+	int64_t deadline_ms;          /* monotonic: the client's Connect-Timeout-Ms; 0 none */
+	int64_t ping_ms, next_ping_ms;
+};
+
+static void stream_end(struct stream *s, enum envd_code code, const char *message)
+{
+	/* out of memory, the stream ends without its end message: the client sees a broken stream */
+	if (!s->done)
+		envd_frame(&s->out, &s->len, &s->cap, ENVD_FLAG_END, envd_end(code, message));
+	s->done = true;
+}
+
+static int on_event(void *ctx, const char *name, const char *data, size_t len)
+{
+	struct stream *s = ctx;
+	bool end;
+	enum envd_code code;
+	json_t *msg = envd_event(name, data, len, &end, &code);
+	if (msg)
+		envd_frame(&s->out, &s->len, &s->cap, 0, msg);
+	if (end)
+		stream_end(s, code, code == ENVD_DEADLINE_EXCEEDED ? "the command ran past its timeout (timeoutMs) and was killed"
+								 : NULL);
+	return end;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	struct stream *s = cls;
+	for (;;) {
+		if (s->off < s->len) {
+			size_t n = s->len - s->off < max ? s->len - s->off : max;
+			memcpy(buf, s->out + s->off, n);
+			s->off += n;
+			return (ssize_t)n;
+		}
+		if (s->done)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		s->off = s->len = 0;
+		int64_t now = clock_mono_ms();
+		if (s->deadline_ms && now >= s->deadline_ms) {
+			stream_end(s, ENVD_DEADLINE_EXCEEDED, "the stream's timeout (timeoutMs) passed");
+			continue;
+		}
+		if (now >= s->next_ping_ms) {
+			s->next_ping_ms = now + s->ping_ms;
+			envd_frame(&s->out, &s->len, &s->cap, 0, json_pack("{s:{s:{}}}", "event", "keepalive"));
+			continue;
+		}
+		int64_t until = s->next_ping_ms;
+		if (s->deadline_ms && s->deadline_ms < until)
+			until = s->deadline_ms;
+		/* bytes that came with the head are read before any poll */
+		struct pollfd p = { .fd = s->ev.fd, .events = POLLIN };
+		int ready = s->ev.off < s->ev.len ? 1 : poll(&p, 1, (int)(until - now));
+		if (ready < 0 && errno != EINTR)
+			stream_end(s, ENVD_INTERNAL, "poll failed");
+		else if (ready > 0 && !sbxu_events_read(&s->ev, &s->sse, &s->sse_len, on_event, s) && !s->done)
+			stream_end(s, ENVD_UNAVAILABLE, "the sandbox stopped while the command ran");
+	}
+}
+
+static void stream_free(void *cls)
+{
+	struct stream *s = cls;
+	sbxc_close(&s->ev);
+	vmrund_stream_end(s->d, s->tenant);
+	free(s->sse);
+	free(s->out);
+	free(s);
+}
+
+/* The client's Connect-Timeout-Ms, in ms (0: none), and the keepalive
+ * interval it asks for, in ms. */
+static int64_t timeout_ms(struct http_req *r)
+{
+	const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Connect-Timeout-Ms");
+	char *end;
+	long long ms = v ? strtoll(v, &end, 10) : 0;
+	return v && !*end && ms > 0 ? ms : 0;
+}
+
+static int64_t ping_ms(struct http_req *r)
+{
+	const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Keepalive-Ping-Interval");
+	long s = v ? strtol(v, NULL, 10) : 0;
+	return (s >= 1 && s <= 3600 ? s : ENVD_PING_S) * 1000;
+}
+
+/* Answer with command cid's events, its start first; the stream ends
+ * at the client's timeout (plus slack, for a Start whose command has that
+ * timeout itself, so that its exit comes first). */
+static enum MHD_Result follow(struct call *c, unsigned cid, int64_t slack_ms)
+{
+	struct http_req *r = c->r;
+	if (!http_stream_begin(r))
+		return MHD_YES;
+	struct stream *s = calloc(1, sizeof(*s));
+	if (!s) {
+		vmrund_stream_end(r->d, (unsigned)r->tenant);
+		return MHD_NO;
+	}
+	*s = (struct stream){ .d = r->d, .tenant = (unsigned)r->tenant, .ev.fd = -1, .ping_ms = ping_ms(r) };
+	int64_t t = timeout_ms(r), now = clock_mono_ms();
+	s->deadline_ms = t ? now + t + slack_ms : 0;
+	s->next_ping_ms = now + s->ping_ms;
+	if (sbxu_events(&c->u, c->id, cid, &s->ev)) {
+		stream_free(s);
+		return fail(c, ENVD_UNAVAILABLE, "%s", c->u.err);
+	}
+	if (envd_frame(&s->out, &s->len, &s->cap, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)cid))) {
+		stream_free(s);
+		return MHD_NO;
+	}
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, stream_read, s, stream_free);
+	if (!resp) {
+		stream_free(s);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/connect+json");
+	return http_queue(r, 200, resp);
+}
+
+/* process.Process/Start: a background command (its stdin closed at
+ * once unless asked open), then its events. */
+static enum MHD_Result start(struct call *c, const json_t *req)
+{
+	char err[300];
+	json_t *native;
+	bool open_stdin;
+	int64_t t = timeout_ms(c->r);
+	double timeout_s = t ? ceil((double)t / 1000.0) : ENVD_NO_TIMEOUT_S;
+	if (timeout_s > ENVD_NO_TIMEOUT_S)
+		timeout_s = ENVD_NO_TIMEOUT_S;
+	enum envd_code code = envd_start_body(req, timeout_s, &native, &open_stdin, err, sizeof(err));
+	if (code)
+		return fail(c, code, "%s", err);
+	json_t *out;
+	int st = sbxu_call(&c->u, c->id, "POST", "/commands", native, SBXU_CALL_MS, &out);
+	json_decref(native);
+	json_int_t cid = json_integer_value(json_object_get(out, "id"));
+	if (st != 201 || cid <= 0) {
+		enum MHD_Result rc = failed_call(c, st, out, "the command");
+		json_decref(out);
+		return rc;
+	}
+	json_decref(out);
+	if (!open_stdin && sbxu_stdin(&c->u, c->id, (unsigned)cid, "", 0, true, SBXU_CALL_MS) < 0)
+		return fail(c, ENVD_UNAVAILABLE, "%s", c->u.err);
+	return follow(c, (unsigned)cid, ENVD_START_SLACK_MS);
+}
+
+/* process.Process/Connect: a command's events, from its start. */
+static enum MHD_Result connect_to(struct call *c, const json_t *req)
+{
+	char err[300], target[64];
+	unsigned pid;
+	enum envd_code code = envd_pid(req, &pid, err, sizeof(err));
+	if (code)
+		return fail(c, code, "%s", err);
+	snprintf(target, sizeof(target), "/commands/%u", pid);
+	json_t *out;
+	int st = sbxu_call(&c->u, c->id, "GET", target, NULL, SBXU_CALL_MS, &out);
+	json_decref(out);
+	if (st != 200)
+		return st == 404 ? fail(c, ENVD_NOT_FOUND, "process with pid %u not found", pid)
+				 : failed_call(c, st, NULL, "the process");
+	return follow(c, pid, 0);
+}
+
+/* ---- process.Process: unary ---------------------------------------------------------------- */
+
+static enum MHD_Result list(struct call *c)
+{
+	json_t *out;
+	int st = sbxu_call(&c->u, c->id, "GET", "/commands", NULL, SBXU_CALL_MS, &out);
+	if (st != 200) {
+		enum MHD_Result rc = failed_call(c, st, out, "the processes");
+		json_decref(out);
+		return rc;
+	}
+	json_t *a = json_array(), *cmd;
+	size_t i;
+	json_array_foreach(json_object_get(out, "commands"), i, cmd) {
+		json_t *p = envd_process_info(cmd);
+		if (p)
+			json_array_append_new(a, p);
+	}
+	json_decref(out);
+	return unary(c, json_pack("{s:o}", "processes", a));
+}
+
+/* SendInput and CloseStdin: data to process pid's stdin, closing it
+ * after when close. */
+static enum MHD_Result input(struct call *c, const json_t *req, bool close)
+{
+	char err[300], *data = NULL;
+	size_t n = 0;
+	unsigned pid;
+	enum envd_code code = envd_pid(req, &pid, err, sizeof(err));
+	if (!code && !close)
+		code = envd_input(req, &data, &n, err, sizeof(err));
+	if (code)
+		return fail(c, code, "%s", err);
+	int rc = sbxu_stdin(&c->u, c->id, pid, data ? data : "", n, close, SBXU_CALL_MS);
+	free(data);
+	if (rc < 0 && strstr(c->u.err, ": 404"))
+		return fail(c, ENVD_NOT_FOUND, "process with pid %u not found", pid);
+	if (rc < 0)
+		return fail(c, ENVD_UNAVAILABLE, "%s", c->u.err);
+	if (rc > 0)
+		return fail(c, ENVD_FAILED_PRECONDITION, "process %u: its stdin is closed, or it has ended", pid);
+	return unary(c, json_object());
+}
+
+static enum MHD_Result send_signal(struct call *c, const json_t *req)
+{
+	char err[300], target[64];
+	unsigned pid;
+	int signo;
+	enum envd_code code = envd_pid(req, &pid, err, sizeof(err));
+	if (!code)
+		code = envd_signal(req, &signo, err, sizeof(err));
+	if (code)
+		return fail(c, code, "%s", err);
+	snprintf(target, sizeof(target), "/commands/%u/signal", pid);
+	json_t *body = json_pack("{s:i}", "signal", signo), *out;
+	int st = sbxu_call(&c->u, c->id, "POST", target, body, SBXU_CALL_MS, &out);
+	json_decref(body);
+	json_decref(out);
+	/* one that ended is gone, as E2B's envd says of it: the SDK's kill() is false */
+	if (st == 404 || st == 409)
+		return fail(c, ENVD_NOT_FOUND, "process with pid %u not found", pid);
+	return st == 202 ? unary(c, json_object()) : failed_call(c, st, NULL, "the signal");
+}
+
+static enum MHD_Result process(struct call *c, const char *method)
+{
+	c->stream = !strcmp(method, "Start") || !strcmp(method, "Connect");
+	if (!strcmp(method, "Update") || !strcmp(method, "StreamInput"))
+		return fail(c, ENVD_UNIMPLEMENTED, "process.Process/%s: vmrun's sandboxes have no terminal, and take stdin "
+						   "by SendInput (docs/e2b.md)", method);
+	bool known = c->stream || !strcmp(method, "List") || !strcmp(method, "SendInput") ||
+		     !strcmp(method, "CloseStdin") || !strcmp(method, "SendSignal");
+	if (!known) {
+		char m[80];
+		return fail(c, ENVD_UNIMPLEMENTED, "process.Process/%s: no such method", errmsg_printable(m, sizeof(m), method));
+	}
+	if (begin(c) != 1)
+		return MHD_YES;
+	json_t *req = message(c);
+	if (!req)
+		return MHD_YES;
+	enum MHD_Result rc = !strcmp(method, "Start") ? start(c, req)
+		: !strcmp(method, "Connect") ? connect_to(c, req)
+		: !strcmp(method, "List") ? list(c)
+		: !strcmp(method, "SendInput") ? input(c, req, false)
+		: !strcmp(method, "CloseStdin") ? input(c, req, true)
+		: send_signal(c, req);
+	json_decref(req);
+	return rc;
+}
+
+/* ---- filesystem.Filesystem ---------------------------------------------------------------- */
+
+/* The request's "path" (or another field) as an absolute path into abs:
+ * 0, or -1 after answering 400. */
+static int path_of(struct call *c, const json_t *req, const char *field, char abs[PATH_MAX])
+{
+	const char *p = json_string_value(json_object_get(req, field));
+	if (!p || strlen(p) != json_string_length(json_object_get(req, field)) || envd_abs_path(p, abs, PATH_MAX)) {
+		fail(c, ENVD_INVALID_ARGUMENT, "%s: a path", field);
+		return -1;
+	}
+	return 0;
+}
+
+/* "/files/OP?path=" with abs percent-encoded. */
+static void op_target(const char *op, const char *abs, char *out, size_t cap)
+{
+	size_t n = (size_t)snprintf(out, cap, "/files/%s?path=", op);
+	sbxc_query_encode(abs, out + n, cap - n);
+}
+
+/* The entry at abs: its status (200 with *entry an EntryInfo), or -1. */
+static int stat_of(struct call *c, const char *abs, json_t **entry, json_t **out)
+{
+	char target[PATH_MAX * 3 + 32];
+	op_target("stat", abs, target, sizeof(target));
+	*entry = NULL;
+	int st = sbxu_call(&c->u, c->id, "GET", target, NULL, SBXU_CALL_MS, out);
+	if (st == 200 && !(*entry = envd_entry(*out, abs, true)))
+		st = 415;   /* neither file, directory nor symlink */
+	return st;
+}
+
+static enum MHD_Result answer_entry(struct call *c, const char *abs)
+{
+	json_t *entry, *out;
+	int st = stat_of(c, abs, &entry, &out);
+	enum MHD_Result rc = st == 200 ? unary(c, json_pack("{s:o}", "entry", entry))
+		: st == 404 ? fail(c, ENVD_NOT_FOUND, "path '%s' does not exist", abs)
+		: st == 415 ? fail(c, ENVD_INVALID_ARGUMENT, "path '%s' is neither a file, a directory nor a symlink", abs)
+			    : failed_call(c, st, out, abs);
+	json_decref(out);
+	return rc;
+}
+
+/* ListDir: depth levels under abs, breadth first, at most ENVD_LIST_MAX
+ * entries (past them, resource_exhausted: E2B gives all or nothing). */
+static enum MHD_Result list_dir(struct call *c, const json_t *req, const char *abs)
+{
+	json_t *d = json_object_get(req, "depth");
+	json_int_t depth = d ? json_integer_value(d) : 1;
+	if ((d && !json_is_integer(d)) || depth < 0 || depth > ENVD_DEPTH_MAX)
+		return fail(c, ENVD_INVALID_ARGUMENT, "depth: 1 to %d", ENVD_DEPTH_MAX);
+	if (!depth)
+		depth = 1;   /* protobuf's default */
+	json_t *entries = json_array(), *dirs = json_pack("[s]", abs);
+	enum MHD_Result rc = MHD_YES;
+	bool answered = false;
+	for (json_int_t level = 0; level < depth && json_array_size(dirs) && !answered; level++) {
+		json_t *next = json_array(), *v;
+		size_t i;
+		json_array_foreach(dirs, i, v) {
+			char target[PATH_MAX * 3 + 32];
+			const char *dir = json_string_value(v);
+			op_target("list", dir, target, sizeof(target));
+			json_t *out;
+			int st = sbxu_call(&c->u, c->id, "GET", target, NULL, SBXU_CALL_MS, &out);
+			if (st != 200 || json_is_true(json_object_get(out, "truncated"))) {
+				/* a directory of the levels below may have gone: only the top's errors count */
+				if (level == 0 || st == 200) {
+					rc = st == 200 ? fail(c, ENVD_RESOURCE_EXHAUSTED, "%s: more than %d entries", dir, ENVD_LIST_MAX)
+						: st == 404 ? fail(c, ENVD_NOT_FOUND, "path '%s' does not exist", dir)
+							    : failed_call(c, st, out, dir);
+					answered = true;
+				}
+				json_decref(out);
+				if (answered)
+					break;
+				continue;
+			}
+			json_t *e;
+			size_t k;
+			json_array_foreach(json_object_get(out, "entries"), k, e) {
+				json_t *info = envd_entry(e, dir, false);
+				if (!info)
+					continue;
+				if (!strcmp(json_string_value(json_object_get(info, "type")), "FILE_TYPE_DIRECTORY"))
+					json_array_append(next, json_object_get(info, "path"));
+				json_array_append_new(entries, info);
+			}
+			json_decref(out);
+			if (json_array_size(entries) > ENVD_LIST_MAX) {
+				rc = fail(c, ENVD_RESOURCE_EXHAUSTED, "%s: more than %d entries", abs, ENVD_LIST_MAX);
+				answered = true;
+				break;
+			}
+		}
+		json_decref(dirs);
+		dirs = next;
+	}
+	json_decref(dirs);
+	if (answered) {
+		json_decref(entries);
+		return rc;
+	}
+	return unary(c, json_pack("{s:o}", "entries", entries));
+}
+
+/* A change (mkdir, remove, rename) by the supervisor: its status, with
+ * what it said in *out. */
+static int change(struct call *c, const char *op, json_t *body, json_t **out)
+{
+	char target[32];
+	snprintf(target, sizeof(target), "/files/%s", op);
+	int st = sbxu_call(&c->u, c->id, "POST", target, body, SBXU_CALL_MS, out);
+	json_decref(body);
+	return st;
+}
+
+static enum MHD_Result make_dir(struct call *c, const char *abs)
+{
+	json_t *entry, *out;
+	/* the agent's mkdir is mkdir -p, which E2B's is too, but E2B says
+	 * already_exists of one that was there (the SDK's false) */
+	int st = stat_of(c, abs, &entry, &out);
+	json_decref(out);
+	json_decref(entry);
+	if (st == 200)
+		return fail(c, ENVD_ALREADY_EXISTS, "path '%s' already exists", abs);
+	if ((st = change(c, "mkdir", json_pack("{s:s}", "path", abs), &out)) != 200) {
+		enum MHD_Result rc = failed_call(c, st, out, abs);
+		json_decref(out);
+		return rc;
+	}
+	json_decref(out);
+	return answer_entry(c, abs);
+}
+
+static enum MHD_Result filesystem(struct call *c, const char *method)
+{
+	c->stream = !strcmp(method, "WatchDir");
+	if (c->stream || !strcmp(method, "CreateWatcher") || !strcmp(method, "GetWatcherEvents") ||
+	    !strcmp(method, "RemoveWatcher"))
+		return fail(c, ENVD_UNIMPLEMENTED, "filesystem.Filesystem/%s: vmrun does not watch a sandbox's files "
+						   "(docs/e2b.md)", method);
+	bool known = !strcmp(method, "Stat") || !strcmp(method, "ListDir") || !strcmp(method, "MakeDir") ||
+		     !strcmp(method, "Move") || !strcmp(method, "Remove");
+	if (!known) {
+		char m[80];
+		return fail(c, ENVD_UNIMPLEMENTED, "filesystem.Filesystem/%s: no such method",
+			    errmsg_printable(m, sizeof(m), method));
+	}
+	if (begin(c) != 1)
+		return MHD_YES;
+	json_t *req = message(c);
+	if (!req)
+		return MHD_YES;
+	char abs[PATH_MAX], to[PATH_MAX];
+	enum MHD_Result rc = MHD_YES;
+	json_t *out = NULL;
+	int st;
+	if (!strcmp(method, "Move")) {
+		if (path_of(c, req, "source", abs) || path_of(c, req, "destination", to))
+			goto out;
+		st = change(c, "rename", json_pack("{s:s, s:s}", "from", abs, "to", to), &out);
+		rc = st == 200 ? answer_entry(c, to) : st == 404 ? fail(c, ENVD_NOT_FOUND, "path '%s' does not exist", abs)
+								   : failed_call(c, st, out, abs);
+		goto out;
+	}
+	if (path_of(c, req, "path", abs))
+		goto out;
+	if (!strcmp(method, "Stat")) {
+		rc = answer_entry(c, abs);
+	} else if (!strcmp(method, "ListDir")) {
+		rc = list_dir(c, req, abs);
+	} else if (!strcmp(method, "MakeDir")) {
+		rc = make_dir(c, abs);
+	} else {
+		st = change(c, "remove", json_pack("{s:s}", "path", abs), &out);
+		rc = st == 200 ? unary(c, json_object()) : st == 404 ? fail(c, ENVD_NOT_FOUND, "path '%s' does not exist", abs)
+								     : failed_call(c, st, out, abs);
+	}
+out:
+	json_decref(out);
+	json_decref(req);
+	return rc;
+}
+
+/* ---- /files and /health -------------------------------------------------------------------- */
+
+/* A multipart upload's parts, as libmicrohttpd's post processor hands
+ * them over: each "file" field's name (E2B's SDK puts the file's path
+ * there) and bytes. */
+struct upload {
+	struct part {
+		char *name;
+		char *data;
+		size_t len, cap;
+	} part[ENVD_UPLOAD_PARTS];
+	unsigned n;
+	bool over;                    /* more parts than fit, or out of memory */
+};
+
+static enum MHD_Result on_part(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
+			       const char *type, const char *encoding, const char *data, uint64_t off, size_t size)
+{
+	(void)kind;
+	(void)type;
+	(void)encoding;
+	struct upload *u = cls;
+	if (strcmp(key, "file") || u->over)
+		return MHD_YES;
+	struct part *p = u->n ? &u->part[u->n - 1] : NULL;
+	if (!p || off == 0) {
+		if (u->n == ENVD_UPLOAD_PARTS) {
+			u->over = true;
+			return MHD_YES;
+		}
+		p = &u->part[u->n++];
+		if (!(p->name = strdup(filename ? filename : ""))) {
+			u->over = true;
+			return MHD_YES;
+		}
+	}
+	if (p->len + size + 1 > p->cap) {
+		size_t cap = (p->len + size + 1) * 2;
+		char *more = realloc(p->data, cap);
+		if (!more) {
+			u->over = true;
+			return MHD_YES;
+		}
+		p->data = more;
+		p->cap = cap;
+	}
+	memcpy(p->data + p->len, data, size);
+	p->len += size;
+	return MHD_YES;
+}
+
+static void upload_free(struct upload *u)
+{
+	for (unsigned i = 0; i < u->n; i++) {
+		free(u->part[i].name);
+		free(u->part[i].data);
+	}
+}
+
+/* Put n bytes at path (from the client: made absolute here), adding its
+ * WriteInfo to a: 0, or -1 after answering. */
+static int put(struct call *c, const char *path, const char *data, size_t n, json_t *a)
+{
+	char abs[PATH_MAX];
+	if (!*path || envd_abs_path(path, abs, sizeof(abs))) {
+		http_error(c->r, 400, 0, "a file's path is missing or too long");
+		return -1;
+	}
+	if (sbxu_put_file(&c->u, c->id, abs, data, n)) {
+		/* sbxu_put_file says "putting PATH: STATUS" of an answer that was one */
+		const char *colon = strrchr(c->u.err, ':');
+		long st = colon ? strtol(colon + 1, NULL, 10) : 0;
+		http_error(c->r, st >= 400 && st <= 599 ? (unsigned)st : 502, 0, "%s", c->u.err);
+		return -1;
+	}
+	const char *slash = strrchr(abs, '/');
+	json_array_append_new(a, json_pack("{s:s, s:s, s:s}", "name", slash ? slash + 1 : abs, "type", "file", "path", abs));
+	return 0;
+}
+
+/* POST /files: one file (application/octet-stream, at ?path=) or several
+ * (multipart/form-data, each at its part's file name, or at ?path= when
+ * there is one part), each put whole (the body is held as vmrund holds
+ * every body, up to max_body). */
+static enum MHD_Result upload(struct call *c)
+{
+	struct http_req *r = c->r;
+	const char *type = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+	const char *path = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "path");
+	const char *enc = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
+	if (enc && strcasecmp(enc, "identity"))
+		return http_error(r, 415, 0, "Content-Encoding %.40s: vmrun's envd takes uploads uncompressed (gzip: false)", enc);
+	json_t *a = json_array();
+	if (type && !strncasecmp(type, "multipart/form-data", 19)) {
+		struct upload *u = calloc(1, sizeof(*u));
+		struct MHD_PostProcessor *pp = u ? MHD_create_post_processor(r->conn, 65536, on_part, u) : NULL;
+		bool parsed = pp && MHD_post_process(pp, r->body, r->body_len) == MHD_YES;
+		if (pp)
+			MHD_destroy_post_processor(pp);
+		enum MHD_Result rc = MHD_YES;
+		if (!u || !parsed || u->over || !u->n) {
+			rc = http_error(r, 400, 0, "the upload: %s", !u ? "out of memory"
+				: !parsed ? "not a multipart/form-data body" : u->over ? "more than 64 files, or out of memory"
+									  : "no \"file\" part");
+			json_decref(a);
+			a = NULL;
+		}
+		for (unsigned i = 0; a && i < u->n; i++) {
+			const char *name = u->n == 1 && path && *path ? path : u->part[i].name;
+			if (put(c, name, u->part[i].data ? u->part[i].data : "", u->part[i].len, a)) {
+				json_decref(a);
+				a = NULL;
+			}
+		}
+		if (u)
+			upload_free(u);
+		free(u);
+		return a ? http_json(r, 200, a) : rc;
+	}
+	if (!path || put(c, path, r->body, r->body_len, a)) {
+		json_decref(a);
+		return path ? MHD_YES : http_error(r, 400, 0, "path: the file's path is required (?path=)");
+	}
+	return http_json(r, 200, a);
+}
+
+static enum MHD_Result files(struct call *c)
+{
+	bool get = !strcmp(c->r->method, "GET"), post = !strcmp(c->r->method, "POST");
+	if (!get && !post)
+		return http_error(c->r, 405, 0, "GET or POST here");
+	if (begin(c) != 1)
+		return MHD_YES;
+	if (post)
+		return upload(c);
+	/* the supervisor reads ?path= as envd does, relative to the home */
+	const char *path = MHD_lookup_connection_value(c->r->conn, MHD_GET_ARGUMENT_KIND, "path");
+	if (!path || !*path)
+		return http_error(c->r, 400, 0, "path: the file's path is required (?path=)");
+	return api_sandbox_pass(c->r, c->id, "/files");
+}
+
+enum MHD_Result api_envd(struct http_req *r, const char *p)
+{
+	struct call c = { .r = r };
+	if (!strncmp(p, "/process.Process/", 17) || !strncmp(p, "/filesystem.Filesystem/", 23)) {
+		bool proc = p[1] == 'p';
+		if (strcmp(r->method, "POST"))
+			return fail(&c, ENVD_UNIMPLEMENTED, "Connect's calls are POSTs");
+		return proc ? process(&c, p + 17) : filesystem(&c, p + 23);
+	}
+	c.plain = true;
+	if (!strcmp(p, "/files"))
+		return files(&c);
+	/* /health: the SDK's probe after a dropped connection, which reads
+	 * 502 as the sandbox's end */
+	if (strcmp(r->method, "GET"))
+		return http_error(r, 405, 0, "only GET here");
+	if (begin(&c) != 1)
+		return MHD_YES;
+	return http_bytes(r, 204, "application/json", "", 0);
+}
