@@ -103,7 +103,7 @@ PAYLOADS  := $(PAYLOAD_SRCS:tests/payloads/%.S=$(BUILD)/payloads/%.elf)
 BENCH_BINS := $(BUILD)/tests/bench_vmm
 
 .PHONY: eval eval-short eval-judge eval-guest vmrund-test all deps guest kernel kernel-aarch64 aarch64 vm-test-aarch64 bench-boot-aarch64 rootfs-aarch64 rootfs rootfs-test unit payloads payload-test vm-test check demo stress-boots stress-runs \
-	bench-vmm bench-boot bench-virtio bench-vmrun bench-sandbox bench-pause bench-vmrund bench-queue bench-workspace bench-net net-test clean fuzz \
+	bench-vmm bench-boot bench-virtio bench-vmrun bench-sandbox bench-pause bench-vmrund bench-e2b bench-queue bench-workspace bench-net net-test clean fuzz \
 	fuzz-smoke
 
 # One step that fills the shared cache at a time (a kernel, a root image,
@@ -416,7 +416,7 @@ $(BUILD)/tests/two_runs: tests/vm/two_runs.c $(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(
 # Linux guests: directly where the local KVM runs them, else on emulated
 # KVM hosts, two side by side (scripts/vm-lanes.sh holds every suite's
 # limit; scripts/on-kvm-host.sh probes and says where, in one line).
-VM_SUITES_A := source e2e-warm jail agent net sandbox-session sandbox-pause judge0 virtio
+VM_SUITES_A := source e2e-warm jail agent net sandbox-session sandbox-pause judge0 sandbox-e2b virtio
 VM_SUITES_B := e2e-cold snapshot runtimes boot sandbox vmrund vmrund-sandbox sandbox-cluster
 vm-test: all payloads guest $(VM_TEST_BINS) $(PISTON_CLIENT) $(WS_CLIENT)
 	@./scripts/vm-lanes.sh "$(VM_SUITES_A)" "$(VM_SUITES_B)"
@@ -450,6 +450,8 @@ $(E2B_SDK):
 	@mkdir -p $(BUILD)/npm-e2b
 	npm install --silent --no-save --no-audit --no-fund --prefer-offline \
 		--cache $${VMRUN_CACHE:-/var/cache/vmrun}/npm --prefix $(BUILD)/npm-e2b e2b@2.51.0
+# The sandbox-e2b suite drives real sandboxes with it, on a KVM host.
+vm-test: $(E2B_SDK)
 
 # vmrund's API, scheduler and recovery with a stand-in worker: no KVM, here;
 # then three nodes sharing a PostgreSQL server the test starts, and the
@@ -615,6 +617,11 @@ bench-snapshot: all payloads guest
 # vmrund: API overhead (a request denied before any VM) and queue latency
 # at 4x overload here, with no VM; runs per second at saturation where
 # Linux guests boot.
+# The same agent loop through E2B's SDK and through the native API, side
+# by side (tests/bench/e2b.sh): the SDK's overhead as a ratio.
+bench-e2b: all guest $(E2B_SDK)
+	@./scripts/on-kvm-host.sh --limit 1500 bench-e2b tests/bench/e2b.sh
+
 bench-vmrund: all payloads guest
 	@./tests/bench/vmrund.py api
 	@./tests/bench/vmrund.py overload
@@ -847,6 +854,20 @@ $(BUILD)/fuzz/seeds-e2b.stamp: $(wildcard tests/fuzz/seeds-e2b/*)
 	cp tests/fuzz/seeds-e2b/* $(BUILD)/fuzz/seeds-e2b/
 	@touch $@
 
+# envd's Connect envelopes and requests (client input), and the
+# supervisor's events, commands and file entries (guest input).
+FUZZ_ENVD_SRCS := host/vmrund/envd.c host/run/base64.c host/run/hex.c host/run/utf8.c
+$(BUILD)/fuzz/fuzz_envd: tests/fuzz/fuzz_envd.c $(FUZZ_ENVD_SRCS) $(wildcard host/run/*.h host/vmrund/*.h)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/vmrund tests/fuzz/fuzz_envd.c $(FUZZ_ENVD_SRCS) \
+		-ljansson -lcrypto -o $@
+# Seeds: an envelope, a StartRequest, an input and signal request, a
+# command of the listing, an exit event, a path with its entry.
+$(BUILD)/fuzz/seeds-envd.stamp: $(wildcard tests/fuzz/seeds-envd/*)
+	@rm -rf $(BUILD)/fuzz/seeds-envd && mkdir -p $(BUILD)/fuzz/seeds-envd
+	cp tests/fuzz/seeds-envd/* $(BUILD)/fuzz/seeds-envd/
+	@touch $@
+
 # Seeds: two small manifests, one of each kind of line.
 $(BUILD)/fuzz/seeds-manifest.stamp: $(wildcard tests/fuzz/seeds-manifest/*)
 	@rm -rf $(BUILD)/fuzz/seeds-manifest && mkdir -p $(BUILD)/fuzz/seeds-manifest
@@ -870,7 +891,7 @@ $(BUILD)/fuzz/seeds-loader.stamp: $(BUILD)/fuzz/mkseeds_loader $(wildcard $(BUIL
 
 FUZZ_SEEDS := $(BUILD)/fuzz/seeds-loader.stamp $(BUILD)/fuzz/seeds-request.stamp $(BUILD)/fuzz/seeds-proxy_request.stamp \
 	$(BUILD)/fuzz/seeds-tls_sni.stamp $(BUILD)/fuzz/seeds-manifest.stamp $(BUILD)/fuzz/seeds-park.stamp \
-	$(BUILD)/fuzz/seeds-judge0.stamp $(BUILD)/fuzz/seeds-e2b.stamp
+	$(BUILD)/fuzz/seeds-judge0.stamp $(BUILD)/fuzz/seeds-e2b.stamp $(BUILD)/fuzz/seeds-envd.stamp
 
 fuzz-smoke: $(FUZZ_BINS) $(FUZZ_SEEDS)
 	@./tests/fuzz/run.sh $(FUZZ_SMOKE_TIME) $(BUILD) $(FUZZ_BINS)

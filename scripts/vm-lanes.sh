@@ -32,6 +32,7 @@ vmrund-sandbox|600||vmrund sandbox tests|tests/sandbox/vmrund.sh
 sandbox-session|600||sandbox agent-session tests|tests/sandbox/session.sh
 sandbox-pause|900||sandbox pause tests|tests/sandbox/pause.sh
 sandbox-cluster|600||sandbox cluster tests|tests/sandbox/cluster.sh
+sandbox-e2b|600||sandbox E2B SDK tests|tests/sandbox/e2b.sh
 judge0|600||judge0 vm tests|tests/vmrund/judge0_vm.sh
 net|900||network tests|tests/e2e/net.sh
 payload|300|--any-kvm|payload tests|tests/payloads/run.sh

@@ -70,10 +70,12 @@ enum MHD_Result api_piston_connect(struct http_req *r);
 enum MHD_Result api_judge0(struct http_req *r, const char *path);   /* path past judge0_prefix */
 enum MHD_Result api_e2b(struct http_req *r, const char *path);      /* path past e2b_prefix (api_e2b.c) */
 /* envd, the API in an E2B sandbox (api_envd.c): whether path (past
- * e2b_prefix) is one of its calls, and the call, which authenticates
- * itself (the sandbox's access token) and answers. */
+ * e2b_prefix, or at the root of a sandbox's host name) is one of its
+ * calls, and the call, which authenticates itself (the sandbox's access
+ * token) and answers. host_id: the sandbox its host name names (config
+ * e2b_domain), or NULL for the E2b-Sandbox-Id header's. */
 bool api_envd_path(const char *path);
-enum MHD_Result api_envd(struct http_req *r, const char *path);
+enum MHD_Result api_envd(struct http_req *r, const char *path, const char *host_id);
 
 /* A call on the asking tenant's sandbox id passed through to its
  * supervisor's rest ("/files": the client's query goes with it), or to

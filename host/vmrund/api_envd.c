@@ -37,6 +37,7 @@ struct call {
 	char id[STORE_ID_LEN + 1];
 	bool stream;                  /* a server stream: errors are its end message, on a 200 */
 	bool plain;                   /* /files and /health: errors are E2B's HTTP ones, not Connect's */
+	const char *host_id;          /* the sandbox the request's host name names, or NULL */
 };
 
 bool api_envd_path(const char *p)
@@ -133,7 +134,7 @@ static int begin(struct call *c)
 {
 	struct http_req *r = c->r;
 	struct vmrund *d = r->d;
-	const char *id = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "E2b-Sandbox-Id");
+	const char *id = c->host_id ? c->host_id : MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "E2b-Sandbox-Id");
 	const char *token = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Access-Token");
 	char q[80];
 	if (!id || strlen(id) != STORE_ID_LEN || strspn(id, "0123456789abcdef") != STORE_ID_LEN) {
@@ -523,6 +524,13 @@ static enum MHD_Result answer_entry(struct call *c, const char *abs)
 	return rc;
 }
 
+static int by_entry_name(const void *a, const void *b)
+{
+	const char *x = json_string_value(json_object_get(*(json_t *const *)a, "name"));
+	const char *y = json_string_value(json_object_get(*(json_t *const *)b, "name"));
+	return strcmp(x ? x : "", y ? y : "");
+}
+
 /* ListDir: depth levels under abs, breadth first, at most ENVD_LIST_MAX
  * entries (past them, resource_exhausted: E2B gives all or nothing). */
 static enum MHD_Result list_dir(struct call *c, const json_t *req, const char *abs)
@@ -558,16 +566,29 @@ static enum MHD_Result list_dir(struct call *c, const json_t *req, const char *a
 					break;
 				continue;
 			}
-			json_t *e;
-			size_t k;
-			json_array_foreach(json_object_get(out, "entries"), k, e) {
-				json_t *info = envd_entry(e, dir, false);
+			json_t *listed = json_object_get(out, "entries");
+			size_t k, n = json_array_size(listed);
+			json_t **by_name = n ? calloc(n, sizeof(*by_name)) : NULL;
+			if (n && !by_name) {
+				json_decref(out);
+				rc = fail(c, ENVD_INTERNAL, "out of memory");
+				answered = true;
+				break;
+			}
+			for (k = 0; by_name && k < n; k++)
+				by_name[k] = json_array_get(listed, k);
+			/* in name order, as envd reads a directory (Go's os.ReadDir) */
+			if (by_name)
+				qsort(by_name, n, sizeof(*by_name), by_entry_name);
+			for (k = 0; by_name && k < n; k++) {
+				json_t *info = envd_entry(by_name[k], dir, false);
 				if (!info)
 					continue;
 				if (!strcmp(json_string_value(json_object_get(info, "type")), "FILE_TYPE_DIRECTORY"))
 					json_array_append(next, json_object_get(info, "path"));
 				json_array_append_new(entries, info);
 			}
+			free(by_name);
 			json_decref(out);
 			if (json_array_size(entries) > ENVD_LIST_MAX) {
 				rc = fail(c, ENVD_RESOURCE_EXHAUSTED, "%s: more than %d entries", abs, ENVD_LIST_MAX);
@@ -734,7 +755,18 @@ static int put(struct call *c, const char *path, const char *data, size_t n, jso
 		http_error(c->r, 400, 0, "a file's path is missing or too long");
 		return -1;
 	}
-	if (sbxu_put_file(&c->u, c->id, abs, data, n)) {
+	int rc = sbxu_put_file(&c->u, c->id, abs, data, n);
+	if (rc && strstr(c->u.err, ": 404")) {
+		/* envd makes the directories a file is written into, as the SDK expects */
+		char dir[PATH_MAX];
+		snprintf(dir, sizeof(dir), "%s", abs);
+		*strrchr(dir, '/') = '\0';
+		json_t *out = NULL;
+		if (*dir && change(c, "mkdir", json_pack("{s:s}", "path", dir), &out) == 200)
+			rc = sbxu_put_file(&c->u, c->id, abs, data, n);
+		json_decref(out);
+	}
+	if (rc) {
 		/* sbxu_put_file says "putting PATH: STATUS" of an answer that was one */
 		const char *colon = strrchr(c->u.err, ':');
 		long st = colon ? strtol(colon + 1, NULL, 10) : 0;
@@ -808,9 +840,9 @@ static enum MHD_Result files(struct call *c)
 	return api_sandbox_pass(c->r, c->id, "/files");
 }
 
-enum MHD_Result api_envd(struct http_req *r, const char *p)
+enum MHD_Result api_envd(struct http_req *r, const char *p, const char *host_id)
 {
-	struct call c = { .r = r };
+	struct call c = { .r = r, .host_id = host_id };
 	if (!strncmp(p, "/process.Process/", 17) || !strncmp(p, "/filesystem.Filesystem/", 23)) {
 		bool proc = p[1] == 'p';
 		if (strcmp(r->method, "POST"))

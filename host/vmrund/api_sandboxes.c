@@ -367,7 +367,8 @@ static int open_pass(struct http_req *r, const struct dest *t, const char *id, c
 	const char *names[] = { "E2b-Sandbox-Id", "X-Access-Token", "Connect-Timeout-Ms", "Keepalive-Ping-Interval" };
 	const char *headers[2 * 4 + 1] = { NULL };
 	for (size_t i = 0, k = 0; !t->here && i < 4; i++) {
-		const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, names[i]);
+		/* the sandbox as this node found it: a request routed by its host name has no header for it */
+		const char *v = i ? MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, names[i]) : id;
 		if (v) {
 			headers[k++] = names[i];
 			headers[k++] = v;

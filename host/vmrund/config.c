@@ -226,6 +226,12 @@ static int apply(struct vmrund_config *c, const char *k, const char *v, char *er
 		snprintf(dst, JUDGE0_PREFIX_MAX, "%s", v);
 		return 0;
 	}
+	if (!strcmp(k, "e2b_domain")) {
+		if (*v && !e2b_domain_ok(v))
+			return errf(err, errlen, "e2b_domain: a DNS name such as sandboxes.example.com, or nothing");
+		snprintf(c->e2b_domain, sizeof(c->e2b_domain), "%s", v);
+		return 0;
+	}
 	int j = judge0_config_set(&c->judge0, k, v, err, errlen);
 	if (j)
 		return j < 0 ? -1 : 0;

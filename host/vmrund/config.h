@@ -68,6 +68,10 @@ struct vmrund_config {
 	struct judge0_config judge0;
 	/* E2B's control API under this prefix ("/e2b"; "" none) */
 	char e2b_prefix[E2B_PREFIX_MAX];
+	/* E2B's sandbox domain ("" none): a request for host PORT-ID.DOMAIN
+	 * is a call on sandbox ID's envd, at the root (the SDK's own routing
+	 * when E2B_DOMAIN is given and E2B_SANDBOX_URL is not) */
+	char e2b_domain[E2B_DOMAIN_MAX];
 };
 
 /* The defaults, before any file. */

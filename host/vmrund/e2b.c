@@ -1,10 +1,12 @@
 /* E2B's control API onto vmrund's sandboxes (e2b.h). */
 #include "e2b.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "clock.h"
@@ -385,6 +387,50 @@ bool e2b_state_match(const json_t *view, const char *states)
 			p++;
 	}
 	return false;
+}
+
+bool e2b_domain_ok(const char *name)
+{
+	size_t n = strlen(name), label = 0;
+	if (!n || n >= E2B_DOMAIN_MAX || name[0] == '.' || name[n - 1] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = name[i];
+		if (ch == '.') {
+			if (!label || name[i - 1] == '-')
+				return false;
+			label = 0;
+		} else if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+			   (ch == '-' && label)) {
+			if (++label > 63)
+				return false;
+		} else {
+			return false;
+		}
+	}
+	return name[n - 1] != '-';
+}
+
+int e2b_host_sandbox(const char *host, const char *domain, char id[33])
+{
+	if (!host || !*domain)
+		return 0;
+	size_t n = strcspn(host, ":"), dn = strlen(domain);
+	const char *dash = memchr(host, '-', n);
+	/* PORT-ID.DOMAIN: digits, a hyphen, 32 hex digits, a dot, the domain */
+	if (!dash || dash == host || (size_t)(dash - host) > 5 || strspn(host, "0123456789") != (size_t)(dash - host))
+		return 0;
+	const char *sid = dash + 1;
+	if ((size_t)(host + n - sid) != 32 + 1 + dn || sid[32] != '.' || strncasecmp(sid + 33, domain, dn))
+		return 0;
+	for (int i = 0; i < 32; i++) {
+		char ch = (char)tolower((unsigned char)sid[i]);
+		if (!strchr("0123456789abcdef", ch) || !ch)
+			return 0;
+		id[i] = ch;
+	}
+	id[32] = '\0';
+	return 1;
 }
 
 json_t *e2b_error(unsigned status, const char *message)

@@ -82,6 +82,18 @@ bool e2b_metadata_match(const json_t *view, const char *query);
  * joins them; NULL or "": any it knows). */
 bool e2b_state_match(const json_t *view, const char *states);
 
+/* E2B's sandbox domain (config e2b_domain): whether name is a DNS name
+ * of at most E2B_DOMAIN_MAX - 1 bytes, labels of letters, digits and
+ * hyphens. Pure. */
+#define E2B_DOMAIN_MAX 200
+bool e2b_domain_ok(const char *name);
+
+/* Whether a request's Host is PORT-ID.domain (any port after it too,
+ * letters in any case), as the SDK addresses a sandbox's port on
+ * E2B_DOMAIN: 1 with the sandbox's id (32 hex digits, lowercase) into
+ * id, else 0. Pure. */
+int e2b_host_sandbox(const char *host, const char *domain, char id[33]);
+
 /* E2B's error body {"code": status, "message": message}. */
 json_t *e2b_error(unsigned status, const char *message);
 

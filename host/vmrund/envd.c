@@ -244,7 +244,8 @@ enum envd_code envd_start_body(const json_t *req, double timeout_s, json_t **nat
 enum envd_code envd_pid(const json_t *req, unsigned *pid, char *err, size_t errlen)
 {
 	json_t *sel = json_object_get(req, "process"), *v = json_object_get(sel, "pid");
-	if (json_object_get(sel, "tag"))
+	/* protobuf's JSON reads null as a field not set */
+	if (json_object_get(sel, "tag") && !json_is_null(json_object_get(sel, "tag")))
 		return fail(err, errlen, ENVD_UNIMPLEMENTED, "%s: vmrun names a process by its pid alone", "process.tag");
 	json_int_t n = json_is_integer(v) ? json_integer_value(v) : 0;
 	if (json_is_string(v)) {
@@ -280,7 +281,7 @@ enum envd_code envd_input(const json_t *req, char **data, size_t *n, char *err, 
 	json_t *in = json_object_get(req, "input");
 	*data = NULL;
 	*n = 0;
-	if (json_object_get(in, "pty"))
+	if (json_object_get(in, "pty") && !json_is_null(json_object_get(in, "pty")))
 		return fail(err, errlen, ENVD_UNIMPLEMENTED, "%s: vmrun's sandboxes have no terminal", "input.pty");
 	json_t *s = json_object_get(in, "stdin");
 	if (!json_is_string(s))
@@ -290,6 +291,7 @@ enum envd_code envd_input(const json_t *req, char **data, size_t *n, char *err, 
 	if (!utf8_valid(*data, *n)) {
 		free(*data);
 		*data = NULL;
+		*n = 0;
 		return fail(err, errlen, ENVD_INVALID_ARGUMENT, "%s: text (UTF-8): a sandbox command's stdin takes text",
 			    "input.stdin");
 	}
@@ -393,8 +395,8 @@ json_t *envd_process_info(const json_t *cmd)
 	for (size_t i = 1; i < json_array_size(argv); i++)
 		json_array_append(args, json_array_get(argv, i));
 	json_t *env = json_object_get(rq, "env");
-	json_t *config = json_pack("{s:O, s:o, s:O}", "cmd", json_array_get(argv, 0), "args", args, "envs",
-				   json_is_object(env) ? env : json_object());
+	json_t *config = json_pack("{s:O, s:o, s:o}", "cmd", json_array_get(argv, 0), "args", args, "envs",
+				   json_is_object(env) ? json_incref(env) : json_object());
 	json_t *cwd = json_object_get(rq, "cwd");
 	if (config && json_is_string(cwd))
 		json_object_set(config, "cwd", cwd);
@@ -405,13 +407,40 @@ json_t *envd_process_info(const json_t *cmd)
 
 int envd_abs_path(const char *path, char *out, size_t len)
 {
-	int n = path[0] == '/' ? snprintf(out, len, "%s", path)
-		: path[0] ? snprintf(out, len, "%s/%s", ENVD_HOME, path) : snprintf(out, len, "%s", ENVD_HOME);
-	if (n < 0 || (size_t)n >= len)
+	char *joined = malloc(strlen(ENVD_HOME) + strlen(path) + 2);
+	if (!joined || len < 2) {
+		free(joined);
 		return -1;
-	/* "a/b/" names what "a/b" names; "/" stays */
-	while (n > 1 && out[n - 1] == '/')
-		out[--n] = '\0';
+	}
+	sprintf(joined, "%s%s%s", path[0] == '/' ? "" : ENVD_HOME, path[0] == '/' || !path[0] ? "" : "/", path);
+	/* cleaned as Go's filepath.Clean, which envd's paths go through:
+	 * no empty or "." parts, ".." takes the part before it (none above /) */
+	size_t n = 0;
+	int rc = 0;
+	for (char *save = NULL, *part = strtok_r(joined, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(part, "."))
+			continue;
+		if (!strcmp(part, "..")) {
+			while (n > 0 && out[n] != '/')
+				n--;
+			continue;
+		}
+		size_t k = strlen(part);
+		if (n + 1 + k + 1 > len) {
+			rc = -1;
+			break;
+		}
+		out[n] = '/';
+		memcpy(out + n + 1, part, k);
+		n += 1 + k;
+		out[n] = '\0';   /* keeps out[n] a '/' or the end for ".." to walk back to */
+	}
+	free(joined);
+	if (rc)
+		return -1;
+	if (!n)
+		out[n++] = '/';
+	out[n] = '\0';
 	return 0;
 }
 

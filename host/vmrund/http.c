@@ -19,9 +19,11 @@
 
 #include "api.h"
 #include "daemon.h"
+#include "e2b.h"
 #include "errmsg.h"
 #include "guard.h"
 #include "run_spec.h"
+#include "sandbox_http.h"
 
 struct http_server {
 	struct MHD_Daemon *mhd;
@@ -232,6 +234,19 @@ static enum MHD_Result route(struct http_req *r)
 		return health(r, !strcmp(p, "/readyz"));
 	if (!strcmp(p, "/metrics"))
 		return strcmp(r->method, "GET") ? http_error(r, 405, 0, "only GET here") : metrics(r);
+	char sid[33];
+	if (e2b_host_sandbox(MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
+			     r->d->cfg.e2b_domain, sid)) {
+		/* PORT-ID.DOMAIN: the SDK's address of a sandbox's envd, which is all such a host serves */
+		r->error_code = true;
+		char q[200], under[E2B_PREFIX_MAX + SBXC_TARGET_MAX];
+		/* passed to another node, it goes under the prefix, with the id in E2b-Sandbox-Id */
+		snprintf(under, sizeof(under), "%s%s", r->d->cfg.e2b_prefix, p);
+		r->path = under;
+		return api_envd_path(p) ? api_envd(r, p, sid)
+					: http_error(r, 404, 0, "no such endpoint on a sandbox's host: %s",
+						     errmsg_printable(q, sizeof(q), p));
+	}
 	bool v1 = !strncmp(p, "/v1/", 4), v2 = !strncmp(p, "/api/v2/", 8);
 	const char *j0 = r->d->cfg.judge0_prefix;
 	size_t j0len = strlen(j0);
@@ -244,7 +259,7 @@ static enum MHD_Result route(struct http_req *r)
 	r->error_code = e2b;
 	/* envd's calls carry a sandbox's access token, not a key: api_envd.c checks it */
 	if (e2b && api_envd_path(p + e2len))
-		return api_envd(r, p + e2len);
+		return api_envd(r, p + e2len, NULL);
 	if ((r->tenant = authenticate(r, judge0 ? "X-Auth-Token" : e2b ? "X-API-Key" : NULL)) < 0)
 		return MHD_YES;
 	return v1 ? api_v1(r, p + 3) : v2 ? api_piston(r, p + 7) : judge0 ? api_judge0(r, p + j0len) : api_e2b(r, p + e2len);

@@ -285,9 +285,36 @@ static void errors(void **state)
 	json_decref(e);
 }
 
+/* E2B_DOMAIN's routing: PORT-ID.DOMAIN names a sandbox, nothing else does */
+static void host_names(void **state)
+{
+	(void)state;
+	char id[33];
+	assert_true(e2b_host_sandbox("49983-0123456789ABCDEF0123456789abcdef.Sandboxes.test:8443", "sandboxes.test", id));
+	assert_string_equal(id, "0123456789abcdef0123456789abcdef");
+	assert_true(e2b_host_sandbox("8-0123456789abcdef0123456789abcdef.sandboxes.test", "sandboxes.test", id));
+	const char *no[] = { "0123456789abcdef0123456789abcdef.sandboxes.test", "-0123456789abcdef0123456789abcdef.sandboxes.test",
+			     "123456-0123456789abcdef0123456789abcdef.sandboxes.test",
+			     "49983-0123456789abcdef0123456789abcde.sandboxes.test",
+			     "49983-0123456789abcdef0123456789abcdeg.sandboxes.test",
+			     "49983-0123456789abcdef0123456789abcdef.sandboxes.test.evil",
+			     "49983-0123456789abcdef0123456789abcdef.xsandboxes.test",
+			     "49983-0123456789abcdef0123456789abcdefsandboxes.test", "api.sandboxes.test", "" };
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+		assert_false(e2b_host_sandbox(no[i], "sandboxes.test", id));
+	assert_false(e2b_host_sandbox(NULL, "sandboxes.test", id));
+	assert_false(e2b_host_sandbox("49983-0123456789abcdef0123456789abcdef.sandboxes.test", "", id));
+	assert_true(e2b_domain_ok("sandboxes.example.com"));
+	assert_true(e2b_domain_ok("a-b.c"));
+	const char *bad[] = { "", ".a", "a.", "a..b", "-a.b", "a-.b", "a_b.c", "a b", "a/b" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_false(e2b_domain_ok(bad[i]));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(host_names),
 		cmocka_unit_test(create_body), cmocka_unit_test(network), cmocka_unit_test(views),
 		cmocka_unit_test(filters),     cmocka_unit_test(errors),  cmocka_unit_test(snapshot_ids),
 		cmocka_unit_test(metric),

@@ -259,6 +259,24 @@ end = datetime.datetime.fromisoformat(j['endAt'].replace('Z', '+00:00')).timesta
 sys.exit(0 if j['state'] == 'running' and 30 < end - datetime.datetime.now().timestamp() <= 46 else 1)" &&
 	ok "E2B's setTimeout through node 2 (made on node 1), its end seen through node 3" ||
 	not_ok "E2B timeout via node 2 ($c2), GET via node 3 ($code $(head -c 300 "$tmp/out"))"
+# envd too: its token from a connect through node 2, a command's stream
+# through node 3 and a file through node 2, each passed to node 1
+e2b 2 "/v2/sandboxes/$sid/connect" -X POST -H 'Content-Type: application/json' --data-binary '{"timeout":60}'
+token=$(python3 -c "import json; print(json.load(open('$tmp/out')).get('envdAccessToken', ''))" 2>/dev/null)
+python3 tests/vmrund/connect_call.py "$(base 3)/e2b/process.Process/Start" "$sid" "$token" \
+	'{"process":{"cmd":"/bin/bash","args":["-l","-c","echo through node 3"]}}' >"$tmp/frames"
+python3 -c "
+import base64, json, sys
+L = open('$tmp/frames').read().split('\n')[:-1]
+F = [json.loads(x) for x in L[1:]]
+out = b''.join(base64.b64decode(f['msg']['event']['data']['stdout']) for f in F if 'data' in f['msg'].get('event', {}))
+sys.exit(0 if L[0] == '200' and out == b'through node 3\n' and F[-1] == {'flags': 2, 'msg': {}} else 1)" &&
+	ok "envd's Start through node 3 (its token made on node 2): streamed from node 1" ||
+	not_ok "envd via node 3: $(head -c 400 "$tmp/frames")"
+cid=$((cid + 1))   # that was the sandbox's next command
+code=$(curl -s -m 30 -o "$tmp/out" -w '%{http_code}' -H "E2b-Sandbox-Id: $sid" -H "X-Access-Token: $token" \
+	"$(base 2)/e2b/files?path=blob" 2>"$tmp/err")
+[ "$code" = 200 ] && cmp -s "$tmp/out" "$tmp/blob" && ok "envd's /files through node 2" || not_ok "envd /files via node 2 ($code)"
 sx 2 "$KA" "/$sid/pause" -X POST
 [ "$code" = 200 ] && [ "$(field state)" = paused ] && ok "paused through node 2: paused on node 1" ||
 	not_ok "pause via node 2 ($code)"

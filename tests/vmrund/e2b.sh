@@ -16,7 +16,7 @@ BASE=http://127.0.0.1:$PORT/e2b
 KA=key-alice-0123456789abcdef
 KB=key-bob-0123456789abcdef00
 mkdir -p "$tmp/etc" "$tmp/lib" "$tmp/guest/runtimes"
-vmrund_conf "guest_dir = $tmp/guest" "sandbox_supervisor = $PWD/tests/vmrund/standin_supervisor.py" <<KEYS
+vmrund_conf "guest_dir = $tmp/guest" "e2b_domain = sandboxes.test" "sandbox_supervisor = $PWD/tests/vmrund/standin_supervisor.py" <<KEYS
 tenant alice rate=1000 burst=1000 sandboxes=8
 tenant bob rate=1000 burst=1000 sandboxes=2
 key $KA alice
@@ -85,6 +85,14 @@ expect "user root (the SDK's Basic header): permission_denied, never run as anot
 	"j['code']=='permission_denied' and 'root' in j['message']"
 u "$BASE/health"
 expect "/health of a running sandbox: 204" 204
+# by host name, as the SDK addresses envd with E2B_DOMAIN: PORT-ID.DOMAIN, at the root
+ROOT=${BASE%/e2b}
+code=$(curl -s -m 20 -o "$tmp/out" -w '%{http_code}' -H "Host: 49983-$SID.sandboxes.test" -H "X-Access-Token: $TOKEN" \
+	-H 'Content-Type: application/json' -d '{"path":"."}' "$ROOT/filesystem.Filesystem/Stat" 2>"$tmp/err")
+expect "envd by host name (49983-ID.e2b_domain): Stat of the home" 200 \
+	"j['entry']['path']=='/workspace' and j['entry']['type']=='FILE_TYPE_DIRECTORY'"
+code=$(curl -s -m 20 -o "$tmp/out" -w '%{http_code}' -H "Host: 49983-$SID.sandboxes.test" "$ROOT/v1/runs" 2>"$tmp/err")
+expect "a sandbox's host name serves envd alone: 404 for the rest" 404
 u -X DELETE -H "X-API-Key: $KA" "$BASE/sandboxes/$SID"
 u "$BASE/health"
 expect "/health of a killed one: 502, which the SDK reads as its end" 502

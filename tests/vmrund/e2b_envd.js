@@ -46,8 +46,7 @@ async function rawList(id, token) {
   return { status: r.status, body: await r.json().catch(() => null) }
 }
 
-async function main() {
-  const made = []
+async function main(made) {
   const sbx = await Sandbox.create({ timeoutMs: 600000 })
   made.push(sbx)
   console.log('# sandbox ' + sbx.sandboxId)
@@ -171,6 +170,7 @@ async function main() {
   e = await thrown(() => Sandbox.create({ apiKey: 'not-a-key-0123456789abc' }))
   check('a bad key: AuthenticationError', e instanceof AuthenticationError, e)
   const short = await Sandbox.create({ timeoutMs: 3000 })
+  made.push(short)
   await sleep(5000)
   e = await thrown(() => short.commands.run('echo late'))
   check('an expired sandbox: SandboxNotFoundError from its commands', e instanceof SandboxNotFoundError, e)
@@ -180,10 +180,14 @@ async function main() {
   check('kill(): true', (await sbx.kill()) === true)
   e = await thrown(() => sbx.commands.run('echo gone'))
   check('a command on a killed sandbox: SandboxNotFoundError', e instanceof SandboxNotFoundError, e)
-  for (const s of made) await s.kill().catch(() => {})
 }
 
-main().then(() => process.exit(failed ? 1 : 0), (e) => {
+const made = []
+main(made).catch((e) => {
   console.log('not ok - the script threw: ' + (e && e.stack ? e.stack : e))
-  process.exit(1)
+  failed++
+}).finally(async () => {
+  // whatever happened, no sandbox is left running
+  for (const s of made) await s.kill().catch(() => {})
+  process.exit(failed ? 1 : 0)
 })
