@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 #include "sandboxes.h"
 
 #define ENVD_PING_S 50            /* a stream's keepalive when the client asks for none */
+#define ENVD_PING_MAX_S 60        /* and at the longest: a client gone is seen at a keepalive's write */
 #define ENVD_START_SLACK_MS 5000  /* a Start's stream outlives its command's timeout by this, for the exit */
 #define ENVD_UPLOAD_PARTS 64      /* files in one multipart upload */
 
@@ -96,7 +98,6 @@ static enum MHD_Result failed_call(struct call *c, int status, const json_t *out
 
 static enum MHD_Result unary(struct call *c, json_t *msg)
 {
-	(void)c;
 	return msg ? http_json(c->r, 200, msg) : fail(c, ENVD_INTERNAL, "out of memory");
 }
 
@@ -294,29 +295,46 @@ static int64_t timeout_ms(struct http_req *r)
 {
 	const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Connect-Timeout-Ms");
 	char *end;
-	long long ms = v ? strtoll(v, &end, 10) : 0;
-	return v && !*end && ms > 0 ? ms : 0;
+	/* Connect's header is at most 10 digits; past the longest command, the longest command */
+	long long ms = v && strlen(v) <= 10 ? strtoll(v, &end, 10) : 0;
+	if (!v || strlen(v) > 10 || *end || ms <= 0)
+		return 0;
+	return ms < ENVD_NO_TIMEOUT_S * 1000LL ? ms : ENVD_NO_TIMEOUT_S * 1000LL;
 }
 
 static int64_t ping_ms(struct http_req *r)
 {
 	const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Keepalive-Ping-Interval");
 	long s = v ? strtol(v, NULL, 10) : 0;
-	return (s >= 1 && s <= 3600 ? s : ENVD_PING_S) * 1000;
+	return (s >= 1 && s <= ENVD_PING_MAX_S ? s : ENVD_PING_S) * 1000;
 }
 
-/* Answer with command cid's events, its start first; the stream ends
- * at the client's timeout (plus slack, for a Start whose command has that
- * timeout itself, so that its exit comes first). */
-static enum MHD_Result follow(struct call *c, unsigned cid, int64_t slack_ms)
+/* One of the tenant's stream places for the call: true, or false after
+ * answering resource_exhausted in the stream's end frame. */
+static bool place(struct call *c)
+{
+	struct vmrund *d = c->r->d;
+	if (vmrund_stream_begin(d, (unsigned)c->r->tenant))
+		return true;
+	fail(c, ENVD_RESOURCE_EXHAUSTED, "tenant %s has %u streams and waits open (max_streams_per_tenant); end one first",
+	     d->ts.t[c->r->tenant].name, d->cfg.max_streams_per_tenant);
+	return false;
+}
+
+/* Answer with command cid's events, its start first, on the stream place
+ * the caller took (given back here, whatever happens): true once answered
+ * (*rc), false when the events could not be opened (nothing answered; why
+ * in c->u.err). The stream ends at the client's timeout (plus slack, for
+ * a Start whose command has that timeout itself, so that its exit comes
+ * first). */
+static bool follow(struct call *c, unsigned cid, int64_t slack_ms, enum MHD_Result *rc)
 {
 	struct http_req *r = c->r;
-	if (!http_stream_begin(r))
-		return MHD_YES;
 	struct stream *s = calloc(1, sizeof(*s));
+	*rc = MHD_NO;
 	if (!s) {
 		vmrund_stream_end(r->d, (unsigned)r->tenant);
-		return MHD_NO;
+		return true;
 	}
 	*s = (struct stream){ .d = r->d, .tenant = (unsigned)r->tenant, .ev.fd = -1, .ping_ms = ping_ms(r) };
 	int64_t t = timeout_ms(r), now = clock_mono_ms();
@@ -324,23 +342,24 @@ static enum MHD_Result follow(struct call *c, unsigned cid, int64_t slack_ms)
 	s->next_ping_ms = now + s->ping_ms;
 	if (sbxu_events(&c->u, c->id, cid, &s->ev)) {
 		stream_free(s);
-		return fail(c, ENVD_UNAVAILABLE, "%s", c->u.err);
+		return false;
 	}
-	if (envd_frame(&s->out, &s->len, &s->cap, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)cid))) {
-		stream_free(s);
-		return MHD_NO;
-	}
-	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, stream_read, s, stream_free);
+	struct MHD_Response *resp = NULL;
+	if (!envd_frame(&s->out, &s->len, &s->cap, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)cid)))
+		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, stream_read, s, stream_free);
 	if (!resp) {
 		stream_free(s);
-		return MHD_NO;
+		return true;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/connect+json");
-	return http_queue(r, 200, resp);
+	*rc = http_queue(r, 200, resp);
+	return true;
 }
 
 /* process.Process/Start: a background command (its stdin closed at
- * once unless asked open), then its events. */
+ * once unless asked open), then its events. The stream's place is taken
+ * first, and a command whose stream cannot follow it is killed: none is
+ * left running that its client never heard of. */
 static enum MHD_Result start(struct call *c, const json_t *req)
 {
 	char err[300];
@@ -348,24 +367,33 @@ static enum MHD_Result start(struct call *c, const json_t *req)
 	bool open_stdin;
 	int64_t t = timeout_ms(c->r);
 	double timeout_s = t ? ceil((double)t / 1000.0) : ENVD_NO_TIMEOUT_S;
-	if (timeout_s > ENVD_NO_TIMEOUT_S)
-		timeout_s = ENVD_NO_TIMEOUT_S;
 	enum envd_code code = envd_start_body(req, timeout_s, &native, &open_stdin, err, sizeof(err));
 	if (code)
 		return fail(c, code, "%s", err);
+	if (!place(c)) {
+		json_decref(native);
+		return MHD_YES;
+	}
 	json_t *out;
 	int st = sbxu_call(&c->u, c->id, "POST", "/commands", native, SBXU_CALL_MS, &out);
 	json_decref(native);
 	json_int_t cid = json_integer_value(json_object_get(out, "id"));
 	if (st != 201 || cid <= 0) {
+		vmrund_stream_end(c->r->d, (unsigned)c->r->tenant);
 		enum MHD_Result rc = failed_call(c, st, out, "the command");
 		json_decref(out);
 		return rc;
 	}
 	json_decref(out);
+	enum MHD_Result rc;
 	if (!open_stdin && sbxu_stdin(&c->u, c->id, (unsigned)cid, "", 0, true, SBXU_CALL_MS) < 0)
-		return fail(c, ENVD_UNAVAILABLE, "%s", c->u.err);
-	return follow(c, (unsigned)cid, ENVD_START_SLACK_MS);
+		vmrund_stream_end(c->r->d, (unsigned)c->r->tenant);
+	else if (follow(c, (unsigned)cid, ENVD_START_SLACK_MS, &rc))
+		return rc;
+	char why[sizeof(c->u.err)];
+	snprintf(why, sizeof(why), "%s", c->u.err);
+	sbxu_signal(&c->u, c->id, (unsigned)cid, SIGKILL);
+	return fail(c, ENVD_UNAVAILABLE, "%s", why);
 }
 
 /* process.Process/Connect: a command's events, from its start. */
@@ -383,7 +411,10 @@ static enum MHD_Result connect_to(struct call *c, const json_t *req)
 	if (st != 200)
 		return st == 404 ? fail(c, ENVD_NOT_FOUND, "process with pid %u not found", pid)
 				 : failed_call(c, st, NULL, "the process");
-	return follow(c, pid, 0);
+	if (!place(c))
+		return MHD_YES;
+	enum MHD_Result rc;
+	return follow(c, pid, 0, &rc) ? rc : fail(c, ENVD_UNAVAILABLE, "%s", c->u.err);
 }
 
 /* ---- process.Process: unary ---------------------------------------------------------------- */
@@ -464,6 +495,7 @@ static enum MHD_Result process(struct call *c, const char *method)
 		char m[80];
 		return fail(c, ENVD_UNIMPLEMENTED, "process.Process/%s: no such method", errmsg_printable(m, sizeof(m), method));
 	}
+	c->r->stream = c->stream;
 	if (begin(c) != 1)
 		return MHD_YES;
 	json_t *req = message(c);
@@ -486,8 +518,9 @@ static enum MHD_Result process(struct call *c, const char *method)
 static int path_of(struct call *c, const json_t *req, const char *field, char abs[PATH_MAX])
 {
 	const char *p = json_string_value(json_object_get(req, field));
-	if (!p || strlen(p) != json_string_length(json_object_get(req, field)) || envd_abs_path(p, abs, PATH_MAX)) {
-		fail(c, ENVD_INVALID_ARGUMENT, "%s: a path", field);
+	if (!p || strlen(p) != json_string_length(json_object_get(req, field)) || envd_abs_path(p, abs, PATH_MAX) ||
+	    strlen(abs) > SBXU_PATH_MAX) {
+		fail(c, ENVD_INVALID_ARGUMENT, "%s: a path of at most %d bytes", field, SBXU_PATH_MAX);
 		return -1;
 	}
 	return 0;
@@ -503,7 +536,7 @@ static void op_target(const char *op, const char *abs, char *out, size_t cap)
 /* The entry at abs: its status (200 with *entry an EntryInfo), or -1. */
 static int stat_of(struct call *c, const char *abs, json_t **entry, json_t **out)
 {
-	char target[PATH_MAX * 3 + 32];
+	char target[SBXC_TARGET_MAX];
 	op_target("stat", abs, target, sizeof(target));
 	*entry = NULL;
 	int st = sbxu_call(&c->u, c->id, "GET", target, NULL, SBXU_CALL_MS, out);
@@ -548,8 +581,14 @@ static enum MHD_Result list_dir(struct call *c, const json_t *req, const char *a
 		json_t *next = json_array(), *v;
 		size_t i;
 		json_array_foreach(dirs, i, v) {
-			char target[PATH_MAX * 3 + 32];
+			char target[SBXC_TARGET_MAX];
 			const char *dir = json_string_value(v);
+			if (strlen(dir) > SBXU_PATH_MAX) {
+				rc = fail(c, ENVD_INVALID_ARGUMENT, "%.100s...: a path under it is over %d bytes", abs,
+					  SBXU_PATH_MAX);
+				answered = true;
+				break;
+			}
 			op_target("list", dir, target, sizeof(target));
 			json_t *out;
 			int st = sbxu_call(&c->u, c->id, "GET", target, NULL, SBXU_CALL_MS, &out);
@@ -756,7 +795,7 @@ static int put(struct call *c, const char *path, const char *data, size_t n, jso
 		return -1;
 	}
 	int rc = sbxu_put_file(&c->u, c->id, abs, data, n);
-	if (rc && strstr(c->u.err, ": 404")) {
+	if (rc == 404) {
 		/* envd makes the directories a file is written into, as the SDK expects */
 		char dir[PATH_MAX];
 		snprintf(dir, sizeof(dir), "%s", abs);
@@ -767,10 +806,7 @@ static int put(struct call *c, const char *path, const char *data, size_t n, jso
 		json_decref(out);
 	}
 	if (rc) {
-		/* sbxu_put_file says "putting PATH: STATUS" of an answer that was one */
-		const char *colon = strrchr(c->u.err, ':');
-		long st = colon ? strtol(colon + 1, NULL, 10) : 0;
-		http_error(c->r, st >= 400 && st <= 599 ? (unsigned)st : 502, 0, "%s", c->u.err);
+		http_error(c->r, rc >= 400 && rc <= 599 ? (unsigned)rc : 502, 0, "%s", c->u.err);
 		return -1;
 	}
 	const char *slash = strrchr(abs, '/');

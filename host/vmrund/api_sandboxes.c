@@ -394,10 +394,8 @@ static enum MHD_Result pass_to(struct http_req *r, const struct dest *t, const c
 	 * the supervisor) holds a thread: one of the tenant's places, and no
 	 * read timeout of ours */
 	size_t rl = strlen(rest);
-	const char *type = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
 	bool stream = (rl >= 7 && !strcmp(rest + rl - 7, "/events")) || !strcmp(rest, "/diff") ||
-		      MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "wait") ||
-		      (type && !strncmp(type, "application/connect+", 20));   /* envd's streams, to another node */
+		      MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "wait") || r->stream;
 	if (stream && !http_stream_begin(r))
 		return MHD_YES;
 	struct pass *p = calloc(1, sizeof(*p));

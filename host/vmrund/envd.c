@@ -421,7 +421,10 @@ int envd_abs_path(const char *path, char *out, size_t len)
 		if (!strcmp(part, "."))
 			continue;
 		if (!strcmp(part, "..")) {
-			while (n > 0 && out[n] != '/')
+			/* out[0..n) is the path so far, "" for /: drop its last part */
+			while (n > 0 && out[n - 1] != '/')
+				n--;
+			if (n > 0)
 				n--;
 			continue;
 		}
@@ -433,7 +436,6 @@ int envd_abs_path(const char *path, char *out, size_t len)
 		out[n] = '/';
 		memcpy(out + n + 1, part, k);
 		n += 1 + k;
-		out[n] = '\0';   /* keeps out[n] a '/' or the end for ".." to walk back to */
 	}
 	free(joined);
 	if (rc)

@@ -235,7 +235,8 @@ static enum MHD_Result route(struct http_req *r)
 	if (!strcmp(p, "/metrics"))
 		return strcmp(r->method, "GET") ? http_error(r, 405, 0, "only GET here") : metrics(r);
 	char sid[33];
-	if (e2b_host_sandbox(MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
+	/* envd by host name goes with the E2B API: passed to another node, it goes under its prefix */
+	if (r->d->cfg.e2b_prefix[0] && e2b_host_sandbox(MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
 			     r->d->cfg.e2b_domain, sid)) {
 		/* PORT-ID.DOMAIN: the SDK's address of a sandbox's envd, which is all such a host serves */
 		r->error_code = true;

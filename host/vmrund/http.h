@@ -31,6 +31,7 @@ struct http_req {
 	size_t body_len;
 	int tenant;                   /* who is asking (authenticated), or -1 before */
 	bool error_code;              /* errors say their status as "code" too: E2B's error body */
+	bool stream;                  /* a stream of its handler's (envd's Start): passed to another node, it may idle */
 	bool keyed;                   /* authenticated by an API key, whose SHA-256 is key_digest */
 	unsigned char key_digest[32]; /* (tenants.h's digest: what a sandbox's envd token is made with) */
 	struct conn_state *cs;        /* http.c's own */

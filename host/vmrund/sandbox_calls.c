@@ -136,6 +136,8 @@ void sbxu_destroy(struct sbx_user *u, const char *id)
 		vmrund_say("sandbox %s: delete: %d %s", id, a.status, a.message);
 }
 
+_Static_assert(3 * SBXU_PATH_MAX + 32 < SBXC_TARGET_MAX, "a file's target fits");
+
 /* "/files?path=" and path percent-encoded ("a b.c" -> "a%20b.c"). */
 static void file_target(const char *path, char *out, size_t cap)
 {
@@ -145,21 +147,28 @@ static void file_target(const char *path, char *out, size_t cap)
 
 int sbxu_put_file(struct sbx_user *u, const char *id, const char *path, const void *data, size_t n)
 {
-	char target[RUN_SPEC_MAX_FILE_NAME * 3 + 16];
+	char target[SBXC_TARGET_MAX];
 	json_t *out;
 	file_target(path, target, sizeof(target));
+	if (strlen(path) > SBXU_PATH_MAX) {
+		snprintf(u->err, sizeof(u->err), "putting a file: its path is over %d bytes", SBXU_PATH_MAX);
+		return 400;
+	}
 	int st = call(u, id, "PUT", target, "application/octet-stream", data, n, SBXU_CALL_MS, &out);
-	json_decref(out);
-	if (st >= 200 && st <= 299)
+	if (st >= 200 && st <= 299) {
+		json_decref(out);
 		return 0;
+	}
 	if (st > 0)
-		snprintf(u->err, sizeof(u->err), "putting %s: %d", path, st);
-	return -1;
+		snprintf(u->err, sizeof(u->err), "putting %.300s: %d %.200s", path, st,
+			 json_string_value(json_object_get(out, "message")) ?: "");
+	json_decref(out);
+	return st > 0 ? st : -1;
 }
 
 int sbxu_get_file(struct sbx_user *u, const char *id, const char *path, size_t max, char **out, size_t *n)
 {
-	char target[RUN_SPEC_MAX_FILE_NAME * 3 + 16];
+	char target[SBXC_TARGET_MAX];
 	struct sbxc c = { .fd = -1 };
 	*out = NULL;
 	file_target(path, target, sizeof(target));

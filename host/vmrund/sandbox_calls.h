@@ -45,8 +45,11 @@ json_t *sbxu_expect(struct sbx_user *u, const char *id, const char *method, cons
 int sbxu_call(struct sbx_user *u, const char *id, const char *method, const char *target, const json_t *body,
 	      int timeout_ms, json_t **out);
 
-/* Put n bytes at path (relative to /workspace) in sandbox id: 0, or -1
- * with u->err. */
+/* Put n bytes at path (relative ones under /workspace; at most
+ * SBXU_PATH_MAX bytes) in sandbox id: 0; the supervisor's status
+ * (400..599) when it refused, with u->err; or -1 with u->err when no
+ * answer came. */
+#define SBXU_PATH_MAX 2048            /* a path percent-encoded stays within SBXC_TARGET_MAX */
 int sbxu_put_file(struct sbx_user *u, const char *id, const char *path, const void *data, size_t n);
 
 /* The file at path in sandbox id, at most max bytes, into *out

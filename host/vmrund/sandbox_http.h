@@ -64,8 +64,10 @@ void sbxc_local_dir(char *buf, size_t len);
 void sbxc_local_socket(char *buf, size_t len);
 
 /* Send a request's head: method, target ("/commands?wait=5"), and where
- * non-NULL the Content-Type and Idempotency-Key (and c->auth); length the body's bytes
- * that follow (sbxc_send). 0, or -1 with errno. */
+ * non-NULL the Content-Type and Idempotency-Key (and c->auth, c->via,
+ * c->headers); length the body's bytes that follow (sbxc_send). 0, or -1
+ * with errno (EINVAL for a value with a line break, E2BIG for a head
+ * past SBXC_TARGET_MAX + 1024 bytes). */
 int sbxc_send_head(struct sbxc *c, const char *method, const char *target, const char *type, const char *idem,
 		   uint64_t length);
 

@@ -581,7 +581,8 @@ static void abs_paths(void **state)
 		{ "/etc/hosts", "/etc/hosts" }, { ".", "/workspace" },
 		/* cleaned as Go's filepath.Clean: no ".", no empty part, ".." walks back, never above / */
 		{ "/workspace/./x//y/", "/workspace/x/y" }, { "a/../b", "/workspace/b" }, { "../../..", "/" },
-		{ "/a/..", "/" }, { "x/./..", "/workspace" },
+		{ "/a/..", "/" }, { "x/./..", "/workspace" }, { "/a/b/../..", "/" }, { "x/y/../../z", "/workspace/z" },
+		{ "/a/b/../c/../../d", "/d" },
 	};
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		memset(out, 'z', sizeof(out));
