@@ -45,3 +45,61 @@ char *base64_encode(const void *p, size_t n, size_t line, size_t *outlen)
 		*outlen = o;
 	return out;
 }
+
+int base64_value(unsigned char c, bool url)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+' || (url && c == '-'))
+		return 62;
+	if (c == '/' || (url && c == '_'))
+		return 63;
+	return -1;
+}
+
+int base64_decode(const char *s, size_t n, bool url, size_t max, unsigned char **out, size_t *outlen, size_t *at)
+{
+	size_t pad = 0;
+	while (pad < 2 && n > pad && s[n - 1 - pad] == '=')
+		pad++;
+	/* with padding the text is whole quads; without, a last quad of 2 or
+	 * 3 characters is taken too (both forms are common) */
+	if ((pad && n % 4) || (n - pad) % 4 == 1)
+		return BASE64_LENGTH;
+	n -= pad;
+	size_t len = n / 4 * 3 + (n % 4 ? n % 4 - 1 : 0);
+	if (len > max)
+		return BASE64_OVER;
+	for (size_t i = 0; i < n; i++)
+		if (base64_value((unsigned char)s[i], url) < 0) {
+			if (at)
+				*at = i;
+			return BASE64_CHAR;
+		}
+	*outlen = len;
+	if (!len) {
+		*out = NULL;
+		return BASE64_OK;
+	}
+	unsigned char *d = malloc(len + 1);
+	if (!d)
+		return BASE64_NOMEM;
+	size_t o = 0;
+	uint32_t acc = 0;
+	unsigned bits = 0;
+	for (size_t i = 0; i < n; i++) {
+		acc = (acc << 6 | (uint32_t)base64_value((unsigned char)s[i], url)) & 0xffffff;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			d[o++] = (unsigned char)(acc >> bits);
+		}
+	}
+	d[o] = '\0';
+	*out = d;
+	return BASE64_OK;
+}

@@ -8,22 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "errmsg.h"
-static int b64_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
 static int hex_value(unsigned char c)
 {
 	if (c >= '0' && c <= '9')
@@ -35,51 +21,17 @@ static int hex_value(unsigned char c)
 	return -1;
 }
 
-/* The decoded length of n base64 characters (padding stripped), or -1
- * when no whole number of bytes fits them (one stray character). */
-static int b64_strip(const char *s, size_t *n)
-{
-	size_t pad = 0;
-	while (pad < 2 && *n > pad && s[*n - 1 - pad] == '=')
-		pad++;
-	/* With padding the text is whole quads; without, a final quad of 2 or
-	 * 3 characters is accepted too (both forms are common). */
-	if (pad && *n % 4)
-		return -1;
-	*n -= pad;
-	return *n % 4 == 1 ? -1 : 0;
-}
-
 static int b64_decode(const char *s, size_t n, size_t max, unsigned char **out, size_t *outlen, char *err,
 		      size_t errlen)
 {
-	if (b64_strip(s, &n))
-		return errf(err, errlen, "not valid base64 (bad length or padding)");
-	size_t len = n / 4 * 3 + (n % 4 ? n % 4 - 1 : 0);
-	if (len > max)
-		return errf(err, errlen, "over %zu bytes", max);
-	for (size_t i = 0; i < n; i++)
-		if (b64_value((unsigned char)s[i]) < 0)
-			return errf(err, errlen, "not valid base64 (a character outside A-Z a-z 0-9 + / at %zu)", i);
-	if (!len)
-		return 0;
-	unsigned char *d = malloc(len);
-	if (!d)
-		return errf(err, errlen, "out of memory");
-	size_t o = 0;
-	uint32_t acc = 0;
-	unsigned bits = 0;
-	for (size_t i = 0; i < n; i++) {
-		acc = acc << 6 | (uint32_t)b64_value((unsigned char)s[i]);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			d[o++] = (unsigned char)(acc >> bits);
-		}
+	size_t at = 0;
+	switch (base64_decode(s, n, false, max, out, outlen, &at)) {
+	case BASE64_OK: return 0;
+	case BASE64_LENGTH: return errf(err, errlen, "not valid base64 (bad length or padding)");
+	case BASE64_CHAR: return errf(err, errlen, "not valid base64 (a character outside A-Z a-z 0-9 + / at %zu)", at);
+	case BASE64_OVER: return errf(err, errlen, "over %zu bytes", max);
+	default: return errf(err, errlen, "out of memory");
 	}
-	*out = d;
-	*outlen = o;
-	return 0;
 }
 
 static int hex_decode(const char *s, size_t n, size_t max, unsigned char **out, size_t *outlen, char *err,

@@ -132,54 +132,16 @@ int envd_frame(char **buf, size_t *len, size_t *cap, uint8_t flags, json_t *msg)
 	return 0;
 }
 
-/* Protobuf's JSON reader takes both alphabets and optional padding, so
- * this one does; base64.c's writer is the one encoder. */
-static int b64_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+' || c == '-')
-		return 62;
-	if (c == '/' || c == '_')
-		return 63;
-	return -1;
-}
-
 int envd_bytes(const char *text, size_t len, char **out, size_t *n)
 {
-	while (len && text[len - 1] == '=')
-		len--;
+	/* protobuf's JSON reader takes both alphabets, padded or not */
+	unsigned char *d = NULL;
 	*out = NULL;
 	*n = 0;
-	if (len % 4 == 1)
+	if (base64_decode(text, len, true, ENVD_MSG_MAX, &d, n, NULL) != BASE64_OK)
 		return -1;
-	char *o = malloc(len / 4 * 3 + 3);
-	if (!o)
-		return -1;
-	uint32_t acc = 0;
-	size_t k = 0, bits = 0;
-	for (size_t i = 0; i < len; i++) {
-		int v = b64_value((unsigned char)text[i]);
-		if (v < 0) {
-			free(o);
-			return -1;
-		}
-		acc = acc << 6 | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			o[k++] = (char)(acc >> bits);
-			acc &= (1u << bits) - 1;
-		}
-	}
-	o[k] = '\0';
-	*out = o;
-	*n = k;
-	return 0;
+	*out = d ? (char *)d : strdup("");
+	return *out ? 0 : -1;
 }
 
 /* ---- process.Process ------------------------------------------------------------------- */

@@ -343,17 +343,9 @@ bool judge0_token_id(const char *token, char id[33])
 
 /* ---- base64 as Ruby has it -------------------------------------------------------- */
 
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 char *judge0_encode64(const void *p, size_t n, size_t *outlen)
 {
 	return base64_encode(p, n, 60, outlen);   /* pack("m"): 45 bytes (60 characters) a line */
-}
-
-static int b64_value(unsigned char c)
-{
-	const char *p = c ? strchr(b64, c) : NULL;
-	return p ? (int)(p - b64) : -1;
 }
 
 int judge0_decode64(const char *s, size_t n, unsigned char **out, size_t *outlen)
@@ -366,7 +358,7 @@ int judge0_decode64(const char *s, size_t n, unsigned char **out, size_t *outlen
 	unsigned k = 0;
 	size_t len = 0;
 	for (size_t i = 0; i < n && s[i] != '='; i++) {
-		int v = b64_value((unsigned char)s[i]);
+		int v = base64_value((unsigned char)s[i], false);
 		if (v < 0)
 			continue;
 		acc = acc << 6 | (uint32_t)v;

@@ -73,9 +73,15 @@ static int check_path(const char *path, size_t len, char *out)
 	size_t n = strlen(out);
 	if (out[0] != '/' || n >= len || (n > 1 && out[n - 1] == '/'))
 		abort();
-	/* an absolute path is itself, less its trailing slashes */
-	if (path[0] == '/' && strncmp(out, path, n))
+	/* clean, as Go's filepath.Clean: no empty, "." or ".." part, and
+	 * cleaning it again changes nothing */
+	if (strstr(out, "//") || strstr(out, "/./") || strstr(out, "/../") || (n >= 2 && !strcmp(out + n - 2, "/.")) ||
+	    (n >= 3 && !strcmp(out + n - 3, "/..")))
 		abort();
+	char *again = malloc(n + 1);
+	if (again && (envd_abs_path(out, again, n + 1) || strcmp(again, out)))
+		abort();
+	free(again);
 	return 0;
 }
 

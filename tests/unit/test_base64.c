@@ -66,11 +66,46 @@ static void lines(void **state)
 	encodes("f", 1, 1, "Z\ng\n=\n=\n");
 }
 
+/* The strict reader: both alphabets when asked, padding optional but
+ * whole, and what it refuses said apart. */
+static void decodes(void **state)
+{
+	(void)state;
+	unsigned char *out = NULL;
+	size_t n = 0, at = 99;
+	const struct { const char *in; bool url; const char *want; size_t len; } ok[] = {
+		{ "aGk=", false, "hi", 2 }, { "aGk", false, "hi", 2 }, { "aGkK", false, "hi\n", 3 },
+		{ "-_8=", true, "\xfb\xff", 2 }, { "+/8=", true, "\xfb\xff", 2 }, { "AA==", false, "\0", 1 },
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		assert_int_equal(base64_decode(ok[i].in, strlen(ok[i].in), ok[i].url, 16, &out, &n, &at), BASE64_OK);
+		assert_int_equal(n, ok[i].len);
+		assert_memory_equal(out, ok[i].want, n);
+		assert_int_equal(out[n], 0);
+		free(out);
+	}
+	out = (unsigned char *)"untouched";
+	assert_int_equal(base64_decode("", 0, false, 16, &out, &n, NULL), BASE64_OK);
+	assert_null(out);
+	assert_int_equal(n, 0);
+	assert_int_equal(base64_decode("aGkK=", 5, false, 16, &out, &n, NULL), BASE64_LENGTH);
+	assert_int_equal(base64_decode("a", 1, false, 16, &out, &n, NULL), BASE64_LENGTH);
+	assert_int_equal(base64_decode("aG=k", 4, false, 16, &out, &n, &at), BASE64_CHAR);
+	assert_int_equal(at, 2);
+	assert_int_equal(base64_decode("-_8=", 4, false, 16, &out, &n, &at), BASE64_CHAR);
+	assert_int_equal(at, 0);
+	assert_int_equal(base64_decode("aGkK", 4, false, 2, &out, &n, NULL), BASE64_OVER);
+	assert_int_equal(base64_value('_', false), -1);
+	assert_int_equal(base64_value('_', true), 63);
+	assert_int_equal(base64_value('/', false), 63);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(unbroken),
 		cmocka_unit_test(lines),
+		cmocka_unit_test(decodes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,24 +9,7 @@
 const { Sandbox, SandboxError, NotFoundError, AuthenticationError } = require(process.argv[2])
 const OTHER = process.argv[3]
 
-let failed = 0
-function check(name, cond, detail) {
-  console.log((cond ? 'ok - ' : 'not ok - ') + name)
-  if (!cond) {
-    failed++
-    if (detail !== undefined) console.log('    ' + String(detail).slice(0, 1500))
-  }
-}
-// the error fn throws, or null
-async function thrown(fn) {
-  try {
-    await fn()
-    return null
-  } catch (e) {
-    return e
-  }
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+const { check, thrown, sleep, failed } = require('./checks.js')
 const all = async (paginator) => {
   const items = []
   while (paginator.hasNext) items.push(...(await paginator.nextItems()))
@@ -152,7 +135,7 @@ async function main() {
 }
 
 main().then(
-  () => process.exit(failed ? 1 : 0),
+  () => process.exit(failed() ? 1 : 0),
   (e) => {
     console.log('not ok - the SDK script stopped: ' + (e && e.stack ? e.stack : e))
     process.exit(1)

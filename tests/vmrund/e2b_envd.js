@@ -15,23 +15,7 @@ const OTHER = process.argv[3]
 const VM = process.env.VM === '1'
 const BASE = process.env.E2B_SANDBOX_URL
 
-let failed = 0
-function check(name, cond, detail) {
-  console.log((cond ? 'ok - ' : 'not ok - ') + name)
-  if (!cond) {
-    failed++
-    if (detail !== undefined) console.log('    ' + String(detail).slice(0, 1500))
-  }
-}
-async function thrown(fn) {
-  try {
-    await fn()
-    return null
-  } catch (e) {
-    return e
-  }
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+const { check, thrown, sleep, failed, fail } = require('./checks.js')
 async function until(what, cond, ms = 20000) {
   for (const end = Date.now() + ms; Date.now() < end; await sleep(50))
     if (await cond()) return true
@@ -185,9 +169,9 @@ async function main(made) {
 const made = []
 main(made).catch((e) => {
   console.log('not ok - the script threw: ' + (e && e.stack ? e.stack : e))
-  failed++
+  fail()
 }).finally(async () => {
   // whatever happened, no sandbox is left running
   for (const s of made) await s.kill().catch(() => {})
-  process.exit(failed ? 1 : 0)
+  process.exit(failed() ? 1 : 0)
 })
