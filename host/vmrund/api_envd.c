@@ -22,6 +22,7 @@
 
 #include "clock.h"
 #include "daemon.h"
+#include "api_envd.h"
 #include "envd.h"
 #include "errmsg.h"
 #include "sandbox_calls.h"
@@ -30,17 +31,7 @@
 #define ENVD_PING_S 50            /* a stream's keepalive when the client asks for none */
 #define ENVD_PING_MAX_S 60        /* and at the longest: a client gone is seen at a keepalive's write */
 #define ENVD_START_SLACK_MS 5000  /* a Start's stream outlives its command's timeout by this, for the exit */
-#define ENVD_UPLOAD_PARTS 64      /* files in one multipart upload */
 
-/* One envd call: whose, on which sandbox, and how its errors go. */
-struct call {
-	struct http_req *r;
-	struct sbx_user u;
-	char id[STORE_ID_LEN + 1];
-	bool stream;                  /* a server stream: errors are its end message, on a 200 */
-	bool plain;                   /* /files and /health: errors are E2B's HTTP ones, not Connect's */
-	const char *host_id;          /* the sandbox the request's host name names, or NULL */
-};
 
 bool api_envd_path(const char *p)
 {
@@ -57,9 +48,7 @@ static enum MHD_Result frames(struct http_req *r, const char *buf, size_t len)
 
 /* Connect's error: a unary call's status and {"code", "message"}; a
  * stream's 200 with only its end message. */
-static enum MHD_Result fail(struct call *c, enum envd_code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static enum MHD_Result fail(struct call *c, enum envd_code code, const char *fmt, ...)
+enum MHD_Result call_fail(struct call *c, enum envd_code code, const char *fmt, ...)
 {
 	char msg[600];
 	va_list ap;
@@ -88,17 +77,17 @@ static enum MHD_Result fail(struct call *c, enum envd_code code, const char *fmt
 
 /* A supervisor's call that did not answer what was wanted: its status
  * as Connect's code, with what it said. */
-static enum MHD_Result failed_call(struct call *c, int status, const json_t *out, const char *what)
+enum MHD_Result call_failed(struct call *c, int status, const json_t *out, const char *what)
 {
 	if (status < 0)
-		return fail(c, ENVD_UNAVAILABLE, "%s", c->u.err);
+		return call_fail(c, ENVD_UNAVAILABLE, "%s", c->u.err);
 	const char *m = json_string_value(json_object_get(out, "message"));
-	return fail(c, envd_code_of_status((unsigned)status), "%s: %s", what, m ? m : "failed");
+	return call_fail(c, envd_code_of_status((unsigned)status), "%s: %s", what, m ? m : "failed");
 }
 
-static enum MHD_Result unary(struct call *c, json_t *msg)
+enum MHD_Result call_unary(struct call *c, json_t *msg)
 {
-	return msg ? http_json(c->r, 200, msg) : fail(c, ENVD_INTERNAL, "out of memory");
+	return msg ? http_json(c->r, 200, msg) : call_fail(c, ENVD_INTERNAL, "out of memory");
 }
 
 /* ---- who is asking ----------------------------------------------------------------------- */
@@ -122,7 +111,7 @@ static int user_ok(struct call *c)
 	bool ok = !who || !strcmp(who, "user");
 	char w[80];
 	if (!ok)
-		fail(c, ENVD_PERMISSION_DENIED, "user %s: a vmrun sandbox runs everything as its one user (\"user\"; docs/e2b.md)",
+		call_fail(c, ENVD_PERMISSION_DENIED, "user %s: a vmrun sandbox runs everything as its one user (\"user\"; docs/e2b.md)",
 		     errmsg_printable(w, sizeof(w), who));
 	free(name);
 	return ok ? 0 : -1;
@@ -131,7 +120,7 @@ static int user_ok(struct call *c)
 /* The sandbox the call names, its tenant by its token, and that it runs
  * here: 1 to go on; 0 after answering, or after passing the call to the
  * node that holds the sandbox. */
-static int begin(struct call *c)
+int call_begin(struct call *c)
 {
 	struct http_req *r = c->r;
 	struct vmrund *d = r->d;
@@ -139,19 +128,19 @@ static int begin(struct call *c)
 	const char *token = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Access-Token");
 	char q[80];
 	if (!id || strlen(id) != STORE_ID_LEN || strspn(id, "0123456789abcdef") != STORE_ID_LEN) {
-		fail(c, ENVD_INVALID_ARGUMENT, "E2b-Sandbox-Id: %s", id ? "no sandbox's id" : "the header is missing");
+		call_fail(c, ENVD_INVALID_ARGUMENT, "E2b-Sandbox-Id: %s", id ? "no sandbox's id" : "the header is missing");
 		return 0;
 	}
 	snprintf(c->id, sizeof(c->id), "%s", id);
 	int t = token ? envd_token_tenant(&d->ts, id, token) : http_anonymous(r);
 	if (t < 0) {
-		fail(c, ENVD_UNAUTHENTICATED, token ? "the access token does not open sandbox %s"
+		call_fail(c, ENVD_UNAUTHENTICATED, token ? "the access token does not open sandbox %s"
 						    : "sandbox %s: its access token is required (X-Access-Token)", id);
 		return 0;
 	}
 	unsigned wait = vmrund_rate(d, (unsigned)t);
 	if (wait) {
-		fail(c, ENVD_RESOURCE_EXHAUSTED, "tenant %s is over its request rate", d->ts.t[t].name);
+		call_fail(c, ENVD_RESOURCE_EXHAUSTED, "tenant %s is over its request rate", d->ts.t[t].name);
 		return 0;
 	}
 	r->tenant = t;
@@ -162,7 +151,7 @@ static int begin(struct call *c)
 	char err[300];
 	int found = vmrund_sbx_get(d, d->ts.t[t].name, id, &sb, err, sizeof(err));
 	if (found < 0) {
-		fail(c, ENVD_UNAVAILABLE, "the store: %s", err);
+		call_fail(c, ENVD_UNAVAILABLE, "the store: %s", err);
 		return 0;
 	}
 	enum sbx_row_state st = found ? sb.state : SBS_STOPPED;
@@ -172,7 +161,7 @@ static int begin(struct call *c)
 	 * the SDK reads as the sandbox's end (its TimeoutError): Connect's
 	 * unavailable is the same to it */
 	if (st != SBS_RUNNING) {
-		fail(c, ENVD_UNAVAILABLE, "sandbox %s is %s%s", errmsg_printable(q, sizeof(q), id),
+		call_fail(c, ENVD_UNAVAILABLE, "sandbox %s is %s%s", errmsg_printable(q, sizeof(q), id),
 		     found ? store_sbx_state_name(st) : "not found",
 		     st == SBS_PAUSED ? " (Sandbox.connect resumes it)" : "");
 		return 0;
@@ -184,7 +173,7 @@ static int begin(struct call *c)
 
 /* The call's message: a unary call's JSON body, a stream's one
  * envelope. NULL after answering 400. */
-static json_t *message(struct call *c)
+json_t *call_message(struct call *c)
 {
 	char err[300];
 	json_t *v;
@@ -198,7 +187,7 @@ static json_t *message(struct call *c)
 	}
 	if (!json_is_object(v)) {
 		json_decref(v);
-		fail(c, ENVD_INVALID_ARGUMENT, "%s", err);
+		call_fail(c, ENVD_INVALID_ARGUMENT, "%s", err);
 		return NULL;
 	}
 	return v;
@@ -291,7 +280,7 @@ static void stream_free(void *cls)
 
 /* The client's Connect-Timeout-Ms, in ms (0: none), and the keepalive
  * interval it asks for, in ms. */
-static int64_t timeout_ms(struct http_req *r)
+int64_t call_timeout_ms(struct http_req *r)
 {
 	const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Connect-Timeout-Ms");
 	char *end;
@@ -302,7 +291,7 @@ static int64_t timeout_ms(struct http_req *r)
 	return ms < ENVD_NO_TIMEOUT_S * 1000LL ? ms : ENVD_NO_TIMEOUT_S * 1000LL;
 }
 
-static int64_t ping_ms(struct http_req *r)
+int64_t call_ping_ms(struct http_req *r)
 {
 	const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Keepalive-Ping-Interval");
 	long s = v ? strtol(v, NULL, 10) : 0;
@@ -311,12 +300,12 @@ static int64_t ping_ms(struct http_req *r)
 
 /* One of the tenant's stream places for the call: true, or false after
  * answering resource_exhausted in the stream's end frame. */
-static bool place(struct call *c)
+bool call_place(struct call *c)
 {
 	struct vmrund *d = c->r->d;
 	if (vmrund_stream_begin(d, (unsigned)c->r->tenant))
 		return true;
-	fail(c, ENVD_RESOURCE_EXHAUSTED, "tenant %s has %u streams and waits open (max_streams_per_tenant); end one first",
+	call_fail(c, ENVD_RESOURCE_EXHAUSTED, "tenant %s has %u streams and waits open (max_streams_per_tenant); end one first",
 	     d->ts.t[c->r->tenant].name, d->cfg.max_streams_per_tenant);
 	return false;
 }
@@ -336,8 +325,8 @@ static bool follow(struct call *c, unsigned cid, int64_t slack_ms, enum MHD_Resu
 		vmrund_stream_end(r->d, (unsigned)r->tenant);
 		return true;
 	}
-	*s = (struct stream){ .d = r->d, .tenant = (unsigned)r->tenant, .ev.fd = -1, .ping_ms = ping_ms(r) };
-	int64_t t = timeout_ms(r), now = clock_mono_ms();
+	*s = (struct stream){ .d = r->d, .tenant = (unsigned)r->tenant, .ev.fd = -1, .ping_ms = call_ping_ms(r) };
+	int64_t t = call_timeout_ms(r), now = clock_mono_ms();
 	s->deadline_ms = t ? now + t + slack_ms : 0;
 	s->next_ping_ms = now + s->ping_ms;
 	if (sbxu_events(&c->u, c->id, cid, &s->ev)) {
@@ -365,12 +354,12 @@ static enum MHD_Result start(struct call *c, const json_t *req)
 	char err[300];
 	json_t *native;
 	bool open_stdin;
-	int64_t t = timeout_ms(c->r);
+	int64_t t = call_timeout_ms(c->r);
 	double timeout_s = t ? ceil((double)t / 1000.0) : ENVD_NO_TIMEOUT_S;
 	enum envd_code code = envd_start_body(req, timeout_s, &native, &open_stdin, err, sizeof(err));
 	if (code)
-		return fail(c, code, "%s", err);
-	if (!place(c)) {
+		return call_fail(c, code, "%s", err);
+	if (!call_place(c)) {
 		json_decref(native);
 		return MHD_YES;
 	}
@@ -380,7 +369,7 @@ static enum MHD_Result start(struct call *c, const json_t *req)
 	json_int_t cid = json_integer_value(json_object_get(out, "id"));
 	if (st != 201 || cid <= 0) {
 		vmrund_stream_end(c->r->d, (unsigned)c->r->tenant);
-		enum MHD_Result rc = failed_call(c, st, out, "the command");
+		enum MHD_Result rc = call_failed(c, st, out, "the command");
 		json_decref(out);
 		return rc;
 	}
@@ -393,7 +382,7 @@ static enum MHD_Result start(struct call *c, const json_t *req)
 	char why[sizeof(c->u.err)];
 	snprintf(why, sizeof(why), "%s", c->u.err);
 	sbxu_signal(&c->u, c->id, (unsigned)cid, SIGKILL);
-	return fail(c, ENVD_UNAVAILABLE, "%s", why);
+	return call_fail(c, ENVD_UNAVAILABLE, "%s", why);
 }
 
 /* process.Process/Connect: a command's events, from its start. */
@@ -403,18 +392,18 @@ static enum MHD_Result connect_to(struct call *c, const json_t *req)
 	unsigned pid;
 	enum envd_code code = envd_pid(req, &pid, err, sizeof(err));
 	if (code)
-		return fail(c, code, "%s", err);
+		return call_fail(c, code, "%s", err);
 	snprintf(target, sizeof(target), "/commands/%u", pid);
 	json_t *out;
 	int st = sbxu_call(&c->u, c->id, "GET", target, NULL, SBXU_CALL_MS, &out);
 	json_decref(out);
 	if (st != 200)
-		return st == 404 ? fail(c, ENVD_NOT_FOUND, "process with pid %u not found", pid)
-				 : failed_call(c, st, NULL, "the process");
-	if (!place(c))
+		return st == 404 ? call_fail(c, ENVD_NOT_FOUND, "process with pid %u not found", pid)
+				 : call_failed(c, st, NULL, "the process");
+	if (!call_place(c))
 		return MHD_YES;
 	enum MHD_Result rc;
-	return follow(c, pid, 0, &rc) ? rc : fail(c, ENVD_UNAVAILABLE, "%s", c->u.err);
+	return follow(c, pid, 0, &rc) ? rc : call_fail(c, ENVD_UNAVAILABLE, "%s", c->u.err);
 }
 
 /* ---- process.Process: unary ---------------------------------------------------------------- */
@@ -424,7 +413,7 @@ static enum MHD_Result list(struct call *c)
 	json_t *out;
 	int st = sbxu_call(&c->u, c->id, "GET", "/commands", NULL, SBXU_CALL_MS, &out);
 	if (st != 200) {
-		enum MHD_Result rc = failed_call(c, st, out, "the processes");
+		enum MHD_Result rc = call_failed(c, st, out, "the processes");
 		json_decref(out);
 		return rc;
 	}
@@ -436,7 +425,7 @@ static enum MHD_Result list(struct call *c)
 			json_array_append_new(a, p);
 	}
 	json_decref(out);
-	return unary(c, json_pack("{s:o}", "processes", a));
+	return call_unary(c, json_pack("{s:o}", "processes", a));
 }
 
 /* SendInput and CloseStdin: data to process pid's stdin, closing it
@@ -450,16 +439,16 @@ static enum MHD_Result input(struct call *c, const json_t *req, bool close)
 	if (!code && !close)
 		code = envd_input(req, &data, &n, err, sizeof(err));
 	if (code)
-		return fail(c, code, "%s", err);
+		return call_fail(c, code, "%s", err);
 	int rc = sbxu_stdin(&c->u, c->id, pid, data ? data : "", n, close, SBXU_CALL_MS);
 	free(data);
 	if (rc < 0 && strstr(c->u.err, ": 404"))
-		return fail(c, ENVD_NOT_FOUND, "process with pid %u not found", pid);
+		return call_fail(c, ENVD_NOT_FOUND, "process with pid %u not found", pid);
 	if (rc < 0)
-		return fail(c, ENVD_UNAVAILABLE, "%s", c->u.err);
+		return call_fail(c, ENVD_UNAVAILABLE, "%s", c->u.err);
 	if (rc > 0)
-		return fail(c, ENVD_FAILED_PRECONDITION, "process %u: its stdin is closed, or it has ended", pid);
-	return unary(c, json_object());
+		return call_fail(c, ENVD_FAILED_PRECONDITION, "process %u: its stdin is closed, or it has ended", pid);
+	return call_unary(c, json_object());
 }
 
 static enum MHD_Result send_signal(struct call *c, const json_t *req)
@@ -471,7 +460,7 @@ static enum MHD_Result send_signal(struct call *c, const json_t *req)
 	if (!code)
 		code = envd_signal(req, &signo, err, sizeof(err));
 	if (code)
-		return fail(c, code, "%s", err);
+		return call_fail(c, code, "%s", err);
 	snprintf(target, sizeof(target), "/commands/%u/signal", pid);
 	json_t *body = json_pack("{s:i}", "signal", signo), *out;
 	int st = sbxu_call(&c->u, c->id, "POST", target, body, SBXU_CALL_MS, &out);
@@ -479,26 +468,26 @@ static enum MHD_Result send_signal(struct call *c, const json_t *req)
 	json_decref(out);
 	/* one that ended is gone, as E2B's envd says of it: the SDK's kill() is false */
 	if (st == 404 || st == 409)
-		return fail(c, ENVD_NOT_FOUND, "process with pid %u not found", pid);
-	return st == 202 ? unary(c, json_object()) : failed_call(c, st, NULL, "the signal");
+		return call_fail(c, ENVD_NOT_FOUND, "process with pid %u not found", pid);
+	return st == 202 ? call_unary(c, json_object()) : call_failed(c, st, NULL, "the signal");
 }
 
 static enum MHD_Result process(struct call *c, const char *method)
 {
 	c->stream = !strcmp(method, "Start") || !strcmp(method, "Connect");
 	if (!strcmp(method, "Update") || !strcmp(method, "StreamInput"))
-		return fail(c, ENVD_UNIMPLEMENTED, "process.Process/%s: vmrun's sandboxes have no terminal, and take stdin "
+		return call_fail(c, ENVD_UNIMPLEMENTED, "process.Process/%s: vmrun's sandboxes have no terminal, and take stdin "
 						   "by SendInput (docs/e2b.md)", method);
 	bool known = c->stream || !strcmp(method, "List") || !strcmp(method, "SendInput") ||
 		     !strcmp(method, "CloseStdin") || !strcmp(method, "SendSignal");
 	if (!known) {
 		char m[80];
-		return fail(c, ENVD_UNIMPLEMENTED, "process.Process/%s: no such method", errmsg_printable(m, sizeof(m), method));
+		return call_fail(c, ENVD_UNIMPLEMENTED, "process.Process/%s: no such method", errmsg_printable(m, sizeof(m), method));
 	}
 	c->r->stream = c->stream;
-	if (begin(c) != 1)
+	if (call_begin(c) != 1)
 		return MHD_YES;
-	json_t *req = message(c);
+	json_t *req = call_message(c);
 	if (!req)
 		return MHD_YES;
 	enum MHD_Result rc = !strcmp(method, "Start") ? start(c, req)
@@ -511,388 +500,23 @@ static enum MHD_Result process(struct call *c, const char *method)
 	return rc;
 }
 
-/* ---- filesystem.Filesystem ---------------------------------------------------------------- */
-
-/* The request's "path" (or another field) as an absolute path into abs:
- * 0, or -1 after answering 400. */
-static int path_of(struct call *c, const json_t *req, const char *field, char abs[PATH_MAX])
-{
-	const char *p = json_string_value(json_object_get(req, field));
-	if (!p || strlen(p) != json_string_length(json_object_get(req, field)) || envd_abs_path(p, abs, PATH_MAX) ||
-	    strlen(abs) > SBXU_PATH_MAX) {
-		fail(c, ENVD_INVALID_ARGUMENT, "%s: a path of at most %d bytes", field, SBXU_PATH_MAX);
-		return -1;
-	}
-	return 0;
-}
-
-/* "/files/OP?path=" with abs percent-encoded. */
-static void op_target(const char *op, const char *abs, char *out, size_t cap)
-{
-	size_t n = (size_t)snprintf(out, cap, "/files/%s?path=", op);
-	sbxc_query_encode(abs, out + n, cap - n);
-}
-
-/* The entry at abs: its status (200 with *entry an EntryInfo), or -1. */
-static int stat_of(struct call *c, const char *abs, json_t **entry, json_t **out)
-{
-	char target[SBXC_TARGET_MAX];
-	op_target("stat", abs, target, sizeof(target));
-	*entry = NULL;
-	int st = sbxu_call(&c->u, c->id, "GET", target, NULL, SBXU_CALL_MS, out);
-	if (st == 200 && !(*entry = envd_entry(*out, abs, true)))
-		st = 415;   /* neither file, directory nor symlink */
-	return st;
-}
-
-static enum MHD_Result answer_entry(struct call *c, const char *abs)
-{
-	json_t *entry, *out;
-	int st = stat_of(c, abs, &entry, &out);
-	enum MHD_Result rc = st == 200 ? unary(c, json_pack("{s:o}", "entry", entry))
-		: st == 404 ? fail(c, ENVD_NOT_FOUND, "path '%s' does not exist", abs)
-		: st == 415 ? fail(c, ENVD_INVALID_ARGUMENT, "path '%s' is neither a file, a directory nor a symlink", abs)
-			    : failed_call(c, st, out, abs);
-	json_decref(out);
-	return rc;
-}
-
-static int by_entry_name(const void *a, const void *b)
-{
-	const char *x = json_string_value(json_object_get(*(json_t *const *)a, "name"));
-	const char *y = json_string_value(json_object_get(*(json_t *const *)b, "name"));
-	return strcmp(x ? x : "", y ? y : "");
-}
-
-/* ListDir: depth levels under abs, breadth first, at most ENVD_LIST_MAX
- * entries (past them, resource_exhausted: E2B gives all or nothing). */
-static enum MHD_Result list_dir(struct call *c, const json_t *req, const char *abs)
-{
-	json_t *d = json_object_get(req, "depth");
-	json_int_t depth = d ? json_integer_value(d) : 1;
-	if ((d && !json_is_integer(d)) || depth < 0 || depth > ENVD_DEPTH_MAX)
-		return fail(c, ENVD_INVALID_ARGUMENT, "depth: 1 to %d", ENVD_DEPTH_MAX);
-	if (!depth)
-		depth = 1;   /* protobuf's default */
-	json_t *entries = json_array(), *dirs = json_pack("[s]", abs);
-	enum MHD_Result rc = MHD_YES;
-	bool answered = false;
-	for (json_int_t level = 0; level < depth && json_array_size(dirs) && !answered; level++) {
-		json_t *next = json_array(), *v;
-		size_t i;
-		json_array_foreach(dirs, i, v) {
-			char target[SBXC_TARGET_MAX];
-			const char *dir = json_string_value(v);
-			if (strlen(dir) > SBXU_PATH_MAX) {
-				rc = fail(c, ENVD_INVALID_ARGUMENT, "%.100s...: a path under it is over %d bytes", abs,
-					  SBXU_PATH_MAX);
-				answered = true;
-				break;
-			}
-			op_target("list", dir, target, sizeof(target));
-			json_t *out;
-			int st = sbxu_call(&c->u, c->id, "GET", target, NULL, SBXU_CALL_MS, &out);
-			if (st != 200 || json_is_true(json_object_get(out, "truncated"))) {
-				/* a directory of the levels below may have gone: only the top's errors count */
-				if (level == 0 || st == 200) {
-					rc = st == 200 ? fail(c, ENVD_RESOURCE_EXHAUSTED, "%s: more than %d entries", dir, ENVD_LIST_MAX)
-						: st == 404 ? fail(c, ENVD_NOT_FOUND, "path '%s' does not exist", dir)
-							    : failed_call(c, st, out, dir);
-					answered = true;
-				}
-				json_decref(out);
-				if (answered)
-					break;
-				continue;
-			}
-			json_t *listed = json_object_get(out, "entries");
-			size_t k, n = json_array_size(listed);
-			json_t **by_name = n ? calloc(n, sizeof(*by_name)) : NULL;
-			if (n && !by_name) {
-				json_decref(out);
-				rc = fail(c, ENVD_INTERNAL, "out of memory");
-				answered = true;
-				break;
-			}
-			for (k = 0; by_name && k < n; k++)
-				by_name[k] = json_array_get(listed, k);
-			/* in name order, as envd reads a directory (Go's os.ReadDir) */
-			if (by_name)
-				qsort(by_name, n, sizeof(*by_name), by_entry_name);
-			for (k = 0; by_name && k < n; k++) {
-				json_t *info = envd_entry(by_name[k], dir, false);
-				if (!info)
-					continue;
-				if (!strcmp(json_string_value(json_object_get(info, "type")), "FILE_TYPE_DIRECTORY"))
-					json_array_append(next, json_object_get(info, "path"));
-				json_array_append_new(entries, info);
-			}
-			free(by_name);
-			json_decref(out);
-			if (json_array_size(entries) > ENVD_LIST_MAX) {
-				rc = fail(c, ENVD_RESOURCE_EXHAUSTED, "%s: more than %d entries", abs, ENVD_LIST_MAX);
-				answered = true;
-				break;
-			}
-		}
-		json_decref(dirs);
-		dirs = next;
-	}
-	json_decref(dirs);
-	if (answered) {
-		json_decref(entries);
-		return rc;
-	}
-	return unary(c, json_pack("{s:o}", "entries", entries));
-}
-
-/* A change (mkdir, remove, rename) by the supervisor: its status, with
- * what it said in *out. */
-static int change(struct call *c, const char *op, json_t *body, json_t **out)
-{
-	char target[32];
-	snprintf(target, sizeof(target), "/files/%s", op);
-	int st = sbxu_call(&c->u, c->id, "POST", target, body, SBXU_CALL_MS, out);
-	json_decref(body);
-	return st;
-}
-
-static enum MHD_Result make_dir(struct call *c, const char *abs)
-{
-	json_t *entry, *out;
-	/* the agent's mkdir is mkdir -p, which E2B's is too, but E2B says
-	 * already_exists of one that was there (the SDK's false) */
-	int st = stat_of(c, abs, &entry, &out);
-	json_decref(out);
-	json_decref(entry);
-	if (st == 200)
-		return fail(c, ENVD_ALREADY_EXISTS, "path '%s' already exists", abs);
-	if ((st = change(c, "mkdir", json_pack("{s:s}", "path", abs), &out)) != 200) {
-		enum MHD_Result rc = failed_call(c, st, out, abs);
-		json_decref(out);
-		return rc;
-	}
-	json_decref(out);
-	return answer_entry(c, abs);
-}
-
-static enum MHD_Result filesystem(struct call *c, const char *method)
-{
-	c->stream = !strcmp(method, "WatchDir");
-	if (c->stream || !strcmp(method, "CreateWatcher") || !strcmp(method, "GetWatcherEvents") ||
-	    !strcmp(method, "RemoveWatcher"))
-		return fail(c, ENVD_UNIMPLEMENTED, "filesystem.Filesystem/%s: vmrun does not watch a sandbox's files "
-						   "(docs/e2b.md)", method);
-	bool known = !strcmp(method, "Stat") || !strcmp(method, "ListDir") || !strcmp(method, "MakeDir") ||
-		     !strcmp(method, "Move") || !strcmp(method, "Remove");
-	if (!known) {
-		char m[80];
-		return fail(c, ENVD_UNIMPLEMENTED, "filesystem.Filesystem/%s: no such method",
-			    errmsg_printable(m, sizeof(m), method));
-	}
-	if (begin(c) != 1)
-		return MHD_YES;
-	json_t *req = message(c);
-	if (!req)
-		return MHD_YES;
-	char abs[PATH_MAX], to[PATH_MAX];
-	enum MHD_Result rc = MHD_YES;
-	json_t *out = NULL;
-	int st;
-	if (!strcmp(method, "Move")) {
-		if (path_of(c, req, "source", abs) || path_of(c, req, "destination", to))
-			goto out;
-		st = change(c, "rename", json_pack("{s:s, s:s}", "from", abs, "to", to), &out);
-		rc = st == 200 ? answer_entry(c, to) : st == 404 ? fail(c, ENVD_NOT_FOUND, "path '%s' does not exist", abs)
-								   : failed_call(c, st, out, abs);
-		goto out;
-	}
-	if (path_of(c, req, "path", abs))
-		goto out;
-	if (!strcmp(method, "Stat")) {
-		rc = answer_entry(c, abs);
-	} else if (!strcmp(method, "ListDir")) {
-		rc = list_dir(c, req, abs);
-	} else if (!strcmp(method, "MakeDir")) {
-		rc = make_dir(c, abs);
-	} else {
-		st = change(c, "remove", json_pack("{s:s}", "path", abs), &out);
-		rc = st == 200 ? unary(c, json_object()) : st == 404 ? fail(c, ENVD_NOT_FOUND, "path '%s' does not exist", abs)
-								     : failed_call(c, st, out, abs);
-	}
-out:
-	json_decref(out);
-	json_decref(req);
-	return rc;
-}
-
-/* ---- /files and /health -------------------------------------------------------------------- */
-
-/* A multipart upload's parts, as libmicrohttpd's post processor hands
- * them over: each "file" field's name (E2B's SDK puts the file's path
- * there) and bytes. */
-struct upload {
-	struct part {
-		char *name;
-		char *data;
-		size_t len, cap;
-	} part[ENVD_UPLOAD_PARTS];
-	unsigned n;
-	bool over;                    /* more parts than fit, or out of memory */
-};
-
-static enum MHD_Result on_part(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
-			       const char *type, const char *encoding, const char *data, uint64_t off, size_t size)
-{
-	(void)kind;
-	(void)type;
-	(void)encoding;
-	struct upload *u = cls;
-	if (strcmp(key, "file") || u->over)
-		return MHD_YES;
-	struct part *p = u->n ? &u->part[u->n - 1] : NULL;
-	if (!p || off == 0) {
-		if (u->n == ENVD_UPLOAD_PARTS) {
-			u->over = true;
-			return MHD_YES;
-		}
-		p = &u->part[u->n++];
-		if (!(p->name = strdup(filename ? filename : ""))) {
-			u->over = true;
-			return MHD_YES;
-		}
-	}
-	if (p->len + size + 1 > p->cap) {
-		size_t cap = (p->len + size + 1) * 2;
-		char *more = realloc(p->data, cap);
-		if (!more) {
-			u->over = true;
-			return MHD_YES;
-		}
-		p->data = more;
-		p->cap = cap;
-	}
-	memcpy(p->data + p->len, data, size);
-	p->len += size;
-	return MHD_YES;
-}
-
-static void upload_free(struct upload *u)
-{
-	for (unsigned i = 0; i < u->n; i++) {
-		free(u->part[i].name);
-		free(u->part[i].data);
-	}
-}
-
-/* Put n bytes at path (from the client: made absolute here), adding its
- * WriteInfo to a: 0, or -1 after answering. */
-static int put(struct call *c, const char *path, const char *data, size_t n, json_t *a)
-{
-	char abs[PATH_MAX];
-	if (!*path || envd_abs_path(path, abs, sizeof(abs))) {
-		http_error(c->r, 400, 0, "a file's path is missing or too long");
-		return -1;
-	}
-	int rc = sbxu_put_file(&c->u, c->id, abs, data, n);
-	if (rc == 404) {
-		/* envd makes the directories a file is written into, as the SDK expects */
-		char dir[PATH_MAX];
-		snprintf(dir, sizeof(dir), "%s", abs);
-		*strrchr(dir, '/') = '\0';
-		json_t *out = NULL;
-		if (*dir && change(c, "mkdir", json_pack("{s:s}", "path", dir), &out) == 200)
-			rc = sbxu_put_file(&c->u, c->id, abs, data, n);
-		json_decref(out);
-	}
-	if (rc) {
-		http_error(c->r, rc >= 400 && rc <= 599 ? (unsigned)rc : 502, 0, "%s", c->u.err);
-		return -1;
-	}
-	const char *slash = strrchr(abs, '/');
-	json_array_append_new(a, json_pack("{s:s, s:s, s:s}", "name", slash ? slash + 1 : abs, "type", "file", "path", abs));
-	return 0;
-}
-
-/* POST /files: one file (application/octet-stream, at ?path=) or several
- * (multipart/form-data, each at its part's file name, or at ?path= when
- * there is one part), each put whole (the body is held as vmrund holds
- * every body, up to max_body). */
-static enum MHD_Result upload(struct call *c)
-{
-	struct http_req *r = c->r;
-	const char *type = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-	const char *path = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "path");
-	const char *enc = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
-	if (enc && strcasecmp(enc, "identity"))
-		return http_error(r, 415, 0, "Content-Encoding %.40s: vmrun's envd takes uploads uncompressed (gzip: false)", enc);
-	json_t *a = json_array();
-	if (type && !strncasecmp(type, "multipart/form-data", 19)) {
-		struct upload *u = calloc(1, sizeof(*u));
-		struct MHD_PostProcessor *pp = u ? MHD_create_post_processor(r->conn, 65536, on_part, u) : NULL;
-		bool parsed = pp && MHD_post_process(pp, r->body, r->body_len) == MHD_YES;
-		if (pp)
-			MHD_destroy_post_processor(pp);
-		enum MHD_Result rc = MHD_YES;
-		if (!u || !parsed || u->over || !u->n) {
-			rc = http_error(r, 400, 0, "the upload: %s", !u ? "out of memory"
-				: !parsed ? "not a multipart/form-data body" : u->over ? "more than 64 files, or out of memory"
-									  : "no \"file\" part");
-			json_decref(a);
-			a = NULL;
-		}
-		for (unsigned i = 0; a && i < u->n; i++) {
-			const char *name = u->n == 1 && path && *path ? path : u->part[i].name;
-			if (put(c, name, u->part[i].data ? u->part[i].data : "", u->part[i].len, a)) {
-				json_decref(a);
-				a = NULL;
-			}
-		}
-		if (u)
-			upload_free(u);
-		free(u);
-		return a ? http_json(r, 200, a) : rc;
-	}
-	if (!path || put(c, path, r->body, r->body_len, a)) {
-		json_decref(a);
-		return path ? MHD_YES : http_error(r, 400, 0, "path: the file's path is required (?path=)");
-	}
-	return http_json(r, 200, a);
-}
-
-static enum MHD_Result files(struct call *c)
-{
-	bool get = !strcmp(c->r->method, "GET"), post = !strcmp(c->r->method, "POST");
-	if (!get && !post)
-		return http_error(c->r, 405, 0, "GET or POST here");
-	if (begin(c) != 1)
-		return MHD_YES;
-	if (post)
-		return upload(c);
-	/* the supervisor reads ?path= as envd does, relative to the home */
-	const char *path = MHD_lookup_connection_value(c->r->conn, MHD_GET_ARGUMENT_KIND, "path");
-	if (!path || !*path)
-		return http_error(c->r, 400, 0, "path: the file's path is required (?path=)");
-	return api_sandbox_pass(c->r, c->id, "/files");
-}
-
 enum MHD_Result api_envd(struct http_req *r, const char *p, const char *host_id)
 {
 	struct call c = { .r = r, .host_id = host_id };
 	if (!strncmp(p, "/process.Process/", 17) || !strncmp(p, "/filesystem.Filesystem/", 23)) {
 		bool proc = p[1] == 'p';
 		if (strcmp(r->method, "POST"))
-			return fail(&c, ENVD_UNIMPLEMENTED, "Connect's calls are POSTs");
-		return proc ? process(&c, p + 17) : filesystem(&c, p + 23);
+			return call_fail(&c, ENVD_UNIMPLEMENTED, "Connect's calls are POSTs");
+		return proc ? process(&c, p + 17) : envd_filesystem(&c, p + 23);
 	}
 	c.plain = true;
 	if (!strcmp(p, "/files"))
-		return files(&c);
+		return envd_files(&c);
 	/* /health: the SDK's probe after a dropped connection, which reads
 	 * 502 as the sandbox's end */
 	if (strcmp(r->method, "GET"))
 		return http_error(r, 405, 0, "only GET here");
-	if (begin(&c) != 1)
+	if (call_begin(&c) != 1)
 		return MHD_YES;
 	return http_bytes(r, 204, "application/json", "", 0);
 }

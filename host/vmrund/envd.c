@@ -445,6 +445,73 @@ json_t *envd_entry(const json_t *native, const char *dir, bool whole)
 	return e;
 }
 
+static int by_string(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Whether field is the same in a and b (absent in both too: jansson's
+ * json_equal says no of two NULLs). */
+static bool same(const json_t *a, const json_t *b, const char *field)
+{
+	const json_t *x = json_object_get(a, field), *y = json_object_get(b, field);
+	return (!x && !y) || json_equal(x, y);
+}
+
+/* One event of path (under root) of type, with its entry from e when asked. */
+static void watch_event(json_t *a, const char *root, const char *path, const char *type, const json_t *e,
+			bool entries)
+{
+	size_t rl = strlen(root);
+	const char *name = !strncmp(path, root, rl) && path[rl] == '/' ? path + rl + 1
+			   : !strcmp(root, "/") && path[0] == '/' ? path + 1 : path;
+	json_t *ev = json_pack("{s:s, s:s}", "name", name, "type", type);
+	json_t *info = entries && e ? envd_entry(e, path, true) : NULL;
+	if (ev && info)
+		json_object_set_new(ev, "entry", info);
+	else
+		json_decref(info);
+	if (ev)
+		json_array_append_new(a, ev);
+}
+
+json_t *envd_watch_events(const json_t *before, const json_t *after, const char *root, bool entries)
+{
+	size_t n = json_object_size(before) + json_object_size(after), k = 0;
+	const char **paths = n ? calloc(n, sizeof(*paths)) : NULL;
+	json_t *a = json_array(), *e;
+	const char *path;
+	if (!a || (n && !paths)) {
+		free(paths);
+		json_decref(a);
+		return NULL;
+	}
+	json_object_foreach((json_t *)before, path, e)
+		paths[k++] = path;
+	json_object_foreach((json_t *)after, path, e)
+		if (!json_object_get(before, path))
+			paths[k++] = path;
+	if (k)
+		qsort(paths, k, sizeof(*paths), by_string);
+	for (size_t i = 0; i < k; i++) {
+		const json_t *was = json_object_get(before, paths[i]), *is = json_object_get(after, paths[i]);
+		if (!was) {
+			watch_event(a, root, paths[i], "EVENT_TYPE_CREATE", is, entries);
+			continue;
+		}
+		if (!is) {
+			watch_event(a, root, paths[i], "EVENT_TYPE_REMOVE", NULL, false);
+			continue;
+		}
+		if (!same(was, is, "size") || !same(was, is, "mtime"))
+			watch_event(a, root, paths[i], "EVENT_TYPE_WRITE", is, entries);
+		if (!same(was, is, "mode"))
+			watch_event(a, root, paths[i], "EVENT_TYPE_CHMOD", is, entries);
+	}
+	free(paths);
+	return a;
+}
+
 /* ---- the access token ------------------------------------------------------------------- */
 
 /* What is signed: a purpose, so a token is never some other HMAC of

@@ -140,6 +140,15 @@ int envd_abs_path(const char *path, char *out, size_t len);
  * is neither file, directory nor symlink. */
 json_t *envd_entry(const json_t *native, const char *dir, bool whole);
 
+/* WatchDir's events between two listings of the directory root (objects
+ * of absolute path -> native entry), in path order: a path only in after
+ * is created, only in before removed, in both with another size or mtime
+ * written, with another mode chmod'ed (both when both changed). Each a
+ * FilesystemEvent {name (relative to root), type (EVENT_TYPE_*), entry
+ * (an EntryInfo, when entries and the path is there)}. A new array (NULL:
+ * out of memory). */
+json_t *envd_watch_events(const json_t *before, const json_t *after, const char *root, bool entries);
+
 /* The token of sandbox id under the key whose digest is given. */
 void envd_token(const unsigned char digest[TENANT_DIGEST_LEN], const char *id, char out[ENVD_TOKEN_LEN + 1]);
 

@@ -254,6 +254,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_requests(whole, &buf, &len, &cap);
 		check_entry(whole, ENVD_HOME, &buf, &len, &cap);
 		check_entry(whole, "/", &buf, &len, &cap);
+		/* the input as a listing, against none and against itself */
+		json_t *none = json_object(), *ev = json_is_object(whole) ? envd_watch_events(none, whole, "/", true) : NULL;
+		if (ev && json_array_size(ev) > json_object_size(whole))
+			abort();
+		json_decref(ev);
+		if (json_is_object(whole) && (ev = envd_watch_events(whole, whole, "/w", true)) && json_array_size(ev))
+			abort();
+		json_decref(ev);
+		json_decref(none);
 		json_decref(whole);
 	}
 	const char *names[] = { "stdout", "stderr", "exit", "x" };

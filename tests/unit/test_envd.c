@@ -731,6 +731,46 @@ static void tokens(void **state)
 	tenants_free(&ts);
 }
 
+/* WatchDir's events from two listings: created, written (size or
+ * mtime), chmod'ed, removed, in path order, named under the root. */
+static void watch_events(void **state)
+{
+	(void)state;
+	json_t *before = json_loads("{\"/w/a\":{\"name\":\"a\",\"type\":\"file\",\"size\":1,\"mode\":\"0644\",\"mtime\":\"t1\"},"
+				    "\"/w/b\":{\"name\":\"b\",\"type\":\"file\",\"size\":2,\"mode\":\"0644\",\"mtime\":\"t1\"},"
+				    "\"/w/c\":{\"name\":\"c\",\"type\":\"file\",\"size\":3,\"mode\":\"0644\",\"mtime\":\"t1\"},"
+				    "\"/w/d\":{\"name\":\"d\",\"type\":\"dir\",\"size\":4096,\"mode\":\"0755\",\"mtime\":\"t1\"}}",
+				    0, NULL);
+	json_t *after = json_loads("{\"/w/a\":{\"name\":\"a\",\"type\":\"file\",\"size\":1,\"mode\":\"0644\",\"mtime\":\"t2\"},"
+				   "\"/w/c\":{\"name\":\"c\",\"type\":\"file\",\"size\":3,\"mode\":\"0600\",\"mtime\":\"t1\"},"
+				   "\"/w/d\":{\"name\":\"d\",\"type\":\"dir\",\"size\":4096,\"mode\":\"0755\",\"mtime\":\"t1\"},"
+				   "\"/w/d/e\":{\"name\":\"e\",\"type\":\"file\",\"size\":5,\"mode\":\"0644\",\"mtime\":\"t2\"}}",
+				   0, NULL);
+	assert_non_null(before);
+	assert_non_null(after);
+	json_t *ev = envd_watch_events(before, after, "/w", false);
+	assert_json(ev, "[{\"name\":\"a\",\"type\":\"EVENT_TYPE_WRITE\"},{\"name\":\"b\",\"type\":\"EVENT_TYPE_REMOVE\"},"
+			"{\"name\":\"c\",\"type\":\"EVENT_TYPE_CHMOD\"},{\"name\":\"d/e\",\"type\":\"EVENT_TYPE_CREATE\"}]");
+	json_decref(ev);
+	/* with entries: the path's EntryInfo, none for a removal */
+	ev = envd_watch_events(before, after, "/w", true);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(ev, 3), "entry"), "path")),
+			    "/w/d/e");
+	assert_null(json_object_get(json_array_get(ev, 1), "entry"));
+	json_decref(ev);
+	/* nothing changed, nothing said; an empty directory filled from "/" */
+	ev = envd_watch_events(after, after, "/w", false);
+	assert_int_equal(json_array_size(ev), 0);
+	json_decref(ev);
+	json_t *none = json_object();
+	ev = envd_watch_events(none, before, "/", false);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(ev, 0), "name")), "w/a");
+	json_decref(ev);
+	json_decref(none);
+	json_decref(before);
+	json_decref(after);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -739,6 +779,7 @@ int main(void)
 		cmocka_unit_test(pids),		cmocka_unit_test(signals),	cmocka_unit_test(inputs),
 		cmocka_unit_test(events),	cmocka_unit_test(process_info), cmocka_unit_test(process_info_without_env),
 		cmocka_unit_test(abs_paths),	cmocka_unit_test(entries),	cmocka_unit_test(tokens),
+		cmocka_unit_test(watch_events),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -77,9 +77,12 @@ u() { code=$(curl -s -m 20 -o "$tmp/out" -w '%{http_code}' -H "E2b-Sandbox-Id: $
 	-H 'Content-Type: application/json' "$@" 2>"$tmp/err"); }
 u -d '{"path":"nowhere"}' "$BASE/filesystem.Filesystem/Stat"
 expect "a unary call's error: Connect's status and body (404, not_found)" 404 "j['code']=='not_found'"
-frames filesystem.Filesystem/WatchDir '{"path":"."}'
-fj "st==200 and F[0]['msg']['error']['code']=='unimplemented' and 'watch' in F[0]['msg']['error']['message']" \
-	"WatchDir (a stream): unimplemented, and why, in its end frame"
+frames filesystem.Filesystem/WatchDir '{"path":"nowhere"}'
+fj "st==200 and len(F)==1 and F[0]['flags']==2 and F[0]['msg']['error']['code']=='not_found'" \
+	"WatchDir of no directory: not_found in its end frame, before any start"
+u -d '{"path":"."}' "$BASE/filesystem.Filesystem/CreateWatcher"
+expect "CreateWatcher (envd's polling watchers, which the SDK does not call): unimplemented, and why" 501 \
+	"j['code']=='unimplemented' and 'WatchDir' in j['message']"
 u -d '{}' -H 'Authorization: Basic cm9vdDo=' "$BASE/process.Process/List"
 expect "user root (the SDK's Basic header): permission_denied, never run as another" 403 \
 	"j['code']=='permission_denied' and 'root' in j['message']"

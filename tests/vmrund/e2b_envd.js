@@ -106,6 +106,26 @@ async function main(made) {
   check('files.remove, then exists: false', (await sbx.files.exists('dir/c.txt')) === false)
   e = await thrown(() => sbx.files.read('no-such-file.txt'))
   check('files.read of no file: FileNotFoundError', e instanceof FileNotFoundError, e)
+
+  // watchDir: what files.write, files.remove (and, on a VM, a command) do to it
+  await sbx.files.makeDir('watched')
+  const seen = []
+  // (includeEntry needs envd 0.6.3, past the version vmrund reports: the SDK refuses it itself)
+  const wh = await sbx.files.watchDir('watched', (ev) => seen.push(ev), { timeoutMs: 120000 })
+  const saw = (name, type) => () => seen.some((x) => x.name === name && x.type === type)
+  await sbx.files.write('watched/one.txt', '1')
+  check('watchDir: a file written is created', await until('create', saw('one.txt', 'create')), JSON.stringify(seen))
+  await sbx.files.write('watched/one.txt', 'twenty-two')
+  check('...written again: write', await until('write', saw('one.txt', 'write')), JSON.stringify(seen))
+  if (VM) {
+    await sbx.commands.run('echo by a command > watched/two.txt')
+    check('...a command\'s file: created', await until('two', saw('two.txt', 'create')), JSON.stringify(seen))
+  }
+  await sbx.files.remove('watched/one.txt')
+  check('...removed: remove', await until('remove', saw('one.txt', 'remove')), JSON.stringify(seen))
+  await wh.stop()
+  e = await thrown(() => sbx.files.watchDir('not-there', () => {}))
+  check('watchDir of no directory: FileNotFoundError', e instanceof FileNotFoundError, e)
   if (VM) {
     r = await sbx.commands.run('cat hello.txt dir/b.txt && echo made >made.txt')
     check('a command reads what files.write wrote', r.stdout === 'hi there\nbb', JSON.stringify(r))
