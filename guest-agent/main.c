@@ -71,6 +71,13 @@ static const char *mount_base(char *why, size_t len)
 			snprintf(why, len, "mount %s: %s", m[i].dst, strerror(errno));
 			return why;
 		}
+	/* terminals for the commands that ask for one (a sandbox's pty):
+	 * /dev/ptmx opens the instance mounted at /dev/pts */
+	if ((mkdir("/dev/pts", 0755) < 0 && errno != EEXIST) ||
+	    (mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "ptmxmode=0666,mode=0620") < 0 && errno != EBUSY)) {
+		snprintf(why, len, "mount /dev/pts: %s", strerror(errno));
+		return why;
+	}
 	return NULL;
 }
 

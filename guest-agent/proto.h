@@ -135,8 +135,9 @@ enum proto_type {
 	PROTO_PAUSE = 17,
 	PROTO_PAUSED = 18,
 	PROTO_RESUME = 19,
+	PROTO_CMD_RESIZE = 20,
 };
-#define PROTO_TYPE_LAST PROTO_RESUME
+#define PROTO_TYPE_LAST PROTO_CMD_RESIZE
 
 enum proto_tag {
 	PROTO_T_ARG = 1,
@@ -160,6 +161,7 @@ enum proto_tag {
 	PROTO_T_PATH = 18,
 	PROTO_T_PATH2 = 19,
 	PROTO_T_MODE = 20,
+	PROTO_T_PTY = 21,         /* CMD_START: a terminal (u16 cols, u16 rows) */
 };
 
 /* What a stage is for: a COMPILE stage that does not exit 0 ends the

@@ -12,6 +12,7 @@ _Static_assert(PROTO_EXIT_TIMED_OUT > PROTO_EXIT_FLAGS, "TIMED_OUT is a flag of 
 static uint16_t get16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 
 bool proto_sb_type(uint16_t type)
 {
@@ -103,6 +104,14 @@ size_t proto_encode_cmd(const struct proto_cmd *c, uint8_t *buf, size_t cap)
 		at = c->cwd[0] ? put_str(buf, cap, at, PROTO_T_CWD, c->cwd) : 0;
 	if (c->timeout_ms)
 		at = put_field(buf, cap, at, PROTO_T_TIMEOUT_MS, &c->timeout_ms, 8);
+	if (c->pty_cols || c->pty_rows) {
+		if (!c->pty_cols || !c->pty_rows || c->pty_cols > PROTO_PTY_MAX || c->pty_rows > PROTO_PTY_MAX)
+			return 0;
+		uint8_t size[4];
+		put16(size, c->pty_cols);
+		put16(size + 2, c->pty_rows);
+		at = put_field(buf, cap, at, PROTO_T_PTY, size, 4);
+	}
 	return at;
 }
 
@@ -111,6 +120,7 @@ int proto_decode_cmd(const uint8_t *p, uint32_t len, struct proto_cmd *c, char *
 	c->argc = c->envc = 0;
 	c->cwd = NULL;
 	c->timeout_ms = 0;
+	c->pty_cols = c->pty_rows = 0;
 	if (len < PROTO_SB_ID_LEN || len > PROTO_MAX_PAYLOAD)
 		return proto_errf(err, errlen, "CMD_START of %u bytes", len);
 	c->id = get32(p);
@@ -128,6 +138,16 @@ int proto_decode_cmd(const uint8_t *p, uint32_t len, struct proto_cmd *c, char *
 			memcpy(&c->timeout_ms, v, 8);
 			if (!c->timeout_ms)
 				return proto_errf(err, errlen, "TIMEOUT_MS of 0 (no timeout is no field)");
+			continue;
+		}
+		if (tag == PROTO_T_PTY) {
+			if (n != 4 || c->pty_cols)
+				return proto_errf(err, errlen, "PTY field: bad length or repeated");
+			c->pty_cols = get16(v);
+			c->pty_rows = get16(v + 2);
+			if (!c->pty_cols || !c->pty_rows || c->pty_cols > PROTO_PTY_MAX || c->pty_rows > PROTO_PTY_MAX)
+				return proto_errf(err, errlen, "PTY of %ux%u: each 1..%u", c->pty_cols, c->pty_rows,
+						  PROTO_PTY_MAX);
 			continue;
 		}
 		if (tag != PROTO_T_ARG && tag != PROTO_T_ENV && tag != PROTO_T_CWD)
@@ -162,6 +182,26 @@ int proto_decode_cmd(const uint8_t *p, uint32_t len, struct proto_cmd *c, char *
 }
 
 /* ---- signals, output, exits ------------------------------------------------------ */
+
+void proto_encode_resize(uint8_t *buf, uint32_t id, uint16_t cols, uint16_t rows)
+{
+	put32(buf, id);
+	put16(buf + 4, cols);
+	put16(buf + 6, rows);
+}
+
+int proto_decode_resize(const uint8_t *p, uint32_t len, uint32_t *id, uint16_t *cols, uint16_t *rows, char *err,
+			size_t errlen)
+{
+	if (len != 8)
+		return proto_errf(err, errlen, "CMD_RESIZE of %u bytes", len);
+	*id = get32(p);
+	*cols = get16(p + 4);
+	*rows = get16(p + 6);
+	if (!*cols || !*rows || *cols > PROTO_PTY_MAX || *rows > PROTO_PTY_MAX)
+		return proto_errf(err, errlen, "CMD_RESIZE to %ux%u: each 1..%u", *cols, *rows, PROTO_PTY_MAX);
+	return 0;
+}
 
 void proto_encode_signal(uint8_t *buf, uint32_t id, uint32_t sig)
 {

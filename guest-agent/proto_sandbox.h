@@ -12,7 +12,14 @@
  *
  *   agent -> host  READY       (empty) sandbox mode is up
  *   host -> agent  CMD_START   id, then fields: ARG (>= 1), ENV, CWD,
- *                              TIMEOUT_MS (u64, not 0)
+ *                              TIMEOUT_MS (u64, not 0), PTY (u16 cols,
+ *                              u16 rows, each 1..PROTO_PTY_MAX: the
+ *                              command runs on a terminal of that size,
+ *                              its controlling tty; all it writes is
+ *                              its STDOUT, its STDIN goes to the
+ *                              terminal)
+ *   host -> agent  CMD_RESIZE  id, u16 cols, u16 rows: a terminal's new
+ *                              size (a command without one ignores it)
  *   host -> agent  CMD_STDIN   id, data; empty data closes its stdin
  *   host -> agent  CMD_SIGNAL  id, u32 signal (1..PROTO_MAX_SIGNAL), to
  *                              the command's process group; SIGKILL kills
@@ -118,6 +125,7 @@ struct proto_cmd {
 	char *env[PROTO_SB_MAX_ENV + 1];     /* NULL-terminated: grants over the sandbox's */
 	char *cwd;                            /* NULL: the workspace */
 	uint64_t timeout_ms;                  /* 0: none */
+	uint16_t pty_cols, pty_rows;          /* a terminal's size; 0: none, pipes */
 	char storage[PROTO_MAX_PAYLOAD + PROTO_SB_MAX_ARGS + PROTO_SB_MAX_ENV + 1];
 };
 
@@ -158,6 +166,13 @@ size_t proto_encode_cmd(const struct proto_cmd *c, uint8_t *buf, size_t cap);
  * CWD and TIMEOUT_MS at most once, no NUL in any string. Returns 0, or -1
  * with a reason in err. */
 int proto_decode_cmd(const uint8_t *p, uint32_t len, struct proto_cmd *c, char *err, size_t errlen);
+
+/* CMD_RESIZE's payload (8 bytes) and its check (cols and rows each
+ * 1..PROTO_PTY_MAX). */
+#define PROTO_PTY_MAX 4096u
+void proto_encode_resize(uint8_t *buf, uint32_t id, uint16_t cols, uint16_t rows);
+int proto_decode_resize(const uint8_t *p, uint32_t len, uint32_t *id, uint16_t *cols, uint16_t *rows, char *err,
+			size_t errlen);
 
 /* CMD_SIGNAL's payload (8 bytes) and its check. */
 void proto_encode_signal(uint8_t *buf, uint32_t id, uint32_t sig);

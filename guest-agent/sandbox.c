@@ -55,6 +55,7 @@ struct cmd {
 	int64_t deadline_ms;         /* 0: none */
 	int64_t drain_until_ms;      /* after the exit: how long the pipes are read */
 	bool timed_out;
+	bool tty;                    /* on a terminal: out is its master, in a second descriptor of it */
 };
 
 struct sandbox {
@@ -202,14 +203,18 @@ static int spawn(struct sandbox *sb, struct cmd *c, const struct proto_cmd *pc, 
 		.group = c->has_group ? &c->group : NULL,
 	};
 	struct stage_proc p;
-	int rc = stage_spawn(&x, true, &p, failed);
+	/* on a terminal, everything it writes is its stdout: a terminal has one stream */
+	int rc = pc->pty_cols ? stage_spawn_pty(&x, pc->pty_cols, pc->pty_rows, &p, failed)
+			      : stage_spawn(&x, true, &p, failed);
 	if (rc)
 		return rc;
 	c->pid = p.pid;
 	c->pidfd = p.pidfd;
 	c->in = p.in;
+	c->tty = pc->pty_cols != 0;
 	fcntl(p.out, F_SETFL, O_NONBLOCK);
-	fcntl(p.err, F_SETFL, O_NONBLOCK);
+	if (p.err >= 0)
+		fcntl(p.err, F_SETFL, O_NONBLOCK);
 	c->out = (struct pipe_out){ .fd = p.out, .type = PROTO_STDOUT };
 	c->err = (struct pipe_out){ .fd = p.err, .type = PROTO_STDERR };
 	return 0;
@@ -365,6 +370,22 @@ static int cmd_signal(struct sandbox *sb, const uint8_t *p, uint32_t len)
  * saves, copies or diffs is whole and still. Where it cannot be frozen
  * (it is frozen already: a command of root's froze it) it is at least
  * synced. */
+/* CMD_RESIZE: a terminal's new size (SIGWINCH to its foreground group,
+ * by the kernel); a command without a terminal, or one that ended, has
+ * nothing to resize. */
+static int cmd_resize(struct sandbox *sb, const uint8_t *p, uint32_t len)
+{
+	uint32_t id;
+	uint16_t cols, rows;
+	if (proto_decode_resize(p, len, &id, &cols, &rows, sb->err, sb->errlen))
+		return proto_errf(sb->err, sb->errlen, "malformed CMD_RESIZE: %s", sb->err);
+	struct cmd *c = cmd_of(sb, id);
+	struct winsize ws = { .ws_col = cols, .ws_row = rows };
+	if (c && c->tty && c->out.fd >= 0)
+		ioctl(c->out.fd, TIOCSWINSZ, &ws);
+	return 0;
+}
+
 static void freeze_workspace(struct sandbox *sb)
 {
 	if (!sb->cfg->freeze_dir || sb->frozen >= 0)
@@ -427,6 +448,8 @@ static int host_frame(struct sandbox *sb, uint16_t type, const uint8_t *p, uint3
 		return cmd_stdin(sb, p, len);
 	case PROTO_CMD_SIGNAL:
 		return cmd_signal(sb, p, len);
+	case PROTO_CMD_RESIZE:
+		return cmd_resize(sb, p, len);
 	case PROTO_FILE_OP: {
 		struct proto_file_req r;
 		if (proto_decode_file_req(p, len, &r, sb->err, sb->errlen))

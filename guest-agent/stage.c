@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -63,6 +64,9 @@ void stage_exec_child(const struct stage_exec *k)
 	if (!e && ((in = fcntl(k->in, F_DUPFD_CLOEXEC, 3)) < 0 || (out = fcntl(k->out, F_DUPFD_CLOEXEC, 3)) < 0 ||
 		   (err = fcntl(k->err, F_DUPFD_CLOEXEC, 3)) < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
 		   dup2(err, 2) < 0))
+		e = errno;
+	/* a session leader (setsid above) takes its terminal as its controlling tty */
+	if (!e && k->tty && ioctl(0, TIOCSCTTY, 0) < 0)
 		e = errno;
 	if (!e) {
 		/* Only 0, 1, 2 and the CLOEXEC error pipe cross exec. */
@@ -128,6 +132,52 @@ out:;
 		close_fd(&perr[i]);
 		close_fd(&pex[i]);
 	}
+	errno = e;
+	return rc;
+}
+
+int stage_spawn_pty(struct stage_exec *x, uint16_t cols, uint16_t rows, struct stage_proc *p, int failed[2])
+{
+	int master = -1, slave = -1, in = -1, pex[2] = { -1, -1 }, rc = -1;
+	struct winsize ws = { .ws_col = cols, .ws_row = rows };
+	char name[64];
+	if ((master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 || grantpt(master) < 0 || unlockpt(master) < 0 ||
+	    ptsname_r(master, name, sizeof(name)) || ioctl(master, TIOCSWINSZ, &ws) < 0 ||
+	    (slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 ||
+	    /* the command's own, as a login's terminal is: what opens it again by name (tty, ssh) may */
+	    (x->uid != (uid_t)-1 && fchown(slave, x->uid, (gid_t)-1) < 0) ||
+	    (in = fcntl(master, F_DUPFD_CLOEXEC, 3)) < 0 || pipe2(pex, O_CLOEXEC))
+		goto out;
+	p->pid = fork();
+	if (p->pid < 0)
+		goto out;
+	if (p->pid == 0) {
+		x->in = x->out = x->err = slave;
+		x->tty = true;
+		x->errfd = pex[1];
+		stage_exec_child(x);
+	}
+	close_fd(&pex[1]);   /* so the read below sees EOF once exec succeeded */
+	if (read(pex[0], failed, 2 * sizeof(int)) == (ssize_t)(2 * sizeof(int))) {
+		waitpid(p->pid, NULL, 0);
+		rc = 1;
+		goto out;
+	}
+	p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	fcntl(master, F_SETFL, O_NONBLOCK);
+	fcntl(in, F_SETFL, O_NONBLOCK);
+	p->out = master;
+	p->in = in;
+	p->err = -1;
+	master = in = -1;
+	rc = 0;
+out:;
+	int e = errno;
+	close_fd(&master);
+	close_fd(&slave);
+	close_fd(&in);
+	close_fd(&pex[0]);
+	close_fd(&pex[1]);
 	errno = e;
 	return rc;
 }

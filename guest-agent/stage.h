@@ -45,6 +45,7 @@ struct stage_exec {
 	uint64_t cpu_ms;              /* RLIMIT_CPU, rounded up to seconds; 0: none */
 	const struct cgroup *group;   /* joined first; NULL: none */
 	int in, out, err;             /* become 0, 1, 2 */
+	bool tty;                     /* they are a terminal's, which becomes its controlling tty */
 	int errfd;                    /* CLOEXEC: {step, errno} when it fails */
 };
 
@@ -70,6 +71,12 @@ struct stage_proc {
  * command (failed[] = {step, errno}; it was reaped, nothing runs), or -1
  * with errno set. */
 int stage_spawn(struct stage_exec *x, bool with_stdin, struct stage_proc *p, int failed[2]);
+
+/* stage_spawn on a terminal of cols x rows (a pseudo-terminal's slave as
+ * its 0, 1 and 2, its controlling tty): p->out is the master, read for
+ * all it writes, p->in a second descriptor of the master, written for
+ * its input (non-blocking, both), p->err -1. The same returns. */
+int stage_spawn_pty(struct stage_exec *x, uint16_t cols, uint16_t rows, struct stage_proc *p, int failed[2]);
 
 /* The EXIT kind of a child that could not become the command, from the
  * {step, errno} it reported. Pure. */

@@ -374,9 +374,11 @@ static enum MHD_Result route_command(struct sbx *s, struct MHD_Connection *conn,
 	} else if (!strcmp(method, "GET") && !strcmp(rest, "/events")) {
 		rc = api_cmd_events(s, conn, c);
 		return rc;   /* the stream keeps its reference until it ends */
-	} else if (!strcmp(method, "POST") && (!strcmp(rest, "/stdin") || !strcmp(rest, "/signal"))) {
+	} else if (!strcmp(method, "POST") && (!strcmp(rest, "/stdin") || !strcmp(rest, "/signal") ||
+						!strcmp(rest, "/resize"))) {
 		if ((body = body_json(conn, st, &rc)))
-			rc = rest[2] == 't' ? api_cmd_stdin(s, conn, c, body) : api_cmd_signal(s, conn, c, body);
+			rc = rest[2] == 't' ? api_cmd_stdin(s, conn, c, body)
+			     : rest[1] == 's' ? api_cmd_signal(s, conn, c, body) : api_cmd_resize(s, conn, c, body);
 	} else {
 		rc = api_answer_error(conn, 404, "no such endpoint");
 	}

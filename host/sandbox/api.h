@@ -60,6 +60,8 @@ enum MHD_Result api_answer_cmd(struct sbx *s, struct MHD_Connection *conn, struc
 			       unsigned status);
 enum MHD_Result api_cmd_stdin(struct sbx *s, struct MHD_Connection *conn, struct sbx_cmd *c, json_t *body);
 enum MHD_Result api_cmd_signal(struct sbx *s, struct MHD_Connection *conn, struct sbx_cmd *c, json_t *body);
+/* POST .../resize {"cols", "rows"}: the terminal of a command started with "pty". */
+enum MHD_Result api_cmd_resize(struct sbx *s, struct MHD_Connection *conn, struct sbx_cmd *c, json_t *body);
 /* The stream takes over the reference on c, and gives it back at its end. */
 enum MHD_Result api_cmd_events(struct sbx *s, struct MHD_Connection *conn, struct sbx_cmd *c);
 

@@ -29,11 +29,22 @@ static bool cmd_ended(void *arg) { return ((struct sbx_cmd *)arg)->ended; }
 
 /* ---- commands ------------------------------------------------------------------------- */
 
-/* The proto command from a body: argv, cwd, env, timeout_s. Strings
+/* A terminal's size, {"cols", "rows"}, each 1..PROTO_PTY_MAX: 0, or -1. */
+static int pty_size(const json_t *v, uint16_t *cols, uint16_t *rows)
+{
+	json_int_t c = json_integer_value(json_object_get(v, "cols")), r = json_integer_value(json_object_get(v, "rows"));
+	if (!json_is_object(v) || json_object_size(v) != 2 || c < 1 || r < 1 || c > PROTO_PTY_MAX || r > PROTO_PTY_MAX)
+		return -1;
+	*cols = (uint16_t)c;
+	*rows = (uint16_t)r;
+	return 0;
+}
+
+/* The proto command from a body: argv, cwd, env, timeout_s, pty. Strings
  * point into body. 0, or -1 with why. */
 static int parse_cmd(json_t *body, struct proto_cmd *c, char *err, size_t errlen)
 {
-	const char *known[] = { "argv", "cwd", "env", "stdin", "timeout_s", "background" };
+	const char *known[] = { "argv", "cwd", "env", "stdin", "timeout_s", "background", "pty" };
 	const char *key;
 	json_t *v;
 	json_object_foreach(body, key, v) {
@@ -79,6 +90,8 @@ static int parse_cmd(json_t *body, struct proto_cmd *c, char *err, size_t errlen
 		return snprintf(err, errlen, "stdin: a string"), -1;
 	if ((v = json_object_get(body, "background")) && !json_is_boolean(v))
 		return snprintf(err, errlen, "background: true or false"), -1;
+	if ((v = json_object_get(body, "pty")) && pty_size(v, &c->pty_cols, &c->pty_rows))
+		return snprintf(err, errlen, "pty: {\"cols\", \"rows\"}, each 1..%u", PROTO_PTY_MAX), -1;
 	return 0;
 }
 
@@ -274,6 +287,25 @@ enum MHD_Result api_cmd_signal(struct sbx *s, struct MHD_Connection *conn, struc
 	if (sbx_send(s, PROTO_CMD_SIGNAL, frame, sizeof(frame), NULL, 0) < 0)
 		return api_answer_error(conn, 409, "the sandbox is not running");
 	return api_answer_json(conn, 202, json_pack("{s:b}", "ok", 1));
+}
+
+enum MHD_Result api_cmd_resize(struct sbx *s, struct MHD_Connection *conn, struct sbx_cmd *c, json_t *body)
+{
+	uint16_t cols, rows;
+	if (pty_size(body, &cols, &rows))
+		return api_answer_error(conn, 400, "a body of {\"cols\", \"rows\"}, each 1..%u", PROTO_PTY_MAX);
+	pthread_mutex_lock(&s->mu);
+	bool ended = c->ended, tty = json_object_get(c->request, "pty") != NULL;
+	pthread_mutex_unlock(&s->mu);
+	if (!tty)
+		return api_answer_error(conn, 409, "command %u has no terminal (start it with \"pty\")", c->id);
+	if (ended)
+		return api_answer_error(conn, 409, "command %u has ended", c->id);
+	uint8_t frame[8];
+	proto_encode_resize(frame, c->id, cols, rows);
+	if (sbx_send(s, PROTO_CMD_RESIZE, frame, sizeof(frame), NULL, 0) < 0)
+		return api_answer_error(conn, 409, "the sandbox is not running");
+	return api_answer_json(conn, 200, json_pack("{s:b}", "ok", 1));
 }
 
 /* ---- a command's events ------------------------------------------------------------------- */

@@ -104,7 +104,7 @@ enum sbx_state {
 /* One command, as the supervisor keeps it. */
 struct sbx_cmd {
 	uint32_t id;
-	json_t *request;              /* what was asked (argv, cwd, env names, timeout_s, background) */
+	json_t *request;              /* what was asked (argv, cwd, env names, timeout_s, background, pty) */
 	bool ended;
 	struct proto_exit exit;
 	int64_t started_ms, ended_ms; /* CLOCK_REALTIME */

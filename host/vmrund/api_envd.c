@@ -205,6 +205,7 @@ struct stream {
 	char *out;                    /* frames not yet sent: out[off..len) */
 	size_t len, cap, off;
 	bool done;                    /* the end message is in out */
+	bool pty;                     /* the command's on a terminal: its stdout is pty data */
 	int64_t deadline_ms;          /* monotonic: the client's Connect-Timeout-Ms; 0 none */
 	int64_t ping_ms, next_ping_ms;
 };
@@ -222,7 +223,7 @@ static int on_event(void *ctx, const char *name, const char *data, size_t len)
 	struct stream *s = ctx;
 	bool end;
 	enum envd_code code;
-	json_t *msg = envd_event(name, data, len, &end, &code);
+	json_t *msg = envd_event(name, data, len, s->pty, &end, &code);
 	if (msg)
 		envd_frame(&s->out, &s->len, &s->cap, 0, msg);
 	if (end)
@@ -316,7 +317,7 @@ bool call_place(struct call *c)
  * in c->u.err). The stream ends at the client's timeout (plus slack, for
  * a Start whose command has that timeout itself, so that its exit comes
  * first). */
-static bool follow(struct call *c, unsigned cid, int64_t slack_ms, enum MHD_Result *rc)
+static bool follow(struct call *c, unsigned cid, bool pty, int64_t slack_ms, enum MHD_Result *rc)
 {
 	struct http_req *r = c->r;
 	struct stream *s = calloc(1, sizeof(*s));
@@ -325,7 +326,7 @@ static bool follow(struct call *c, unsigned cid, int64_t slack_ms, enum MHD_Resu
 		vmrund_stream_end(r->d, (unsigned)r->tenant);
 		return true;
 	}
-	*s = (struct stream){ .d = r->d, .tenant = (unsigned)r->tenant, .ev.fd = -1, .ping_ms = call_ping_ms(r) };
+	*s = (struct stream){ .d = r->d, .tenant = (unsigned)r->tenant, .ev.fd = -1, .ping_ms = call_ping_ms(r), .pty = pty };
 	int64_t t = call_timeout_ms(r), now = clock_mono_ms();
 	s->deadline_ms = t ? now + t + slack_ms : 0;
 	s->next_ping_ms = now + s->ping_ms;
@@ -365,6 +366,7 @@ static enum MHD_Result start(struct call *c, const json_t *req)
 	}
 	json_t *out;
 	int st = sbxu_call(&c->u, c->id, "POST", "/commands", native, SBXU_CALL_MS, &out);
+	bool pty = json_object_get(native, "pty") != NULL;
 	json_decref(native);
 	json_int_t cid = json_integer_value(json_object_get(out, "id"));
 	if (st != 201 || cid <= 0) {
@@ -377,7 +379,7 @@ static enum MHD_Result start(struct call *c, const json_t *req)
 	enum MHD_Result rc;
 	if (!open_stdin && sbxu_stdin(&c->u, c->id, (unsigned)cid, "", 0, true, SBXU_CALL_MS) < 0)
 		vmrund_stream_end(c->r->d, (unsigned)c->r->tenant);
-	else if (follow(c, (unsigned)cid, ENVD_START_SLACK_MS, &rc))
+	else if (follow(c, (unsigned)cid, pty, ENVD_START_SLACK_MS, &rc))
 		return rc;
 	char why[sizeof(c->u.err)];
 	snprintf(why, sizeof(why), "%s", c->u.err);
@@ -396,6 +398,7 @@ static enum MHD_Result connect_to(struct call *c, const json_t *req)
 	snprintf(target, sizeof(target), "/commands/%u", pid);
 	json_t *out;
 	int st = sbxu_call(&c->u, c->id, "GET", target, NULL, SBXU_CALL_MS, &out);
+	bool pty = json_object_get(json_object_get(out, "request"), "pty") != NULL;
 	json_decref(out);
 	if (st != 200)
 		return st == 404 ? call_fail(c, ENVD_NOT_FOUND, "process with pid %u not found", pid)
@@ -403,7 +406,7 @@ static enum MHD_Result connect_to(struct call *c, const json_t *req)
 	if (!call_place(c))
 		return MHD_YES;
 	enum MHD_Result rc;
-	return follow(c, pid, 0, &rc) ? rc : call_fail(c, ENVD_UNAVAILABLE, "%s", c->u.err);
+	return follow(c, pid, pty, 0, &rc) ? rc : call_fail(c, ENVD_UNAVAILABLE, "%s", c->u.err);
 }
 
 /* ---- process.Process: unary ---------------------------------------------------------------- */
@@ -472,14 +475,36 @@ static enum MHD_Result send_signal(struct call *c, const json_t *req)
 	return st == 202 ? call_unary(c, json_object()) : call_failed(c, st, NULL, "the signal");
 }
 
+/* Update: a terminal's new size. */
+static enum MHD_Result update(struct call *c, const json_t *req)
+{
+	char err[300], target[64];
+	unsigned pid;
+	json_t *native = NULL, *out = NULL;
+	enum envd_code code = envd_pid(req, &pid, err, sizeof(err));
+	if (!code)
+		code = envd_resize_body(req, &native, err, sizeof(err));
+	if (code)
+		return call_fail(c, code, "%s", err);
+	snprintf(target, sizeof(target), "/commands/%u/resize", pid);
+	int st = sbxu_call(&c->u, c->id, "POST", target, native, SBXU_CALL_MS, &out);
+	json_decref(native);
+	enum MHD_Result rc = st == 200 ? call_unary(c, json_object())
+		: st == 404 ? call_fail(c, ENVD_NOT_FOUND, "process with pid %u not found", pid)
+		: st == 409 ? call_fail(c, ENVD_FAILED_PRECONDITION, "process %u: it has no terminal, or it has ended", pid)
+			    : call_failed(c, st, out, "the resize");
+	json_decref(out);
+	return rc;
+}
+
 static enum MHD_Result process(struct call *c, const char *method)
 {
 	c->stream = !strcmp(method, "Start") || !strcmp(method, "Connect");
-	if (!strcmp(method, "Update") || !strcmp(method, "StreamInput"))
-		return call_fail(c, ENVD_UNIMPLEMENTED, "process.Process/%s: vmrun's sandboxes have no terminal, and take stdin "
-						   "by SendInput (docs/e2b.md)", method);
+	/* a client stream, which HTTP/1.1 and the SDK's transport do not carry */
+	if (!strcmp(method, "StreamInput"))
+		return call_fail(c, ENVD_UNIMPLEMENTED, "process.Process/StreamInput: vmrun takes stdin by SendInput (docs/e2b.md)");
 	bool known = c->stream || !strcmp(method, "List") || !strcmp(method, "SendInput") ||
-		     !strcmp(method, "CloseStdin") || !strcmp(method, "SendSignal");
+		     !strcmp(method, "CloseStdin") || !strcmp(method, "SendSignal") || !strcmp(method, "Update");
 	if (!known) {
 		char m[80];
 		return call_fail(c, ENVD_UNIMPLEMENTED, "process.Process/%s: no such method", errmsg_printable(m, sizeof(m), method));
@@ -495,6 +520,7 @@ static enum MHD_Result process(struct call *c, const char *method)
 		: !strcmp(method, "List") ? list(c)
 		: !strcmp(method, "SendInput") ? input(c, req, false)
 		: !strcmp(method, "CloseStdin") ? input(c, req, true)
+		: !strcmp(method, "Update") ? update(c, req)
 		: send_signal(c, req);
 	json_decref(req);
 	return rc;

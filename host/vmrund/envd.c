@@ -165,14 +165,15 @@ enum envd_code envd_start_body(const json_t *req, double timeout_s, json_t **nat
 		if (!ok)
 			return fail(err, errlen, ENVD_INVALID_ARGUMENT, "unknown field %.64s", key);
 	}
-	if (json_object_get(req, "pty") && !json_is_null(json_object_get(req, "pty")))
-		return fail(err, errlen, ENVD_UNIMPLEMENTED, "%s: vmrun's sandboxes have no terminal (docs/e2b.md)", "pty");
+	json_t *pty = json_object_get(req, "pty"), *size = json_object_get(pty, "size");
+	if (pty && !json_is_null(pty) && !json_is_object(size))
+		return fail(err, errlen, ENVD_INVALID_ARGUMENT, "%s: {\"size\": {\"cols\", \"rows\"}}", "pty");
 	if (json_object_get(req, "tag") && !json_is_null(json_object_get(req, "tag")))
 		return fail(err, errlen, ENVD_UNIMPLEMENTED, "%s: vmrun names a process by its pid alone", "tag");
 	json_t *in = json_object_get(req, "stdin");
 	if (in && !json_is_boolean(in) && !json_is_null(in))
 		return fail(err, errlen, ENVD_INVALID_ARGUMENT, "%s: true or false", "stdin");
-	*stdin_open = json_is_true(in);
+	*stdin_open = json_is_true(in) || json_is_object(size);   /* a terminal's input is its stdin */
 	json_t *p = json_object_get(req, "process"), *cmd = json_object_get(p, "cmd");
 	if (!json_is_object(p) || !json_string_length(cmd))
 		return fail(err, errlen, ENVD_INVALID_ARGUMENT, "%s: a process with its cmd", "process");
@@ -200,6 +201,13 @@ enum envd_code envd_start_body(const json_t *req, double timeout_s, json_t **nat
 		json_object_set(*native, "env", envs);
 	if (*native && json_string_length(cwd))
 		json_object_set(*native, "cwd", cwd);
+	if (*native && json_is_object(size)) {
+		json_t *n = json_pack("{s:O?, s:O?}", "cols", json_object_get(size, "cols"), "rows", json_object_get(size, "rows"));
+		if (!n || json_object_set_new(*native, "pty", n)) {
+			json_decref(*native);
+			*native = NULL;
+		}
+	}
 	return *native ? ENVD_OK : fail(err, errlen, ENVD_INTERNAL, "%s", "out of memory");
 }
 
@@ -243,11 +251,11 @@ enum envd_code envd_input(const json_t *req, char **data, size_t *n, char *err, 
 	json_t *in = json_object_get(req, "input");
 	*data = NULL;
 	*n = 0;
-	if (json_object_get(in, "pty") && !json_is_null(json_object_get(in, "pty")))
-		return fail(err, errlen, ENVD_UNIMPLEMENTED, "%s: vmrun's sandboxes have no terminal", "input.pty");
 	json_t *s = json_object_get(in, "stdin");
+	if (!s || json_is_null(s))
+		s = json_object_get(in, "pty");   /* a terminal's input goes to its stdin */
 	if (!json_is_string(s))
-		return fail(err, errlen, ENVD_INVALID_ARGUMENT, "%s: base64 bytes", "input.stdin");
+		return fail(err, errlen, ENVD_INVALID_ARGUMENT, "%s: base64 bytes", "input.stdin or input.pty");
 	if (envd_bytes(json_string_value(s), json_string_length(s), data, n))
 		return fail(err, errlen, ENVD_INVALID_ARGUMENT, "%s: base64 bytes", "input.stdin");
 	if (!utf8_valid(*data, *n)) {
@@ -258,6 +266,17 @@ enum envd_code envd_input(const json_t *req, char **data, size_t *n, char *err, 
 			    "input.stdin");
 	}
 	return ENVD_OK;
+}
+
+enum envd_code envd_resize_body(const json_t *req, json_t **native, char *err, size_t errlen)
+{
+	json_t *size = json_object_get(json_object_get(req, "pty"), "size");
+	json_int_t cols = json_integer_value(json_object_get(size, "cols")), rows = json_integer_value(json_object_get(size, "rows"));
+	*native = NULL;
+	if (cols < 1 || rows < 1 || cols > 4096 || rows > 4096)
+		return fail(err, errlen, ENVD_INVALID_ARGUMENT, "%s: {\"size\": {\"cols\", \"rows\"}}, each 1..4096", "pty");
+	*native = json_pack("{s:I, s:I}", "cols", cols, "rows", rows);
+	return *native ? ENVD_OK : fail(err, errlen, ENVD_INTERNAL, "%s", "out of memory");
 }
 
 /* Go's names for the signals a command may end by, as os.ProcessState
@@ -320,7 +339,7 @@ static json_t *end_event(const json_t *x)
 	return e;
 }
 
-json_t *envd_event(const char *name, const char *data, size_t len, bool *end, enum envd_code *code)
+json_t *envd_event(const char *name, const char *data, size_t len, bool pty, bool *end, enum envd_code *code)
 {
 	*end = false;
 	*code = ENVD_OK;
@@ -333,7 +352,7 @@ json_t *envd_event(const char *name, const char *data, size_t len, bool *end, en
 		char *b = json_string_length(text) ? base64_encode(json_string_value(text), json_string_length(text), 0, NULL)
 						   : NULL;
 		if (b)
-			msg = json_pack("{s:{s:{s:s}}}", "event", "data", out ? "stdout" : "stderr", b);
+			msg = json_pack("{s:{s:{s:s}}}", "event", "data", pty ? "pty" : out ? "stdout" : "stderr", b);
 		free(b);
 	} else if (json_is_object(v)) {
 		*end = true;

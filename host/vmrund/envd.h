@@ -93,10 +93,10 @@ int envd_bytes(const char *text, size_t len, char **out, size_t *n);
 
 /* A StartRequest as the native command body (POST /commands, a
  * background command): process.cmd and args as argv, envs as env, cwd,
- * timeout_s; *stdin_open from its stdin (false when absent, as the SDK
- * means it). pty and tag are refused (vmrun has no terminal, and a
- * command is named by its id): ENVD_UNIMPLEMENTED. 0 with *native, or a
- * code with the reason in err. */
+ * timeout_s, pty.size as pty {cols, rows}; *stdin_open from its stdin
+ * (false when absent, as the SDK means it; a terminal's is always open).
+ * A tag is refused (a command is named by its id): ENVD_UNIMPLEMENTED.
+ * 0 with *native, or a code with the reason in err. */
 enum envd_code envd_start_body(const json_t *req, double timeout_s, json_t **native, bool *stdin_open, char *err,
 			       size_t errlen);
 
@@ -108,21 +108,26 @@ enum envd_code envd_pid(const json_t *req, unsigned *pid, char *err, size_t errl
  * or its number): 0 with *signo, or a code with err. */
 enum envd_code envd_signal(const json_t *req, int *signo, char *err, size_t errlen);
 
-/* SendInputRequest's stdin bytes into *data (malloc'd, *n bytes); pty
- * input is ENVD_UNIMPLEMENTED, and bytes that are not UTF-8 are
- * ENVD_INVALID_ARGUMENT (the supervisor's stdin takes text). 0, or a
- * code with err. */
+/* SendInputRequest's stdin or pty bytes (a terminal's input is its
+ * command's stdin) into *data (malloc'd, *n bytes); bytes that are not
+ * UTF-8 are ENVD_INVALID_ARGUMENT (the supervisor's stdin takes text). 0,
+ * or a code with err. */
 enum envd_code envd_input(const json_t *req, char **data, size_t *n, char *err, size_t errlen);
+
+/* UpdateRequest's pty.size as the native resize body {cols, rows} (each
+ * 1..4096): 0 with *native, or a code with err (no size: invalid). */
+enum envd_code envd_resize_body(const json_t *req, json_t **native, char *err, size_t errlen);
 
 /* One event of a command's stream from its supervisor (name, data as
  * sse_parse gives them) as a ProcessEvent message ({"event": {...}}):
- * stdout and stderr as data (the text's bytes, base64), exit as end
+ * stdout and stderr as data (the text's bytes, base64; a terminal's
+ * command's stdout, pty true, is pty data), exit as end
  * (exitCode, exited, status as Go's os.ProcessState says it, error).
  * NULL for an event that has no message (*end false), or for the exit
  * of a command that ran past its timeout: then *end is true with
  * *code ENVD_DEADLINE_EXCEEDED, as E2B's stream ends. *end is true after
  * an exit, with *code ENVD_OK when the message is its end event. */
-json_t *envd_event(const char *name, const char *data, size_t len, bool *end, enum envd_code *code);
+json_t *envd_event(const char *name, const char *data, size_t len, bool pty, bool *end, enum envd_code *code);
 
 /* A native command (an element of GET /commands) as a ProcessInfo, or
  * NULL for one that ended (List shows running processes). */

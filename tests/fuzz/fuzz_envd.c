@@ -170,7 +170,7 @@ static void check_event(const char *name, const char *data, size_t size, char **
 {
 	bool end = true;
 	enum envd_code code = ENVD_UNAVAILABLE;
-	json_t *m = envd_event(name, data, size, &end, &code);
+	json_t *m = envd_event(name, data, size, size % 2, &end, &code);
 	if (m) {
 		json_t *ev = json_object_get(m, "event");
 		if (!json_is_object(m) || !json_is_object(ev) || json_object_size(ev) != 1 || code != ENVD_OK)

@@ -54,6 +54,8 @@ static void cmd_case(const uint8_t *p, uint32_t n)
 	check(k > 0);
 	check(proto_decode_cmd(enc, (uint32_t)k, &cmd2, err, sizeof(err)) == 0);
 	check(cmd2.id == cmd.id && cmd2.argc == cmd.argc && cmd2.envc == cmd.envc && cmd2.timeout_ms == cmd.timeout_ms);
+	check(cmd2.pty_cols == cmd.pty_cols && cmd2.pty_rows == cmd.pty_rows && !cmd.pty_cols == !cmd.pty_rows &&
+	      cmd.pty_cols <= PROTO_PTY_MAX && cmd.pty_rows <= PROTO_PTY_MAX);
 	check(!cmd.cwd == !cmd2.cwd && (!cmd.cwd || !strcmp(cmd.cwd, cmd2.cwd)));
 	for (unsigned i = 0; i < cmd.argc; i++)
 		check(!strcmp(cmd.argv[i], cmd2.argv[i]));
@@ -88,6 +90,9 @@ static void guest_cases(const uint8_t *p, uint32_t n)
 	bool has;
 	if (!proto_decode_signal(p, n, &id, &sig, err, sizeof(err)))
 		check(sig >= 1 && sig <= PROTO_MAX_SIGNAL);
+	uint16_t cols, rows;
+	if (!proto_decode_resize(p, n, &id, &cols, &rows, err, sizeof(err)))
+		check(cols >= 1 && rows >= 1 && cols <= PROTO_PTY_MAX && rows <= PROTO_PTY_MAX);
 	if (!proto_decode_output(p, n, &id, &stream, &d, &len, err, sizeof(err)))
 		check((stream == PROTO_STDOUT || stream == PROTO_STDERR) && d >= p && d + len == p + n);
 	if (!proto_decode_cmd_exit(p, n, &id, &e, err, sizeof(err))) {

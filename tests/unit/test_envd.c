@@ -304,9 +304,17 @@ static void start_body(void **state)
 	assert_json(n, "{\"argv\":[\"ls\"],\"background\":true,\"timeout_s\":1.5}");
 	assert_false(open);
 	json_decref(n);
+	/* a terminal: its size as the native pty, and its input always open */
+	open = false;
+	assert_int_equal(start("{\"process\":{\"cmd\":\"/bin/bash\",\"args\":[\"-i\",\"-l\"]},"
+			       "\"pty\":{\"size\":{\"cols\":80,\"rows\":24}}}", 60, &n, &open),
+			 ENVD_OK);
+	assert_json(n, "{\"argv\":[\"/bin/bash\",\"-i\",\"-l\"],\"background\":true,\"timeout_s\":60.0,"
+		       "\"pty\":{\"cols\":80,\"rows\":24}}");
+	assert_true(open);
+	json_decref(n);
 	const struct { const char *req; enum envd_code code; const char *why; } bad[] = {
-		{ "{\"process\":{\"cmd\":\"sh\"},\"pty\":{\"size\":{\"cols\":80,\"rows\":24}}}", ENVD_UNIMPLEMENTED,
-		  "pty: vmrun's sandboxes have no terminal" },
+		{ "{\"process\":{\"cmd\":\"sh\"},\"pty\":{\"cols\":80}}", ENVD_INVALID_ARGUMENT, "pty: {\"size\"" },
 		{ "{\"process\":{\"cmd\":\"sh\"},\"tag\":\"t1\"}", ENVD_UNIMPLEMENTED, "tag: vmrun names a process" },
 		{ "{\"process\":{\"cmd\":\"sh\"},\"cols\":80}", ENVD_INVALID_ARGUMENT, "unknown field cols" },
 		{ "{\"process\":{\"args\":[\"-c\"]}}", ENVD_INVALID_ARGUMENT, "process: a process with its cmd" },
@@ -425,8 +433,11 @@ static void inputs(void **state)
 	assert_int_equal(input_of("{\"input\":{\"stdin\":\"\"}}", &d, &n), ENVD_OK);
 	assert_int_equal(n, 0);
 	free(d);
-	assert_int_equal(input_of("{\"process\":{\"pid\":1},\"input\":{\"pty\":\"aGkK\"}}", &d, &n), ENVD_UNIMPLEMENTED);
-	assert_non_null(strstr(err, "input.pty"));
+	/* a terminal's input is its command's stdin */
+	assert_int_equal(input_of("{\"process\":{\"pid\":1},\"input\":{\"pty\":\"aGkK\"}}", &d, &n), ENVD_OK);
+	assert_int_equal(n, 3);
+	assert_memory_equal(d, "hi\n", 3);
+	free(d);
 	/* 0xff is no UTF-8 byte: the supervisor's stdin takes text */
 	assert_int_equal(input_of("{\"process\":{\"pid\":1},\"input\":{\"stdin\":\"/w==\"}}", &d, &n),
 			 ENVD_INVALID_ARGUMENT);
@@ -435,7 +446,7 @@ static void inputs(void **state)
 			      "{\"input\":{}}", "{}" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		enum envd_code c = input_of(bad[i], &d, &n);
-		if (c != ENVD_INVALID_ARGUMENT || !strstr(err, "input.stdin: base64 bytes"))
+		if (c != ENVD_INVALID_ARGUMENT || !strstr(err, "base64 bytes"))
 			fail_msg("%s: %s \"%s\"", bad[i], envd_code_name(c), err);
 	}
 }
@@ -448,7 +459,7 @@ static json_t *event(const char *name, const char *data, bool *end, enum envd_co
 {
 	*end = strcmp(name, "exit") != 0;
 	*code = ENVD_UNAVAILABLE;
-	return envd_event(name, data, strlen(data), end, code);
+	return envd_event(name, data, strlen(data), false, end, code);
 }
 
 static void events(void **state)
@@ -460,6 +471,11 @@ static void events(void **state)
 	assert_json(m, "{\"event\":{\"data\":{\"stdout\":\"aGkK\"}}}");
 	assert_false(end);
 	assert_int_equal(code, ENVD_OK);
+	json_decref(m);
+	/* a terminal's command: its stdout is pty data */
+	const char *hi = "{\"stage\":\"run\",\"text\":\"hi\\n\"}";
+	m = envd_event("stdout", hi, strlen(hi), true, &end, &code);
+	assert_json(m, "{\"event\":{\"data\":{\"pty\":\"aGkK\"}}}");
 	json_decref(m);
 	m = event("stderr", "{\"stage\":\"run\",\"text\":\"oops\"}", &end, &code);
 	assert_json(m, "{\"event\":{\"data\":{\"stderr\":\"b29wcw==\"}}}");
@@ -771,6 +787,26 @@ static void watch_events(void **state)
 	json_decref(after);
 }
 
+/* Update's pty.size as the native resize body */
+static void resizes(void **state)
+{
+	(void)state;
+	char err[200];
+	json_t *req = json_loads("{\"process\":{\"pid\":3},\"pty\":{\"size\":{\"cols\":120,\"rows\":40}}}", 0, NULL), *n;
+	assert_int_equal(envd_resize_body(req, &n, err, sizeof(err)), ENVD_OK);
+	assert_json(n, "{\"cols\":120,\"rows\":40}");
+	json_decref(n);
+	json_decref(req);
+	const char *bad[] = { "{}", "{\"pty\":{}}", "{\"pty\":{\"size\":{\"cols\":0,\"rows\":4}}}",
+			      "{\"pty\":{\"size\":{\"cols\":5000,\"rows\":4}}}", "{\"pty\":{\"size\":{\"cols\":\"80\",\"rows\":4}}}" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		req = json_loads(bad[i], 0, NULL);
+		assert_int_equal(envd_resize_body(req, &n, err, sizeof(err)), ENVD_INVALID_ARGUMENT);
+		assert_null(n);
+		json_decref(req);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -779,7 +815,7 @@ int main(void)
 		cmocka_unit_test(pids),		cmocka_unit_test(signals),	cmocka_unit_test(inputs),
 		cmocka_unit_test(events),	cmocka_unit_test(process_info), cmocka_unit_test(process_info_without_env),
 		cmocka_unit_test(abs_paths),	cmocka_unit_test(entries),	cmocka_unit_test(tokens),
-		cmocka_unit_test(watch_events),
+		cmocka_unit_test(watch_events),	cmocka_unit_test(resizes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -83,6 +83,20 @@ static void cmd_round_trip(void **state)
 	assert_null(cmd2.env[1]);
 	assert_string_equal(cmd2.cwd, "sub dir");
 	assert_int_equal(cmd2.timeout_ms, 60000);
+	assert_int_equal(cmd2.pty_cols, 0);
+	/* on a terminal */
+	cmd.pty_cols = 80;
+	cmd.pty_rows = 24;
+	n = proto_encode_cmd(&cmd, buf, sizeof(buf));
+	assert_int_equal(proto_decode_cmd(buf, (uint32_t)n, &cmd2, err, sizeof(err)), 0);
+	assert_int_equal(cmd2.pty_cols, 80);
+	assert_int_equal(cmd2.pty_rows, 24);
+	cmd.pty_rows = 0;   /* a size is both, or none */
+	assert_int_equal(proto_encode_cmd(&cmd, buf, sizeof(buf)), 0);
+	cmd.pty_cols = PROTO_PTY_MAX + 1;
+	cmd.pty_rows = 1;
+	assert_int_equal(proto_encode_cmd(&cmd, buf, sizeof(buf)), 0);
+	cmd.pty_cols = cmd.pty_rows = 0;
 	/* without the optional fields */
 	cmd.envc = 0;
 	cmd.cwd = NULL;
@@ -91,6 +105,7 @@ static void cmd_round_trip(void **state)
 	assert_int_equal(proto_decode_cmd(buf, (uint32_t)n, &cmd2, err, sizeof(err)), 0);
 	assert_null(cmd2.cwd);
 	assert_int_equal(cmd2.timeout_ms, 0);
+	assert_int_equal(cmd2.pty_cols, 0);
 	/* what the encoder will not write */
 	cmd.argv[0] = "";
 	assert_int_equal(proto_encode_cmd(&cmd, buf, sizeof(buf)), 0);
@@ -160,6 +175,19 @@ static void signals_outputs_exits(void **state)
 	assert_int_equal(proto_decode_signal(buf, 8, &id, &sig, err, sizeof(err)), -1);
 	proto_encode_signal(buf, 7, PROTO_MAX_SIGNAL + 1);
 	assert_int_equal(proto_decode_signal(buf, 8, &id, &sig, err, sizeof(err)), -1);
+
+	/* a terminal's new size */
+	uint16_t cols, rows;
+	proto_encode_resize(buf, 9, 132, 43);
+	assert_int_equal(proto_decode_resize(buf, 8, &id, &cols, &rows, err, sizeof(err)), 0);
+	assert_int_equal(id, 9);
+	assert_int_equal(cols, 132);
+	assert_int_equal(rows, 43);
+	assert_int_equal(proto_decode_resize(buf, 7, &id, &cols, &rows, err, sizeof(err)), -1);
+	proto_encode_resize(buf, 9, 0, 43);
+	assert_int_equal(proto_decode_resize(buf, 8, &id, &cols, &rows, err, sizeof(err)), -1);
+	proto_encode_resize(buf, 9, 10, PROTO_PTY_MAX + 1);
+	assert_int_equal(proto_decode_resize(buf, 8, &id, &cols, &rows, err, sizeof(err)), -1);
 
 	uint16_t stream;
 	const uint8_t *data;

@@ -65,9 +65,11 @@ fj "st==200 and F[0]=={'flags':0,'msg':{'event':{'start':{'pid':F[0]['msg']['eve
 F[1]['msg']['event']['data']['stdout']=='ZnJhbWVkCg==' and F[2]['msg']['event']['end']['exitCode']==0 and \
 F[2]['msg']['event']['end']['status']=='exit status 0' and F[-1]=={'flags':2,'msg':{}} and len(F)==4" \
 	"Start: 200, then start, data (base64), end, and the end-of-stream frame {} flagged 2, each enveloped"
-frames process.Process/Start '{"process":{"cmd":"/bin/bash"},"pty":{"size":{"cols":80,"rows":24}}}'
-fj "st==200 and len(F)==1 and F[0]['flags']==2 and F[0]['msg']['error']['code']=='unimplemented'" \
-	"Start with a pty: the stream's end carries Connect's unimplemented (vmrun has no terminal)"
+frames process.Process/Start '{"process":{"cmd":"/bin/bash","args":["-l","-c","echo on a terminal"]},"pty":{"size":{"cols":80,"rows":24}}}'
+fj "st==200 and F[1]['msg']['event']['data']=={'pty':'b24gYSB0ZXJtaW5hbAo='} and F[-1]=={'flags':2,'msg':{}}" \
+	"Start with a pty: what the command writes is the terminal's (data.pty)"
+frames process.Process/Start '{"process":{"cmd":"/bin/bash"},"pty":{"cols":80}}'
+fj "st==200 and len(F)==1 and F[0]['msg']['error']['code']=='invalid_argument'" "a pty without its size: invalid_argument"
 frames process.Process/Start '' 0100000002
 fj "st==200 and F[0]['flags']==2 and F[0]['msg']['error']['code']=='invalid_argument'" \
 	"a compressed envelope: invalid_argument, in the end frame"

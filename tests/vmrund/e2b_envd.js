@@ -134,6 +134,25 @@ async function main(made) {
     check('commands.run with envs and cwd', r.stdout === 'hello /workspace/dir\n', JSON.stringify(r))
   }
 
+  // a terminal: the SDK's pty runs an interactive bash on it, typed to line by line
+  const screen = []
+  const term = await sbx.pty.create({ cols: 80, rows: 24, timeoutMs: 120000,
+    onData: (d) => screen.push(Buffer.from(d).toString()) })
+  check('pty.create: a shell on a terminal, with its pid', term.pid > 0, term.pid)
+  const type = (text) => sbx.pty.sendInput(term.pid, new TextEncoder().encode(text))
+  const size = 'python3 -c "import os; s = os.get_terminal_size(); print(s.lines, s.columns)"\n'
+  await type(size)
+  check('pty.sendInput: the shell reads it from its terminal, whose size is 24x80',
+    await until('24 80', () => screen.join('').includes('24 80')), JSON.stringify(screen.join('').slice(-400)))
+  await sbx.pty.resize(term.pid, { cols: 100, rows: 30 })
+  await type(size)
+  check('pty.resize: the terminal is 30x100 now', await until('30 100', () => screen.join('').includes('30 100')),
+    JSON.stringify(screen.join('').slice(-400)))
+  await type('exit 0\n')
+  r = await term.wait()
+  check('exit in the shell: the pty ends, exit 0', r.exitCode === 0, JSON.stringify(r))
+  console.log('# the terminal said: ' + JSON.stringify(screen.join('').slice(-300)))
+
   // two tenants: neither reaches the other's envd, with or without a token
   const theirs = await Sandbox.create({ apiKey: OTHER })
   made.push(theirs)

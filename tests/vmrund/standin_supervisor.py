@@ -73,6 +73,8 @@ def norm(p):
 
 
 def script_of(argv):
+    if argv == ["/bin/bash", "-i", "-l"]:
+        return "interactive"   # E2B's pty.create: a shell that reads its terminal
     if len(argv) == 4 and argv[:3] == ["/bin/bash", "-l", "-c"]:
         return argv[3]
     if len(argv) == 3 and argv[:2] == ["/bin/bash", "-c"]:
@@ -113,6 +115,32 @@ def run_cmd(c):
                 break
     elif words[:1] == ["sleep"] and len(words) == 2:
         wait(time.time() + float(words[1]))
+    elif script == "interactive":
+        # each line typed runs: "stty size", "echo TEXT" and "exit N" as above, the rest echoed
+        line = ""
+        while True:
+            wait(float("inf"), lambda: me["stdin"] or me["closed"])
+            with cv:
+                data, me["stdin"] = me["stdin"], ""
+            if not data and (me["closed"] or me["signal"] or time.time() >= end_at):
+                break
+            out("stdout", data.replace("\r", "\r\n"))   # the terminal's echo
+            line += data.replace("\r", "\n")
+            done = False
+            while "\n" in line:
+                cmd, line = line.split("\n", 1)
+                if "get_terminal_size" in cmd:
+                    pty = c["request"].get("pty") or {}
+                    out("stdout", me.get("size") or "%d %d\n" % (pty.get("rows", 0), pty.get("cols", 0)))
+                elif cmd.startswith("echo "):
+                    out("stdout", cmd[5:] + "\n")
+                elif cmd.startswith("exit"):
+                    code, done = int(cmd[4:] or 0), True
+            if done:
+                break
+    elif script == "stty size":
+        pty = c["request"].get("pty") or {}
+        out("stdout", me.get("size") or "%d %d\n" % (pty.get("rows", 0), pty.get("cols", 0)))
     with cv:
         timed_out = not me["signal"] and time.time() >= end_at
         sig = me["signal"] or (9 if timed_out else 0)
@@ -268,11 +296,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with lock:
                 return self.answer(201, dict(c))
         parts = path.strip("/").split("/")
-        if len(parts) == 3 and parts[0] == "commands" and parts[1].isdigit() and parts[2] in ("stdin", "signal"):
+        if len(parts) == 3 and parts[0] == "commands" and parts[1].isdigit() and parts[2] in ("stdin", "signal", "resize"):
             with cv:
                 if not 0 < int(parts[1]) <= len(cmds):
                     return self.answer(404, {"message": "no such command"})
                 me = live.get(int(parts[1]))
+                if parts[2] == "resize":
+                    # a terminal's size: the stand-in keeps the last one, which "stty size" says
+                    if not me or "pty" not in cmds[int(parts[1]) - 1]["request"]:
+                        return self.answer(409, {"message": "no terminal, or it has ended"})
+                    me["size"] = "%d %d\n" % (b.get("rows", 0), b.get("cols", 0))
+                    return self.answer(200, {"ok": True})
                 if not me or (parts[2] == "stdin" and me["closed"]):
                     return self.answer(409, {"message": "the command has ended, or its stdin is closed"})
                 if parts[2] == "stdin":
