@@ -416,8 +416,8 @@ $(BUILD)/tests/two_runs: tests/vm/two_runs.c $(HOST_LIB:%.c=$(BUILD)/obj/%.o) $(
 # Linux guests: directly where the local KVM runs them, else on emulated
 # KVM hosts, two side by side (scripts/vm-lanes.sh holds every suite's
 # limit; scripts/on-kvm-host.sh probes and says where, in one line).
-VM_SUITES_A := source e2e-warm jail agent net sandbox-session sandbox-pause judge0 sandbox-e2b virtio
-VM_SUITES_B := e2e-cold snapshot runtimes boot sandbox vmrund vmrund-sandbox sandbox-cluster
+VM_SUITES_A := source e2e-warm jail agent net sandbox-session sandbox-pause judge0 virtio
+VM_SUITES_B := e2e-cold snapshot runtimes boot sandbox vmrund vmrund-sandbox sandbox-cluster sandbox-e2b
 vm-test: all payloads guest $(VM_TEST_BINS) $(PISTON_CLIENT) $(WS_CLIENT)
 	@./scripts/vm-lanes.sh "$(VM_SUITES_A)" "$(VM_SUITES_B)"
 
