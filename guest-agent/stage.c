@@ -92,45 +92,56 @@ uint32_t stage_exec_failed(const int failed[2])
 		: (e == EACCES || e == ENOEXEC) ? PROTO_END_DENIED : PROTO_END_ERROR;
 }
 
-int stage_spawn(struct stage_exec *x, bool with_stdin, struct stage_proc *p, int failed[2])
+/* Fork a child that becomes x (its in, out and err set: the child's ends)
+ * and wait until it has exec'd: 0 with p->pid and p->pidfd, 1 when it
+ * could not (failed[] = {step, errno}; reaped), -1 with errno. */
+static int start_child(struct stage_exec *x, struct stage_proc *p, int failed[2])
 {
-	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, pex[2] = { -1, -1 };
-	int rc = -1;
-	if ((!with_stdin && (pin[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) ||
-	    (with_stdin && pipe2(pin, O_CLOEXEC)) || pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC) ||
-	    pipe2(pex, O_CLOEXEC))
-		goto out;
+	int pex[2];
+	if (pipe2(pex, O_CLOEXEC))
+		return -1;
 	p->pid = fork();
-	if (p->pid < 0)
-		goto out;
 	if (p->pid == 0) {
-		x->in = pin[0];
-		x->out = pout[1];
-		x->err = perr[1];
 		x->errfd = pex[1];
 		stage_exec_child(x);
 	}
+	int e = errno, rc = p->pid < 0 ? -1 : 0;
 	close_fd(&pex[1]);   /* so the read below sees EOF once exec succeeded */
-	if (read(pex[0], failed, 2 * sizeof(int)) == (ssize_t)(2 * sizeof(int))) {
+	if (!rc && read(pex[0], failed, 2 * sizeof(int)) == (ssize_t)(2 * sizeof(int))) {
 		waitpid(p->pid, NULL, 0);
 		rc = 1;
-		goto out;
 	}
-	p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	close_fd(&pex[0]);
+	if (!rc)
+		p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	errno = e;
+	return rc;
+}
+
+int stage_spawn(struct stage_exec *x, bool with_stdin, struct stage_proc *p, int failed[2])
+{
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
+	int rc = -1;
+	if ((!with_stdin && (pin[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) ||
+	    (with_stdin && pipe2(pin, O_CLOEXEC)) || pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC))
+		goto out;
+	x->in = pin[0];
+	x->out = pout[1];
+	x->err = perr[1];
+	if ((rc = start_child(x, p, failed)))
+		goto out;
 	if (pin[1] >= 0)
 		fcntl(pin[1], F_SETFL, O_NONBLOCK);
 	p->in = pin[1];
 	p->out = pout[0];
 	p->err = perr[0];
 	pout[0] = perr[0] = pin[1] = -1;
-	rc = 0;
 out:;
 	int e = errno;
 	for (int i = 0; i < 2; i++) {
 		close_fd(&pin[i]);
 		close_fd(&pout[i]);
 		close_fd(&perr[i]);
-		close_fd(&pex[i]);
 	}
 	errno = e;
 	return rc;
@@ -138,7 +149,7 @@ out:;
 
 int stage_spawn_pty(struct stage_exec *x, uint16_t cols, uint16_t rows, struct stage_proc *p, int failed[2])
 {
-	int master = -1, slave = -1, in = -1, pex[2] = { -1, -1 }, rc = -1;
+	int master = -1, slave = -1, in = -1, rc = -1;
 	struct winsize ws = { .ws_col = cols, .ws_row = rows };
 	char name[64];
 	if ((master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 || grantpt(master) < 0 || unlockpt(master) < 0 ||
@@ -146,38 +157,23 @@ int stage_spawn_pty(struct stage_exec *x, uint16_t cols, uint16_t rows, struct s
 	    (slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 ||
 	    /* the command's own, as a login's terminal is: what opens it again by name (tty, ssh) may */
 	    (x->uid != (uid_t)-1 && fchown(slave, x->uid, (gid_t)-1) < 0) ||
-	    (in = fcntl(master, F_DUPFD_CLOEXEC, 3)) < 0 || pipe2(pex, O_CLOEXEC))
+	    (in = fcntl(master, F_DUPFD_CLOEXEC, 3)) < 0)
 		goto out;
-	p->pid = fork();
-	if (p->pid < 0)
+	x->in = x->out = x->err = slave;
+	x->tty = true;
+	if ((rc = start_child(x, p, failed)))
 		goto out;
-	if (p->pid == 0) {
-		x->in = x->out = x->err = slave;
-		x->tty = true;
-		x->errfd = pex[1];
-		stage_exec_child(x);
-	}
-	close_fd(&pex[1]);   /* so the read below sees EOF once exec succeeded */
-	if (read(pex[0], failed, 2 * sizeof(int)) == (ssize_t)(2 * sizeof(int))) {
-		waitpid(p->pid, NULL, 0);
-		rc = 1;
-		goto out;
-	}
-	p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
 	fcntl(master, F_SETFL, O_NONBLOCK);
 	fcntl(in, F_SETFL, O_NONBLOCK);
 	p->out = master;
 	p->in = in;
 	p->err = -1;
 	master = in = -1;
-	rc = 0;
 out:;
 	int e = errno;
 	close_fd(&master);
 	close_fd(&slave);
 	close_fd(&in);
-	close_fd(&pex[0]);
-	close_fd(&pex[1]);
 	errno = e;
 	return rc;
 }

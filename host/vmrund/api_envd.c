@@ -202,21 +202,11 @@ struct stream {
 	struct sbxc ev;               /* the supervisor's events of the command */
 	char *sse;                    /* of them, what is not yet a whole event */
 	size_t sse_len;
-	char *out;                    /* frames not yet sent: out[off..len) */
-	size_t len, cap, off;
-	bool done;                    /* the end message is in out */
+	struct envd_out out;          /* frames not yet sent */
 	bool pty;                     /* the command's on a terminal: its stdout is pty data */
 	int64_t deadline_ms;          /* monotonic: the client's Connect-Timeout-Ms; 0 none */
 	int64_t ping_ms, next_ping_ms;
 };
-
-static void stream_end(struct stream *s, enum envd_code code, const char *message)
-{
-	/* out of memory, the stream ends without its end message: the client sees a broken stream */
-	if (!s->done)
-		envd_frame(&s->out, &s->len, &s->cap, ENVD_FLAG_END, envd_end(code, message));
-	s->done = true;
-}
 
 static int on_event(void *ctx, const char *name, const char *data, size_t len)
 {
@@ -225,9 +215,9 @@ static int on_event(void *ctx, const char *name, const char *data, size_t len)
 	enum envd_code code;
 	json_t *msg = envd_event(name, data, len, s->pty, &end, &code);
 	if (msg)
-		envd_frame(&s->out, &s->len, &s->cap, 0, msg);
+		envd_out_frame(&s->out, msg);
 	if (end)
-		stream_end(s, code, code == ENVD_DEADLINE_EXCEEDED ? "the command ran past its timeout (timeoutMs) and was killed"
+		envd_out_end(&s->out, code, code == ENVD_DEADLINE_EXCEEDED ? "the command ran past its timeout (timeoutMs) and was killed"
 								 : NULL);
 	return end;
 }
@@ -237,23 +227,19 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	(void)pos;
 	struct stream *s = cls;
 	for (;;) {
-		if (s->off < s->len) {
-			size_t n = s->len - s->off < max ? s->len - s->off : max;
-			memcpy(buf, s->out + s->off, n);
-			s->off += n;
+		size_t n = envd_out_take(&s->out, buf, max);
+		if (n)
 			return (ssize_t)n;
-		}
-		if (s->done)
+		if (s->out.done)
 			return MHD_CONTENT_READER_END_OF_STREAM;
-		s->off = s->len = 0;
 		int64_t now = clock_mono_ms();
 		if (s->deadline_ms && now >= s->deadline_ms) {
-			stream_end(s, ENVD_DEADLINE_EXCEEDED, "the stream's timeout (timeoutMs) passed");
+			envd_out_end(&s->out, ENVD_DEADLINE_EXCEEDED, "the stream's timeout (timeoutMs) passed");
 			continue;
 		}
 		if (now >= s->next_ping_ms) {
 			s->next_ping_ms = now + s->ping_ms;
-			envd_frame(&s->out, &s->len, &s->cap, 0, json_pack("{s:{s:{}}}", "event", "keepalive"));
+			envd_out_frame(&s->out, json_pack("{s:{s:{}}}", "event", "keepalive"));
 			continue;
 		}
 		int64_t until = s->next_ping_ms;
@@ -263,9 +249,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 		struct pollfd p = { .fd = s->ev.fd, .events = POLLIN };
 		int ready = s->ev.off < s->ev.len ? 1 : poll(&p, 1, (int)(until - now));
 		if (ready < 0 && errno != EINTR)
-			stream_end(s, ENVD_INTERNAL, "poll failed");
-		else if (ready > 0 && !sbxu_events_read(&s->ev, &s->sse, &s->sse_len, on_event, s) && !s->done)
-			stream_end(s, ENVD_UNAVAILABLE, "the sandbox stopped while the command ran");
+			envd_out_end(&s->out, ENVD_INTERNAL, "poll failed");
+		else if (ready > 0 && !sbxu_events_read(&s->ev, &s->sse, &s->sse_len, on_event, s) && !s->out.done)
+			envd_out_end(&s->out, ENVD_UNAVAILABLE, "the sandbox stopped while the command ran");
 	}
 }
 
@@ -275,7 +261,7 @@ static void stream_free(void *cls)
 	sbxc_close(&s->ev);
 	vmrund_stream_end(s->d, s->tenant);
 	free(s->sse);
-	free(s->out);
+	envd_out_free(&s->out);
 	free(s);
 }
 
@@ -335,7 +321,7 @@ static bool follow(struct call *c, unsigned cid, bool pty, int64_t slack_ms, enu
 		return false;
 	}
 	struct MHD_Response *resp = NULL;
-	if (!envd_frame(&s->out, &s->len, &s->cap, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)cid)))
+	if (!envd_out_frame(&s->out, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)cid)))
 		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, stream_read, s, stream_free);
 	if (!resp) {
 		stream_free(s);

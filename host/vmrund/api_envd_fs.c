@@ -211,19 +211,9 @@ struct watch {
 	unsigned depth;               /* 1, or ENVD_DEPTH_MAX when recursive */
 	bool entries;                 /* includeEntry */
 	json_t *last;                 /* the last listing */
-	char *out;                    /* frames not yet sent: out[off..len) */
-	size_t len, cap, off;
-	bool done;                    /* the end message is in out */
+	struct envd_out out;          /* frames not yet sent */
 	int64_t deadline_ms, ping_ms, next_ping_ms, next_look_ms;   /* monotonic */
 };
-
-static void watch_end(struct watch *w, enum envd_code code, const char *message)
-{
-	/* out of memory, the stream ends without its end message: the client sees a broken stream */
-	if (!w->done)
-		envd_frame(&w->out, &w->len, &w->cap, ENVD_FLAG_END, envd_end(code, message));
-	w->done = true;
-}
 
 /* List the directory again, and frame what changed. */
 static void look(struct watch *w)
@@ -233,7 +223,7 @@ static void look(struct watch *w)
 	enum walk_end end = now ? walk(&w->u, w->id, w->root, w->depth, now, &st) : WALK_FAILED;
 	if (end) {
 		json_decref(now);
-		watch_end(w, end == WALK_GONE ? ENVD_NOT_FOUND : end == WALK_OVER ? ENVD_RESOURCE_EXHAUSTED : ENVD_UNAVAILABLE,
+		envd_out_end(&w->out, end == WALK_GONE ? ENVD_NOT_FOUND : end == WALK_OVER ? ENVD_RESOURCE_EXHAUSTED : ENVD_UNAVAILABLE,
 			  end == WALK_GONE ? "the watched directory is gone"
 			  : end == WALK_OVER ? "the watched directory holds more than 4096 entries"
 					     : "the sandbox stopped while its directory was watched");
@@ -242,7 +232,7 @@ static void look(struct watch *w)
 	json_t *events = envd_watch_events(w->last, now, w->root, w->entries), *ev;
 	size_t i;
 	json_array_foreach(events, i, ev)
-		envd_frame(&w->out, &w->len, &w->cap, 0, json_pack("{s:O}", "filesystem", ev));
+		envd_out_frame(&w->out, json_pack("{s:O}", "filesystem", ev));
 	json_decref(events);
 	json_decref(w->last);
 	w->last = now;
@@ -253,24 +243,20 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *buf, size_t max)
 	(void)pos;
 	struct watch *w = cls;
 	for (;;) {
-		if (w->off < w->len) {
-			size_t n = w->len - w->off < max ? w->len - w->off : max;
-			memcpy(buf, w->out + w->off, n);
-			w->off += n;
+		size_t n = envd_out_take(&w->out, buf, max);
+		if (n)
 			return (ssize_t)n;
-		}
-		if (w->done)
+		if (w->out.done)
 			return MHD_CONTENT_READER_END_OF_STREAM;
-		w->off = w->len = 0;
 		int64_t now = clock_mono_ms();
 		if (w->deadline_ms && now >= w->deadline_ms) {
-			watch_end(w, ENVD_DEADLINE_EXCEEDED, "the watch's timeout (timeoutMs) passed");
+			envd_out_end(&w->out, ENVD_DEADLINE_EXCEEDED, "the watch's timeout (timeoutMs) passed");
 		} else if (now >= w->next_look_ms) {
 			w->next_look_ms = now + ENVD_WATCH_MS;
 			look(w);
 		} else if (now >= w->next_ping_ms) {
 			w->next_ping_ms = now + w->ping_ms;
-			envd_frame(&w->out, &w->len, &w->cap, 0, json_pack("{s:{}}", "keepalive"));
+			envd_out_frame(&w->out, json_pack("{s:{}}", "keepalive"));
 		} else {
 			int64_t until = w->next_look_ms < w->next_ping_ms ? w->next_look_ms : w->next_ping_ms;
 			if (w->deadline_ms && w->deadline_ms < until)
@@ -285,7 +271,7 @@ static void watch_free(void *cls)
 	struct watch *w = cls;
 	vmrund_stream_end(w->d, w->tenant);
 	json_decref(w->last);
-	free(w->out);
+	envd_out_free(&w->out);
 	free(w);
 }
 
@@ -318,7 +304,7 @@ static enum MHD_Result watch_dir(struct call *c, const json_t *req, const char *
 		return walk_failed(c, end, st, abs);
 	}
 	struct MHD_Response *resp = NULL;
-	if (!envd_frame(&w->out, &w->len, &w->cap, 0, json_pack("{s:{}}", "start")))
+	if (!envd_out_frame(&w->out, json_pack("{s:{}}", "start")))
 		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, watch_read, w, watch_free);
 	if (!resp) {
 		watch_free(w);

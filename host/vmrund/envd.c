@@ -132,6 +132,40 @@ int envd_frame(char **buf, size_t *len, size_t *cap, uint8_t flags, json_t *msg)
 	return 0;
 }
 
+int envd_out_frame(struct envd_out *o, json_t *msg)
+{
+	if (o->done) {
+		json_decref(msg);
+		return 0;
+	}
+	return envd_frame(&o->p, &o->len, &o->cap, 0, msg);
+}
+
+void envd_out_end(struct envd_out *o, enum envd_code code, const char *message)
+{
+	if (!o->done)
+		envd_frame(&o->p, &o->len, &o->cap, ENVD_FLAG_END, envd_end(code, message));
+	o->done = true;
+}
+
+size_t envd_out_take(struct envd_out *o, char *buf, size_t max)
+{
+	size_t n = o->len - o->off < max ? o->len - o->off : max;
+	if (!n)
+		return 0;
+	memcpy(buf, o->p + o->off, n);
+	o->off += n;
+	if (o->off == o->len)
+		o->off = o->len = 0;
+	return n;
+}
+
+void envd_out_free(struct envd_out *o)
+{
+	free(o->p);
+	*o = (struct envd_out){ 0 };
+}
+
 int envd_bytes(const char *text, size_t len, char **out, size_t *n)
 {
 	/* protobuf's JSON reader takes both alphabets, padded or not */

@@ -86,6 +86,29 @@ json_t *envd_unwrap(const char *body, size_t len, char *err, size_t errlen);
  * unchanged). */
 int envd_frame(char **buf, size_t *len, size_t *cap, uint8_t flags, json_t *msg);
 
+/* A server stream's frames on their way to the client: p[off..len),
+ * and whether its end frame is among them (nothing follows it). */
+struct envd_out {
+	char *p;
+	size_t len, cap, off;
+	bool done;
+};
+
+/* Frame msg (taken) onto o: 0, or -1 out of memory (o unchanged). */
+int envd_out_frame(struct envd_out *o, json_t *msg);
+
+/* The stream's end frame (envd_end of code and message), once: what
+ * comes after it is dropped. Out of memory, the stream ends without it
+ * (the client sees a broken stream). */
+void envd_out_end(struct envd_out *o, enum envd_code code, const char *message);
+
+/* Copy what waits, at most max bytes, into buf: how many (0: nothing
+ * waits). Once all is taken, the buffer is reused from its start. */
+size_t envd_out_take(struct envd_out *o, char *buf, size_t max);
+
+/* Release o's buffer; safe on a zeroed one. */
+void envd_out_free(struct envd_out *o);
+
 /* Protobuf JSON's bytes (base64, standard or URL-safe alphabet, padding
  * optional) decoded into *out (malloc'd, NUL-terminated, *n bytes): 0,
  * or -1 for text that is not base64 (or out of memory). */

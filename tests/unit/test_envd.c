@@ -807,6 +807,29 @@ static void resizes(void **state)
 	}
 }
 
+/* A stream's frames taken in pieces, and nothing after its end. */
+static void outs(void **state)
+{
+	(void)state;
+	struct envd_out o = { 0 };
+	char buf[64];
+	assert_int_equal(envd_out_take(&o, buf, sizeof(buf)), 0);
+	assert_int_equal(envd_out_frame(&o, json_pack("{s:i}", "a", 1)), 0);
+	assert_int_equal(envd_out_take(&o, buf, 3), 3);   /* the first bytes of the header */
+	assert_int_equal(envd_out_take(&o, buf + 3, sizeof(buf) - 3), 5 + 7 - 3);
+	assert_memory_equal(buf, "\0\0\0\0\7{\"a\":1}", 12);
+	envd_out_end(&o, ENVD_NOT_FOUND, "gone");
+	envd_out_end(&o, ENVD_OK, NULL);   /* once */
+	assert_int_equal(envd_out_frame(&o, json_pack("{s:i}", "b", 2)), 0);   /* dropped */
+	size_t n = envd_out_take(&o, buf, sizeof(buf));
+	assert_true(o.done);
+	assert_int_equal(buf[0], ENVD_FLAG_END);
+	assert_int_equal(n, 5 + strlen("{\"error\":{\"code\":\"not_found\",\"message\":\"gone\"}}"));
+	assert_int_equal(envd_out_take(&o, buf, sizeof(buf)), 0);
+	envd_out_free(&o);
+	envd_out_free(&o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -815,7 +838,7 @@ int main(void)
 		cmocka_unit_test(pids),		cmocka_unit_test(signals),	cmocka_unit_test(inputs),
 		cmocka_unit_test(events),	cmocka_unit_test(process_info), cmocka_unit_test(process_info_without_env),
 		cmocka_unit_test(abs_paths),	cmocka_unit_test(entries),	cmocka_unit_test(tokens),
-		cmocka_unit_test(watch_events),	cmocka_unit_test(resizes),
+		cmocka_unit_test(watch_events),	cmocka_unit_test(resizes),	cmocka_unit_test(outs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
