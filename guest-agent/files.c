@@ -272,8 +272,9 @@ static int open_stream(struct files *f, const struct proto_file_req *r, const ch
 		return open_tar(f, s, r, path);
 	bool writing = r->op == PROTO_FILE_WRITE;
 	/* O_NONBLOCK: a FIFO in its place must not hang the agent (refused below) */
-	int fd = writing ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, r->mode ? r->mode : 0644)
-			 : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	/* O_NOCTTY: a terminal's slave (/dev/pts/N) never becomes PID 1's */
+	int fd = writing ? open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, r->mode ? r->mode : 0644)
+			 : open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return errno;
 	struct stat st;

@@ -16,7 +16,7 @@ static void put16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
 
 bool proto_sb_type(uint16_t type)
 {
-	return type >= PROTO_READY && type <= PROTO_RESUME;
+	return type >= PROTO_READY && type <= PROTO_TYPE_LAST;
 }
 
 int proto_sb_split(const uint8_t *p, uint32_t len, uint32_t *id, const uint8_t **rest, uint32_t *restlen)

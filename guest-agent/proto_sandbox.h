@@ -145,7 +145,7 @@ struct proto_entry {
 	char name[PROTO_NAME_MAX + 1];
 };
 
-/* Whether type is one of sandbox mode's frames (READY..FILE_END). */
+/* Whether type is one of sandbox mode's frames (READY..PROTO_TYPE_LAST). */
 bool proto_sb_type(uint16_t type);
 
 /* Split a sandbox frame's payload into its id and the rest. Returns 0, or

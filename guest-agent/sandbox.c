@@ -56,6 +56,7 @@ struct cmd {
 	int64_t drain_until_ms;      /* after the exit: how long the pipes are read */
 	bool timed_out;
 	bool tty;                    /* on a terminal: out is its master, in a second descriptor of it */
+	bool in_nl;                  /* the last byte of stdin taken was a newline (or none was) */
 };
 
 struct sandbox {
@@ -282,7 +283,7 @@ static int start_cmd(struct sandbox *sb, const uint8_t *p, uint32_t len)
 		rc = refuse(sb, pc->id, PROTO_END_ERROR, E2BIG);
 		goto out;
 	}
-	*c = (struct cmd){ .used = true, .id = pc->id, .pidfd = -1, .in = -1, .out.fd = -1, .err.fd = -1 };
+	*c = (struct cmd){ .used = true, .id = pc->id, .pidfd = -1, .in = -1, .out.fd = -1, .err.fd = -1, .in_nl = true };
 	if (sb->cfg->cgroup_root) {
 		char name[32];
 		snprintf(name, sizeof(name), "vmrun-cmd%u", sb->seq++);
@@ -327,13 +328,22 @@ static int cmd_stdin(struct sandbox *sb, const uint8_t *p, uint32_t len)
 	struct cmd *c = cmd_of(sb, id);
 	if (!c || c->in < 0 || c->in_close)
 		return 0;   /* it ended, or closed its stdin: the rest is dropped */
-	if (n == 0) {
+	if (n == 0 && c->tty) {
+		/* a terminal is not closed by its input's writer: its end of
+		 * file is the EOF character (^D), at the start of a line */
+		static const uint8_t eof[2] = { 4, 4 };
+		data = eof;
+		n = c->in_nl ? 1 : 2;
+		c->in_close = true;
+	} else if (n == 0) {
 		c->in_close = true;
 		if (!c->inlen)
 			close_fd(&c->in);
 		return 0;
+	} else {
+		c->in_nl = data[n - 1] == '\n';
 	}
-	if (c->inlen + n > SANDBOX_STDIN_MAX) {
+	if (c->inlen + n > SANDBOX_STDIN_MAX && !c->in_close) {
 		/* it does not read what it has: the rest is dropped, and its
 		 * stdin closed once what is held is written (it sees EOF) */
 		c->in_close = true;
@@ -356,20 +366,21 @@ static int cmd_signal(struct sandbox *sb, const uint8_t *p, uint32_t len)
 	struct cmd *c = cmd_of(sb, id);
 	if (!c || c->exited)
 		return 0;
-	if (sig == SIGKILL)
+	if (sig == SIGKILL) {
 		kill_cmd(c);
-	else
-		kill(-c->pid, (int)sig);
+		return 0;
+	}
+	kill(-c->pid, (int)sig);
+	/* on a terminal, a shell runs each job in a group of its own: the
+	 * signal goes to the one in the foreground too, as a typed ^C would */
+	pid_t fg = c->tty && c->out.fd >= 0 ? tcgetpgrp(c->out.fd) : -1;
+	if (fg > 0 && fg != c->pid)
+		kill(-fg, (int)sig);
 	return 0;
 }
 
 /* ---- the host's frames ------------------------------------------------------------ */
 
-/* PAUSE: the workspace's file system is frozen, which writes out what
- * its cache holds and holds new writers until the thaw: the disk the host
- * saves, copies or diffs is whole and still. Where it cannot be frozen
- * (it is frozen already: a command of root's froze it) it is at least
- * synced. */
 /* CMD_RESIZE: a terminal's new size (SIGWINCH to its foreground group,
  * by the kernel); a command without a terminal, or one that ended, has
  * nothing to resize. */
@@ -386,6 +397,11 @@ static int cmd_resize(struct sandbox *sb, const uint8_t *p, uint32_t len)
 	return 0;
 }
 
+/* PAUSE: the workspace's file system is frozen, which writes out what
+ * its cache holds and holds new writers until the thaw: the disk the host
+ * saves, copies or diffs is whole and still. Where it cannot be frozen
+ * (it is frozen already: a command of root's froze it) it is at least
+ * synced. */
 static void freeze_workspace(struct sandbox *sb)
 {
 	if (!sb->cfg->freeze_dir || sb->frozen >= 0)

@@ -103,7 +103,10 @@ static enum walk_end walk(struct sbx_user *u, const char *id, const char *root, 
 			op_target("list", dir, target, sizeof(target));
 			json_t *out, *e;
 			int st = sbxu_call(u, id, "GET", target, NULL, SBXU_CALL_MS, &out);
-			if (st != 200 && level > 0) {
+			/* one below the root that went (or is no directory now) while
+			 * it was walked is passed over; any other failure is the walk's,
+			 * or a watch would see everything under it removed */
+			if ((st == 404 || st == 400) && level > 0) {
 				json_decref(out);
 				continue;
 			}
@@ -219,14 +222,23 @@ struct watch {
 static void look(struct watch *w)
 {
 	json_t *now = json_object();
-	int st;
+	int st = -1;
 	enum walk_end end = now ? walk(&w->u, w->id, w->root, w->depth, now, &st) : WALK_FAILED;
+	if (end == WALK_FAILED && st > 0 && st != 409) {
+		/* the supervisor was busy (429: its file operations) or slow:
+		 * the last listing stands, and the next look tries again */
+		json_decref(now);
+		return;
+	}
 	if (end) {
 		json_decref(now);
-		envd_out_end(&w->out, end == WALK_GONE ? ENVD_NOT_FOUND : end == WALK_OVER ? ENVD_RESOURCE_EXHAUSTED : ENVD_UNAVAILABLE,
-			  end == WALK_GONE ? "the watched directory is gone"
-			  : end == WALK_OVER ? "the watched directory holds more than 4096 entries"
-					     : "the sandbox stopped while its directory was watched");
+		char why[160];
+		snprintf(why, sizeof(why), "%s", end == WALK_GONE ? "the watched directory is gone"
+			 : end == WALK_OVER ? "the watched directory holds more entries than a listing gives"
+			 : end == WALK_LONG ? "a path under the watched directory is too long to list"
+					    : "the sandbox stopped while its directory was watched");
+		envd_out_end(&w->out, end == WALK_GONE ? ENVD_NOT_FOUND : end == WALK_OVER ? ENVD_RESOURCE_EXHAUSTED
+				      : end == WALK_LONG ? ENVD_INVALID_ARGUMENT : ENVD_UNAVAILABLE, why);
 		return;
 	}
 	json_t *events = envd_watch_events(w->last, now, w->root, w->entries), *ev;
@@ -252,8 +264,9 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *buf, size_t max)
 		if (w->deadline_ms && now >= w->deadline_ms) {
 			envd_out_end(&w->out, ENVD_DEADLINE_EXCEEDED, "the watch's timeout (timeoutMs) passed");
 		} else if (now >= w->next_look_ms) {
-			w->next_look_ms = now + ENVD_WATCH_MS;
 			look(w);
+			/* from the walk's end: a long walk is not followed by another at once */
+			w->next_look_ms = clock_mono_ms() + ENVD_WATCH_MS;
 		} else if (now >= w->next_ping_ms) {
 			w->next_ping_ms = now + w->ping_ms;
 			envd_out_frame(&w->out, json_pack("{s:{}}", "keepalive"));

@@ -14,6 +14,7 @@
 
 #include "base64.h"
 #include "hex.h"
+#include "proto_sandbox.h"
 #include "utf8.h"
 
 /* ---- Connect ------------------------------------------------------------------------ */
@@ -307,7 +308,7 @@ enum envd_code envd_resize_body(const json_t *req, json_t **native, char *err, s
 	json_t *size = json_object_get(json_object_get(req, "pty"), "size");
 	json_int_t cols = json_integer_value(json_object_get(size, "cols")), rows = json_integer_value(json_object_get(size, "rows"));
 	*native = NULL;
-	if (cols < 1 || rows < 1 || cols > 4096 || rows > 4096)
+	if (cols < 1 || rows < 1 || cols > PROTO_PTY_MAX || rows > PROTO_PTY_MAX)
 		return fail(err, errlen, ENVD_INVALID_ARGUMENT, "%s: {\"size\": {\"cols\", \"rows\"}}, each 1..4096", "pty");
 	*native = json_pack("{s:I, s:I}", "cols", cols, "rows", rows);
 	return *native ? ENVD_OK : fail(err, errlen, ENVD_INTERNAL, "%s", "out of memory");

@@ -27,6 +27,11 @@ post '{"argv":["python3","-c","import os; print(os.getcwd(), os.getuid(), os.env
 expect "cwd, env, and the sandbox user" 201 "j['stdout']=='/tmp 1000 hi\n' and j['request']['env']==['GREETING']"
 post '{"argv":["python3","-c","print(input()[::-1])"],"stdin":"olleh\n"}' "/commands?wait=60"
 expect "a foreground command's stdin" 201 "j['stdout']=='hello\n'"
+# on a terminal: a tty as its stdin and stdout, of the size asked, and a
+# foreground command's stdin ends with the terminal's end of file (^D)
+post '{"argv":["python3","-c","import os, sys; print(os.isatty(0), os.isatty(1), *os.get_terminal_size()); print(sys.stdin.read().upper())"],"pty":{"cols":100,"rows":30},"stdin":"typed"}' "/commands?wait=60"
+expect "a command on a terminal: a tty, its size, its input ended by ^D" 201 \
+	"j['exit_code']==0 and 'True True 100 30' in j['stdout'] and 'TYPED' in j['stdout']"
 post '{"argv":["ls"]}' "/commands?wait=60"
 expect "a program of the image's manifest (busybox ls) runs" 201 "j['exit_code']==0 and 'state.txt' in j['stdout']"
 # --without-pip: ensurepip's copy into the venv takes a minute of an

@@ -405,7 +405,8 @@ static void ids_and_types(void **state)
 	assert_true(proto_sb_type(PROTO_READY));
 	assert_true(proto_sb_type(PROTO_FILE_END));
 	assert_true(proto_sb_type(PROTO_RESUME));
-	assert_false(proto_sb_type(PROTO_RESUME + 1));
+	assert_true(proto_sb_type(PROTO_CMD_RESIZE));
+	assert_false(proto_sb_type(PROTO_TYPE_LAST + 1));
 }
 
 int main(void)
