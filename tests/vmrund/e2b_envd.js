@@ -185,7 +185,9 @@ async function main(made) {
   r = await again.commands.run('echo after resume')
   check('commands run after the resume', r.stdout === 'after resume\n', JSON.stringify(r))
   await again.setTimeout(60000)
-  check('setTimeout on the resumed one', true)
+  const life = await again.getInfo()
+  check('setTimeout on the resumed one: its end a minute away', Math.abs((life.endAt - Date.now()) / 1000 - 60) < 10,
+    life.endAt)
 
   // errors of each kind
   e = await thrown(() => Sandbox.connect('0123456789abcdef0123456789abcdef'))
