@@ -104,6 +104,10 @@ size_t proto_encode_cmd(const struct proto_cmd *c, uint8_t *buf, size_t cap)
 		at = c->cwd[0] ? put_str(buf, cap, at, PROTO_T_CWD, c->cwd) : 0;
 	if (c->timeout_ms)
 		at = put_field(buf, cap, at, PROTO_T_TIMEOUT_MS, &c->timeout_ms, 8);
+	if (c->cpu_ms)
+		at = put_field(buf, cap, at, PROTO_T_CPU_MS, &c->cpu_ms, 8);
+	if (c->memory_kib)
+		at = put_field(buf, cap, at, PROTO_T_MEMORY_KIB, &c->memory_kib, 8);
 	if (c->pty_cols || c->pty_rows) {
 		if (!c->pty_cols || !c->pty_rows || c->pty_cols > PROTO_PTY_MAX || c->pty_rows > PROTO_PTY_MAX)
 			return 0;
@@ -119,7 +123,7 @@ int proto_decode_cmd(const uint8_t *p, uint32_t len, struct proto_cmd *c, char *
 {
 	c->argc = c->envc = 0;
 	c->cwd = NULL;
-	c->timeout_ms = 0;
+	c->timeout_ms = c->cpu_ms = c->memory_kib = 0;
 	c->pty_cols = c->pty_rows = 0;
 	if (len < PROTO_SB_ID_LEN || len > PROTO_MAX_PAYLOAD)
 		return proto_errf(err, errlen, "CMD_START of %u bytes", len);
@@ -138,6 +142,15 @@ int proto_decode_cmd(const uint8_t *p, uint32_t len, struct proto_cmd *c, char *
 			memcpy(&c->timeout_ms, v, 8);
 			if (!c->timeout_ms)
 				return proto_errf(err, errlen, "TIMEOUT_MS of 0 (no timeout is no field)");
+			continue;
+		}
+		if (tag == PROTO_T_CPU_MS || tag == PROTO_T_MEMORY_KIB) {
+			uint64_t *x = tag == PROTO_T_CPU_MS ? &c->cpu_ms : &c->memory_kib;
+			if (n != 8 || *x)
+				return proto_errf(err, errlen, "field %u: bad length or repeated", tag);
+			memcpy(x, v, 8);
+			if (!*x)
+				return proto_errf(err, errlen, "field %u of 0 (no limit is no field)", tag);
 			continue;
 		}
 		if (tag == PROTO_T_PTY) {

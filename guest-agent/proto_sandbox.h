@@ -17,7 +17,12 @@
  *                              command runs on a terminal of that size,
  *                              its controlling tty; all it writes is
  *                              its STDOUT, its STDIN goes to the
- *                              terminal)
+ *                              terminal), CPU_MS and MEMORY_KIB (u64
+ *                              each, not 0: the command's own limits,
+ *                              as a run stage's: RLIMIT_CPU, and its
+ *                              cgroup's memory.max; its EXIT says
+ *                              PROTO_EXIT_CPU_EXCEEDED and
+ *                              PROTO_EXIT_OOM_KILLED)
  *   host -> agent  CMD_RESIZE  id, u16 cols, u16 rows: a terminal's new
  *                              size (a command without one ignores it)
  *   host -> agent  CMD_STDIN   id, data; empty data closes its stdin
@@ -65,8 +70,9 @@
  * A command's argv[0] must be on the REQUEST's allowlist (the host sends
  * its runtime's whole manifest in sandbox mode). The REQUEST's limits
  * apply as rlimits of each command: NPROC counts the sandbox user's
- * processes, all commands together; CPU_MS and MEMORY_KIB are a stage's
- * and do not apply (the VM's memory is the sandbox's). Paths are absolute, or
+ * processes, all commands together; the REQUEST's CPU_MS and MEMORY_KIB
+ * are a stage's and do not apply (the VM's memory is the sandbox's; a
+ * command's own CPU_MS and MEMORY_KIB hold it alone). Paths are absolute, or
  * relative to the workspace; file operations run with the sandbox user's
  * file-system ids, so the guest kernel decides what they may touch.
  *
@@ -126,6 +132,7 @@ struct proto_cmd {
 	char *cwd;                            /* NULL: the workspace */
 	uint64_t timeout_ms;                  /* 0: none */
 	uint16_t pty_cols, pty_rows;          /* a terminal's size; 0: none, pipes */
+	uint64_t cpu_ms, memory_kib;          /* its own limits; 0: none */
 	char storage[PROTO_MAX_PAYLOAD + PROTO_SB_MAX_ARGS + PROTO_SB_MAX_ENV + 1];
 };
 
@@ -156,14 +163,16 @@ int proto_sb_split(const uint8_t *p, uint32_t len, uint32_t *id, const uint8_t *
  * for CMD_STDIN and FILE_DATA. Returns the length. */
 uint32_t proto_sb_put_id(uint8_t *buf, uint32_t id, const void *data, uint32_t n);
 
-/* Encode c (its id, argv, env, cwd when set, timeout_ms when not 0) as a
+/* Encode c (its id, argv, env, cwd when set, timeout_ms, cpu_ms and
+ * memory_kib when not 0) as a
  * CMD_START payload into buf. Returns its length, or 0 when c breaks a
  * rule decoding holds it to, or does not fit cap. */
 size_t proto_encode_cmd(const struct proto_cmd *c, uint8_t *buf, size_t cap);
 
 /* Decode and check a CMD_START payload into c: 1..PROTO_SB_MAX_ARGS args
  * with a non-empty argv[0], at most PROTO_SB_MAX_ENV NAME=VALUE grants,
- * CWD and TIMEOUT_MS at most once, no NUL in any string. Returns 0, or -1
+ * CWD, TIMEOUT_MS, PTY, CPU_MS and MEMORY_KIB at most once (the numbers
+ * not 0), no NUL in any string. Returns 0, or -1
  * with a reason in err. */
 int proto_decode_cmd(const uint8_t *p, uint32_t len, struct proto_cmd *c, char *err, size_t errlen);
 

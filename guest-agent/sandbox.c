@@ -57,6 +57,8 @@ struct cmd {
 	bool timed_out;
 	bool tty;                    /* on a terminal: out is its master, in a second descriptor of it */
 	bool in_nl;                  /* the last byte of stdin taken was a newline (or none was) */
+	uint64_t cpu_ms;             /* its own CPU limit; 0: none */
+	bool oom_killed;             /* its cgroup's memory.max killed something of it */
 };
 
 struct sandbox {
@@ -200,7 +202,7 @@ static int spawn(struct sandbox *sb, struct cmd *c, const struct proto_cmd *pc, 
 {
 	struct stage_exec x = {
 		.path = path, .argv = pc->argv, .env = env, .cwd = cwd, .uid = sb->cfg->uid, .gid = sb->cfg->gid,
-		.nproc = sb->req->nproc, .nofile = sb->req->nofile, .fsize = sb->req->fsize,
+		.nproc = sb->req->nproc, .nofile = sb->req->nofile, .fsize = sb->req->fsize, .cpu_ms = pc->cpu_ms,
 		.group = c->has_group ? &c->group : NULL,
 	};
 	struct stage_proc p;
@@ -283,14 +285,21 @@ static int start_cmd(struct sandbox *sb, const uint8_t *p, uint32_t len)
 		rc = refuse(sb, pc->id, PROTO_END_ERROR, E2BIG);
 		goto out;
 	}
-	*c = (struct cmd){ .used = true, .id = pc->id, .pidfd = -1, .in = -1, .out.fd = -1, .err.fd = -1, .in_nl = true };
+	if (pc->memory_kib && !sb->cfg->cgroup_root) {
+		rc = refuse(sb, pc->id, PROTO_END_ERROR, ENOSYS);   /* a limit that cannot hold is refused */
+		goto out;
+	}
+	*c = (struct cmd){ .used = true, .id = pc->id, .pidfd = -1, .in = -1, .out.fd = -1, .err.fd = -1, .in_nl = true,
+			   .cpu_ms = pc->cpu_ms };
 	if (sb->cfg->cgroup_root) {
 		char name[32];
 		snprintf(name, sizeof(name), "vmrun-cmd%u", sb->seq++);
-		/* no limit of its own (the VM's memory is the sandbox's): the
-		 * group is there so that a kill reaches everything it started */
+		/* without a limit of its own (the VM's memory is the
+		 * sandbox's) the group is there so that a kill reaches
+		 * everything it started */
 		char why[256];
-		if (cgroup_create(sb->cfg->cgroup_root, name, UINT64_MAX, &c->group, why, sizeof(why)) < 0) {
+		if (cgroup_create(sb->cfg->cgroup_root, name, pc->memory_kib ? pc->memory_kib : UINT64_MAX, &c->group, why,
+				  sizeof(why)) < 0) {
 			int e = errno;
 			fprintf(stderr, "vmrun-agent: %s\n", why);
 			free_cmd(c);
@@ -557,6 +566,12 @@ static void reaped(struct cmd *c, int status, const struct rusage *ru)
 	c->ru = *ru;
 	c->exited = true;
 	kill_cmd(c);
+	/* memory.events counts what any OOM kill took of the group: its own
+	 * limit's, or the VM's as a whole */
+	uint64_t kills = 0;
+	char why[256];
+	if (c->has_group && cgroup_oom_kills(&c->group, &kills, why, sizeof(why)) == 0 && kills)
+		c->oom_killed = true;
 	close_fd(&c->pidfd);
 	close_fd(&c->in);
 	c->drain_until_ms = now_ms() + STAGE_DRAIN_MS;
@@ -586,7 +601,8 @@ static int finish(struct sandbox *sb, struct cmd *c)
 		   (uint64_t)(c->ru.ru_utime.tv_usec + c->ru.ru_stime.tv_usec) / 1000;
 	e.max_rss_kib = (uint64_t)c->ru.ru_maxrss;
 	e.flags = (c->out.truncated ? PROTO_EXIT_STDOUT_TRUNCATED : 0) | (c->err.truncated ? PROTO_EXIT_STDERR_TRUNCATED : 0) |
-		  (c->timed_out ? PROTO_EXIT_TIMED_OUT : 0);
+		  (c->timed_out ? PROTO_EXIT_TIMED_OUT : 0) | (c->oom_killed ? PROTO_EXIT_OOM_KILLED : 0) |
+		  (stage_cpu_exceeded(c->cpu_ms, c->status, e.cpu_ms) ? PROTO_EXIT_CPU_EXCEEDED : 0);
 	uint32_t id = c->id;
 	drop_group(c);
 	free_cmd(c);

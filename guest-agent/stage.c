@@ -450,12 +450,17 @@ static int run_process(const struct stage_ctx *c, unsigned i, const char *path, 
 	ex->stderr_bytes = p.err.bytes;
 	ex->flags = (p.out.truncated ? PROTO_EXIT_STDOUT_TRUNCATED : 0) |
 		    (p.err.truncated ? PROTO_EXIT_STDERR_TRUNCATED : 0);
-	/* SIGXCPU at the soft limit; SIGKILL at the hard one, for a process
-	 * that ignored SIGXCPU (its time then is past the limit) */
-	if (st->cpu_ms && WIFSIGNALED(status) &&
-	    (WTERMSIG(status) == SIGXCPU || (WTERMSIG(status) == SIGKILL && ex->cpu_ms >= st->cpu_ms)))
+	if (stage_cpu_exceeded(st->cpu_ms, status, ex->cpu_ms))
 		ex->flags |= PROTO_EXIT_CPU_EXCEEDED;
 	return 0;
+}
+
+bool stage_cpu_exceeded(uint64_t limit_ms, int status, uint64_t cpu_ms)
+{
+	/* SIGXCPU at the soft limit; SIGKILL at the hard one, for a process
+	 * that ignored SIGXCPU (its time then is past the limit) */
+	return limit_ms && WIFSIGNALED(status) &&
+	       (WTERMSIG(status) == SIGXCPU || (WTERMSIG(status) == SIGKILL && cpu_ms >= limit_ms));
 }
 
 int stage_run(const struct stage_ctx *c, unsigned i, const char *path, struct proto_exit *ex)

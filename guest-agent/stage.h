@@ -72,6 +72,11 @@ struct stage_proc {
  * with errno set. */
 int stage_spawn(struct stage_exec *x, bool with_stdin, struct stage_proc *p, int failed[2]);
 
+/* Whether a process under a CPU limit of limit_ms (0: none) that ended
+ * with wait status after cpu_ms of CPU time was ended by that limit:
+ * SIGXCPU at RLIMIT_CPU's soft limit, or SIGKILL at its hard one. */
+bool stage_cpu_exceeded(uint64_t limit_ms, int status, uint64_t cpu_ms);
+
 /* stage_spawn on a terminal of cols x rows (a pseudo-terminal's slave as
  * its 0, 1 and 2, its controlling tty): p->out is the master, read for
  * all it writes, p->in a second descriptor of the master, written for

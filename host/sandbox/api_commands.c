@@ -40,11 +40,35 @@ static int pty_size(const json_t *v, uint16_t *cols, uint16_t *rows)
 	return 0;
 }
 
+/* A command's own limits, {"memory_mib", "cpu_time_ms"}, each optional:
+ * 0, or -1 with why. */
+static int cmd_limits(const json_t *v, struct proto_cmd *c, char *err, size_t errlen)
+{
+	const char *key;
+	const json_t *x;
+	if (!json_is_object(v))
+		return snprintf(err, errlen, "limits: {\"memory_mib\", \"cpu_time_ms\"}"), -1;
+	json_object_foreach((json_t *)v, key, x) {
+		json_int_t n = json_integer_value(x);
+		bool mem = !strcmp(key, "memory_mib");
+		if (!mem && strcmp(key, "cpu_time_ms"))
+			return snprintf(err, errlen, "limits: unknown field %.64s", key), -1;
+		if (!json_is_integer(x) || n < 1 || n > (mem ? SBX_CMD_MEMORY_MIB_MAX : SBX_CMD_CPU_MS_MAX))
+			return snprintf(err, errlen, "limits.%s: an integer, 1 to %lld", key,
+					mem ? (long long)SBX_CMD_MEMORY_MIB_MAX : (long long)SBX_CMD_CPU_MS_MAX), -1;
+		if (mem)
+			c->memory_kib = (uint64_t)n * 1024;
+		else
+			c->cpu_ms = (uint64_t)n;
+	}
+	return 0;
+}
+
 /* The proto command from a body: argv, cwd, env, timeout_s, pty. Strings
  * point into body. 0, or -1 with why. */
 static int parse_cmd(json_t *body, struct proto_cmd *c, char *err, size_t errlen)
 {
-	const char *known[] = { "argv", "cwd", "env", "stdin", "timeout_s", "background", "pty" };
+	const char *known[] = { "argv", "cwd", "env", "stdin", "timeout_s", "background", "pty", "limits" };
 	const char *key;
 	json_t *v;
 	json_object_foreach(body, key, v) {
@@ -92,6 +116,8 @@ static int parse_cmd(json_t *body, struct proto_cmd *c, char *err, size_t errlen
 		return snprintf(err, errlen, "background: true or false"), -1;
 	if ((v = json_object_get(body, "pty")) && pty_size(v, &c->pty_cols, &c->pty_rows))
 		return snprintf(err, errlen, "pty: {\"cols\", \"rows\"}, each 1..%u", PROTO_PTY_MAX), -1;
+	if ((v = json_object_get(body, "limits")) && cmd_limits(v, c, err, errlen))
+		return -1;
 	return 0;
 }
 

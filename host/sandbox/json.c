@@ -82,6 +82,8 @@ json_t *sbx_cmd_json(const struct sbx *s, const struct sbx_cmd *c)
 		json_object_set_new(o, "timed_out", json_boolean(e->flags & PROTO_EXIT_TIMED_OUT));
 		json_object_set_new(o, "stdout_truncated", json_boolean(e->flags & PROTO_EXIT_STDOUT_TRUNCATED));
 		json_object_set_new(o, "stderr_truncated", json_boolean(e->flags & PROTO_EXIT_STDERR_TRUNCATED));
+		json_object_set_new(o, "oom_killed", json_boolean(e->flags & PROTO_EXIT_OOM_KILLED));
+		json_object_set_new(o, "cpu_time_exceeded", json_boolean(e->flags & PROTO_EXIT_CPU_EXCEEDED));
 		json_object_set_new(o, "usage", json_pack("{s:I,s:I,s:I,s:I}", "cpu_ms", (json_int_t)e->cpu_ms,
 							 "max_rss_kib", (json_int_t)e->max_rss_kib, "stdout_bytes",
 							 (json_int_t)e->stdout_bytes, "stderr_bytes",

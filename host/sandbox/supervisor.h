@@ -81,6 +81,10 @@
 #define SBX_MAX_CMDS        256      /* kept (running and recent); the oldest ended go first */
 #define SBX_MAX_FILE_OPS    64       /* file operations under way at once */
 #define SBX_DEFAULT_CMD_TIMEOUT_S 60
+/* A command's own limits ("limits" of POST /commands): its cgroup's
+ * memory.max (a limit past the VM's memory is the VM's) and RLIMIT_CPU. */
+#define SBX_CMD_MEMORY_MIB_MAX (1 << 20)
+#define SBX_CMD_CPU_MS_MAX (86400LL * 1000)
 #define SBX_MAX_BODY        (16u << 20)   /* a JSON body */
 #define SBX_IDEM_KEY_MAX    255
 #define SBX_BOOT_TIMEOUT_S  60       /* from vmm's start to the agent's READY */

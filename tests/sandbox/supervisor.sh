@@ -67,6 +67,14 @@ grep -q 'FIRST' "$tmp/out" && grep -q '^event: exit' "$tmp/out" && ok "the event
 
 post '{"argv":["sh","-c","sleep 300"],"timeout_s":2}' "/commands?wait=60"
 expect "a command past its timeout_s is killed, and says so" 201 "j['timed_out'] and j['signal']==9"
+# a command's own limits: its cgroup's memory.max and RLIMIT_CPU, as a
+# run stage's (what a Judge0 batch's forks run under)
+post '{"argv":["python3","-c","b=[]\nwhile True: b.append(bytes([len(b) % 256]) * (1<<20))"],"limits":{"memory_mib":32},"timeout_s":30}' "/commands?wait=60"
+expect "a command past its own memory_mib: killed, oom_killed" 201 "j['signal']==9 and j['oom_killed'] and not j['timed_out']"
+post '{"argv":["python3","-c","while True: pass"],"limits":{"cpu_time_ms":1000},"timeout_s":30}' "/commands?wait=60"
+expect "a command past its own cpu_time_ms: SIGXCPU, cpu_time_exceeded" 201 "j['signal']==24 and j['cpu_time_exceeded'] and j['usage']['cpu_ms']>=1000"
+post '{"argv":["true"],"limits":{"memory_mib":0}}' "/commands?wait=60"
+expect "limits out of range: 400" 400
 post '{"argv":["sh","-c","sleep 300 & sleep 300"],"background":true}' "/commands"
 sid=$(python3 -c "import json; print(json.load(open('$tmp/out'))['id'])" 2>/dev/null)
 sleep 1

@@ -97,6 +97,14 @@ static void cmd_round_trip(void **state)
 	cmd.pty_rows = 1;
 	assert_int_equal(proto_encode_cmd(&cmd, buf, sizeof(buf)), 0);
 	cmd.pty_cols = cmd.pty_rows = 0;
+	/* its own limits */
+	cmd.cpu_ms = 1500;
+	cmd.memory_kib = 65536;
+	n = proto_encode_cmd(&cmd, buf, sizeof(buf));
+	assert_int_equal(proto_decode_cmd(buf, (uint32_t)n, &cmd2, err, sizeof(err)), 0);
+	assert_int_equal(cmd2.cpu_ms, 1500);
+	assert_int_equal(cmd2.memory_kib, 65536);
+	cmd.cpu_ms = cmd.memory_kib = 0;
 	/* without the optional fields */
 	cmd.envc = 0;
 	cmd.cwd = NULL;
@@ -106,6 +114,8 @@ static void cmd_round_trip(void **state)
 	assert_null(cmd2.cwd);
 	assert_int_equal(cmd2.timeout_ms, 0);
 	assert_int_equal(cmd2.pty_cols, 0);
+	assert_int_equal(cmd2.cpu_ms, 0);
+	assert_int_equal(cmd2.memory_kib, 0);
 	/* what the encoder will not write */
 	cmd.argv[0] = "";
 	assert_int_equal(proto_encode_cmd(&cmd, buf, sizeof(buf)), 0);
@@ -148,6 +158,10 @@ static void cmd_refused(void **state)
 	REFUSED("TIMEOUT_MS of 0", PROTO_T_ARG, 0, 1, 0, 'a', PROTO_T_TIMEOUT_MS, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0);
 	REFUSED("TIMEOUT_MS field", PROTO_T_ARG, 0, 1, 0, 'a', PROTO_T_TIMEOUT_MS, 0, 4, 0, 1, 0, 0, 0);
 	REFUSED("repeated", PROTO_T_ARG, 0, 1, 0, 'a', PROTO_T_CWD, 0, 1, 0, 'd', PROTO_T_CWD, 0, 1, 0, 'd');
+	REFUSED("of 0 (no limit", PROTO_T_ARG, 0, 1, 0, 'a', PROTO_T_CPU_MS, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+	REFUSED("bad length", PROTO_T_ARG, 0, 1, 0, 'a', PROTO_T_MEMORY_KIB, 0, 4, 0, 1, 0, 0, 0);
+	REFUSED("repeated", PROTO_T_ARG, 0, 1, 0, 'a', PROTO_T_MEMORY_KIB, 0, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+		PROTO_T_MEMORY_KIB, 0, 8, 0, 1, 0, 0, 0, 0, 0, 0, 0);
 	REFUSED("empty", PROTO_T_ARG, 0, 1, 0, 'a', PROTO_T_CWD, 0, 0, 0);
 	REFUSED("not NAME=VALUE", PROTO_T_ARG, 0, 1, 0, 'a', PROTO_T_ENV, 0, 1, 0, 'A');
 	/* one arg past the most */
