@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "judge0.h"
+#include "judge0_batch.h"
 #include "judge0_runs.h"
 
 static enum MHD_Result j0_error(struct http_req *r, unsigned status, const char *msg)
@@ -84,19 +85,35 @@ static enum MHD_Result answer_view(struct http_req *r, const char *token, unsign
 
 /* ---- creating ---------------------------------------------------------------------- */
 
+/* One submission read into rq: 0, or -1 with *errors (422's body; NULL:
+ * out of memory). */
+static int read_one(struct http_req *r, const json_t *body, bool b64, struct run_spec *rq, json_t **errors)
+{
+	*errors = NULL;
+	return judge0_submission(body, b64, &r->d->cfg.judge0, r->d->rts, r->d->nrts, &r->d->ts.t[r->tenant], rq,
+				 errors);
+}
+
+/* rq queued: 0 with its id; else -1 with *answer set (a refusal of the
+ * service: 503 and the rest). */
+static int queue_one(struct http_req *r, struct run_spec *rq, char id[SCHED_ID_MAX], struct vmrund_answer *answer)
+{
+	*answer = vmrund_submit(r->d, (unsigned)r->tenant, rq, NULL, id);
+	return answer->status == 202 ? 0 : -1;
+}
+
 /* One submission queued: 0 with its id; else -1 with *errors (422's
- * body) or *answer set (a refusal of the service: 503 and the rest). */
+ * body) or *answer set. */
 static int submit_one(struct http_req *r, const json_t *body, bool b64, char id[SCHED_ID_MAX], json_t **errors,
 		      struct vmrund_answer *answer)
 {
 	struct run_spec rq;
-	*errors = NULL;
 	answer->status = 0;
-	if (judge0_submission(body, b64, &r->d->cfg.judge0, r->d->rts, r->d->nrts, &r->d->ts.t[r->tenant], &rq, errors))
+	if (read_one(r, body, b64, &rq, errors))
 		return -1;
-	*answer = vmrund_submit(r->d, (unsigned)r->tenant, &rq, NULL, id);
+	int rc = queue_one(r, &rq, id, answer);
 	run_spec_free(&rq);
-	return answer->status == 202 ? 0 : -1;
+	return rc;
 }
 
 /* The service's refusal in Judge0's words: its queue is full (503) for
@@ -170,7 +187,9 @@ static bool batch_size_ok(struct http_req *r, size_t n)
 	return true;
 }
 
-/* Each submission's token or its errors; 201 when any was queued. */
+/* Each submission's token or its errors; 201 when any was queued. Those
+ * that share a program are marked to be judged from one compile
+ * (judge0_batch.h). */
 static enum MHD_Result batch_create(struct http_req *r)
 {
 	bool b64 = base64_of(r), any = false;
@@ -178,29 +197,46 @@ static enum MHD_Result batch_create(struct http_req *r)
 	if (!body)
 		return MHD_YES;
 	const json_t *subs = json_object_get(body, "submissions");
-	if (!batch_size_ok(r, json_is_array(subs) ? json_array_size(subs) : 0)) {
+	size_t n = json_is_array(subs) ? json_array_size(subs) : 0;
+	if (!batch_size_ok(r, n)) {
 		json_decref(body);
 		return MHD_YES;
 	}
-	json_t *out = json_array();
-	for (size_t i = 0; out && i < json_array_size(subs); i++) {
+	struct run_spec *rq = calloc(n, sizeof(*rq));
+	struct run_spec **ok = calloc(n, sizeof(*ok));
+	json_t **errors = calloc(n, sizeof(*errors));
+	json_t *out = rq && ok && errors ? json_array() : NULL;
+	for (size_t i = 0; out && i < n; i++)
+		if (!read_one(r, json_array_get(subs, i), b64, &rq[i], &errors[i]))
+			ok[i] = &rq[i];
+	/* unmarked, they are judged one by one, as ever */
+	if (out && judge0_batch_mark(ok, n, r->d->ts.t[r->tenant].name))
+		vmrund_say("judge0 batch: out of memory marking shared programs");
+	for (size_t i = 0; out && i < n; i++) {
 		char id[SCHED_ID_MAX], token[JUDGE0_TOKEN_LEN + 1];
-		json_t *errors, *item;
-		struct vmrund_answer a;
-		if (!submit_one(r, json_array_get(subs, i), b64, id, &errors, &a)) {
+		json_t *item;
+		struct vmrund_answer a = { 0 };
+		if (ok[i] && !queue_one(r, ok[i], id, &a)) {
 			judge0_token(id, token);
 			item = json_pack("{ss}", "token", token);
 			any = true;
 		} else {
-			item = errors ? errors : json_pack("{s[s]}", "error", a.status == 429 || a.status == 503 ?
-									       "queue is full" : a.status ? a.message :
-									       "out of memory");
+			item = errors[i] ? json_incref(errors[i]) :
+					   json_pack("{s[s]}", "error", a.status == 429 || a.status == 503 ? "queue is full" :
+									a.status ? a.message : "out of memory");
 		}
 		if (!item || json_array_append_new(out, item)) {
 			json_decref(out);
 			out = NULL;
 		}
 	}
+	for (size_t i = 0; rq && errors && i < n; i++) {
+		run_spec_free(&rq[i]);
+		json_decref(errors[i]);
+	}
+	free(rq);
+	free(ok);
+	free(errors);
 	json_decref(body);
 	if (!out)
 		return j0_error(r, 500, "out of memory");

@@ -86,6 +86,8 @@ struct vmrund {
 	/* GET /statistics's answers, one per tenant, allocated at its first
 	 * (under lock) */
 	struct judge0_stats_cache *j0_stats;
+	/* Programs compiled for Judge0 batches' runs (judge0_batch_run.c) */
+	struct judge0_job *j0_jobs;
 	bool stopping;                /* SIGTERM: start nothing more, refuse new runs */
 	bool closing;                 /* the loop is over: waits and streams end now */
 };
@@ -252,6 +254,11 @@ unsigned vmrund_running_here(struct vmrund *d);
 
 /* Wake the loop (a run was queued or cancelled). */
 void vmrund_wake(struct vmrund *d);
+
+/* The worker of a run this node claimed, into its slot x (its id, tenant
+ * and directory with the request made): x's pid and gate set; or, when it
+ * cannot be started, the run ended failed and the slot freed. Lock held. */
+void vmrund_worker_start(struct vmrund *d, struct vmrund_active *x);
 
 /* A run's directory: run_dir/ID (into buf). */
 void vmrund_run_path(const struct vmrund *d, const char *id, const char *file, char *buf, size_t len);

@@ -58,7 +58,7 @@ static int compile(struct judge_job *job, struct program *pg, json_t **compile_c
 	if (pg->rt->compile[0]) {
 		uint64_t t = pg->rt->compile_timeout_s ? pg->rt->compile_timeout_s : RUN_SPEC_DEFAULT_COMPILE_TIMEOUT_S;
 		*compile_cmd = sbxu_command(&job->u, pg->base, argv_of(job, pg, pg->rt->compile, NULL, 0), "", 0,
-					    (double)t);
+					    (double)t, NULL);
 		if (!*compile_cmd)
 			return -1;
 		if (json_integer_value(json_object_get(*compile_cmd, "exit_code")) != 0 ||
@@ -106,7 +106,7 @@ static json_t *run_test(struct judge_job *job, const struct judge_test *t)
 	if (judge_fork(job, &job->contestant, job->jr->timeout_s + 120, fork))
 		return NULL;
 	json_t *cmd = sbxu_command(&job->u, fork, judge_argv(job, &job->contestant, NULL, 0), t->in, t->in_len,
-				   job->jr->timeout_s);
+				   job->jr->timeout_s, NULL);
 	sbxu_destroy(&job->u, fork);
 	return cmd;
 }
@@ -131,7 +131,7 @@ static enum judge_verdict check(struct judge_job *job, const struct judge_test *
 	    sbxu_put_file(&job->u, fork, args[1], out, len) ||
 	    sbxu_put_file(&job->u, fork, args[2], t->expected ? t->expected : "", t->expected_len) ||
 	    !(res = sbxu_command(&job->u, fork, judge_argv(job, &job->checker, args, 3), "", 0,
-				 JUDGE_CHECKER_TIMEOUT_S))) {
+				 JUDGE_CHECKER_TIMEOUT_S, NULL))) {
 		snprintf(why, cap, "the checker: %.250s", job->u.err);
 	} else {
 		v = judge_checker_verdict(res, why, cap);

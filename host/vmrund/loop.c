@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "errmsg.h"
+#include "judge0_batch.h"
 #include "keep.h"
 #include "run_spec.h"
 #include "sandboxes.h"
@@ -122,33 +123,19 @@ static int checkpoint_path(struct vmrund *d, const struct store_run *run, const 
 	return rc;
 }
 
-/* Start a run this node claimed; lock held. A failure here ends it failed:
- * nothing of it has run. */
-static void start_run(struct vmrund *d, const struct store_run *run)
+void vmrund_worker_start(struct vmrund *d, struct vmrund_active *x)
 {
 	char err[400], dir[PATH_MAX], path[PATH_MAX], log[PATH_MAX], cache[PATH_MAX];
-	struct vmrund_active *x = free_slot(d);
 	int sv[2] = { -1, -1 };
 	pid_t pid = -1;
-	vmrund_run_path(d, run->id, NULL, dir, sizeof(dir));
-	vmrund_run_path(d, run->id, SPOOL_REQUEST, path, sizeof(path));
-	vmrund_run_path(d, run->id, SPOOL_LOG, log, sizeof(log));
+	vmrund_run_path(d, x->id, NULL, dir, sizeof(dir));
+	vmrund_run_path(d, x->id, SPOOL_LOG, log, sizeof(log));
 	char *argv[] = { d->worker, dir, d->vmm, d->guest, d->cfg.policy, NULL };
-	spool_clean(dir, false);   /* a stale one, from a life before this one's sweep */
 	/* snapshot_scope = tenant: the worker's snapshots are the tenant's
 	 * own (the worker runs as root, so the run library takes VMRUN_CACHE);
 	 * a tenant whose name cannot be one fails rather than shares */
 	bool own_cache = d->cfg.snapshot_per_tenant;
-	if (!x)
-		errf(err, sizeof(err), "no free slot record");
-	else if (own_cache && snapshot_cache_tenant(SNAPSHOT_SYSTEM_CACHE, run->tenant, cache, sizeof(cache), err,
-						    sizeof(err)))
-		;   /* err says why */
-	else if (mkdir(dir, 0700) < 0)
-		errf(err, sizeof(err), "%s: %s", dir, strerror(errno));
-	else if (spool_write_file(path, run->request, strlen(run->request), false, 0600) < 0)
-		errf(err, sizeof(err), "%s: %s", path, strerror(errno));
-	else if (checkpoint_path(d, run, dir, err, sizeof(err)) < 0)
+	if (own_cache && snapshot_cache_tenant(SNAPSHOT_SYSTEM_CACHE, x->tenant, cache, sizeof(cache), err, sizeof(err)))
 		;   /* err says why */
 	else if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		errf(err, sizeof(err), "socketpair: %s", strerror(errno));
@@ -160,6 +147,43 @@ static void start_run(struct vmrund *d, const struct store_run *run)
 		if (sv[0] >= 0)
 			close(sv[0]);
 		spool_clean(dir, false);
+		vmrund_end_run(d, x->id, d->node, RS_FAILED, NULL, NULL, err);
+		x->used = false;
+		pthread_cond_broadcast(&d->changed);
+		return;
+	}
+	char pidtext[24];
+	snprintf(pidtext, sizeof(pidtext), "%d", (int)pid);
+	vmrund_run_path(d, x->id, "worker.pid", path, sizeof(path));
+	/* For a sweep after a crash; the pid alone is not trusted. */
+	(void)spool_write_file(path, pidtext, strlen(pidtext), false, 0600);
+	fcntl(sv[0], F_SETFL, O_NONBLOCK);
+	x->pid = pid;
+	x->gate_fd = sv[0];
+	pthread_cond_broadcast(&d->changed);
+}
+
+/* Start a run this node claimed; lock held. A failure here ends it failed:
+ * nothing of it has run. */
+static void start_run(struct vmrund *d, const struct store_run *run)
+{
+	char err[400], dir[PATH_MAX], path[PATH_MAX];
+	struct vmrund_active *x = free_slot(d);
+	vmrund_run_path(d, run->id, NULL, dir, sizeof(dir));
+	vmrund_run_path(d, run->id, SPOOL_REQUEST, path, sizeof(path));
+	spool_clean(dir, false);   /* a stale one, from a life before this one's sweep */
+	if (!x)
+		errf(err, sizeof(err), "no free slot record");
+	else if (mkdir(dir, 0700) < 0)
+		errf(err, sizeof(err), "%s: %s", dir, strerror(errno));
+	else if (spool_write_file(path, run->request, strlen(run->request), false, 0600) < 0)
+		errf(err, sizeof(err), "%s: %s", path, strerror(errno));
+	else if (checkpoint_path(d, run, dir, err, sizeof(err)) < 0)
+		;   /* err says why */
+	else
+		err[0] = '\0';
+	if (err[0]) {
+		spool_clean(dir, false);
 		vmrund_end_run(d, run->id, d->node, RS_FAILED, NULL, NULL, err);
 		return;
 	}
@@ -167,17 +191,14 @@ static void start_run(struct vmrund *d, const struct store_run *run)
 	 * store sized it from the same request's limits). */
 	struct sched_size size;
 	(void)run_spec_size_json(run->request, &size.memory_mib, &size.disk_mib);
-	char pidtext[24];
-	snprintf(pidtext, sizeof(pidtext), "%d", (int)pid);
-	vmrund_run_path(d, run->id, "worker.pid", path, sizeof(path));
-	/* For a sweep after a crash; the pid alone is not trusted. */
-	(void)spool_write_file(path, pidtext, strlen(pidtext), false, 0600);
-	fcntl(sv[0], F_SETFL, O_NONBLOCK);
-	*x = (struct vmrund_active){ .used = true, .pid = pid, .gate_fd = sv[0], .created_ms = run->created_ms,
+	*x = (struct vmrund_active){ .used = true, .pid = -1, .gate_fd = -1, .created_ms = run->created_ms,
 				     .started_ms = run->started_ms, .size = size };
 	snprintf(x->id, sizeof(x->id), "%s", run->id);
 	snprintf(x->tenant, sizeof(x->tenant), "%s", run->tenant);
-	pthread_cond_broadcast(&d->changed);
+	if (judge0_batch_take(d, x, run))
+		pthread_cond_broadcast(&d->changed);
+	else
+		vmrund_worker_start(d, x);
 }
 
 /* What the node has left for runs: its size less what every run it
@@ -531,6 +552,7 @@ int vmrund_loop(struct vmrund *d, char *err, size_t errlen)
 	for (;;) {
 		reap_all(d);
 		vmrund_sbx_watch(d);
+		judge0_batch_sweep(d, false);
 		pthread_mutex_lock(&d->lock);
 		cluster(d, &next_beat, &next_expiry, note_ready);
 		answer_gates(d);
@@ -564,6 +586,7 @@ int vmrund_loop(struct vmrund *d, char *err, size_t errlen)
 		if (read(d->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 			break;
 	}
+	judge0_batch_sweep(d, true);
 	free(p);
 	close(sfd);
 	return 0;

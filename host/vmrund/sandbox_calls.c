@@ -184,12 +184,16 @@ int sbxu_get_file(struct sbx_user *u, const char *id, const char *path, size_t m
 }
 
 json_t *sbxu_command(struct sbx_user *u, const char *id, json_t *argv, const char *in, size_t in_len,
-		     double timeout_s)
+		     double timeout_s, const json_t *limits)
 {
 	char target[64];
 	unsigned wait = (unsigned)ceil(timeout_s) + 10;
 	snprintf(target, sizeof(target), "/commands?wait=%u", wait);
 	json_t *body = argv ? json_pack("{so ss% sf}", "argv", argv, "stdin", in, in_len, "timeout_s", timeout_s) : NULL;
+	if (body && limits && json_object_size(limits) && json_object_set(body, "limits", (json_t *)limits)) {
+		json_decref(body);
+		body = NULL;
+	}
 	json_t *cmd = body ? sbxu_expect(u, id, "POST", target, body, (int)(wait + 10) * 1000, 201) : NULL;
 	json_decref(body);
 	return cmd;

@@ -59,10 +59,10 @@ int sbxu_put_file(struct sbx_user *u, const char *id, const char *path, const vo
 int sbxu_get_file(struct sbx_user *u, const char *id, const char *path, size_t max, char **out, size_t *n);
 
 /* Run argv (taken) in sandbox id with stdin (in_len bytes) under
- * timeout_s, waiting for its end: its answer (exit, usage, output), or
- * NULL with u->err. */
+ * timeout_s and limits (the command's own "limits"; NULL: none), waiting
+ * for its end: its answer (exit, usage, output), or NULL with u->err. */
 json_t *sbxu_command(struct sbx_user *u, const char *id, json_t *argv, const char *in, size_t in_len,
-		     double timeout_s);
+		     double timeout_s, const json_t *limits);
 
 /* Start argv (taken) in sandbox id in the background, its stdin open,
  * under timeout_s: its command id (> 0), or 0 with u->err. */

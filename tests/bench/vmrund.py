@@ -11,8 +11,9 @@
   vmrund.py judge [N]           N tests of one C program: POST /v1/judge
                                 (one compile, a fork of it per test) against
                                 N Judge0 submissions of the same program
-                                (a compile each), side by side; needs a KVM
-                                host that boots Linux
+                                one by one (a compile each) and in batches
+                                of 20 (one compile, as /v1/judge), side by
+                                side; needs a KVM host that boots Linux
   vmrund.py saturation [N]      runs per second at saturation with the real
                                 worker (N runs of `true`, slots = CPUs),
                                 against `vmrun -- true` in a shell loop;
@@ -182,6 +183,37 @@ SUM_C = ("#include <stdio.h>\nint main(void){long a,b;if(scanf(\"%ld %ld\",&a,&b
          "printf(\"%ld\\n\",a+b);return 0;}")
 
 
+def judge0(conn, tests, batched):
+    """tests as Judge0 submissions of SUM_C, one POST each or in batches of
+    20, polled until every one ended Accepted: the seconds that took."""
+    tokens = []
+    t0 = time.time()
+    subs = [{"source_code": SUM_C, "language_id": 50, "stdin": t["stdin"], "expected_output": t["expected_output"]}
+            for t in tests]
+    for k in range(0, len(subs), 20 if batched else 1):
+        if batched:
+            st, out = call(conn, "POST", "/judge0/submissions/batch?base64_encoded=false", {"submissions": subs[k:k + 20]})
+        else:
+            st, out = call(conn, "POST", "/judge0/submissions?base64_encoded=false", subs[k])
+        if st != 201:
+            sys.exit("bench-vmrund judge: a Judge0 submission answered %d %s" % (st, out[:300]))
+        tokens += [x["token"] for x in json.loads(out)] if batched else [json.loads(out)["token"]]
+    left = list(tokens)
+    while left:
+        time.sleep(0.5)
+        for chunk in [left[k:k + 20] for k in range(0, len(left), 20)]:
+            st, out = call(conn, "GET", "/judge0/submissions/batch?base64_encoded=false&fields=token,status_id&tokens="
+                           + ",".join(chunk))
+            if st != 200:
+                sys.exit("bench-vmrund judge: a Judge0 batch GET answered %d %s" % (st, out[:300]))
+            for s in json.loads(out)["submissions"]:
+                if s and s["status_id"] > 2:
+                    if s["status_id"] != 3:
+                        sys.exit("bench-vmrund judge: a submission ended %d" % s["status_id"])
+                    left.remove(s["token"])
+    return time.time() - t0
+
+
 def judge(tmp, n):
     # the sandboxes checkpoint against snapshots of this benchmark's own
     os.environ["VMRUN_CACHE"] = tmp + "/cache"
@@ -201,31 +233,12 @@ def judge(tmp, n):
             sys.exit("bench-vmrund judge: /v1/judge answered %d %s" % (st, out[:300]))
         print("bench-vmrund judge: %d tests of one C program through /v1/judge: %.1f s (its compile %.1f s, then %.0f ms "
               "a test)" % (n, judged, j["compile"]["ms"] / 1000, (judged * 1000 - j["compile"]["ms"]) / n), flush=True)
-        tokens = []
-        t0 = time.time()
-        for k in range(0, n, 20):
-            subs = [{"source_code": SUM_C, "language_id": 50, "stdin": t["stdin"], "expected_output": t["expected_output"]}
-                    for t in tests[k:k + 20]]
-            st, out = call(conn, "POST", "/judge0/submissions/batch?base64_encoded=false", {"submissions": subs})
-            if st != 201:
-                sys.exit("bench-vmrund judge: a Judge0 batch answered %d %s" % (st, out[:300]))
-            tokens += [x["token"] for x in json.loads(out)]
-        left = list(tokens)
-        while left:
-            time.sleep(0.5)
-            for chunk in [left[k:k + 20] for k in range(0, len(left), 20)]:
-                st, out = call(conn, "GET", "/judge0/submissions/batch?base64_encoded=false&fields=token,status_id&tokens="
-                               + ",".join(chunk))
-                if st != 200:
-                    sys.exit("bench-vmrund judge: a Judge0 batch GET answered %d %s" % (st, out[:300]))
-                for s in json.loads(out)["submissions"]:
-                    if s and s["status_id"] > 2:
-                        if s["status_id"] != 3:
-                            sys.exit("bench-vmrund judge: a submission ended %d" % s["status_id"])
-                        left.remove(s["token"])
-        submitted = time.time() - t0
-        print("bench-vmrund judge: the same %d tests as Judge0 submissions (a compile each, 2 slots): %.1f s; "
-              "/v1/judge took %.2fx of their time" % (n, submitted, judged / submitted))
+        alone = judge0(conn, tests, batched=False)
+        print("bench-vmrund judge: the same %d tests as Judge0 submissions one by one (a compile each, 2 slots): "
+              "%.1f s; /v1/judge took %.2fx of their time" % (n, alone, judged / alone), flush=True)
+        batched = judge0(conn, tests, batched=True)
+        print("bench-vmrund judge: the same %d tests as Judge0 batches of 20 (one compile for the program, a fork of "
+              "it per submission, 2 slots): %.1f s, %.2fx of one by one" % (n, batched, batched / alone), flush=True)
     finally:
         stop(p)
 

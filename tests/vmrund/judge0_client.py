@@ -307,6 +307,78 @@ else:
          dict(source='import sys\nsys.exit(2)', number_of_runs=3),
          lambda j: made_of(j["token"]) == (1, 3)),
     ]
+
+
+def batch_of(subs):
+    """POST subs as one batch (texts as they are), then poll the batch GET
+    until each has ended: the submissions with every field, or None."""
+    code, toks = call("POST", "/submissions/batch?base64_encoded=false", {"submissions": subs})
+    if code != 201 or not all("token" in t for t in toks):
+        print("    batch: %s %s" % (code, toks))
+        return None
+    q = ",".join(t["token"] for t in toks)
+    deadline = time.time() + 250
+    while time.time() < deadline:
+        code, b = call("GET", "/submissions/batch?tokens=%s&base64_encoded=false&fields=*" % q)
+        if code == 200 and all(status_of(s) not in (1, 2) for s in b["submissions"]):
+            return b["submissions"]
+        time.sleep(0.5)
+    return None
+
+
+def compiles_of(subs):
+    """The native runs' compile stages: one object shared by a batch
+    judged from one compile."""
+    return [json.dumps(native_run(s["token"]).get("compile"), sort_keys=True) for s in subs]
+
+
+if MODE == "vm":
+    # A batch of one C program: compiled once, each submission in a fork of
+    # the compiled VM, under its own limits (the command's cgroup and
+    # RLIMIT_CPU), and no submission sees what another left.
+    judged = r"""#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(void){
+    char cmd[64];
+    if (scanf("%63s", cmd) != 1) return 1;
+    int seen = access("/workspace/mark", F_OK) == 0 || access("/tmp/mark", F_OK) == 0;
+    FILE *f = fopen("/workspace/mark", "w"); if (f) fclose(f);
+    f = fopen("/tmp/mark", "w"); if (f) fclose(f);
+    if (!strcmp(cmd, "spin")) { volatile unsigned long i = 0; for (;;) i++; }
+    if (!strcmp(cmd, "eat")) for (;;) { char *p = malloc(1 << 20); if (!p) return 3; memset(p, 1, 1 << 20); }
+    printf("%s %s\n", cmd, seen ? "seen" : "fresh");
+    return 0;
+}
+"""
+    # a CPU limit far from what the memory eater spends: past memory.max
+    # the guest's reclaim tries before its OOM kill take seconds of CPU on
+    # an emulated host (the CPU limit itself: tests/sandbox/supervisor.sh)
+    lim = dict(language_id=50, source_code=judged, cpu_time_limit=10, cpu_extra_time=0.5, wall_time_limit=20,
+               memory_limit=8000)
+    want = [("a", "a fresh", 3), ("b", "b fresh", 3), ("c", "c wrong", 4), ("eat", None, 12), ("d", "d fresh", 3)]
+    t0 = time.time()
+    subs = batch_of([dict(lim, stdin=i, **({"expected_output": e} if e else {})) for i, e, _ in want])
+    print("    (%.1f s for a batch of %d sharing one program)" % (time.time() - t0, len(want)))
+    got = [status_of(s) for s in subs or []]
+    brief = [(s["stdin"], status_of(s), s["message"], s["time"], s["memory"], s["stdout"]) for s in subs or []]
+    check("a batch of one C program: each submission's own status (accepted, wrong answer, memory)",
+          got == [w for _, _, w in want], brief)
+    check("...compiled once: every submission has the one compile's stage",
+          bool(subs) and len(set(compiles_of(subs))) == 1, compiles_of(subs or []))
+    check("...none saw what another left (/workspace and /tmp fresh in each)",
+          bool(subs) and all((s["stdout"] or "").endswith("fresh\n") for s in subs if status_of(s) in (3, 4)), subs)
+    runs = [native_run(s["token"]).get("run") or {} for s in subs or []]
+    check("...each under the run stage's own limits (its command's cgroup and RLIMIT_CPU): the memory eater killed",
+          bool(subs) and all(r.get("limits") == {"timeout_s": 20, "memory_mib": 8, "cpu_time_ms": 10500} for r in runs)
+          and runs[3].get("oom_killed") is True and
+          subs[3]["message"] == "Caught fatal signal 9 (memory limit exceeded)", runs)
+    subs = batch_of([dict(language_id=50, source_code="int main(void){ return x; }", stdin=i) for i in "ab"])
+    check("a batch of a program that does not compile: Compilation Error for each, gcc's words",
+          subs is not None and [status_of(s) for s in subs] == [6, 6] and
+          all("'x' undeclared" in (s["compile_output"] or "") for s in subs), subs)
+
 for name, want, kw, extra in cases:
     kw = dict(kw)
     j = run(kw.pop("source"), kw.pop("lang", 71), name, **kw)
