@@ -97,8 +97,10 @@ static enum job_state compile(struct row *w, struct sbx_user *u)
 	struct judge0_job *job = w->job;
 	json_t *limits = json_pack("{sI sI}", "memory_mib", (json_int_t)w->e.memory_mib, "max_output",
 				   (json_int_t)w->e.max_output);
-	if (sbxu_create(u, json_pack("{ss so si}", "runtime", w->rq.runtime, "limits", limits, "timeout_s",
-				     JUDGE0_BATCH_LIFE_S),
+	/* named for what it is in the tenant's listing; one a vmrund that
+	 * stopped left ends with its life */
+	if (sbxu_create(u, json_pack("{ss so si s{ss}}", "runtime", w->rq.runtime, "limits", limits, "timeout_s",
+				     JUDGE0_BATCH_LIFE_S, "metadata", "vmrun", "judge0 batch compile"),
 			job->base)) {
 		job->base[0] = '\0';
 		return JOB_BROKEN;
@@ -127,13 +129,13 @@ static enum job_state job_ready(struct row *w, struct sbx_user *u)
 	pthread_mutex_lock(&d->lock);
 	while (job->state == JOB_COMPILING)
 		pthread_cond_wait(&d->changed, &d->lock);
-	bool mine = job->state == JOB_NEW;
-	if (mine)
+	enum job_state st = job->state;
+	if (st == JOB_NEW)
 		job->state = JOB_COMPILING;
 	pthread_mutex_unlock(&d->lock);
-	if (!mine)
-		return job->state;
-	enum job_state st = compile(w, u);
+	if (st != JOB_NEW)
+		return st;
+	st = compile(w, u);
 	if (st == JOB_BROKEN)
 		vmrund_say("judge0 batch %.12s: compiled in a worker for each run instead: %s", job->key, u->err);
 	pthread_mutex_lock(&d->lock);
