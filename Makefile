@@ -75,11 +75,11 @@ WORKER_SRCS := host/worker/main.c host/vmrund/spool.c
 # vmrund-sandbox (host/sandbox/): one sandbox's VM and its API on a Unix
 # socket, in a process that outlives the vmrund that started it: the run
 # library, sandbox mode's wire format, and vmrund's output records and
-# event text (spool.c, sse.c).
+# event text (spool.c, sse.c, pending.c).
 SANDBOX_SRCS := $(wildcard host/sandbox/*.c)
 SANDBOX_LIB  := $(filter-out host/sandbox/main.c,$(SANDBOX_SRCS))
 SANDBOX_OBJS := $(SANDBOX_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/host/vmrund/spool.o $(BUILD)/obj/host/vmrund/sse.o \
-	$(BUILD)/obj/guest-agent/proto_sandbox.o
+	$(BUILD)/obj/host/vmrund/pending.o $(BUILD)/obj/guest-agent/proto_sandbox.o
 # Per-module flags, by the source's name: libpq's header, which Debian keeps
 # in a directory of its own, for the PostgreSQL store (its three files) only.
 VMRUND_CFLAGS_store_pg := -I/usr/include/postgresql
@@ -757,7 +757,7 @@ $(BUILD)/fuzz/fuzz_manifest: tests/fuzz/fuzz_manifest.c $(FUZZ_MANIFEST_SRCS) $(
 		-ljansson -lext2fs -lcom_err -lseccomp -lcrypto -o $@
 
 # The output's Server-Sent Events (guest bytes in every event's text).
-FUZZ_SSE_SRCS := host/vmrund/sse.c host/vmrund/spool.c host/run/tree.c host/run/outcome.c
+FUZZ_SSE_SRCS := host/vmrund/sse.c host/vmrund/pending.c host/vmrund/spool.c host/run/tree.c host/run/outcome.c
 $(BUILD)/fuzz/fuzz_sse: tests/fuzz/fuzz_sse.c $(FUZZ_SSE_SRCS) host/vmrund/sse.h host/vmrund/spool.h host/run/result.h
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/vmrund -Iguest-agent tests/fuzz/fuzz_sse.c $(FUZZ_SSE_SRCS) \
@@ -856,7 +856,7 @@ $(BUILD)/fuzz/seeds-e2b.stamp: $(wildcard tests/fuzz/seeds-e2b/*)
 
 # envd's Connect envelopes and requests (client input), and the
 # supervisor's events, commands and file entries (guest input).
-FUZZ_ENVD_SRCS := host/vmrund/envd.c host/run/base64.c host/run/hex.c host/run/utf8.c
+FUZZ_ENVD_SRCS := host/vmrund/envd.c host/vmrund/pending.c host/run/base64.c host/run/hex.c host/run/utf8.c
 $(BUILD)/fuzz/fuzz_envd: tests/fuzz/fuzz_envd.c $(FUZZ_ENVD_SRCS) $(wildcard host/run/*.h host/vmrund/*.h)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -Ihost/run -Ihost/vmrund tests/fuzz/fuzz_envd.c $(FUZZ_ENVD_SRCS) \

@@ -66,12 +66,11 @@ enum MHD_Result call_fail(struct call *c, enum envd_code code, const char *fmt, 
 		free(text);
 		return rc;
 	}
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	if (envd_frame(&buf, &len, &cap, ENVD_FLAG_END, envd_end(code, msg)))
+	struct pending q = { 0 };
+	if (envd_frame(&q, ENVD_FLAG_END, envd_end(code, msg)))
 		return MHD_NO;
-	enum MHD_Result rc = frames(c->r, buf, len);
-	free(buf);
+	enum MHD_Result rc = frames(c->r, q.p, q.len);
+	pending_free(&q);
 	return rc;
 }
 
@@ -202,10 +201,8 @@ struct stream {
 	struct sbxc ev;               /* the supervisor's events of the command */
 	char *sse;                    /* of them, what is not yet a whole event */
 	size_t sse_len;
-	struct envd_out out;          /* frames not yet sent */
+	struct pace pace;             /* frames not yet sent, the client's deadline, keepalives */
 	bool pty;                     /* the command's on a terminal: its stdout is pty data */
-	int64_t deadline_ms;          /* monotonic: the client's Connect-Timeout-Ms; 0 none */
-	int64_t ping_ms, next_ping_ms;
 };
 
 static int on_event(void *ctx, const char *name, const char *data, size_t len)
@@ -215,44 +212,67 @@ static int on_event(void *ctx, const char *name, const char *data, size_t len)
 	enum envd_code code;
 	json_t *msg = envd_event(name, data, len, s->pty, &end, &code);
 	if (msg)
-		envd_out_frame(&s->out, msg);
+		envd_out_frame(&s->pace.out, msg);
 	if (end)
-		envd_out_end(&s->out, code, code == ENVD_DEADLINE_EXCEEDED ? "the command ran past its timeout (timeoutMs) and was killed"
+		envd_out_end(&s->pace.out, code, code == ENVD_DEADLINE_EXCEEDED ? "the command ran past its timeout (timeoutMs) and was killed"
 								 : NULL);
 	return end;
+}
+
+ssize_t pace_read(struct pace *p, char *buf, size_t max, void (*step)(void *ctx, int64_t now, int64_t until),
+		  void *ctx)
+{
+	for (;;) {
+		size_t n = pending_take(&p->out.q, buf, max);
+		if (n)
+			return (ssize_t)n;
+		if (p->out.done)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		int64_t now = clock_mono_ms();
+		if (p->deadline_ms && now >= p->deadline_ms) {
+			envd_out_end(&p->out, ENVD_DEADLINE_EXCEEDED, p->deadline_why);
+		} else if (now >= p->next_ping_ms) {
+			p->next_ping_ms = now + p->ping_ms;
+			envd_out_frame(&p->out, json_incref(p->keepalive));
+		} else {
+			step(ctx, now, p->deadline_ms && p->deadline_ms < p->next_ping_ms ? p->deadline_ms : p->next_ping_ms);
+		}
+	}
+}
+
+void pace_start(struct pace *p, struct http_req *r, int64_t slack_ms, const char *deadline_why, json_t *keepalive)
+{
+	int64_t t = call_timeout_ms(r), now = clock_mono_ms();
+	*p = (struct pace){ .deadline_ms = t ? now + t + slack_ms : 0, .ping_ms = call_ping_ms(r),
+			    .deadline_why = deadline_why, .keepalive = keepalive };
+	p->next_ping_ms = now + p->ping_ms;
+}
+
+void pace_free(struct pace *p)
+{
+	envd_out_free(&p->out);
+	json_decref(p->keepalive);
+	p->keepalive = NULL;
+}
+
+/* Wait until then at most for the command's events, and frame them. */
+static void stream_step(void *ctx, int64_t now, int64_t until)
+{
+	struct stream *s = ctx;
+	/* bytes that came with the head are read before any poll */
+	struct pollfd p = { .fd = s->ev.fd, .events = POLLIN };
+	int ready = s->ev.off < s->ev.len ? 1 : poll(&p, 1, (int)(until - now));
+	if (ready < 0 && errno != EINTR)
+		envd_out_end(&s->pace.out, ENVD_INTERNAL, "poll failed");
+	else if (ready > 0 && !sbxu_events_read(&s->ev, &s->sse, &s->sse_len, on_event, s) && !s->pace.out.done)
+		envd_out_end(&s->pace.out, ENVD_UNAVAILABLE, "the sandbox stopped while the command ran");
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	(void)pos;
 	struct stream *s = cls;
-	for (;;) {
-		size_t n = envd_out_take(&s->out, buf, max);
-		if (n)
-			return (ssize_t)n;
-		if (s->out.done)
-			return MHD_CONTENT_READER_END_OF_STREAM;
-		int64_t now = clock_mono_ms();
-		if (s->deadline_ms && now >= s->deadline_ms) {
-			envd_out_end(&s->out, ENVD_DEADLINE_EXCEEDED, "the stream's timeout (timeoutMs) passed");
-			continue;
-		}
-		if (now >= s->next_ping_ms) {
-			s->next_ping_ms = now + s->ping_ms;
-			envd_out_frame(&s->out, json_pack("{s:{s:{}}}", "event", "keepalive"));
-			continue;
-		}
-		int64_t until = s->next_ping_ms;
-		if (s->deadline_ms && s->deadline_ms < until)
-			until = s->deadline_ms;
-		/* bytes that came with the head are read before any poll */
-		struct pollfd p = { .fd = s->ev.fd, .events = POLLIN };
-		int ready = s->ev.off < s->ev.len ? 1 : poll(&p, 1, (int)(until - now));
-		if (ready < 0 && errno != EINTR)
-			envd_out_end(&s->out, ENVD_INTERNAL, "poll failed");
-		else if (ready > 0 && !sbxu_events_read(&s->ev, &s->sse, &s->sse_len, on_event, s) && !s->out.done)
-			envd_out_end(&s->out, ENVD_UNAVAILABLE, "the sandbox stopped while the command ran");
-	}
+	return pace_read(&s->pace, buf, max, stream_step, s);
 }
 
 static void stream_free(void *cls)
@@ -261,7 +281,7 @@ static void stream_free(void *cls)
 	sbxc_close(&s->ev);
 	vmrund_stream_end(s->d, s->tenant);
 	free(s->sse);
-	envd_out_free(&s->out);
+	pace_free(&s->pace);
 	free(s);
 }
 
@@ -312,16 +332,15 @@ static bool follow(struct call *c, unsigned cid, bool pty, int64_t slack_ms, enu
 		vmrund_stream_end(r->d, (unsigned)r->tenant);
 		return true;
 	}
-	*s = (struct stream){ .d = r->d, .tenant = (unsigned)r->tenant, .ev.fd = -1, .ping_ms = call_ping_ms(r), .pty = pty };
-	int64_t t = call_timeout_ms(r), now = clock_mono_ms();
-	s->deadline_ms = t ? now + t + slack_ms : 0;
-	s->next_ping_ms = now + s->ping_ms;
+	*s = (struct stream){ .d = r->d, .tenant = (unsigned)r->tenant, .ev.fd = -1, .pty = pty };
+	pace_start(&s->pace, r, slack_ms, "the stream's timeout (timeoutMs) passed",
+		   json_pack("{s:{s:{}}}", "event", "keepalive"));
 	if (sbxu_events(&c->u, c->id, cid, &s->ev)) {
 		stream_free(s);
 		return false;
 	}
 	struct MHD_Response *resp = NULL;
-	if (!envd_out_frame(&s->out, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)cid)))
+	if (!envd_out_frame(&s->pace.out, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)cid)))
 		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, stream_read, s, stream_free);
 	if (!resp) {
 		stream_free(s);

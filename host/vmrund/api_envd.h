@@ -58,6 +58,32 @@ bool call_place(struct call *c);
 int64_t call_timeout_ms(struct http_req *r);
 int64_t call_ping_ms(struct http_req *r);
 
+/* A server stream on its way to the client, the part process streams
+ * and WatchDir share: the frames waiting, the client's deadline, the
+ * keepalives. */
+struct pace {
+	struct envd_out out;
+	int64_t deadline_ms;          /* monotonic; 0: none */
+	int64_t ping_ms, next_ping_ms;
+	const char *deadline_why;     /* the end's message when the deadline passes */
+	json_t *keepalive;            /* the message a keepalive sends (held) */
+};
+
+/* p set up for a stream of r's call: its deadline the client's timeout
+ * and slack_ms from now (none without a timeout), deadline_why said
+ * then, keepalive (taken) sent at the interval the client asks for. */
+void pace_start(struct pace *p, struct http_req *r, int64_t slack_ms, const char *deadline_why, json_t *keepalive);
+
+/* A stream's read callback: what waits in p (at most max bytes into
+ * buf), else the stream's end, else its deadline's end or a keepalive,
+ * else step(ctx, now, until), which waits at most until then for more
+ * and frames what came into p->out. */
+ssize_t pace_read(struct pace *p, char *buf, size_t max, void (*step)(void *ctx, int64_t now, int64_t until),
+		  void *ctx);
+
+/* Release what p holds; safe on a zeroed one. */
+void pace_free(struct pace *p);
+
 /* filesystem.Filesystem/METHOD (api_envd_fs.c). */
 enum MHD_Result envd_filesystem(struct call *c, const char *method);
 

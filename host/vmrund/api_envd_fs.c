@@ -214,8 +214,8 @@ struct watch {
 	unsigned depth;               /* 1, or ENVD_DEPTH_MAX when recursive */
 	bool entries;                 /* includeEntry */
 	json_t *last;                 /* the last listing */
-	struct envd_out out;          /* frames not yet sent */
-	int64_t deadline_ms, ping_ms, next_ping_ms, next_look_ms;   /* monotonic */
+	struct pace pace;             /* frames not yet sent, the client's deadline, keepalives */
+	int64_t next_look_ms;         /* monotonic */
 };
 
 /* List the directory again, and frame what changed. */
@@ -237,46 +237,37 @@ static void look(struct watch *w)
 			 : end == WALK_OVER ? "the watched directory holds more entries than a listing gives"
 			 : end == WALK_LONG ? "a path under the watched directory is too long to list"
 					    : "the sandbox stopped while its directory was watched");
-		envd_out_end(&w->out, end == WALK_GONE ? ENVD_NOT_FOUND : end == WALK_OVER ? ENVD_RESOURCE_EXHAUSTED
+		envd_out_end(&w->pace.out, end == WALK_GONE ? ENVD_NOT_FOUND : end == WALK_OVER ? ENVD_RESOURCE_EXHAUSTED
 				      : end == WALK_LONG ? ENVD_INVALID_ARGUMENT : ENVD_UNAVAILABLE, why);
 		return;
 	}
 	json_t *events = envd_watch_events(w->last, now, w->root, w->entries), *ev;
 	size_t i;
 	json_array_foreach(events, i, ev)
-		envd_out_frame(&w->out, json_pack("{s:O}", "filesystem", ev));
+		envd_out_frame(&w->pace.out, json_pack("{s:O}", "filesystem", ev));
 	json_decref(events);
 	json_decref(w->last);
 	w->last = now;
+}
+
+/* Look again when it is time, else wait until then at most. */
+static void watch_step(void *ctx, int64_t now, int64_t until)
+{
+	struct watch *w = ctx;
+	if (now >= w->next_look_ms) {
+		look(w);
+		/* from the walk's end: a long walk is not followed by another at once */
+		w->next_look_ms = clock_mono_ms() + ENVD_WATCH_MS;
+	} else {
+		poll(NULL, 0, (int)((w->next_look_ms < until ? w->next_look_ms : until) - now));
+	}
 }
 
 static ssize_t watch_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	(void)pos;
 	struct watch *w = cls;
-	for (;;) {
-		size_t n = envd_out_take(&w->out, buf, max);
-		if (n)
-			return (ssize_t)n;
-		if (w->out.done)
-			return MHD_CONTENT_READER_END_OF_STREAM;
-		int64_t now = clock_mono_ms();
-		if (w->deadline_ms && now >= w->deadline_ms) {
-			envd_out_end(&w->out, ENVD_DEADLINE_EXCEEDED, "the watch's timeout (timeoutMs) passed");
-		} else if (now >= w->next_look_ms) {
-			look(w);
-			/* from the walk's end: a long walk is not followed by another at once */
-			w->next_look_ms = clock_mono_ms() + ENVD_WATCH_MS;
-		} else if (now >= w->next_ping_ms) {
-			w->next_ping_ms = now + w->ping_ms;
-			envd_out_frame(&w->out, json_pack("{s:{}}", "keepalive"));
-		} else {
-			int64_t until = w->next_look_ms < w->next_ping_ms ? w->next_look_ms : w->next_ping_ms;
-			if (w->deadline_ms && w->deadline_ms < until)
-				until = w->deadline_ms;
-			poll(NULL, 0, (int)(until - now));
-		}
-	}
+	return pace_read(&w->pace, buf, max, watch_step, w);
 }
 
 static void watch_free(void *cls)
@@ -284,7 +275,7 @@ static void watch_free(void *cls)
 	struct watch *w = cls;
 	vmrund_stream_end(w->d, w->tenant);
 	json_decref(w->last);
-	envd_out_free(&w->out);
+	pace_free(&w->pace);
 	free(w);
 }
 
@@ -302,12 +293,11 @@ static enum MHD_Result watch_dir(struct call *c, const json_t *req, const char *
 		vmrund_stream_end(r->d, (unsigned)r->tenant);
 		return MHD_NO;
 	}
-	int64_t t = call_timeout_ms(r), now = clock_mono_ms();
-	*w = (struct watch){ .d = r->d, .tenant = (unsigned)r->tenant, .u = c->u, .ping_ms = call_ping_ms(r),
+	*w = (struct watch){ .d = r->d, .tenant = (unsigned)r->tenant, .u = c->u,
 			     .depth = json_is_true(json_object_get(req, "recursive")) ? ENVD_DEPTH_MAX : 1,
-			     .entries = json_is_true(json_object_get(req, "includeEntry")), .deadline_ms = t ? now + t : 0,
-			     .next_look_ms = now + ENVD_WATCH_MS };
-	w->next_ping_ms = now + w->ping_ms;
+			     .entries = json_is_true(json_object_get(req, "includeEntry")),
+			     .next_look_ms = clock_mono_ms() + ENVD_WATCH_MS };
+	pace_start(&w->pace, r, 0, "the watch's timeout (timeoutMs) passed", json_pack("{s:{}}", "keepalive"));
 	snprintf(w->id, sizeof(w->id), "%s", c->id);
 	snprintf(w->root, sizeof(w->root), "%s", abs);
 	int st = -1;
@@ -317,7 +307,7 @@ static enum MHD_Result watch_dir(struct call *c, const json_t *req, const char *
 		return walk_failed(c, end, st, abs);
 	}
 	struct MHD_Response *resp = NULL;
-	if (!envd_out_frame(&w->out, json_pack("{s:{}}", "start")))
+	if (!envd_out_frame(&w->pace.out, json_pack("{s:{}}", "start")))
 		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, watch_read, w, watch_free);
 	if (!resp) {
 		watch_free(w);

@@ -102,33 +102,19 @@ json_t *envd_unwrap(const char *body, size_t len, char *err, size_t errlen)
 	return v;
 }
 
-int envd_frame(char **buf, size_t *len, size_t *cap, uint8_t flags, json_t *msg)
+int envd_frame(struct pending *q, uint8_t flags, json_t *msg)
 {
 	char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
 	json_decref(msg);
-	if (!text)
+	size_t n = text ? strlen(text) : 0;
+	if (!text || !pending_room(q, ENVD_FRAME_HEAD + n)) {
+		free(text);
 		return -1;
-	size_t n = strlen(text), want = *len + ENVD_FRAME_HEAD + n;
-	if (want > *cap) {
-		size_t c = *cap ? *cap : 4096;
-		while (c < want)
-			c *= 2;
-		char *more = realloc(*buf, c);
-		if (!more) {
-			free(text);
-			return -1;
-		}
-		*buf = more;
-		*cap = c;
 	}
-	unsigned char *h = (unsigned char *)*buf + *len;
-	h[0] = flags;
-	h[1] = (unsigned char)(n >> 24);
-	h[2] = (unsigned char)(n >> 16);
-	h[3] = (unsigned char)(n >> 8);
-	h[4] = (unsigned char)n;
-	memcpy(h + ENVD_FRAME_HEAD, text, n);
-	*len = want;
+	unsigned char h[ENVD_FRAME_HEAD] = { flags, (unsigned char)(n >> 24), (unsigned char)(n >> 16),
+					     (unsigned char)(n >> 8), (unsigned char)n };
+	pending_put(q, h, sizeof(h));
+	pending_put(q, text, n);
 	free(text);
 	return 0;
 }
@@ -139,32 +125,20 @@ int envd_out_frame(struct envd_out *o, json_t *msg)
 		json_decref(msg);
 		return 0;
 	}
-	return envd_frame(&o->p, &o->len, &o->cap, 0, msg);
+	return envd_frame(&o->q, 0, msg);
 }
 
 void envd_out_end(struct envd_out *o, enum envd_code code, const char *message)
 {
 	if (!o->done)
-		envd_frame(&o->p, &o->len, &o->cap, ENVD_FLAG_END, envd_end(code, message));
+		envd_frame(&o->q, ENVD_FLAG_END, envd_end(code, message));
 	o->done = true;
-}
-
-size_t envd_out_take(struct envd_out *o, char *buf, size_t max)
-{
-	size_t n = o->len - o->off < max ? o->len - o->off : max;
-	if (!n)
-		return 0;
-	memcpy(buf, o->p + o->off, n);
-	o->off += n;
-	if (o->off == o->len)
-		o->off = o->len = 0;
-	return n;
 }
 
 void envd_out_free(struct envd_out *o)
 {
-	free(o->p);
-	*o = (struct envd_out){ 0 };
+	pending_free(&o->q);
+	o->done = false;
 }
 
 int envd_bytes(const char *text, size_t len, char **out, size_t *n)

@@ -14,6 +14,8 @@
 
 #include <jansson.h>
 
+#include "pending.h"
+
 #include "tenants.h"
 
 /* Connect's envelope: a flags byte, then the message's length as a
@@ -81,16 +83,14 @@ json_t *envd_end(enum envd_code c, const char *message);
  * with the reason in err. */
 json_t *envd_unwrap(const char *body, size_t len, char *err, size_t errlen);
 
-/* msg (taken: decref'd) as an envelope with flags, appended to *buf
- * (*len bytes, *cap allocated; realloc'd). 0, or -1 out of memory (buf
- * unchanged). */
-int envd_frame(char **buf, size_t *len, size_t *cap, uint8_t flags, json_t *msg);
+/* msg (taken: decref'd) as an envelope with flags, appended to q. 0, or
+ * -1 out of memory (q unchanged). */
+int envd_frame(struct pending *q, uint8_t flags, json_t *msg);
 
 /* A server stream's frames on their way to the client: p[off..len),
  * and whether its end frame is among them (nothing follows it). */
 struct envd_out {
-	char *p;
-	size_t len, cap, off;
+	struct pending q;
 	bool done;
 };
 
@@ -102,11 +102,8 @@ int envd_out_frame(struct envd_out *o, json_t *msg);
  * (the client sees a broken stream). */
 void envd_out_end(struct envd_out *o, enum envd_code code, const char *message);
 
-/* Copy what waits, at most max bytes, into buf: how many (0: nothing
- * waits). Once all is taken, the buffer is reused from its start. */
-size_t envd_out_take(struct envd_out *o, char *buf, size_t max);
-
-/* Release o's buffer; safe on a zeroed one. */
+/* Release o's buffer; safe on a zeroed one. (What waits is taken with
+ * pending_take(&o->q, ...).) */
 void envd_out_free(struct envd_out *o);
 
 /* Protobuf JSON's bytes (base64, standard or URL-safe alphabet, padding

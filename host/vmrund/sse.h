@@ -12,10 +12,11 @@
 
 #include <jansson.h>
 
-/* Events ready to send: p[off..len). */
+#include "pending.h"
+
+/* Events ready to send. */
 struct sse_buf {
-	char *p;
-	size_t len, cap, off;
+	struct pending q;
 	unsigned long lost;           /* events left out for want of memory */
 };
 

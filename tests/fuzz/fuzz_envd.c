@@ -21,22 +21,22 @@
 
 /* msg (taken) framed after what is in the buffer: its header must carry
  * the length of msg's compact JSON and the flags, followed by that JSON. */
-static void frame(char **buf, size_t *len, size_t *cap, uint8_t flags, json_t *msg)
+static void frame(struct pending *q, uint8_t flags, json_t *msg)
 {
 	char *want = json_dumps(msg, JSON_COMPACT);
-	size_t at = *len;
-	if (envd_frame(buf, len, cap, flags, msg)) {
+	size_t at = q->len;
+	if (envd_frame(q, flags, msg)) {
 		free(want);
-		if (*len != at)
+		if (q->len != at)
 			abort();
 		return;
 	}
 	if (!want)
 		abort();
 	size_t n = strlen(want);
-	const unsigned char *h = (const unsigned char *)*buf + at;
+	const unsigned char *h = (const unsigned char *)q->p + at;
 	uint32_t hl = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
-	if (*len != at + ENVD_FRAME_HEAD + n || *cap < *len || h[0] != flags || hl != n ||
+	if (q->len != at + ENVD_FRAME_HEAD + n || q->cap < q->len || h[0] != flags || hl != n ||
 	    memcmp(h + ENVD_FRAME_HEAD, want, n))
 		abort();
 	free(want);
@@ -85,7 +85,7 @@ static int check_path(const char *path, size_t len, char *out)
 	return 0;
 }
 
-static void check_requests(const json_t *req, char **buf, size_t *len, size_t *cap)
+static void check_requests(const json_t *req, struct pending *q)
 {
 	char err[300];
 	json_t *native;
@@ -101,7 +101,7 @@ static void check_requests(const json_t *req, char **buf, size_t *len, size_t *c
 		json_array_foreach(argv, i, a)
 			if (!json_is_string(a))
 				abort();
-		frame(buf, len, cap, 0, native);
+		frame(q, 0, native);
 	} else if (native || !err[0] ||
 		   (c != ENVD_INVALID_ARGUMENT && c != ENVD_UNIMPLEMENTED && c != ENVD_INTERNAL)) {
 		abort();
@@ -138,12 +138,12 @@ static void check_requests(const json_t *req, char **buf, size_t *len, size_t *c
 		    !json_is_array(json_object_get(config, "args")) || !json_is_object(json_object_get(config, "envs")) ||
 		    json_integer_value(json_object_get(info, "pid")) <= 0)
 			abort();
-		frame(buf, len, cap, 0, info);
+		frame(q, 0, info);
 	}
 }
 
 /* native as an entry under dir, a listing's and a stat's. */
-static void check_entry(const json_t *native, const char *dir, char **buf, size_t *len, size_t *cap)
+static void check_entry(const json_t *native, const char *dir, struct pending *q)
 {
 	for (int whole = 0; whole < 2; whole++) {
 		json_t *e = envd_entry(native, dir, whole);
@@ -162,11 +162,11 @@ static void check_entry(const json_t *native, const char *dir, char **buf, size_
 		json_int_t mode = json_integer_value(json_object_get(e, "mode"));
 		if (mode < 0 || mode > 07777)
 			abort();
-		frame(buf, len, cap, 0, e);
+		frame(q, 0, e);
 	}
 }
 
-static void check_event(const char *name, const char *data, size_t size, char **buf, size_t *len, size_t *cap)
+static void check_event(const char *name, const char *data, size_t size, struct pending *q)
 {
 	bool end = true;
 	enum envd_code code = ENVD_UNAVAILABLE;
@@ -178,14 +178,14 @@ static void check_event(const char *name, const char *data, size_t size, char **
 		/* a data event never ends the stream, an end event always does */
 		if (end != (json_object_get(ev, "end") != NULL))
 			abort();
-		frame(buf, len, cap, 0, m);
+		frame(q, 0, m);
 	} else if (end ? code != ENVD_DEADLINE_EXCEEDED : code != ENVD_OK) {
 		abort();
 	}
 	if (end && strcmp(name, "exit"))
 		abort();
 	if (end)
-		frame(buf, len, cap, ENVD_FLAG_END, envd_end(code, "fuzz"));
+		frame(q, ENVD_FLAG_END, envd_end(code, "fuzz"));
 }
 
 /* Two tenants' keys, by digests no key could have: the token checks
@@ -213,8 +213,8 @@ static void check_token(const char *id, const char *token)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *in = (const char *)data;
-	char err[300], *buf = NULL;
-	size_t len = 0, cap = 0;
+	char err[300];
+	struct pending q = { 0 };
 
 	/* a stream's request body */
 	err[0] = '\0';
@@ -224,8 +224,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    ((size_t)data[1] << 24 | (size_t)data[2] << 16 | (size_t)data[3] << 8 | data[4]) != size - ENVD_FRAME_HEAD ||
 		    size - ENVD_FRAME_HEAD > ENVD_MSG_MAX)
 			abort();
-		check_requests(v, &buf, &len, &cap);
-		frame(&buf, &len, &cap, 0, v);
+		check_requests(v, &q);
+		frame(&q, 0, v);
 	} else if (!err[0]) {
 		abort();
 	}
@@ -251,9 +251,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * command and entry */
 	json_t *whole = json_loadb(in, size, 0, NULL);
 	if (whole) {
-		check_requests(whole, &buf, &len, &cap);
-		check_entry(whole, ENVD_HOME, &buf, &len, &cap);
-		check_entry(whole, "/", &buf, &len, &cap);
+		check_requests(whole, &q);
+		check_entry(whole, ENVD_HOME, &q);
+		check_entry(whole, "/", &q);
 		/* the input as a listing, against none and against itself */
 		json_t *none = json_object(), *ev = json_is_object(whole) ? envd_watch_events(none, whole, "/", true) : NULL;
 		if (ev && json_array_size(ev) > json_object_size(whole))
@@ -267,8 +267,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	const char *names[] = { "stdout", "stderr", "exit", "x" };
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		check_event(names[i], in, size, &buf, &len, &cap);
-	check_event(head, rest, rlen, &buf, &len, &cap);
+		check_event(names[i], in, size, &q);
+	check_event(head, rest, rlen, &q);
 
 	/* the head as a path, in room to spare and in a buffer its first byte
 	 * sizes; the rest as an entry under it */
@@ -278,7 +278,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!check_path(head, PATH_MAX, abs)) {
 			json_t *native = json_loadb(rest, rlen, 0, NULL);
 			if (native)
-				check_entry(native, abs, &buf, &len, &cap);
+				check_entry(native, abs, &q);
 			json_decref(native);
 		}
 		free(abs);
@@ -287,7 +287,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_token(head, rest);
 	check_token(head, text);
 
-	free(buf);
+	pending_free(&q);
 	free(head);
 	free(text);
 	return 0;

@@ -76,12 +76,12 @@ static const char *check_event(const char *p, const char *end, const struct expe
 static void check_all(const struct sse_buf *b, const struct expect *want, size_t nwant)
 {
 	size_t n = 0;
-	if (!b->len) {
+	if (!b->q.len) {
 		if (want && nwant)
 			abort();
 		return;
 	}
-	const char *p = b->p, *end = b->p + b->len;
+	const char *p = b->q.p, *end = b->q.p + b->q.len;
 	while (p < end) {
 		p = check_event(p, end, want && n < nwant ? &want[n] : NULL);
 		n++;
@@ -205,15 +205,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t len)
 	check_all(&b, want, nw);
 	/* read back, the events are the records */
 	struct reading r = { .want = want, .nwant = nw };
-	read_pieces((const uint8_t *)b.p, b.len, b.len, &r);
+	read_pieces((const uint8_t *)b.q.p, b.q.len, b.q.len, &r);
 	if (r.n != nw)
 		abort();
 	/* taken out in small pieces, the bytes are the same */
 	char out[7];
-	size_t total = b.len, got = 0;
+	size_t total = b.q.len, got = 0;
 	char *copy = malloc(total + 1);
 	if (total)
-		memcpy(copy, b.p, total);
+		memcpy(copy, b.q.p, total);
 	while (!sse_empty(&b)) {
 		size_t n = sse_take(&b, out, sizeof(out));
 		if (memcmp(out, copy + got, n))

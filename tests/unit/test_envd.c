@@ -183,20 +183,19 @@ static void unwrap(void **state)
 static void frames(void **state)
 {
 	(void)state;
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	assert_int_equal(envd_frame(&buf, &len, &cap, 0, parse("{\"a\":1}")), 0);
-	assert_int_equal(envd_frame(&buf, &len, &cap, ENVD_FLAG_END, envd_end(ENVD_OK, NULL)), 0);
+	struct pending q = { 0 };
+	assert_int_equal(envd_frame(&q, 0, parse("{\"a\":1}")), 0);
+	assert_int_equal(envd_frame(&q, ENVD_FLAG_END, envd_end(ENVD_OK, NULL)), 0);
 	static const unsigned char want[] = { 0, 0, 0, 0, 7, '{', '"', 'a', '"', ':', '1', '}',
 					      ENVD_FLAG_END, 0, 0, 0, 2, '{', '}' };
-	assert_int_equal(len, sizeof(want));
-	assert_true(cap >= len);
-	assert_memory_equal(buf, want, sizeof(want));
+	assert_int_equal(q.len, sizeof(want));
+	assert_true(q.cap >= q.len);
+	assert_memory_equal(q.p, want, sizeof(want));
 	/* nothing to write (out of memory making it): -1, the buffer as it was */
-	char *was = buf;
-	assert_int_equal(envd_frame(&buf, &len, &cap, 0, NULL), -1);
-	assert_ptr_equal(buf, was);
-	assert_int_equal(len, sizeof(want));
+	char *was = q.p;
+	assert_int_equal(envd_frame(&q, 0, NULL), -1);
+	assert_ptr_equal(q.p, was);
+	assert_int_equal(q.len, sizeof(want));
 	/* a frame past the first allocation grows the buffer and keeps what was there */
 	json_t *s = json_object();
 	char *text = malloc(10000);
@@ -205,14 +204,14 @@ static void frames(void **state)
 	text[9999] = '\0';
 	json_object_set_new(s, "t", json_string(text));
 	free(text);
-	assert_int_equal(envd_frame(&buf, &len, &cap, 0x80, s), 0);
-	assert_int_equal(len, sizeof(want) + ENVD_FRAME_HEAD + 10007);
-	assert_memory_equal(buf, want, sizeof(want));
-	const unsigned char *h = (const unsigned char *)buf + sizeof(want);
+	assert_int_equal(envd_frame(&q, 0x80, s), 0);
+	assert_int_equal(q.len, sizeof(want) + ENVD_FRAME_HEAD + 10007);
+	assert_memory_equal(q.p, want, sizeof(want));
+	const unsigned char *h = (const unsigned char *)q.p + sizeof(want);
 	assert_int_equal(h[0], 0x80);
 	assert_int_equal((uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4], 10007);
 	assert_memory_equal(h + ENVD_FRAME_HEAD, "{\"t\":\"yyy", 9);
-	free(buf);
+	pending_free(&q);
 }
 
 /* text (NUL-terminated) decodes to the n bytes want. */
@@ -813,19 +812,19 @@ static void outs(void **state)
 	(void)state;
 	struct envd_out o = { 0 };
 	char buf[64];
-	assert_int_equal(envd_out_take(&o, buf, sizeof(buf)), 0);
+	assert_int_equal(pending_take(&o.q, buf, sizeof(buf)), 0);
 	assert_int_equal(envd_out_frame(&o, json_pack("{s:i}", "a", 1)), 0);
-	assert_int_equal(envd_out_take(&o, buf, 3), 3);   /* the first bytes of the header */
-	assert_int_equal(envd_out_take(&o, buf + 3, sizeof(buf) - 3), 5 + 7 - 3);
+	assert_int_equal(pending_take(&o.q, buf, 3), 3);   /* the first bytes of the header */
+	assert_int_equal(pending_take(&o.q, buf + 3, sizeof(buf) - 3), 5 + 7 - 3);
 	assert_memory_equal(buf, "\0\0\0\0\7{\"a\":1}", 12);
 	envd_out_end(&o, ENVD_NOT_FOUND, "gone");
 	envd_out_end(&o, ENVD_OK, NULL);   /* once */
 	assert_int_equal(envd_out_frame(&o, json_pack("{s:i}", "b", 2)), 0);   /* dropped */
-	size_t n = envd_out_take(&o, buf, sizeof(buf));
+	size_t n = pending_take(&o.q, buf, sizeof(buf));
 	assert_true(o.done);
 	assert_int_equal(buf[0], ENVD_FLAG_END);
 	assert_int_equal(n, 5 + strlen("{\"error\":{\"code\":\"not_found\",\"message\":\"gone\"}}"));
-	assert_int_equal(envd_out_take(&o, buf, sizeof(buf)), 0);
+	assert_int_equal(pending_take(&o.q, buf, sizeof(buf)), 0);
 	envd_out_free(&o);
 	envd_out_free(&o);
 }

@@ -46,7 +46,7 @@ static void round_trip(void **state)
 	sse_comment(&b, "ping");
 	sse_event(&b, "exit", json_pack("{si}", "exit_code", 3));
 	struct seen s = { 0 };
-	assert_int_equal(sse_parse(b.p, b.len, 1024, on, &s), (long)b.len);
+	assert_int_equal(sse_parse(b.q.p, b.q.len, 1024, on, &s), (long)b.q.len);
 	assert_int_equal(s.n, 2);
 	assert_string_equal(s.names[0], "stdout");
 	assert_string_equal(s.data[0], "{\"text\":\"a\\nb\"}");
@@ -55,13 +55,13 @@ static void round_trip(void **state)
 	seen_free(&s);
 	/* fed a byte at a time, only whole events are taken */
 	size_t have = 0, used = 0;
-	for (size_t i = 1; i <= b.len; i++) {
-		long k = sse_parse(b.p + used, i - used, 1024, on, &s);
+	for (size_t i = 1; i <= b.q.len; i++) {
+		long k = sse_parse(b.q.p + used, i - used, 1024, on, &s);
 		assert_true(k >= 0);
 		used += (size_t)k;
 		have = s.n;
 	}
-	assert_int_equal(used, b.len);
+	assert_int_equal(used, b.q.len);
 	assert_int_equal(have, 2);
 	seen_free(&s);
 	sse_free(&b);
@@ -86,7 +86,7 @@ static void records(void **state)
 	struct sse_buf b = { 0 };
 	assert_int_equal(sse_records(&b, raw, len), (long)len);
 	struct seen s = { 0 };
-	assert_int_equal(sse_parse(b.p, b.len, 1024, on, &s), (long)b.len);
+	assert_int_equal(sse_parse(b.q.p, b.q.len, 1024, on, &s), (long)b.q.len);
 	assert_int_equal(s.n, 2);
 	assert_string_equal(s.names[0], "stdout");
 	assert_string_equal(s.data[0], "{\"stage\":\"run\",\"text\":\"a\\n\"}");
