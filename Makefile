@@ -832,7 +832,7 @@ $(BUILD)/fuzz/seeds-request.stamp: $(wildcard tests/fuzz/seeds-request/*)
 # additional_files' zips.
 FUZZ_JUDGE0_SRCS := $(FUZZ_REQUEST_SRCS) host/vmrund/judge0.c host/vmrund/judge0_submission.c \
 	host/vmrund/judge0_view.c host/vmrund/judge0_callback.c host/vmrund/judge0_files.c host/vmrund/judge.c \
-	host/run/utf8.c host/vmrund/tenants.c
+	host/run/utf8.c host/run/lines.c host/vmrund/tenants.c
 $(BUILD)/fuzz/fuzz_judge0: tests/fuzz/fuzz_judge0.c $(FUZZ_JUDGE0_SRCS) $(wildcard host/run/*.h host/vmrund/*.h \
 		guest-agent/*.h)
 	@mkdir -p $(dir $@)

@@ -179,6 +179,7 @@ void run_spec_free(struct run_spec *rq)
 		free(rq->wfiles[i].data);
 	free(rq->wfiles);
 	free(rq->stdin_data);
+	free(rq->repeat_expect);
 	free_strings(rq->env, rq->nenv);
 	free(rq->net);
 	json_decref(rq->client);

@@ -151,6 +151,12 @@ struct run_spec {
 	unsigned ncompile_cmd, nrun_cmd;
 	bool keep_artifacts;
 	unsigned repeat;              /* runs made at most; 0 or 1: one */
+	/* With repeat: the stdout each run must give (lines_match, Judge0's
+	 * comparison) for another to be made, as Judge0 stops at the first
+	 * run that is not accepted; without it, a run that exits 0 is enough. */
+	unsigned char *repeat_expect;
+	size_t repeat_expect_len;
+	bool has_repeat_expect;
 	/* What the run's proxy may dial, parsed and normalized once: host and
 	 * suffix rules (network.allow, --allow-net) and address rules
 	 * (network.allow_addr, --allow-net-addr), in the order given. */

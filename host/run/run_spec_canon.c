@@ -173,6 +173,9 @@ static bool fill_json(json_t *o, const struct run_spec *rq)
 		return false;
 	if (rq->repeat > 1 && !put(o, "repeat", json_integer(rq->repeat)))
 		return false;
+	if (rq->has_repeat_expect && !(put(o, "repeat_expect", b64_json(rq->repeat_expect, rq->repeat_expect_len)) &&
+				       put(o, "repeat_expect_encoding", json_string("base64"))))
+		return false;
 	if (rq->nnet && !put(o, "network", network_json(rq)))
 		return false;
 	if (rq->from_checkpoint[0] && !put(o, "from_checkpoint", json_string(rq->from_checkpoint)))

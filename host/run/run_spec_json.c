@@ -618,12 +618,30 @@ static int get_repeat(const json_t *v, struct run_spec *rq, char *err, size_t er
 	return 0;
 }
 
+/* "repeat_expect" (+ "repeat_expect_encoding"): with a repeat above 1,
+ * the output each run must give for another to be made. */
+static int get_repeat_expect(const json_t *body, struct run_spec *rq, char *err, size_t errlen)
+{
+	const json_t *v = json_object_get(body, "repeat_expect"), *enc = json_object_get(body, "repeat_expect_encoding");
+	if (!v)
+		return enc ? errf(err, errlen, "repeat_expect_encoding: given without repeat_expect") : 0;
+	if (rq->repeat < 2)
+		return errf(err, errlen, "repeat_expect: only with a repeat above 1");
+	if (get_data(v, enc, "repeat_expect", "repeat_expect_encoding", &rq->repeat_expect, &rq->repeat_expect_len, err,
+		     errlen))
+		return -1;
+	rq->has_repeat_expect = true;
+	if (rq->repeat_expect_len > RUN_SPEC_MAX_FILE_BYTES)
+		return errf(err, errlen, "repeat_expect: more than %u bytes", RUN_SPEC_MAX_FILE_BYTES);
+	return 0;
+}
+
 static int parse_body(const json_t *body, bool sandbox, struct run_spec *rq, char *err, size_t errlen)
 {
 	static const char *const keys[] = { "runtime", "argv",   "files",   "args", "stdin",          "stdin_encoding",
 					    "env",     "limits", "compile", "run",  "keep_artifacts", "network",
 					    "from_checkpoint", "expect_digest", "checkpoint_node", "client",
-					    "workspace_files", "repeat", NULL };
+					    "workspace_files", "repeat", "repeat_expect", "repeat_expect_encoding", NULL };
 	static const char *const sandbox_keys[] = { "runtime", "env", "limits", "network", NULL };
 	if (!json_is_object(body))
 		return errf(err, errlen, "the request must be a JSON object");
@@ -666,6 +684,8 @@ static int parse_body(const json_t *body, bool sandbox, struct run_spec *rq, cha
 		rq->keep_artifacts = json_is_true(v);
 	}
 	if ((v = json_object_get(body, "repeat")) && get_repeat(v, rq, err, errlen))
+		return -1;
+	if (get_repeat_expect(body, rq, err, errlen))
 		return -1;
 	if ((v = json_object_get(body, "network")) && get_network(v, rq, err, errlen))
 		return -1;

@@ -10,6 +10,7 @@
 
 #include "errmsg.h"
 #include "judge0.h"
+#include "lines.h"
 
 /* ---- the request ------------------------------------------------------------- */
 
@@ -253,7 +254,7 @@ bool judge_check(enum judge_checker c, double epsilon, const char *expected, siz
 		return elen == alen && !memcmp(expected, actual, elen);
 	case JUDGE_LINES:
 		/* Judge0's, but an empty output is an empty text here (not nil) */
-		return judge0_output_matches(expected, elen, actual, alen);
+		return lines_match(expected, elen, actual, alen);
 	case JUDGE_TOKENS:
 		return tokens_match(false, 0, expected, elen, actual, alen);
 	case JUDGE_FLOATS:

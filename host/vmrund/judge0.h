@@ -254,8 +254,5 @@ struct judge0_verdict {
 };
 void judge0_verdict(const json_t *result, const json_t *j0, struct judge0_verdict *v);
 
-/* Judge0's comparison (isolate_job.rb's strip): each line right-stripped,
- * then the whole; a missing stdout (NULL) never equals an expected one. */
-bool judge0_output_matches(const char *expected, size_t elen, const char *stdout_text, size_t slen);
 
 #endif

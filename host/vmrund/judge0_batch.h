@@ -76,8 +76,9 @@ void judge0_batch_term(struct run_result *r);
  * result and set it to 0, reaped); false: start its worker. */
 bool judge0_batch_take(struct vmrund *d, struct vmrund_active *x, const struct store_run *run);
 
-/* Delete the compiled programs no run used for JUDGE0_BATCH_LINGER_MS
- * (all, when all), without the lock held. */
+/* Delete the compiled programs whose batch's runs were all made here, or
+ * that no run used for JUDGE0_BATCH_LINGER_MS (all, when all), without
+ * the lock held. */
 void judge0_batch_sweep(struct vmrund *d, bool all);
 
 #endif

@@ -38,6 +38,7 @@ struct judge0_job {
 	json_t *compile;            /* the compile command's answer (JOB_READY, JOB_FAILED) */
 	int64_t compile_ms;
 	unsigned users;             /* runs of it under way */
+	unsigned done, batch;       /* runs of it made here; how many its batch has (its mark) */
 	int64_t made_ms, idle_ms;   /* monotonic */
 };
 
@@ -253,6 +254,7 @@ static void *row_main(void *arg)
 	pthread_mutex_lock(&d->lock);
 	if (--job->users == 0)
 		job->idle_ms = clock_mono_ms();
+	job->done++;
 	if (done) {
 		x->pid = 0;   /* reaped: loop.c records it from its directory */
 		x->status = 0;
@@ -266,19 +268,23 @@ static void *row_main(void *arg)
 	return NULL;
 }
 
-/* The job of key for tenant: one being made or kept young enough to
- * join, else a new one. NULL when out of memory. Lock held. */
-static struct judge0_job *job_of(struct vmrund *d, const char *key, unsigned tenant)
+/* The job of key for tenant, of a batch of n: one being made or kept
+ * young enough to join, else a new one. NULL when out of memory. Lock
+ * held. */
+static struct judge0_job *job_of(struct vmrund *d, const char *key, unsigned tenant, unsigned n)
 {
 	int64_t now = clock_mono_ms();
 	for (struct judge0_job *j = d->j0_jobs; j; j = j->next)
-		if (!strcmp(j->key, key) && j->state != JOB_BROKEN && now - j->made_ms < JUDGE0_BATCH_JOIN_S * 1000LL)
+		if (!strcmp(j->key, key) && j->state != JOB_BROKEN && now - j->made_ms < JUDGE0_BATCH_JOIN_S * 1000LL) {
+			j->batch = j->done + j->users + n > j->batch ? j->done + j->users + n : j->batch;
 			return j;
+		}
 	struct judge0_job *j = calloc(1, sizeof(*j));
 	if (!j)
 		return NULL;
 	snprintf(j->key, sizeof(j->key), "%s", key);
 	j->tenant = tenant;
+	j->batch = n;
 	j->made_ms = now;
 	j->next = d->j0_jobs;
 	d->j0_jobs = j;
@@ -304,6 +310,14 @@ static int stages_of(struct vmrund *d, struct row *w, const struct store_run *ru
 	return 0;
 }
 
+/* How many of its batch share the run's program (its mark). */
+static json_int_t batch_count(const json_t *request)
+{
+	json_int_t n = json_integer_value(json_object_get(json_object_get(json_object_get(request, "client"), "judge0"),
+							 "batch"));
+	return n > 0 && n <= UINT32_MAX ? n : 1;
+}
+
 bool judge0_batch_take(struct vmrund *d, struct vmrund_active *x, const struct store_run *run)
 {
 	/* most runs are no batch's: told without parsing them */
@@ -317,7 +331,8 @@ bool judge0_batch_take(struct vmrund *d, struct vmrund_active *x, const struct s
 	/* a compiled sandbox and a fork at least, under the tenant's ceiling */
 	if (tenant < 0 || d->ts.t[tenant].sandboxes < 2 || !request || !w || stages_of(d, w, run) ||
 	    !judge0_batch_eligible(&w->rq, request, w->pr.nstages > 1, why, sizeof(why)) ||
-	    judge0_batch_key(request, run->tenant, key) || !(w->job = job_of(d, key, (unsigned)tenant)))
+	    judge0_batch_key(request, run->tenant, key) ||
+	    !(w->job = job_of(d, key, (unsigned)tenant, (unsigned)batch_count(request))))
 		goto out;
 	w->d = d;
 	w->x = x;
@@ -346,8 +361,10 @@ void judge0_batch_sweep(struct vmrund *d, bool all)
 	pthread_mutex_lock(&d->lock);
 	for (struct judge0_job **p = &d->j0_jobs; *p;) {
 		struct judge0_job *j = *p;
+		/* its batch's runs all made here: its VM's memory is not held
+		 * for runs that will not come */
 		if (j->users == 0 && j->state != JOB_COMPILING &&
-		    (all || j->state == JOB_BROKEN || now - j->idle_ms >= JUDGE0_BATCH_LINGER_MS)) {
+		    (all || j->state == JOB_BROKEN || j->done >= j->batch || now - j->idle_ms >= JUDGE0_BATCH_LINGER_MS)) {
 			*p = j->next;
 			j->next = gone;
 			gone = j;

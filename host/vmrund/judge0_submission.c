@@ -377,8 +377,8 @@ static json_t *client_json(long language_id, const struct limits *l, bool redire
 
 /* rq from what passed the checks. */
 static int build(const struct runtime *rt, const char *source_file, const struct text *src, const struct text *in,
-		 const struct text *args, const struct text *opts, const struct limits *l, json_t *client,
-		 struct run_spec *rq)
+		 const struct text *args, const struct text *opts, const struct limits *l, const struct text *expected,
+		 bool redirect, json_t *client, struct run_spec *rq)
 {
 	memset(rq, 0, sizeof(*rq));
 	snprintf(rq->runtime, sizeof(rq->runtime), "%s", rt->name);
@@ -415,8 +415,18 @@ static int build(const struct runtime *rt, const char *source_file, const struct
 	 * be our "default", so the least is a byte */
 	rq->max_output = l->max_file_size > 0 ? (uint64_t)l->max_file_size * 1024 : 1;
 	/* isolate_job.rb's loop: a fresh box each time, until one is not
-	 * accepted; time and memory averaged */
+	 * accepted (a wrong answer too: the expected stdout is the worker's
+	 * to compare, unless stderr joins it, which only the view can); time
+	 * and memory averaged */
 	rq->repeat = (unsigned)l->number_of_runs;
+	if (rq->repeat > 1 && expected->p && !redirect) {
+		if (!(rq->repeat_expect = malloc(expected->n ? expected->n : 1)))
+			return -1;
+		if (expected->n)
+			memcpy(rq->repeat_expect, expected->p, expected->n);
+		rq->repeat_expect_len = expected->n;
+		rq->has_repeat_expect = true;
+	}
 	rq->client = json_incref(client);
 	return 0;
 }
@@ -551,7 +561,7 @@ int judge0_submission(const json_t *body, bool b64, const struct judge0_config *
 		goto out;
 	bool redirect = bool_param(&ps, "redirect_stderr_to_stdout", c->redirect_stderr_to_stdout);
 	if (!(client = client_json(language_id, &l, redirect, network, &expected, &args, &callback, &opts, &files)) ||
-	    build(rt, source_file, &src, &in, &args, &opts, &l, client, rq)) {
+	    build(rt, source_file, &src, &in, &args, &opts, &l, &expected, redirect, client, rq)) {
 		ps.oom = true;
 		goto out;
 	}

@@ -2,6 +2,7 @@
  * status as isolate_job.rb decides it, its texts as its serializer writes
  * them. */
 #include "judge0.h"
+#include "lines.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -215,54 +216,10 @@ void judge0_verdict(const json_t *result, const json_t *j0, struct judge0_verdic
 		memcpy(all + n, m ? json_string_value(json_object_get(s, "stderr")) : "", m);
 	}
 	v->status = !all ? J0_INTERNAL_ERROR :
-		    judge0_output_matches((const char *)e, elen, n + m ? all : NULL, n + m) ? J0_ACCEPTED :
+		    lines_match((const char *)e, elen, n + m ? all : NULL, n + m) ? J0_ACCEPTED :
 											       J0_WRONG_ANSWER;
 	free(all);
 	free(e);
-}
-
-/* Ruby's rstrip: white space and NUL. */
-static bool rstrip_char(char c)
-{
-	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r' || c == '\0';
-}
-
-/* strip(text) of isolate_job.rb into out (room for n bytes): the length. */
-static size_t judge0_strip(const char *s, size_t n, char *out)
-{
-	size_t o = 0;
-	for (size_t i = 0; i <= n;) {
-		size_t k = 0;
-		while (i + k < n && s[i + k] != '\n')
-			k++;
-		size_t end = k;
-		while (end && rstrip_char(s[i + end - 1]))
-			end--;
-		memcpy(out + o, s + i, end);
-		o += end;
-		if (i + k < n)
-			out[o++] = '\n';
-		i += k + 1;
-	}
-	while (o && rstrip_char(out[o - 1]))
-		o--;
-	return o;
-}
-
-bool judge0_output_matches(const char *expected, size_t elen, const char *stdout_text, size_t slen)
-{
-	/* Judge0 keeps an empty stdout as nil, and strip(nil) is nil */
-	if (!stdout_text)
-		return false;
-	char *a = malloc(elen + 1), *b = malloc(slen + 1);
-	bool same = false;
-	if (a && b) {
-		size_t na = judge0_strip(expected, elen, a), nb = judge0_strip(stdout_text, slen, b);
-		same = na == nb && !memcmp(a, b, na);
-	}
-	free(a);
-	free(b);
-	return same;
 }
 
 /* ---- the view ----------------------------------------------------------------------- */

@@ -28,6 +28,7 @@
 
 #include "clock.h"
 #include "errmsg.h"
+#include "lines.h"
 #include "run_spec.h"
 #include "result.h"
 #include "run.h"
@@ -318,8 +319,18 @@ static void run_once(struct worker *w, const struct run_request *req, struct run
 	run_plan_release(plan);
 }
 
+/* Whether r's stdout is what the spec's repeat_expect asks of each run
+ * (true without one). */
+static bool repeat_expected(const struct run_spec *rq, const struct run_result *r)
+{
+	const struct run_stage *s = result_final(r);
+	return !rq->has_repeat_expect || lines_match((const char *)rq->repeat_expect, rq->repeat_expect_len,
+						     s->out.len ? (const char *)s->out.data : NULL, s->out.len);
+}
+
 /* The run, made as many times as the spec's repeat asks, each in a fresh
- * VM, until one does not succeed: r is the last one's result, with the
+ * VM, until one does not succeed (or, with repeat_expect, does not give
+ * the output expected): r is the last one's result, with the
  * means of those made (result_repeat_apply). Each next run is marked in
  * the output file (SPOOL_NEXT_RUN). */
 static void run_repeated(struct worker *w, const struct run_request *req, struct run_plan *plan,
@@ -331,7 +342,7 @@ static void run_repeated(struct worker *w, const struct run_request *req, struct
 		result_repeat_add(&rep, r);
 		/* a cancel that came as a run ended starts no other */
 		struct pollfd p = { w->sigfd, POLLIN, 0 };
-		if (!result_repeat_more(&rep, r) || poll(&p, 1, 0) > 0)
+		if (!result_repeat_more(&rep, r) || !repeat_expected(&w->rq, r) || poll(&p, 1, 0) > 0)
 			break;
 		uint32_t next = rep.made + 1;
 		on_output(w, PROTO_STAGE_RUN, SPOOL_NEXT_RUN, (const uint8_t *)&next, sizeof(next));

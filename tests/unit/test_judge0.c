@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "judge0.h"
+#include "lines.h"
 
 static const struct runtime rts[] = {
 	{ .name = "c", .version = "12.2.0", .extension = "c", .compile = "gcc -O2 -o /tmp/prog {files} -lm",
@@ -298,6 +299,23 @@ static void submission_errors_as_rails_says_them(void **state)
 	json_t *canon = run_spec_to_json(&rq);
 	assert_int_equal(json_integer_value(json_object_get(canon, "repeat")), 3);
 	json_decref(canon);
+	assert_false(rq.has_repeat_expect);
+	run_spec_free(&rq);
+	/* with an expected output, each run must give it for another to be
+	 * made (Judge0 stops at a wrong answer); not when stderr joins stdout,
+	 * which only the view merges */
+	assert_null(submit("{\"source_code\":\"x\",\"language_id\":71,\"number_of_runs\":3,\"expected_output\":\"42\"}",
+			   false, &rq));
+	assert_true(rq.has_repeat_expect);
+	assert_int_equal(rq.repeat_expect_len, 2);
+	assert_memory_equal(rq.repeat_expect, "42", 2);
+	run_spec_free(&rq);
+	assert_null(submit("{\"source_code\":\"x\",\"language_id\":71,\"number_of_runs\":3,\"expected_output\":\"42\","
+			   "\"redirect_stderr_to_stdout\":true}", false, &rq));
+	assert_false(rq.has_repeat_expect);
+	run_spec_free(&rq);
+	assert_null(submit("{\"source_code\":\"x\",\"language_id\":71,\"expected_output\":\"42\"}", false, &rq));
+	assert_false(rq.has_repeat_expect);
 	run_spec_free(&rq);
 	e = submit("[1]", false, &rq);
 	assert_non_null(json_object_get(e, "submission"));
@@ -614,13 +632,13 @@ static void verdicts(void **state)
 static void comparison(void **state)
 {
 	(void)state;
-	assert_true(judge0_output_matches("a\nb", 3, "a  \nb\n\n\n", 8));
-	assert_true(judge0_output_matches("a \t\r\nb\n", 7, "a\nb", 3));
-	assert_false(judge0_output_matches("a\n\nb", 4, "a\nb", 3));
-	assert_false(judge0_output_matches(" a", 2, "a", 1));
+	assert_true(lines_match("a\nb", 3, "a  \nb\n\n\n", 8));
+	assert_true(lines_match("a \t\r\nb\n", 7, "a\nb", 3));
+	assert_false(lines_match("a\n\nb", 4, "a\nb", 3));
+	assert_false(lines_match(" a", 2, "a", 1));
 	/* Judge0's nil: an empty stdout never matches, not even "" */
-	assert_false(judge0_output_matches("", 0, NULL, 0));
-	assert_true(judge0_output_matches("\n", 1, "\n\n", 2));
+	assert_false(lines_match("", 0, NULL, 0));
+	assert_true(lines_match("\n", 1, "\n\n", 2));
 }
 
 /* ---- the view ---- */

@@ -876,6 +876,20 @@ static void repeat(void **state)
 	run_spec_free(&rq);
 	assert_int_equal(run_spec_sandbox_from_text("{\"repeat\": 2}", 13, &rq, err, sizeof(err)), -1);
 	run_spec_free(&rq);
+	/* repeat_expect: the output each run must give, kept as bytes */
+	const char *exp = "{\"argv\": [\"x\"], \"repeat\": 3, \"repeat_expect\": \"AAE=\", \"repeat_expect_encoding\": \"base64\"}";
+	assert_int_equal(run_spec_from_text(exp, strlen(exp), &rq, err, sizeof(err)), 0);
+	assert_true(rq.has_repeat_expect);
+	assert_int_equal(rq.repeat_expect_len, 2);
+	assert_memory_equal(rq.repeat_expect, "\0\1", 2);
+	canon = run_spec_to_json(&rq);
+	assert_string_equal(json_string_value(json_object_get(canon, "repeat_expect")), "AAE=");
+	json_decref(canon);
+	run_spec_free(&rq);
+	refused("{\"argv\": [\"x\"], \"repeat_expect\": \"1\"}", "repeat_expect: only with a repeat above 1");
+	refused("{\"argv\": [\"x\"], \"repeat\": 2, \"repeat_expect_encoding\": \"utf8\"}",
+		"repeat_expect_encoding: given without repeat_expect");
+	refused("{\"argv\": [\"x\"], \"repeat\": 2, \"repeat_expect\": 7}", "repeat_expect");
 }
 
 static void sandbox_body(void **state)

@@ -299,6 +299,9 @@ else:
         ("number_of_runs 3 of a program that fails: it stops at the first run, as Judge0 stops", 11,
          dict(source='import sys\nsys.exit(2)', number_of_runs=3),
          lambda j: made_of(j["token"]) == (1, 3)),
+        ("number_of_runs 3 of a wrong answer (exit 0): it stops at the first run too, as Judge0 stops", 4,
+         dict(source='print(41)', expected_output="42", number_of_runs=3),
+         lambda j: made_of(j["token"]) == (1, 3)),
     ]
 
 
