@@ -21,6 +21,7 @@
 
 #include <microhttpd.h>
 
+#include "clock.h"
 #include "sse.h"
 #include "spool.h"
 
@@ -91,15 +92,18 @@ unsigned api_errno_status(int e)
 /* ---- waiting ---------------------------------------------------------------------- */
 
 /* Wait (mu held) until done(arg) or until_ms (CLOCK_REALTIME). */
-void api_wait_until(struct sbx *s, bool (*done)(void *), void *arg, int64_t until_ms)
+void api_wait_for(struct sbx *s, bool (*done)(void *), void *arg, int64_t wait_ms)
 {
+	int64_t until = wait_ms == INT64_MAX ? INT64_MAX : clock_mono_ms() + wait_ms;
 	while (!done(arg)) {
+		int64_t now = clock_mono_ms();
+		if (now >= until)
+			return;
+		/* the condition variable's clock is the wall clock: a step of a
+		 * second at most, so that a clock set meanwhile costs a step */
+		int64_t step = until - now > 1000 ? 1000 : until - now;
 		struct timespec t;
 		clock_gettime(CLOCK_REALTIME, &t);
-		int64_t now = (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-		if (now >= until_ms)
-			return;
-		int64_t step = until_ms - now > 1000 ? 1000 : until_ms - now;
 		t.tv_sec += step / 1000;
 		t.tv_nsec += (long)(step % 1000) * 1000000;
 		if (t.tv_nsec >= 1000000000) {
@@ -148,7 +152,7 @@ static enum MHD_Result get_sandbox(struct sbx *s, struct MHD_Connection *conn)
 		return api_answer_error(conn, 400, "wait: seconds, 0 to %d", WAIT_MAX_S);
 	pthread_mutex_lock(&s->mu);
 	if (w > 0)
-		api_wait_until(s, not_starting, s, sbx_realtime_ms() + w * 1000);
+		api_wait_for(s, not_starting, s, w * 1000);
 	json_t *j = sbx_json(s);
 	pthread_mutex_unlock(&s->mu);
 	return api_answer_json(conn, 200, j);
@@ -207,7 +211,7 @@ static enum MHD_Result pause_sandbox(struct sbx *s, struct MHD_Connection *conn)
 		return api_answer_error(conn, 409, "%s", why);
 	}
 	sbx_pause_begin(s, "");
-	api_wait_until(s, not_pausing, s, sbx_realtime_ms() + PAUSE_ANSWER_MS);
+	api_wait_for(s, not_pausing, s, PAUSE_ANSWER_MS);
 	enum sbx_state st = s->state;
 	char why[256];
 	snprintf(why, sizeof(why), "%s", st == SBX_RUNNING ? s->pause_error : s->reason);
@@ -242,7 +246,7 @@ static enum MHD_Result resume_sandbox(struct sbx *s, struct MHD_Connection *conn
 	}
 	s->resume_timeout_s = t;
 	sbx_set_state(s, SBX_RESUMING, "");
-	api_wait_until(s, not_resuming, s, sbx_realtime_ms() + PAUSE_ANSWER_MS);
+	api_wait_for(s, not_resuming, s, PAUSE_ANSWER_MS);
 	enum sbx_state st = s->state;
 	char why[256];
 	snprintf(why, sizeof(why), "%s", s->reason);
@@ -304,7 +308,7 @@ static enum MHD_Result create_checkpoint(struct sbx *s, struct MHD_Connection *c
 	s->checkpoint_meta = NULL;
 	s->checkpoint_error[0] = '\0';
 	sbx_pause_begin(s, "");
-	api_wait_until(s, settled, s, sbx_realtime_ms() + 2 * PAUSE_ANSWER_MS);
+	api_wait_for(s, settled, s, 2 * PAUSE_ANSWER_MS);
 	json_t *meta = s->checkpoint_meta;
 	s->checkpoint_meta = NULL;
 	snprintf(why, sizeof(why), "%s", s->checkpoint_error[0] ? s->checkpoint_error

@@ -37,8 +37,10 @@ enum MHD_Result api_answer_error(struct MHD_Connection *conn, unsigned status, c
 /* The HTTP status for a guest's errno from a file operation. Pure. */
 unsigned api_errno_status(int e);
 
-/* Wait (mu held) until done(arg) or until_ms (CLOCK_REALTIME). */
-void api_wait_until(struct sbx *s, bool (*done)(void *), void *arg, int64_t until_ms);
+/* Wait (mu held) until done(arg), for wait_ms at most (INT64_MAX:
+ * forever), measured on the monotonic clock: a wall clock set while a
+ * request waits neither ends the wait early nor stretches it. */
+void api_wait_for(struct sbx *s, bool (*done)(void *), void *arg, int64_t wait_ms);
 
 /* ?wait=S: seconds, 0 when absent, WAIT_MAX_S for a bare "wait"; -1 when
  * not a number in 0..WAIT_MAX_S. */

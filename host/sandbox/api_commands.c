@@ -171,7 +171,7 @@ enum MHD_Result api_answer_cmd(struct sbx *s, struct MHD_Connection *conn, struc
 {
 	pthread_mutex_lock(&s->mu);
 	if (wait_s > 0)
-		api_wait_until(s, cmd_ended, c, sbx_realtime_ms() + wait_s * 1000);
+		api_wait_for(s, cmd_ended, c, wait_s * 1000);
 	json_t *j = sbx_cmd_json(s, c);
 	uint32_t id = c->id;
 	pthread_mutex_unlock(&s->mu);

@@ -69,7 +69,7 @@ static struct sbx_fop *fop_start(struct sbx *s, struct MHD_Connection *conn, uin
 static void fop_wait(struct sbx *s, struct sbx_fop *f)
 {
 	pthread_mutex_lock(&s->mu);
-	api_wait_until(s, fop_ended, f, INT64_MAX);
+	api_wait_for(s, fop_ended, f, INT64_MAX);
 }
 
 enum MHD_Result api_fop_simple(struct sbx *s, struct MHD_Connection *conn, uint32_t op, const char *path,

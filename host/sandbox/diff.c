@@ -64,7 +64,7 @@ static unsigned walk_now(struct sbx *s, const char *dir, struct artifacts_result
 	}
 	int64_t t0 = sbx_realtime_ms();
 	struct hold h = { s, sbx_hold_begin(s) };
-	api_wait_until(s, hold_settled, &h, t0 + HOLD_WAIT_MS);
+	api_wait_for(s, hold_settled, &h, HOLD_WAIT_MS);
 	if (s->pause_gen != h.gen || !s->hold || s->state != SBX_PAUSING || !s->agent_paused) {
 		snprintf(err, errlen, "the agent could not be held to read the workspace: %s",
 			 s->pause_error[0] ? s->pause_error : s->reason);

@@ -337,8 +337,12 @@ json_t *judge_run(struct vmrund *d, unsigned tenant, const struct judge_request 
 		errf(err, errlen, "out of memory");
 		goto out;
 	}
-	json_t *comp = compile_cmd ? json_pack("{sO sO sO sI}", "exit_code", json_object_get(compile_cmd, "exit_code"),
-					       "stdout", json_object_get(compile_cmd, "stdout"), "stderr",
+	/* how it ended too, where it did not exit: a signal, or the sandbox's
+	 * refusal (its "end") */
+	json_t *comp = compile_cmd ? json_pack("{sO sO* sO* sO sO sI}", "exit_code", json_object_get(compile_cmd, "exit_code"),
+					       "signal", json_object_get(compile_cmd, "signal"), "end",
+					       json_object_get(compile_cmd, "end"), "stdout",
+					       json_object_get(compile_cmd, "stdout"), "stderr",
 					       json_object_get(compile_cmd, "stderr"), "ms", (json_int_t)compile_ms)
 				   : json_null();
 	result = json_pack("{ss so sO s{sI sI sI sI sI}}", "verdict", judge_verdict_name(overall), "compile", comp,
