@@ -193,6 +193,12 @@ void vmrund_stop(struct vmrund *d, const char *id)
 {
 	for (unsigned i = 0; i < d->slots; i++) {
 		struct vmrund_active *x = &d->active[i];
+		if (x->used && !strcmp(x->id, id) && x->pid == -1) {
+			/* a Judge0 batch's thread holds it: it looks before the
+			 * command starts, and the run ends cancelled */
+			x->cancel = true;
+			continue;
+		}
 		/* one already reaped ended on its own: its end stands */
 		if (!x->used || strcmp(x->id, id) || x->cancel || x->pid <= 0)
 			continue;

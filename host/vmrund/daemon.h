@@ -41,6 +41,7 @@ struct vmrund_active {
 	int64_t created_ms, started_ms;
 	bool cancel;                  /* a cancel was asked: it ends cancelled */
 	bool refused;                 /* the gate said no: nothing started */
+	bool need_worker;             /* pid -1, a Judge0 batch's thread gave it back: the loop starts its worker */
 	struct sched_size size;       /* what it takes of the node's room */
 };
 
@@ -88,6 +89,7 @@ struct vmrund {
 	struct judge0_stats_cache *j0_stats;
 	/* Programs compiled for Judge0 batches' runs (judge0_batch_run.c) */
 	struct judge0_job *j0_jobs;
+	unsigned j0_threads;          /* their threads alive: vmrund is not freed before they end */
 	bool stopping;                /* SIGTERM: start nothing more, refuse new runs */
 	bool closing;                 /* the loop is over: waits and streams end now */
 };

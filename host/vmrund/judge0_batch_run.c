@@ -147,9 +147,10 @@ static enum job_state job_ready(struct row *w, struct sbx_user *u)
 }
 
 /* The store's word that w's command may start (the gate a worker asks):
- * true, or false when it may not (this node no longer holds the run, or
- * the store stayed away). */
-static bool gate(struct row *w)
+ * 1 it may, 0 it may not (a cancel, or this node no longer holds the
+ * run), -1 the store stayed away (a worker, which waits at its gate until
+ * the run's deadline, is to make it). */
+static int gate(struct row *w)
 {
 	struct vmrund *d = w->d;
 	char err[300];
@@ -164,7 +165,7 @@ static bool gate(struct row *w)
 			return ok == 1;
 		usleep(500 * 1000);
 	}
-	return false;
+	return -1;
 }
 
 /* w's result written where a worker writes it: 0, or -1. */
@@ -203,12 +204,15 @@ static int judge(struct row *w)
 		double life = (double)w->timeout_ms[w->pr.nstages - 1] / 1000 + FORK_SPARE_S;
 		if (sbxu_create(&u, json_pack("{ss sf}", "from_checkpoint", from, "timeout_s", life), fork))
 			return 0;
-		if (!gate(w)) {
-			pthread_mutex_lock(&w->d->lock);
-			w->x->refused = true;   /* recorded as a worker's refused run: nothing started */
-			pthread_mutex_unlock(&w->d->lock);
+		int may = gate(w);
+		if (may <= 0) {
+			if (!may) {
+				pthread_mutex_lock(&w->d->lock);
+				w->x->refused = true;   /* recorded as a worker's refused run: nothing started */
+				pthread_mutex_unlock(&w->d->lock);
+			}
 			sbxu_destroy(&u, fork);
-			return 1;
+			return !may;
 		}
 		const char *in = w->rq.stdin_data ? (const char *)w->rq.stdin_data : "";
 		cmd = command(w, &u, fork, w->pr.nstages - 1, in, w->rq.stdin_len, &ms);
@@ -255,12 +259,16 @@ static void *row_main(void *arg)
 	if (--job->users == 0)
 		job->idle_ms = clock_mono_ms();
 	job->done++;
-	if (done) {
+	if (done || x->cancel) {
 		x->pid = 0;   /* reaped: loop.c records it from its directory */
 		x->status = 0;
 	} else {
-		vmrund_worker_start(d, x);
+		/* started by the loop's thread: a worker dies with the thread
+		 * that forked it (PR_SET_PDEATHSIG), and this one ends now */
+		x->need_worker = true;
 	}
+	d->j0_threads--;
+	pthread_cond_broadcast(&d->changed);
 	/* under the lock: once the loop sees the slot reaped, vmrund may end
 	 * and free d; this thread touches nothing of it after */
 	vmrund_wake(d);
@@ -276,7 +284,7 @@ static struct judge0_job *job_of(struct vmrund *d, const char *key, unsigned ten
 	int64_t now = clock_mono_ms();
 	for (struct judge0_job *j = d->j0_jobs; j; j = j->next)
 		if (!strcmp(j->key, key) && j->state != JOB_BROKEN && now - j->made_ms < JUDGE0_BATCH_JOIN_S * 1000LL) {
-			j->batch = j->done + j->users + n > j->batch ? j->done + j->users + n : j->batch;
+			j->batch = n > j->batch ? n : j->batch;
 			return j;
 		}
 	struct judge0_job *j = calloc(1, sizeof(*j));
@@ -342,11 +350,14 @@ bool judge0_batch_take(struct vmrund *d, struct vmrund_active *x, const struct s
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	w->job->users++;
-	x->pid = -1;   /* no process: vmrund_stop passes it by, reap_all waits for the thread */
+	d->j0_threads++;
+	x->pid = -1;   /* no process: vmrund_stop marks it cancelled, reap_all waits for the thread */
 	taken = !pthread_create(&th, &attr, row_main, w);
 	pthread_attr_destroy(&attr);
-	if (!taken)
+	if (!taken) {
 		w->job->users--;
+		d->j0_threads--;
+	}
 out:
 	if (!taken && w)
 		row_free(w);
@@ -359,6 +370,9 @@ void judge0_batch_sweep(struct vmrund *d, bool all)
 	struct judge0_job *gone = NULL;
 	int64_t now = clock_mono_ms();
 	pthread_mutex_lock(&d->lock);
+	/* at the end, every thread first: vmrund is freed after this */
+	while (all && d->j0_threads)
+		pthread_cond_wait(&d->changed, &d->lock);
 	for (struct judge0_job **p = &d->j0_jobs; *p;) {
 		struct judge0_job *j = *p;
 		/* its batch's runs all made here: its VM's memory is not held

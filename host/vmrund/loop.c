@@ -402,9 +402,16 @@ static void reap_all(struct vmrund *d)
 		pthread_mutex_unlock(&d->lock);
 	}
 	pthread_mutex_lock(&d->lock);
-	for (unsigned i = 0; i < d->slots; i++)
-		if (d->active[i].used && d->active[i].pid == 0)
-			record(d, &d->active[i]);
+	for (unsigned i = 0; i < d->slots; i++) {
+		struct vmrund_active *x = &d->active[i];
+		if (x->used && x->pid == 0)
+			record(d, x);
+		else if (x->used && x->need_worker) {
+			/* a Judge0 batch's thread gave its run back (judge0_batch.h) */
+			x->need_worker = false;
+			vmrund_worker_start(d, x);
+		}
+	}
 	pthread_mutex_unlock(&d->lock);
 }
 
